@@ -1,0 +1,32 @@
+"""fightlab: train a muscle-bodied humanoid fighter with PPO on MuJoCo Warp, and measure it.
+
+Public API (imported lazily, so `python -m fightlab --help` stays fast):
+  build_body(name) -> mujoco.MjModel, BODIES, describe
+  StanceEnv, EnvConfig, PPOConfig, TrainConfig
+  train(cfg) -> result dict, evaluate(checkpoint, ...) -> dict
+"""
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "build_body": ("fightlab.bodies", "build"),
+    "BODIES": ("fightlab.bodies", "BODIES"),
+    "describe": ("fightlab.bodies.describe", "describe"),
+    "StanceEnv": ("fightlab.envs.stance", "StanceEnv"),
+    "EnvConfig": ("fightlab.config", "EnvConfig"),
+    "PPOConfig": ("fightlab.config", "PPOConfig"),
+    "TrainConfig": ("fightlab.config", "TrainConfig"),
+    "train": ("fightlab.rl.runner", "train"),
+    "evaluate": ("fightlab.rl.runner", "evaluate"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'fightlab' has no attribute {name!r}")

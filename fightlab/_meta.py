@@ -1,0 +1,135 @@
+"""Run metadata: git commit, host, GPU name, driver and package versions.
+
+Every function here is robust: a missing ``git``, ``nvidia-smi``, CUDA or package gives a
+fallback string (``"unknown"``, ``"cpu"``, ``""``) and never an exception, so recording a result
+row can not fail because of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+
+import socket
+import subprocess
+import uuid
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: the source tree (repository root when fightlab is installed editable / run from a checkout)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: result-row column -> distribution name on PyPI
+PACKAGES = {"warp": "warp-lang", "mujoco_warp": "mujoco-warp", "torch": "torch"}
+
+
+def _run(cmd: list[str], cwd: Path | str | None = None, timeout: float = 10.0) -> str | None:
+    """stdout of ``cmd`` stripped, or None if it is missing, fails or times out."""
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=True)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return out.stdout.strip()
+
+
+def new_run_id() -> str:
+    """12 hex characters from a random UUID4 (unique per run, safe as a file name)."""
+    return uuid.uuid4().hex[:12]
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO 8601 with seconds, e.g. ``2026-11-30T04:43:00+00:00``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(root: Path | str | None = None) -> str:
+    """Short commit of ``HEAD`` in ``root`` (default: fightlab's source tree).
+
+    ``"<sha>-dirty"`` when tracked files differ from ``HEAD`` (untracked files are ignored, as in
+    ``git describe --dirty``); ``"unknown"`` outside a git work tree, without git, or before the
+    first commit.
+    """
+    override = os.environ.get("FIGHTLAB_COMMIT", "").strip()
+    if override and root is None:
+        # a copy of the tree without .git (e.g. the GPU machine): the launcher passes the commit
+        return override
+    cwd = Path(root) if root is not None else REPO_ROOT
+    if not cwd.is_dir():
+        return "unknown"
+    sha = _run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd)
+    if not sha:
+        return "unknown"
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd)
+    return f"{sha}-dirty" if status else sha
+
+
+def host_name() -> str:
+    """``socket.gethostname()``, or ``"unknown"``."""
+    try:
+        return socket.gethostname() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _device_str(device: Any) -> str:
+    if device is None:
+        return "cpu"
+    alias = getattr(device, "alias", None)  # warp.Device
+    return alias if isinstance(alias, str) else str(device)
+
+
+def gpu_name(device: Any = "cpu") -> str:
+    """Name of the CUDA device ``device`` (e.g. ``"NVIDIA H200"``), or ``"cpu"`` for the CPU.
+
+    Tries ``torch.cuda.get_device_name``, then Warp's device name; ``"unknown"`` if both fail.
+    """
+    dev = _device_str(device)
+    if not dev.startswith("cuda"):
+        return "cpu"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(torch.device(dev))
+    except Exception:  # noqa: BLE001 - metadata must never fail
+        pass
+    try:
+        import warp as wp
+
+        return wp.get_device(dev).name
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def driver_version() -> str:
+    """NVIDIA driver version from ``nvidia-smi`` (e.g. ``"570.86.15"``).
+
+    Falls back to Warp's CUDA driver API version (``"cuda-12.8"``) when ``nvidia-smi`` is missing
+    but CUDA works, else ``""`` (CPU-only machine).
+    """
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if out:
+        return out.splitlines()[0].strip()
+    try:
+        import warp as wp
+
+        if wp.is_cuda_available():
+            v = int(wp.get_cuda_driver_version())
+            return f"cuda-{v // 1000}.{(v % 1000) // 10}"
+    except Exception:  # noqa: BLE001
+        pass
+    return ""
+
+
+def package_version(dist: str) -> str:
+    """Installed version of distribution ``dist`` (``""`` if not installed)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def package_versions() -> dict[str, str]:
+    """``{"warp": ..., "mujoco_warp": ..., "torch": ...}`` from the installed distributions."""
+    return {col: package_version(dist) for col, dist in PACKAGES.items()}

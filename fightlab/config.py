@@ -1,0 +1,274 @@
+"""Configuration dataclasses: the one place where fightlab's parameters live and are validated.
+
+`EnvConfig` (the stance task), `PPOConfig` (the learner) and `TrainConfig` (a training run) hold
+every default; the headline time to solve always uses these defaults. Notebook parameter cells
+mirror these fields. `validate_*` functions raise `ValueError` naming the bad value and the valid
+choices, so bad input never reaches warp as a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BODY_NAMES = ("muscular-fast", "simple")
+
+
+class ConfigError(ValueError):
+    """A bad user-facing value (body, nworld, device, config field); the message names the value
+    and the valid choices. The CLI prints it as one line and exits with code 2."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The stance task: hold a fighting stance, keep a 2 Hz bounce, survive pushes.
+
+    Times in seconds, forces in N, impulses in N·s, angles in rad, lengths in m.
+
+    Attributes:
+      control_dt: env (policy) step, 0.02 s = 50 Hz control.
+      timestep: physics timestep, 0.004 s, so `substeps = control_dt / timestep = 5`.
+        Changed only with a measured reason; the convergence check re-runs a trained policy at
+        half this timestep (`fightlab.rl.runner.evaluate(..., timestep=0.002)`).
+      episode_s: episode length, 10 s = 500 env steps.
+      rhythm_hz: bounce frequency (a boxer's bounce), 2 Hz.
+      bounce_m: pelvis bounce amplitude at amplitude a = 1: ±0.03 m. More would lift the feet off
+        the floor at 2 Hz: the downward acceleration of the bounce, (2π·2 Hz)²·0.03 m = 4.7 m/s²,
+        is already half of g.
+      arm_sway_rad: guard sway of shoulders/elbows at a = 1.
+      n_phase: rows of the stacked reference table (one period sampled at n_phase points).
+      amplitude_ramp_s: a widening ramps the reference amplitude over this time in all worlds.
+      push_interval_s: (min, max) time between pushes, uniform.
+      push_duration_s: duration of one push (a constant horizontal force on the torso).
+      push_impulse_ns: (min, max) push impulse, uniform; force = impulse / duration.
+      tilt_fall_deg: a fall when the torso's z axis tilts more than this from vertical.
+      action_scale_rad: action in [-1, 1] → position target offset ± this around the reference.
+      init_noise_rad: joint-angle noise at reset (uniform ±).
+      reward weights: see `fightlab.envs.stance` for the reward terms.
+    """
+
+    control_dt: float = 0.02
+    timestep: float = 0.004
+    episode_s: float = 10.0
+    rhythm_hz: float = 2.0
+    bounce_m: float = 0.03
+    arm_sway_rad: float = 0.08
+    n_phase: int = 100
+    amplitude_ramp_s: float = 1.0
+    push_interval_s: tuple[float, float] = (1.0, 3.0)
+    push_duration_s: float = 0.1
+    push_impulse_ns: tuple[float, float] = (15.0, 30.0)
+    tilt_fall_deg: float = 60.0
+    action_scale_rad: float = 0.3
+    init_noise_rad: float = 0.02
+    w_alive: float = 1.0
+    w_pose: float = 1.0
+    w_bounce: float = 1.0
+    w_upright: float = 0.5
+    w_action_rate: float = 0.1
+    fall_penalty: float = 10.0
+
+    @property
+    def substeps(self) -> int:
+        """Physics steps per env step (5 with the defaults)."""
+        return int(round(self.control_dt / self.timestep))
+
+    @property
+    def episode_steps(self) -> int:
+        """Env steps per episode (500 with the defaults)."""
+        return int(round(self.episode_s / self.control_dt))
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters (CleanRL's ppo_continuous_action names; rsl_rl's adaptive lr).
+
+    Attributes:
+      num_steps: env steps per world per iteration (rollout length), 32.
+      num_minibatches, update_epochs: the batch of num_steps × nworld samples is split into
+        num_minibatches per epoch.
+      learning_rate: Adam step size; with `adaptive_lr` it is scaled ×1.5 / ÷1.5 to keep the
+        policy KL near `desired_kl` (rsl_rl, Rudin et al. 2022, "Learning to walk in minutes").
+      gamma, gae_lambda: discount and GAE λ (Schulman et al. 2016).
+      clip_coef: PPO ratio clip (Schulman et al. 2017); vf_coef, ent_coef: loss weights.
+      max_grad_norm: global gradient-norm clip.
+      hidden: actor and critic MLP hidden sizes; init_std: initial action std.
+    """
+
+    num_steps: int = 32
+    num_minibatches: int = 4
+    update_epochs: int = 5
+    learning_rate: float = 1e-3
+    adaptive_lr: bool = True
+    desired_kl: float = 0.01
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    vf_coef: float = 1.0
+    ent_coef: float = 0.0
+    max_grad_norm: float = 1.0
+    hidden: tuple[int, ...] = (256, 128, 64)
+    init_std: float = 0.5
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    Attributes:
+      body: one of `BODY_NAMES`.
+      nworld: parallel worlds (int > 0).
+      device: warp/torch device string: "cpu", "cuda" or "cuda:N".
+      seed: RNG seed for torch and the env.
+      max_iterations: stop after this many iterations even if unsolved.
+      curriculum_stages: the amplitude stages, 0.1 … 1.0 (10 stages).
+      curriculum_wait: W, iterations to wait after each widening (and at the start) before the
+        next check; the check looks at episodes finished in the last W iterations.
+      max_fall_rate, min_tracking, min_episode_s: the widening / solve thresholds.
+      checkpoint_every: iterations between checkpoints (0: only at the end).
+      run_dir: where rows, checkpoints and logs go (runs/ is git-ignored).
+      resume: checkpoint path to continue from (same curriculum state).
+      stop_when_solved: end the run at the solving iteration.
+      graph: capture the env step as a CUDA graph on GPUs (ignored on the CPU).
+      segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
+        stops when it is exceeded; continue with `resume`).
+    """
+
+    body: str = "simple"
+    nworld: int = 1024
+    device: str = "cpu"
+    seed: int = 0
+    max_iterations: int = 1500
+    curriculum_stages: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(1, 11))
+    curriculum_wait: int = 32
+    max_fall_rate: float = 0.05
+    min_tracking: float = 0.75
+    min_episode_s: float = 9.5
+    checkpoint_every: int = 50
+    run_dir: str = "runs/train"
+    resume: str | None = None
+    stop_when_solved: bool = True
+    graph: bool = True
+    segment_s: float | None = None
+    env: EnvConfig = field(default_factory=EnvConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+
+def validate_body(body) -> str:
+    """Return `body` if it names a known body, else raise ValueError listing the bodies."""
+    if not isinstance(body, str) or body not in BODY_NAMES:
+        raise ConfigError(f"unknown body {body!r}; valid bodies: {', '.join(BODY_NAMES)}")
+    return body
+
+
+def validate_nworld(nworld) -> int:
+    """Return `nworld` as int if it is a positive integer, else raise ValueError naming it."""
+    if isinstance(nworld, bool) or not isinstance(nworld, int):
+        if isinstance(nworld, float) and nworld.is_integer():
+            nworld = int(nworld)
+        elif isinstance(nworld, str) and nworld.strip().lstrip("+-").isdigit():
+            nworld = int(nworld)
+        else:
+            raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
+    if nworld <= 0:
+        raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
+    return nworld
+
+
+def validate_device(device) -> str:
+    """Return a canonical device string ("cpu" or "cuda:N").
+
+    Raises ValueError if `device` is not "cpu", "cuda" or "cuda:N", or names a CUDA device that
+    this machine does not have (the message says which devices exist).
+    """
+    if not isinstance(device, str):
+        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    d = device.strip().lower()
+    if d == "cpu":
+        return "cpu"
+    if d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
+        import warp as wp
+
+        wp.init()
+        cuda = [str(x) for x in wp.get_cuda_devices()]
+        if not cuda:
+            raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
+                             "(warp sees none); use device='cpu'")
+        d = "cuda:0" if d == "cuda" else d
+        if d not in cuda:
+            raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
+        return d
+    raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def validate_env(cfg: EnvConfig) -> EnvConfig:
+    """Check an EnvConfig; raise ValueError naming the field and its bad value."""
+    for name in ("control_dt", "timestep", "episode_s", "rhythm_hz", "push_duration_s",
+                 "amplitude_ramp_s", "action_scale_rad"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ConfigError(f"EnvConfig.{name} must be a positive number, got {v!r}")
+    ratio = cfg.control_dt / cfg.timestep
+    if abs(ratio - round(ratio)) > 1e-6:
+        raise ConfigError(f"EnvConfig.control_dt ({cfg.control_dt}) must be a whole multiple of "
+                         f"timestep ({cfg.timestep})")
+    lo, hi = cfg.push_interval_s
+    if not 0 < lo <= hi:
+        raise ConfigError(f"EnvConfig.push_interval_s must be (min, max) with 0 < min <= max, "
+                         f"got {cfg.push_interval_s!r}")
+    lo, hi = cfg.push_impulse_ns
+    if not 0 <= lo <= hi:
+        raise ConfigError(f"EnvConfig.push_impulse_ns must be (min, max) with 0 <= min <= max, "
+                         f"got {cfg.push_impulse_ns!r}")
+    if cfg.n_phase < 4:
+        raise ConfigError(f"EnvConfig.n_phase must be >= 4, got {cfg.n_phase!r}")
+    return cfg
+
+
+def validate_train(cfg: TrainConfig) -> TrainConfig:
+    """Check a TrainConfig (body, nworld, device, PPO sizes); return it with a canonical device.
+
+    Raises ValueError naming the bad value and the valid choices.
+    """
+    validate_body(cfg.body)
+    nworld = validate_nworld(cfg.nworld)
+    device = validate_device(cfg.device)
+    validate_env(cfg.env)
+    p = cfg.ppo
+    for name in ("num_steps", "num_minibatches", "update_epochs"):
+        v = getattr(p, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"PPOConfig.{name} must be a positive integer, got {v!r}")
+    if (nworld * p.num_steps) % p.num_minibatches:
+        raise ConfigError(f"nworld × num_steps ({nworld} × {p.num_steps}) must divide into "
+                         f"num_minibatches={p.num_minibatches} equal minibatches")
+    if isinstance(cfg.max_iterations, bool) or not isinstance(cfg.max_iterations, int) \
+            or cfg.max_iterations <= 0:
+        raise ConfigError(f"max_iterations must be a positive integer, got {cfg.max_iterations!r}")
+    if cfg.curriculum_wait < 1:
+        raise ConfigError(f"curriculum_wait must be >= 1, got {cfg.curriculum_wait!r}")
+    stages = tuple(cfg.curriculum_stages)
+    if not stages or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
+        raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")
+    return dataclasses.replace(cfg, nworld=nworld, device=device)
+
+
+def to_dict(cfg) -> dict:
+    """A JSON-ready dict of a (nested) config dataclass."""
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(d: dict) -> TrainConfig:
+    """Rebuild a TrainConfig from `to_dict` output (as stored in checkpoints)."""
+    d = dict(d)
+    env = EnvConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.pop("env").items()})
+    ppo = PPOConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.pop("ppo").items()})
+    d["curriculum_stages"] = tuple(d["curriculum_stages"])
+    return TrainConfig(env=env, ppo=ppo, **d)
+
+
+def run_path(cfg: TrainConfig) -> Path:
+    """The run folder of a TrainConfig."""
+    return Path(cfg.run_dir)

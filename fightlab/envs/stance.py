@@ -1,0 +1,648 @@
+"""StanceEnv: hold a fighting stance, keep a 2 Hz bounce, survive pushes; batched over nworld.
+
+Everything inside `step` runs on the device with masks (no host reads): actions → ctrl around the
+reference, pushes, `substeps` MuJoCo Warp physics steps, fall / NaN / slot-overflow checks,
+reward, masked reset of done worlds, observations. The step is captured as one graph (CUDA, or
+warp's CPU graph) after a warm-up call on a throw-away state. The runner reads one small summary
+per iteration (`read_summary`).
+
+Observation `[nworld, obs_dim]` float32 (obs_dim = 13 + 3·nu), all from qpos/qvel and env state,
+so it is valid right after a reset without running kinematics:
+  gravity direction in the pelvis frame (3), pelvis height above the stance height (1, m),
+  pelvis linear velocity in the pelvis frame (3, m/s), pelvis angular velocity (3, rad/s, local),
+  sin/cos of the rhythm phase (2), current amplitude a (1),
+  joint angle minus reference target per actuator (nu, rad), joint velocity × 0.1 (nu, rad/s),
+  previous action (nu).
+Reward per env step (× control_dt, so an episode's return is O(10)):
+  w_alive + w_pose·exp(-mean((q − q_ref)²)/0.05) + w_bounce·exp(-((Δz − z_ref)/0.02)²)
+  + w_upright·(torso z-axis · world z) − w_action_rate·mean((a − a_prev)²); a fall adds
+  −fall_penalty.
+Fall: a geom of any body other than the support bodies (feet, toes) touches the floor, the torso
+tilts over `tilt_fall_deg`, qpos/qvel turn non-finite (NaN reset), or the world's constraint or
+contact slots overflow (d.overflow NEFC / NARROWPHASE / BROADPHASE). Each kind is counted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+import mujoco_warp as mjw
+from fightlab import bodies
+from fightlab.config import EnvConfig, validate_body, validate_device, validate_env, validate_nworld
+from fightlab.envs.reference import build_table
+from fightlab.sim import physics
+from fightlab.sim.physics import Counter
+
+# summary sums (float32): episode length sum (s), return sum, tracking numerator, denominator
+SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN, SUM_N = 0, 1, 2, 3, 4
+_CONTACT_BITS = int(physics.OverflowType.NARROWPHASE | physics.OverflowType.BROADPHASE)
+_NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
+
+
+@wp.kernel
+def _pre_step(
+  # Model:
+  ctrl_stance: wp.array[float],
+  ctrl_lo: wp.array[float],
+  ctrl_hi: wp.array[float],
+  table: wp.array2d[float],
+  torso_id: int,
+  # In:
+  seed: int,
+  dt: float,
+  rhythm_hz: float,
+  action_scale: float,
+  push_steps: int,
+  interval_lo: float,
+  interval_hi: float,
+  impulse_lo: float,
+  impulse_hi: float,
+  push_duration: float,
+  amp_ctl_in: wp.array[float],
+  action_in: wp.array2d[float],
+  step_count_in: wp.array[int],
+  # Data out:
+  ctrl_out: wp.array2d[float],
+  xfrc_applied_out: wp.array2d[wp.spatial_vector],
+  # Out:
+  amp_out: wp.array[float],
+  push_next_out: wp.array[float],
+  push_left_out: wp.array[int],
+  push_force_out: wp.array[wp.vec3],
+  rng_out: wp.array[int],
+):
+  worldid = wp.tid()
+  # amplitude ramp towards the target (amp_ctl_in = [target, rate per s])
+  target = amp_ctl_in[0]
+  rate = amp_ctl_in[1] * dt
+  amp = amp_out[worldid]
+  amp = amp + wp.clamp(target - amp, -rate, rate)
+  amp_out[worldid] = amp
+
+  t = float(step_count_in[worldid]) * dt
+  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
+  nphase = table.shape[0]
+  row = wp.min(int(phase * float(nphase)), nphase - 1)
+  nu = ctrl_stance.shape[0]
+  for i in range(nu):
+    a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+    target_i = ctrl_stance[i] + amp * table[row, i] + action_scale * a
+    ctrl_out[worldid, i] = wp.clamp(target_i, ctrl_lo[i], ctrl_hi[i])
+
+  # pushes: a constant horizontal force on the torso for push_steps env steps
+  left = push_left_out[worldid]
+  nxt = push_next_out[worldid] - dt
+  force = push_force_out[worldid]
+  if left <= 0 and nxt <= 0.0:
+    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729)
+    rng_out[worldid] = rng_out[worldid] + 1
+    theta = wp.randf(state, 0.0, 2.0 * wp.pi)
+    impulse = wp.randf(state, impulse_lo, impulse_hi)
+    mag = impulse / push_duration
+    force = wp.vec3(mag * wp.cos(theta), mag * wp.sin(theta), 0.0)
+    push_force_out[worldid] = force
+    left = push_steps
+    nxt = wp.randf(state, interval_lo, interval_hi)
+  if left > 0:
+    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(force, wp.vec3(0.0))
+    left = left - 1
+  else:
+    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(wp.vec3(0.0), wp.vec3(0.0))
+  push_left_out[worldid] = left
+  push_next_out[worldid] = nxt
+
+
+@wp.kernel
+def _contact_check(
+  # Model:
+  geom_support: wp.array[int],
+  # Data in:
+  nacon_in: wp.array[int],
+  contact_geom_in: wp.array[wp.vec2i],
+  contact_worldid_in: wp.array[int],
+  # Out:
+  ncon_out: wp.array[int],
+  bad_contact_out: wp.array[int],
+):
+  cid = wp.tid()
+  if cid >= wp.min(nacon_in[0], contact_geom_in.shape[0]):
+    return
+  worldid = contact_worldid_in[cid]
+  g = contact_geom_in[cid]
+  wp.atomic_add(ncon_out, worldid, 1)
+  if g[0] >= 0 and g[1] >= 0:
+    if geom_support[g[0]] == 0 or geom_support[g[1]] == 0:
+      bad_contact_out[worldid] = 1
+
+
+@wp.kernel
+def _post_step(
+  # Model:
+  act_qadr: wp.array[int],
+  ctrl_stance: wp.array[float],
+  table: wp.array2d[float],
+  torso_id: int,
+  z_stance: float,
+  nconmax: int,
+  # In:
+  dt: float,
+  rhythm_hz: float,
+  episode_steps: int,
+  cos_tilt: float,
+  w_alive: float,
+  w_pose: float,
+  w_bounce: float,
+  w_upright: float,
+  w_rate: float,
+  fall_penalty: float,
+  amp_in: wp.array[float],
+  action_in: wp.array2d[float],
+  # Data in:
+  qpos_in: wp.array2d[float],
+  qvel_in: wp.array2d[float],
+  xmat_in: wp.array2d[wp.mat33],
+  # In/Out:
+  step_count_out: wp.array[int],
+  prev_action_out: wp.array2d[float],
+  ncon_out: wp.array[int],
+  bad_contact_out: wp.array[int],
+  overflow_out: wp.array[int],
+  ep_acc_out: wp.array2d[float],
+  counters_out: wp.array[int],
+  sums_out: wp.array[float],
+  # Out:
+  reward_out: wp.array[float],
+  done_out: wp.array[float],
+  fall_out: wp.array[float],
+  timeout_out: wp.array[float],
+  reset_out: wp.array[bool],
+):
+  worldid = wp.tid()
+  nq = qpos_in.shape[1]
+  nv = qvel_in.shape[1]
+  nu = act_qadr.shape[0]
+
+  finite = int(1)
+  for i in range(nq):
+    if not wp.isfinite(qpos_in[worldid, i]):
+      finite = 0
+  for i in range(nv):
+    if not wp.isfinite(qvel_in[worldid, i]):
+      finite = 0
+
+  # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
+  # only the worlds holding at least their share (nconmax) of contacts are blamed
+  bits = overflow_out[worldid]
+  ncon = ncon_out[worldid]
+  nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
+  con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
+  if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
+    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
+  if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
+    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
+  overflow_out[worldid] = 0
+  ncon_out[worldid] = 0
+
+  up = xmat_in[worldid, torso_id][2, 2]
+  tilt = up < cos_tilt
+  touch = bad_contact_out[worldid] != 0
+  bad_contact_out[worldid] = 0
+
+  steps = step_count_out[worldid] + 1
+  amp = amp_in[worldid]
+  t = float(steps - 1) * dt
+  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
+  nphase = table.shape[0]
+  row = wp.min(int(phase * float(nphase)), nphase - 1)
+
+  reward = float(0.0)
+  dz = float(0.0)
+  zref = amp * table[row, nu]
+  if finite:
+    err = float(0.0)
+    rate = float(0.0)
+    for i in range(nu):
+      q = qpos_in[worldid, act_qadr[i]]
+      qref = ctrl_stance[i] + amp * table[row, i]
+      err += (q - qref) * (q - qref)
+      a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+      da = a - prev_action_out[worldid, i]
+      rate += da * da
+      prev_action_out[worldid, i] = a
+    err = err / float(nu)
+    rate = rate / float(nu)
+    dz = qpos_in[worldid, 2] - z_stance
+    eb = (dz - zref) / 0.02
+    reward = dt * (w_alive + w_pose * wp.exp(-err / 0.05) + w_bounce * wp.exp(-eb * eb)
+                   + w_upright * up - w_rate * rate)
+
+  nan_reset = finite == 0
+  slot_reset = nefc_over or con_over
+  fall = touch or tilt or nan_reset or slot_reset
+  timeout = (steps >= episode_steps) and not fall
+  if fall:
+    reward = reward - fall_penalty
+
+  # lock-in accumulators: Σ dz·r, Σ r², Σ dz, Σ r, n with r the commanded pelvis offset
+  if finite:
+    ep_acc_out[worldid, 0] = ep_acc_out[worldid, 0] + dz * zref
+    ep_acc_out[worldid, 1] = ep_acc_out[worldid, 1] + zref * zref
+    ep_acc_out[worldid, 2] = ep_acc_out[worldid, 2] + dz
+    ep_acc_out[worldid, 3] = ep_acc_out[worldid, 3] + zref
+    ep_acc_out[worldid, 4] = ep_acc_out[worldid, 4] + 1.0
+  ep_acc_out[worldid, 5] = ep_acc_out[worldid, 5] + reward
+
+  done = fall or timeout
+  if done:
+    n = ep_acc_out[worldid, 4]
+    if n > 1.0:
+      num = ep_acc_out[worldid, 0] - ep_acc_out[worldid, 2] * ep_acc_out[worldid, 3] / n
+      den = ep_acc_out[worldid, 1] - ep_acc_out[worldid, 3] * ep_acc_out[worldid, 3] / n
+      if den > 1.0e-12:
+        wp.atomic_add(sums_out, 2, num)
+        wp.atomic_add(sums_out, 3, den)
+    wp.atomic_add(sums_out, 0, float(steps) * dt)
+    wp.atomic_add(sums_out, 1, ep_acc_out[worldid, 5])
+    wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+    if fall:
+      wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
+      if touch:
+        wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
+      if tilt:
+        wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
+      if nan_reset:
+        wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
+      if slot_reset:
+        wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
+        if nefc_over:
+          wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
+        if con_over:
+          wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
+    else:
+      wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
+
+  step_count_out[worldid] = steps
+  reward_out[worldid] = reward
+  done_out[worldid] = wp.where(done, 1.0, 0.0)
+  fall_out[worldid] = wp.where(fall, 1.0, 0.0)
+  timeout_out[worldid] = wp.where(timeout, 1.0, 0.0)
+  reset_out[worldid] = done
+
+
+@wp.kernel
+def _reset_worlds(
+  # Model:
+  key_qpos: wp.array[float],
+  ctrl_stance: wp.array[float],
+  act_qadr: wp.array[int],
+  # In:
+  seed: int,
+  noise: float,
+  interval_lo: float,
+  interval_hi: float,
+  episode_steps: int,
+  stagger: int,
+  reset_in: wp.array[bool],
+  # Data out:
+  qpos_out: wp.array2d[float],
+  qvel_out: wp.array2d[float],
+  ctrl_out: wp.array2d[float],
+  # Out:
+  step_count_out: wp.array[int],
+  push_next_out: wp.array[float],
+  push_left_out: wp.array[int],
+  prev_action_out: wp.array2d[float],
+  ep_acc_out: wp.array2d[float],
+  rng_out: wp.array[int],
+):
+  worldid = wp.tid()
+  if not reset_in[worldid]:
+    return
+  state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
+  rng_out[worldid] = rng_out[worldid] + 1
+  for i in range(qpos_out.shape[1]):
+    qpos_out[worldid, i] = key_qpos[i]
+  for i in range(act_qadr.shape[0]):
+    qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
+    ctrl_out[worldid, i] = ctrl_stance[i]
+    prev_action_out[worldid, i] = 0.0
+  for i in range(qvel_out.shape[1]):
+    qvel_out[worldid, i] = 0.0
+  if stagger:
+    step_count_out[worldid] = int(wp.randf(state, 0.0, float(episode_steps)))
+  else:
+    step_count_out[worldid] = 0
+  push_next_out[worldid] = wp.randf(state, interval_lo, interval_hi)
+  push_left_out[worldid] = 0
+  for k in range(ep_acc_out.shape[1]):
+    ep_acc_out[worldid, k] = 0.0
+
+
+@wp.kernel
+def _observe(
+  # Model:
+  act_qadr: wp.array[int],
+  act_dadr: wp.array[int],
+  ctrl_stance: wp.array[float],
+  table: wp.array2d[float],
+  z_stance: float,
+  # In:
+  dt: float,
+  rhythm_hz: float,
+  amp_in: wp.array[float],
+  step_count_in: wp.array[int],
+  prev_action_in: wp.array2d[float],
+  # Data in:
+  qpos_in: wp.array2d[float],
+  qvel_in: wp.array2d[float],
+  # Out:
+  obs_out: wp.array2d[float],
+):
+  worldid = wp.tid()
+  nu = act_qadr.shape[0]
+  # MuJoCo quaternions are (w, x, y, z); warp's are (x, y, z, w)
+  q = wp.quat(qpos_in[worldid, 4], qpos_in[worldid, 5], qpos_in[worldid, 6], qpos_in[worldid, 3])
+  q = wp.normalize(q)
+  g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
+  v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
+  t = float(step_count_in[worldid]) * dt
+  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
+  nphase = table.shape[0]
+  row = wp.min(int(phase * float(nphase)), nphase - 1)
+  amp = amp_in[worldid]
+  obs_out[worldid, 0] = g[0]
+  obs_out[worldid, 1] = g[1]
+  obs_out[worldid, 2] = g[2]
+  obs_out[worldid, 3] = qpos_in[worldid, 2] - z_stance
+  obs_out[worldid, 4] = v[0]
+  obs_out[worldid, 5] = v[1]
+  obs_out[worldid, 6] = v[2]
+  obs_out[worldid, 7] = qvel_in[worldid, 3]
+  obs_out[worldid, 8] = qvel_in[worldid, 4]
+  obs_out[worldid, 9] = qvel_in[worldid, 5]
+  obs_out[worldid, 10] = wp.sin(2.0 * wp.pi * phase)
+  obs_out[worldid, 11] = wp.cos(2.0 * wp.pi * phase)
+  obs_out[worldid, 12] = amp
+  for i in range(nu):
+    qref = ctrl_stance[i] + amp * table[row, i]
+    obs_out[worldid, 13 + i] = qpos_in[worldid, act_qadr[i]] - qref
+    obs_out[worldid, 13 + nu + i] = 0.1 * qvel_in[worldid, act_dadr[i]]
+    obs_out[worldid, 13 + 2 * nu + i] = prev_action_in[worldid, i]
+  # a non-finite state must not poison the policy: zero it (the world is reset this step)
+  for k in range(obs_out.shape[1]):
+    if not wp.isfinite(obs_out[worldid, k]):
+      obs_out[worldid, k] = 0.0
+
+
+class StanceEnv:
+    """The batched stance task on MuJoCo Warp.
+
+    Args:
+      body: "muscular-fast" or "simple".
+      nworld: number of parallel worlds (int > 0).
+      device: "cpu", "cuda" or "cuda:N".
+      seed: RNG seed for resets and pushes.
+      cfg: EnvConfig (defaults are the headline task).
+      nconmax, njmax: override the measured slot sizes (e.g. a tiny njmax to test overflow).
+      graph: capture the step as a graph (CUDA graph, or warp's CPU graph).
+      mjmodel: optional pre-built MjModel (e.g. with a changed timestep); defaults to
+        `fightlab.bodies.build(body)`.
+
+    Attributes (torch views, zero-copy on the env's device):
+      obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
+      timeout [nworld] float32 (0/1); action [nworld, nu] float32 (written by `step`).
+
+    Raises:
+      ValueError: unknown body, bad nworld or device, bad config (names the value and choices).
+    """
+
+    def __init__(self, body: str = "simple", nworld: int = 1024, device: str = "cpu",
+                 seed: int = 0, cfg: EnvConfig | None = None, nconmax: int | None = None,
+                 njmax: int | None = None, graph: bool = True,
+                 mjmodel: mujoco.MjModel | None = None):
+        self.body = validate_body(body)
+        self.nworld = validate_nworld(nworld)
+        self.device = validate_device(device)
+        self.cfg = validate_env(cfg or EnvConfig())
+        self.seed = int(seed)
+        self.info = bodies.body_info(body)
+        mjm = mjmodel if mjmodel is not None else bodies.build(body)
+        self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
+        self.slots = physics.slots_for(body, nconmax, njmax)
+        self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
+        self.nu = self.mjm.nu
+        self.obs_dim = 13 + 3 * self.nu
+        self._substeps = int(round(self.cfg.control_dt / self.mjm.opt.timestep))
+        self._build_constants()
+        self._alloc()
+        self._graph = physics.StepGraph(self._step_device, self.device, enabled=graph)
+        self.compile_s = 0.0
+        self._warm = False
+
+    # ----------------------------------------------------------------------------------------
+    def _build_constants(self):
+        mjm, cfg, dev = self.mjm, self.cfg, self.device
+        key = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_KEY, self.info.keyframe)
+        if key < 0:
+            raise ValueError(f"body {self.body!r} has no keyframe {self.info.keyframe!r}")
+        jnt = mjm.actuator_trnid[:, 0]
+        self._act_qadr = mjm.jnt_qposadr[jnt].astype(np.int32)
+        self._act_dadr = mjm.jnt_dofadr[jnt].astype(np.int32)
+        self.key_qpos = mjm.key_qpos[key].astype(np.float32)
+        self.ctrl_stance = mjm.key_ctrl[key].astype(np.float32)
+        self.z_stance = float(self.key_qpos[2])
+        support = {mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, b) for b in self.info.support_bodies}
+        floor = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_GEOM, self.info.floor_geom)
+        geom_support = np.array([1 if (mjm.geom_bodyid[g] in support or g == floor) else 0
+                                 for g in range(mjm.ngeom)], np.int32)
+        self.torso_id = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, self.info.torso_body)
+        gain = bodies.bounce_gain(self.body)
+        self.table_np = build_table(mjm, self.info, gain, cfg)
+        lo = mjm.actuator_ctrlrange[:, 0].astype(np.float32)
+        hi = mjm.actuator_ctrlrange[:, 1].astype(np.float32)
+        unlimited = mjm.actuator_ctrllimited == 0
+        lo[unlimited], hi[unlimited] = -1e6, 1e6
+        with wp.ScopedDevice(dev):
+            self._w_act_qadr = wp.array(self._act_qadr, dtype=int)
+            self._w_act_dadr = wp.array(self._act_dadr, dtype=int)
+            self._w_key_qpos = wp.array(self.key_qpos, dtype=float)
+            self._w_ctrl_stance = wp.array(self.ctrl_stance, dtype=float)
+            self._w_ctrl_lo = wp.array(lo, dtype=float)
+            self._w_ctrl_hi = wp.array(hi, dtype=float)
+            self._w_table = wp.array(self.table_np, dtype=float)
+            self._w_geom_support = wp.array(geom_support, dtype=int)
+
+    def _alloc(self):
+        n, nu = self.nworld, self.nu
+        with wp.ScopedDevice(self.device):
+            z = lambda *shape, dtype=float: wp.zeros(shape, dtype=dtype)  # noqa: E731
+            self._action = z(n, nu)
+            self._prev_action = z(n, nu)
+            self._obs = z(n, self.obs_dim)
+            self._reward = z(n)
+            self._done = z(n)
+            self._fall = z(n)
+            self._timeout = z(n)
+            self._reset = wp.zeros(n, dtype=bool)
+            self._step_count = z(n, dtype=int)
+            self._amp = z(n)
+            self._amp_ctl = z(2)
+            self._push_next = z(n)
+            self._push_left = z(n, dtype=int)
+            self._push_force = wp.zeros(n, dtype=wp.vec3)
+            self._rng = z(n, dtype=int)
+            self._ncon = z(n, dtype=int)
+            self._bad_contact = z(n, dtype=int)
+            self._ep_acc = z(n, 6)
+            self._counters = z(int(Counter.N), dtype=int)
+            self._sums = z(SUM_N)
+        t = wp.to_torch
+        self.action = t(self._action)
+        self.obs = t(self._obs)
+        self.reward = t(self._reward)
+        self.done = t(self._done)
+        self.fall = t(self._fall)
+        self.timeout = t(self._timeout)
+
+    # ----------------------------------------------------------------------------------------
+    def _launch_reset(self, stagger: bool):
+        cfg = self.cfg
+        mjw.reset_data(self.m, self.d, self._reset)
+        wp.launch(_reset_worlds, dim=self.nworld, inputs=[
+            self._w_key_qpos, self._w_ctrl_stance, self._w_act_qadr, self.seed,
+            cfg.init_noise_rad, cfg.push_interval_s[0], cfg.push_interval_s[1],
+            cfg.episode_steps, int(stagger), self._reset],
+            outputs=[self.d.qpos, self.d.qvel, self.d.ctrl, self._step_count, self._push_next,
+                     self._push_left, self._prev_action, self._ep_acc, self._rng])
+
+    def _launch_observe(self):
+        cfg = self.cfg
+        wp.launch(_observe, dim=self.nworld, inputs=[
+            self._w_act_qadr, self._w_act_dadr, self._w_ctrl_stance, self._w_table,
+            self.z_stance, cfg.control_dt, cfg.rhythm_hz, self._amp, self._step_count,
+            self._prev_action, self.d.qpos, self.d.qvel], outputs=[self._obs])
+
+    def _step_device(self):
+        """One env step on the device: pre-step, substeps of physics, checks, reset, observe."""
+        cfg, d = self.cfg, self.d
+        wp.launch(_pre_step, dim=self.nworld, inputs=[
+            self._w_ctrl_stance, self._w_ctrl_lo, self._w_ctrl_hi, self._w_table, self.torso_id,
+            self.seed + 1, cfg.control_dt, cfg.rhythm_hz, cfg.action_scale_rad,
+            max(1, int(round(cfg.push_duration_s / cfg.control_dt))),
+            cfg.push_interval_s[0], cfg.push_interval_s[1], cfg.push_impulse_ns[0],
+            cfg.push_impulse_ns[1], cfg.push_duration_s, self._amp_ctl, self._action,
+            self._step_count],
+            outputs=[d.ctrl, d.xfrc_applied, self._amp, self._push_next, self._push_left,
+                     self._push_force, self._rng])
+        for _ in range(self._substeps):
+            mjw.step(self.m, d)
+            wp.launch(_contact_check, dim=d.naconmax, inputs=[
+                self._w_geom_support, d.nacon, d.contact.geom, d.contact.worldid],
+                outputs=[self._ncon, self._bad_contact])
+        wp.launch(_post_step, dim=self.nworld, inputs=[
+            self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id, self.z_stance,
+            self.slots.nconmax, cfg.control_dt, cfg.rhythm_hz, cfg.episode_steps,
+            math.cos(math.radians(cfg.tilt_fall_deg)), cfg.w_alive, cfg.w_pose, cfg.w_bounce,
+            cfg.w_upright, cfg.w_action_rate, cfg.fall_penalty, self._amp, self._action,
+            d.qpos, d.qvel, d.xmat],
+            outputs=[self._step_count, self._prev_action, self._ncon, self._bad_contact,
+                     d.overflow, self._ep_acc, self._counters, self._sums, self._reward,
+                     self._done, self._fall, self._timeout, self._reset])
+        self._launch_reset(stagger=False)
+        self._launch_observe()
+
+    # ----------------------------------------------------------------------------------------
+    def set_amplitude(self, target: float, ramp_s: float | None = None, immediate: bool = False):
+        """Set the rhythm amplitude target a ∈ [0, 1]; worlds ramp to it over `ramp_s` (default
+        cfg.amplitude_ramp_s) from the current value. A host write, not a read."""
+        if not 0.0 <= target <= 1.0:
+            raise ValueError(f"amplitude must be in [0, 1], got {target!r}")
+        ramp_s = self.cfg.amplitude_ramp_s if ramp_s is None else ramp_s
+        cur = getattr(self, "_amp_target", 0.0)
+        rate = abs(target - cur) / ramp_s if ramp_s > 0 else 1e9
+        self._amp_target = float(target)
+        self._amp_ctl.assign(np.array([target, max(rate, 1e-9)], np.float32))
+        if immediate:
+            self._amp.fill_(float(target))
+
+    @property
+    def amplitude_target(self) -> float:
+        return getattr(self, "_amp_target", 0.0)
+
+    def warmup(self):
+        """Compile every kernel (one step on a throw-away state), then capture the step graph.
+        Returns compile_s (seconds). The state is reset afterwards by `reset()`."""
+        import time
+
+        if self._warm:
+            return 0.0
+        t0 = time.perf_counter()
+        with wp.ScopedDevice(self.device):
+            self._reset.fill_(True)
+            self._launch_reset(stagger=False)
+            self._launch_observe()
+            self._step_device()
+            self._graph.capture()
+            wp.synchronize_device(self.device)
+        self.compile_s = time.perf_counter() - t0
+        self._warm = True
+        return self.compile_s
+
+    def reset(self, stagger: bool = True) -> torch.Tensor:
+        """Reset every world to the stance keyframe (joint noise ± init_noise_rad, zero velocity).
+
+        With `stagger`, each world starts at a random step of its episode so that episodes end
+        spread over time (as in rsl_rl). Returns the observation view [nworld, obs_dim].
+        """
+        self.warmup()
+        with wp.ScopedDevice(self.device):
+            self._reset.fill_(True)
+            self._launch_reset(stagger=stagger)
+            self._reset.fill_(False)
+            self._launch_observe()
+            self._counters.zero_()
+            self._sums.zero_()
+        return self.obs
+
+    def step(self, action: torch.Tensor | None = None):
+        """Advance every world by one env step (control_dt).
+
+        Args:
+          action: [nworld, nu] float in [-1, 1] (clipped) on the env's device, or None to reuse
+            the action buffer (`env.action`) as it is.
+
+        Returns:
+          (obs, reward, done, info): torch views [nworld, obs_dim], [nworld], [nworld] (0/1),
+          info = {"fall": [nworld], "timeout": [nworld]}. The views are overwritten by the next
+          step: copy what you keep.
+        """
+        if action is not None:
+            if tuple(action.shape) != (self.nworld, self.nu):
+                raise ValueError(f"action must have shape ({self.nworld}, {self.nu}), got "
+                                 f"{tuple(action.shape)}")
+            self.action.copy_(action)
+        with wp.ScopedDevice(self.device):
+            self._graph()
+        return self.obs, self.reward, self.done, {"fall": self.fall, "timeout": self.timeout}
+
+    def read_summary(self, clear: bool = True) -> dict:
+        """Read the per-iteration counters (one small device→host copy) and optionally zero them.
+
+        Returns a dict: episodes, falls, timeouts, overflow_worlds, nan_resets, solver_iter_hits,
+        solver_ls_hits, nefc_overflow, contact_overflow, contact_falls, tilt_falls (ints);
+        episode_s_sum, return_sum, track_num, track_den (floats).
+        """
+        c = self._counters.numpy().copy()
+        s = self._sums.numpy().astype(np.float64)
+        if clear:
+            self._counters.zero_()
+            self._sums.zero_()
+        out = physics.describe_counters(c)
+        out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
+                   track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]))
+        return out

@@ -1,0 +1,149 @@
+"""House style for figures and one way to save them: ``figures/<name>.png`` and ``.svg``.
+
+    from fightlab import plots
+    plots.use_style()                                 # for the rest of the session, or
+    with plots.use_style():                           # only inside the block
+        fig, ax = plt.subplots()
+        ax.plot(t, r)
+        plots.label(ax, x="wall time [s]", y="mean reward [-]")
+        plots.savefig(fig, "figure2_world_sweep", root)   # -> [png, svg]
+
+Colours: the Okabe-Ito palette (distinguishable with colour-vision deficiencies).
+Source: M. Okabe & K. Ito, "Color Universal Design" (2002).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+from cycler import cycler
+
+__all__ = ["COLORS", "STYLE", "use_style", "label", "savefig"]
+
+#: Okabe-Ito colours, in cycle order
+COLORS: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#D55E00",  # vermillion
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+
+#: matplotlib rcParams of the house style
+STYLE: dict[str, Any] = {
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "legend.frameon": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linestyle": "-",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": cycler(color=list(COLORS)),
+    "lines.linewidth": 1.8,
+    "svg.fonttype": "none",  # text stays text in SVG
+    "svg.hashsalt": "fightlab",  # stable ids: re-saving an unchanged figure gives the same SVG
+}
+
+
+class _Style:
+    """Applies :data:`STYLE` at once; as a context manager restores the keys it changed."""
+
+    def __init__(self, **overrides: Any):
+        new = {**STYLE, **overrides}
+        self._saved = {k: mpl.rcParams[k] for k in new}
+        mpl.rcParams.update(new)
+
+    def __enter__(self) -> "_Style":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        mpl.rcParams.update(self._saved)
+
+
+def use_style(**overrides: Any) -> _Style:
+    """Apply the house style now (``rcParams`` overrides win); as ``with use_style():`` undo it after.
+
+    Returns:
+        A context manager; ignoring it keeps the style for the rest of the session.
+    """
+    return _Style(**overrides)
+
+
+_UNIT = re.compile(r"\[[^\]]+\]")
+
+
+def label(ax: Any, x: str | None = None, y: str | None = None, title: str | None = None,
+          *, require_units: bool = True) -> Any:
+    """Set axis labels (and title) on ``ax``; labels must name a unit in brackets.
+
+    Write the unit as ``"wall time [s]"``, ``"env steps per second [1/s]"``, or ``[-]`` for a
+    dimensionless quantity and ``[count]`` for counts.
+
+    Returns:
+        ``ax``.
+
+    Raises:
+        ValueError: a label without ``[unit]`` while ``require_units`` (names the label).
+    """
+    for axis, text in (("x", x), ("y", y)):
+        if text is None:
+            continue
+        if require_units and not _UNIT.search(text):
+            raise ValueError(
+                f"{axis} label {text!r} has no unit: write it as 'quantity [unit]' "
+                "('[-]' for dimensionless, '[count]' for counts)"
+            )
+        (ax.set_xlabel if axis == "x" else ax.set_ylabel)(text)
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def savefig(fig: Any, name: str, root: Path | str = ".", *, formats: tuple[str, ...] = ("png", "svg"),
+            **kwargs: Any) -> list[Path]:
+    """Save ``fig`` as ``root/figures/<name>.png`` and ``.svg`` (creating ``figures/``).
+
+    Args:
+        fig: a matplotlib Figure.
+        name: file stem, letters/digits/``_.-`` without a suffix (e.g. ``"figure1_bodies"``).
+        root: repository root, or a run folder for smoke runs (``runs/<...>``).
+        formats: suffixes to write.
+        **kwargs: passed to ``Figure.savefig`` (dpi, bbox_inches ...).
+
+    Returns:
+        The written paths, in ``formats`` order.
+
+    Raises:
+        ValueError: ``name`` has a suffix (``.png``/``.svg``), a path separator or is empty.
+    """
+    if not isinstance(name, str) or not _NAME.match(name) or Path(name).suffix.lower() in (".png", ".svg", ".pdf"):
+        raise ValueError(
+            f"figure name must be a plain stem like 'figure1_bodies' (no folder, no .png/.svg), got {name!r}"
+        )
+    out = Path(root) / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = out / f"{name}.{fmt}"
+        meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
+        fig.savefig(path, format=fmt, metadata=meta, **kwargs)
+        paths.append(path)
+    return paths

@@ -1,0 +1,371 @@
+"""The one schema for result rows: ``data/results/<experiment>.csv``, one row per run.
+
+A row is a flat dict: the metadata columns :data:`META_COLUMNS` first, in that order, then the
+experiment's metric columns :data:`EXPERIMENTS[experiment]`, each named with its unit
+(``time_to_solve_s``, ``env_steps_per_s``); counts and flags are unitless (``iterations``,
+``solved``). ``params`` holds the run's parameters as a JSON string (sorted keys).
+
+    meta = run_metadata(body="simple", nworld=1024, seed=0, params=cfg, device="cuda:0")
+    append_row("train", {**meta, **metrics}, root)      # -> root/data/results/train.csv
+    df = read_rows("train", root)                       # figures read only these files
+
+Per-iteration curves of a run live in ``data/curves/<run_id>.csv`` (:func:`write_curve`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import numbers
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from fightlab import _meta
+
+__all__ = [
+    "META_COLUMNS",
+    "EXPERIMENTS",
+    "columns",
+    "register_experiment",
+    "run_metadata",
+    "params_json",
+    "validate_row",
+    "append_row",
+    "read_rows",
+    "results_path",
+    "write_curve",
+    "read_curve",
+    "curve_path",
+]
+
+#: metadata columns, first in every result file, in this order
+META_COLUMNS: tuple[str, ...] = (
+    "run_id", "time", "commit", "host", "gpu", "driver", "warp", "mujoco_warp", "torch",
+    "body", "nworld", "seed", "params",
+)
+
+#: metadata columns holding text (read back as str, "" stays "")
+_META_STR = tuple(c for c in META_COLUMNS if c not in ("nworld", "seed"))
+
+#: metric columns per experiment (after the metadata columns, in this order)
+EXPERIMENTS: dict[str, tuple[str, ...]] = {
+    "train": (
+        "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
+        "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
+        "mean_episode_s", "overflow_count", "nan_resets",
+    ),
+}
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _experiment(experiment: str) -> tuple[str, ...]:
+    try:
+        return EXPERIMENTS[experiment]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown experiment {experiment!r}; choices: {sorted(EXPERIMENTS)} "
+            "(add one with fightlab.results.register_experiment)"
+        ) from None
+
+
+def columns(experiment: str) -> tuple[str, ...]:
+    """All columns of ``experiment``'s file: :data:`META_COLUMNS` + its metric columns.
+
+    Raises:
+        ValueError: unknown experiment (names the choices).
+    """
+    return META_COLUMNS + _experiment(experiment)
+
+
+def register_experiment(name: str, metrics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Add an experiment's metric columns to :data:`EXPERIMENTS` (idempotent for equal columns).
+
+    Args:
+        name: experiment / file name, ``[a-z][a-z0-9_]*``.
+        metrics: metric column names, ``[a-z][a-z0-9_]*``, each with its unit where it has one.
+
+    Raises:
+        ValueError: bad name, duplicate or metadata column names, or ``name`` already registered
+            with different columns.
+    """
+    metrics = tuple(metrics)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"experiment name must match [a-z][a-z0-9_]*, got {name!r}")
+    if not metrics:
+        raise ValueError(f"experiment {name!r} needs at least one metric column")
+    for col in metrics:
+        if not isinstance(col, str) or not _NAME.match(col):
+            raise ValueError(f"metric column of {name!r} must match [a-z][a-z0-9_]*, got {col!r}")
+        if col in META_COLUMNS:
+            raise ValueError(f"metric column {col!r} of {name!r} clashes with a metadata column")
+    dup = sorted({c for c in metrics if metrics.count(c) > 1})
+    if dup:
+        raise ValueError(f"experiment {name!r}: duplicate metric columns {dup}")
+    old = EXPERIMENTS.get(name)
+    if old is not None and old != metrics:
+        raise ValueError(f"experiment {name!r} is already registered with columns {old}, not {metrics}")
+    EXPERIMENTS[name] = metrics
+    return metrics
+
+
+# ----------------------------------------------------------------------------------------------
+# metadata
+
+
+def _json_default(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    item = getattr(obj, "item", None)  # numpy / torch scalars
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    tolist = getattr(obj, "tolist", None)  # numpy arrays
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"params value {obj!r} of type {type(obj).__name__} is not JSON serialisable")
+
+
+def params_json(params: Mapping[str, Any] | Any) -> str:
+    """``params`` (a dict or a dataclass instance) as a JSON object string with sorted keys.
+
+    Paths become strings, numpy/torch scalars numbers, nested dataclasses dicts.
+
+    Raises:
+        TypeError: ``params`` is not a mapping/dataclass, or holds a value JSON can not store.
+    """
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        params = dataclasses.asdict(params)
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a dict or a dataclass instance, got {type(params).__name__}")
+    return json.dumps(dict(params), sort_keys=True, default=_json_default, allow_nan=True)
+
+
+def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any) -> dict:
+    """The metadata columns of a result row, in :data:`META_COLUMNS` order.
+
+    Fills ``run_id`` (12 hex chars of a UUID4), ``time`` (UTC, ISO 8601), ``commit`` (short
+    ``HEAD`` of fightlab's source tree, ``-dirty`` when tracked files changed, ``"unknown"``
+    outside git), ``host``, ``gpu`` (CUDA device name, ``"cpu"``), ``driver`` (NVIDIA driver
+    version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON.
+    Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab._meta`).
+
+    Args:
+        body: body name (e.g. ``"simple"``).
+        nworld: number of parallel worlds (int > 0).
+        seed: random seed (int).
+        params: dict or dataclass of the run's parameters (stored as a JSON string).
+        device: device of the run (``"cpu"``, ``"cuda:0"``, torch/warp device).
+
+    Raises:
+        ValueError: bad ``body``/``nworld``/``seed``; TypeError: params not JSON serialisable.
+    """
+    row = {
+        "run_id": _meta.new_run_id(),
+        "time": _meta.utc_now(),
+        "commit": _meta.git_commit(),
+        "host": _meta.host_name(),
+        "gpu": _meta.gpu_name(device),
+        "driver": _meta.driver_version(),
+        **_meta.package_versions(),
+        "body": body,
+        "nworld": nworld,
+        "seed": seed,
+        "params": params_json(params),
+    }
+    row = {c: row[c] for c in META_COLUMNS}
+    _check_meta(row)
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and not _is_bool(v)
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool) or type(v).__name__ == "bool_"  # numpy.bool_
+
+
+def _check_meta(row: Mapping[str, Any]) -> None:
+    for col in _META_STR:
+        if not isinstance(row[col], str):
+            raise ValueError(f"column {col!r} must be a str, got {row[col]!r} ({type(row[col]).__name__})")
+    for col in ("run_id", "time", "body"):
+        if not row[col]:
+            raise ValueError(f"column {col!r} must not be empty")
+    if not _SAFE_ID.match(row["run_id"]):
+        raise ValueError(f"column 'run_id' must be letters, digits, '_', '.', '-', got {row['run_id']!r}")
+    try:
+        datetime.fromisoformat(row["time"])
+    except ValueError:
+        raise ValueError(f"column 'time' must be an ISO 8601 time, got {row['time']!r}") from None
+    if not _is_int(row["nworld"]) or row["nworld"] <= 0:
+        raise ValueError(f"column 'nworld' must be an int > 0, got {row['nworld']!r}")
+    if not _is_int(row["seed"]):
+        raise ValueError(f"column 'seed' must be an int, got {row['seed']!r}")
+    try:
+        params = json.loads(row["params"])
+    except (TypeError, ValueError):
+        raise ValueError(f"column 'params' must be a JSON object string, got {row['params']!r}") from None
+    if not isinstance(params, dict):
+        raise ValueError(f"column 'params' must be a JSON object (dict), got {row['params']!r}")
+
+
+def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
+    """Check that ``row`` has exactly the columns of ``experiment`` with sensible types.
+
+    Metadata: text columns are ``str`` (``run_id``, ``time``, ``body`` non-empty; ``time`` ISO
+    8601; ``params`` a JSON object); ``nworld`` an int > 0; ``seed`` an int. Metrics: a number
+    (int, float, bool, numpy scalar) or ``None``/NaN for "not measured"; never text or inf.
+
+    Raises:
+        ValueError: unknown experiment, missing or unexpected column, or a bad value -- the
+            message names the column.
+    """
+    cols = columns(experiment)
+    if not isinstance(row, Mapping):
+        raise ValueError(f"row must be a dict, got {type(row).__name__}")
+    missing = [c for c in cols if c not in row]
+    if missing:
+        raise ValueError(f"{experiment!r} row is missing column(s) {missing}")
+    extra = [c for c in row if c not in cols]
+    if extra:
+        raise ValueError(
+            f"{experiment!r} row has unexpected column(s) {extra}; columns are {list(cols)}"
+        )
+    _check_meta(row)
+    for col in EXPERIMENTS[experiment]:
+        v = row[col]
+        if v is None:
+            continue
+        if not (isinstance(v, numbers.Number) or _is_bool(v)) or isinstance(v, complex):
+            raise ValueError(f"column {col!r} must be a number or None, got {v!r} ({type(v).__name__})")
+        if not _is_bool(v) and math.isinf(float(v)):
+            raise ValueError(f"column {col!r} must be finite (use None/NaN for 'not measured'), got {v!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# files
+
+
+def results_path(experiment: str, root: Path | str) -> Path:
+    """``root/data/results/<experiment>.csv`` (``experiment`` must be registered)."""
+    _experiment(experiment)
+    return Path(root) / "data" / "results" / f"{experiment}.csv"
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])
+
+
+def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Path:
+    """Validate ``row`` and append it to ``root/data/results/<experiment>.csv``.
+
+    Creates the file (and folders) with the header on first use. Columns are written in schema
+    order whatever the dict order. ``None`` is written as an empty field (read back as NaN).
+
+    Returns:
+        Path of the CSV file.
+
+    Raises:
+        ValueError: the row is invalid (see :func:`validate_row`), or the existing file's header
+            differs from the schema (message lists missing/extra columns; move the old file aside
+            or register a new experiment name -- rows are never written under a wrong header).
+    """
+    validate_row(experiment, row)
+    cols = columns(experiment)
+    path = results_path(experiment, root)
+    exists = path.exists() and path.stat().st_size > 0
+    if exists:
+        header = _header(path)
+        if tuple(header) != cols:
+            missing = [c for c in cols if c not in header]
+            extra = [c for c in header if c not in cols]
+            detail = f"missing {missing}, extra {extra}" if (missing or extra) else "same columns, different order"
+            raise ValueError(
+                f"{path} has a header that does not match the {experiment!r} schema ({detail}); "
+                "refusing to append. Move the old file aside or use a new experiment name."
+            )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols))
+    df.to_csv(path, mode="a", header=not exists, index=False)
+    return path
+
+
+def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
+    """All rows of ``root/data/results/<experiment>.csv`` as a DataFrame, schema column order.
+
+    Text metadata columns come back as ``str`` (``""`` stays ``""``; a commit of digits stays
+    text); ``nworld``/``seed`` as int; metrics as numbers with NaN for "not measured". A missing
+    file gives an empty DataFrame with the schema's columns.
+
+    Raises:
+        ValueError: unknown experiment, or the file's header differs from the schema.
+    """
+    cols = columns(experiment)
+    path = results_path(experiment, root)
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in _META_STR else float) for c in cols})
+    header = _header(path)
+    if tuple(header) != cols:
+        raise ValueError(f"{path}: header {header} does not match the {experiment!r} schema {list(cols)}")
+    na = ["", "nan", "NaN"]
+    df = pd.read_csv(
+        path,
+        dtype={c: str for c in _META_STR} | {"nworld": "int64", "seed": "int64"},
+        keep_default_na=False,
+        na_values={c: na for c in EXPERIMENTS[experiment]},
+    )
+    return df[list(cols)]
+
+
+def curve_path(run_id: str, root: Path | str) -> Path:
+    """``root/data/curves/<run_id>.csv``.
+
+    Raises:
+        ValueError: ``run_id`` is not a safe file name.
+    """
+    if not isinstance(run_id, str) or not _SAFE_ID.match(run_id):
+        raise ValueError(f"run_id must be letters, digits, '_', '.', '-', got {run_id!r}")
+    return Path(root) / "data" / "curves" / f"{run_id}.csv"
+
+
+def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
+    """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (overwrites).
+
+    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``).
+
+    Raises:
+        ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
+    """
+    path = curve_path(run_id, root)
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
+    if len(df.columns) == 0:
+        raise ValueError(f"write_curve({run_id!r}): the DataFrame has no columns")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return path
+
+
+def read_curve(run_id: str, root: Path | str) -> pd.DataFrame:
+    """Read ``root/data/curves/<run_id>.csv``. Raises FileNotFoundError if absent."""
+    return pd.read_csv(curve_path(run_id, root))

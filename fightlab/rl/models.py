@@ -1,0 +1,92 @@
+"""Actor-critic MLP (separate actor and critic networks, state-independent Gaussian log-std) with
+running observation normalisation, after CleanRL's `ppo_continuous_action.py` and rsl_rl's
+`ActorCritic` / `EmpiricalNormalization`."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    """Orthogonal weight init with gain `std`, constant bias (CleanRL)."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(sizes: list[int], out_std: float) -> nn.Sequential:
+    """Linear+ELU stack; the last layer is initialised with gain `out_std`."""
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        last = i == len(sizes) - 2
+        layers.append(layer_init(nn.Linear(sizes[i], sizes[i + 1]), std=out_std if last else np.sqrt(2)))
+        if not last:
+            layers.append(nn.ELU())
+    return nn.Sequential(*layers)
+
+
+class ObsNormalizer(nn.Module):
+    """Running mean/variance of observations (parallel Welford update, Chan et al. 1979).
+
+    `forward(obs)` returns `clamp((obs - mean) / sqrt(var + eps), ±clip)`; `update(obs)` folds a
+    batch [N, obs_dim] into the statistics. Buffers are saved with the state dict.
+    """
+
+    def __init__(self, obs_dim: int, eps: float = 1e-8, clip: float = 10.0):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(obs_dim))
+        self.register_buffer("var", torch.ones(obs_dim))
+        self.register_buffer("count", torch.tensor(0.0))
+        self.eps, self.clip = eps, clip
+
+    @torch.no_grad()
+    def update(self, obs: torch.Tensor) -> None:
+        n = obs.shape[0]
+        bmean = obs.mean(0)
+        bvar = obs.var(0, unbiased=False)
+        tot = self.count + n
+        delta = bmean - self.mean
+        self.mean += delta * n / tot
+        self.var.copy_((self.var * self.count + bvar * n + delta**2 * self.count * n / tot) / tot)
+        self.count.copy_(tot)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.clamp((obs - self.mean) / torch.sqrt(self.var + self.eps), -self.clip, self.clip)
+
+
+class ActorCritic(nn.Module):
+    """Gaussian policy and value function.
+
+    Args:
+      obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std.
+    Shapes: obs [B, obs_dim] float32 → action mean [B, act_dim], value [B].
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.5):
+        super().__init__()
+        self.obs_norm = ObsNormalizer(obs_dim)
+        self.actor = mlp([obs_dim, *hidden, act_dim], out_std=0.01)
+        self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
+        self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(np.log(init_std))))
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.obs_norm(obs)).squeeze(-1)
+
+    def act_mean(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action (the mean), for evaluation."""
+        return self.actor(self.obs_norm(obs))
+
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """Sample (or score) an action. Returns (action, log_prob [B], entropy [B], value [B],
+        mean [B, act_dim], std [act_dim])."""
+        x = self.obs_norm(obs)
+        mean = self.actor(x)
+        std = self.actor_logstd.exp().expand_as(mean)
+        dist = Normal(mean, std)
+        if action is None:
+            action = dist.sample()
+        return (action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1),
+                self.critic(x).squeeze(-1), mean, std)

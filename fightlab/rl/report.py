@@ -1,0 +1,65 @@
+"""Turn a finished training run into result rows: runs/ always, data/ only with `publish`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from fightlab import results
+from fightlab.config import to_dict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def train_row(trainer, res: dict) -> dict:
+    """One data/results/train.csv row (metadata columns + train metrics) for a finished run."""
+    cfg = trainer.cfg
+    meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
+                                params=to_dict(cfg), device=cfg.device)
+    if trainer.run_id:
+        meta["run_id"] = trainer.run_id
+    trainer.run_id = meta["run_id"]
+
+    def f(x):
+        return float("nan") if x is None else float(x)
+
+    row = dict(meta)
+    row.update(
+        time_to_solve_s=f(res["time_to_solve_s"]) if res["solved"] else float("nan"),
+        iterations=int(res["iterations"]), compile_s=f(res["compile_s"]),
+        env_steps_per_s=f(res["env_steps_per_s"]), physics_steps_per_s=f(res["physics_steps_per_s"]),
+        rollout_s_per_iter=f(res["rollout_s_per_iter"]), update_s_per_iter=f(res["update_s_per_iter"]),
+        solved=bool(res["solved"]), final_amplitude=f(res["final_amplitude"]),
+        fall_rate=f(res["fall_rate"]), mean_episode_s=f(res["mean_episode_s"]),
+        overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
+    )
+    return row
+
+
+def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
+    """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
+    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv.
+
+    Per-iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's
+    curve is complete. Prints a one-line summary. Returns the row.
+    """
+    row = train_row(trainer, res)
+    rows_csv = Path(trainer.run_dir) / "rows.csv"
+    curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
+    results.append_row("train", row, trainer.run_dir)
+    results.write_curve(row["run_id"], curve, trainer.run_dir)
+    if publish:
+        root = Path(root) if root else REPO_ROOT
+        results.append_row("train", row, root)
+        results.write_curve(row["run_id"], curve, root)
+    tts = row["time_to_solve_s"]
+    print(f"run {row['run_id']} {row['body']} nworld={row['nworld']} seed={row['seed']}: "
+          f"solved={row['solved']} time_to_solve_s={'-' if math.isnan(tts) else f'{tts:.1f}'} "
+          f"iterations={row['iterations']} compile_s={row['compile_s']:.1f} "
+          f"env_steps_per_s={row['env_steps_per_s']:.0f} rollout_s/it={row['rollout_s_per_iter']:.3f} "
+          f"update_s/it={row['update_s_per_iter']:.3f} amplitude={row['final_amplitude']:.1f} "
+          f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
+          + (" [published]" if publish else ""), flush=True)
+    return row

@@ -1,0 +1,479 @@
+"""Training loop: rollouts on the StanceEnv, PPO updates, the amplitude curriculum, the solve
+criterion, per-iteration rows, checkpoints and `--resume`.
+
+Curriculum (see `Curriculum`): the rhythm amplitude a rises through `curriculum_stages`
+(0.1 … 1.0), starting at 0.1; each widening ramps the reference over 1 s in all worlds. After the
+start and after each widening the runner waits W = `curriculum_wait` iterations (≈ 2 episodes per
+world at 32 steps per iteration); from then on every iteration checks the episodes that finished in
+the last W iterations and widens when their fall rate ≤ 5 % and their bounce tracking ≥ 0.75.
+Solved: at the last stage the same check passes, the mean episode length is ≥ 9.5 s and every
+episode ended by a fall or the 10 s limit. Time to solve = the summed training wall clock of the
+iterations up to and including the solving one, over all `--resume` segments; compilation and
+graph capture (`compile_s`) are excluded and reported apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fightlab.config import TrainConfig, from_dict, to_dict, validate_train
+from fightlab.rl.models import ActorCritic
+from fightlab.rl.ppo import ppo_update
+from fightlab.rl.storage import RolloutStorage, compute_gae
+
+WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
+
+
+@dataclass
+class Curriculum:
+    """Amplitude curriculum and solve criterion over per-iteration episode summaries.
+
+    `update(summary)` takes one iteration's summary (a dict with at least WINDOW_KEYS: counts of
+    episodes finished, falls, timeouts, the sum of their lengths in s, and the lock-in tracking
+    numerator/denominator summed over them) and returns the event: "wait" (inside the W
+    iterations after a widening), "hold" (checked, not good enough), "widen" or "solved".
+    """
+
+    stages: tuple[float, ...]
+    wait: int = 32
+    max_fall_rate: float = 0.05
+    min_tracking: float = 0.75
+    min_episode_s: float = 9.5
+    stage: int = 0
+    since_widen: int = 0
+    solved: bool = False
+    window: deque = field(default_factory=deque)
+
+    @property
+    def amplitude(self) -> float:
+        return float(self.stages[self.stage])
+
+    def window_stats(self) -> dict:
+        """Fall rate, tracking, mean episode length and counts over the window (NaN if empty)."""
+        tot = {k: sum(w[k] for w in self.window) for k in WINDOW_KEYS}
+        n = tot["episodes"]
+        return dict(
+            episodes=n,
+            fall_rate=tot["falls"] / n if n else math.nan,
+            tracking=tot["track_num"] / tot["track_den"] if tot["track_den"] > 0 else math.nan,
+            mean_episode_s=tot["episode_s_sum"] / n if n else math.nan,
+            other_endings=n - tot["falls"] - tot["timeouts"],
+        )
+
+    def passes(self, final: bool) -> bool:
+        s = self.window_stats()
+        if not s["episodes"]:
+            return False
+        ok = s["fall_rate"] <= self.max_fall_rate and s["tracking"] >= self.min_tracking
+        if final:
+            ok = ok and s["mean_episode_s"] >= self.min_episode_s and s["other_endings"] == 0
+        return bool(ok)
+
+    def update(self, summary: dict) -> str:
+        if self.solved:
+            return "solved"
+        self.window.append({k: summary[k] for k in WINDOW_KEYS})
+        while len(self.window) > self.wait:
+            self.window.popleft()
+        self.since_widen += 1
+        if self.since_widen < self.wait:
+            return "wait"
+        final = self.stage == len(self.stages) - 1
+        if not self.passes(final):
+            return "hold"
+        if final:
+            self.solved = True
+            return "solved"
+        self.stage += 1
+        self.since_widen = 0
+        self.window.clear()
+        return "widen"
+
+    def state_dict(self) -> dict:
+        return dict(stage=self.stage, since_widen=self.since_widen, solved=self.solved,
+                    window=list(self.window))
+
+    def load_state_dict(self, s: dict) -> None:
+        self.stage, self.since_widen, self.solved = s["stage"], s["since_widen"], s["solved"]
+        self.window = deque(s["window"])
+
+
+def _sync(device: str):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable, truncated or not a fightlab checkpoint."""
+
+
+def load_checkpoint(path) -> dict:
+    """Load a fightlab checkpoint (torch.save dict). Raises CheckpointError naming the path."""
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
+    try:
+        ck = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated zip, pickle garbage, …
+        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({type(e).__name__}: {e})") from None
+    need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
+    if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
+        raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint "
+                              f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
+    return ck
+
+
+class Trainer:
+    """Owns the env, agent, optimizer, curriculum and the iteration loop of one training run.
+
+    Args:
+      cfg: TrainConfig (validated here; bad values raise ValueError naming them).
+      progress: show a tqdm bar.
+    """
+
+    def __init__(self, cfg: TrainConfig, progress: bool = True):
+        from fightlab.envs.stance import StanceEnv
+
+        resume_ck = None
+        if cfg.resume:
+            resume_ck = load_checkpoint(cfg.resume)
+            saved = from_dict(resume_ck["config"])
+            # the run continues with its own task/PPO settings; device/limits may change
+            cfg = dataclasses.replace(saved, device=cfg.device, max_iterations=cfg.max_iterations,
+                                      run_dir=cfg.run_dir, resume=cfg.resume, segment_s=cfg.segment_s,
+                                      checkpoint_every=cfg.checkpoint_every)
+        self.cfg = cfg = validate_train(cfg)
+        self.device = cfg.device
+        self.progress = progress
+        torch.manual_seed(cfg.seed)
+        self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
+                             graph=cfg.graph)
+        dev = torch.device(self.device)
+        self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std).to(dev)
+        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
+        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, self.env.obs_dim, self.env.nu, dev)
+        self.gen = torch.Generator(device=dev)
+        self.gen.manual_seed(cfg.seed + 12345)
+        self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
+                                     cfg.min_tracking, cfg.min_episode_s)
+        self.iteration = 0
+        self.elapsed_s = 0.0         # summed training wall clock over segments
+        self.time_to_solve_s = None
+        self.solve_iteration = None
+        self.rows: list[dict] = []
+        self.run_id = None
+        self.run_dir = Path(cfg.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.compile_s = 0.0
+        self._resume_ck = resume_ck
+
+    # ------------------------------------------------------------------------------------------
+    def _start(self):
+        from fightlab.sim.physics import shared_stream
+
+        with shared_stream(self.device):
+            t0 = time.perf_counter()
+            self.env.warmup()
+            self.obs = self.env.reset(stagger=True)
+            self.env.set_amplitude(self.curriculum.amplitude, immediate=True)
+            # warm up torch (cuBLAS handles, allocator) outside the timed loop
+            with torch.no_grad():
+                self.agent.get_action_and_value(self.obs)
+            _sync(self.device)
+            self.compile_s = time.perf_counter() - t0
+        if self._resume_ck is not None:
+            self._load(self._resume_ck)
+
+    def _rollout(self) -> dict:
+        cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
+        gamma = cfg.ppo.gamma
+        obs = self.obs
+        for step in range(cfg.ppo.num_steps):
+            with torch.no_grad():
+                action, logp, _, value, _, _ = agent.get_action_and_value(obs)
+            buf.obs[step].copy_(obs)
+            buf.actions[step].copy_(action)
+            buf.logprobs[step].copy_(logp)
+            buf.values[step].copy_(value)
+            obs, reward, done, info = env.step(action)
+            # bootstrap the value at time-outs (the episode was cut, not ended): rsl_rl
+            buf.rewards[step].copy_(reward + gamma * value * info["timeout"])
+            buf.dones[step].copy_(done)
+        with torch.no_grad():
+            next_value = agent.get_value(obs)
+        adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma, cfg.ppo.gae_lambda)
+        buf.advantages.copy_(adv)
+        buf.returns.copy_(ret)
+        self.obs = obs
+        return dict(reward=buf.rewards.mean())
+
+    def iterate(self) -> dict:
+        """Run one iteration (rollout + update + curriculum) and return its row."""
+        from fightlab.sim.physics import shared_stream
+
+        cfg, env = self.cfg, self.env
+        with shared_stream(self.device):
+            t0 = time.perf_counter()
+            r = self._rollout()
+            _sync(self.device)
+            t1 = time.perf_counter()
+            losses = ppo_update(self.agent, self.optimizer, self.buf, cfg.ppo, self.gen)
+            # the normaliser moves only between iterations, so the rollout's log-probs and the
+            # update see the same normalisation
+            self.agent.obs_norm.update(self.buf.obs.reshape(-1, env.obs_dim))
+            _sync(self.device)
+            t2 = time.perf_counter()
+            summary = env.read_summary()
+            reward = float(r["reward"])
+            event = self.curriculum.update(summary)
+            if event == "widen":
+                env.set_amplitude(self.curriculum.amplitude)
+            t3 = time.perf_counter()
+        self.iteration += 1
+        wall = t3 - t0
+        self.elapsed_s += wall
+        n_env = cfg.nworld * cfg.ppo.num_steps
+        ws = self.curriculum.window_stats()
+        n = summary["episodes"]
+        row = dict(
+            iteration=self.iteration, wall_s=wall, elapsed_s=self.elapsed_s,
+            env_steps=self.iteration * n_env, env_steps_per_s=n_env / wall,
+            physics_steps_per_s=n_env * env._substeps / wall,
+            amplitude=self.curriculum.amplitude if event != "widen" else cfg.curriculum_stages[self.curriculum.stage - 1],
+            stage=self.curriculum.stage, event=event,
+            episodes=n, fall_rate=summary["falls"] / n if n else math.nan,
+            mean_episode_s=summary["episode_s_sum"] / n if n else math.nan,
+            tracking=summary["track_num"] / summary["track_den"] if summary["track_den"] > 0 else math.nan,
+            window_fall_rate=ws["fall_rate"], window_tracking=ws["tracking"],
+            window_episode_s=ws["mean_episode_s"],
+            reward=reward, episode_return=summary["return_sum"] / n if n else math.nan,
+            **losses,
+            overflow_count=summary["overflow_worlds"], nefc_overflow=summary["nefc_overflow"],
+            contact_overflow=summary["contact_overflow"], nan_resets=summary["nan_resets"],
+            solver_iter_hits=summary["solver_iter_hits"], solver_ls_hits=summary["solver_ls_hits"],
+            contact_falls=summary["contact_falls"], tilt_falls=summary["tilt_falls"],
+            rollout_s=t1 - t0, update_s=t2 - t1,
+        )
+        if summary["overflow_worlds"]:
+            print(f"OVERFLOW iteration {self.iteration}: {summary['overflow_worlds']} worlds ran out of "
+                  f"slots (nefc: {summary['nefc_overflow']}, contacts: {summary['contact_overflow']}; "
+                  f"nconmax={env.slots.nconmax}, njmax={env.slots.njmax}); those worlds were reset "
+                  "and counted as falls", flush=True)
+        if summary["nan_resets"]:
+            print(f"NAN iteration {self.iteration}: {summary['nan_resets']} worlds had non-finite "
+                  "qpos/qvel; reset and counted as falls", flush=True)
+        if event == "solved" and self.time_to_solve_s is None:
+            self.time_to_solve_s = self.elapsed_s
+            self.solve_iteration = self.iteration
+        self.rows.append(row)
+        return row
+
+    # ------------------------------------------------------------------------------------------
+    def _state_arrays(self) -> dict:
+        """The warp arrays that make up the simulation + env state (saved in checkpoints)."""
+        e, d = self.env, self.env.d
+        return dict(qpos=d.qpos, qvel=d.qvel, act=d.act, ctrl=d.ctrl, qacc_warmstart=d.qacc_warmstart,
+                    time=d.time, xfrc_applied=d.xfrc_applied, step_count=e._step_count, amp=e._amp,
+                    amp_ctl=e._amp_ctl, push_next=e._push_next, push_left=e._push_left,
+                    push_force=e._push_force, rng=e._rng, ep_acc=e._ep_acc, prev_action=e._prev_action)
+
+    def _env_state(self) -> dict:
+        return {k: v.numpy().copy() for k, v in self._state_arrays().items()}
+
+    def _set_env_state(self, s: dict):
+        arrs = self._state_arrays()
+        for k, a in arrs.items():
+            want = a.numpy().shape
+            if s[k].shape != want:
+                raise CheckpointError(f"checkpoint state {k!r} has shape {s[k].shape}, this env has "
+                                      f"{want} (different body or nworld?)")
+            a.assign(s[k])
+
+    def save(self, path=None) -> Path:
+        """Write a checkpoint (agent, optimizer, curriculum, env state, RNG, counters)."""
+        path = Path(path) if path else self.run_dir / f"ckpt_{self.iteration:06d}.pt"
+        ck = dict(format="fightlab-ckpt-1", config=to_dict(self.cfg), agent=self.agent.state_dict(),
+                  optimizer=self.optimizer.state_dict(), curriculum=self.curriculum.state_dict(),
+                  iteration=self.iteration, elapsed_s=self.elapsed_s, compile_s=self.compile_s,
+                  time_to_solve_s=self.time_to_solve_s, solve_iteration=self.solve_iteration,
+                  env_state=self._env_state(), amp_target=self.env.amplitude_target,
+                  obs=self.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
+                  gen_state=self.gen.get_state().cpu(), run_id=self.run_id,
+                  cuda_rng=torch.cuda.get_rng_state(torch.device(self.device)) if self.device.startswith("cuda") else None)
+        tmp = path.with_suffix(".tmp")
+        torch.save(ck, tmp)
+        tmp.replace(path)
+        (self.run_dir / "latest.pt").unlink(missing_ok=True)
+        try:
+            (self.run_dir / "latest.pt").symlink_to(path.name)
+        except OSError:
+            pass
+        return path
+
+    def _load(self, ck: dict):
+        try:
+            self.agent.load_state_dict(ck["agent"])
+            self.optimizer.load_state_dict(ck["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise CheckpointError(f"checkpoint does not match this body/config: {e}") from None
+        self.curriculum.load_state_dict(ck["curriculum"])
+        self.iteration = int(ck["iteration"])
+        self.elapsed_s = float(ck["elapsed_s"])
+        self.time_to_solve_s = ck.get("time_to_solve_s")
+        self.solve_iteration = ck.get("solve_iteration")
+        self.run_id = ck.get("run_id")
+        self._set_env_state(ck["env_state"])
+        self.env._amp_target = float(ck["amp_target"])
+        self.obs.copy_(ck["obs"].to(self.obs.device))
+        torch.set_rng_state(ck["torch_rng"])
+        self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.device == "cpu" else ck["gen_state"])
+        if ck.get("cuda_rng") is not None and self.device.startswith("cuda"):
+            torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(self.device))
+        self.env._counters.zero_()
+        self.env._sums.zero_()
+
+    # ------------------------------------------------------------------------------------------
+    def train(self, rows_path: Path | None = None) -> dict:
+        """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`.
+
+        Returns a result dict: solved, time_to_solve_s (None if unsolved), iterations,
+        compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
+        final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets, rows (list).
+        """
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        self._start()
+        rows_path = Path(rows_path) if rows_path else self.run_dir / "rows.csv"
+        seg_t0 = time.perf_counter()
+        bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
+                   desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
+        while self.iteration < cfg.max_iterations:
+            row = self.iterate()
+            _append_csv(rows_path, row)
+            bar.update(1)
+            bar.set_postfix(a=row["amplitude"], fall=f"{row['window_fall_rate']:.3f}",
+                            trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
+            if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
+                self.save()
+            if self.curriculum.solved and cfg.stop_when_solved:
+                break
+            if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s:
+                break
+        bar.close()
+        self.save()
+        return self.result()
+
+    def result(self) -> dict:
+        rows = self.rows
+        steady = rows[1:] if len(rows) > 1 else rows
+        med = lambda k: float(np.median([r[k] for r in steady])) if steady else math.nan  # noqa: E731
+        last = rows[-1] if rows else {}
+        ws = self.curriculum.window_stats()
+        return dict(solved=self.curriculum.solved, time_to_solve_s=self.time_to_solve_s,
+                    iterations=self.solve_iteration or self.iteration, compile_s=self.compile_s,
+                    env_steps_per_s=med("env_steps_per_s"), physics_steps_per_s=med("physics_steps_per_s"),
+                    rollout_s_per_iter=med("rollout_s"), update_s_per_iter=med("update_s"),
+                    final_amplitude=self.curriculum.amplitude, fall_rate=ws["fall_rate"],
+                    mean_episode_s=ws["mean_episode_s"], tracking=ws["tracking"],
+                    overflow_count=int(sum(r["overflow_count"] for r in rows)),
+                    nan_resets=int(sum(r["nan_resets"] for r in rows)),
+                    elapsed_s=self.elapsed_s, last_row=last, rows=rows)
+
+
+def _append_csv(path: Path, row: dict):
+    import csv
+
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def train(cfg: TrainConfig, progress: bool = True) -> dict:
+    """Train one run (see `Trainer.train`); returns its result dict."""
+    return Trainer(cfg, progress=progress).train()
+
+
+def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_world: float = 1.0,
+             timestep: float | None = None, zero_action: bool = False, amplitude: float = 1.0,
+             seed: int = 1, graph: bool = True) -> dict:
+    """Re-run a saved policy (its deterministic mean action) or the zero-action policy (the servos
+    holding the reference alone) on fresh worlds and report the solve statistics.
+
+    Args:
+      checkpoint: path of a fightlab checkpoint (or None with zero_action=True, then the body
+        is taken from `body` of a default TrainConfig... pass a checkpoint to fix the body).
+      nworld: worlds; episodes_per_world: how long to run, in episodes (10 s each);
+      timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
+        then takes control_dt / timestep substeps); zero_action: ignore the policy;
+      amplitude: rhythm amplitude, fixed (no ramp).
+
+    Returns:
+      dict: episodes, fall_rate, tracking, mean_episode_s, overflow_count, nan_resets, body,
+      timestep, zero_action.
+    """
+    from fightlab.envs.stance import StanceEnv
+    from fightlab.sim.physics import shared_stream
+
+    ck = load_checkpoint(checkpoint)
+    cfg = from_dict(ck["config"])
+    env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
+    return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
+                     amplitude, seed, graph)
+
+
+def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
+                         episodes_per_world: float = 1.0, amplitude: float = 1.0, seed: int = 1,
+                         env_cfg=None, graph: bool = True) -> dict:
+    """The zero-action policy (servos hold the moving reference alone) on `body`; same output as
+    `evaluate`."""
+    from fightlab.config import EnvConfig
+
+    return _evaluate(body, None, env_cfg or EnvConfig(), nworld, device, episodes_per_world, True,
+                     amplitude, seed, graph)
+
+
+def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed, graph):
+    from fightlab.config import validate_device
+    from fightlab.envs.stance import StanceEnv
+    from fightlab.sim.physics import shared_stream
+
+    device = validate_device(device)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph)
+    agent = None
+    if ck is not None and not zero_action:
+        c = from_dict(ck["config"])
+        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std).to(torch.device(device))
+        agent.load_state_dict(ck["agent"])
+        agent.eval()
+    with shared_stream(device):
+        env.warmup()
+        obs = env.reset(stagger=False)
+        env.set_amplitude(amplitude, immediate=True)
+        obs = env.reset(stagger=False)
+        zero = torch.zeros(nworld, env.nu, device=torch.device(device))
+        nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
+        for _ in range(nsteps):
+            with torch.no_grad():
+                a = zero if agent is None else agent.act_mean(obs)
+            obs, _, _, _ = env.step(a)
+        s = env.read_summary()
+    n = s["episodes"]
+    return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
+                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
+                tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
+                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
+                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
+                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])

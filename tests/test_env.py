@@ -1,0 +1,156 @@
+"""StanceEnv on warp's CPU device with tiny sizes."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from fightlab.config import EnvConfig
+from fightlab.envs.stance import StanceEnv
+
+NO_PUSH = EnvConfig(push_impulse_ns=(0.0, 0.0))
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = StanceEnv("simple", nworld=4, device="cpu", seed=3, cfg=NO_PUSH)
+    e.reset(stagger=False)
+    return e
+
+
+def _qpos(env):
+    return env.d.qpos.numpy().copy()
+
+
+def _set_qpos(env, world, qpos):
+    q = env.d.qpos.numpy()
+    q[world] = qpos
+    env.d.qpos.assign(q)
+    v = env.d.qvel.numpy()
+    v[world] = 0
+    env.d.qvel.assign(v)
+
+
+def _rot_x(angle_rad):
+    """MuJoCo quaternion (w, x, y, z) of a rotation about x."""
+    return np.array([np.cos(angle_rad / 2), np.sin(angle_rad / 2), 0.0, 0.0])
+
+
+def test_shapes(env):
+    obs = env.reset(stagger=False)
+    assert obs.shape == (4, env.obs_dim) and obs.dtype == torch.float32
+    assert env.obs_dim == 13 + 3 * env.nu == 13 + 3 * 37
+    obs, rew, done, info = env.step(torch.zeros(4, env.nu))
+    assert rew.shape == (4,) and done.shape == (4,)
+    assert info["fall"].shape == (4,) and info["timeout"].shape == (4,)
+    with pytest.raises(ValueError, match="action must have shape"):
+        env.step(torch.zeros(3, env.nu))
+
+
+def test_zero_action_standing_is_quiet(env):
+    """200 zero-action steps without pushes at a = 0: no NaN, no fall, the pelvis stays up."""
+    env.set_amplitude(0.0, immediate=True)
+    env.reset(stagger=False)
+    env.read_summary()
+    for _ in range(200):
+        obs, _, _, info = env.step(torch.zeros(4, env.nu))
+        assert torch.isfinite(obs).all()
+    s = env.read_summary()
+    assert s["nan_resets"] == 0 and s["falls"] == 0, s
+    z = _qpos(env)[:, 2]
+    assert np.all(np.abs(z - env.z_stance) < 0.05), z
+
+
+def test_masked_reset_touches_only_done_worlds(env):
+    env.reset(stagger=False)
+    for _ in range(5):
+        env.step(torch.zeros(4, env.nu))
+    before = env._step_count.numpy().copy()
+    q = _qpos(env)
+    lying = q[1].copy()
+    lying[2] = 0.15
+    lying[3:7] = _rot_x(np.pi / 2)  # pelvis on its side, body on the floor
+    _set_qpos(env, 1, lying)
+    _, _, done, info = env.step(torch.zeros(4, env.nu))
+    after = env._step_count.numpy()
+    assert done.tolist() == [0.0, 1.0, 0.0, 0.0] and info["fall"][1] == 1.0
+    assert after[1] == 0                                   # world 1 restarted its episode
+    assert np.all(after[[0, 2, 3]] == before[[0, 2, 3]] + 1)  # the others just advanced
+    q1 = _qpos(env)[1]
+    # world 1 is back at the keyframe (joint noise ±init_noise_rad only)
+    assert abs(q1[2] - env.z_stance) < 1e-6
+    assert np.allclose(q1[:7], env.key_qpos[:7], atol=1e-6)
+    assert np.max(np.abs(q1 - env.key_qpos)) <= env.cfg.init_noise_rad + 1e-6
+
+
+def test_falls_detected_by_contact_and_by_tilt(env):
+    env.reset(stagger=False)
+    env.read_summary()
+    # contact: upright, but sunk 0.3 m so that the shins and knees touch the floor
+    sunk = env.key_qpos.copy()
+    sunk[2] -= 0.3
+    _set_qpos(env, 0, sunk)
+    # tilt: 70° about x, lifted 1 m so that nothing touches the floor yet
+    tilted = env.key_qpos.copy()
+    tilted[2] += 1.0
+    tilted[3:7] = _rot_x(np.radians(70))
+    _set_qpos(env, 2, tilted)
+    _, _, done, info = env.step(torch.zeros(4, env.nu))
+    assert info["fall"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    s = env.read_summary()
+    assert s["falls"] == 2 and s["contact_falls"] >= 1 and s["tilt_falls"] >= 1, s
+    assert s["episodes"] == 2
+
+
+def test_push_changes_velocity():
+    """A push starting on the first step moves the pelvis along the push direction."""
+    cfg = dataclasses.replace(NO_PUSH, push_interval_s=(0.01, 0.01), push_impulse_ns=(30.0, 30.0))
+    pushed = StanceEnv("simple", nworld=2, device="cpu", seed=1, cfg=cfg)
+    quiet = StanceEnv("simple", nworld=2, device="cpu", seed=1, cfg=NO_PUSH)
+    for e in (pushed, quiet):
+        e.set_amplitude(0.0, immediate=True)
+        e.reset(stagger=False)
+        for _ in range(5):  # the 0.1 s push
+            e.step(torch.zeros(2, e.nu))
+    f = pushed._push_force.numpy()
+    assert np.allclose(np.linalg.norm(f, axis=1), 30.0 / 0.1, rtol=1e-4)
+    dv = pushed.d.qvel.numpy()[:, :2] - quiet.d.qvel.numpy()[:, :2]
+    for w in range(2):
+        # the free joint's linear velocity gained ≳ a third of impulse/mass along the force
+        along = dv[w] @ f[w, :2] / np.linalg.norm(f[w, :2])
+        assert along > 0.1, (dv[w], f[w])
+
+
+def test_overflow_counted_with_tiny_njmax():
+    env = StanceEnv("simple", nworld=3, device="cpu", seed=0, cfg=NO_PUSH, njmax=4)
+    env.reset(stagger=False)
+    env.read_summary()
+    _, _, done, info = env.step(torch.zeros(3, env.nu))
+    s = env.read_summary()
+    assert s["overflow_worlds"] == 3 and s["nefc_overflow"] == 3, s
+    assert s["falls"] == 3  # an overflow reset counts as a fall
+    assert done.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_nan_world_is_reset_and_counted(env):
+    env.reset(stagger=False)
+    env.read_summary()
+    q = env.key_qpos.copy()
+    q[10] = np.nan
+    _set_qpos(env, 3, q)
+    obs, _, done, info = env.step(torch.zeros(4, env.nu))
+    s = env.read_summary()
+    assert s["nan_resets"] == 1 and done[3] == 1.0
+    assert torch.isfinite(obs).all()
+    assert np.isfinite(_qpos(env)).all()
+
+
+def test_bad_input_errors():
+    with pytest.raises(ValueError, match="valid bodies: muscular-fast, simple"):
+        StanceEnv("robot", nworld=2)
+    for bad in (0, -3, 1.5, "many"):
+        with pytest.raises(ValueError, match="nworld must be a positive integer"):
+            StanceEnv("simple", nworld=bad)
+    with pytest.raises(ValueError, match="amplitude must be in"):
+        StanceEnv("simple", nworld=1).set_amplitude(1.5)

@@ -1,0 +1,100 @@
+"""pyproject.toml and environment.yml list the same dependencies; the CI/test scripts hang together."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_COMMAND = "bash scripts/test.sh"
+
+
+def _norm(req: str) -> str:
+    """Normalise a requirement: lower-case, '_'/'.' -> '-' in the name, no spaces."""
+    req = req.strip().replace(" ", "")
+    m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(.*)$", req)
+    assert m, f"cannot parse requirement {req!r}"
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() + m.group(2)
+
+
+def pyproject_dependencies() -> set[str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {_norm(r) for r in data["project"]["dependencies"]}
+
+
+def environment_yml() -> tuple[list[str], list[str]]:
+    """(conda dependencies, pip dependencies) of environment.yml, parsed by hand (no pyyaml).
+
+    Handles the shape used here: a top-level ``dependencies:`` list whose items are strings or one
+    ``- pip:`` item holding an indented list. Comments and blank lines are ignored.
+    """
+    conda, pip = [], []
+    section = None  # None | "deps" | "pip"
+    pip_indent = None
+    for raw in (ROOT / "environment.yml").read_text().splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        text = line.strip()
+        if indent == 0:
+            section = "deps" if text == "dependencies:" else None
+            continue
+        if section is None:
+            continue
+        if section == "pip" and indent > pip_indent and text.startswith("- "):
+            pip.append(text[2:].strip().strip("'\""))
+            continue
+        if text.startswith("- "):
+            item = text[2:].strip()
+            if item == "pip:":
+                section, pip_indent = "pip", indent
+            else:
+                section = "deps"
+                conda.append(item.strip("'\""))
+    return conda, pip
+
+
+def test_environment_yml_matches_pyproject():
+    conda, pip = environment_yml()
+    assert "pip" in conda
+    assert any(re.fullmatch(r"python>=3\.11", c.replace(" ", "")) for c in conda), conda
+    assert "-e ." in pip, "environment.yml must install fightlab itself with '-e .'"
+    env_deps = {_norm(p) for p in pip if p != "-e ."}
+    py_deps = pyproject_dependencies()
+    assert env_deps == py_deps, (
+        f"only in pyproject.toml: {sorted(py_deps - env_deps)}; only in environment.yml: {sorted(env_deps - py_deps)}"
+    )
+
+
+def test_requires_python_matches():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert data["project"]["requires-python"].replace(" ", "") == ">=3.11"
+
+
+@pytest.mark.parametrize("script", [".ci/run", "scripts/setup.sh", "scripts/test.sh"])
+def test_scripts_are_executable_and_strict(script):
+    path = ROOT / script
+    assert os.access(path, os.X_OK), f"{script} is not executable"
+    text = path.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n"), f"{script} needs a bash shebang"
+    assert "set -euo pipefail" in text
+
+
+def test_ci_runs_the_readme_test_command():
+    lines = [l.strip() for l in (ROOT / ".ci/run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert lines[-1] == TEST_COMMAND
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md not written yet")
+    assert TEST_COMMAND in readme.read_text(), f"README.md must give the test command {TEST_COMMAND!r}"
+
+
+def test_test_sh_fails_on_no_tests():
+    text = (ROOT / "scripts/test.sh").read_text()
+    assert re.search(r'"\$rc"\s*-eq\s*5', text) and "exit 5" in text
+    assert "bash scripts/setup.sh" in text and '"$@"' in text

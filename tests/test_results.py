@@ -1,0 +1,255 @@
+"""fightlab.results (schema, validation, CSV round trip), fightlab._meta and fightlab.plots."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from fightlab import _meta, results
+from fightlab.results import EXPERIMENTS, META_COLUMNS
+
+
+def _metrics(**over):
+    m = {
+        "time_to_solve_s": 123.5,
+        "iterations": 40,
+        "compile_s": 12.25,
+        "env_steps_per_s": 1.5e6,
+        "physics_steps_per_s": 6.0e6,
+        "rollout_s_per_iter": 0.5,
+        "update_s_per_iter": 0.25,
+        "solved": True,
+        "final_amplitude": 0.9,
+        "fall_rate": 0.01,
+        "mean_episode_s": 8.0,
+        "overflow_count": 0,
+        "nan_resets": 0,
+    }
+    m.update(over)
+    return m
+
+
+def _row(**over):
+    meta = results.run_metadata(body="simple", nworld=1024, seed=3, params={"lr": 3e-4, "gamma": 0.99}, device="cpu")
+    row = {**meta, **_metrics()}
+    row.update(over)
+    return row
+
+
+def test_schema_order():
+    assert META_COLUMNS == (
+        "run_id", "time", "commit", "host", "gpu", "driver", "warp", "mujoco_warp", "torch",
+        "body", "nworld", "seed", "params",
+    )
+    assert results.columns("train")[: len(META_COLUMNS)] == META_COLUMNS
+    assert "time_to_solve_s" in EXPERIMENTS["train"]
+
+
+def test_run_metadata_fields():
+    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"b": 1, "a": [1, 2]}, device="cpu")
+    assert tuple(meta) == META_COLUMNS
+    assert len(meta["run_id"]) == 12
+    assert meta["gpu"] == "cpu"
+    assert meta["time"].endswith("+00:00")
+    assert meta["params"] == '{"a": [1, 2], "b": 1}'  # JSON, sorted keys
+    assert meta["warp"] == _meta.package_version("warp-lang")
+    assert isinstance(meta["commit"], str) and meta["commit"]
+
+
+def test_round_trip(tmp_path):
+    r1 = _row()
+    r2 = _row(seed=4, solved=False, time_to_solve_s=None, driver="", commit="0123456")
+    p = results.append_row("train", r1, tmp_path)
+    assert p == tmp_path / "data" / "results" / "train.csv"
+    results.append_row("train", {k: r2[k] for k in reversed(list(r2))}, tmp_path)  # any dict order
+    df = results.read_rows("train", tmp_path)
+    assert list(df.columns) == list(results.columns("train"))
+    assert len(df) == 2
+    assert df["run_id"].tolist() == [r1["run_id"], r2["run_id"]]
+    assert df["nworld"].tolist() == [1024, 1024] and df["seed"].tolist() == [3, 4]
+    assert df["commit"].iloc[1] == "0123456"  # digits stay text
+    assert df["driver"].iloc[1] == ""
+    assert df["time_to_solve_s"].iloc[0] == 123.5 and math.isnan(df["time_to_solve_s"].iloc[1])
+    assert df["solved"].tolist() == [True, False]
+    assert df["env_steps_per_s"].iloc[0] == 1.5e6
+    assert json.loads(df["params"].iloc[0]) == {"lr": 3e-4, "gamma": 0.99}
+
+
+def test_read_missing_file_gives_empty_frame(tmp_path):
+    df = results.read_rows("train", tmp_path)
+    assert df.empty and list(df.columns) == list(results.columns("train"))
+
+
+def test_params_from_dataclass_and_numpy():
+    np = pytest.importorskip("numpy")
+
+    @dataclass
+    class Cfg:
+        lr: float = 1e-3
+        n: int = 4
+
+    assert json.loads(results.params_json(Cfg())) == {"lr": 1e-3, "n": 4}
+    assert json.loads(results.params_json({"x": np.float32(0.5), "v": np.arange(2)})) == {"x": 0.5, "v": [0, 1]}
+    with pytest.raises(TypeError, match="object"):
+        results.params_json({"f": object()})
+    with pytest.raises(TypeError, match="dict"):
+        results.params_json([1, 2])
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"nworld": 0}, "'nworld'"),
+        ({"nworld": 2.0}, "'nworld'"),
+        ({"nworld": True}, "'nworld'"),
+        ({"seed": "1"}, "'seed'"),
+        ({"body": ""}, "'body'"),
+        ({"time": "yesterday"}, "'time'"),
+        ({"params": "{not json"}, "'params'"),
+        ({"params": "[1, 2]"}, "'params'"),
+        ({"run_id": "a/b"}, "'run_id'"),
+        ({"gpu": None}, "'gpu'"),
+        ({"env_steps_per_s": "fast"}, "'env_steps_per_s'"),
+        ({"compile_s": float("inf")}, "'compile_s'"),
+    ],
+)
+def test_validation_names_the_column(change, match):
+    with pytest.raises(ValueError, match=match):
+        results.validate_row("train", _row(**change))
+
+
+def test_missing_and_extra_columns_are_named(tmp_path):
+    row = _row()
+    del row["fall_rate"]
+    with pytest.raises(ValueError, match="missing.*fall_rate"):
+        results.validate_row("train", row)
+    with pytest.raises(ValueError, match="unexpected.*reward_per_s"):
+        results.append_row("train", _row(reward_per_s=1.0), tmp_path)
+    assert not (tmp_path / "data").exists()  # nothing written for a bad row
+    with pytest.raises(ValueError, match="unknown experiment 'nope'.*train"):
+        results.validate_row("nope", _row())
+
+
+def test_none_and_nan_metrics_are_allowed():
+    results.validate_row("train", _row(time_to_solve_s=None, final_amplitude=float("nan")))
+
+
+def test_header_mismatch_is_refused(tmp_path):
+    path = tmp_path / "data" / "results" / "train.csv"
+    path.parent.mkdir(parents=True)
+    cols = list(results.columns("train"))
+    path.write_text(",".join(cols[:-1] + ["old_column"]) + "\n")
+    with pytest.raises(ValueError, match=r"does not match.*missing \['nan_resets'\].*extra \['old_column'\]"):
+        results.append_row("train", _row(), tmp_path)
+    with pytest.raises(ValueError, match="does not match"):
+        results.read_rows("train", tmp_path)
+    path.write_text(",".join(reversed(cols)) + "\n")
+    with pytest.raises(ValueError, match="different order"):
+        results.append_row("train", _row(), tmp_path)
+
+
+def test_register_experiment():
+    name = "unit_test_bench"
+    try:
+        cols = results.register_experiment(name, ["env_steps_per_s", "factor_ms_per_step"])
+        assert results.register_experiment(name, cols) == cols  # idempotent
+        with pytest.raises(ValueError, match="already registered"):
+            results.register_experiment(name, ["other_s"])
+        with pytest.raises(ValueError, match="clashes"):
+            results.register_experiment("x_exp", ["seed"])
+        with pytest.raises(ValueError, match="Bad-Name"):
+            results.register_experiment("Bad-Name", ["a_s"])
+    finally:
+        EXPERIMENTS.pop(name, None)
+
+
+def test_curves(tmp_path):
+    df = pd.DataFrame({"iteration": [0, 1, 2], "wall_time_s": [0.0, 1.5, 3.0], "mean_reward": [0.1, 0.2, 0.4]})
+    p = results.write_curve("abc123", df, tmp_path)
+    assert p == tmp_path / "data" / "curves" / "abc123.csv"
+    pd.testing.assert_frame_equal(results.read_curve("abc123", tmp_path), df)
+    with pytest.raises(ValueError, match="run_id"):
+        results.write_curve("../x", df, tmp_path)
+    with pytest.raises(TypeError, match="DataFrame"):
+        results.write_curve("abc", [1, 2], tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# _meta: robust without git / nvidia-smi
+
+
+def test_metadata_without_git(tmp_path, monkeypatch):
+    assert _meta.git_commit(tmp_path) == "unknown"  # not a repository
+    assert _meta.git_commit(tmp_path / "missing") == "unknown"
+
+    def no_binaries(*a, **k):
+        raise FileNotFoundError("no such program")
+
+    monkeypatch.setattr(subprocess, "run", no_binaries)
+    assert _meta.git_commit() == "unknown"
+    driver = _meta.driver_version()
+    assert driver == "" or driver.startswith("cuda-")
+    meta = results.run_metadata(body="simple", nworld=1, seed=0, params={}, device="cpu")
+    assert meta["commit"] == "unknown"
+    results.validate_row("train", {**meta, **_metrics()})
+
+
+def test_git_commit_and_dirty(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git not available")
+    assert _meta.git_commit(tmp_path) == "unknown"  # no commit yet
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    sha = _meta.git_commit(tmp_path)
+    assert sha != "unknown" and not sha.endswith("-dirty")
+    (tmp_path / "untracked.txt").write_text("u")
+    assert _meta.git_commit(tmp_path) == sha  # untracked files do not make it dirty
+    (tmp_path / "f.txt").write_text("b")
+    assert _meta.git_commit(tmp_path) == sha + "-dirty"
+
+
+def test_gpu_name_on_cpu():
+    assert _meta.gpu_name("cpu") == "cpu"
+    assert _meta.gpu_name(None) == "cpu"
+    assert _meta.package_version("no-such-distribution-xyz") == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# plots
+
+
+def test_savefig_writes_png_and_svg(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fightlab import plots
+
+    before = matplotlib.rcParams["axes.grid"]
+    with plots.use_style():
+        assert matplotlib.rcParams["axes.grid"] is True
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [0, 1, 4])
+        plots.label(ax, x="wall time [s]", y="reward [-]")
+        with pytest.raises(ValueError, match="'reward' has no unit"):
+            plots.label(ax, y="reward")
+        paths = plots.savefig(fig, "test_figure", tmp_path)
+        plt.close(fig)
+    assert matplotlib.rcParams["axes.grid"] == before
+    assert paths == [tmp_path / "figures" / "test_figure.png", tmp_path / "figures" / "test_figure.svg"]
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in paths[1].read_text()
+    with pytest.raises(ValueError, match="test.png"):
+        plots.savefig(fig, "test.png", tmp_path)

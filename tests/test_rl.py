@@ -1,0 +1,162 @@
+"""GAE, PPO, curriculum and solve criterion, resume."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from fightlab.config import PPOConfig, TrainConfig
+from fightlab.rl.models import ActorCritic, ObsNormalizer
+from fightlab.rl.ppo import ppo_update
+from fightlab.rl.runner import Curriculum, Trainer
+from fightlab.rl.storage import RolloutStorage, compute_gae
+
+
+def test_gae_matches_hand_computation():
+    g, lam = 0.9, 0.8
+    r = torch.tensor([[1.0], [2.0], [3.0]])
+    v = torch.tensor([[0.5], [1.0], [1.5]])
+    d = torch.tensor([[0.0], [1.0], [0.0]])  # the episode ends at step 1
+    nv = torch.tensor([2.0])
+    adv, ret = compute_gae(r, v, d, nv, g, lam)
+    # by hand: δ2 = 3 + .9·2 − 1.5 = 3.3; A2 = 3.3
+    #          δ1 = 2 + 0 − 1.0 = 1.0 (done: no bootstrap); A1 = 1.0
+    #          δ0 = 1 + .9·1.0 − .5 = 1.4; A0 = 1.4 + .9·.8·1.0 = 2.12
+    assert torch.allclose(adv[:, 0], torch.tensor([2.12, 1.0, 3.3]), atol=1e-6)
+    assert torch.allclose(ret, adv + v)
+
+
+def test_obs_normalizer_matches_batch_statistics():
+    torch.manual_seed(0)
+    x = torch.randn(1000, 3) * torch.tensor([1.0, 5.0, 0.1]) + torch.tensor([2.0, -1.0, 0.0])
+    n = ObsNormalizer(3)
+    for chunk in x.split(137):
+        n.update(chunk)
+    assert torch.allclose(n.mean, x.mean(0), atol=1e-4)
+    assert torch.allclose(n.var, x.var(0, unbiased=False), rtol=1e-3)
+
+
+def test_ppo_improves_a_tiny_known_problem():
+    """One-step task: reward = −‖a − W·obs‖²; PPO must cut the error of the mean action."""
+    torch.manual_seed(0)
+    obs_dim, act_dim, N = 4, 2, 512
+    W = torch.tensor([[0.5, -0.5, 0.0, 0.3], [0.0, 0.4, -0.6, 0.0]])
+    agent = ActorCritic(obs_dim, act_dim, hidden=(32, 32), init_std=0.5)
+    cfg = PPOConfig(num_steps=1, num_minibatches=4, update_epochs=4, learning_rate=3e-3,
+                    adaptive_lr=False, ent_coef=0.0)
+    opt = torch.optim.Adam(agent.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    buf = RolloutStorage(1, N, obs_dim, act_dim, "cpu")
+
+    def error():
+        o = torch.randn(2048, obs_dim)
+        with torch.no_grad():
+            return float(((agent.act_mean(o) - o @ W.T) ** 2).sum(-1).mean())
+
+    before = error()
+    for _ in range(60):
+        o = torch.randn(N, obs_dim)
+        with torch.no_grad():
+            a, logp, _, v, _, _ = agent.get_action_and_value(o)
+        r = -((a - o @ W.T) ** 2).sum(-1)
+        buf.obs[0], buf.actions[0], buf.logprobs[0], buf.values[0] = o, a, logp, v
+        buf.rewards[0], buf.dones[0] = r, torch.ones(N)
+        adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, torch.zeros(N), 0.99, 0.95)
+        buf.advantages.copy_(adv)
+        buf.returns.copy_(ret)
+        stats = ppo_update(agent, opt, buf, cfg)
+        assert all(math.isfinite(x) for x in stats.values())
+    after = error()
+    assert after < 0.3 * before, (before, after)
+
+
+def _summary(episodes=100, falls=0, timeouts=None, mean_s=10.0, tracking=0.9):
+    timeouts = episodes - falls if timeouts is None else timeouts
+    return dict(episodes=episodes, falls=falls, timeouts=timeouts, episode_s_sum=mean_s * episodes,
+                track_num=tracking * 1.0, track_den=1.0)
+
+
+def test_curriculum_widens_after_wait_and_solves_at_the_top():
+    c = Curriculum(stages=tuple(round(0.1 * i, 1) for i in range(1, 11)), wait=32)
+    events = [c.update(_summary()) for _ in range(320)]
+    assert events[:31] == ["wait"] * 31
+    assert events[31] == "widen" and c.stage >= 1
+    assert events.count("widen") == 9 and events[-1] == "solved"
+    assert c.solved and c.amplitude == 1.0
+    # the fastest possible solve: 10 stages × W iterations
+    assert events.index("solved") == 10 * 32 - 1
+
+
+def test_curriculum_holds_on_falls_tracking_and_short_episodes():
+    c = Curriculum(stages=(0.5, 1.0), wait=4)
+    for _ in range(4):
+        ev = c.update(_summary(falls=6))          # 6 % falls > 5 %
+    assert ev == "hold" and c.stage == 0
+    c = Curriculum(stages=(0.5, 1.0), wait=4)
+    for _ in range(4):
+        ev = c.update(_summary(tracking=0.7))     # tracking below 0.75
+    assert ev == "hold"
+    # at the last stage, episodes must last ≥ 9.5 s on average and end only by fall/time-out
+    c = Curriculum(stages=(1.0,), wait=4)
+    for _ in range(4):
+        ev = c.update(_summary(mean_s=9.0))
+    assert ev == "hold" and not c.solved
+    c = Curriculum(stages=(1.0,), wait=4)
+    for _ in range(4):
+        ev = c.update(_summary(timeouts=90, falls=2))  # 8 episodes ended otherwise
+    assert ev == "hold"
+    c = Curriculum(stages=(1.0,), wait=4)
+    for _ in range(4):
+        ev = c.update(_summary(episodes=0))       # nothing finished: no verdict
+    assert ev == "hold"
+    for _ in range(4):
+        ev = c.update(_summary(falls=5, mean_s=9.6))  # 5 % exactly passes
+    assert ev == "solved"
+
+
+def test_curriculum_window_covers_only_the_last_w_iterations():
+    c = Curriculum(stages=(0.5, 1.0), wait=4)
+    for _ in range(4):
+        c.update(_summary(falls=50))
+    assert c.stage == 0
+    for i in range(4):
+        ev = c.update(_summary(falls=0))
+    assert ev == "widen"  # the bad iterations fell out of the window
+
+
+def _tiny_cfg(tmp_path, **kw):
+    return TrainConfig(body="simple", nworld=4, device="cpu", seed=7, max_iterations=2,
+                       run_dir=str(tmp_path), checkpoint_every=1, curriculum_wait=1,
+                       ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1), **kw)
+
+
+DETERMINISTIC = ("iteration", "env_steps", "amplitude", "stage", "episodes", "reward",
+                 "policy_loss", "value_loss", "entropy", "approx_kl", "learning_rate")
+
+
+def test_resume_gives_the_same_next_row(tmp_path):
+    a = Trainer(_tiny_cfg(tmp_path / "a"), progress=False)
+    a.train()
+    row2 = a.rows[1]
+    b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+                progress=False)
+    b.train()
+    assert len(b.rows) == 1 and b.rows[0]["iteration"] == 2
+    for k in DETERMINISTIC:
+        x, y = row2[k], b.rows[0][k]
+        assert (x == y) or (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-5, abs=1e-7), k
+    assert b.elapsed_s > a.rows[0]["wall_s"]  # segments add up
+
+
+def test_truncated_checkpoint_is_a_clear_error(tmp_path):
+    from fightlab.rl.runner import CheckpointError, load_checkpoint
+
+    p = tmp_path / "x.pt"
+    p.write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(CheckpointError, match="unreadable or truncated"):
+        load_checkpoint(p)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    torch.save({"hello": 1}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a fightlab checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")

@@ -1,0 +1,272 @@
+"""fightlab.timing with a fake clock and a fake asynchronous device, plus one real Warp CPU kernel."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from fightlab import timing
+from fightlab.timing import Timing, UnsynchronizedTimingWarning, measure
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+class FakeDevice:
+    """An asynchronous device: launches return at once, the work completes only on sync().
+
+    ``launch(d)`` queues ``d`` seconds of work and costs ``launch_s`` of host time; ``sync()``
+    advances the clock by all queued work. ``fail_on`` makes the n-th launch raise.
+    """
+
+    def __init__(self, clock: FakeClock, launch_s: float = 0.0, fail_on: int | None = None) -> None:
+        self.clock = clock
+        self.launch_s = launch_s
+        self.pending = 0.0
+        self.launches = 0
+        self.syncs = 0
+        self.fail_on = fail_on
+
+    def launch(self, seconds: float) -> None:
+        self.launches += 1
+        if self.fail_on is not None and self.launches == self.fail_on:
+            raise RuntimeError(f"fake device fault on launch {self.launches}")
+        self.clock.advance(self.launch_s)
+        self.pending += seconds
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.clock.advance(self.pending)
+        self.pending = 0.0
+
+
+def test_with_sync_the_clock_sees_the_device_work():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    t = measure(lambda: dev.launch(0.010), device="cuda:0", sync=dev.sync, clock=clock, warmup=2, repeats=5)
+    assert t.synchronized
+    assert t.device == "cuda:0"
+    assert t.times_s == pytest.approx([0.010] * 5)
+    assert t.median_s == pytest.approx(0.010)
+    assert t.first_s == pytest.approx(0.010)
+    assert t.per(1000) == pytest.approx(1e-5)
+    assert t.rate(1000) == pytest.approx(1e5)
+
+
+def test_missing_sync_is_caught_and_flagged():
+    clock = FakeClock()
+    dev = FakeDevice(clock, launch_s=1e-6)
+    with pytest.warns(UnsynchronizedTimingWarning, match="teach"):
+        wrong = measure(lambda: dev.launch(0.010), device="cuda:0", sync=False, clock=clock, repeats=5)
+    assert wrong.synchronized is False
+    assert wrong.median_s == pytest.approx(1e-6)  # only the launch: ~0, not the 10 ms of work
+    assert dev.syncs == 0
+    assert "NOT SYNCHRONISED" in str(wrong)
+
+    dev.sync()  # drain
+    right = measure(lambda: dev.launch(0.010), device="cuda:0", sync=dev.sync, clock=clock, repeats=5)
+    assert right.synchronized
+    assert right.median_s == pytest.approx(0.010 + 1e-6)
+    assert right.median_s > 1000 * wrong.median_s
+
+
+def test_sync_before_start_keeps_queued_work_out_of_the_timed_region():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    dev.launch(5.0)  # work queued before the measurement starts
+    t = measure(lambda: dev.launch(0.002), sync=dev.sync, clock=clock, warmup=0, repeats=3)
+    assert t.first_s == pytest.approx(0.002)
+    assert max(t.times_s) == pytest.approx(0.002)
+
+
+def test_compare_sync_returns_right_and_wrong():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    # default sync for "cpu" is a no-op, so this fn waits for its own work
+    right, wrong = timing.compare_sync(lambda: (dev.launch(0.01), dev.sync()), clock=clock, repeats=3)
+    assert right.synchronized and not wrong.synchronized
+    with pytest.raises(ValueError, match="sync"):
+        timing.compare_sync(lambda: None, sync=False)
+
+
+def test_compile_time_is_reported_apart():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    t = measure(
+        lambda: dev.launch(0.001),
+        compile=lambda: clock.advance(3.0),
+        sync=dev.sync,
+        clock=clock,
+        warmup=1,
+        repeats=4,
+    )
+    assert t.compile_s == pytest.approx(3.0)
+    assert t.first_s == pytest.approx(0.001)
+    assert t.median_s == pytest.approx(0.001)
+    no_compile = measure(lambda: dev.launch(0.001), sync=dev.sync, clock=clock, repeats=1, warmup=0)
+    assert no_compile.compile_s is None
+
+
+def test_median_ignores_a_slow_first_call_and_one_outlier():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    durations = iter([0.1] + [0.001] * 3 + [0.001, 0.001, 0.05, 0.001, 0.001])  # first 100x slower
+    t = measure(lambda: dev.launch(next(durations)), sync=dev.sync, clock=clock, warmup=3, repeats=5)
+    assert t.first_s == pytest.approx(0.1)
+    assert t.median_s == pytest.approx(0.001)
+    assert t.min_s == pytest.approx(0.001)
+    assert t.iqr_s == pytest.approx(0.0)
+    assert max(t.times_s) == pytest.approx(0.05)
+
+
+def test_counts_are_honoured():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    t = measure(lambda: dev.launch(0.001), sync=dev.sync, clock=clock, warmup=4, repeats=7)
+    assert dev.launches == 1 + 4 + 7
+    assert (t.warmup, t.repeats, len(t.times_s)) == (4, 7, 7)
+    dev2 = FakeDevice(clock)
+    t = measure(lambda: dev2.launch(0.001), sync=dev2.sync, clock=clock, warmup=0, repeats=1)
+    assert dev2.launches == 2 and t.iqr_s == 0.0
+
+
+def test_iqr():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    durations = iter([1.0] + [1.0, 2.0, 3.0, 4.0, 5.0])
+    t = measure(lambda: dev.launch(next(durations)), sync=dev.sync, clock=clock, warmup=0, repeats=5)
+    assert t.median_s == pytest.approx(3.0)
+    assert t.iqr_s == pytest.approx(2.0)  # 4 - 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"repeats": 0}, "repeats.*0"),
+        ({"repeats": -3}, "repeats.*-3"),
+        ({"repeats": 2.5}, "repeats.*2.5"),
+        ({"warmup": -1}, "warmup.*-1"),
+        ({"sync": "yes"}, "sync.*'yes'"),
+    ],
+)
+def test_bad_arguments_raise_naming_the_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        measure(lambda: None, **kwargs)
+
+
+def test_per_rejects_non_positive():
+    t = measure(lambda: None, repeats=1, warmup=0)
+    with pytest.raises(ValueError, match="0"):
+        t.per(0)
+
+
+def test_a_failing_device_propagates_its_error():
+    clock = FakeClock()
+    dev = FakeDevice(clock, fail_on=3)
+    with pytest.raises(RuntimeError, match="launch 3"):
+        measure(lambda: dev.launch(0.001), sync=dev.sync, clock=clock, warmup=2, repeats=2)
+
+
+def test_device_names_and_default_sync_on_cpu():
+    assert timing.device_name(None) == "cpu"
+    assert timing.device_name("cuda:1") == "cuda:1"
+    assert timing.is_cuda_device("cuda") and not timing.is_cuda_device("cpu")
+    torch = pytest.importorskip("torch")
+    assert timing.device_name(torch.device("cpu")) == "cpu"
+    assert timing.default_sync("cpu")() is None
+
+
+def test_device_timer_host_clock_on_cpu():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    with timing.device_timer("cpu", sync=dev.sync, clock=clock) as t:
+        dev.launch(0.25)
+    assert t.method == "host-clock"
+    assert t.elapsed_s == pytest.approx(0.25)
+    assert timing.CudaEventTimer is timing.DeviceTimer
+
+
+def test_timing_str_and_dict():
+    t = Timing("x", "cpu", None, 0.5, [0.001], 0.001, 0.001, 0.0, 1, 0, True)
+    assert "median 1.000 ms" in str(t)
+    assert t.as_dict()["times_s"] == [0.001]
+
+
+# ---------------------------------------------------------------------------------------------
+# real Warp, CPU
+
+wp = pytest.importorskip("warp")
+
+
+@wp.kernel
+def _axpy(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = a * x[i] + y[i]
+
+
+def test_real_warp_cpu_kernel():
+    wp.init()
+    n = 64
+    x = wp.array(np.ones(n, dtype=np.float32), device="cpu")
+    y = wp.zeros(n, dtype=float, device="cpu")
+
+    def step():
+        wp.launch(_axpy, dim=n, inputs=[2.0, x, y], device="cpu")
+
+    t = measure(step, device="cpu", warmup=1, repeats=3, name="axpy")
+    assert t.synchronized and t.repeats == 3
+    assert all(s >= 0 for s in t.times_s)
+    assert t.min_s <= t.median_s
+    np.testing.assert_allclose(y.numpy(), 2.0 * (1 + 1 + 3))
+
+
+def test_real_warp_cold_compile_time(tmp_path):
+    wp.init()
+    saved = wp.config.kernel_cache_dir
+    cold = tmp_path / "cold"
+    s = timing.compile_time(_axpy, device="cpu", kernel_cache_dir=cold)
+    assert s > 0
+    assert wp.config.kernel_cache_dir == saved  # restored
+    assert any(p.name.startswith("wp_") for p in cold.iterdir())  # compiled into the cold cache
+    assert os.path.isdir(saved)
+    # still launches afterwards (from the real cache)
+    y = wp.zeros(4, dtype=float, device="cpu")
+    wp.launch(_axpy, dim=4, inputs=[1.0, wp.ones(4, dtype=float, device="cpu"), y], device="cpu")
+    np.testing.assert_allclose(y.numpy(), 1.0)
+    with pytest.raises(ValueError, match="already holds"):
+        timing.compile_time(_axpy, kernel_cache_dir=cold)  # not cold any more
+    with pytest.raises(ValueError, match="no_such_module"):
+        timing.compile_time("no_such_module_xyz")
+
+
+@pytest.mark.gpu
+def test_real_warp_cuda_events_and_sync():
+    wp.init()
+    if not wp.is_cuda_available():
+        pytest.skip("needs a CUDA device")
+    n = 1 << 20
+    x = wp.ones(n, dtype=float, device="cuda:0")
+    y = wp.zeros(n, dtype=float, device="cuda:0")
+
+    def step():
+        for _ in range(20):
+            wp.launch(_axpy, dim=n, inputs=[1.0, x, y], device="cuda:0")
+
+    right = measure(step, device="cuda:0", warmup=2, repeats=5)
+    assert right.synchronized and right.median_s > 0
+    with timing.device_timer("cuda:0") as t:
+        step()
+    assert t.method == "cuda-event" and t.elapsed_s > 0
+    assert timing.compile_time(_axpy, device="cuda:0") > 0
