@@ -90,8 +90,10 @@ TOE_CENTER = (0.03, 0.0, 0.0)
 # is m g h ~ 70 * 9.81 * 0.88 ~ 600 N m/rad, and the trunk, hip, knee and toe servos in series
 # soften the ankles further: measured, the zero-action stance creeps over below ~1500 N m/rad per
 # ankle (2x kp of 600 fell within 2-3 s). The larger armature keeps omega*dt = sqrt(kp/I)*dt < 1.
+# Trunk 600 and hips 500 (not 450/400): with softer ones the upper body sags forward ~0.1 rad, the
+# centre of mass creeps off the middle of the soles, and the zero-action stance falls within 10 s.
 GAINS = {
-    "trunk": (450.0, 8.0, 5.0, 0.02),
+    "trunk": (600.0, 8.0, 5.0, 0.02),
     "neck": (120.0, 2.0, 2.0, 0.02),
     "head": (60.0, 1.0, 1.0, 0.02),
     "clavicle": (150.0, 2.0, 2.0, 0.02),
@@ -100,7 +102,7 @@ GAINS = {
     "forearm": (25.0, 0.3, 0.5, 0.01),
     "wrist": (25.0, 0.3, 0.5, 0.01),
     "finger": (2.0, 0.02, 0.05, 0.01),
-    "hip": (400.0, 8.0, 5.0, 0.02),
+    "hip": (500.0, 8.0, 5.0, 0.02),
     "knee": (400.0, 8.0, 5.0, 0.02),
     "ankle": (1500.0, 3.0, 8.0, 0.04),
     "toe": (200.0, 0.5, 1.0, 0.01),

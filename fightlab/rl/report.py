@@ -63,3 +63,37 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
           + (" [published]" if publish else ""), flush=True)
     return row
+
+
+def plot_training(curves: dict, title: str = ""):
+    """Reward, amplitude, fall rate and episode length against training wall time.
+
+    Args:
+      curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
+        window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
+    Returns:
+      the matplotlib Figure (2×2 axes).
+    """
+    import matplotlib.pyplot as plt
+
+    from fightlab.plots import label, use_style
+
+    use_style()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    panels = [("reward", "mean reward per env step [-]"),
+              ("amplitude", "rhythm amplitude a [-]"),
+              ("window_fall_rate", "fall rate, last W iterations [-]"),
+              ("window_episode_s", "mean episode length, last W iterations [s]")]
+    for ax, (col, ylab) in zip(axes.flat, panels):
+        for name, df in curves.items():
+            if col in df:
+                ax.plot(df["elapsed_s"], df[col], label=name)
+        label(ax, x="training wall time [s]", y=ylab)
+    axes[0, 1].set_ylim(0, 1.05)
+    axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
+    axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
+    axes[0, 0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

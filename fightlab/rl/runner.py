@@ -190,8 +190,16 @@ class Trainer:
                 self.agent.get_action_and_value(self.obs)
             _sync(self.device)
             self.compile_s = time.perf_counter() - t0
+        rows_csv = self.run_dir / "rows.csv"
         if self._resume_ck is not None:
             self._load(self._resume_ck)
+            if rows_csv.exists():  # drop rows written after the checkpoint (a crashed segment)
+                import pandas as pd
+
+                df = pd.read_csv(rows_csv)
+                df[df["iteration"] <= self.iteration].to_csv(rows_csv, index=False)
+        elif rows_csv.exists():
+            rows_csv.unlink()  # a fresh run in an old folder: start its curve afresh
 
     def _rollout(self) -> dict:
         cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
@@ -342,7 +350,7 @@ class Trainer:
         self.env._sums.zero_()
 
     # ------------------------------------------------------------------------------------------
-    def train(self, rows_path: Path | None = None) -> dict:
+    def train(self) -> dict:
         """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`.
 
         Returns a result dict: solved, time_to_solve_s (None if unsolved), iterations,
@@ -353,7 +361,7 @@ class Trainer:
 
         cfg = self.cfg
         self._start()
-        rows_path = Path(rows_path) if rows_path else self.run_dir / "rows.csv"
+        rows_path = self.run_dir / "rows.csv"
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
