@@ -55,7 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true")
 
     e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length")
-    e.add_argument("checkpoint")
+    e.add_argument("checkpoint", nargs="?", default=None,
+                   help="checkpoint to re-run (omit with --zero-action --body B)")
+    e.add_argument("--body", default=None, help="body for --zero-action without a checkpoint")
+    e.add_argument("--seed", type=int, default=1)
+    e.add_argument("--publish", action="store_true", help="append the row to data/results/evaluate.csv")
     e.add_argument("--nworld", default="256")
     e.add_argument("--device", default=None)
     e.add_argument("--episodes", type=float, default=1.0, help="episodes per world")
@@ -72,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("describe", help="print a body's facts")
     d.add_argument("body")
+
+    sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over")
+    sl.add_argument("--body", action="append", default=None, help="body (repeatable; default both)")
+    sl.add_argument("--nworld", default="4096")
+    sl.add_argument("--seconds", type=float, default=3.0)
+    sl.add_argument("--device", default=None)
+    sl.add_argument("--limp", action="store_true", help="servos off while falling (bodies lie flatter)")
+    sl.add_argument("--publish", action="store_true", help="append rows to data/results/slots.csv")
     return p
 
 
@@ -129,14 +141,24 @@ def cmd_train(a) -> int:
 
 
 def cmd_evaluate(a) -> int:
-    from fightlab.config import validate_device, validate_nworld
-    from fightlab.rl.runner import evaluate, load_checkpoint
+    from fightlab.config import ConfigError, validate_body, validate_device, validate_nworld
+    from fightlab.rl.report import eval_row
+    from fightlab.rl.runner import evaluate, evaluate_zero_action, load_checkpoint
 
-    load_checkpoint(a.checkpoint)
-    res = evaluate(a.checkpoint, nworld=validate_nworld(a.nworld),
-                   device=validate_device(a.device or _default_device()),
-                   episodes_per_world=a.episodes, timestep=a.timestep,
-                   zero_action=a.zero_action, amplitude=a.amplitude)
+    nworld = validate_nworld(a.nworld)
+    device = validate_device(a.device or _default_device())
+    if a.checkpoint is None:
+        if not (a.zero_action and a.body):
+            raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body")
+        res = evaluate_zero_action(validate_body(a.body), nworld=nworld, device=device,
+                                   episodes_per_world=a.episodes, amplitude=a.amplitude,
+                                   seed=a.seed, timestep=a.timestep)
+    else:
+        load_checkpoint(a.checkpoint)
+        res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
+                       timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
+                       seed=a.seed)
+    eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
     print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
           f"episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
           f"tracking={res['tracking']:.3f} mean_episode_s={res['mean_episode_s']:.2f} "
@@ -150,6 +172,20 @@ def cmd_reproduce(a) -> int:
     device = a.device or _default_device()
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
     return reproduce(only=a.only, size=size, publish=a.publish, device=device)
+
+
+def cmd_slots(a) -> int:
+    from fightlab.bodies.describe import fallen_contacts
+    from fightlab.config import BODY_NAMES, validate_body, validate_device, validate_nworld
+    from fightlab.rl.report import slots_row
+
+    nworld = validate_nworld(a.nworld)
+    device = validate_device(a.device or _default_device())
+    for body in a.body or BODY_NAMES:
+        res = fallen_contacts(validate_body(body), nworld=nworld, seconds=a.seconds,
+                              device=device, limp=a.limp)
+        slots_row(body, res, device=device, limp=a.limp, publish=a.publish)
+    return 0
 
 
 def cmd_describe(a) -> int:
@@ -167,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
-                "describe": cmd_describe}[args.cmd](args)
+                "describe": cmd_describe, "slots": cmd_slots}[args.cmd](args)
     except (ConfigError, CheckpointError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

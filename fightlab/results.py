@@ -60,6 +60,16 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
         "mean_episode_s", "overflow_count", "nan_resets",
     ),
+    # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
+    "slots": (
+        "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",
+    ),
+    # a policy (or the zero-action policy) re-run on fresh worlds (fightlab.rl.runner.evaluate);
+    # params holds the checkpoint and its training run_id
+    "evaluate": (
+        "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
+        "mean_episode_s", "overflow_count", "nan_resets",
+    ),
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

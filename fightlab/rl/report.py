@@ -97,3 +97,48 @@ def plot_training(curves: dict, title: str = ""):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path) -> None:
+    results.append_row(experiment, row, local_root)
+    if publish:
+        results.append_row(experiment, row, REPO_ROOT)
+
+
+def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,
+             local_root: Path = Path("runs/eval")) -> dict:
+    """Print an evaluation (fightlab.rl.runner.evaluate) and store it as an `evaluate` row under
+    runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
+    params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
+                  episodes_per_world=res.get("episodes_per_world"))
+    row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params,
+                               device=device)
+    row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
+               amplitude=float(res["amplitude"]), episodes=int(res["episodes"]),
+               fall_rate=float(res["fall_rate"]), tracking=float(res["tracking"]),
+               mean_episode_s=float(res["mean_episode_s"]),
+               overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
+    _publish_row("evaluate", row, publish, local_root)
+    print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
+          f"amplitude={res['amplitude']:g} episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
+          f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
+          f"mean_episode_s={res['mean_episode_s']:.2f} overflow={res['overflow_count']} "
+          f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
+    return row
+
+
+def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = False,
+              local_root: Path = Path("runs/slots")) -> dict:
+    """Print a fallen-contacts measurement (fightlab.bodies.describe.fallen_contacts) and store it
+    as a `slots` row (runs/slots always, data/results with `publish`). Returns the row."""
+    row = results.run_metadata(body=body, nworld=int(res["nworld"]), seed=int(res.get("seed", 0)),
+                               params=dict(limp=limp, steps=res.get("steps")), device=device)
+    row.update(seconds=float(res["seconds"]), ncon_max=int(res["ncon_max"]),
+               ncon_p99=float(res["ncon_p99"]), nefc_max=int(res["nefc_max"]),
+               nefc_p99=float(res["nefc_p99"]), nconmax=int(res["nconmax"]), njmax=int(res["njmax"]))
+    _publish_row("slots", row, publish, local_root)
+    print(f"SLOTS {body} nworld={row['nworld']} limp={limp}: contacts max {row['ncon_max']} "
+          f"(p99 {row['ncon_p99']:.0f}), rows max {row['nefc_max']} (p99 {row['nefc_p99']:.0f}) "
+          f"-> nconmax {row['nconmax']}, njmax {row['njmax']}" + (" [published]" if publish else ""),
+          flush=True)
+    return row

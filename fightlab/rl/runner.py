@@ -444,12 +444,15 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
 
 def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
                          episodes_per_world: float = 1.0, amplitude: float = 1.0, seed: int = 1,
-                         env_cfg=None, graph: bool = True) -> dict:
+                         env_cfg=None, graph: bool = True, timestep: float | None = None) -> dict:
     """The zero-action policy (servos hold the moving reference alone) on `body`; same output as
     `evaluate`."""
     from fightlab.config import EnvConfig
 
-    return _evaluate(body, None, env_cfg or EnvConfig(), nworld, device, episodes_per_world, True,
+    env_cfg = env_cfg or EnvConfig()
+    if timestep is not None:
+        env_cfg = dataclasses.replace(env_cfg, timestep=timestep)
+    return _evaluate(body, None, env_cfg, nworld, device, episodes_per_world, True,
                      amplitude, seed, graph)
 
 
@@ -467,8 +470,6 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
         agent.load_state_dict(ck["agent"])
         agent.eval()
     with shared_stream(device):
-        env.warmup()
-        obs = env.reset(stagger=False)
         env.set_amplitude(amplitude, immediate=True)
         obs = env.reset(stagger=False)
         zero = torch.zeros(nworld, env.nu, device=torch.device(device))
@@ -480,6 +481,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
         s = env.read_summary()
     n = s["episodes"]
     return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
+                amplitude=amplitude, episodes_per_world=episodes_per_world,
+                run_id=ck.get("run_id") if ck is not None else None,
                 episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
                 tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
                 mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
