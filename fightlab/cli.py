@@ -159,10 +159,6 @@ def cmd_evaluate(a) -> int:
                        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
                        seed=a.seed)
     eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
-    print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
-          f"episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
-          f"tracking={res['tracking']:.3f} mean_episode_s={res['mean_episode_s']:.2f} "
-          f"overflow={res['overflow_count']} nan_resets={res['nan_resets']}")
     return 0
 
 

@@ -248,7 +248,8 @@ def _post_step(
   if fall:
     reward = reward - fall_penalty
 
-  # lock-in accumulators: Σ dz·r, Σ r², Σ dz, Σ r, n with r the commanded pelvis offset
+  # per-episode accumulators: lock-in sums Σ dz·r, Σ r², Σ dz, Σ r, n (r: the commanded pelvis
+  # offset), the return, and the env steps lived
   if finite:
     ep_acc_out[worldid, 0] = ep_acc_out[worldid, 0] + dz * zref
     ep_acc_out[worldid, 1] = ep_acc_out[worldid, 1] + zref * zref
@@ -256,6 +257,7 @@ def _post_step(
     ep_acc_out[worldid, 3] = ep_acc_out[worldid, 3] + zref
     ep_acc_out[worldid, 4] = ep_acc_out[worldid, 4] + 1.0
   ep_acc_out[worldid, 5] = ep_acc_out[worldid, 5] + reward
+  ep_acc_out[worldid, 6] = ep_acc_out[worldid, 6] + 1.0  # env steps lived in this episode
 
   done = fall or timeout
   if done:
@@ -266,7 +268,8 @@ def _post_step(
       if den > 1.0e-12:
         wp.atomic_add(sums_out, 2, num)
         wp.atomic_add(sums_out, 3, den)
-    wp.atomic_add(sums_out, 0, float(steps) * dt)
+    # the length actually lived (a staggered first episode starts late in its time limit)
+    wp.atomic_add(sums_out, 0, ep_acc_out[worldid, 6] * dt)
     wp.atomic_add(sums_out, 1, ep_acc_out[worldid, 5])
     wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
     if fall:
@@ -498,7 +501,7 @@ class StanceEnv:
             self._rng = z(n, dtype=int)
             self._ncon = z(n, dtype=int)
             self._bad_contact = z(n, dtype=int)
-            self._ep_acc = z(n, 6)
+            self._ep_acc = z(n, 7)
             self._counters = z(int(Counter.N), dtype=int)
             self._sums = z(SUM_N)
         t = wp.to_torch

@@ -45,6 +45,13 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     Per-iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's
     curve is complete. Prints a one-line summary. Returns the row.
     """
+    if res.get("segment_end"):
+        # the run goes on with --resume: its row is written when it solves or runs out of
+        # iterations, so data/ holds one row per finished run
+        print(f"segment ended at iteration {trainer.iteration} after {trainer.elapsed_s:.1f} s of "
+              f"training (amplitude {res['final_amplitude']:.1f}); continue with "
+              f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
+        return None
     row = train_row(trainer, res)
     rows_csv = Path(trainer.run_dir) / "rows.csv"
     curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])

@@ -360,6 +360,7 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.cfg
+        self.segment_end = False
         self._start()
         rows_path = self.run_dir / "rows.csv"
         seg_t0 = time.perf_counter()
@@ -369,6 +370,12 @@ class Trainer:
             row = self.iterate()
             _append_csv(rows_path, row)
             bar.update(1)
+            if not self.progress and (self.iteration % 25 == 0 or row["event"] in ("widen", "solved")):
+                print(f"it {self.iteration} t={self.elapsed_s:.1f}s a={row['amplitude']:.1f} "
+                      f"{row['event']} fall={row['window_fall_rate']:.3f} trk={row['window_tracking']:.2f} "
+                      f"ep={row['window_episode_s']:.2f}s r={row['reward']:.3f} "
+                      f"sps={row['env_steps_per_s']:.0f} roll={row['rollout_s']:.3f}s "
+                      f"upd={row['update_s']:.3f}s lr={row['learning_rate']:.1e}", flush=True)
             bar.set_postfix(a=row["amplitude"], fall=f"{row['window_fall_rate']:.3f}",
                             trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
             if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
@@ -376,6 +383,7 @@ class Trainer:
             if self.curriculum.solved and cfg.stop_when_solved:
                 break
             if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s:
+                self.segment_end = True
                 break
         bar.close()
         self.save()
@@ -395,7 +403,8 @@ class Trainer:
                     mean_episode_s=ws["mean_episode_s"], tracking=ws["tracking"],
                     overflow_count=int(sum(r["overflow_count"] for r in rows)),
                     nan_resets=int(sum(r["nan_resets"] for r in rows)),
-                    elapsed_s=self.elapsed_s, last_row=last, rows=rows)
+                    elapsed_s=self.elapsed_s, last_row=last, rows=rows,
+                    segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
 
 
 def _append_csv(path: Path, row: dict):
