@@ -34,5 +34,7 @@ while read -r name body seed extra; do
 done <<< "$VARIANTS"
 wait "${pids[@]}"
 tail -n 3 $OUT/train_*.log
-tar czf $OUT/results.tgz data runs/train runs/eval runs/slots 2>/dev/null
+# checkpoints: only each run's latest (dereferenced); the rest stays behind (16 MiB per file)
+tar czhf $OUT/results.tgz data runs/eval runs/slots runs/train/*/rows.csv runs/train/*/latest.pt runs/train/*/data 2>/dev/null
+ls -la $OUT
 gpu_env_save_cache
