@@ -23,6 +23,7 @@ VARIANTS=${VARIANTS:-"simple-s0 simple 0
 simple-std02-s0 simple 0 --set ppo.init_std=0.2
 simple-std02-kl02-s0 simple 0 --set ppo.init_std=0.2 --set ppo.desired_kl=0.02
 muscular-fast-s0 muscular-fast 0"}
+export FIGHTLAB_SHARED_GPU=$(grep -c . <<< "$VARIANTS")   # recorded in each row's params
 pids=()
 while read -r name body seed extra; do
   [ -n "$name" ] || continue

@@ -160,3 +160,13 @@ def test_truncated_checkpoint_is_a_clear_error(tmp_path):
     torch.save({"hello": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a fightlab checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+def test_normaliser_floor_keeps_a_constant_feature_from_exploding():
+    """The amplitude is constant (0.1) during the first stage: when it moves to 0.2 the normalised
+    value must stay moderate, not jump to the clip."""
+    n = ObsNormalizer(2, min_std=[0.0, 0.2])
+    n.update(torch.tensor([[0.1, 0.1]] * 64))
+    out = n(torch.tensor([[0.2, 0.2]]))
+    assert out[0, 0] == 10.0                 # no floor: clipped
+    assert abs(float(out[0, 1]) - 0.5) < 1e-3  # floor 0.2: (0.2 − 0.1) / 0.2

@@ -440,6 +440,10 @@ class StanceEnv:
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
         self.nu = self.mjm.nu
         self.obs_dim = 13 + 3 * self.nu
+        # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude
+        # (index 12), which is constant during the first curriculum stage
+        self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
+        self.obs_min_std[12] = 0.2
         self._substeps = int(round(self.cfg.control_dt / self.mjm.opt.timestep))
         self._build_constants()
         self._alloc()

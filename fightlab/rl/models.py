@@ -35,11 +35,15 @@ class ObsNormalizer(nn.Module):
     batch [N, obs_dim] into the statistics. Buffers are saved with the state dict.
     """
 
-    def __init__(self, obs_dim: int, eps: float = 1e-8, clip: float = 10.0):
+    def __init__(self, obs_dim: int, eps: float = 1e-8, clip: float = 10.0, min_std=None):
         super().__init__()
         self.register_buffer("mean", torch.zeros(obs_dim))
         self.register_buffer("var", torch.ones(obs_dim))
         self.register_buffer("count", torch.tensor(0.0))
+        # floor on the std per feature: a feature that was constant so far (the curriculum
+        # amplitude during its first stage) must not jump to the clip when it first moves
+        floor = torch.zeros(obs_dim) if min_std is None else torch.as_tensor(min_std, dtype=torch.float32)
+        self.register_buffer("min_var", floor**2, persistent=False)
         self.eps, self.clip = eps, clip
 
     @torch.no_grad()
@@ -54,20 +58,23 @@ class ObsNormalizer(nn.Module):
         self.count.copy_(tot)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.clamp((obs - self.mean) / torch.sqrt(self.var + self.eps), -self.clip, self.clip)
+        std = torch.sqrt(torch.maximum(self.var, self.min_var) + self.eps)
+        return torch.clamp((obs - self.mean) / std, -self.clip, self.clip)
 
 
 class ActorCritic(nn.Module):
     """Gaussian policy and value function.
 
     Args:
-      obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std.
+      obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std;
+      obs_min_std: optional [obs_dim] floor on the normaliser's std (see ObsNormalizer).
     Shapes: obs [B, obs_dim] float32 → action mean [B, act_dim], value [B].
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.5):
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.5,
+                 obs_min_std=None):
         super().__init__()
-        self.obs_norm = ObsNormalizer(obs_dim)
+        self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)
         self.actor = mlp([obs_dim, *hidden, act_dim], out_std=0.01)
         self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
         self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(np.log(init_std))))

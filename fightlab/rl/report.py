@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -16,11 +17,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def train_row(trainer, res: dict) -> dict:
     """One data/results/train.csv row (metadata columns + train metrics) for a finished run."""
     cfg = trainer.cfg
+    params = to_dict(cfg)
+    # how many training processes shared the GPU (set by launchers that run several side by
+    # side; time-sliced processes slow each other, so only shared_gpu == 1 rows are headlines)
+    params["shared_gpu"] = int(os.environ.get("FIGHTLAB_SHARED_GPU", "1"))
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
-                                params=to_dict(cfg), device=cfg.device)
-    if trainer.run_id:
-        meta["run_id"] = trainer.run_id
-    trainer.run_id = meta["run_id"]
+                                params=params, device=cfg.device)
+    meta["run_id"] = trainer.run_id
 
     def f(x):
         return float("nan") if x is None else float(x)
@@ -149,3 +152,29 @@ def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = Fal
           f"-> nconmax {row['nconmax']}, njmax {row['njmax']}" + (" [published]" if publish else ""),
           flush=True)
     return row
+
+
+def published_runs(root: Path | None = None) -> pd.DataFrame:
+    """data/results/train.csv with `shared_gpu` (from params; NaN where unknown) as a column."""
+    import json
+
+    df = results.read_rows("train", Path(root) if root else REPO_ROOT)
+    df["shared_gpu"] = [json.loads(p).get("shared_gpu", float("nan")) for p in df["params"]]
+    return df
+
+
+def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per body, over solved runs that had the GPU to themselves (shared_gpu == 1): number of
+    runs, median / min / max time to solve (s), median iterations, env steps/s, rollout and update
+    seconds per iteration. Runs that shared the GPU are counted apart (n_shared)."""
+    rows = []
+    for body, g in df.groupby("body"):
+        solo = g[(g["solved"] == True) & (g["shared_gpu"] == 1)]  # noqa: E712
+        t = solo["time_to_solve_s"]
+        rows.append(dict(body=body, n_solo=len(solo), n_shared=int((g["shared_gpu"] != 1).sum()),
+                         time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
+                         time_to_solve_max_s=t.max(), iterations_median=solo["iterations"].median(),
+                         env_steps_per_s_median=solo["env_steps_per_s"].median(),
+                         rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
+                         update_s_per_iter=solo["update_s_per_iter"].median()))
+    return pd.DataFrame(rows).set_index("body")

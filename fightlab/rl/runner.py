@@ -158,7 +158,8 @@ class Trainer:
         self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                              graph=cfg.graph)
         dev = torch.device(self.device)
-        self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std).to(dev)
+        self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
+                                 obs_min_std=self.env.obs_min_std).to(dev)
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, self.env.obs_dim, self.env.nu, dev)
         self.gen = torch.Generator(device=dev)
@@ -170,7 +171,9 @@ class Trainer:
         self.time_to_solve_s = None
         self.solve_iteration = None
         self.rows: list[dict] = []
-        self.run_id = None
+        from fightlab._meta import new_run_id
+
+        self.run_id = new_run_id()   # kept in every checkpoint: all segments share one run_id
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.compile_s = 0.0
@@ -338,7 +341,7 @@ class Trainer:
         self.elapsed_s = float(ck["elapsed_s"])
         self.time_to_solve_s = ck.get("time_to_solve_s")
         self.solve_iteration = ck.get("solve_iteration")
-        self.run_id = ck.get("run_id")
+        self.run_id = ck.get("run_id") or self.run_id
         self._set_env_state(ck["env_state"])
         self.env._amp_target = float(ck["amp_target"])
         self.obs.copy_(ck["obs"].to(self.obs.device))
@@ -475,7 +478,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     agent = None
     if ck is not None and not zero_action:
         c = from_dict(ck["config"])
-        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std).to(torch.device(device))
+        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
+                            obs_min_std=env.obs_min_std).to(torch.device(device))
         agent.load_state_dict(ck["agent"])
         agent.eval()
     with shared_stream(device):
