@@ -1,0 +1,171 @@
+"""fightlab.kernels.factor on warp's CPU device: the single-launch tree LDL vs the stock sparse path.
+
+"Within float32 rounding" is judged against the rounding the stock path itself makes: both are
+compared with a float64 factorization of the same float32 ``M`` (``reference_factor``); the
+custom-vs-stock difference must not exceed a small multiple of those errors, and the custom
+result must be no farther from float64 than (a small multiple of) the stock one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import warp as wp
+
+import mujoco_warp as mjw
+from mujoco_warp._src import smooth
+from mujoco_warp._src import types as mjw_types
+
+from fightlab import bodies
+from fightlab.kernels import factor as F
+from fightlab.sim import physics
+
+SLOTS = physics.slots_for("muscular-fast")
+
+
+@pytest.fixture
+def cpu_blocks(monkeypatch):
+    """Run CPU blocks with 64 cooperative fibers (real barriers), restored afterwards."""
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+
+
+@pytest.fixture(scope="module")
+def humanoid():
+    return bodies.build("muscular-fast")
+
+
+def _check_close(e: dict, name: str) -> None:
+    for key in ("qld", "qldiaginv"):
+        stock, tree = e[f"{key}_rel_err_stock_f64"], e[f"{key}_rel_err_tree_f64"]
+        rounding = stock + tree + 1e-7
+        assert e[f"{key}_rel_err"] <= 2.0 * rounding, (name, key, e)
+        assert tree <= 2.0 * stock + 1e-6, (name, key, e)
+    print(f"{name}: qLD rel err {e['qld_rel_err']:.2e} (stock vs f64 {e['qld_rel_err_stock_f64']:.2e}),"
+          f" qLDiagInv rel err {e['qldiaginv_rel_err']:.2e}")
+
+
+def test_humanoid_factor_matches_stock(humanoid, cpu_blocks):
+    e = F.factor_errors(humanoid, nworld=3, seed=0)
+    assert humanoid.nv == 89 and e["nlevel"] == 24
+    assert e["qld_rel_err"] < 5e-6 and e["qldiaginv_rel_err"] < 5e-6, e
+    _check_close(e, "muscular-fast")
+
+
+@pytest.mark.parametrize("kind,ndof,seed", [("chain", 70, 0), ("chain", 120, 1), ("tree", 90, 2),
+                                            ("tree", 110, 3)])
+def test_large_trees_match_stock(kind, ndof, seed, cpu_blocks):
+    mjm = F.chain_model(ndof, seed=seed) if kind == "chain" else \
+        F.random_tree_model(ndof, nbranch=5, seed=seed)
+    assert mjm.nv > mjw_types.M_BLOCK_DENSE_MAX
+    _check_close(F.factor_errors(mjm, nworld=2, seed=seed), f"{kind}-{mjm.nv}")
+
+
+@pytest.mark.parametrize("ndof,dense", [(30, 16), (60, 8)])
+def test_small_trees_on_sparse_path(ndof, dense, cpu_blocks):
+    mjm = F.random_tree_model(ndof, nbranch=3, seed=ndof)
+    before = mjw_types.M_BLOCK_DENSE_MAX
+    with F.dense_max(dense):
+        assert mjw_types.M_BLOCK_DENSE_MAX == dense
+        _check_close(F.factor_errors(mjm, nworld=2), f"tree-{mjm.nv} (dense max {dense})")
+    assert mjw_types.M_BLOCK_DENSE_MAX == before
+
+
+def test_mixed_model_layout_and_block_dims(cpu_blocks):
+    """A sparse tree next to small dense/compact trees: the view at qLD_block_total and qLDiagInv
+    of every DOF match stock; the result is bitwise the same for any block_dim (no atomics)."""
+    mjm = F.chain_model(70, seed=5, extra_chains=(3, 10))
+    m, d = F._put(mjm, 2, "cpu")
+    assert m.qLD_block_total > 0 and m.qLD_updates
+    q, v = F._random_state(mjm, 2, np.random.default_rng(0))
+    F._set_state(d, q, v)
+    mjw.fwd_position(m, d, factorize=False)
+    off = m.qLD_block_total
+    qLD_s, D_s = wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv)
+    smooth._factor_blocks(m, d, d.M, qLD_s, D_s)
+    F.stock_factor(m, d, d.M, qLD_s[:, off:], D_s)
+    out = []
+    for bd in (1, 7, 64):
+        qLD, D = wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv)
+        smooth._factor_blocks(m, d, d.M, qLD, D)
+        F.factor_tree(m, d, d.M, qLD[:, off:], D, block_dim=bd)
+        out.append((qLD.numpy(), D.numpy()))
+    assert all(np.array_equal(out[0][0], o[0]) and np.array_equal(out[0][1], o[1]) for o in out)
+    assert np.array_equal(out[0][0][:, :off], qLD_s.numpy()[:, :off])  # dense blocks untouched
+    L_ref, D_ref = F.reference_factor(m, d.M.numpy())
+    for x, stock, ref in ((out[0][0][:, off:], qLD_s.numpy()[:, off:], L_ref),
+                          (out[0][1], D_s.numpy(), D_ref)):
+        rounding = F.relative_error(stock, ref) + F.relative_error(x, ref) + 1e-7
+        assert F.relative_error(x, stock) <= 2.0 * rounding
+
+
+def test_switch_is_explicit_reversible_and_per_model():
+    mjm = F.chain_model(70, seed=1)
+    m1, d1 = F._put(mjm, 1, "cpu")
+    m2, d2 = F._put(mjm, 1, "cpu")
+    original = smooth._factor_i_sparse
+    assert original is F.stock_factor, "switched on at import"
+    assert F.use_tree_factor(m1) is True
+    assert smooth._factor_i_sparse is not original
+    assert F.is_tree_factor_enabled(m1) and not F.is_tree_factor_enabled(m2)
+    assert F.count_factor_calls(m1, d1) == {"tree": 2, "stock": 0}
+    assert F.count_factor_calls(m2, d2) == {"tree": 0, "stock": 2}
+    F.disable_tree_factor(m1)
+    assert smooth._factor_i_sparse is original and not F.is_tree_factor_enabled(m1)
+    with pytest.raises(RuntimeError, match="boom"):
+        with F.tree_factor(m2) as on:
+            assert on and F.is_tree_factor_enabled(m2)
+            with F.tree_factor(m2):  # nested: the outer state survives the inner exit
+                pass
+            assert F.is_tree_factor_enabled(m2)
+            raise RuntimeError("boom")
+    assert smooth._factor_i_sparse is original and not F.is_tree_factor_enabled(m2)
+    # a model without a tree over M_BLOCK_DENSE_MAX: nothing to replace, nothing patched
+    small, _ = F._put(F.chain_model(10), 1, "cpu")
+    assert F.use_tree_factor(small) is False and smooth._factor_i_sparse is original
+    with pytest.raises(ValueError, match="block_dim"):
+        F.use_tree_factor(m1, block_dim=0)
+
+
+def test_one_step_agrees_and_covers_every_factorization(humanoid):
+    """Our settings (Euler, eulerdamp, damping, Newton): 2 factorizations per step, both custom."""
+    assert humanoid.opt.integrator == 0 and humanoid.opt.solver == 2  # Euler, Newton
+    assert humanoid.dof_damping.max() > 0 and not humanoid.opt.disableflags
+    e = F.step_qacc_error(humanoid, nworld=2, seed=3, nconmax=SLOTS.nconmax, njmax=SLOTS.njmax)
+    print(f"one step: qacc rel err {e['qacc_rel_err']:.2e}, qvel {e['qvel_rel_err']:.2e}, "
+          f"1-ulp stock qacc {e['qacc_rel_err_ulp']:.2e}")
+    assert e["tree_calls"] == 2 and e["stock_calls"] == 0
+    assert e["qacc_rel_err"] < 1e-5 and e["qvel_rel_err"] < 1e-4, e
+
+
+def test_trajectory_helper_runs(humanoid):
+    r = F.trajectory_deviation(humanoid, nworld=2, nsteps=3, nconmax=SLOTS.nconmax,
+                               njmax=SLOTS.njmax)
+    assert not r["nan"] and r["nsteps"] == 3 and len(r["curve"]["dev_tree_rad"]) == 3
+    assert 0 < r["max_dev_tree_rad"] < 1e-3 and r["max_dev_ulp_rad"] < 1e-3, r
+    print(f"3 steps: max joint deviation tree {r['max_dev_tree_rad']:.2e} rad, "
+          f"1-ulp stock {r['max_dev_ulp_rad']:.2e} rad")
+
+
+def test_benchmark_and_experiment_row(tmp_path):
+    from fightlab import results
+
+    row = F.run_experiment("chain-70", nworld=2, root=tmp_path, traj_steps=2, traj_nworld=1,
+                           inner=1, repeats=1, check_nworld=1)
+    df = results.read_rows("factor", tmp_path)
+    assert len(df) == 1 and df.loc[0, "run_id"] == row["run_id"]
+    assert df.loc[0, "factor_calls_per_step"] == 2 and df.loc[0, "levels"] == 69
+    for col in ("stock_us_per_call", "tree_us_per_call", "dense_us_per_call", "step_tree_us"):
+        assert df.loc[0, col] > 0, col
+    assert json.loads(df.loc[0, "params"])["chunk"] == F.CHUNK
+    assert results.read_curve(row["run_id"], tmp_path).shape == (2, 4)
+    assert mjw_types.M_BLOCK_DENSE_MAX == 64  # the dense reference restored it
+
+
+def test_notebook_runs_at_smoke_size(tmp_path):
+    from fightlab.reproduce import reproduce
+
+    assert reproduce(only=["03"], size="smoke", device="cpu", out_dir=tmp_path) == 0
+    text = (tmp_path / "03_factor_kernel-smoke.ipynb").read_text()
+    assert "qld_rel_err" in text and "tree_factor_ms_per_step" in text
