@@ -2,7 +2,11 @@
 
 Every number fightlab reports about speed comes from :func:`measure` (host clock around a
 synchronised region), :func:`device_timer` (CUDA events on the device's Warp stream) or
-:func:`compile_time` (cold compile + load of Warp kernels in an empty kernel cache).
+:func:`compile_time` (cold compile + load of Warp kernels in an empty kernel cache);
+:func:`measure_cold` gives compile, first call and steady state of one piece of work as three
+numbers. :func:`resolve_device` turns a notebook's ``device="auto"`` into ``"cuda:0"`` or
+``"cpu"``, and :func:`require_synchronized` refuses a number taken without synchronising before
+it is reported.
 
 GPU work is asynchronous: a kernel launch returns to the host long before the kernel finishes.
 A timer that does not wait for the device measures the launch, not the work. :func:`measure`
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -40,6 +45,10 @@ __all__ = [
     "CudaEventTimer",
     "device_timer",
     "compile_time",
+    "measure_cold",
+    "require_synchronized",
+    "resolve_device",
+    "cuda_available",
 ]
 
 
@@ -173,6 +182,49 @@ def default_sync(device: Any) -> Callable[[], None]:
     return sync
 
 
+def cuda_available() -> bool:
+    """True when Warp sees at least one CUDA device (False on a CPU-only machine, never raises)."""
+    try:
+        import warp as wp
+
+        wp.init()
+        return wp.get_cuda_device_count() > 0
+    except Exception:  # noqa: BLE001 - no driver, no toolkit: a CPU machine
+        return False
+
+
+def resolve_device(device: Any = "auto", *, has_cuda: Callable[[], bool] | None = None) -> str:
+    """The device a notebook or command runs on, validated at the edge.
+
+    ``"auto"`` (or ``None``) gives ``"cuda:0"`` when Warp sees a GPU, else ``"cpu"``; ``"cuda"``
+    means ``"cuda:0"``; ``"cpu"`` and ``"cuda:N"`` are kept (also torch/warp device objects).
+
+    Args:
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a torch/warp device.
+        has_cuda: callable telling whether a GPU is present (default :func:`cuda_available`;
+            tests pass a fake).
+
+    Raises:
+        ValueError: an unknown name, or a CUDA device on a machine without one (names the value
+            and the choices).
+    """
+    has_cuda = cuda_available if has_cuda is None else has_cuda
+    name = "auto" if device is None else device_name(device)
+    if name == "auto":
+        return "cuda:0" if has_cuda() else "cpu"
+    if name == "cpu":
+        return "cpu"
+    m = re.fullmatch(r"cuda(?::(\d+))?", name)
+    if not m:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if not has_cuda():
+        raise ValueError(
+            f"device {device!r} asks for a GPU but this machine has none (Warp sees no CUDA device); "
+            "use device='cpu' or 'auto'"
+        )
+    return f"cuda:{m.group(1) or 0}"
+
+
 # ----------------------------------------------------------------------------------------------
 # measure
 
@@ -302,6 +354,23 @@ def compare_sync(fn: Callable[[], Any], **kwargs: Any) -> tuple[Timing, Timing]:
     return right, wrong
 
 
+def require_synchronized(*timings: Timing) -> None:
+    """Refuse timings taken without synchronising: call before a number is reported or stored.
+
+    Raises:
+        ValueError: naming the first :class:`Timing` with ``synchronized=False`` (its ``name`` and
+            device) -- such a number times the launch, not the work.
+    """
+    for t in timings:
+        if not isinstance(t, Timing):
+            raise TypeError(f"require_synchronized: expected Timing objects, got {type(t).__name__}")
+        if not t.synchronized:
+            raise ValueError(
+                f"timing {t.name or '<unnamed>'!r} on {t.device} was taken without synchronising "
+                "(sync=False): it times the host-side launch only and must not be reported as a result"
+            )
+
+
 # ----------------------------------------------------------------------------------------------
 # device-side timer
 
@@ -421,7 +490,9 @@ def compile_time(
 
     - a Warp ``Module``, ``Kernel``, Python module or module name (its submodules too):
       ``module.load(device)`` of each Warp module -- code generation, compiling (LLVM on the
-      CPU, NVRTC on a GPU) and loading;
+      CPU, NVRTC on a GPU) and loading -- for the block size ``wp.launch`` uses by default
+      (1 on the CPU, the module's ``block_dim`` on a GPU), so the first launch afterwards only
+      loads what was built;
     - any other callable (e.g. ``lambda: wp.launch(k, ...)``): one call, after unloading *every*
       imported Warp user module, so whatever it launches compiles from scratch.
 
@@ -475,8 +546,12 @@ def compile_time(
         sync()
         t0 = clock()
         if is_module_like:
+            wdev = wp.get_device(dev)
+            # build the variant wp.launch uses: block_dim 1 on the CPU (Warp's CPU launch default),
+            # the module's block_dim on a GPU; else the first launch would compile a second time
+            block_dim = 1 if wdev.is_cpu else None
             for m in modules:
-                m.load(wp.get_device(dev))
+                m.load(wdev, block_dim=block_dim)
         else:
             module_or_fn()
         sync()
@@ -494,3 +569,42 @@ def compile_time(
             m.unload()
         if own_tmp:
             shutil.rmtree(cold_dir, ignore_errors=True)
+
+
+def measure_cold(
+    fn: Callable[[], Any],
+    module: Any,
+    *,
+    device: Any = "cpu",
+    kernel_cache_dir: str | os.PathLike | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    compile_timer: Callable[..., float] | None = None,
+    **kwargs: Any,
+) -> Timing:
+    """A cold start in three separate numbers: compile, first launch, steady state.
+
+    First :func:`compile_time` of ``module`` (a Warp kernel, module or module name) in an empty
+    kernel cache gives ``compile_s``; then :func:`measure` of ``fn`` gives ``first_s`` (the first
+    call: loading the compiled module from the cache, allocations) and the median of the
+    ``repeats`` steady-state calls. A JIT run timed as one block adds all three together, which is
+    how compile time ends up inside a "kernel time".
+
+    Args:
+        fn: zero-argument callable doing the work once (e.g. one ``wp.launch``).
+        module: what :func:`compile_time` compiles.
+        device: where (``"cpu"``, ``"cuda:0"``).
+        kernel_cache_dir: an empty directory for the cold cache (default: a temporary one).
+        clock: seconds as float, used for both parts (tests pass a fake clock).
+        compile_timer: replaces :func:`compile_time` (same signature; for tests).
+        **kwargs: passed to :func:`measure` (``warmup``, ``repeats``, ``sync``, ``name``).
+
+    Returns:
+        :class:`Timing` with ``compile_s`` set.
+    """
+    if "compile" in kwargs:
+        raise ValueError("measure_cold: do not pass compile; the cold compile of `module` is timed apart")
+    timer = compile_time if compile_timer is None else compile_timer
+    compile_s = timer(module, device=device, kernel_cache_dir=kernel_cache_dir, clock=clock)
+    t = measure(fn, device=device, clock=clock, **kwargs)
+    t.compile_s = float(compile_s)
+    return t

@@ -270,3 +270,96 @@ def test_real_warp_cuda_events_and_sync():
         step()
     assert t.method == "cuda-event" and t.elapsed_s > 0
     assert timing.compile_time(_axpy, device="cuda:0") > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# device choice, refusing unsynchronised numbers, cold starts (fake clock and fake device)
+
+
+def test_resolve_device_auto_and_explicit():
+    yes, no = (lambda: True), (lambda: False)
+    assert timing.resolve_device("auto", has_cuda=no) == "cpu"
+    assert timing.resolve_device("auto", has_cuda=yes) == "cuda:0"
+    assert timing.resolve_device(None, has_cuda=yes) == "cuda:0"
+    assert timing.resolve_device("cpu", has_cuda=yes) == "cpu"
+    assert timing.resolve_device("cuda", has_cuda=yes) == "cuda:0"
+    assert timing.resolve_device("cuda:1", has_cuda=yes) == "cuda:1"
+    with pytest.raises(ValueError, match="'auto', 'cpu'.*got 'gpu'"):
+        timing.resolve_device("gpu", has_cuda=yes)
+    with pytest.raises(ValueError, match="'cuda:0'.*has none"):
+        timing.resolve_device("cuda:0", has_cuda=no)
+
+
+def test_resolve_device_on_this_machine():
+    dev = timing.resolve_device("auto")
+    assert dev == ("cuda:0" if timing.cuda_available() else "cpu")
+
+
+def test_default_sync_on_a_gpu_device_catches_the_missing_sync(monkeypatch):
+    """With sync=None a CUDA device gets its device sync: the queued work lands in the timing."""
+    clock = FakeClock()
+    dev = FakeDevice(clock, launch_s=1e-6)
+    monkeypatch.setattr(timing, "default_sync", lambda device: dev.sync)
+    t = measure(lambda: dev.launch(0.004), device="cuda:0", clock=clock, warmup=1, repeats=3)
+    assert t.synchronized and dev.syncs > 0
+    assert t.median_s == pytest.approx(0.004 + 1e-6)
+
+
+def test_require_synchronized_refuses_the_wrong_number():
+    clock = FakeClock()
+    dev = FakeDevice(clock, launch_s=1e-6)
+    right = measure(lambda: dev.launch(0.01), device="cuda:0", sync=dev.sync, clock=clock, repeats=3,
+                    name="step")
+    with pytest.warns(UnsynchronizedTimingWarning):
+        wrong = measure(lambda: dev.launch(0.01), device="cuda:0", sync=False, clock=clock, repeats=3,
+                        name="step")
+    timing.require_synchronized(right)  # passes
+    with pytest.raises(ValueError, match="'step' on cuda:0.*without synchronising"):
+        timing.require_synchronized(right, wrong)
+    with pytest.raises(TypeError, match="float"):
+        timing.require_synchronized(0.1)
+    # the unsynchronised number is the launch alone: 10000x too small here
+    assert right.median_s / wrong.median_s > 1000
+
+
+def test_median_ignores_slow_warmup_calls():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    # first call 0.5 s, three warm-up calls 0.2 s (caches, allocator, clocks ramping), then steady
+    durations = iter([0.5, 0.2, 0.2, 0.2] + [0.002] * 6)
+    t = measure(lambda: dev.launch(next(durations)), sync=dev.sync, clock=clock, warmup=3, repeats=6)
+    assert t.first_s == pytest.approx(0.5)
+    assert t.times_s == pytest.approx([0.002] * 6)
+    assert t.median_s == pytest.approx(0.002)
+
+
+def test_measure_cold_reports_compile_first_and_steady_apart():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    seen = {}
+
+    def fake_compile(module, *, device, kernel_cache_dir, clock):
+        seen.update(module=module, device=device, cache=kernel_cache_dir)
+        clock.advance(2.5)  # the compiler's time
+        return 2.5
+
+    durations = iter([0.050] + [0.001] * 5)  # first launch: loading the module from the cache
+    t = timing.measure_cold(lambda: dev.launch(next(durations)), "my_module", device="cuda:0",
+                            kernel_cache_dir="/tmp/cold", clock=clock, compile_timer=fake_compile,
+                            sync=dev.sync, warmup=1, repeats=4, name="k")
+    assert seen == {"module": "my_module", "device": "cuda:0", "cache": "/tmp/cold"}
+    assert t.compile_s == pytest.approx(2.5)
+    assert t.first_s == pytest.approx(0.050)
+    assert t.median_s == pytest.approx(0.001)
+    assert "compile 2.500 s" in str(t)
+    with pytest.raises(ValueError, match="compile"):
+        timing.measure_cold(lambda: None, "m", compile=lambda: None, compile_timer=fake_compile)
+
+
+def test_real_warp_cold_compile_builds_what_a_cpu_launch_uses(tmp_path):
+    """compile_time must build the block size a CPU wp.launch loads (1), else it compiles twice."""
+    wp.init()
+    cold = tmp_path / "cold"
+    timing.compile_time(_axpy, device="cpu", kernel_cache_dir=cold)
+    built = {p.name for p in cold.iterdir()}
+    assert _axpy.module.get_module_identifier(1) in built

@@ -1,0 +1,862 @@
+"""The GPU primer (notebook 00): why a GPU, and how to time one honestly.
+
+Everything the notebook shows is computed here; the notebook only calls these functions.
+
+- Vector addition and SAXPY (``y = a*x + y``) as Warp kernels, checked against numpy, timed over
+  a sweep of sizes beside a device-to-device copy (``wp.copy``) measured in the same run, so the
+  effective bandwidth of each kernel reads as a fraction of what a plain copy reaches
+  (:func:`vector_sweep`).
+- Mandelbrot (the popular article's 1024x1536 image, 20 iterations) as a Warp kernel and in numpy:
+  cold compile, first launch and steady state apart; synchronised and unsynchronised timing side
+  by side; every Warp image compared with the numpy image, pixel by pixel (:func:`mandelbrot_study`).
+- A tiny CNN training step in torch on the handwritten-digits data set (:func:`load_digits`,
+  :func:`cnn_study`), with the same warm-up / synchronise discipline.
+- The closing table of ratios (:func:`ratios`) and the cloud prices the article quoted
+  (:func:`cloud_prices`, ``data/reference/cloud_prices.csv``).
+- One result row per run (:func:`result_row`, experiment ``"primer"`` in :mod:`fightlab.results`).
+
+All timings come from :mod:`fightlab.timing`. On a CPU-only machine every function that compares
+devices returns the CPU numbers and NaN for the GPU (see :func:`devices_for`).
+
+Sources: the Numba documentation's Mandelbrot example (``create_fractal(-2.0, 1.0, -1.0, 1.0,
+image, 20)`` on a 1024x1536 image) which the article reused; Warp docs ("Kernels", "Runtime");
+M. Harris, "An Even Easier Introduction to CUDA" / "Six Ways to SAXPY" (NVIDIA blog) for SAXPY as
+the first honest exercise and effective bandwidth = bytes read + written / time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+import warp as wp
+from torch import nn
+
+from fightlab import results, timing
+
+__all__ = [
+    "PrimerParams",
+    "params_for",
+    "devices_for",
+    "vector_add",
+    "saxpy",
+    "device_copy",
+    "check_vector_kernels",
+    "vector_sweep",
+    "plot_sweep",
+    "mandelbrot_numpy",
+    "mandelbrot_warp",
+    "image_match",
+    "mandelbrot_study",
+    "plot_mandelbrot",
+    "load_digits",
+    "TinyCNN",
+    "cnn_study",
+    "ratios",
+    "cloud_prices",
+    "CLOUD_PRICES",
+    "PRIMER_METRICS",
+    "result_row",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: the cloud prices quoted by the GPU survival-toolkit article (see the file's source column)
+CLOUD_PRICES = REPO_ROOT / "data" / "reference" / "cloud_prices.csv"
+
+#: the Mandelbrot window of the Numba example the article reused: x in [-2, 1], y in [-1, 1]
+MANDELBROT_WINDOW = (-2.0, 1.0, -1.0, 1.0)
+GPU_MISSING = "needs a GPU: run with device='cuda:0' (or 'auto') on a machine with one"
+
+
+# ----------------------------------------------------------------------------------------------
+# parameters
+
+
+@dataclass
+class PrimerParams:
+    """The notebook's parameters after validation and the smoke-size cut (see :func:`params_for`)."""
+
+    size: str
+    device: str
+    vector_sizes: list[int]
+    saxpy_a: float
+    repeats: int
+    warmup: int
+    mandelbrot_shape: tuple[int, int]
+    mandelbrot_max_iter: int
+    cnn_image_px: int
+    cnn_batch: int
+    cnn_train_steps: int
+    seed: int
+    devices: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: what size="smoke" cuts the full parameters down to (CPU, seconds)
+SMOKE = dict(
+    vector_sizes=[2**4, 2**10, 2**14, 2**18],
+    repeats=3,
+    warmup=1,
+    mandelbrot_shape=(128, 192),
+    cnn_image_px=16,
+    cnn_train_steps=20,
+)
+
+
+def _positive_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return int(v)
+
+
+def params_for(
+    *,
+    size: str = "full",
+    device: str = "auto",
+    vector_sizes: Sequence[int] = (2**4, 2**8, 2**12, 2**16, 2**20, 2**22, 2**24, 2**26),
+    saxpy_a: float = 2.0,
+    repeats: int = 20,
+    warmup: int = 3,
+    mandelbrot_shape: Sequence[int] = (1024, 1536),
+    mandelbrot_max_iter: int = 20,
+    cnn_image_px: int = 64,
+    cnn_batch: int = 32,
+    cnn_train_steps: int = 300,
+    seed: int = 0,
+    publish: bool = False,
+    has_cuda: Any = None,
+) -> PrimerParams:
+    """Validate the notebook's parameters; ``size="smoke"`` cuts them to a CPU-sized check.
+
+    ``device`` goes through :func:`fightlab.timing.resolve_device` (``"auto"`` -> ``"cuda:0"``
+    when Warp sees a GPU, else ``"cpu"``); :attr:`PrimerParams.devices` lists the devices every
+    comparison runs on: always ``"cpu"``, plus the GPU when ``device`` is one.
+
+    Raises:
+        ValueError: naming the bad value (and the choices for ``size``/``device``); ``publish``
+            with ``size="smoke"`` or without a GPU (published rows are GPU measurements).
+    """
+    if size not in ("smoke", "full"):
+        raise ValueError(f"size must be 'smoke' or 'full', got {size!r}")
+    dev = timing.resolve_device(device, has_cuda=has_cuda)
+    if publish and (size != "full" or not timing.is_cuda_device(dev)):
+        raise ValueError(
+            f"publish=True writes data/results/primer.csv and figures/: it needs size='full' on a GPU, "
+            f"got size={size!r}, device={dev!r}"
+        )
+    sizes = [_positive_int("vector_sizes entry", n) for n in vector_sizes]
+    if not sizes:
+        raise ValueError("vector_sizes must hold at least one size")
+    shape = tuple(_positive_int("mandelbrot_shape entry", n) for n in mandelbrot_shape)
+    if len(shape) != 2:
+        raise ValueError(f"mandelbrot_shape must be (rows, columns), got {mandelbrot_shape!r}")
+    if not cnn_image_px >= 4 or cnn_image_px % 4:
+        raise ValueError(f"cnn_image_px must be a multiple of 4 (two 2x2 poolings), got {cnn_image_px!r}")
+    p = PrimerParams(
+        size=size,
+        device=dev,
+        vector_sizes=sorted(set(sizes)),
+        saxpy_a=float(saxpy_a),
+        repeats=_positive_int("repeats", repeats),
+        warmup=int(warmup) if isinstance(warmup, (int, np.integer)) and warmup >= 0 else _bad_warmup(warmup),
+        mandelbrot_shape=shape,  # type: ignore[arg-type]
+        mandelbrot_max_iter=_positive_int("mandelbrot_max_iter", mandelbrot_max_iter),
+        cnn_image_px=int(cnn_image_px),
+        cnn_batch=_positive_int("cnn_batch", cnn_batch),
+        cnn_train_steps=_positive_int("cnn_train_steps", cnn_train_steps),
+        seed=int(seed),
+    )
+    if size == "smoke":
+        small = [n for n in p.vector_sizes if n <= max(SMOKE["vector_sizes"])]
+        p.vector_sizes = small or list(SMOKE["vector_sizes"])
+        p.repeats = min(p.repeats, SMOKE["repeats"])
+        p.warmup = min(p.warmup, SMOKE["warmup"])
+        p.mandelbrot_shape = tuple(min(a, b) for a, b in zip(p.mandelbrot_shape, SMOKE["mandelbrot_shape"]))
+        p.cnn_image_px = min(p.cnn_image_px, SMOKE["cnn_image_px"])
+        p.cnn_train_steps = min(p.cnn_train_steps, SMOKE["cnn_train_steps"])
+    p.devices = devices_for(dev)
+    return p
+
+
+def _bad_warmup(v: Any) -> int:
+    raise ValueError(f"warmup must be an int >= 0, got {v!r}")
+
+
+def devices_for(device: str) -> list[str]:
+    """Devices a CPU-vs-GPU comparison runs on: ``["cpu"]`` or ``["cpu", device]``."""
+    return ["cpu"] if not timing.is_cuda_device(device) else ["cpu", timing.device_name(device)]
+
+
+# ----------------------------------------------------------------------------------------------
+# kernels
+
+
+@wp.kernel
+def _noop(
+    # Out:
+    x_out: wp.array(dtype=float),
+):
+    # an empty kernel: its launch time is the floor under every other kernel's
+    i = wp.tid()  # noqa: F841
+
+
+@wp.kernel
+def _vec_add(
+    # In:
+    a_in: wp.array(dtype=float),
+    b_in: wp.array(dtype=float),
+    # Out:
+    c_out: wp.array(dtype=float),
+):
+    i = wp.tid()
+    c_out[i] = a_in[i] + b_in[i]
+
+
+@wp.kernel
+def _saxpy(
+    # In:
+    a: float,
+    x_in: wp.array(dtype=float),
+    # Data in and out (read, then written):
+    y_out: wp.array(dtype=float),
+):
+    i = wp.tid()
+    y_out[i] = a * x_in[i] + y_out[i]
+
+
+# its own Warp module, so its cold compile time is its own
+@wp.kernel(module="unique")
+def _mandelbrot(
+    # In:
+    x0: float,
+    y0: float,
+    step: float,
+    max_iter: int,
+    # Out:
+    count_out: wp.array2d(dtype=wp.int32),
+):
+    row, col = wp.tid()
+    cx = x0 + float(col) * step
+    cy = y0 + float(row) * step
+    x = float(0.0)
+    y = float(0.0)
+    n = int(0)
+    while n < max_iter:
+        xx = x * x
+        yy = y * y
+        if xx + yy > 4.0:
+            break
+        y = 2.0 * x * y + cy
+        x = xx - yy + cx
+        n += 1
+    count_out[row, col] = n
+
+
+def vector_add(a: wp.array, b: wp.array, c: wp.array) -> None:
+    """``c = a + b`` (float32 Warp arrays of one length, on one device)."""
+    wp.launch(_vec_add, dim=a.shape[0], inputs=[a, b], outputs=[c], device=a.device)
+
+
+def saxpy(a: float, x: wp.array, y: wp.array) -> None:
+    """``y = a*x + y`` in place (float32 Warp arrays of one length, on one device)."""
+    wp.launch(_saxpy, dim=x.shape[0], inputs=[float(a), x], outputs=[y], device=x.device)
+
+
+def device_copy(dst: wp.array, src: wp.array) -> None:
+    """``dst[:] = src`` on the arrays' device (a device-to-device memcpy on a GPU)."""
+    wp.copy(dst, src)
+
+
+def _noop_launch(x: wp.array) -> None:
+    wp.launch(_noop, dim=x.shape[0], inputs=[], outputs=[x], device=x.device)
+
+
+# ----------------------------------------------------------------------------------------------
+# vector addition and SAXPY
+
+
+def check_vector_kernels(device: str, n: int = 1000, a: float = 2.0, seed: int = 0) -> dict[str, Any]:
+    """Run vector addition and SAXPY once on ``device`` and compare with numpy.
+
+    Also runs the article's example, ``[1..6] + [7..12]``.
+
+    Returns:
+        ``{"device", "article_example": list, "vec_add_max_abs_err", "saxpy_max_abs_err", "ok"}``.
+    """
+    wp.init()
+    a_np = np.arange(1, 7, dtype=np.float32)
+    b_np = np.arange(7, 13, dtype=np.float32)
+    c = wp.zeros(6, dtype=float, device=device)
+    vector_add(wp.array(a_np, device=device), wp.array(b_np, device=device), c)
+    example = c.numpy()
+
+    rng = np.random.default_rng(seed)
+    x_np = rng.standard_normal(n).astype(np.float32)
+    y_np = rng.standard_normal(n).astype(np.float32)
+    x, y, out = (wp.array(v, device=device) for v in (x_np, y_np, np.zeros(n, np.float32)))
+    vector_add(x, y, out)
+    err_add = float(np.max(np.abs(out.numpy() - (x_np + y_np))))
+    saxpy(a, x, y)
+    want = np.float32(a) * x_np + y_np
+    err_saxpy = float(np.max(np.abs(y.numpy() - want)))
+    tol = 1e-5 * float(np.max(np.abs(want)))  # a fused multiply-add may round once instead of twice
+    ok = bool(np.array_equal(example, a_np + b_np) and err_add == 0.0 and err_saxpy <= tol)
+    return {
+        "device": device,
+        "article_example": example.tolist(),
+        "vec_add_max_abs_err": err_add,
+        "saxpy_max_abs_err": err_saxpy,
+        "ok": ok,
+    }
+
+
+#: bytes moved per element (float32): copy reads 1 and writes 1, add reads 2 writes 1,
+#: saxpy reads x and y and writes y; an empty kernel moves nothing
+_BYTES_PER_ELEMENT = {"copy": 8, "vec_add": 12, "saxpy": 12, "empty_kernel": 0,
+                      "numpy_copy": 8, "numpy_add": 12, "numpy_saxpy": 12}
+
+
+def vector_sweep(
+    sizes: Sequence[int],
+    devices: Sequence[str],
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    a: float = 2.0,
+    include_numpy: bool = True,
+) -> pd.DataFrame:
+    """Time copy, vector addition, SAXPY and an empty kernel over ``sizes`` on each device.
+
+    Every timed call is one launch followed by a synchronise (:func:`fightlab.timing.measure`), so
+    at tiny sizes the time is the launch-and-wait floor (compare ``empty_kernel``) and at large
+    sizes it is memory traffic. Effective bandwidth = bytes read + written / median time;
+    ``frac_of_copy`` divides it by the copy's bandwidth at the same size on the same device,
+    measured in the same run. ``include_numpy`` adds numpy's copy (``np.copyto``), ``np.add(out=)``
+    and SAXPY (two passes: ``z = a*x``, ``y += z``, so 12 bytes per element is a lower bound) on
+    the CPU as a reference, as device ``"numpy"``.
+
+    Returns:
+        One row per (device, op, n): ``device, op, n, bytes, median_s, min_s, iqr_s,
+        first_s, gb_per_s, frac_of_copy``.
+    """
+    wp.init()
+    rows = []
+    for dev in devices:
+        for n in sizes:
+            x = wp.full(n, 1.0, dtype=float, device=dev)
+            y = wp.full(n, 2.0, dtype=float, device=dev)
+            z = wp.zeros(n, dtype=float, device=dev)
+            ops = {
+                "copy": lambda: device_copy(z, x),
+                "vec_add": lambda: vector_add(x, y, z),
+                "saxpy": lambda: saxpy(a, x, y),
+                "empty_kernel": lambda: _noop_launch(z),
+            }
+            for op, fn in ops.items():
+                t = timing.measure(fn, device=dev, warmup=warmup, repeats=repeats, name=f"{op} n={n}")
+                rows.append(_sweep_row(dev, op, n, t))
+        if include_numpy and dev == "cpu":
+            for n in sizes:
+                xn = np.ones(n, np.float32)
+                yn = np.full(n, 2.0, np.float32)
+                zn = np.zeros(n, np.float32)
+                af = np.float32(a)
+
+                def np_saxpy() -> None:
+                    np.multiply(xn, af, out=zn)
+                    np.add(zn, yn, out=yn)
+
+                np_ops = {"numpy_copy": lambda: np.copyto(zn, xn), "numpy_add": lambda: np.add(xn, yn, out=zn),
+                          "numpy_saxpy": np_saxpy}
+                for op, fn in np_ops.items():
+                    t = timing.measure(fn, device="cpu", warmup=warmup, repeats=repeats, name=f"{op} n={n}")
+                    rows.append(_sweep_row("numpy", op, n, t))
+    df = pd.DataFrame(rows)
+    copy_bw = df[df.op.isin(["copy", "numpy_copy"])].set_index(["device", "n"])["gb_per_s"]
+    df["frac_of_copy"] = [
+        r.gb_per_s / copy_bw.get((r.device, r.n), math.nan) if r.bytes else math.nan for r in df.itertuples()
+    ]
+    return df
+
+
+def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
+    nbytes = _BYTES_PER_ELEMENT[op] * n
+    return {
+        "device": dev,
+        "op": op,
+        "n": n,
+        "bytes": nbytes,
+        "median_s": t.median_s,
+        "min_s": t.min_s,
+        "iqr_s": t.iqr_s,
+        "first_s": t.first_s,
+        "gb_per_s": nbytes / t.median_s / 1e9 if nbytes and t.median_s > 0 else math.nan,
+    }
+
+
+def plot_sweep(df: pd.DataFrame):
+    """Two panels: time per call [us] and effective bandwidth [GB/s] against elements, log-log."""
+    import matplotlib.pyplot as plt
+
+    from fightlab import plots
+
+    fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4.0))
+    colour = {"copy": plots.COLORS[0], "vec_add": plots.COLORS[1], "saxpy": plots.COLORS[2],
+              "empty_kernel": plots.COLORS[3]}
+    for (dev, op), g in df.groupby(["device", "op"], sort=False):
+        g = g.sort_values("n")
+        # colour = operation (numpy's copy/add/saxpy share Warp's colours), line style = device
+        ls = {"cpu": "-", "numpy": ":"}.get(dev, "--")
+        c = colour.get({"numpy_copy": "copy", "numpy_add": "vec_add", "numpy_saxpy": "saxpy"}.get(op, op),
+                       plots.COLORS[4])
+        kw = dict(ls=ls, color=c, marker="o", ms=3, label=f"{op} ({dev})")
+        ax_t.plot(g.n, g.median_s * 1e6, **kw)
+        if op != "empty_kernel":
+            ax_bw.plot(g.n, g.gb_per_s, **kw)
+    for ax in (ax_t, ax_bw):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+    plots.label(ax_t, x="elements n [count]", y="median time per call [us]",
+                title="tiny n: launch-bound (flat); large n: bandwidth-bound")
+    plots.label(ax_bw, x="elements n [count]", y="effective bandwidth [GB/s]",
+                title="bytes read + written / time")
+    ax_t.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Mandelbrot
+
+
+def _grid(shape: Sequence[int]) -> tuple[float, float, float]:
+    """``(x0, y0, step)`` so pixel (row, col) is ``(x0 + col*step, y0 + row*step)`` in the window."""
+    rows, cols = shape
+    xmin, xmax, ymin, ymax = MANDELBROT_WINDOW
+    step = min((xmax - xmin) / cols, (ymax - ymin) / rows)
+    return xmin, ymin, step
+
+
+def mandelbrot_numpy(shape: Sequence[int] = (1024, 1536), max_iter: int = 20) -> np.ndarray:
+    """Iteration counts ``int32 [rows, cols]`` in vectorised numpy, float32 like the kernel.
+
+    Same arithmetic, in the same order, as the Warp kernel: stop when ``x² + y² > 4``, else
+    ``y = 2xy + cy``, ``x = x² - y² + cx`` and count. Only the points still inside are iterated.
+    """
+    rows, cols = (int(s) for s in shape)
+    x0, y0, step = _grid(shape)
+    f = np.float32
+    cx = (f(x0) + np.arange(cols, dtype=f) * f(step))[None, :].repeat(rows, 0).ravel()
+    cy = (f(y0) + np.arange(rows, dtype=f) * f(step))[:, None].repeat(cols, 1).ravel()
+    count = np.zeros(rows * cols, np.int32)
+    idx = np.arange(rows * cols)
+    x = np.zeros_like(cx)
+    y = np.zeros_like(cy)
+    two = f(2.0)
+    for _ in range(max_iter):
+        xx, yy = x * x, y * y
+        inside = xx + yy <= f(4.0)
+        if not inside.all():
+            idx, x, y, xx, yy, cx, cy = (v[inside] for v in (idx, x, y, xx, yy, cx, cy))
+        if idx.size == 0:
+            break
+        y = two * x * y + cy
+        x = xx - yy + cx
+        count[idx] += 1
+    return count.reshape(rows, cols)
+
+
+def _mandelbrot_launcher(shape: Sequence[int], max_iter: int, device: str):
+    x0, y0, step = _grid(shape)
+    out = wp.full(tuple(shape), -1, dtype=wp.int32, device=device)  # -1: never written
+
+    def launch() -> None:
+        wp.launch(_mandelbrot, dim=tuple(shape), inputs=[x0, y0, step, int(max_iter)], outputs=[out],
+                  device=device)
+
+    return launch, out
+
+
+def mandelbrot_warp(shape: Sequence[int] = (1024, 1536), max_iter: int = 20, device: str = "cpu",
+                    *, launch: bool = True) -> np.ndarray:
+    """Iteration counts ``int32 [rows, cols]`` from the Warp kernel on ``device``.
+
+    The output starts filled with -1. ``launch=False`` skips the launch, as the article's GPU
+    code did: the image then stays -1 everywhere, which :func:`image_match` catches.
+    """
+    wp.init()
+    fn, out = _mandelbrot_launcher(shape, max_iter, device)
+    if launch:
+        fn()
+    return out.numpy()  # copies to the host, which waits for the kernel
+
+
+def image_match(image: np.ndarray, reference: np.ndarray) -> float:
+    """Fraction of pixels with the same iteration count (1.0: identical; 0.0: nothing matches)."""
+    image, reference = np.asarray(image), np.asarray(reference)
+    if image.shape != reference.shape:
+        raise ValueError(f"image_match: shapes differ, {image.shape} vs {reference.shape}")
+    return float(np.mean(image == reference))
+
+
+def mandelbrot_study(
+    shape: Sequence[int],
+    max_iter: int,
+    devices: Sequence[str],
+    *,
+    repeats: int = 10,
+    warmup: int = 2,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Time the Mandelbrot image in numpy and with the Warp kernel on each device.
+
+    Per Warp device: cold compile in an empty kernel cache (``compile_s``), first launch
+    (``first_s``), steady-state median synchronised (``steady_s``) and unsynchronised
+    (``unsynced_s``, the wrong number), the mean of back-to-back launches on the device's own
+    clock (``device_timer_s``: CUDA events on a GPU, so no host round trip per launch), the
+    one-shot total a naive JIT timing reports (``cold_total_s`` = compile + first), the share of
+    compile time in it (``compile_share``), and how many pixels match the numpy image
+    (``image_match``, from an output that starts at -1). Also the article's bug: an image whose
+    kernel never launched (``never_launched_match``).
+
+    Returns:
+        ``(table, images)``: one row per implementation (``"numpy"``, ``"warp cpu"``,
+        ``"warp cuda:0"``); ``images`` maps the same names to the arrays.
+    """
+    wp.init()
+    rows, images = [], {}
+    tn = timing.measure(lambda: mandelbrot_numpy(shape, max_iter), device="cpu",
+                        warmup=min(warmup, 1), repeats=max(1, min(repeats, 5)), name="mandelbrot numpy")
+    ref = mandelbrot_numpy(shape, max_iter)
+    images["numpy"] = ref
+    rows.append({"impl": "numpy", "device": "cpu", "compile_s": math.nan, "first_s": tn.first_s,
+                 "steady_s": tn.median_s, "unsynced_s": math.nan, "image_match": 1.0})
+    for dev in devices:
+        launch, out = _mandelbrot_launcher(shape, max_iter, dev)
+        t = timing.measure_cold(launch, _mandelbrot, device=dev, warmup=warmup, repeats=repeats,
+                                name=f"mandelbrot warp {dev}")
+        img = out.numpy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", timing.UnsynchronizedTimingWarning)
+            wrong = timing.measure(launch, device=dev, sync=False, warmup=warmup, repeats=repeats,
+                                   name=f"mandelbrot warp {dev} unsynced")
+        timing.default_sync(dev)()  # drain what the unsynchronised loop queued
+        # cross-check of the steady state on the device's own clock: CUDA events around
+        # `repeats` back-to-back launches on a GPU (no host round trip per launch), host clock on the CPU
+        with timing.device_timer(dev) as dt:
+            for _ in range(repeats):
+                launch()
+        never = mandelbrot_warp(shape, max_iter, dev, launch=False)
+        name = f"warp {dev}"
+        images[name] = img
+        rows.append({"impl": name, "device": dev, "compile_s": t.compile_s, "first_s": t.first_s,
+                     "steady_s": t.median_s, "unsynced_s": wrong.median_s,
+                     "device_timer_s": dt.elapsed_s / repeats, "device_timer_method": dt.method,
+                     "image_match": image_match(img, ref), "never_launched_match": image_match(never, ref)})
+    df = pd.DataFrame(rows)
+    df["cold_total_s"] = df.compile_s + df.first_s
+    df["compile_share"] = df.compile_s / (df.compile_s + df.first_s + df.steady_s)
+    df["speedup_vs_numpy"] = df.steady_s.iloc[0] / df.steady_s
+    df["unsynced_speedup_vs_numpy"] = df.steady_s.iloc[0] / df.unsynced_s
+    df["cold_speedup_vs_numpy"] = df.steady_s.iloc[0] / df.cold_total_s
+    df.attrs["pixels"] = int(np.prod(shape))
+    return df, images
+
+
+def plot_mandelbrot(images: dict[str, np.ndarray]):
+    """The images side by side (iteration count [count]) and, last, |GPU - numpy| where a GPU ran."""
+    import matplotlib.pyplot as plt
+
+    names = list(images)
+    diff_of = next((n for n in names if "cuda" in n), None)
+    ncol = len(names) + (diff_of is not None)
+    fig, axes = plt.subplots(1, ncol, figsize=(4.2 * ncol, 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        im = ax.imshow(images[name], cmap="magma", interpolation="nearest")
+        ax.set_title(name)
+        ax.set_xlabel("column [px]")
+        ax.set_ylabel("row [px]")
+        fig.colorbar(im, ax=ax, label="iterations [count]", shrink=0.8)
+    if diff_of is not None:
+        ax = axes[0][-1]
+        d = np.abs(images[diff_of].astype(np.int64) - images["numpy"])
+        im = ax.imshow(d, cmap="gray_r", interpolation="nearest")
+        ax.set_title(f"|{diff_of} - numpy|")
+        ax.set_xlabel("column [px]")
+        ax.set_ylabel("row [px]")
+        fig.colorbar(im, ax=ax, label="difference [count]", shrink=0.8)
+    for ax in axes[0]:
+        ax.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# tiny CNN on the digits data set
+
+
+def load_digits(image_px: int = 8, *, seed: int = 0, test_fraction: float = 0.2) -> dict[str, Any]:
+    """The handwritten digits (UCI optdigits, 1797 8x8 images, 10 classes) as torch tensors.
+
+    Taken from scikit-learn (``sklearn.datasets.load_digits``, shipped inside the package, no
+    download). Without scikit-learn installed, falls back to digits drawn from the fonts that
+    ship with matplotlib (DejaVu/STIX, randomly shifted and scaled, with noise): the same shape
+    and classes, but glyphs, not handwriting -- ``source`` says which one was used.
+
+    Args:
+        image_px: side of the images handed to the CNN (bilinear upsampling from 8x8;
+            the article used 64x64 inputs).
+        seed: train/test split seed.
+        test_fraction: share held out for the test accuracy.
+
+    Returns:
+        ``{"x_train", "y_train", "x_test", "y_test"`` (float32 ``[N, 1, px, px]`` in [0, 1] and
+        int64 ``[N]``), ``"source"``, ``"n_classes"``}.
+    """
+    try:
+        from sklearn.datasets import load_digits as _sk_digits
+
+        d = _sk_digits()
+        images, labels = d.images.astype(np.float32) / 16.0, d.target.astype(np.int64)
+        source = "scikit-learn digits (UCI optdigits, handwritten)"
+    except ImportError:
+        images, labels = _font_digits(seed=seed)
+        source = "font digits drawn from matplotlib's fonts (scikit-learn not installed)"
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    n_test = int(round(test_fraction * len(labels)))
+    x = torch.from_numpy(images[order]).unsqueeze(1)
+    if image_px != x.shape[-1]:
+        x = F.interpolate(x, size=(image_px, image_px), mode="bilinear", align_corners=False)
+    y = torch.from_numpy(labels[order])
+    return {
+        "x_train": x[n_test:].contiguous(), "y_train": y[n_test:].contiguous(),
+        "x_test": x[:n_test].contiguous(), "y_test": y[:n_test].contiguous(),
+        "source": source, "n_classes": 10,
+    }
+
+
+@functools.lru_cache(maxsize=4)
+def _font_digits(n: int = 1797, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """8x8 images of 0-9 rendered from matplotlib's bundled fonts with random shift/scale/noise."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.path import Path as MplPath
+    from matplotlib.textpath import TextPath
+
+    rng = np.random.default_rng(seed)
+    fonts = [FontProperties(family=f) for f in ("DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono", "STIXGeneral")]
+    hi = 32  # draw at 32x32, average down to 8x8
+    yy, xx = np.mgrid[0:hi, 0:hi] + 0.5
+    pts = np.column_stack([xx.ravel(), yy.ravel()])
+    images = np.zeros((n, 8, 8), np.float32)
+    labels = np.arange(n) % 10
+    for k in range(n):
+        path = TextPath((0, 0), str(labels[k]), size=1.0, prop=fonts[rng.integers(len(fonts))])
+        v = path.vertices
+        lo, span = v.min(0), (v.max(0) - v.min(0)).max()
+        scale = hi * rng.uniform(0.6, 0.85) / span
+        centre = hi / 2 + rng.uniform(-2.5, 2.5, 2)
+        v = (v - (v.min(0) + v.max(0)) / 2) * scale * np.array([1.0, -1.0]) + centre
+        mask = MplPath(v, path.codes).contains_points(pts).reshape(hi, hi).astype(np.float32)
+        img = mask.reshape(8, 4, 8, 4).mean((1, 3))
+        images[k] = np.clip(img + rng.normal(0, 0.05, img.shape), 0, 1)
+    return images, labels.astype(np.int64)
+
+
+class TinyCNN(nn.Module):
+    """The primer's CNN: conv3x3(1->w) ReLU pool2, conv3x3(w->2w) ReLU pool2, linear -> classes."""
+
+    def __init__(self, image_px: int = 8, n_classes: int = 10, width: int = 16):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(2 * width * (image_px // 4) ** 2, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [B, 1, px, px] -> logits [B, n_classes]
+        return self.head(self.features(x).flatten(1))
+
+
+def cnn_study(
+    data: dict[str, Any],
+    devices: Sequence[str],
+    *,
+    batch: int = 32,
+    train_steps: int = 300,
+    repeats: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+    lr: float = 1e-3,
+) -> pd.DataFrame:
+    """Time one training step (forward, cross-entropy, backward, Adam) of :class:`TinyCNN` per device.
+
+    On each device: a fresh model (same seed), data moved to the device once, batches taken in
+    order from the training set. The step is measured synchronised and unsynchronised
+    (:func:`fightlab.timing.compare_sync`; the first step, with cuDNN/allocator set-up, apart), then
+    the model trains ``train_steps`` more steps and is scored on the test set -- a model that
+    learns proves the steps ran.
+
+    Returns:
+        One row per device: ``device, batch, image_px, first_s, step_s, step_iqr_s,
+        unsynced_step_s, samples_per_s, final_loss, test_accuracy, torch_threads``.
+    """
+    rows = []
+    for dev in devices:
+        tdev = torch.device(dev)
+        torch.manual_seed(seed)
+        px = data["x_train"].shape[-1]
+        model = TinyCNN(px, data["n_classes"]).to(tdev)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        x_train, y_train = data["x_train"].to(tdev), data["y_train"].to(tdev)
+        n = x_train.shape[0]
+        state = {"k": 0, "loss": None}
+
+        def step() -> None:
+            i = (state["k"] * batch) % max(1, n - batch + 1)
+            state["k"] += 1
+            xb, yb = x_train[i:i + batch], y_train[i:i + batch]  # [B, 1, px, px], [B]
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            state["loss"] = loss  # stays on the device: reading it would synchronise
+
+        right, wrong = timing.compare_sync(step, device=dev, warmup=warmup, repeats=repeats,
+                                           name=f"cnn step {dev}")
+        for _ in range(train_steps):
+            step()
+        model.eval()
+        with torch.no_grad():
+            pred = model(data["x_test"].to(tdev)).argmax(1).cpu()
+        model.train()
+        rows.append({
+            "device": dev, "batch": batch, "image_px": px, "first_s": right.first_s,
+            "step_s": right.median_s, "step_iqr_s": right.iqr_s, "unsynced_step_s": wrong.median_s,
+            "samples_per_s": right.rate(batch), "final_loss": float(state["loss"].item()),
+            "test_accuracy": float((pred == data["y_test"]).float().mean()),
+            "torch_threads": torch.get_num_threads(),
+        })
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# closing table, prices, result row
+
+
+def _largest(sweep: pd.DataFrame, device: str, op: str, col: str) -> float:
+    g = sweep[(sweep.device == device) & (sweep.op == op)]
+    return float(g.sort_values("n").iloc[-1][col]) if len(g) else math.nan
+
+
+def _smallest(sweep: pd.DataFrame, device: str, op: str, col: str) -> float:
+    g = sweep[(sweep.device == device) & (sweep.op == op)]
+    return float(g.sort_values("n").iloc[0][col]) if len(g) else math.nan
+
+
+def summary(sweep: pd.DataFrame, mandel: pd.DataFrame, cnn: pd.DataFrame, gpu: str | None) -> dict[str, float]:
+    """The run's headline numbers (the ``primer`` result row's metric columns, NaN if not measured)."""
+    def m(impl: str, col: str) -> float:
+        g = mandel[mandel.impl == impl]
+        return float(g.iloc[0][col]) if len(g) and col in g else math.nan
+
+    def c(dev: str | None, col: str) -> float:
+        g = cnn[cnn.device == dev] if dev else cnn.iloc[0:0]
+        return float(g.iloc[0][col]) if len(g) else math.nan
+
+    g = gpu or "-"
+    out = {
+        "vector_n": float(sweep.n.max()),
+        "copy_gb_per_s_cpu": _largest(sweep, "cpu", "copy", "gb_per_s"),
+        "vec_add_gb_per_s_cpu": _largest(sweep, "cpu", "vec_add", "gb_per_s"),
+        "saxpy_gb_per_s_cpu": _largest(sweep, "cpu", "saxpy", "gb_per_s"),
+        "numpy_saxpy_gb_per_s": _largest(sweep, "numpy", "numpy_saxpy", "gb_per_s"),
+        "copy_gb_per_s_gpu": _largest(sweep, g, "copy", "gb_per_s"),
+        "vec_add_gb_per_s_gpu": _largest(sweep, g, "vec_add", "gb_per_s"),
+        "saxpy_gb_per_s_gpu": _largest(sweep, g, "saxpy", "gb_per_s"),
+        "empty_launch_us_cpu": _smallest(sweep, "cpu", "empty_kernel", "median_s") * 1e6,
+        "empty_launch_us_gpu": _smallest(sweep, g, "empty_kernel", "median_s") * 1e6,
+        "mandelbrot_pixels": float(mandel.attrs.get("pixels", math.nan)),
+        "mandelbrot_numpy_s": m("numpy", "steady_s"),
+        "mandelbrot_compile_s_cpu": m("warp cpu", "compile_s"),
+        "mandelbrot_first_s_cpu": m("warp cpu", "first_s"),
+        "mandelbrot_steady_s_cpu": m("warp cpu", "steady_s"),
+        "mandelbrot_compile_s_gpu": m(f"warp {g}", "compile_s"),
+        "mandelbrot_first_s_gpu": m(f"warp {g}", "first_s"),
+        "mandelbrot_steady_s_gpu": m(f"warp {g}", "steady_s"),
+        "mandelbrot_unsynced_s_gpu": m(f"warp {g}", "unsynced_s"),
+        "mandelbrot_image_match_gpu": m(f"warp {g}", "image_match"),
+        "cnn_batch": c("cpu", "batch"),
+        "cnn_image_px": c("cpu", "image_px"),
+        "cnn_step_s_cpu": c("cpu", "step_s"),
+        "cnn_step_s_gpu": c(gpu, "step_s"),
+        "cnn_unsynced_step_s_gpu": c(gpu, "unsynced_step_s"),
+        "cnn_test_accuracy_cpu": c("cpu", "test_accuracy"),
+        "cnn_test_accuracy_gpu": c(gpu, "test_accuracy"),
+    }
+    return out
+
+
+#: the ``primer`` experiment's metric columns (units in the names; GPU columns empty on a CPU run)
+PRIMER_METRICS: tuple[str, ...] = results.EXPERIMENTS["primer"]
+
+
+def ratios(s: dict[str, float]) -> pd.DataFrame:
+    """The closing table: each quantity on the CPU, on the GPU, and GPU over CPU (or the honest way round).
+
+    ``ratio`` is "how many times better the GPU is" (bandwidth GPU/CPU; time CPU/GPU), NaN and a
+    note where no GPU ran.
+    """
+    def row(what: str, unit: str, cpu: float, gpu: float, higher_is_better: bool) -> dict[str, Any]:
+        if math.isnan(gpu):
+            r, note = math.nan, GPU_MISSING
+        else:
+            r = gpu / cpu if higher_is_better else cpu / gpu
+            note = ""
+        return {"quantity": what, "unit": unit, "cpu": cpu, "gpu": gpu, "gpu_advantage_x": r, "note": note}
+
+    ms = s["mandelbrot_steady_s_gpu"]
+    rows = [
+        row("copy bandwidth, largest n", "GB/s", s["copy_gb_per_s_cpu"], s["copy_gb_per_s_gpu"], True),
+        row("vector addition bandwidth, largest n", "GB/s", s["vec_add_gb_per_s_cpu"],
+            s["vec_add_gb_per_s_gpu"], True),
+        row("SAXPY bandwidth, largest n", "GB/s", s["saxpy_gb_per_s_cpu"], s["saxpy_gb_per_s_gpu"], True),
+        row("empty kernel, launch + wait", "us", s["empty_launch_us_cpu"], s["empty_launch_us_gpu"], False),
+        row("Mandelbrot, steady state vs numpy", "s", s["mandelbrot_numpy_s"], ms, False),
+        row("Mandelbrot, steady state vs Warp CPU", "s", s["mandelbrot_steady_s_cpu"], ms, False),
+        row("Mandelbrot, UNSYNCHRONISED vs numpy (wrong)", "s", s["mandelbrot_numpy_s"],
+            s["mandelbrot_unsynced_s_gpu"], False),
+        row("Mandelbrot, cold (compile + first) vs numpy", "s", s["mandelbrot_numpy_s"],
+            s["mandelbrot_compile_s_gpu"] + s["mandelbrot_first_s_gpu"], False),
+        row("CNN training step", "s", s["cnn_step_s_cpu"], s["cnn_step_s_gpu"], False),
+    ]
+    return pd.DataFrame(rows)
+
+
+def cloud_prices(path: Path | str = CLOUD_PRICES) -> pd.DataFrame:
+    """The article's cloud prices with price per GPU-hour and the ratio to the cheapest offer."""
+    df = pd.read_csv(path)
+    df["usd_per_gpu_h"] = df.usd_per_h / df.gpus
+    df["vs_cheapest_per_gpu_h_x"] = df.usd_per_gpu_h / df.usd_per_gpu_h.min()
+    return df
+
+
+def result_row(params: PrimerParams, s: dict[str, float]) -> dict[str, Any]:
+    """The ``primer`` result row: :func:`fightlab.results.run_metadata` + the metrics of :func:`summary`.
+
+    ``body`` is ``"none"`` and ``nworld`` 1 (the primer simulates no body); ``params`` holds the
+    notebook's parameters; GPU columns are None on a CPU-only run.
+    """
+    meta = results.run_metadata(body="none", nworld=1, seed=params.seed, params=params.as_dict(),
+                                device=params.device)
+    metrics = {k: (None if s[k] is None or math.isnan(s[k]) else float(s[k])) for k in PRIMER_METRICS}
+    return {**meta, **metrics}
