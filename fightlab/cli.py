@@ -1,4 +1,4 @@
-"""Command line: python -m fightlab {train, evaluate, reproduce, describe}.
+"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
@@ -76,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("describe", help="print a body's facts")
     d.add_argument("body")
+
+    pr = sub.add_parser("profile", help="per-kernel GPU timing of physics (or env) steps, by stage")
+    pr.add_argument("--body", default="muscular-fast")
+    pr.add_argument("--nworld", default="1024")
+    pr.add_argument("--nstep", type=int, default=20)
+    pr.add_argument("--what", choices=("physics", "env"), default="physics")
+    pr.add_argument("--device", default=None)
+    pr.add_argument("--top", type=int, default=12, help="kernels to list")
 
     sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over")
     sl.add_argument("--body", action="append", default=None, help="body (repeatable; default both)")
@@ -184,6 +192,21 @@ def cmd_slots(a) -> int:
     return 0
 
 
+def cmd_profile(a) -> int:
+    import pandas as pd
+
+    from fightlab.config import validate_body, validate_device, validate_nworld
+    from fightlab.sim.profile import profile
+
+    res = profile(validate_body(a.body), nworld=validate_nworld(a.nworld), nstep=a.nstep,
+                  device=validate_device(a.device or _default_device()), what=a.what)
+    print(res.summary())
+    with pd.option_context("display.width", 160, "display.max_columns", 12):
+        print(res.by_stage)
+        print(res.by_kernel.head(a.top))
+    return 0
+
+
 def cmd_describe(a) -> int:
     from fightlab.bodies import build
     from fightlab.bodies.describe import describe
@@ -199,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
-                "describe": cmd_describe, "slots": cmd_slots}[args.cmd](args)
+                "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile}[args.cmd](args)
     except (ConfigError, CheckpointError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

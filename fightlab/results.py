@@ -70,6 +70,46 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
         "mean_episode_s", "overflow_count", "nan_resets",
     ),
+    # per-kernel GPU timing of uncaptured physics steps grouped by stage (fightlab.sim.profile;
+    # must equal fightlab.sim.profile.row_metrics()): per physics step; *_share of kernel time;
+    # graph_ms_per_step the captured step; launch_overhead = graph - summed kernels
+    "profile": (
+        "nstep", "launches_per_step", "kernel_ms_per_step", "graph_ms_per_step",
+        "uncaptured_ms_per_step", "launch_overhead_ms_per_step", "physics_steps_per_s",
+        "kinematics_ms_per_step", "inertia_ms_per_step", "mass_matrix_factor_ms_per_step",
+        "forces_ms_per_step", "broadphase_ms_per_step", "narrowphase_ms_per_step",
+        "constraint_build_ms_per_step", "constraint_solve_ms_per_step", "integration_ms_per_step",
+        "env_ms_per_step", "other_ms_per_step", "kinematics_launches_per_step",
+        "inertia_launches_per_step", "mass_matrix_factor_launches_per_step",
+        "forces_launches_per_step", "broadphase_launches_per_step", "narrowphase_launches_per_step",
+        "constraint_build_launches_per_step", "constraint_solve_launches_per_step",
+        "integration_launches_per_step", "env_launches_per_step", "other_launches_per_step",
+        "mass_matrix_factor_share", "other_share",
+    ),
+    # the GPU primer (notebooks/00_gpu_primer, fightlab.primer): bandwidth at the largest vector
+    # size, launch floor, Mandelbrot compile / first / steady apart, CNN step; *_gpu empty on a
+    # CPU-only run; body "none", nworld 1
+    "primer": (
+        "vector_n", "copy_gb_per_s_cpu", "vec_add_gb_per_s_cpu", "saxpy_gb_per_s_cpu",
+        "numpy_saxpy_gb_per_s", "copy_gb_per_s_gpu", "vec_add_gb_per_s_gpu", "saxpy_gb_per_s_gpu",
+        "empty_launch_us_cpu", "empty_launch_us_gpu", "mandelbrot_pixels", "mandelbrot_numpy_s",
+        "mandelbrot_compile_s_cpu", "mandelbrot_first_s_cpu", "mandelbrot_steady_s_cpu",
+        "mandelbrot_compile_s_gpu", "mandelbrot_first_s_gpu", "mandelbrot_steady_s_gpu",
+        "mandelbrot_unsynced_s_gpu", "mandelbrot_image_match_gpu", "cnn_batch", "cnn_image_px",
+        "cnn_step_s_cpu", "cnn_step_s_gpu", "cnn_unsynced_step_s_gpu", "cnn_test_accuracy_cpu",
+        "cnn_test_accuracy_gpu",
+    ),
+    # single-launch tree LDL vs the stock per-level sparse factor (fightlab.kernels.factor):
+    # times for all nworld worlds together; *_rel_err normwise relative errors (unitless);
+    # *_f64 / *_ulp: the float32 rounding scale (stock vs float64, stock vs a 1-ulp state)
+    "factor": (
+        "nv", "levels", "factor_calls_per_step", "inner_calls", "stock_us_per_call",
+        "tree_us_per_call", "dense_us_per_call", "stock_factor_ms_per_step",
+        "tree_factor_ms_per_step", "dense_factor_ms_per_step", "speedup_vs_stock",
+        "step_stock_us", "step_tree_us", "graph", "qld_rel_err", "qldiaginv_rel_err",
+        "qld_rel_err_stock_f64", "qacc_rel_err", "qacc_rel_err_ulp", "traj_steps",
+        "traj_dev_tree_rad", "traj_dev_ulp_rad",
+    ),
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

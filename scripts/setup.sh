@@ -31,6 +31,35 @@ fi
 
 PY="$VENV/bin/python"
 
+# OSMesa: MuJoCo's offscreen renderer (mujoco.Renderer, MUJOCO_GL=osmesa) draws Figure 1 on a CPU
+# machine without a display or GPU. Install Debian's libosmesa6 only when the library is missing,
+# apt-get exists and we are root or have password-less sudo; never fail the setup over it (the
+# render test then skips and names the missing library).
+have_osmesa() {
+  "$PYTHON" -c 'import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library("OSMesa") else 1)' 2>/dev/null
+}
+if have_osmesa; then
+  say "OSMesa present (offscreen rendering for Figure 1)"
+elif ! command -v apt-get >/dev/null 2>&1; then
+  say "warning: libOSMesa not found and no apt-get here; install OSMesa to render Figure 1"
+else
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else SUDO="none"; fi
+  fi
+  if [ "$SUDO" = "none" ]; then
+    say "warning: libOSMesa not found and neither root nor password-less sudo; run: sudo apt-get install -y libosmesa6"
+  else
+    say "libOSMesa not found: ${SUDO:+$SUDO }apt-get update && ${SUDO:+$SUDO }apt-get install -y libosmesa6"
+    if $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q \
+        && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libosmesa6; then
+      have_osmesa && say "installed libosmesa6" || say "warning: libosmesa6 installed but libOSMesa still not found"
+    else
+      say "warning: could not install libosmesa6 (continuing; the Figure 1 render test will skip)"
+    fi
+  fi
+fi
+
 # Editable installs from pyproject.toml need pip >= 21.3; upgrade pip only if it is older.
 if ! "$PY" -c 'import sys, pip; v = tuple(int(x) for x in pip.__version__.split(".")[:2]); sys.exit(0 if v >= (21, 3) else 1)' 2>/dev/null; then
   say "pip in $VENV is older than 21.3: upgrading pip"

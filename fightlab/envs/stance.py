@@ -37,6 +37,7 @@ from fightlab.config import EnvConfig, validate_body, validate_device, validate_
 from fightlab.envs.reference import build_table
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter
+from fightlab.sim.profile import nvtx_range
 
 # summary sums (float32): episode length sum (s), return sum, tracking numerator, denominator
 SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN, SUM_N = 0, 1, 2, 3, 4
@@ -535,33 +536,38 @@ class StanceEnv:
             self._prev_action, self.d.qpos, self.d.qvel], outputs=[self._obs])
 
     def _step_device(self):
-        """One env step on the device: pre-step, substeps of physics, checks, reset, observe."""
+        """One env step on the device: pre-step, substeps of physics, checks, reset, observe.
+        NVTX ranges mark the stages (visible per step with graph=False; once at capture)."""
         cfg, d = self.cfg, self.d
-        wp.launch(_pre_step, dim=self.nworld, inputs=[
-            self._w_ctrl_stance, self._w_ctrl_lo, self._w_ctrl_hi, self._w_table, self.torso_id,
-            self.seed + 1, cfg.control_dt, cfg.rhythm_hz, cfg.action_scale_rad,
-            max(1, int(round(cfg.push_duration_s / cfg.control_dt))),
-            cfg.push_interval_s[0], cfg.push_interval_s[1], cfg.push_impulse_ns[0],
-            cfg.push_impulse_ns[1], cfg.push_duration_s, self._amp_ctl, self._action,
-            self._step_count],
-            outputs=[d.ctrl, d.xfrc_applied, self._amp, self._push_next, self._push_left,
-                     self._push_force, self._rng])
-        for _ in range(self._substeps):
-            mjw.step(self.m, d)
-            wp.launch(_contact_check, dim=d.naconmax, inputs=[
-                self._w_geom_support, d.nacon, d.contact.geom, d.contact.worldid],
-                outputs=[self._ncon, self._bad_contact])
-        wp.launch(_post_step, dim=self.nworld, inputs=[
-            self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id, self.z_stance,
-            self.slots.nconmax, cfg.control_dt, cfg.rhythm_hz, cfg.episode_steps,
-            math.cos(math.radians(cfg.tilt_fall_deg)), cfg.w_alive, cfg.w_pose, cfg.w_bounce,
-            cfg.w_upright, cfg.w_action_rate, cfg.fall_penalty, self._amp, self._action,
-            d.qpos, d.qvel, d.xmat],
-            outputs=[self._step_count, self._prev_action, self._ncon, self._bad_contact,
-                     d.overflow, self._ep_acc, self._counters, self._sums, self._reward,
-                     self._done, self._fall, self._timeout, self._reset])
-        self._launch_reset(stagger=False)
-        self._launch_observe()
+        with nvtx_range("physics"):
+            wp.launch(_pre_step, dim=self.nworld, inputs=[
+                self._w_ctrl_stance, self._w_ctrl_lo, self._w_ctrl_hi, self._w_table, self.torso_id,
+                self.seed + 1, cfg.control_dt, cfg.rhythm_hz, cfg.action_scale_rad,
+                max(1, int(round(cfg.push_duration_s / cfg.control_dt))),
+                cfg.push_interval_s[0], cfg.push_interval_s[1], cfg.push_impulse_ns[0],
+                cfg.push_impulse_ns[1], cfg.push_duration_s, self._amp_ctl, self._action,
+                self._step_count],
+                outputs=[d.ctrl, d.xfrc_applied, self._amp, self._push_next, self._push_left,
+                         self._push_force, self._rng])
+            for _ in range(self._substeps):
+                mjw.step(self.m, d)
+                wp.launch(_contact_check, dim=d.naconmax, inputs=[
+                    self._w_geom_support, d.nacon, d.contact.geom, d.contact.worldid],
+                    outputs=[self._ncon, self._bad_contact])
+        with nvtx_range("observation/reward"):
+            wp.launch(_post_step, dim=self.nworld, inputs=[
+                self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id, self.z_stance,
+                self.slots.nconmax, cfg.control_dt, cfg.rhythm_hz, cfg.episode_steps,
+                math.cos(math.radians(cfg.tilt_fall_deg)), cfg.w_alive, cfg.w_pose, cfg.w_bounce,
+                cfg.w_upright, cfg.w_action_rate, cfg.fall_penalty, self._amp, self._action,
+                d.qpos, d.qvel, d.xmat],
+                outputs=[self._step_count, self._prev_action, self._ncon, self._bad_contact,
+                         d.overflow, self._ep_acc, self._counters, self._sums, self._reward,
+                         self._done, self._fall, self._timeout, self._reset])
+        with nvtx_range("reset"):
+            self._launch_reset(stagger=False)
+        with nvtx_range("observation/reward"):
+            self._launch_observe()
 
     # ----------------------------------------------------------------------------------------
     def set_amplitude(self, target: float, ramp_s: float | None = None, immediate: bool = False):

@@ -29,6 +29,7 @@ from fightlab.config import TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import ppo_update
 from fightlab.rl.storage import RolloutStorage, compute_gae
+from fightlab.sim.profile import nvtx_range
 
 WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
 
@@ -212,7 +213,7 @@ class Trainer:
         gamma = cfg.ppo.gamma
         obs = self.obs
         for step in range(cfg.ppo.num_steps):
-            with torch.no_grad():
+            with torch.no_grad(), nvtx_range("policy"):
                 action, logp, _, value, _, _ = agent.get_action_and_value(obs)
             buf.obs[step].copy_(obs)
             buf.actions[step].copy_(action)
@@ -222,9 +223,10 @@ class Trainer:
             # bootstrap the value at time-outs (the episode was cut, not ended): rsl_rl
             buf.rewards[step].copy_(reward + gamma * value * info["timeout"])
             buf.dones[step].copy_(done)
-        with torch.no_grad():
+        with torch.no_grad(), nvtx_range("policy"):
             next_value = agent.get_value(obs)
-        adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma, cfg.ppo.gae_lambda)
+        with nvtx_range("update"):
+            adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma, cfg.ppo.gae_lambda)
         buf.advantages.copy_(adv)
         buf.returns.copy_(ret)
         self.obs = obs
@@ -240,10 +242,11 @@ class Trainer:
             r = self._rollout()
             _sync(self.device)
             t1 = time.perf_counter()
-            losses = ppo_update(self.agent, self.optimizer, self.buf, cfg.ppo, self.gen)
-            # the normaliser moves only between iterations, so the rollout's log-probs and the
-            # update see the same normalisation
-            self.agent.obs_norm.update(self.buf.obs.reshape(-1, env.obs_dim))
+            with nvtx_range("update"):
+                losses = ppo_update(self.agent, self.optimizer, self.buf, cfg.ppo, self.gen)
+                # the normaliser moves only between iterations, so the rollout's log-probs and
+                # the update see the same normalisation
+                self.agent.obs_norm.update(self.buf.obs.reshape(-1, env.obs_dim))
             _sync(self.device)
             t2 = time.perf_counter()
             summary = env.read_summary()

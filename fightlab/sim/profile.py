@@ -1,0 +1,689 @@
+"""Where a physics step's GPU time goes: per-kernel timing grouped by stage, and NVTX ranges.
+
+    from fightlab.sim import profile
+    res = profile.profile("muscular-fast", nworld=8192, nstep=20, device="cuda:0")
+    res.by_stage            # ms per physics step and share of kernel time for each stage
+    res.by_kernel           # per kernel: stage, launches per step, ms per step, share
+    res.failures            # ["other: 3.1% of kernel time > 2% ..."] when the stage table has gaps
+    row = profile.result_row(res)          # a data/results/profile.csv row
+
+    with profile.nvtx_range("physics"):   # an NVTX range for Nsight Systems (no-op without nvtx)
+        ...
+
+How it measures (``profile``): a ``StanceEnv`` with the training settings (``prepare_mjmodel``:
+timestep, Newton iterations; ``put`` with the measured ``SLOTS``) is reset to the stance and
+stepped a few env steps with random actions, then ``nstep`` *uncaptured* physics steps
+(``mujoco_warp.step``) run between ``wp.timing_begin(cuda_filter=...)`` and ``wp.timing_end()``:
+warp's CUDA activity timing gives one record (name, elapsed ms) per kernel launch. Meanwhile every
+``wp.launch`` is recorded on the host (``LaunchRecorder``), which gives each kernel's Python name
+and module, and the launches per step on any device. Then one physics step is captured as a graph
+and replayed (``timing.measure``): the graph time per step next to the summed kernel time shows
+what launching costs (``launch_overhead_ms_per_step = graph - kernels``: per-launch latency and idle
+gaps inside the graph; near zero when kernels dominate).
+
+On the CPU warp records no kernel timing: ``profile`` still runs the steps, records the kernel
+names and launch counts, times the captured step on the host, and returns a result with
+``timed=False``, NaN kernel times and a ``message`` that says so.
+
+Stages: every kernel name maps to one stage through ``KERNEL_STAGES`` (exact kernel keys, from the
+functions of MuJoCo Warp 4.0.0 that launch them: ``smooth.kinematics/com_pos/com_vel/crb/
+factor_m/solve_m/rne``, ``passive``, ``forward.fwd_actuation/fwd_acceleration/euler``,
+``collision_driver``, ``constraint.make_constraint``, ``solver.solve``; and fightlab's env kernels),
+then ``MODULE_STAGES`` (the module a kernel is defined in), else "other". On a GPU run more than
+``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure (``check_other``): the table needs
+the kernels it names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+#: the stages, in pipeline order; "env" is fightlab's own env kernels (only in ``what="env"``)
+STAGES: tuple[str, ...] = (
+    "kinematics", "inertia", "mass-matrix factor", "forces", "broadphase", "narrowphase",
+    "constraint build", "constraint solve", "integration", "env", "other",
+)
+#: what each stage holds (printed under the stage chart)
+STAGE_DOC: dict[str, str] = {
+    "kinematics": "body/geom poses, com, cdof, actuator transmission, com velocities, tendon/actuator "
+                  "velocities, position/velocity sensors",
+    "inertia": "composite rigid-body inertia and the joint-space mass matrix M (cinert, crb, M)",
+    "mass-matrix factor": "LDLᵀ/Cholesky of M (and of M + h·D in the Euler step) with its triangular "
+                          "solves: sparse per-level kernels (_qLD_acc, one launch per tree level) or "
+                          "the dense tile Cholesky (fused factor + solve)",
+    "forces": "bias forces (RNE), passive springs/damping/gravity, actuator forces, applied forces, "
+              "qfrc_smooth, force/acceleration sensors",
+    "broadphase": "candidate geom pairs (nxn or sweep-and-prune)",
+    "narrowphase": "contact points of the candidate pairs (primitive, convex GJK/EPA, sdf)",
+    "constraint build": "constraint rows: limits, friction loss, equality, contact Jacobians",
+    "constraint solve": "Newton solver: init, gradient, Hessian JᵀDJ + M and its Cholesky (not "
+                        "the mass-matrix factor), line search, M·x products, qfrc_constraint",
+    "integration": "Euler damping terms, next velocity/position/activation/time",
+    "env": "fightlab env kernels (actions, pushes, contact check, reward, reset, observation) and "
+           "MuJoCo Warp's masked reset_data",
+    "other": "kernels the table does not know (must stay under 2 % of kernel time)",
+}
+
+_K = "__locals__kernel"
+#: exact kernel key (warp ``Kernel.key``; CUDA timing names add a prefix and a hash) -> stage
+KERNEL_STAGES: dict[str, str] = {}
+_TABLE: dict[str, tuple[str, ...]] = {
+    "kinematics": (
+        # smooth.kinematics, com_pos, camlight, flex, transmission, com_vel; forward velocities
+        "_kinematics_branch", "_compute_body_matrices", "_compute_body_inertial_frames",
+        "_geom_local_to_global", "_site_local_to_global", "_subtree_com", "_subtree_com_world",
+        "_cdof", "_cam_local_to_global", "_light_local_to_global", "_flex_nodes", "_flex_vertices",
+        "_flex_edges", "_flex_face_kinematics", "_transmission" + _K, "_comvel_root",
+        "_comvel_branch", "_tendon_dot", "_tendon_velocity", "_actuator_velocity",
+        # sensor.sensor_pos / sensor_vel (size 0 for bodies without sensors: never launched)
+        "_sensor_pos", "_limit_pos", "_sensor_vel", "_limit_vel",
+    ),
+    "inertia": ("_cinert", "_crb_subtree", "_M", "_tendon_armature" + _K),
+    "mass-matrix factor": (
+        # smooth.factor_m / solve_m (sparse: per-level LDLᵀ; dense: tile Cholesky) and the Euler
+        # step's factor of M + h·D
+        "_qLD_acc" + _K, "_qLDiag_div", "_solve_LD_sparse_fused" + _K,
+        "_solve_LD_sparse_level" + _K, "_solve_LD_sparse_diag", "_solve_LD_sparse_copy",
+        "_tile_cholesky_factorize_solve_block" + _K, "_tile_cholesky_factorize" + _K,
+        "_tile_cholesky_solve" + _K, "_copy_CSR", "_factor_solve_lu_sparse_fused" + _K,
+    ),
+    "forces": (
+        # smooth.rne, tendon_bias; passive; forward.fwd_actuation / fwd_acceleration; support
+        "_cacc_world", "_cacc_branch", "_cfrc", "_cfrc_subtree", "_cfrc_world", "_qfrc_bias",
+        "_tendon_bias_coef" + _K, "_tendon_bias_qfrc" + _K, "_spring_damper_dof_passive",
+        "_spring_damper_flexedge_passive" + _K, "_flex_elasticity" + _K, "_flex_bending" + _K,
+        "_flex_passive_bend_interp" + _K, "_gravity_force" + _K, "_qfrc_passive_kernel" + _K,
+        "_actuator_force", "_qfrc_actuator" + _K, "_qfrc_actuator_gravcomp_limits",
+        "_qfrc_smooth" + _K, "_apply_ft",
+        # sensor.sensor_acc (size 0 without sensors)
+        "_sensor_acc", "_sensor_touch" + _K, "_limit_frc", "_tendon_actuator_force" + _K,
+        "_tendon_actuator_force_cutoff",
+    ),
+    "broadphase": ("_nxn_broadphase" + _K, "_sap_project__locals__sap_project",
+                   "_sap_pair_margin__locals__sap_pair_margin", "_sap_broadphase" + _K,
+                   "_segmented_sort__locals__segmented_sort"),
+    "narrowphase": ("_primitive_narrowphase__locals__primitive_narrowphase",),
+    "constraint build": (
+        "_zero_constraint_counts", "_equality_connect" + _K, "_equality_weld" + _K,
+        "_equality_joint" + _K, "_equality_tendon" + _K, "_friction_dof" + _K,
+        "_friction_tendon" + _K, "_limit_ball" + _K, "_limit_slide_hinge" + _K,
+        "_limit_tendon" + _K, "_efc_contact_init" + _K, "_efc_contact_jac_sparse" + _K,
+        "_efc_contact_update" + _K, "_efc_nnz_overflow" + _K,
+    ),
+    "constraint solve": (
+        "_solve_init_dof" + _K, "_inertia_scale", "_solve_init_efc", "_solve_init_jaref_kernel" + _K,
+        "_update_constraint_efc" + _K, "_zero_qfrc_constraint_sparse",
+        "_update_constraint_init_qfrc_constraint_sparse" + _K, "_update_gradient_zero_grad_dot" + _K,
+        "_update_gradient_grad" + _K, "_update_gradient_init_h_sparse" + _K, "_JTDACJ_sparse" + _K,
+        "_update_gradient_cholesky_blocked" + _K,                    # Newton Hessian factor
+        "_update_gradient_cholesky_blocked_skip_unchanged" + _K,     # (not the mass matrix)
+        "_update_gradient_h_incremental_sparse" + _K, "_linesearch_jv_fused_kernel" + _K,
+        "_linesearch_iterative_kernel" + _K, "_zero_change_counters", "_solve_done" + _K,
+        "_qfrc_constraint_from_grad", "mul_m_kernel__locals___mul_m",
+    ),
+    "integration": (
+        "_compute_damping_deriv", "_euler_damp_qfrc", "_next_activation", "_next_velocity",
+        "_next_position", "_next_time_builder__locals___next_time",
+    ),
+    "env": (
+        "_pre_step", "_contact_check", "_post_step", "_reset_worlds", "_observe",
+        "reset_data__locals__reset_xfrc_applied", "reset_data__locals__reset_M",
+        "reset_data__locals__reset_mocap", "reset_data__locals__reset_contact",
+        "reset_data__locals__reset_sleep", "reset_data__locals__reset_nworld",
+    ),
+}
+for _stage, _keys in _TABLE.items():
+    for _key in _keys:
+        assert _key not in KERNEL_STAGES, f"{_key} listed twice"
+        KERNEL_STAGES[_key] = _stage
+
+#: fallback by the module a kernel is defined in (kernels not in KERNEL_STAGES)
+MODULE_STAGES: dict[str, str] = {
+    "mujoco_warp._src.collision_primitive": "narrowphase",
+    "mujoco_warp._src.collision_convex": "narrowphase",
+    "mujoco_warp._src.collision_gjk": "narrowphase",
+    "mujoco_warp._src.collision_sdf": "narrowphase",
+    "mujoco_warp._src.collision_flex": "narrowphase",
+    "mujoco_warp._src.constraint": "constraint build",
+    "mujoco_warp._src.solver": "constraint solve",
+    "mujoco_warp._src.passive": "forces",
+    "mujoco_warp._src.io": "env",
+    "fightlab.envs.stance": "env",
+}
+
+#: more than this share of kernel time in "other" fails a GPU run (the table has a gap)
+OTHER_LIMIT = 0.02
+
+#: default CUDA activity filter: kernels (warp's own and built-in ones such as sorts)
+def _default_filter() -> int:
+    import warp as wp
+
+    return int(wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN)
+
+
+_CUDA_NAME = re.compile(r"^(?:forward kernel|backward kernel|builtin kernel)\s+")
+_HASH = re.compile(r"_[0-9a-f]{8}$")
+
+
+def stage_slug(stage: str) -> str:
+    """Column-name form of a stage: "mass-matrix factor" -> "mass_matrix_factor"."""
+    return re.sub(r"[^a-z0-9]+", "_", stage.lower()).strip("_")
+
+
+def kernel_key(name: str) -> str:
+    """Warp kernel key of a timing record name: strips warp's "forward kernel " prefix and the
+    8-hex-digit module hash suffix ("forward kernel _cinert_1a2b3c4d" -> "_cinert")."""
+    return _HASH.sub("", _CUDA_NAME.sub("", name))
+
+
+def stage_of(key: str, module: str | None = None) -> str:
+    """Stage of kernel ``key``: ``KERNEL_STAGES``, else ``MODULE_STAGES[module]``, else "other"."""
+    key = kernel_key(key)
+    if key in KERNEL_STAGES:
+        return KERNEL_STAGES[key]
+    if module and module in MODULE_STAGES:
+        return MODULE_STAGES[module]
+    return "other"
+
+
+# ----------------------------------------------------------------------------------------------
+# aggregation (pure: unit-tested with synthetic records)
+
+
+@dataclass
+class Record:
+    """One timed launch: ``name`` as warp reports it, ``elapsed`` in ms (like wp.TimingResult)."""
+
+    name: str
+    elapsed: float
+
+
+def aggregate(records: Iterable[Any], nstep: int, modules: dict[str, str] | None = None,
+              launches: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Group timing records by kernel and by stage, per step.
+
+    Args:
+        records: objects with ``.name`` (warp's activity name or a kernel key) and ``.elapsed``
+            (ms), e.g. ``wp.timing_end()``'s list; may be empty (then only ``launches`` count).
+        nstep: steps the records cover (int >= 1).
+        modules: kernel key -> defining module (for ``MODULE_STAGES``).
+        launches: kernel key -> launches over the nstep steps recorded on the host; used where
+            there are no timing records (the CPU) and for kernels without records.
+
+    Returns:
+        (by_kernel, by_stage). by_kernel: one row per kernel, sorted by time then launches:
+        kernel, module, stage, launches_per_step, ms_per_step (NaN when untimed), share (of all
+        kernel time). by_stage: one row per stage of ``STAGES`` in order: stage,
+        launches_per_step, ms_per_step, share.
+    """
+    if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
+        raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
+    modules = modules or {}
+    ms: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for r in records:
+        key = kernel_key(r.name)
+        ms[key] = ms.get(key, 0.0) + float(r.elapsed)
+        count[key] = count.get(key, 0) + 1
+    timed = bool(ms)
+    for key, n in (launches or {}).items():
+        if key not in count:
+            count[key] = n
+    rows = []
+    for key, n in count.items():
+        rows.append(dict(kernel=key, module=modules.get(key, ""), stage=stage_of(key, modules.get(key)),
+                         launches_per_step=n / nstep,
+                         ms_per_step=(ms.get(key, 0.0) / nstep) if timed else math.nan))
+    by_kernel = pd.DataFrame(rows, columns=["kernel", "module", "stage", "launches_per_step", "ms_per_step"])
+    total = by_kernel["ms_per_step"].sum() if timed else math.nan
+    by_kernel["share"] = by_kernel["ms_per_step"] / total if timed and total > 0 else math.nan
+    by_kernel = by_kernel.sort_values(["ms_per_step", "launches_per_step", "kernel"],
+                                      ascending=[False, False, True], na_position="last")
+    by_kernel = by_kernel.reset_index(drop=True)
+    g = by_kernel.groupby("stage")
+    by_stage = pd.DataFrame({
+        "stage": list(STAGES),
+        "launches_per_step": [float(g["launches_per_step"].sum().get(s, 0.0)) for s in STAGES],
+        "ms_per_step": [float(g["ms_per_step"].sum().get(s, 0.0)) if timed else math.nan for s in STAGES],
+    })
+    by_stage["share"] = by_stage["ms_per_step"] / total if timed and total > 0 else math.nan
+    return by_kernel, by_stage
+
+
+def check_other(by_stage: pd.DataFrame, by_kernel: pd.DataFrame | None = None,
+                limit: float = OTHER_LIMIT) -> list[str]:
+    """Failures of the name->stage table: "other" holding more than ``limit`` of kernel time.
+
+    Returns a list of messages (empty: fine; also empty when untimed, e.g. on the CPU). Each
+    message gives the share and, with ``by_kernel``, the kernels that fell to "other" (add them to
+    ``KERNEL_STAGES``).
+    """
+    row = by_stage.set_index("stage").loc["other"]
+    share = float(row["share"])
+    if math.isnan(share) or share <= limit:
+        return []
+    names = ""
+    if by_kernel is not None:
+        oth = by_kernel[by_kernel["stage"] == "other"].head(10)
+        names = "; kernels: " + ", ".join(f"{k} ({s:.1%})" for k, s in zip(oth["kernel"], oth["share"]))
+    return [f"other: {share:.1%} of kernel time > {limit:.0%} (the stage table misses kernels){names}"]
+
+
+def unmapped(keys: Iterable[str], modules: dict[str, str] | None = None) -> list[str]:
+    """The kernel keys that ``stage_of`` puts in "other" (what a complete table must not have)."""
+    modules = modules or {}
+    return sorted({k for k in keys if stage_of(k, modules.get(k)) == "other"})
+
+
+# ----------------------------------------------------------------------------------------------
+# launch recording (host side, any device)
+
+
+def _dim_size(dim) -> int:
+    if dim is None:
+        return 1
+    if isinstance(dim, int):
+        return dim
+    return int(np.prod([int(x) for x in dim]))
+
+
+class LaunchRecorder:
+    """Context manager recording every ``wp.launch`` / ``wp.launch_tiled`` (kernel objects).
+
+    Wraps ``warp.launch`` and warp's internal ``launch`` (which ``launch_tiled`` calls) for the
+    duration of the block; launches of size 0 (which warp skips) are not counted.
+
+    Attributes:
+        kernels: key -> warp Kernel; modules: key -> defining module; launches: key -> count.
+    """
+
+    def __init__(self):
+        self.kernels: dict[str, Any] = {}
+        self.modules: dict[str, str] = {}
+        self.launches: dict[str, int] = {}
+
+    def __enter__(self) -> "LaunchRecorder":
+        import warp as wp
+        import warp._src.context as ctx
+
+        self._wp, self._ctx = wp, ctx
+        self._orig_wp, self._orig_ctx = wp.launch, ctx.launch
+        orig = self._orig_ctx
+
+        def launch(kernel, dim=None, *args, **kwargs):
+            if _dim_size(dim) > 0:
+                key = kernel.key
+                self.kernels[key] = kernel
+                self.modules[key] = getattr(getattr(kernel, "func", None), "__module__", "") or ""
+                self.launches[key] = self.launches.get(key, 0) + 1
+            return orig(kernel, dim, *args, **kwargs)
+
+        wp.launch = launch
+        ctx.launch = launch
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._wp.launch = self._orig_wp
+        self._ctx.launch = self._orig_ctx
+
+    def mangled(self) -> dict[str, str]:
+        """CUDA kernel base name (key + hash, as in timing records) -> key, for loaded kernels."""
+        out = {}
+        for key, k in self.kernels.items():
+            try:
+                out[k.get_mangled_name()] = key
+            except Exception:  # noqa: BLE001 - no hash yet: kernel_key's regex handles the name
+                pass
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# NVTX
+
+
+class _NoRange:
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_RANGE = _NoRange()
+_nvtx: Any = None      # the nvtx module once imported; False when absent
+NVTX_DOMAIN = "fightlab"
+#: the env/trainer stage ranges: physics (StanceEnv pre-step + substeps), observation/reward
+#: (post-step + observe), reset (masked reset), policy (actor-critic forward in the rollout),
+#: update (GAE + PPO update + normaliser)
+NVTX_RANGES = ("physics", "observation/reward", "reset", "policy", "update")
+_COLORS = {"physics": "blue", "observation/reward": "green", "reset": "red", "policy": "purple",
+           "update": "orange"}
+
+
+def _nvtx_module():
+    global _nvtx
+    if _nvtx is None:
+        try:
+            import nvtx as mod
+        except ImportError:
+            mod = False
+        _nvtx = mod
+    return _nvtx
+
+
+class _Range:
+    __slots__ = ("name", "mod")
+
+    def __init__(self, name, mod):
+        self.name, self.mod = name, mod
+
+    def __enter__(self):
+        self.mod.push_range(message=self.name, color=_COLORS.get(self.name, "grey"), domain=NVTX_DOMAIN)
+        return self
+
+    def __exit__(self, *exc):
+        self.mod.pop_range(domain=NVTX_DOMAIN)
+        return False
+
+
+def nvtx_range(name: str):
+    """An NVTX range ``name`` in domain "fightlab" for Nsight Systems (``nsys profile``).
+
+    Use as ``with nvtx_range("physics"): ...``. Without the ``nvtx`` package it is a shared
+    no-op context manager. Ranges are host-side markers: inside a captured graph they appear
+    once, at capture, not at each replay (profile with ``--no-graph`` to see per-step ranges).
+    """
+    mod = _nvtx_module()
+    return _Range(name, mod) if mod else _NO_RANGE
+
+
+# ----------------------------------------------------------------------------------------------
+# the measurement
+
+
+@dataclass
+class ProfileResult:
+    """Per-kernel timing of ``nstep`` uncaptured steps of one body (see ``profile``).
+
+    ``*_ms_per_step`` are per profiled step: a physics step (``what="physics"``) or an env step
+    (``what="env"``: ``substeps`` physics steps plus the env kernels).
+    """
+
+    body: str
+    nworld: int
+    nstep: int
+    device: str
+    what: str
+    timed: bool
+    message: str
+    by_kernel: pd.DataFrame
+    by_stage: pd.DataFrame
+    launches_per_step: float
+    kernel_ms_per_step: float
+    graph_ms_per_step: float
+    uncaptured_ms_per_step: float
+    physics_per_step: int
+    params: dict = field(default_factory=dict)
+
+    @property
+    def launch_overhead_ms_per_step(self) -> float:
+        return self.graph_ms_per_step - self.kernel_ms_per_step
+
+    @property
+    def physics_steps_per_s(self) -> float:
+        """World physics steps per second of the captured step (nworld x steps / time)."""
+        if not self.graph_ms_per_step > 0:
+            return math.nan
+        return self.nworld * self.physics_per_step / (self.graph_ms_per_step * 1e-3)
+
+    @property
+    def failures(self) -> list[str]:
+        return check_other(self.by_stage, self.by_kernel)
+
+    def top_kernels(self, n: int = 15) -> pd.DataFrame:
+        return self.by_kernel.head(n)
+
+    def summary(self) -> str:
+        head = f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} steps"
+        if not self.timed:
+            return f"{head}: {self.message}"
+        return (f"{head}: kernels {self.kernel_ms_per_step:.3f} ms/step, graph "
+                f"{self.graph_ms_per_step:.3f} ms/step, {self.launches_per_step:.0f} launches/step")
+
+
+def _cuda(device: str) -> bool:
+    return str(device).startswith("cuda")
+
+
+def _factor_path(launches: dict[str, int]) -> str:
+    """Which mass-matrix factor ran: "sparse" (per-level LDLᵀ), "dense" (tile Cholesky), both."""
+    sparse = "_qLD_acc" + _K in launches
+    dense = any("tile_cholesky" in k for k in launches)
+    return "sparse+dense" if sparse and dense else "sparse" if sparse else "dense" if dense else "none"
+
+
+def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
+            what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
+            cuda_filter: int | None = None, repeats: int = 20) -> ProfileResult:
+    """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
+
+    Args:
+        body: "muscular-fast" or "simple".
+        nworld: worlds (int > 0).
+        nstep: profiled steps (int >= 1).
+        device: "cpu", "cuda", "cuda:N"; None: cuda:0 when present, else cpu.
+        what: "physics" (``mujoco_warp.step``) or "env" (``StanceEnv`` step: pre-step, substeps
+            with contact checks, post-step, reset, observation).
+        seed: env seed; settle_steps: env steps with random actions before profiling.
+        graph: also time the step captured as a graph (``graph_ms_per_step``; NaN without).
+        cuda_filter: warp CUDA activity filter; default kernels + built-in kernels.
+        repeats: timed graph replays (median).
+
+    Returns:
+        ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
+        ``message`` says why (launch counts and kernel names are still there).
+    """
+    import torch
+    import warp as wp
+
+    import mujoco_warp as mjw
+    from fightlab import timing
+    from fightlab.cli import _default_device
+    from fightlab.config import validate_device
+    from fightlab.envs.stance import StanceEnv
+    from fightlab.sim import physics
+
+    if what not in ("physics", "env"):
+        raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
+    if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
+        raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
+    device = validate_device(device or _default_device())
+    cuda = _cuda(device)
+
+    env = StanceEnv(body, nworld, device, seed=seed, graph=False)
+    env.warmup()
+    env.reset(stagger=True)
+    gen = torch.Generator(device=env.action.device).manual_seed(seed)
+    with physics.shared_stream(device):
+        for _ in range(settle_steps):
+            env.step(torch.rand(env.action.shape, generator=gen, device=env.action.device) * 2 - 1)
+
+    if what == "physics":
+        m, d = env.m, env.d
+        step = lambda: mjw.step(m, d)  # noqa: E731
+        physics_per_step = 1
+    else:
+        step = env._step_device
+        physics_per_step = env._substeps
+
+    records: list = []
+    with wp.ScopedDevice(device), physics.shared_stream(device):
+        step()                                       # everything compiled and loaded
+        wp.synchronize_device(device)
+        with LaunchRecorder() as rec, nvtx_range("physics" if what == "physics" else "env"):
+            if cuda:
+                wp.timing_begin(cuda_filter=cuda_filter if cuda_filter is not None else _default_filter())
+            try:
+                for _ in range(nstep):
+                    step()
+            finally:
+                if cuda:
+                    records = wp.timing_end()
+        wp.synchronize_device(device)
+
+        uncaptured = timing.measure(step, device=device, warmup=1, repeats=max(3, min(repeats, nstep)))
+        graph_ms = math.nan
+        if graph:
+            sg = physics.StepGraph(step, device)
+            sg.capture()
+            graph_ms = timing.measure(sg, device=device, warmup=2, repeats=repeats).median_s * 1e3
+
+    mangled = rec.mangled()
+    records = [Record(mangled.get(_CUDA_NAME.sub("", r.name), kernel_key(r.name)), r.elapsed) for r in records]
+    by_kernel, by_stage = aggregate(records, nstep, rec.modules, rec.launches)
+    timed = bool(records)
+    if timed:
+        message = f"{len(records)} kernel records over {nstep} steps"
+    elif cuda:
+        message = "warp returned no CUDA timing records (is another profiler holding CUPTI?)"
+    else:
+        message = (f"no kernel timing on {device}: warp's activity timing (wp.timing_begin) records "
+                   "CUDA work only; kernel names and launch counts come from recording wp.launch, "
+                   "step times from the host clock")
+    params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
+                  iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
+                  nconmax=env.slots.nconmax, njmax=env.slots.njmax,
+                  factor_path=_factor_path(rec.launches),
+                  settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin")
+    return ProfileResult(
+        body=body, nworld=nworld, nstep=nstep, device=device, what=what, timed=timed, message=message,
+        by_kernel=by_kernel, by_stage=by_stage,
+        launches_per_step=float(sum(rec.launches.values())) / nstep,
+        kernel_ms_per_step=float(by_kernel["ms_per_step"].sum()) if timed else math.nan,
+        graph_ms_per_step=graph_ms, uncaptured_ms_per_step=uncaptured.median_s * 1e3,
+        physics_per_step=physics_per_step, params=params,
+    )
+
+
+def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu") -> pd.DataFrame:
+    """The kernels launched by one step of ``body`` (no timing): kernel, module, stage, launches.
+
+    ``what="env"`` covers a whole env step (its substeps of physics included). Cheap on the CPU.
+    """
+    res = profile(body, nworld=nworld, nstep=1, device=device, what=what, settle_steps=1,
+                  graph=False, repeats=3)
+    return res.by_kernel[["kernel", "module", "stage", "launches_per_step"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# result rows (data/results/profile.csv)
+
+
+def row_metrics() -> tuple[str, ...]:
+    """The metric columns of the "profile" experiment, in order (``fightlab.results``)."""
+    return (
+        ("nstep", "launches_per_step", "kernel_ms_per_step", "graph_ms_per_step",
+         "uncaptured_ms_per_step", "launch_overhead_ms_per_step", "physics_steps_per_s")
+        + tuple(f"{stage_slug(s)}_ms_per_step" for s in STAGES)
+        + tuple(f"{stage_slug(s)}_launches_per_step" for s in STAGES)
+        + ("mass_matrix_factor_share", "other_share")
+    )
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def result_row(res: ProfileResult) -> dict:
+    """A full "profile" row: metadata (``results.run_metadata``) + ``row_metrics()`` columns."""
+    from fightlab import results
+
+    st = res.by_stage.set_index("stage")
+    row = results.run_metadata(body=res.body, nworld=res.nworld, seed=0, params=res.params, device=res.device)
+    row.update(
+        nstep=res.nstep, launches_per_step=res.launches_per_step,
+        kernel_ms_per_step=_num(res.kernel_ms_per_step), graph_ms_per_step=_num(res.graph_ms_per_step),
+        uncaptured_ms_per_step=_num(res.uncaptured_ms_per_step),
+        launch_overhead_ms_per_step=_num(res.launch_overhead_ms_per_step),
+        physics_steps_per_s=_num(res.physics_steps_per_s),
+    )
+    for s in STAGES:
+        row[f"{stage_slug(s)}_ms_per_step"] = _num(st.loc[s, "ms_per_step"])
+        row[f"{stage_slug(s)}_launches_per_step"] = float(st.loc[s, "launches_per_step"])
+    row["mass_matrix_factor_share"] = _num(st.loc["mass-matrix factor", "share"])
+    row["other_share"] = _num(st.loc["other", "share"])
+    return row
+
+
+def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest row per (body, nworld, gpu) of a profile table, sorted by body and nworld."""
+    if df.empty:
+        return df
+    df = df.sort_values("time").groupby(["body", "nworld", "gpu"], as_index=False).tail(1)
+    return df.sort_values(["body", "nworld"]).reset_index(drop=True)
+
+
+def factor_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Mass-matrix factor per row: path (sparse/dense), launches and ms per step, share."""
+    import json
+
+    out = df[["body", "nworld", "gpu"]].copy()
+    out["factor_path"] = [json.loads(p).get("factor_path", "") for p in df["params"]]
+    out["factor_launches_per_step"] = df["mass_matrix_factor_launches_per_step"].values
+    out["factor_ms_per_step"] = df["mass_matrix_factor_ms_per_step"].values
+    out["factor_share"] = df["mass_matrix_factor_share"].values
+    out["kernel_ms_per_step"] = df["kernel_ms_per_step"].values
+    return out.reset_index(drop=True)
+
+
+def plot_stages(df: pd.DataFrame, title: str = ""):
+    """Stage chart from profile rows: kernel ms per physics step (stacked by stage) and launches
+    per physics step (stacked by stage), one bar per (body, nworld). Untimed (CPU) rows leave the
+    time panel empty with a note. Returns a matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    from fightlab import plots
+
+    labels = [f"{b} ×{n}" for b, n in zip(df["body"], df["nworld"])]
+    y = np.arange(len(df))
+    with plots.use_style():
+        fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.6 * max(1, len(df))), sharey=True)
+        colors = plt.get_cmap("tab20").colors
+        for ax, kind, xlabel in ((axes[0], "ms", "kernel time per physics step [ms]"),
+                                 (axes[1], "launches", "kernel launches per physics step [count]")):
+            left = np.zeros(len(df))
+            for i, s in enumerate(STAGES):
+                v = df[f"{stage_slug(s)}_{kind}_per_step"].to_numpy(dtype=float)
+                v = np.nan_to_num(v)
+                ax.barh(y, v, left=left, color=colors[i % len(colors)], label=s, height=0.6)
+                left += v
+            plots.label(ax, x=xlabel)
+            ax.grid(axis="y", visible=False)
+        if not np.isfinite(df["kernel_ms_per_step"].to_numpy(dtype=float)).any():
+            axes[0].text(0.5, 0.5, "no kernel timing\n(CPU run)", transform=axes[0].transAxes,
+                         ha="center", va="center", color="0.4")
+        axes[0].set_yticks(y, labels)
+        axes[0].invert_yaxis()
+        axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+    return fig
+
+
+__all__ = [
+    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "NVTX_RANGES", "OTHER_LIMIT", "ProfileResult",
+    "Record", "STAGES", "STAGE_DOC", "aggregate", "check_other", "factor_table", "kernel_key",
+    "kernel_names", "latest_rows", "nvtx_range", "plot_stages", "profile", "result_row", "row_metrics",
+    "stage_of", "stage_slug", "unmapped",
+]
