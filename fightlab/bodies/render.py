@@ -125,7 +125,12 @@ def render_stance(body: str, width: int = 480, height: int = 640, azimuth: float
     data = _stance_data(model)
     renderer = mujoco.Renderer(model, height=height, width=width)
     try:
-        renderer.update_scene(data, camera=_camera(model, data, azimuth, elevation, distance))
+        # show every geom group: the muscular body's bones are visual-only geoms in group 3,
+        # which MuJoCo hides by default
+        opt = mujoco.MjvOption()
+        opt.geomgroup[:] = 1
+        renderer.update_scene(data, camera=_camera(model, data, azimuth, elevation, distance),
+                              scene_option=opt)
         return renderer.render().copy()
     finally:
         renderer.close()
