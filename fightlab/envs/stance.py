@@ -45,6 +45,19 @@ _CONTACT_BITS = int(physics.OverflowType.NARROWPHASE | physics.OverflowType.BROA
 _NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
 
 
+@wp.func
+def _rhythm_phase(step: int, dt: float, rhythm_hz: float) -> float:
+  """Phase in [0, 1) of the rhythm at env step `step` of the episode."""
+  t = float(step) * dt
+  return t * rhythm_hz - wp.floor(t * rhythm_hz)
+
+
+@wp.func
+def _table_row(phase: float, nphase: int) -> int:
+  """Row of the stacked reference table for `phase` (the one gather per step)."""
+  return wp.min(int(phase * float(nphase)), nphase - 1)
+
+
 @wp.kernel
 def _pre_step(
   # Model:
@@ -85,10 +98,8 @@ def _pre_step(
   amp = amp + wp.clamp(target - amp, -rate, rate)
   amp_out[worldid] = amp
 
-  t = float(step_count_in[worldid]) * dt
-  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
-  nphase = table.shape[0]
-  row = wp.min(int(phase * float(nphase)), nphase - 1)
+  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
+  row = _table_row(phase, table.shape[0])
   nu = ctrl_stance.shape[0]
   for i in range(nu):
     a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
@@ -216,10 +227,8 @@ def _post_step(
 
   steps = step_count_out[worldid] + 1
   amp = amp_in[worldid]
-  t = float(steps - 1) * dt
-  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
-  nphase = table.shape[0]
-  row = wp.min(int(phase * float(nphase)), nphase - 1)
+  phase = _rhythm_phase(steps - 1, dt, rhythm_hz)
+  row = _table_row(phase, table.shape[0])
 
   reward = float(0.0)
   dz = float(0.0)
@@ -374,10 +383,8 @@ def _observe(
   q = wp.normalize(q)
   g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
   v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
-  t = float(step_count_in[worldid]) * dt
-  phase = t * rhythm_hz - wp.floor(t * rhythm_hz)
-  nphase = table.shape[0]
-  row = wp.min(int(phase * float(nphase)), nphase - 1)
+  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
+  row = _table_row(phase, table.shape[0])
   amp = amp_in[worldid]
   obs_out[worldid, 0] = g[0]
   obs_out[worldid, 1] = g[1]
