@@ -16,16 +16,14 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 
 def _default_device() -> str:
+    """cuda:0 when warp sees a GPU, else cpu."""
     try:
-        import warp as wp
+        from fightlab.config import init_warp
 
-        wp.config.quiet = True
-        wp.init()
-        return "cuda:0" if wp.get_cuda_device_count() > 0 else "cpu"
+        return "cuda:0" if init_warp().get_cuda_device_count() > 0 else "cpu"
     except Exception:
         return "cpu"
 
@@ -33,113 +31,138 @@ def _default_device() -> str:
 def _parser() -> argparse.ArgumentParser:
     from fightlab.config import BODY_NAMES
 
-    p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0])
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0],
+                                formatter_class=fmt)
     sub = p.add_subparsers(dest="cmd", required=True)
+    bodies = ", ".join(BODY_NAMES)
 
-    t = sub.add_parser("train", help="train PPO on the stance task")
-    t.add_argument("--body", default="simple", help=f"one of: {', '.join(BODY_NAMES)}")
-    t.add_argument("--nworld", default="1024", help="parallel worlds (positive integer)")
-    t.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-iterations", type=int, default=1500)
-    t.add_argument("--run-dir", default=None, help="default runs/train/<body>-<nworld>-s<seed>")
+    t = sub.add_parser("train", help="train PPO on the stance task", formatter_class=fmt,
+                       description="Train from scratch, or continue a run with --resume CHECKPOINT "
+                       "(then body, nworld, seed and the config come from the checkpoint, the run "
+                       "stays in the checkpoint's folder, and --body/--nworld/--seed/--set are refused).")
+    t.add_argument("--body", default=None, help=f"one of: {bodies} (default simple)")
+    t.add_argument("--nworld", default=None, help="parallel worlds, a positive integer (default 1024)")
+    t.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
+    t.add_argument("--seed", type=int, default=None, help="torch and env seed (default 0)")
+    t.add_argument("--max-iterations", type=int, default=None,
+                   help="stop unsolved after this many iterations (default 1500, or the checkpoint's)")
+    t.add_argument("--run-dir", default=None,
+                   help="default runs/train/<body>-<nworld>-s<seed>, or the checkpoint's folder")
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
     t.add_argument("--segment-s", type=float, default=None,
                    help="stop (with a checkpoint) after this many seconds; continue with --resume")
-    t.add_argument("--checkpoint-every", type=int, default=50)
+    t.add_argument("--checkpoint-every", type=int, default=50, help="iterations between checkpoints (0: only at the end)")
     t.add_argument("--no-graph", action="store_true", help="do not capture the env step as a graph")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field, e.g. --set ppo.learning_rate=3e-4 --set env.push_impulse_ns=[20,40]")
+                   help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
+                        "--set env.push_impulse_ns=[20,40]")
     t.add_argument("--publish", action="store_true",
-                   help="append the result row to data/results/train.csv and the curve to data/curves/")
-    t.add_argument("--no-progress", action="store_true")
+                   help="GPU only: append the result row to data/results/train.csv and the curve to data/curves/")
+    t.add_argument("--no-progress", action="store_true", help="no tqdm bar; a log line every 25 iterations")
 
-    e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length")
+    e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length",
+                       formatter_class=fmt)
     e.add_argument("checkpoint", nargs="?", default=None,
                    help="checkpoint to re-run (omit with --zero-action --body B)")
-    e.add_argument("--body", default=None, help="body for --zero-action without a checkpoint")
-    e.add_argument("--seed", type=int, default=1)
-    e.add_argument("--publish", action="store_true", help="append the row to data/results/evaluate.csv")
-    e.add_argument("--nworld", default="256")
-    e.add_argument("--device", default=None)
-    e.add_argument("--episodes", type=float, default=1.0, help="episodes per world")
+    e.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {bodies}")
+    e.add_argument("--seed", type=int, default=1, help="env seed of the fresh worlds")
+    e.add_argument("--publish", action="store_true", help="GPU only: append the row to data/results/evaluate.csv")
+    e.add_argument("--nworld", default="256", help="parallel worlds")
+    e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
+    e.add_argument("--episodes", type=float, default=1.0, help="episodes (10 s each) per world, >= 1")
     e.add_argument("--timestep", type=float, default=None, help="physics timestep override, s (e.g. 0.002)")
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
-    e.add_argument("--amplitude", type=float, default=1.0)
+    e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
 
-    r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/")
+    r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
     r.add_argument("--size", choices=("smoke", "full"), default=None,
-                   help="smoke (CPU-sized, default without a GPU) or full (default with a GPU)")
-    r.add_argument("--publish", action="store_true", help="let the notebooks write data/ and figures/")
-    r.add_argument("--device", default=None)
+                   help="smoke (CPU-sized) or full (the measurement); default: full on a GPU, smoke on a CPU")
+    r.add_argument("--publish", action="store_true",
+                   help="let the notebooks write data/ and figures/ (GPU only, except 01's rendering)")
+    r.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
 
-    d = sub.add_parser("describe", help="print a body's facts")
-    d.add_argument("body")
+    d = sub.add_parser("describe", help="print a body's facts", formatter_class=fmt)
+    d.add_argument("body", help=f"one of: {bodies}")
 
-    pr = sub.add_parser("profile", help="per-kernel GPU timing of physics (or env) steps, by stage")
-    pr.add_argument("--body", default="muscular-fast")
-    pr.add_argument("--nworld", default="1024")
-    pr.add_argument("--nstep", type=int, default=20)
+    pr = sub.add_parser("profile", help="per-kernel GPU timing of physics (or env) steps, by stage",
+                        formatter_class=fmt)
+    pr.add_argument("--body", default="muscular-fast", help=f"one of: {bodies}")
+    pr.add_argument("--nworld", default="1024", help="parallel worlds")
+    pr.add_argument("--nstep", type=int, default=20, help="profiled steps")
     pr.add_argument("--what", choices=("physics", "env"), default="physics")
-    pr.add_argument("--device", default=None)
+    pr.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     pr.add_argument("--top", type=int, default=12, help="kernels to list")
 
-    sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over")
+    sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over",
+                        formatter_class=fmt)
     sl.add_argument("--body", action="append", default=None, help="body (repeatable; default both)")
-    sl.add_argument("--nworld", default="4096")
-    sl.add_argument("--seconds", type=float, default=3.0)
-    sl.add_argument("--device", default=None)
+    sl.add_argument("--nworld", default="4096", help="pushed-over worlds per body")
+    sl.add_argument("--seconds", type=float, default=3.0, help="simulated seconds after the push")
+    sl.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     sl.add_argument("--limp", action="store_true", help="servos off while falling (bodies lie flatter)")
-    sl.add_argument("--publish", action="store_true", help="append rows to data/results/slots.csv")
+    sl.add_argument("--publish", action="store_true", help="GPU only: append rows to data/results/slots.csv")
     return p
 
 
 def _apply_overrides(cfg, items: list[str]):
-    """Apply KEY=VALUE overrides (VALUE parsed as JSON, else a string) to a TrainConfig."""
-    from fightlab.config import ConfigError, EnvConfig, PPOConfig
+    """Apply KEY=VALUE overrides to a TrainConfig, each parsed into its field's type
+    (config.coerce_field); ConfigError names a bad key or value."""
+    from fightlab.config import ConfigError, EnvConfig, PPOConfig, TrainConfig, coerce_field
 
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
-        try:
-            val = json.loads(raw)
-        except json.JSONDecodeError:
-            val = raw
-        if isinstance(val, list):
-            val = tuple(val)
         parts = key.split(".")
         if len(parts) == 2 and parts[0] in ("env", "ppo"):
+            cls = EnvConfig if parts[0] == "env" else PPOConfig
+            val = coerce_field(cls, parts[1], raw)
             sub = getattr(cfg, parts[0])
-            names = [f.name for f in dataclasses.fields(EnvConfig if parts[0] == "env" else PPOConfig)]
-            if parts[1] not in names:
-                raise ConfigError(f"unknown field {key!r}; {parts[0]} fields: {', '.join(names)}")
             cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})
+        elif len(parts) == 1 and parts[0] not in ("env", "ppo"):
+            cfg = dataclasses.replace(cfg, **{key: coerce_field(TrainConfig, key, raw)})
         else:
-            names = [f.name for f in dataclasses.fields(cfg) if f.name not in ("env", "ppo")]
-            if key not in names:
-                raise ConfigError(f"unknown field {key!r}; fields: {', '.join(names)}, env.*, ppo.*")
-            cfg = dataclasses.replace(cfg, **{key: val})
+            raise ConfigError(f"unknown field {key!r}; use a TrainConfig field, env.<field> or ppo.<field>")
     return cfg
 
 
 def cmd_train(a) -> int:
-    from fightlab.config import TrainConfig, validate_body, validate_device, validate_nworld
+    from pathlib import Path
 
-    body = validate_body(a.body)
-    nworld = validate_nworld(a.nworld)
-    device = validate_device(a.device or _default_device())
-    run_dir = a.run_dir or f"runs/train/{body}-{nworld}-s{a.seed}"
-    cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=a.seed,
-                      max_iterations=a.max_iterations, run_dir=run_dir, resume=a.resume,
-                      segment_s=a.segment_s, checkpoint_every=a.checkpoint_every,
-                      graph=not a.no_graph)
-    cfg = _apply_overrides(cfg, a.set)
+    from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
+                                 validate_device, validate_nworld)
     from fightlab.rl.runner import Trainer, load_checkpoint
 
+    device = validate_device(a.device or _default_device())
+    check_publish(a.publish, device, "the training row")
     if a.resume:
-        load_checkpoint(a.resume)  # clear error before building anything
+        ck = load_checkpoint(a.resume)  # clear error before building anything
+        saved = from_dict(ck["config"])
+        given = {"--body": (a.body, saved.body), "--nworld": (a.nworld, saved.nworld),
+                 "--seed": (a.seed, saved.seed)}
+        for flag, (val, have) in given.items():
+            if val is not None and str(val) != str(have):
+                raise ConfigError(f"{flag} {val} conflicts with the checkpoint ({have}); a resumed run "
+                                  "keeps its own body, nworld and seed")
+        if a.set:
+            raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
+        cfg = dataclasses.replace(
+            saved, device=device, resume=a.resume, segment_s=a.segment_s,
+            checkpoint_every=a.checkpoint_every, graph=not a.no_graph,
+            run_dir=a.run_dir or str(Path(a.resume).resolve().parent),
+            max_iterations=a.max_iterations if a.max_iterations is not None else saved.max_iterations)
+    else:
+        body = validate_body(a.body or "simple")
+        nworld = validate_nworld(a.nworld if a.nworld is not None else 1024)
+        seed = 0 if a.seed is None else a.seed
+        cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
+                          max_iterations=a.max_iterations if a.max_iterations is not None else 1500,
+                          run_dir=a.run_dir or f"runs/train/{body}-{nworld}-s{seed}",
+                          segment_s=a.segment_s, checkpoint_every=a.checkpoint_every,
+                          graph=not a.no_graph)
+        cfg = _apply_overrides(cfg, a.set)
     trainer = Trainer(cfg, progress=not a.no_progress)
     res = trainer.train()
     from fightlab.rl.report import finish_run
@@ -149,12 +172,20 @@ def cmd_train(a) -> int:
 
 
 def cmd_evaluate(a) -> int:
-    from fightlab.config import ConfigError, validate_body, validate_device, validate_nworld
+    from fightlab.config import (ConfigError, check_publish, validate_body, validate_device,
+                                 validate_nworld)
     from fightlab.rl.report import eval_row
     from fightlab.rl.runner import evaluate, evaluate_zero_action, load_checkpoint
 
     nworld = validate_nworld(a.nworld)
     device = validate_device(a.device or _default_device())
+    check_publish(a.publish, device, "the evaluation row")
+    if not 0.0 <= a.amplitude <= 1.0:
+        raise ConfigError(f"--amplitude must be in [0, 1], got {a.amplitude!r}")
+    if not a.episodes >= 1.0:
+        raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {a.episodes!r}")
+    if a.timestep is not None and not a.timestep > 0:
+        raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
     if a.checkpoint is None:
         if not (a.zero_action and a.body):
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body")
@@ -162,7 +193,10 @@ def cmd_evaluate(a) -> int:
                                    episodes_per_world=a.episodes, amplitude=a.amplitude,
                                    seed=a.seed, timestep=a.timestep)
     else:
-        load_checkpoint(a.checkpoint)
+        ck = load_checkpoint(a.checkpoint)
+        if a.body is not None and a.body != ck["config"].get("body"):
+            raise ConfigError(f"--body {a.body} conflicts with the checkpoint's body "
+                              f"({ck['config'].get('body')})")
         res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
                        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
                        seed=a.seed)
@@ -171,9 +205,10 @@ def cmd_evaluate(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
+    from fightlab.config import validate_device
     from fightlab.reproduce import reproduce
 
-    device = a.device or _default_device()
+    device = validate_device(a.device or _default_device())
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
     return reproduce(only=a.only, size=size, publish=a.publish, device=device)
 
@@ -183,10 +218,16 @@ def cmd_slots(a) -> int:
     from fightlab.config import BODY_NAMES, validate_body, validate_device, validate_nworld
     from fightlab.rl.report import slots_row
 
+    from fightlab.config import ConfigError, check_publish
+
     nworld = validate_nworld(a.nworld)
     device = validate_device(a.device or _default_device())
-    for body in a.body or BODY_NAMES:
-        res = fallen_contacts(validate_body(body), nworld=nworld, seconds=a.seconds,
+    check_publish(a.publish, device, "slot rows")
+    if not a.seconds > 0:
+        raise ConfigError(f"--seconds must be > 0, got {a.seconds!r}")
+    bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
+    for body in bodies:
+        res = fallen_contacts(body, nworld=nworld, seconds=a.seconds,
                               device=device, limp=a.limp)
         slots_row(body, res, device=device, limp=a.limp, publish=a.publish)
     return 0
@@ -210,8 +251,9 @@ def cmd_profile(a) -> int:
 def cmd_describe(a) -> int:
     from fightlab.bodies import build
     from fightlab.bodies.describe import describe
+    from fightlab.config import validate_body
 
-    print(json.dumps(describe(build(a.body)), indent=2))
+    print(json.dumps(describe(build(validate_body(a.body))), indent=2))
     return 0
 
 

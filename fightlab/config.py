@@ -177,6 +177,24 @@ def validate_nworld(nworld) -> int:
     return nworld
 
 
+def init_warp():
+    """Import and initialise warp quietly (no banner, no per-module load lines); returns it."""
+    import warp as wp
+
+    wp.config.quiet = True
+    wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
+    wp.init()
+    return wp
+
+
+def check_publish(publish: bool, device: str, what: str) -> None:
+    """Published rows are GPU measurements: refuse `publish` on the CPU (ConfigError naming it).
+    Renderings (Figure 1) do not go through this check."""
+    if publish and not str(device).startswith("cuda"):
+        raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements; "
+                          f"device {device!r} is not a GPU (drop --publish: the row still goes under runs/)")
+
+
 def validate_device(device) -> str:
     """Return a canonical device string ("cpu" or "cuda:N").
 
@@ -189,9 +207,7 @@ def validate_device(device) -> str:
     if d == "cpu":
         return "cpu"
     if d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
-        import warp as wp
-
-        wp.init()
+        wp = init_warp()
         cuda = [str(x) for x in wp.get_cuda_devices()]
         if not cuda:
             raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
@@ -222,7 +238,14 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
     if not 0 <= lo <= hi:
         raise ConfigError(f"EnvConfig.push_impulse_ns must be (min, max) with 0 <= min <= max, "
                          f"got {cfg.push_impulse_ns!r}")
-    if cfg.n_phase < 4:
+    for name in ("w_alive", "w_pose", "w_bounce", "w_upright", "w_action_rate", "fall_penalty",
+                 "bounce_m", "arm_sway_rad", "init_noise_rad"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            raise ConfigError(f"EnvConfig.{name} must be a number >= 0, got {v!r}")
+    if not 0 < cfg.tilt_fall_deg <= 180:
+        raise ConfigError(f"EnvConfig.tilt_fall_deg must be in (0, 180], got {cfg.tilt_fall_deg!r}")
+    if not isinstance(cfg.n_phase, int) or cfg.n_phase < 4:
         raise ConfigError(f"EnvConfig.n_phase must be >= 4, got {cfg.n_phase!r}")
     return cfg
 
@@ -241,6 +264,22 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         v = getattr(p, name)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"PPOConfig.{name} must be a positive integer, got {v!r}")
+    for name, lo, hi in (("learning_rate", 0.0, 1.0), ("gamma", 0.0, 1.0), ("gae_lambda", 0.0, 1.0),
+                         ("clip_coef", 0.0, 1.0), ("desired_kl", 0.0, 1.0), ("init_std", 0.0, 10.0),
+                         ("max_grad_norm", 0.0, 1e6)):
+        v = getattr(p, name)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo < v <= hi):
+            raise ConfigError(f"PPOConfig.{name} must be a number in ({lo:g}, {hi:g}], got {v!r}")
+    for name in ("vf_coef", "ent_coef"):
+        v = getattr(p, name)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
+    if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
+        raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
+    if not isinstance(cfg.checkpoint_every, int) or cfg.checkpoint_every < 0:
+        raise ConfigError(f"checkpoint_every must be an integer >= 0, got {cfg.checkpoint_every!r}")
+    if cfg.segment_s is not None and not (isinstance(cfg.segment_s, (int, float)) and cfg.segment_s > 0):
+        raise ConfigError(f"segment_s must be a positive number of seconds, got {cfg.segment_s!r}")
     if (nworld * p.num_steps) % p.num_minibatches:
         raise ConfigError(f"nworld × num_steps ({nworld} × {p.num_steps}) must divide into "
                          f"num_minibatches={p.num_minibatches} equal minibatches")
@@ -255,18 +294,84 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, nworld=nworld, device=device)
 
 
+def coerce_field(cls, name: str, raw):
+    """Parse `raw` (a string from the command line, or a JSON-decoded value) into the type of
+    dataclass field `cls.name`, judged from its default. Raises ConfigError naming the field,
+    the value and the expected type."""
+    import json
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if name not in fields:
+        raise ConfigError(f"unknown field {name!r}; {cls.__name__} fields: {', '.join(fields)}")
+    f = fields[name]
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    val = raw
+    if isinstance(raw, str):
+        try:
+            val = json.loads(raw)
+        except json.JSONDecodeError:
+            val = raw
+
+    def bad(expect):
+        return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {raw!r}")
+
+    if isinstance(default, bool):
+        if isinstance(val, bool):
+            return val
+        raise bad("true or false")
+    if isinstance(default, int):
+        if isinstance(val, int) and not isinstance(val, bool):
+            return val
+        raise bad("an integer")
+    if isinstance(default, float) or (default is None and name.endswith("_s")):
+        if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
+            return float(val)
+        if default is None and val is None:
+            return None
+        raise bad("a finite number")
+    if isinstance(default, tuple):
+        if not isinstance(val, (list, tuple)) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in val):
+            raise bad("a list of numbers, e.g. [1, 2]")
+        if name in ("push_interval_s", "push_impulse_ns") and len(val) != 2:
+            raise bad("a pair [min, max]")
+        if all(isinstance(x, int) for x in default):
+            if not all(isinstance(x, int) for x in val):
+                raise bad("a list of integers")
+        return tuple(val)
+    if isinstance(default, str) or default is None:
+        if isinstance(val, str) or val is None:
+            return val
+        raise bad("a string")
+    raise bad(f"a {type(default).__name__}")
+
+
 def to_dict(cfg) -> dict:
     """A JSON-ready dict of a (nested) config dataclass."""
     return dataclasses.asdict(cfg)
 
 
 def from_dict(d: dict) -> TrainConfig:
-    """Rebuild a TrainConfig from `to_dict` output (as stored in checkpoints)."""
+    """Rebuild a TrainConfig from `to_dict` output (as stored in checkpoints).
+
+    Raises ConfigError when a field is unknown (a checkpoint from another fightlab version)."""
     d = dict(d)
-    env = EnvConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.pop("env").items()})
-    ppo = PPOConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.pop("ppo").items()})
-    d["curriculum_stages"] = tuple(d["curriculum_stages"])
-    return TrainConfig(env=env, ppo=ppo, **d)
+
+    def build(cls, items):
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = sorted(set(items) - names)
+        if extra:
+            raise ConfigError(f"stored config has fields {extra} that this fightlab's {cls.__name__} "
+                              "does not know (a checkpoint from another version?)")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in items.items()})
+
+    try:
+        env = build(EnvConfig, d.pop("env"))
+        ppo = build(PPOConfig, d.pop("ppo"))
+        d["curriculum_stages"] = tuple(d["curriculum_stages"])
+        return build(TrainConfig, {**d, "env": env, "ppo": ppo})
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(f"stored config is incomplete or malformed ({type(e).__name__}: {e})") from None
 
 
 def run_path(cfg: TrainConfig) -> Path:

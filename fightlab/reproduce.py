@@ -44,6 +44,13 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     if publish and size == "smoke":
         raise ConfigError("--publish writes the committed data/ and figures/; it needs --size full "
                           "(a smoke run must never overwrite GPU results)")
+    # data/ holds GPU measurements: publishing from the CPU is only for renderings (Figure 1)
+    render_only = {"01"}
+    if publish and not str(device).startswith("cuda"):
+        chosen_now = {o.zfill(2) for o in only} if only else set(notebooks())
+        if not chosen_now <= render_only:
+            raise ConfigError(f"--publish on device {device!r} may only run notebook 01 (a rendering); "
+                              f"the others publish GPU measurements: {', '.join(sorted(chosen_now - render_only))}")
     nbs = notebooks()
     chosen = list(nbs) if not only else [o.zfill(2) for o in only]
     unknown = [c for c in chosen if c not in nbs]

@@ -70,11 +70,13 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 # installed, editable, from this folder? (reads metadata only: never imports fightlab)
 installed_here() {
-  "$PY" - "$ROOT" <<'PYEOF' 2>/dev/null
+  # run from / so that the build's ./fightlab.egg-info does not shadow the installed record
+  (cd / && "$PY" - "$ROOT" <<'PYEOF' 2>/dev/null
 import json, sys, pathlib, importlib.metadata as m
 d = json.loads(m.distribution("fightlab").read_text("direct_url.json") or "{}")
 sys.exit(0 if d.get("url") == pathlib.Path(sys.argv[1]).as_uri() and d.get("dir_info", {}).get("editable") else 1)
 PYEOF
+  )
 }
 
 if [ "${FORCE:-0}" != "1" ] && [ "$want" = "$have" ] && installed_here; then

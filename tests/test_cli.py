@@ -15,7 +15,25 @@ from fightlab.cli import main
     (["train", "--nworld", "1.5"], "nworld must be a positive integer, got '1.5'"),
     (["train", "--nworld", "lots"], "nworld must be a positive integer, got 'lots'"),
     (["train", "--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
-    (["train", "--set", "ppo.nope=1"], "unknown field 'ppo.nope'"),
+    (["train", "--set", "ppo.nope=1"], "unknown field 'nope'"),
+    (["train", "--set", "ppo.learning_rate=abc"], "PPOConfig.learning_rate must be a finite number, got 'abc'"),
+    (["train", "--set", "ppo.learning_rate=-1"], "PPOConfig.learning_rate must be a number in (0, 1], got -1.0"),
+    (["train", "--set", "ppo.adaptive_lr=maybe"], "PPOConfig.adaptive_lr must be true or false, got 'maybe'"),
+    (["train", "--set", "ppo.hidden=abc"], "PPOConfig.hidden must be a list of numbers"),
+    (["train", "--set", "env.push_impulse_ns=[20]"], "EnvConfig.push_impulse_ns must be a pair [min, max]"),
+    (["train", "--set", "seed=abc"], "TrainConfig.seed must be an integer, got 'abc'"),
+    (["train", "--set", "env.timestep=0.003"], "must be a whole multiple of timestep"),
+    (["train", "--checkpoint-every", "-1"], "checkpoint_every must be an integer >= 0"),
+    (["train", "--segment-s", "-5"], "segment_s must be a positive number"),
+    (["train", "--device", "cpu", "--publish"], "device 'cpu' is not a GPU"),
+    (["describe", "boxer"], "unknown body 'boxer'; valid bodies: muscular-fast, simple"),
+    (["evaluate", "--zero-action", "--body", "simple", "--amplitude", "7"], "--amplitude must be in [0, 1], got 7.0"),
+    (["evaluate", "--zero-action", "--body", "simple", "--episodes", "0.1"], "--episodes must be >= 1"),
+    (["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--publish"], "is not a GPU"),
+    (["slots", "--seconds", "-1", "--device", "cpu"], "--seconds must be > 0"),
+    (["slots", "--body", "robot", "--device", "cpu"], "unknown body 'robot'"),
+    (["reproduce", "--only", "06", "--device", "gpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
+    (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "may only run notebook 01"),
     (["evaluate", "missing.pt"], "checkpoint 'missing.pt' does not exist"),
 ])
 def test_cli_errors(args, expect, capsys):
@@ -52,3 +70,58 @@ def test_module_entry_point_reports_errors_without_traceback():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "valid bodies: muscular-fast, simple" in r.stderr and "Traceback" not in r.stderr
+
+
+TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
+        "--set", "ppo.num_minibatches=1", "--set", "ppo.update_epochs=1"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run") / "simple-tiny"
+    assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 0
+    return d
+
+
+def test_resume_stays_in_the_checkpoint_folder_and_refuses_conflicts(tiny_run, capsys):
+    ck = str(tiny_run / "latest.pt")
+    assert main(["train", "--resume", ck, "--body", "muscular-fast", "--device", "cpu"]) == 2
+    assert "--body muscular-fast conflicts with the checkpoint (simple)" in capsys.readouterr().err
+    assert main(["train", "--resume", ck, "--set", "ppo.gamma=0.9", "--device", "cpu"]) == 2
+    assert "--set cannot change a resumed run" in capsys.readouterr().err
+    # finished (max_iterations reached): refused until the limit is raised
+    assert main(["train", "--resume", ck, "--device", "cpu"]) == 2
+    assert "already finished at iteration 1" in capsys.readouterr().err
+    assert main(["train", "--resume", ck, "--max-iterations", "2", "--device", "cpu", "--no-progress"]) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(tiny_run / "rows.csv")
+    assert rows["iteration"].tolist() == [1, 2]  # both segments in the checkpoint's own folder
+
+
+def test_checkpoint_of_the_other_body_is_a_clear_error(tiny_run, capsys, tmp_path):
+    import torch
+
+    ck = torch.load(tiny_run / "latest.pt", weights_only=False)
+    ck["config"]["body"] = "muscular-fast"
+    torch.save(ck, tmp_path / "other.pt")
+    assert main(["evaluate", str(tmp_path / "other.pt"), "--nworld", "2", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit body 'muscular-fast'" in err and "Traceback" not in err
+    ck["config"]["env"]["nonsense"] = 1
+    torch.save(ck, tmp_path / "future.pt")
+    assert main(["evaluate", str(tmp_path / "future.pt"), "--nworld", "2", "--device", "cpu"]) == 2
+    assert "does not know" in capsys.readouterr().err
+
+
+def test_fresh_run_in_an_old_folder_starts_clean(tiny_run, tmp_path):
+    import shutil
+
+    d = tmp_path / "again"
+    shutil.copytree(tiny_run, d, symlinks=True)
+    (d / "ckpt_000099.pt").write_bytes(b"old")
+    assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 0
+    assert not (d / "ckpt_000099.pt").exists()
+    import pandas as pd
+
+    assert len(pd.read_csv(d / "data" / "results" / "train.csv")) == 1

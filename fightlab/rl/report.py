@@ -55,6 +55,9 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
               f"training (amplitude {res['final_amplitude']:.1f}); continue with "
               f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
         return None
+    from fightlab.config import check_publish
+
+    check_publish(publish, trainer.cfg.device, "the training row")
     row = train_row(trainer, res)
     rows_csv = Path(trainer.run_dir) / "rows.csv"
     curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
@@ -109,7 +112,10 @@ def plot_training(curves: dict, title: str = ""):
     return fig
 
 
-def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path) -> None:
+def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, device: str) -> None:
+    from fightlab.config import check_publish
+
+    check_publish(publish, device, f"{experiment} rows")
     results.append_row(experiment, row, local_root)
     if publish:
         results.append_row(experiment, row, REPO_ROOT)
@@ -128,7 +134,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                fall_rate=float(res["fall_rate"]), tracking=float(res["tracking"]),
                mean_episode_s=float(res["mean_episode_s"]),
                overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
-    _publish_row("evaluate", row, publish, local_root)
+    _publish_row("evaluate", row, publish, local_root, device)
     print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
           f"amplitude={res['amplitude']:g} episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
           f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
@@ -146,7 +152,7 @@ def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = Fal
     row.update(seconds=float(res["seconds"]), ncon_max=int(res["ncon_max"]),
                ncon_p99=float(res["ncon_p99"]), nefc_max=int(res["nefc_max"]),
                nefc_p99=float(res["nefc_p99"]), nconmax=int(res["nconmax"]), njmax=int(res["njmax"]))
-    _publish_row("slots", row, publish, local_root)
+    _publish_row("slots", row, publish, local_root, device)
     print(f"SLOTS {body} nworld={row['nworld']} limp={limp}: contacts max {row['ncon_max']} "
           f"(p99 {row['ncon_p99']:.0f}), rows max {row['nefc_max']} (p99 {row['nefc_p99']:.0f}) "
           f"-> nconmax {row['nconmax']}, njmax {row['njmax']}" + (" [published]" if publish else ""),

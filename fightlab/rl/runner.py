@@ -154,7 +154,14 @@ class Trainer:
             # the run continues with its own task/PPO settings; device/limits may change
             cfg = dataclasses.replace(saved, device=cfg.device, max_iterations=cfg.max_iterations,
                                       run_dir=cfg.run_dir, resume=cfg.resume, segment_s=cfg.segment_s,
-                                      checkpoint_every=cfg.checkpoint_every)
+                                      checkpoint_every=cfg.checkpoint_every, graph=cfg.graph)
+            done = resume_ck["curriculum"].get("solved") and saved.stop_when_solved
+            if done or resume_ck["iteration"] >= cfg.max_iterations:
+                from fightlab.config import ConfigError
+
+                raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
+                                  f"{resume_ck['iteration']} ({'solved' if done else 'max_iterations reached'}); "
+                                  "raise --max-iterations to train an unsolved run further")
         self.cfg = cfg = validate_train(cfg)
         self.device = cfg.device
         self.progress = progress
@@ -205,8 +212,16 @@ class Trainer:
 
                 df = pd.read_csv(rows_csv)
                 df[df["iteration"] <= self.iteration].to_csv(rows_csv, index=False)
-        elif rows_csv.exists():
-            rows_csv.unlink()  # a fresh run in an old folder: start its curve afresh
+        else:
+            # a fresh run in an old folder: nothing of an earlier run may mix into this one
+            import shutil
+
+            old = [p for p in (rows_csv, self.run_dir / "latest.pt", self.run_dir / "data")
+                   if p.exists() or p.is_symlink()] + sorted(self.run_dir.glob("ckpt_*.pt"))
+            for p in old:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if old:
+                print(f"fresh run in {self.run_dir}: removed {len(old)} files of an earlier run", flush=True)
 
     def _rollout(self) -> dict:
         cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
@@ -341,7 +356,9 @@ class Trainer:
             self.agent.load_state_dict(ck["agent"])
             self.optimizer.load_state_dict(ck["optimizer"])
         except (RuntimeError, KeyError, ValueError) as e:
-            raise CheckpointError(f"checkpoint does not match this body/config: {e}") from None
+            first = str(e).strip().splitlines()[0][:200]
+            raise CheckpointError(f"checkpoint's policy does not fit body {self.cfg.body!r} "
+                                  f"(obs {self.env.obs_dim}, actions {self.env.nu}): {first}") from None
         self.curriculum.load_state_dict(ck["curriculum"])
         self.iteration = int(ck["iteration"])
         self.elapsed_s = float(ck["elapsed_s"])
@@ -366,7 +383,7 @@ class Trainer:
         compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
         final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets, rows (list).
         """
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # plain text bar: works in terminals and notebooks without ipywidgets
 
         cfg = self.cfg
         self.segment_end = False
@@ -486,7 +503,12 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
         c = from_dict(ck["config"])
         agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
                             obs_min_std=env.obs_min_std).to(torch.device(device))
-        agent.load_state_dict(ck["agent"])
+        try:
+            agent.load_state_dict(ck["agent"])
+        except (RuntimeError, KeyError) as e:
+            first = str(e).strip().splitlines()[0][:200]
+            raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
+                                  f"actions {env.nu}): {first}") from None
         agent.eval()
     with shared_stream(device):
         env.set_amplitude(amplitude, immediate=True)
