@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop (with a checkpoint) after this many seconds; continue with --resume")
     t.add_argument("--checkpoint-every", type=int, default=50, help="iterations between checkpoints (0: only at the end)")
     t.add_argument("--no-graph", action="store_true", help="do not capture the env step as a graph")
+    t.add_argument("--no-tree-factor", action="store_true",
+                   help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
+                        "instead of fightlab's single-launch kernel")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
                         "--set env.push_impulse_ns=[20,40]")
@@ -151,6 +154,7 @@ def cmd_train(a) -> int:
         cfg = dataclasses.replace(
             saved, device=device, resume=a.resume, segment_s=a.segment_s,
             checkpoint_every=a.checkpoint_every, graph=not a.no_graph,
+            tree_factor=saved.tree_factor and not a.no_tree_factor,
             run_dir=a.run_dir or str(Path(a.resume).resolve().parent),
             max_iterations=a.max_iterations if a.max_iterations is not None else saved.max_iterations)
     else:
@@ -161,7 +165,7 @@ def cmd_train(a) -> int:
                           max_iterations=a.max_iterations if a.max_iterations is not None else 1500,
                           run_dir=a.run_dir or f"runs/train/{body}-{nworld}-s{seed}",
                           segment_s=a.segment_s, checkpoint_every=a.checkpoint_every,
-                          graph=not a.no_graph)
+                          graph=not a.no_graph, tree_factor=not a.no_tree_factor)
         cfg = _apply_overrides(cfg, a.set)
     trainer = Trainer(cfg, progress=not a.no_progress)
     res = trainer.train()

@@ -131,7 +131,9 @@ class TrainConfig:
       run_dir: where rows, checkpoints and logs go (runs/ is git-ignored).
       resume: checkpoint path to continue from (same curriculum state).
       stop_when_solved: end the run at the solving iteration.
-      graph: capture the env step as a CUDA graph on GPUs (ignored on the CPU).
+      graph: capture the env step as a graph (CUDA graph, or warp's CPU graph).
+      tree_factor: factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch
+        kernel (fightlab.kernels.factor) instead of MuJoCo Warp's per-level sparse path.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
     """
@@ -151,6 +153,7 @@ class TrainConfig:
     resume: str | None = None
     stop_when_solved: bool = True
     graph: bool = True
+    tree_factor: bool = True
     segment_s: float | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)

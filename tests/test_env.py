@@ -154,3 +154,24 @@ def test_bad_input_errors():
             StanceEnv("simple", nworld=bad)
     with pytest.raises(ValueError, match="amplitude must be in"):
         StanceEnv("simple", nworld=1).set_amplitude(1.5)
+
+
+def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
+    """muscular-fast (one 89-DOF tree) steps through fightlab's single-launch factor by default;
+    the trajectory matches MuJoCo Warp's own sparse factor to float32 rounding over 10 env steps
+    (50 physics steps, no pushes). simple (43 DOF, dense path) has nothing to replace."""
+    from fightlab.kernels.factor import is_tree_factor_enabled
+
+    envs = {on: StanceEnv("muscular-fast", nworld=2, device="cpu", seed=5, cfg=NO_PUSH, tree_factor=on)
+            for on in (True, False)}
+    assert envs[True].tree_factor and is_tree_factor_enabled(envs[True].m)
+    assert not envs[False].tree_factor and not is_tree_factor_enabled(envs[False].m)
+    qpos = {}
+    for on, e in envs.items():
+        e.reset(stagger=False)
+        for _ in range(10):
+            e.step(torch.full((2, e.nu), 0.2))
+        qpos[on] = _qpos(e)
+    dev = np.max(np.abs(qpos[True] - qpos[False]))
+    assert dev < 1e-4, dev
+    assert not StanceEnv("simple", nworld=1, device="cpu", cfg=NO_PUSH).tree_factor

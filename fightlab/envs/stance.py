@@ -423,6 +423,10 @@ class StanceEnv:
       graph: capture the step as a graph (CUDA graph, or warp's CPU graph).
       mjmodel: optional pre-built MjModel (e.g. with a changed timestep); defaults to
         `fightlab.bodies.build(body)`.
+      tree_factor: factor the mass matrix of kinematic trees over 64 DOF (muscular-fast) with
+        fightlab's single-launch kernel (`fightlab.kernels.factor`) instead of MuJoCo Warp's
+        per-level sparse path; same physics to float32 rounding. No effect on smaller trees
+        (`self.tree_factor` says whether it is in use).
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -435,7 +439,7 @@ class StanceEnv:
     def __init__(self, body: str = "simple", nworld: int = 1024, device: str = "cpu",
                  seed: int = 0, cfg: EnvConfig | None = None, nconmax: int | None = None,
                  njmax: int | None = None, graph: bool = True,
-                 mjmodel: mujoco.MjModel | None = None):
+                 mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True):
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
@@ -446,6 +450,9 @@ class StanceEnv:
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
         self.slots = physics.slots_for(body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
+        from fightlab.kernels.factor import use_tree_factor
+
+        self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
         self.nu = self.mjm.nu
         self.obs_dim = 13 + 3 * self.nu
         # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude

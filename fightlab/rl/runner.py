@@ -154,7 +154,8 @@ class Trainer:
             # the run continues with its own task/PPO settings; device/limits may change
             cfg = dataclasses.replace(saved, device=cfg.device, max_iterations=cfg.max_iterations,
                                       run_dir=cfg.run_dir, resume=cfg.resume, segment_s=cfg.segment_s,
-                                      checkpoint_every=cfg.checkpoint_every, graph=cfg.graph)
+                                      checkpoint_every=cfg.checkpoint_every, graph=cfg.graph,
+                                      tree_factor=cfg.tree_factor)
             done = resume_ck["curriculum"].get("solved") and saved.stop_when_solved
             if done or resume_ck["iteration"] >= cfg.max_iterations:
                 from fightlab.config import ConfigError
@@ -167,7 +168,7 @@ class Trainer:
         self.progress = progress
         torch.manual_seed(cfg.seed)
         self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
-                             graph=cfg.graph)
+                             graph=cfg.graph, tree_factor=cfg.tree_factor)
         dev = torch.device(self.device)
         self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=self.env.obs_min_std).to(dev)
@@ -474,7 +475,7 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
     cfg = from_dict(ck["config"])
     env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
     return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
-                     amplitude, seed, graph)
+                     amplitude, seed, graph, cfg.tree_factor)
 
 
 def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
@@ -488,16 +489,17 @@ def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
     if timestep is not None:
         env_cfg = dataclasses.replace(env_cfg, timestep=timestep)
     return _evaluate(body, None, env_cfg, nworld, device, episodes_per_world, True,
-                     amplitude, seed, graph)
+                     amplitude, seed, graph, True)
 
 
-def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed, graph):
+def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
+              graph, tree_factor):
     from fightlab.config import validate_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim.physics import shared_stream
 
     device = validate_device(device)
-    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)
     agent = None
     if ck is not None and not zero_action:
         c = from_dict(ck["config"])
