@@ -172,6 +172,8 @@ def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
         for _ in range(10):
             e.step(torch.full((2, e.nu), 0.2))
         qpos[on] = _qpos(e)
+    envs[True].close()
+    assert not is_tree_factor_enabled(envs[True].m)
     dev = np.max(np.abs(qpos[True] - qpos[False]))
     assert dev < 1e-4, dev
     assert not StanceEnv("simple", nworld=1, device="cpu", cfg=NO_PUSH).tree_factor

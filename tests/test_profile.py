@@ -48,6 +48,15 @@ def test_mass_matrix_factor_paths(env_kernels):
     assert P.stage_of("_update_gradient_cholesky_blocked__locals__kernel") == "constraint solve"
 
 
+def test_tree_factor_replaces_the_per_level_launches():
+    """With fightlab's kernel on (the training default), muscular-fast factors M in one launch per
+    factorization: 2 per physics step (M, and M + h·D in the Euler step), no _qLD_acc."""
+    k = P.kernel_names("muscular-fast", what="env", nworld=2, device="cpu", tree_factor=True)
+    per = dict(zip(k["kernel"], k["launches_per_step"]))
+    assert per["_factor_tree"] == 2 * 5 and "_qLD_acc__locals__kernel" not in per
+    assert P.stage_of("_factor_tree") == "mass-matrix factor"
+
+
 def test_kernel_key_and_stage_of():
     assert P.kernel_key("forward kernel _cinert_0a1b2c3d") == "_cinert"
     assert P.kernel_key("forward kernel _qLD_acc__locals__kernel_deadbeef") == "_qLD_acc__locals__kernel"

@@ -657,6 +657,14 @@ class StanceEnv:
             self._graph()
         return self.obs, self.reward, self.done, {"fall": self.fall, "timeout": self.timeout}
 
+    def close(self) -> None:
+        """Switch the tree factor off for this env's model (it also goes when the env is garbage
+        collected); the env must not be stepped afterwards."""
+        from fightlab.kernels.factor import disable_tree_factor
+
+        disable_tree_factor(self.m)
+        self.tree_factor = False
+
     def read_summary(self, clear: bool = True) -> dict:
         """Read the per-iteration counters (one small device→host copy) and optionally zero them.
 

@@ -421,7 +421,9 @@ def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM) -> bool:
         return False
     schedule = build_schedule(m)
     _install()
-    _REGISTRY[id(m)] = _Entry(weakref.ref(m), schedule, block_dim)
+    # the entry dies with the model: when the last registered model is garbage collected,
+    # the stock function is put back
+    _REGISTRY[id(m)] = _Entry(weakref.ref(m, lambda _r: _uninstall_if_unused()), schedule, block_dim)
     return True
 
 

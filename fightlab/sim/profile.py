@@ -93,6 +93,8 @@ _TABLE: dict[str, tuple[str, ...]] = {
         "_solve_LD_sparse_level" + _K, "_solve_LD_sparse_diag", "_solve_LD_sparse_copy",
         "_tile_cholesky_factorize_solve_block" + _K, "_tile_cholesky_factorize" + _K,
         "_tile_cholesky_solve" + _K, "_copy_CSR", "_factor_solve_lu_sparse_fused" + _K,
+        # fightlab.kernels.factor: the single-launch tree LDLᵀ (default for trees over 64 DOF)
+        "_factor_tree",
     ),
     "forces": (
         # smooth.rne, tendon_bias; passive; forward.fwd_actuation / fwd_acceleration; support
@@ -465,15 +467,18 @@ def _cuda(device: str) -> bool:
 
 
 def _factor_path(launches: dict[str, int]) -> str:
-    """Which mass-matrix factor ran: "sparse" (per-level LDLᵀ), "dense" (tile Cholesky), both."""
-    sparse = "_qLD_acc" + _K in launches
-    dense = any("tile_cholesky" in k for k in launches)
-    return "sparse+dense" if sparse and dense else "sparse" if sparse else "dense" if dense else "none"
+    """Which mass-matrix factor ran: "tree" (fightlab's single-launch kernel), "sparse"
+    (MuJoCo Warp's per-level LDLᵀ), "dense" (tile Cholesky), or a "+"-joined mix."""
+    kinds = [k for k, hit in (("tree", "_factor_tree" in launches),
+                              ("sparse", "_qLD_acc" + _K in launches),
+                              ("dense", any("tile_cholesky" in k for k in launches))) if hit]
+    return "+".join(kinds) or "none"
 
 
 def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
-            cuda_filter: int | None = None, repeats: int = 20) -> ProfileResult:
+            cuda_filter: int | None = None, repeats: int = 20,
+            tree_factor: bool = False) -> ProfileResult:
     """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
 
     Args:
@@ -487,6 +492,9 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         graph: also time the step captured as a graph (``graph_ms_per_step``; NaN without).
         cuda_filter: warp CUDA activity filter; default kernels + built-in kernels.
         repeats: timed graph replays (median).
+        tree_factor: factor M of trees over 64 DOF with fightlab's single-launch kernel instead of
+            MuJoCo Warp's per-level sparse path (the stock path is the default here: it is what
+            this profile measures; ``params["factor_path"]`` records which ran).
 
     Returns:
         ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
@@ -509,7 +517,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     device = validate_device(device or _default_device())
     cuda = _cuda(device)
 
-    env = StanceEnv(body, nworld, device, seed=seed, graph=False)
+    env = StanceEnv(body, nworld, device, seed=seed, graph=False, tree_factor=tree_factor)
     env.warmup()
     env.reset(stagger=True)
     gen = torch.Generator(device=env.action.device).manual_seed(seed)
@@ -574,13 +582,14 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     )
 
 
-def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu") -> pd.DataFrame:
+def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu",
+                 tree_factor: bool = False) -> pd.DataFrame:
     """The kernels launched by one step of ``body`` (no timing): kernel, module, stage, launches.
 
     ``what="env"`` covers a whole env step (its substeps of physics included). Cheap on the CPU.
     """
     res = profile(body, nworld=nworld, nstep=1, device=device, what=what, settle_steps=1,
-                  graph=False, repeats=3)
+                  graph=False, repeats=3, tree_factor=tree_factor)
     return res.by_kernel[["kernel", "module", "stage", "launches_per_step"]]
 
 
