@@ -662,7 +662,7 @@ def _font_digits(n: int = 1797, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     for k in range(n):
         path = TextPath((0, 0), str(labels[k]), size=1.0, prop=fonts[rng.integers(len(fonts))])
         v = path.vertices
-        lo, span = v.min(0), (v.max(0) - v.min(0)).max()
+        span = (v.max(0) - v.min(0)).max()
         scale = hi * rng.uniform(0.6, 0.85) / span
         centre = hi / 2 + rng.uniform(-2.5, 2.5, 2)
         v = (v - (v.min(0) + v.max(0)) / 2) * scale * np.array([1.0, -1.0]) + centre

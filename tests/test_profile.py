@@ -4,7 +4,6 @@ synthetic timing records, the "other" check, CPU behaviour, result rows, NVTX ra
 import json
 import math
 
-import pandas as pd
 import pytest
 
 from fightlab import results

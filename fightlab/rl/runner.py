@@ -15,7 +15,6 @@ graph capture (`compile_s`) are excluded and reported apart.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from collections import deque
@@ -468,9 +467,6 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
       dict: episodes, fall_rate, tracking, mean_episode_s, overflow_count, nan_resets, body,
       timestep, zero_action.
     """
-    from fightlab.envs.stance import StanceEnv
-    from fightlab.sim.physics import shared_stream
-
     ck = load_checkpoint(checkpoint)
     cfg = from_dict(ck["config"])
     env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
