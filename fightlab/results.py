@@ -108,7 +108,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "tree_factor_ms_per_step", "dense_factor_ms_per_step", "speedup_vs_stock",
         "step_stock_us", "step_tree_us", "graph", "qld_rel_err", "qldiaginv_rel_err",
         "qld_rel_err_stock_f64", "qacc_rel_err", "qacc_rel_err_ulp", "traj_steps",
-        "traj_dev_tree_rad", "traj_dev_ulp_rad",
+        "traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_nan", "traj_overflow_worlds",
     ),
 }
 
@@ -313,6 +313,23 @@ def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # files
+
+
+def scratch_root(path: Path | str) -> Path:
+    """A fresh local results root for one unpublished run: ``path/data`` is removed so rows of an
+    earlier run (possibly with an older schema) do not mix in. Refuses any path that is not
+    inside a ``runs`` folder, so the committed ``data/`` can never be removed this way.
+
+    Returns:
+        ``Path(path)``. Raises ValueError for a path outside ``runs/``.
+    """
+    import shutil
+
+    p = Path(path)
+    if "runs" not in p.resolve().parts:
+        raise ValueError(f"scratch_root only clears folders inside runs/, got {str(path)!r}")
+    shutil.rmtree(p / "data", ignore_errors=True)
+    return p
 
 
 def results_path(experiment: str, root: Path | str) -> Path:

@@ -39,8 +39,9 @@ def humanoid():
 def _check_close(e: dict, name: str) -> None:
     for key in ("qld", "qldiaginv"):
         stock, tree = e[f"{key}_rel_err_stock_f64"], e[f"{key}_rel_err_tree_f64"]
-        rounding = stock + tree + 1e-7
-        assert e[f"{key}_rel_err"] <= 2.0 * rounding, (name, key, e)
+        # custom vs stock is no larger than a few times stock's own float32 rounding error
+        # (against float64), and custom is no farther from float64 than stock
+        assert e[f"{key}_rel_err"] <= 3.0 * stock + 1e-6, (name, key, e)
         assert tree <= 2.0 * stock + 1e-6, (name, key, e)
     print(f"{name}: qLD rel err {e['qld_rel_err']:.2e} (stock vs f64 {e['qld_rel_err_stock_f64']:.2e}),"
           f" qLDiagInv rel err {e['qldiaginv_rel_err']:.2e}")
@@ -147,8 +148,21 @@ def test_trajectory_helper_runs(humanoid):
                                njmax=SLOTS.njmax)
     assert not r["nan"] and r["nsteps"] == 3 and len(r["curve"]["dev_tree_rad"]) == 3
     assert 0 < r["max_dev_tree_rad"] < 1e-3 and r["max_dev_ulp_rad"] < 1e-3, r
+    assert r["overflow_worlds"] == 0
     print(f"3 steps: max joint deviation tree {r['max_dev_tree_rad']:.2e} rad, "
           f"1-ulp stock {r['max_dev_ulp_rad']:.2e} rad")
+
+
+def test_trajectory_reports_overflow_and_nan(humanoid):
+    """Slots too small for the standing body: the comparison says so instead of a clean number."""
+    r = F.trajectory_deviation(humanoid, nworld=2, nsteps=2, nconmax=SLOTS.nconmax, njmax=4)
+    assert r["overflow_worlds"] == 6  # 2 worlds × 3 runs
+    import copy
+
+    bad = copy.deepcopy(humanoid)
+    bad.key_qpos[0, 10] = np.nan
+    r = F.trajectory_deviation(bad, nworld=1, nsteps=2, nconmax=SLOTS.nconmax, njmax=SLOTS.njmax)
+    assert r["nan"] and np.isnan(r["max_dev_tree_rad"])
 
 
 def test_benchmark_and_experiment_row(tmp_path):

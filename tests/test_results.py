@@ -253,3 +253,16 @@ def test_savefig_writes_png_and_svg(tmp_path):
     assert "<svg" in paths[1].read_text()
     with pytest.raises(ValueError, match="test.png"):
         plots.savefig(fig, "test.png", tmp_path)
+
+
+def test_scratch_root_clears_only_inside_runs(tmp_path):
+    from fightlab.results import scratch_root
+
+    run = tmp_path / "runs" / "x"
+    (run / "data" / "results").mkdir(parents=True)
+    (run / "data" / "results" / "old.csv").write_text("a\n")
+    assert scratch_root(run) == run and not (run / "data").exists()
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ValueError, match="only clears folders inside runs/"):
+        scratch_root(tmp_path)
+    assert (tmp_path / "data").exists()

@@ -772,7 +772,8 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
         dict: ``max_dev_tree_rad`` / ``max_dev_ulp_rad`` (max over steps, worlds and hinge joints
         of ``|q - q_stock|``, rad for hinges), ``curve`` (DataFrame-ready dict: ``step``,
         ``time_s``, ``dev_tree_rad``, ``dev_ulp_rad`` per step), ``nsteps``, ``nan`` (True if
-        any run produced a NaN).
+        any run produced a NaN; the maxima are then NaN too), ``overflow_worlds`` (worlds, summed
+        over the three runs, whose contact/constraint slots overflowed: d.overflow slot bits).
     """
     rng = np.random.default_rng(seed)
     base = mjm.key_qpos[0] if mjm.nkey else mjm.qpos0
@@ -805,11 +806,17 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
                 qs = d_s.qpos.numpy()[:, hadr]
                 dev_t[n] = np.max(np.abs(d_t.qpos.numpy()[:, hadr] - qs))
                 dev_u[n] = np.max(np.abs(d_u.qpos.numpy()[:, hadr] - qs))
+        # slots that ran out drop contacts/rows: such a comparison is not of the same physics
+        from fightlab.sim.physics import SLOT_BITS
+
+        overflow = int(sum(int(np.count_nonzero(dd.overflow.numpy() & SLOT_BITS)) for dd in (d_s, d_t, d_u)))
     nan = bool(np.isnan(dev_t).any() or np.isnan(dev_u).any())
     dt = float(mjm.opt.timestep)
     return {
-        "max_dev_tree_rad": float(np.nanmax(dev_t)),
-        "max_dev_ulp_rad": float(np.nanmax(dev_u)),
+        # np.max, not nanmax: a NaN anywhere must show in the result
+        "max_dev_tree_rad": float(np.max(dev_t)),
+        "max_dev_ulp_rad": float(np.max(dev_u)),
+        "overflow_worlds": overflow,
         "curve": {"step": np.arange(1, nsteps + 1), "time_s": dt * np.arange(1, nsteps + 1),
                   "dev_tree_rad": dev_t, "dev_ulp_rad": dev_u},
         "nsteps": nsteps,
@@ -878,13 +885,28 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
         calls = sum(count_factor_calls(m, d).values())
         step_s = step_t = float("nan")
         if with_step:
+            # stock and tree each step from the same random state (reset before every repeat,
+            # outside the timed region) and, on CUDA, as a captured graph like training does
             m2, d2 = _put(mjm, nworld, device, **kw)
-            _set_state(d2, qpos, qvel)
-            step_s = timing.measure(lambda: mjw.step(m2, d2), device=device, warmup=1,
-                                    repeats=max(1, repeats // 2), name="step stock").median_s
+
+            def step_time(name: str) -> float:
+                _set_state(d2, qpos, qvel)
+                mjw.step(m2, d2)  # compile / allocate outside the timed region and the capture
+                run = lambda: mjw.step(m2, d2)  # noqa: E731
+                if graph:
+                    with wp.ScopedCapture(device=device) as cap:
+                        mjw.step(m2, d2)
+                    run = lambda: wp.capture_launch(cap.graph)  # noqa: E731
+                times = []
+                for _ in range(max(1, repeats // 2)):
+                    _set_state(d2, qpos, qvel)
+                    times.append(timing.measure(run, device=device, warmup=0, repeats=1,
+                                                name=name).median_s)
+                return float(np.median(times))
+
+            step_s = step_time("step stock")
             with tree_factor(m2):
-                step_t = timing.measure(lambda: mjw.step(m2, d2), device=device, warmup=1,
-                                        repeats=max(1, repeats // 2), name="step tree").median_s
+                step_t = step_time("step tree")
     return {
         "nv": float(mjm.nv),
         "levels": float(s.nlevel),
@@ -962,7 +984,12 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         "traj_steps": float(traj_steps),
         "traj_dev_tree_rad": traj["max_dev_tree_rad"],
         "traj_dev_ulp_rad": traj["max_dev_ulp_rad"],
+        "traj_nan": bool(traj["nan"]),
+        "traj_overflow_worlds": int(traj["overflow_worlds"]),
     }
+    if traj["nan"] or traj["overflow_worlds"]:
+        print(f"factor experiment {body}: trajectory comparison had NaN={traj['nan']} and "
+              f"{traj['overflow_worlds']} overflowing worlds; recorded in the row", flush=True)
     metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
     row = {**meta, **{c: metrics[c] for c in results.columns("factor")[len(meta):]}}
     results.append_row("factor", row, root)
