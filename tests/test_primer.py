@@ -70,6 +70,9 @@ def test_vector_sweep_rows_and_bandwidth():
     assert (df.median_s > 0).all()
     big = df[(df.n == 4096) & (df.op == "vec_add")].iloc[0]
     assert big.bytes == 12 * 4096
+    # bytes moved per element: copy reads + writes, SAXPY reads x and y and writes y
+    per = {op: df[(df.n == 4096) & (df.op == op)].iloc[0].bytes / 4096 for op in ("copy", "saxpy")}
+    assert per == {"copy": 8, "saxpy": 12}
     assert big.gb_per_s == pytest.approx(big.bytes / big.median_s / 1e9)
     assert (df[df.op.isin(["copy", "numpy_copy"])].frac_of_copy == 1.0).all()
     assert df[df.op == "empty_kernel"].gb_per_s.isna().all()

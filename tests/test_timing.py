@@ -269,6 +269,17 @@ def test_real_warp_cuda_events_and_sync():
     with timing.device_timer("cuda:0") as t:
         step()
     assert t.method == "cuda-event" and t.elapsed_s > 0
+    # the synchronised host clock and the device's own events time the same work alike (units
+    # included: a factor-1000 slip fails here) ...
+    assert 0.5 < right.median_s / t.elapsed_s < 2.0, (right.median_s, t.elapsed_s)
+    # ... and the unsynchronised number is the launch cost only, far below the work
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrong = measure(step, device="cuda:0", warmup=2, repeats=5, sync=False)
+    wp.synchronize_device("cuda:0")
+    assert wrong.median_s < 0.5 * right.median_s, (wrong.median_s, right.median_s)
     assert timing.compile_time(_axpy, device="cuda:0") > 0
 
 
@@ -303,6 +314,21 @@ def test_default_sync_on_a_gpu_device_catches_the_missing_sync(monkeypatch):
     t = measure(lambda: dev.launch(0.004), device="cuda:0", clock=clock, warmup=1, repeats=3)
     assert t.synchronized and dev.syncs > 0
     assert t.median_s == pytest.approx(0.004 + 1e-6)
+
+
+def test_real_default_sync_for_cuda_waits_for_warp_and_torch(monkeypatch):
+    """The real default_sync (not a fake) calls warp's device sync and torch's CUDA sync."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(wp, "synchronize_device", lambda d: calls.append(("warp", str(d))))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: calls.append(("torch", str(d))))
+    timing.default_sync("cuda:0")()
+    assert calls == [("warp", "cuda:0"), ("torch", "cuda:0")]
+    calls.clear()
+    timing.default_sync("cpu")()
+    assert calls == []
 
 
 def test_require_synchronized_refuses_the_wrong_number():

@@ -662,7 +662,10 @@ def plot_stages(df: pd.DataFrame, title: str = ""):
 
     from fightlab import plots
 
-    labels = [f"{b} ×{n}" for b, n in zip(df["body"], df["nworld"])]
+    # each bar names the mass-matrix factor path it ran (stock sparse per-level, dense tile, or
+    # fightlab's single-launch tree kernel, which training uses for muscular-fast)
+    paths = factor_table(df)["factor_path"].tolist() if "params" in df else [""] * len(df)
+    labels = [f"{b} ×{n}" + (f" [{p}]" if p else "") for b, n, p in zip(df["body"], df["nworld"], paths)]
     y = np.arange(len(df))
     with plots.use_style():
         fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.6 * max(1, len(df))), sharey=True)
