@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 BODY_NAMES = ("muscular-fast", "simple")
 
@@ -375,8 +374,3 @@ def from_dict(d: dict) -> TrainConfig:
         return build(TrainConfig, {**d, "env": env, "ppo": ppo})
     except (KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"stored config is incomplete or malformed ({type(e).__name__}: {e})") from None
-
-
-def run_path(cfg: TrainConfig) -> Path:
-    """The run folder of a TrainConfig."""
-    return Path(cfg.run_dir)

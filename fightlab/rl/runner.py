@@ -456,16 +456,20 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
     holding the reference alone) on fresh worlds and report the solve statistics.
 
     Args:
-      checkpoint: path of a fightlab checkpoint (or None with zero_action=True, then the body
-        is taken from `body` of a default TrainConfig... pass a checkpoint to fix the body).
+      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used;
+        for the zero-action policy without a checkpoint see `evaluate_zero_action`).
       nworld: worlds; episodes_per_world: how long to run, in episodes (10 s each);
       timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
         then takes control_dt / timestep substeps); zero_action: ignore the policy;
       amplitude: rhythm amplitude, fixed (no ramp).
 
     Returns:
-      dict: episodes, fall_rate, tracking, mean_episode_s, overflow_count, nan_resets, body,
-      timestep, zero_action.
+      dict: body, zero_action, timestep (s), nworld, amplitude, episodes_per_world, run_id (of
+      the training run), episodes, falls, fall_rate, tracking, mean_episode_s (s),
+      overflow_count, nan_resets, contact_falls, tilt_falls.
+
+    Raises:
+      CheckpointError: unreadable checkpoint or a policy that does not fit the body.
     """
     ck = load_checkpoint(checkpoint)
     cfg = from_dict(ck["config"])
