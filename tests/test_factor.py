@@ -186,3 +186,16 @@ def test_notebook_runs_at_smoke_size(tmp_path):
     assert reproduce(only=["03"], size="smoke", device="cpu", out_dir=tmp_path) == 0
     text = (tmp_path / "03_factor_kernel-smoke.ipynb").read_text()
     assert "qld_rel_err" in text and "tree_factor_ms_per_step" in text
+
+
+def test_experiment_refuses_to_time_a_wrong_kernel(monkeypatch, tmp_path):
+    """Correctness before speed: a broken factor raises before any timing or row."""
+    def broken(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM):
+        F.stock_factor(m, d, M, L, D)
+        L.fill_(0.5)
+
+    monkeypatch.setattr(F, "factor_tree", broken)
+    with pytest.raises(RuntimeError, match="disagrees with stock"):
+        F.run_experiment("chain-70", nworld=1, root=tmp_path, traj_steps=2, traj_nworld=1,
+                         inner=1, repeats=1, check_nworld=1)
+    assert not (tmp_path / "data").exists()

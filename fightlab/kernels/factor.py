@@ -965,6 +965,14 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
 
     mjm, kw = _model_for(body)
     errs = factor_errors(mjm, nworld=check_nworld, seed=seed, device=device)
+    # correctness before speed: a kernel that disagrees with stock beyond float32 rounding (the
+    # same rule as tests/test_factor.py) is not timed and no row is written
+    for key in ("qld", "qldiaginv"):
+        bound = 3.0 * errs[f"{key}_rel_err_stock_f64"] + 1e-6
+        if not errs[f"{key}_rel_err"] <= bound:
+            raise RuntimeError(f"tree factor disagrees with stock on {body} ({device}): {key} relative "
+                               f"error {errs[key + '_rel_err']:.3e} > {bound:.3e} (3 × stock's own "
+                               "float32 error + 1e-6); nothing timed or written")
     qacc = step_qacc_error(mjm, nworld=min(check_nworld, 4), seed=seed, device=device, **kw)
     traj = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
                                 device=device, **kw)
