@@ -55,17 +55,13 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
               f"training (amplitude {res['final_amplitude']:.1f}); continue with "
               f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
         return None
-    from fightlab.config import check_publish
-
-    check_publish(publish, trainer.cfg.device, "the training row")
     row = train_row(trainer, res)
     rows_csv = Path(trainer.run_dir) / "rows.csv"
     curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
-    results.append_row("train", row, trainer.run_dir)
+    root = Path(root) if root else REPO_ROOT
+    _publish_row("train", row, publish, Path(trainer.run_dir), trainer.cfg.device, root)
     results.write_curve(row["run_id"], curve, trainer.run_dir)
     if publish:
-        root = Path(root) if root else REPO_ROOT
-        results.append_row("train", row, root)
         results.write_curve(row["run_id"], curve, root)
     tts = row["time_to_solve_s"]
     print(f"run {row['run_id']} {row['body']} nworld={row['nworld']} seed={row['seed']}: "
@@ -112,13 +108,16 @@ def plot_training(curves: dict, title: str = ""):
     return fig
 
 
-def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, device: str) -> None:
+def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, device: str,
+                 root: Path = REPO_ROOT) -> None:
+    """Append `row` under `local_root` (runs/…) always and under `root` (the repository's data/)
+    with `publish`, which is refused on the CPU (config.check_publish)."""
     from fightlab.config import check_publish
 
     check_publish(publish, device, f"{experiment} rows")
     results.append_row(experiment, row, local_root)
     if publish:
-        results.append_row(experiment, row, REPO_ROOT)
+        results.append_row(experiment, row, root)
 
 
 def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,

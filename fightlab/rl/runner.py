@@ -135,6 +135,19 @@ def load_checkpoint(path) -> dict:
     return ck
 
 
+def _load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) -> None:
+    """Load a checkpoint's policy (and optimizer) state; a policy of another body or config is a
+    CheckpointError with a one-line reason, not torch's size-mismatch listing."""
+    try:
+        agent.load_state_dict(ck["agent"])
+        if optimizer is not None:
+            optimizer.load_state_dict(ck["optimizer"])
+    except (RuntimeError, KeyError, ValueError) as e:
+        first = str(e).strip().splitlines()[0][:200]
+        raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
+                              f"actions {env.nu}): {first}") from None
+
+
 class Trainer:
     """Owns the env, agent, optimizer, curriculum and the iteration loop of one training run.
 
@@ -352,13 +365,7 @@ class Trainer:
         return path
 
     def _load(self, ck: dict):
-        try:
-            self.agent.load_state_dict(ck["agent"])
-            self.optimizer.load_state_dict(ck["optimizer"])
-        except (RuntimeError, KeyError, ValueError) as e:
-            first = str(e).strip().splitlines()[0][:200]
-            raise CheckpointError(f"checkpoint's policy does not fit body {self.cfg.body!r} "
-                                  f"(obs {self.env.obs_dim}, actions {self.env.nu}): {first}") from None
+        _load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
         self.curriculum.load_state_dict(ck["curriculum"])
         self.iteration = int(ck["iteration"])
         self.elapsed_s = float(ck["elapsed_s"])
@@ -505,12 +512,7 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
         c = from_dict(ck["config"])
         agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
                             obs_min_std=env.obs_min_std).to(torch.device(device))
-        try:
-            agent.load_state_dict(ck["agent"])
-        except (RuntimeError, KeyError) as e:
-            first = str(e).strip().splitlines()[0][:200]
-            raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
-                                  f"actions {env.nu}): {first}") from None
+        _load_policy(agent, ck, body, env)
         agent.eval()
     with shared_stream(device):
         env.set_amplitude(amplitude, immediate=True)
