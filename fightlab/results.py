@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fcntl
 import json
 import math
 import numbers
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -109,6 +111,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "step_stock_us", "step_tree_us", "graph", "qld_rel_err", "qldiaginv_rel_err",
         "qld_rel_err_stock_f64", "qacc_rel_err", "qacc_rel_err_ulp", "traj_steps",
         "traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_nan", "traj_overflow_worlds",
+        "traj_pushes", "traj_quiet_dev_tree_rad", "traj_quiet_dev_ulp_rad",
     ),
 }
 
@@ -358,8 +361,19 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
             or register a new experiment name -- rows are never written under a wrong header).
     """
     validate_row(experiment, row)
-    cols = columns(experiment)
     path = results_path(experiment, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # processes publishing side by side (one per GPU) append one at a time: lock the folder
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _append_locked(experiment, row, path)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _append_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
+    cols = columns(experiment)
     exists = path.exists() and path.stat().st_size > 0
     if exists:
         header = _header(path)
@@ -371,7 +385,6 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
                 f"{path} has a header that does not match the {experiment!r} schema ({detail}); "
                 "refusing to append. Move the old file aside or use a new experiment name."
             )
-    path.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols))
     df.to_csv(path, mode="a", header=not exists, index=False)
     return path

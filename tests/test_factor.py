@@ -176,8 +176,63 @@ def test_benchmark_and_experiment_row(tmp_path):
     for col in ("stock_us_per_call", "tree_us_per_call", "dense_us_per_call", "step_tree_us"):
         assert df.loc[0, col] > 0, col
     assert json.loads(df.loc[0, "params"])["chunk"] == F.CHUNK
-    assert results.read_curve(row["run_id"], tmp_path).shape == (2, 4)
+    curve = results.read_curve(row["run_id"], tmp_path)
+    assert curve.shape == (2, 6) and "dev_quiet_tree_rad" in curve
+    assert df.loc[0, "traj_quiet_dev_tree_rad"] >= 0 and df.loc[0, "traj_pushes"] == 0  # 2 steps: no push yet
     assert mjw_types.M_BLOCK_DENSE_MAX == 64  # the dense reference restored it
+
+
+def test_experiment_without_trajectory(tmp_path):
+    from fightlab import results
+
+    row = F.run_experiment("chain-70", nworld=2, root=tmp_path, traj_steps=0, inner=1, repeats=1,
+                           check_nworld=1, with_dense=False, with_step=False)
+    df = results.read_rows("factor", tmp_path)
+    assert row["curve"] is None and not (tmp_path / "data" / "curves").exists()
+    assert df.loc[0, "traj_steps"] == 0 and np.isnan(df.loc[0, "traj_dev_tree_rad"])
+
+
+def test_push_schedule_matches_env_defaults(humanoid):
+    from fightlab.config import EnvConfig
+
+    cfg = EnvConfig()
+    dt = humanoid.opt.timestep
+    n = int(round(20.0 / dt))
+    f = F._push_schedule(humanoid, 50, n, np.random.default_rng(0))
+    assert f.shape == (n, 50, 3) and f.dtype == np.float32 and not f[:, :, 2].any()
+    mag = np.linalg.norm(f, axis=2)
+    on = mag > 0
+    starts = np.argwhere(np.diff(on.astype(np.int8), axis=0, prepend=0) == 1)
+    # pushes every 1-3 s plus their 0.1 s: 20 s gives 6-19 pushes per world
+    per_world = np.bincount(starts[:, 1], minlength=50)
+    assert per_world.min() >= 6 and per_world.max() <= 19, per_world
+    impulse = mag[on] * cfg.push_duration_s
+    assert impulse.min() >= cfg.push_impulse_ns[0] - 1e-3 and impulse.max() <= cfg.push_impulse_ns[1] + 1e-3
+    assert on.sum(axis=0).min() == per_world.min() * int(round(cfg.push_duration_s / dt))
+    assert tuple(cfg.push_interval_s) == (1.0, 3.0)  # the schedule's defaults mirror EnvConfig
+
+
+def test_quiet_trajectory_has_no_pushes_and_holds_the_key(humanoid):
+    r = F.trajectory_deviation(humanoid, nworld=2, nsteps=3, nconmax=SLOTS.nconmax,
+                               njmax=SLOTS.njmax, quiet=True)
+    assert r["pushes"] == 0 and not r["nan"] and r["max_dev_tree_rad"] < 1e-4, r
+
+
+def test_amdahl_table():
+    import pandas as pd
+
+    rows = pd.DataFrame({"body": ["a", "b"], "nworld": [1024, 8192],
+                         "stock_factor_ms_per_step": [0.5, 1.0], "speedup_vs_stock": [5.0, 4.0],
+                         "step_stock_us": [1000.0, 4000.0], "step_tree_us": [700.0, 0.0]})
+    t = F.amdahl_table(rows)
+    # a: f = 0.5, s = 5: bound 1/(0.5 + 0.1) = 1.667; gain 1000/700 = 1.4286; of bound 0.643
+    assert t.loc[0, "factor_share"] == pytest.approx(0.5)
+    assert t.loc[0, "amdahl_bound"] == pytest.approx(1 / 0.6)
+    assert t.loc[0, "of_bound"] == pytest.approx((1000 / 700 - 1) / (1 / 0.6 - 1))
+    assert t.loc[0, "steps_per_s_tree"] == pytest.approx(1024 / 700e-6)
+    assert np.isnan(t.loc[1, "step_gain"])  # a zero time is not a measurement
+    with pytest.raises(KeyError, match="step_tree_us"):
+        F.amdahl_table(rows.drop(columns="step_tree_us"))
 
 
 def test_notebook_runs_at_smoke_size(tmp_path):

@@ -266,3 +266,30 @@ def test_scratch_root_clears_only_inside_runs(tmp_path):
     with pytest.raises(ValueError, match="only clears folders inside runs/"):
         scratch_root(tmp_path)
     assert (tmp_path / "data").exists()
+
+
+_APPEND_MANY = """
+import sys
+from fightlab import results
+root, k = sys.argv[1], int(sys.argv[2])
+for i in range(25):
+    meta = results.run_metadata(body="simple", nworld=1024, seed=k, params={"i": i}, device="cpu")
+    m = dict(time_to_solve_s=1.0, iterations=i, compile_s=0.0, env_steps_per_s=1.0,
+             physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
+             final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0)
+    results.append_row("train", {**meta, **m}, root)
+"""
+
+
+def test_append_row_from_parallel_processes_keeps_every_row(tmp_path):
+    """Jobs on several GPUs publish into the same CSV at once: one header, every row whole."""
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _APPEND_MANY, str(tmp_path), str(k)])
+             for k in range(4)]
+    assert [p.wait(120) for p in procs] == [0] * 4
+    df = results.read_rows("train", tmp_path)
+    assert len(df) == 4 * 25 and df["run_id"].is_unique
+    assert sorted(df.groupby("seed").size()) == [25] * 4
+    text = results.results_path("train", tmp_path).read_text()
+    assert text.count("run_id,") == 1  # one header line

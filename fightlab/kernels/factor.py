@@ -758,34 +758,68 @@ def _hinge_qposadr(mjm: mujoco.MjModel) -> np.ndarray:
     return np.asarray(h, dtype=np.int64)
 
 
+def _push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random.Generator,
+                   interval_s: tuple[float, float] = (1.0, 3.0), duration_s: float = 0.1,
+                   impulse_ns: tuple[float, float] = (15.0, 30.0)) -> np.ndarray:
+    """Horizontal pushes on the root body, like :class:`fightlab.envs.stance.StanceEnv`'s
+    defaults (``EnvConfig.push_*``): every uniform(1, 3) s a constant force of
+    impulse / duration newtons (impulse uniform(15, 30) N·s, random horizontal direction) for
+    0.1 s. Returns float32 ``(nsteps, nworld, 3)``: the force on body 1 at each physics step."""
+    dt = float(mjm.opt.timestep)
+    force = np.zeros((nsteps, nworld, 3), np.float32)
+    dur = max(1, int(round(duration_s / dt)))
+    for w in range(nworld):
+        t = rng.uniform(*interval_s)
+        while True:
+            n0 = int(round(t / dt))
+            if n0 >= nsteps:
+                break
+            ang = rng.uniform(0.0, 2.0 * np.pi)
+            f = rng.uniform(*impulse_ns) / duration_s
+            force[n0:n0 + dur, w, :2] = f * np.cos(ang), f * np.sin(ang)
+            t += duration_s + rng.uniform(*interval_s)
+    return force
+
+
 def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10, seed: int = 0,
                          device: str = "cpu", hold: int = 5, nconmax: int | None = None,
-                         njmax: int | None = None) -> dict[str, Any]:
+                         njmax: int | None = None, quiet: bool = False) -> dict[str, Any]:
     """Run identical actions for ``nsteps`` physics steps: tree factor vs stock, and stock vs
     stock from a state perturbed by one float32 ulp.
 
-    Start: the first keyframe (or ``qpos0``) with small seeded noise, same for all runs; the ulp
-    run moves every hinge/slide ``qpos`` up by one float32 ulp. Controls: uniform in the
-    control range, drawn per world every ``hold`` steps (seeded), identical for all runs.
+    Default ("pushed") episode: the first keyframe (or ``qpos0``) with small seeded noise, same
+    for all runs; controls uniform in the control range, drawn per world every ``hold`` steps;
+    horizontal pushes on the root body as in the env (:func:`_push_schedule`); all seeded and
+    identical for every run. ``quiet=True``: the keyframe exactly, controls held at the
+    keyframe's ``ctrl`` (zero without one), no pushes: a standing episode. In both, the ulp run
+    moves every hinge/slide ``qpos`` up by one float32 ulp.
 
     Returns:
         dict: ``max_dev_tree_rad`` / ``max_dev_ulp_rad`` (max over steps, worlds and hinge joints
         of ``|q - q_stock|``, rad for hinges), ``curve`` (DataFrame-ready dict: ``step``,
         ``time_s``, ``dev_tree_rad``, ``dev_ulp_rad`` per step), ``nsteps``, ``nan`` (True if
         any run produced a NaN; the maxima are then NaN too), ``overflow_worlds`` (worlds, summed
-        over the three runs, whose contact/constraint slots overflowed: d.overflow slot bits).
+        over the three runs, whose contact/constraint slots overflowed: d.overflow slot bits),
+        ``pushes`` (pushes applied, summed over worlds; 0 when ``quiet``).
     """
     rng = np.random.default_rng(seed)
     base = mjm.key_qpos[0] if mjm.nkey else mjm.qpos0
     hadr = _hinge_qposadr(mjm)
     qpos = np.tile(base, (nworld, 1)).astype(np.float32)
-    qpos[:, hadr] += rng.normal(0, 0.01, (nworld, len(hadr))).astype(np.float32)
+    nctrl = -(-nsteps // hold)
+    if quiet:
+        key_ctrl = mjm.key_ctrl[0] if mjm.nkey and mjm.nu else np.zeros(mjm.nu)
+        ctrls = np.broadcast_to(key_ctrl.astype(np.float32), (nctrl, nworld, mjm.nu))
+        push = None
+    else:
+        qpos[:, hadr] += rng.normal(0, 0.01, (nworld, len(hadr))).astype(np.float32)
+        lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
+        ctrls = rng.uniform(lo, hi, (nctrl, nworld, mjm.nu)).astype(np.float32)
+        push = _push_schedule(mjm, nworld, nsteps, rng)
     qvel = np.zeros((nworld, mjm.nv), np.float32)
     qpos_ulp = qpos.copy()
     qpos_ulp[:, hadr] = np.nextafter(qpos[:, hadr], np.float32(np.inf))
-    lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
-    nctrl = -(-nsteps // hold)
-    ctrls = rng.uniform(lo, hi, (nctrl, nworld, mjm.nu)).astype(np.float32)
+    xfrc = np.zeros((nworld, mjm.nbody, 6), np.float32)
     kw = dict(nconmax=nconmax, njmax=njmax)
     with wp.ScopedDevice(device):
         m_s, d_s = _put(mjm, nworld, device, **kw)
@@ -800,6 +834,10 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
                 if n % hold == 0:
                     for dd in (d_s, d_t, d_u):
                         dd.ctrl.assign(ctrls[n // hold])
+                if push is not None and (n == 0 or not np.array_equal(push[n], push[n - 1])):
+                    xfrc[:, 1, :3] = push[n]
+                    for dd in (d_s, d_t, d_u):
+                        dd.xfrc_applied.assign(xfrc)
                 mjw.step(m_s, d_s)
                 mjw.step(m_t, d_t)
                 mjw.step(m_s, d_u)
@@ -821,6 +859,8 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
                   "dev_tree_rad": dev_t, "dev_ulp_rad": dev_u},
         "nsteps": nsteps,
         "nan": nan,
+        "pushes": 0 if push is None else int(np.count_nonzero(np.diff(
+            (np.abs(push[:, :, 0]) + np.abs(push[:, :, 1]) > 0).astype(np.int8), axis=0, prepend=0) == 1)),
     }
 
 
@@ -952,12 +992,20 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         body: fightlab body (``"muscular-fast"``), ``"chain-N"`` or ``"tree-N"``.
         nworld: worlds for the speed measurement; root: folder holding ``data/``;
         device: ``"cpu"`` or ``"cuda:N"``; seed: random seed; traj_steps / traj_nworld: length
-        and width of the trajectory comparison; inner / repeats: see :func:`benchmark`;
+        (physics steps; 0 skips both trajectory comparisons, leaving their columns empty and
+        writing no curve) and width of the pushed and the quiet trajectory comparisons
+        (:func:`trajectory_deviation`); inner / repeats: see :func:`benchmark`;
         with_dense / with_step: include the dense reference / whole-step timing;
         check_nworld: worlds for the error checks.
 
     Returns:
-        the row (dict), with ``curve`` added (the trajectory curve as a DataFrame).
+        the row (dict), with ``curve`` added (the trajectory curves as a DataFrame: pushed
+        ``dev_tree_rad``/``dev_ulp_rad``, quiet ``dev_quiet_tree_rad``/``dev_quiet_ulp_rad``;
+        None when ``traj_steps`` is 0).
+
+    Raises:
+        RuntimeError: the tree factor disagrees with stock beyond float32 rounding (nothing is
+        timed or written).
     """
     import pandas as pd
 
@@ -974,8 +1022,14 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
                                f"error {errs[key + '_rel_err']:.3e} > {bound:.3e} (3 × stock's own "
                                "float32 error + 1e-6); nothing timed or written")
     qacc = step_qacc_error(mjm, nworld=min(check_nworld, 4), seed=seed, device=device, **kw)
-    traj = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
-                                device=device, **kw)
+    nan_t = {"max_dev_tree_rad": math.nan, "max_dev_ulp_rad": math.nan, "nan": False,
+             "overflow_worlds": 0, "pushes": 0, "curve": None}
+    traj = quiet = nan_t
+    if traj_steps > 0:  # 0: skip (the notebook runs the trajectories once per body)
+        traj = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
+                                    device=device, **kw)
+        quiet = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
+                                     device=device, quiet=True, **kw)
     bench = benchmark(mjm, nworld, device=device, inner=inner, repeats=repeats, seed=seed,
                       with_dense=with_dense, with_step=with_step, **kw)
     params = dict(traj_steps=traj_steps, traj_nworld=traj_nworld, inner=inner, repeats=repeats,
@@ -992,15 +1046,64 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         "traj_steps": float(traj_steps),
         "traj_dev_tree_rad": traj["max_dev_tree_rad"],
         "traj_dev_ulp_rad": traj["max_dev_ulp_rad"],
-        "traj_nan": bool(traj["nan"]),
-        "traj_overflow_worlds": int(traj["overflow_worlds"]),
+        "traj_nan": bool(traj["nan"] or quiet["nan"]),
+        "traj_overflow_worlds": int(traj["overflow_worlds"] + quiet["overflow_worlds"]),
+        "traj_pushes": int(traj["pushes"]),
+        "traj_quiet_dev_tree_rad": quiet["max_dev_tree_rad"],
+        "traj_quiet_dev_ulp_rad": quiet["max_dev_ulp_rad"],
     }
-    if traj["nan"] or traj["overflow_worlds"]:
-        print(f"factor experiment {body}: trajectory comparison had NaN={traj['nan']} and "
-              f"{traj['overflow_worlds']} overflowing worlds; recorded in the row", flush=True)
+    if metrics["traj_nan"] or metrics["traj_overflow_worlds"]:
+        print(f"factor experiment {body}: trajectory comparison had NaN={metrics['traj_nan']} and "
+              f"{metrics['traj_overflow_worlds']} overflowing worlds; recorded in the row", flush=True)
     metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
     row = {**meta, **{c: metrics[c] for c in results.columns("factor")[len(meta):]}}
     results.append_row("factor", row, root)
-    curve = pd.DataFrame(traj["curve"])
-    results.write_curve(row["run_id"], curve, root)
+    curve = None
+    if traj["curve"] is not None:
+        curve = pd.DataFrame(traj["curve"]).assign(dev_quiet_tree_rad=quiet["curve"]["dev_tree_rad"],
+                                                   dev_quiet_ulp_rad=quiet["curve"]["dev_ulp_rad"])
+        results.write_curve(row["run_id"], curve, root)
     return {**row, "curve": curve}
+
+
+def amdahl_table(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """Whole-step gain of the tree factor against the Amdahl bound its factor speedup allows.
+
+    Per row of ``data/results/factor.csv``: ``f`` = stock factor time per step / stock step time
+    (the stock factor share), ``s`` = ``speedup_vs_stock``; bound = 1 / (1 − f + f / s)
+    (Amdahl, 1967: only the factor share gets faster); gain = ``step_stock_us`` /
+    ``step_tree_us`` (graph-captured whole steps from the same state); ``of_bound`` =
+    (gain − 1) / (bound − 1), the share of the possible gain obtained (issue 6's goal: ≥ 0.8).
+    Physics steps/s = nworld / step time.
+
+    Args:
+        rows: DataFrame with columns ``body``, ``nworld``, ``stock_factor_ms_per_step``,
+            ``speedup_vs_stock``, ``step_stock_us``, ``step_tree_us``.
+
+    Returns:
+        DataFrame: ``body``, ``nworld``, ``factor_share``, ``factor_speedup``, ``amdahl_bound``,
+        ``step_gain``, ``of_bound``, ``steps_per_s_stock``, ``steps_per_s_tree`` (NaN where a
+        column is missing or a time is not positive).
+
+    Raises:
+        KeyError: a required column is missing.
+    """
+    import pandas as pd
+
+    need = ["body", "nworld", "stock_factor_ms_per_step", "speedup_vs_stock", "step_stock_us",
+            "step_tree_us"]
+    missing = [c for c in need if c not in rows.columns]
+    if missing:
+        raise KeyError(f"amdahl_table needs columns {missing}; got {list(rows.columns)}")
+    r = rows[need].apply(pd.to_numeric, errors="coerce").assign(body=rows["body"])
+    pos = lambda c: r[c].where(r[c] > 0)  # noqa: E731
+    f = pos("stock_factor_ms_per_step") * 1e3 / pos("step_stock_us")
+    s = pos("speedup_vs_stock")
+    bound = 1.0 / (1.0 - f + f / s)
+    gain = pos("step_stock_us") / pos("step_tree_us")
+    return pd.DataFrame({
+        "body": rows["body"], "nworld": rows["nworld"], "factor_share": f, "factor_speedup": s,
+        "amdahl_bound": bound, "step_gain": gain, "of_bound": (gain - 1.0) / (bound - 1.0),
+        "steps_per_s_stock": r["nworld"] / (pos("step_stock_us") * 1e-6),
+        "steps_per_s_tree": r["nworld"] / (pos("step_tree_us") * 1e-6),
+    })

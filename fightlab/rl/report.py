@@ -21,6 +21,9 @@ def train_row(trainer, res: dict) -> dict:
     # how many training processes shared the GPU (set by launchers that run several side by
     # side; time-sliced processes slow each other, so only shared_gpu == 1 rows are headlines)
     params["shared_gpu"] = int(os.environ.get("FIGHTLAB_SHARED_GPU", "1"))
+    # GPU jobs running at once on the host, each on its own GPU (a 2-GPU machine running two solo
+    # trainings: 2). They share only the host's CPU cores; recorded so it can be checked.
+    params["host_jobs"] = int(os.environ.get("FIGHTLAB_HOST_JOBS", "1"))
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
                                 params=params, device=cfg.device)
     meta["run_id"] = trainer.run_id

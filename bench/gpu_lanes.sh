@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One job list per GPU ("lane"), lanes side by side, jobs in a lane one after another, so every
+# job has its GPU to itself (the host's CPU cores are shared: recorded as host_jobs):
+#   FIGHTLAB_COMMIT=<sha> bash bench/gpu_lanes.sh BUDGET_S "JOBS for GPU 0" ["JOBS for GPU 1" ...]
+# JOBS, space separated:
+#   nb:NN                  reproduce --only NN --size full --publish
+#   train:BODY:SEED[:notf] solo training in runs/train/solo-BODY[-notf]-sSEED (resumed from its
+#                          latest.pt when there is one; notf = --no-tree-factor)
+#   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
+# A job starts only with more than 60 s of the budget left; trainings stop with a checkpoint
+# before the budget ends (continue them in the next call: runs/ stays while the machine is warm).
+# Logs, data/ and each run's rows/latest checkpoint come back in $OUT/lanes.tgz.
+set -u
+source .gpu/gpu-env.sh || exit $?
+BUDGET=$1; shift
+export FIGHTLAB_COMMIT=${FIGHTLAB_COMMIT:-unknown} FIGHTLAB_SHARED_GPU=1 FIGHTLAB_HOST_JOBS=$#
+t0=$(date +%s)
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv | tee $OUT/gpu.txt
+
+lane() {  # lane GPU_INDEX JOBS...
+  local gpu=$1; shift
+  export CUDA_VISIBLE_DEVICES=$gpu
+  for job in "$@"; do
+    local left=$(( BUDGET - ($(date +%s) - t0) ))
+    [ $left -gt 60 ] || { echo "[gpu$gpu] no time left for $job"; break; }
+    IFS=: read -r kind a b c <<< "$job"
+    local log=$OUT/gpu${gpu}_${job//:/_}.log s=$(date +%s)
+    case $kind in
+      nb) timeout $(( left - 15 )) python3 -m fightlab reproduce --only $a --size full --device cuda:0 --publish > $log 2>&1 ;;
+      train|eval)
+        local dir=runs/train/solo-$a${c:+-$c}-s$b flag=""
+        [ "${c:-}" = notf ] && flag=--no-tree-factor
+        if [ $kind = train ]; then
+          local r=""; [ -e $dir/latest.pt ] && r="--resume $dir/latest.pt"
+          [ -n "$r" ] && flag=""  # a resumed run keeps its checkpoint's settings
+          python3 -m fightlab train --body $a --seed $b --nworld 1024 --device cuda:0 $flag \
+            --segment-s $(( left - 40 )) --run-dir $dir --no-progress --publish $r > $log 2>&1
+        else
+          timeout $(( left - 15 )) python3 -m fightlab evaluate $dir/latest.pt --nworld 1024 \
+            --timestep 0.002 --device cuda:0 --publish > $log 2>&1
+        fi ;;
+      *) echo "[gpu$gpu] unknown job $job" ;;
+    esac
+    echo "[gpu$gpu] $job rc=$? $(( $(date +%s) - s )) s: $(tail -n 1 $log)"
+  done
+}
+
+i=0; pids=()
+for jobs in "$@"; do
+  lane $i $jobs > $OUT/lane$i.txt 2>&1 &
+  pids+=($!); i=$((i + 1))
+done
+wait "${pids[@]}"
+cat $OUT/lane*.txt
+tar czhf $OUT/lanes.tgz $OUT/*.log data runs/train/solo-*/rows.csv runs/train/solo-*/latest.pt \
+  runs/train/solo-*/data runs/notebooks 2>/dev/null
+rm -f $OUT/*.log
+ls -la $OUT
