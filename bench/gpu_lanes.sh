@@ -9,9 +9,17 @@
 #   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
 # A job starts only with more than 60 s of the budget left; trainings stop with a checkpoint
 # before the budget ends (continue them in the next call: runs/ stays while the machine is warm).
-# Logs, data/ and each run's rows/latest checkpoint come back in $OUT/lanes.tgz.
+# Logs, data/, figures/, each run's rows and the executed notebooks come back in $OUT/lanes.tgz
+# (checkpoints in $OUT/ckpt.tgz with CKPT=1). data/ is reset to the committed tree at every call:
+# rows published in an earlier call survive only in runs/train/solo-*/data and this tarball.
 set -u
 source .gpu/gpu-env.sh || exit $?
+# the bundle leaves out Warp's CPU compiler (notebook 00 compares CPU and GPU kernels): a call
+# carrying .gpu/clang (warp-clang.so.xz from the same warp-lang 1.19.0 wheel) restores it
+clang=$(python3 -c "import warp, os; print(os.path.join(os.path.dirname(warp.__file__), 'bin', 'warp-clang.so'))")
+if [ ! -e "$clang" ] && [ -e .gpu/clang/warp-clang.so.xz ]; then
+  xz -d < .gpu/clang/warp-clang.so.xz > "$clang" && echo "warp CPU compiler restored: $clang"
+fi
 BUDGET=$1; shift
 export FIGHTLAB_COMMIT=${FIGHTLAB_COMMIT:-unknown} FIGHTLAB_SHARED_GPU=1 FIGHTLAB_HOST_JOBS=$#
 t0=$(date +%s)
@@ -52,7 +60,10 @@ for jobs in "$@"; do
 done
 wait "${pids[@]}"
 cat $OUT/lane*.txt
-tar czhf $OUT/lanes.tgz $OUT/*.log data runs/train/solo-*/rows.csv runs/train/solo-*/latest.pt \
-  runs/train/solo-*/data runs/notebooks 2>/dev/null
+# rows, curves, figures, logs and executed notebooks (small); checkpoints only with CKPT=1
+# (each latest.pt is ~4 MB; files over 16 MiB do not come back)
+tar czf $OUT/lanes.tgz $OUT/*.log data figures runs/train/solo-*/rows.csv runs/train/solo-*/data \
+  runs/notebooks 2>/dev/null
+[ "${CKPT:-0}" = 1 ] && tar czhf $OUT/ckpt.tgz runs/train/solo-*/latest.pt
 rm -f $OUT/*.log
 ls -la $OUT

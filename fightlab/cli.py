@@ -1,9 +1,10 @@
-"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile}.
+"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile, figures}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
     python -m fightlab evaluate runs/train/latest.pt --timestep 0.002
     python -m fightlab reproduce [--only 06] [--size smoke|full] [--publish]
+    python -m fightlab figures [--only train_curves ...] [--root DIR]
 
 Bad input (unknown body, nworld not a positive integer, a CUDA device on a machine without
 one, an unreadable checkpoint) ends with one line `fightlab: error: …` naming the value and
@@ -106,6 +107,18 @@ def _parser() -> argparse.ArgumentParser:
     sl.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     sl.add_argument("--limp", action="store_true", help="servos off while falling (bodies lie flatter)")
     sl.add_argument("--publish", action="store_true", help="GPU only: append rows to data/results/slots.csv")
+
+    from fightlab.figures import FIGURES
+
+    fg = sub.add_parser("figures", help="redraw the committed figures from data/ (no measurement; CPU is fine)",
+                        formatter_class=fmt,
+                        description="Redraw every data-driven figure from ROOT/data/results and "
+                        "ROOT/data/curves into ROOT/figures (png + svg). A figure whose data file is "
+                        "absent or empty is skipped with a message.")
+    fg.add_argument("--only", action="extend", nargs="+", default=None, metavar="NAME",
+                    help=f"figures to draw (repeatable; default all): {', '.join(FIGURES)}")
+    fg.add_argument("--root", default=None,
+                    help="folder holding data/ (figures go to ROOT/figures; default: the repository)")
     return p
 
 
@@ -252,6 +265,20 @@ def cmd_profile(a) -> int:
     return 0
 
 
+def cmd_figures(a) -> int:
+    from fightlab.figures import DataFileError, draw
+
+    try:
+        drawn = draw(only=a.only, root=a.root)
+    except DataFileError as e:  # the other figures were drawn; this data needs fixing first
+        print(f"fightlab: error: {e}", file=sys.stderr)
+        return 1
+    skipped = [name for name, paths in drawn.items() if not paths]
+    print(f"figures: drew {len(drawn) - len(skipped)} of {len(drawn)}"
+          + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    return 0
+
+
 def cmd_describe(a) -> int:
     from fightlab.bodies import build
     from fightlab.bodies.describe import describe
@@ -268,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
-                "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile}[args.cmd](args)
+                "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
+                "figures": cmd_figures}[args.cmd](args)
     except (ConfigError, CheckpointError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

@@ -119,6 +119,31 @@ def _positive_int(name: str, v: Any) -> int:
     return int(v)
 
 
+def check_cpu_compiler(available: bool | None = None) -> None:
+    """Every comparison runs Warp kernels on the CPU device too: that needs Warp's bundled CPU
+    compiler (``warp/bin/warp-clang.so``), which some slimmed installs leave out.
+
+    Args:
+        available: override of ``wp.is_cpu_available()`` (tests).
+
+    Raises:
+        RuntimeError: the CPU compiler is missing, saying where it belongs and how to restore it.
+    """
+    if available is None:
+        import warp as wp
+
+        available = wp.is_cpu_available()
+    if not available:
+        import warp as wp
+
+        where = Path(wp.__file__).parent / "bin" / "warp-clang.so"
+        raise RuntimeError(
+            "the primer compares Warp kernels on the CPU and the GPU, but this Warp cannot compile "
+            f"CPU kernels: {where} is missing (a slimmed install). Reinstall the warp-lang wheel "
+            "(pip install --force-reinstall warp-lang==" + wp.__version__ + ") or copy that file "
+            "from the wheel.")
+
+
 def params_for(
     *,
     size: str = "full",
@@ -148,6 +173,7 @@ def params_for(
     """
     if size not in ("smoke", "full"):
         raise ValueError(f"size must be 'smoke' or 'full', got {size!r}")
+    check_cpu_compiler()
     dev = timing.resolve_device(device, has_cuda=has_cuda)
     if publish and (size != "full" or not timing.is_cuda_device(dev)):
         raise ValueError(

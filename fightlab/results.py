@@ -106,7 +106,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     # *_f64 / *_ulp: the float32 rounding scale (stock vs float64, stock vs a 1-ulp state)
     "factor": (
         "nv", "levels", "factor_calls_per_step", "inner_calls", "stock_us_per_call",
-        "tree_us_per_call", "dense_us_per_call", "stock_factor_ms_per_step",
+        "tree_us_per_call", "tree_global_us_per_call", "dense_us_per_call", "stock_factor_ms_per_step",
         "tree_factor_ms_per_step", "dense_factor_ms_per_step", "speedup_vs_stock",
         "step_stock_us", "step_tree_us", "graph", "qld_rel_err", "qldiaginv_rel_err",
         "qld_rel_err_stock_f64", "qacc_rel_err", "qacc_rel_err_ulp", "traj_steps",

@@ -35,6 +35,9 @@ from fightlab.cli import main
     (["reproduce", "--only", "06", "--device", "gpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
     (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "may only run notebook 01"),
     (["evaluate", "missing.pt"], "checkpoint 'missing.pt' does not exist"),
+    (["figures", "--only", "nope"], "unknown figure 'nope'; valid figures: train_curves, profile_stages, "
+                                    "factor_time, factor_trajectory"),
+    (["figures", "--root", "no/such/folder"], "--root 'no/such/folder' is not a folder"),
 ])
 def test_cli_errors(args, expect, capsys):
     assert main(args) == 2

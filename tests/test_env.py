@@ -165,7 +165,9 @@ def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
     envs = {on: StanceEnv("muscular-fast", nworld=2, device="cpu", seed=5, cfg=NO_PUSH, tree_factor=on)
             for on in (True, False)}
     assert envs[True].tree_factor and is_tree_factor_enabled(envs[True].m)
+    assert envs[True].tree_factor_variant == "shared"  # 7 KiB of staging fits
     assert not envs[False].tree_factor and not is_tree_factor_enabled(envs[False].m)
+    assert envs[False].tree_factor_variant is None
     qpos = {}
     for on, e in envs.items():
         e.reset(stagger=False)
@@ -173,7 +175,7 @@ def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
             e.step(torch.full((2, e.nu), 0.2))
         qpos[on] = _qpos(e)
     envs[True].close()
-    assert not is_tree_factor_enabled(envs[True].m)
+    assert not is_tree_factor_enabled(envs[True].m) and envs[True].tree_factor_variant is None
     dev = np.max(np.abs(qpos[True] - qpos[False]))
     assert dev < 1e-4, dev
     assert not StanceEnv("simple", nworld=1, device="cpu", cfg=NO_PUSH).tree_factor

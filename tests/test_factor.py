@@ -101,6 +101,74 @@ def test_mixed_model_layout_and_block_dims(cpu_blocks):
         assert F.relative_error(x, stock) <= 2.0 * rounding
 
 
+@pytest.mark.parametrize("name", ["muscular-fast", "chain-120", "tree-110"])
+@pytest.mark.parametrize("blocks", [False, True])
+def test_shared_variant_is_bitwise_the_global_one(name, blocks, monkeypatch):
+    """Same operations in the same order: staging in shared memory and computing each update's
+    scale factor once (phase S) must not change a single bit, for any block size."""
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", blocks)
+    mjm, _ = F._model_for(name) if name != "tree-110" else (F.random_tree_model(110, nbranch=5, seed=3), {})
+    m, d = F._put(mjm, 2, "cpu")
+    q, v = F._random_state(mjm, 2, np.random.default_rng(1))
+    F._set_state(d, q, v)
+    mjw.fwd_position(m, d, factorize=False)
+    s = F.build_schedule(m)
+    assert F.resolve_variant(s, "auto") == "shared"
+    out = {}
+    for variant, bd in (("global", 64), ("shared", 64), ("shared", 128), ("shared", 7)):
+        L, D = wp.zeros((2, m.nC), float), wp.zeros((2, m.nv), float)
+        F.factor_tree(m, d, d.M, L, D, schedule=s, block_dim=bd, variant=variant)
+        out[(variant, bd)] = (L.numpy(), D.numpy())
+    ref = out[("global", 64)]
+    assert np.isfinite(ref[0]).all() and np.abs(ref[0]).max() > 0
+    for key, (L, D) in out.items():
+        assert np.array_equal(L, ref[0]) and np.array_equal(D, ref[1]), key
+
+
+def test_variant_choice_and_errors(monkeypatch):
+    mjm = F.chain_model(70, seed=2)
+    m, d = F._put(mjm, 1, "cpu")
+    mjw.fwd_position(m, d, factorize=False)
+    s = F.build_schedule(m)
+    cap = F.shared_capacity(s)
+    assert cap % F.SHARED_ROUND == 0 and cap >= s.nC + s.np_max
+    with pytest.raises(ValueError, match="variant must be one of"):
+        F.resolve_variant(s, "fast")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        F.use_tree_factor(m, variant="fast")
+    monkeypatch.setattr(F, "SHARED_MAX", cap - 1)  # the tree no longer fits
+    assert F.resolve_variant(s, "auto") == "global"
+    with pytest.raises(ValueError, match="SHARED_MAX"):
+        F.resolve_variant(s, "shared")
+    with pytest.raises(ValueError, match="SHARED_MAX"):
+        F.use_tree_factor(m, variant="shared")
+    assert not F.is_tree_factor_enabled(m)
+    # auto falls back to the global kernel and still factors correctly
+    L, D = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
+    L_s, D_s = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
+    F.factor_tree(m, d, d.M, L, D, schedule=s)
+    F.stock_factor(m, d, d.M, L_s, D_s)
+    _, D_ref = F.reference_factor(m, d.M.numpy())
+    rounding = F.relative_error(D_s.numpy(), D_ref)
+    assert np.isfinite(D_ref).all() and 0 < rounding < 1e-2
+    assert F.relative_error(D.numpy(), D_s.numpy()) <= 3.0 * rounding + 1e-6
+
+
+def test_kernels_compile_for_the_gpu(tmp_path):
+    """The CUDA build of both variants (sm_90, the H200's) compiles with Warp's NVRTC, so a GPU
+    session cannot fail on a CUDA-only compile error. Skipped where Warp has no NVRTC."""
+    from warp._src import context
+
+    wp.init()
+    if not getattr(context.runtime.core, "wp_cuda_compile_program", None):
+        pytest.skip("this Warp build cannot compile CUDA")
+    m, _ = F._put(bodies.build("muscular-fast"), 1, "cpu")
+    cap = F.shared_capacity(F.build_schedule(m))
+    for kernel in (F._shared_kernel(cap), F._factor_tree):
+        files = wp.compile_aot_module(kernel.module, device=None, arch=90, module_dir=tmp_path)
+        assert files and all(f.stat().st_size > 0 for f in files)
+
+
 def test_switch_is_explicit_reversible_and_per_model():
     mjm = F.chain_model(70, seed=1)
     m1, d1 = F._put(mjm, 1, "cpu")
@@ -245,7 +313,7 @@ def test_notebook_runs_at_smoke_size(tmp_path):
 
 def test_experiment_refuses_to_time_a_wrong_kernel(monkeypatch, tmp_path):
     """Correctness before speed: a broken factor raises before any timing or row."""
-    def broken(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM):
+    def broken(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto"):
         F.stock_factor(m, d, M, L, D)
         L.fill_(0.5)
 

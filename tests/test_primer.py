@@ -251,3 +251,10 @@ def test_primer_notebook_runs_at_smoke_size(tmp_path):
         assert needle in text, needle
     errors = [o for c in out["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+
+
+def test_missing_cpu_compiler_is_named():
+    with pytest.raises(RuntimeError, match="warp-clang.so"):
+        primer.check_cpu_compiler(available=False)
+    primer.check_cpu_compiler(available=True)  # no error
+    primer.check_cpu_compiler()  # this install has it

@@ -52,7 +52,9 @@ def test_tree_factor_replaces_the_per_level_launches():
     factorization: 2 per physics step (M, and M + h·D in the Euler step), no _qLD_acc."""
     k = P.kernel_names("muscular-fast", what="env", nworld=2, device="cpu", tree_factor=True)
     per = dict(zip(k["kernel"], k["launches_per_step"]))
-    assert per["_factor_tree"] == 2 * 5 and "_qLD_acc__locals__kernel" not in per
+    assert per[P.TREE_FACTOR_SHARED] == 2 * 5 and "_qLD_acc__locals__kernel" not in per
+    assert "_factor_tree" not in per  # the shared variant is the default for this tree
+    assert P.stage_of(P.TREE_FACTOR_SHARED) == "mass-matrix factor"
     assert P.stage_of("_factor_tree") == "mass-matrix factor"
 
 

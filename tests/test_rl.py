@@ -170,3 +170,18 @@ def test_normaliser_floor_keeps_a_constant_feature_from_exploding():
     out = n(torch.tensor([[0.2, 0.2]]))
     assert out[0, 0] == 10.0                 # no floor: clipped
     assert abs(float(out[0, 1]) - 0.5) < 1e-3  # floor 0.2: (0.2 − 0.1) / 0.2
+
+
+def test_train_row_records_the_factor_kernel_and_host_jobs(tmp_path, monkeypatch):
+    """A row says which mass-matrix factor produced it and how many GPU jobs shared the host."""
+    from fightlab.rl.report import factor_setup, train_row
+
+    monkeypatch.setenv("FIGHTLAB_HOST_JOBS", "2")
+    for body, variant in (("muscular-fast", "shared"), ("simple", None)):
+        cfg = dataclasses.replace(_tiny_cfg(tmp_path / body), body=body, max_iterations=1)
+        t = Trainer(cfg, progress=False)
+        res = t.train()
+        params = __import__("json").loads(train_row(t, res)["params"])
+        t.env.close()
+        assert params["tree_factor_variant"] == variant and params["host_jobs"] == 2
+        assert factor_setup(body, params) == ("tree factor, shared" if variant else "dense")

@@ -426,7 +426,8 @@ class StanceEnv:
       tree_factor: factor the mass matrix of kinematic trees over 64 DOF (muscular-fast) with
         fightlab's single-launch kernel (`fightlab.kernels.factor`) instead of MuJoCo Warp's
         per-level sparse path; same physics to float32 rounding. No effect on smaller trees
-        (`self.tree_factor` says whether it is in use).
+        (`self.tree_factor` says whether it is in use, `self.tree_factor_variant` which
+        kernel variant: "shared" when the tree's staging fits in shared memory, else "global").
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -450,9 +451,10 @@ class StanceEnv:
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
         self.slots = physics.slots_for(body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
-        from fightlab.kernels.factor import use_tree_factor
+        from fightlab.kernels.factor import active_variant, use_tree_factor
 
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
+        self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.nu = self.mjm.nu
         self.obs_dim = 13 + 3 * self.nu
         # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude
@@ -664,6 +666,7 @@ class StanceEnv:
 
         disable_tree_factor(self.m)
         self.tree_factor = False
+        self.tree_factor_variant = None
 
     def read_summary(self, clear: bool = True) -> dict:
         """Read the per-iteration counters (one small device→host copy) and optionally zero them.

@@ -28,12 +28,16 @@ depth ``l``. Per level:
 No atomics: the result is deterministic (bitwise the same for any ``block_dim``), and agrees with
 the stock path to float32 rounding (the stock sum order is set by its atomics; see tests).
 
-Memory: ``L`` and the partial sums live in global memory (L1/L2-resident: 6 KiB per world for
-the humanoid); ``__syncthreads`` orders global writes within a block. Shared memory through
-Warp tiles is not used on purpose: in warp 1.19 assigning one tile element (``t[i] = x``) ends
-with a block barrier (``tile_element_assign`` -> ``WP_TILE_SYNC``), which is undefined inside the
-per-thread branches of this kernel (on the CPU it gave wrong results). A raw ``__shared__``
-variant is left for the GPU session to try if the factor is memory-latency bound.
+Memory: two variants with the same operations in the same order (bitwise equal results).
+"global" (the first design, :func:`_factor_tree`): ``L`` and the partial sums in global memory
+(L1/L2-resident, 6 KiB per world for the humanoid); ``__syncthreads`` orders global writes
+within a block. On the H200 it was 2.3x faster than stock, not the 5x aimed for: the sums are
+chains of dependent global loads (latency-bound). "shared" (:func:`_shared_kernel`, the default
+when it fits): ``L``, the partial sums and one scale factor per update of the level staged in a
+shared-memory tile (7 KiB for the humanoid), with a phase S per level computing each update's
+``L[k,i] / L[k,k]`` once. Warp's own tile element assignment (``t[i] = x``) ends with a block
+barrier (``tile_element_assign`` -> ``WP_TILE_SYNC``), undefined inside per-thread branches,
+so elements go through two native one-liners (``fightlab.kernels._shared``).
 
 Switching it on (the mechanism, and why it is the least invasive one)
 ---------------------------------------------------------------------
@@ -86,6 +90,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import weakref
 from typing import Any, Callable, Iterator
@@ -108,6 +113,10 @@ __all__ = [
     "use_tree_factor",
     "disable_tree_factor",
     "is_tree_factor_enabled",
+    "active_variant",
+    "resolve_variant",
+    "shared_capacity",
+    "VARIANTS",
     "tree_factor",
     "dense_max",
     "count_factor_calls",
@@ -319,8 +328,149 @@ def _factor_tree(
         D_out[worldid, dofid] = 1.0 / L_out[worldid, M_rowadr[dofid] + M_rownnz[dofid] - 1]
 
 
+#: staging granularity and limit of the shared-memory variant (floats): ``nC`` + partial sums,
+#: rounded up to a multiple of 256, at most 12288 floats (48 KiB, the default per-block limit
+#: for shared memory without opting in on CUDA)
+SHARED_ROUND = 256
+SHARED_MAX = 12288
+#: the kernel variants: "shared" stages the world's L and partial sums in shared memory (one
+#: copy in, one copy out); "global" works on L in global memory (the first design, kept as the
+#: reference); "auto": "shared" when the staging fits in :data:`SHARED_MAX`, else "global"
+VARIANTS = ("auto", "shared", "global")
+
+
+def _max_updates_per_level(schedule: TreeSchedule) -> int:
+    off = schedule.upd_off.numpy()
+    return max(1, int(np.max(np.diff(off)))) if len(off) > 1 else 1
+
+
+def shared_capacity(schedule: TreeSchedule) -> int:
+    """Floats of shared memory the "shared" variant needs for ``schedule``: ``nC`` (L) + the
+    partial sums + one scale factor per update of the largest level, rounded up to
+    :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
+    need = schedule.nC + schedule.np_max + _max_updates_per_level(schedule)
+    return -(-need // SHARED_ROUND) * SHARED_ROUND
+
+
+@functools.cache
+def _shared_kernel(capacity: int):
+    """The "shared" variant for a staging buffer of ``capacity`` floats (one kernel per size).
+
+    Differences from :func:`_factor_tree` (the "global" variant), none of which changes a
+    single operation or its order (results are bitwise equal, tested):
+
+    * the world's ``L``, the partial sums and the level's scale factors live in shared memory
+      (a Warp shared tile; elements read and written through native one-liners because Warp's
+      own ``t[i] = x`` ends with a block barrier, which must not run inside per-thread
+      branches); ``M`` is copied in once and ``L`` out once, coalesced;
+    * phase S (new, one barrier): each update ``(i, k)`` of the level computes its scale factor
+      ``L[k,i] / L[k,k]`` once (both final: row ``k`` is deeper) instead of once per column
+      ``j`` of row ``i``; phase A then reads it, and phase B writes it to ``L[k,i]``, so the
+      inner loop's dependent chain is an index load, an ``L`` load and a multiply-add.
+    """
+
+    from fightlab.kernels._shared import shared_accessors
+
+    _sh_load, _sh_store = shared_accessors(capacity)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def _factor_tree_shared(
+        # Model:
+        nv: int,
+        nC: int,
+        M_rownnz: wp.array[int],
+        M_rowadr: wp.array[int],
+        # In:
+        nlevel: int,
+        np_max: int,
+        a_item_in: wp.array[_vec4i],
+        a_slot_in: wp.array[int],
+        a_off_in: wp.array[int],
+        upd_in: wp.array[wp.vec3i],
+        upd_off_in: wp.array[int],
+        red_in: wp.array[wp.vec3i],
+        red_off_in: wp.array[int],
+        M_in: wp.array2d[float],
+        # Out:
+        L_out: wp.array2d[float],
+        D_out: wp.array2d[float],
+    ):
+        worldid, tid = wp.tid()
+        nthread = wp.block_dim()
+        # L at [0, nC), partial sums at nC + slot, the level's scale factors at tmp0 + update
+        sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
+        tmp0 = nC + np_max
+
+        for adr in range(tid, nC, nthread):
+            _sh_store(sh, adr, M_in[worldid, adr])
+        _sync_threads()
+
+        for lev in range(nlevel):
+            u0 = upd_off_in[lev]
+            # phase S: scale factor L[k,i] / L[k,k] of each update of the level
+            for u in range(u0 + tid, upd_off_in[lev + 1], nthread):
+                up = upd_in[u]
+                _sh_store(sh, tmp0 + u - u0, _sh_load(sh, up[2]) / _sh_load(sh, up[1]))
+            _sync_threads()
+
+            # phase A: chunked sums over the descendants k of row i, column j
+            for w in range(a_off_in[lev] + tid, a_off_in[lev + 1], nthread):
+                item = a_item_in[w]
+                adr_ij, j, first, n = item[0], item[1], item[2], item[3]
+                slot = a_slot_in[w]
+                if slot < 0:
+                    value = _sh_load(sh, adr_ij)
+                    for u in range(first, first + n):
+                        value -= _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp0 + u - u0)
+                    _sh_store(sh, adr_ij, value)
+                else:
+                    partial = float(0.0)
+                    for u in range(first, first + n):
+                        partial += _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp0 + u - u0)
+                    _sh_store(sh, nC + slot, partial)
+            _sync_threads()
+
+            # phase B: subtract the partials in chunk order; scale L[k,i] /= L[k,k]
+            for w in range(red_off_in[lev] + tid, red_off_in[lev + 1], nthread):
+                r = red_in[w]
+                value = _sh_load(sh, r[0])
+                for slot in range(r[1], r[1] + r[2]):
+                    value -= _sh_load(sh, nC + slot)
+                _sh_store(sh, r[0], value)
+            for u in range(u0 + tid, upd_off_in[lev + 1], nthread):
+                _sh_store(sh, upd_in[u][2], _sh_load(sh, tmp0 + u - u0))
+            _sync_threads()
+
+        for adr in range(tid, nC, nthread):
+            L_out[worldid, adr] = _sh_load(sh, adr)
+        for dofid in range(tid, nv, nthread):
+            D_out[worldid, dofid] = 1.0 / _sh_load(sh, M_rowadr[dofid] + M_rownnz[dofid] - 1)
+
+    return _factor_tree_shared
+
+
+def resolve_variant(schedule: TreeSchedule, variant: str = "auto") -> str:
+    """The kernel variant :func:`factor_tree` runs: ``variant``, with "auto" resolved.
+
+    Raises:
+        ValueError: ``variant`` not in :data:`VARIANTS`, or "shared" for a tree whose staging
+            (:func:`shared_capacity`) exceeds :data:`SHARED_MAX`.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    fits = shared_capacity(schedule) <= SHARED_MAX
+    if variant == "auto":
+        return "shared" if fits else "global"
+    if variant == "shared" and not fits:
+        raise ValueError(f"variant 'shared' needs {shared_capacity(schedule)} floats of shared memory "
+                         f"for this tree (nC={schedule.nC}), more than SHARED_MAX={SHARED_MAX}; "
+                         "use 'global' or 'auto'")
+    return variant
+
+
 def factor_tree(m: Any, d: Any, M: wp.array2d, L: wp.array2d, D: wp.array2d,
-                schedule: TreeSchedule | None = None, block_dim: int = BLOCK_DIM) -> None:
+                schedule: TreeSchedule | None = None, block_dim: int = BLOCK_DIM,
+                variant: str = "auto") -> None:
     """Sparse ``L'DL`` of ``M`` in one launch: drop-in for ``smooth._factor_i_sparse``.
 
     Args:
@@ -334,11 +484,23 @@ def factor_tree(m: Any, d: Any, M: wp.array2d, L: wp.array2d, D: wp.array2d,
         schedule: from :func:`build_schedule` (built, not cached, when ``None``).
         block_dim: threads per world (resolves to 1 on a CPU without
             ``wp.config.enable_cpu_blocks``).
+        variant: "auto" (default), "shared" or "global" (:data:`VARIANTS`,
+            :func:`resolve_variant`).
 
     Raises:
-        ValueError: see :func:`build_schedule`.
+        ValueError: see :func:`build_schedule` and :func:`resolve_variant`.
     """
     s = schedule if schedule is not None else build_schedule(m)
+    if resolve_variant(s, variant) == "shared":
+        wp.launch_tiled(
+            _shared_kernel(shared_capacity(s)),
+            dim=(d.nworld,),
+            inputs=[s.nv, s.nC, m.M_rownnz, m.M_rowadr, s.nlevel, s.np_max, s.a_item, s.a_slot,
+                    s.a_off, s.upd, s.upd_off, s.red, s.red_off, M],
+            outputs=[L, D],
+            block_dim=block_dim,
+        )
+        return
     key = (d.nworld, str(M.device))
     partial = s.scratch.get(key)
     if partial is None:
@@ -366,6 +528,7 @@ class _Entry:
     ref: Any  # weakref to the Model
     schedule: TreeSchedule
     block_dim: int
+    variant: str
 
 
 _REGISTRY: dict[int, _Entry] = {}
@@ -375,7 +538,8 @@ def _dispatch(m, d, M, L, D):
     """Replacement of ``smooth._factor_i_sparse`` while at least one model is registered."""
     entry = _REGISTRY.get(id(m))
     if entry is not None and entry.ref() is m:
-        factor_tree(m, d, M, L, D, schedule=entry.schedule, block_dim=entry.block_dim)
+        factor_tree(m, d, M, L, D, schedule=entry.schedule, block_dim=entry.block_dim,
+                    variant=entry.variant)
     else:
         stock_factor(m, d, M, L, D)
 
@@ -397,7 +561,7 @@ def _uninstall_if_unused() -> None:
         smooth._factor_i_sparse = stock_factor
 
 
-def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM) -> bool:
+def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto") -> bool:
     """Switch the single-launch tree factor on for the MuJoCo Warp model ``m``.
 
     Only ``m`` is affected (other models keep the stock path). The function the env or trainer
@@ -406,6 +570,7 @@ def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM) -> bool:
     Args:
         m: ``mujoco_warp`` Model.
         block_dim: threads per world (int >= 1; 64 is the design point).
+        variant: kernel variant, one of :data:`VARIANTS` ("auto": shared memory when it fits).
 
     Returns:
         True when ``m`` has a sparse block (a tree over ``types.M_BLOCK_DENSE_MAX`` DOF at
@@ -413,17 +578,21 @@ def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM) -> bool:
         replace (the model is left on the stock path, nothing is registered).
 
     Raises:
-        ValueError: bad ``block_dim``.
+        ValueError: bad ``block_dim`` or ``variant`` (see :func:`resolve_variant`).
     """
     if not isinstance(block_dim, int) or block_dim < 1:
         raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not m.qLD_updates:
         return False
     schedule = build_schedule(m)
+    resolve_variant(schedule, variant)  # refuse "shared" for a tree too large, before switching
     _install()
     # the entry dies with the model: when the last registered model is garbage collected,
     # the stock function is put back
-    _REGISTRY[id(m)] = _Entry(weakref.ref(m, lambda _r: _uninstall_if_unused()), schedule, block_dim)
+    _REGISTRY[id(m)] = _Entry(weakref.ref(m, lambda _r: _uninstall_if_unused()), schedule, block_dim,
+                              variant)
     return True
 
 
@@ -444,13 +613,22 @@ def is_tree_factor_enabled(m: Any) -> bool:
     return entry is not None and entry.ref() is m and smooth._factor_i_sparse is _dispatch
 
 
+def active_variant(m: Any) -> str | None:
+    """The kernel variant ("shared" / "global") factoring ``m`` now, None when the tree factor
+    is off for ``m`` (recorded in result rows, so a row says which kernel produced it)."""
+    if not is_tree_factor_enabled(m):
+        return None
+    entry = _REGISTRY[id(m)]
+    return resolve_variant(entry.schedule, entry.variant)
+
+
 @contextlib.contextmanager
-def tree_factor(m: Any, *, block_dim: int = BLOCK_DIM) -> Iterator[bool]:
+def tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto") -> Iterator[bool]:
     """``with tree_factor(m) as on:`` -- :func:`use_tree_factor` for the block, then the state
     before it (on or off) is restored, also on error. ``on`` is :func:`use_tree_factor`'s result."""
     before = _REGISTRY.get(id(m)) if is_tree_factor_enabled(m) else None
     try:
-        yield use_tree_factor(m, block_dim=block_dim)
+        yield use_tree_factor(m, block_dim=block_dim, variant=variant)
     finally:
         disable_tree_factor(m)
         if before is not None:
@@ -576,7 +754,7 @@ def _set_state(d, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray | None = 
 
 
 def factor_errors(mjm: mujoco.MjModel, nworld: int = 4, seed: int = 0, device: str = "cpu",
-                  block_dim: int = BLOCK_DIM) -> dict[str, float]:
+                  block_dim: int = BLOCK_DIM, variant: str = "auto") -> dict[str, float]:
     """Factor ``M`` at random configurations with the stock path and with :func:`factor_tree`.
 
     The model is put on ``device`` with the current ``types.M_BLOCK_DENSE_MAX`` (lower it with
@@ -587,10 +765,11 @@ def factor_errors(mjm: mujoco.MjModel, nworld: int = 4, seed: int = 0, device: s
         dict (floats, unitless): ``qld_rel_err`` and ``qldiaginv_rel_err`` (custom vs stock,
         :func:`relative_error`), ``qld_rel_err_stock_f64`` / ``qld_rel_err_tree_f64`` (each vs the
         float64 reference :func:`reference_factor`; the float32 rounding scale), the same for
-        ``qLDiagInv``, and ``nlevel``, ``nupdate``.
+        ``qLDiagInv``, and ``nlevel``, ``nupdate``. ``block_dim`` / ``variant``: see
+        :func:`factor_tree`.
 
     Raises:
-        ValueError: the model has no tree over ``types.M_BLOCK_DENSE_MAX`` DOF.
+        ValueError: the model has no tree over ``types.M_BLOCK_DENSE_MAX`` DOF; a bad variant.
     """
     m, d = _put(mjm, nworld, device)
     if not m.qLD_updates:
@@ -605,10 +784,10 @@ def factor_errors(mjm: mujoco.MjModel, nworld: int = 4, seed: int = 0, device: s
         L_t, D_t = wp.zeros((nworld, m.nC), float), wp.zeros((nworld, m.nv), float)
         stock_factor(m, d, d.M, L_s, D_s)
         s = build_schedule(m)
-        factor_tree(m, d, d.M, L_t, D_t, schedule=s, block_dim=block_dim)
+        factor_tree(m, d, d.M, L_t, D_t, schedule=s, block_dim=block_dim, variant=variant)
         # and through a qLD-shaped view at offset qLD_block_total (the real call pattern)
         qLD = wp.zeros((nworld, off + m.nC), float)
-        factor_tree(m, d, d.M, qLD[:, off:], D_t, schedule=s, block_dim=block_dim)
+        factor_tree(m, d, d.M, qLD[:, off:], D_t, schedule=s, block_dim=block_dim, variant=variant)
     Ls, Ds, Lt, Dt = L_s.numpy(), D_s.numpy(), L_t.numpy(), D_t.numpy()
     if not np.array_equal(qLD.numpy()[:, off:], Lt):
         raise AssertionError("factor_tree writes differently into a qLD view")
@@ -626,7 +805,8 @@ def factor_errors(mjm: mujoco.MjModel, nworld: int = 4, seed: int = 0, device: s
 
 
 def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: str = "cpu",
-                    nconmax: int | None = None, njmax: int | None = None) -> dict[str, float]:
+                    nconmax: int | None = None, njmax: int | None = None,
+                    block_dim: int = BLOCK_DIM, variant: str = "auto") -> dict[str, float]:
     """One ``mjw.step`` from the same random state, stock vs tree factor.
 
     Returns:
@@ -634,6 +814,7 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
         (:func:`relative_error`), and stock vs stock from a state whose ``qvel`` was moved by one
         float32 ulp (the scale of float32 rounding through a step); plus
         ``{"tree_calls", "stock_calls"}``, the factorizations the custom step made.
+        ``block_dim`` / ``variant``: the tree kernel's (:func:`factor_tree`).
     """
     qpos, qvel = _random_state(mjm, nworld, np.random.default_rng(seed))
     ctrl = np.random.default_rng(seed + 1).uniform(-1, 1, (nworld, mjm.nu)).astype(np.float32)
@@ -648,7 +829,7 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
         _set_state(d_u, qpos, qvel_ulp, ctrl)
         mjw.step(m_s, d_s)
         mjw.step(m_s, d_u)
-        with tree_factor(m_t):
+        with tree_factor(m_t, block_dim=block_dim, variant=variant):
             calls = count_factor_calls(m_t, d_t)
     qa_s, qa_t, qa_u = d_s.qacc.numpy(), d_t.qacc.numpy(), d_u.qacc.numpy()
     out["qacc_rel_err"] = relative_error(qa_t, qa_s)
@@ -783,7 +964,8 @@ def _push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random
 
 def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10, seed: int = 0,
                          device: str = "cpu", hold: int = 5, nconmax: int | None = None,
-                         njmax: int | None = None, quiet: bool = False) -> dict[str, Any]:
+                         njmax: int | None = None, quiet: bool = False,
+                         block_dim: int = BLOCK_DIM, variant: str = "auto") -> dict[str, Any]:
     """Run identical actions for ``nsteps`` physics steps: tree factor vs stock, and stock vs
     stock from a state perturbed by one float32 ulp.
 
@@ -792,7 +974,8 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
     horizontal pushes on the root body as in the env (:func:`_push_schedule`); all seeded and
     identical for every run. ``quiet=True``: the keyframe exactly, controls held at the
     keyframe's ``ctrl`` (zero without one), no pushes: a standing episode. In both, the ulp run
-    moves every hinge/slide ``qpos`` up by one float32 ulp.
+    moves every hinge/slide ``qpos`` up by one float32 ulp. ``block_dim`` / ``variant``: the
+    tree kernel's (:func:`factor_tree`).
 
     Returns:
         dict: ``max_dev_tree_rad`` / ``max_dev_ulp_rad`` (max over steps, worlds and hinge joints
@@ -829,7 +1012,7 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
         _set_state(d_t, qpos, qvel)
         _set_state(d_u, qpos_ulp, qvel)
         dev_t, dev_u = np.zeros(nsteps), np.zeros(nsteps)
-        with tree_factor(m_t):
+        with tree_factor(m_t, block_dim=block_dim, variant=variant):
             for n in range(nsteps):
                 if n % hold == 0:
                     for dd in (d_s, d_t, d_u):
@@ -867,7 +1050,8 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
 def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int = 10,
               warmup: int = 3, repeats: int = 10, graph: bool | None = None, seed: int = 0,
               with_dense: bool = True, with_step: bool = True, nconmax: int | None = None,
-              njmax: int | None = None) -> dict[str, float]:
+              njmax: int | None = None, block_dim: int = BLOCK_DIM,
+              variant: str = "auto") -> dict[str, float]:
     """Factorization time per call and per physics step: stock sparse, tree kernel, dense tile.
 
     ``M`` is filled by ``fwd_position`` at random states; each timed region runs ``inner``
@@ -876,10 +1060,13 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
     of ``repeats`` after ``warmup``). The dense reference is the same model put with
     ``types.M_BLOCK_DENSE_MAX`` raised to ``nv`` (tile Cholesky, ``smooth._factor_blocks``).
     Per step = per call x the factorizations one ``mjw.step`` makes (:func:`count_factor_calls`).
+    The tree kernel runs as ``variant`` with ``block_dim`` threads per world (:func:`factor_tree`);
+    the "global" variant is timed too, as the first design's reference.
 
     Returns:
         dict of floats: ``nv``, ``levels``, ``factor_calls_per_step``, ``inner_calls``,
-        ``stock_us_per_call``, ``tree_us_per_call``, ``dense_us_per_call`` (NaN without
+        ``stock_us_per_call``, ``tree_us_per_call`` (the chosen variant),
+        ``tree_global_us_per_call`` (the "global" variant), ``dense_us_per_call`` (NaN without
         ``with_dense``), ``stock_factor_ms_per_step``, ``tree_factor_ms_per_step``,
         ``dense_factor_ms_per_step``, ``speedup_vs_stock`` (stock / tree), ``step_stock_us``,
         ``step_tree_us`` (one whole ``mjw.step`` of all worlds; NaN without ``with_step``),
@@ -913,7 +1100,12 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
             return t.median_s / inner
 
         stock_s = timed(lambda: stock_factor(m, d, d.M, L, d.qLDiagInv), "stock sparse LDL")
-        tree_s = timed(lambda: factor_tree(m, d, d.M, L, d.qLDiagInv, schedule=s), "tree LDL")
+        chosen = resolve_variant(s, variant)
+        tree_s = timed(lambda: factor_tree(m, d, d.M, L, d.qLDiagInv, schedule=s, block_dim=block_dim,
+                                           variant=chosen), f"tree LDL ({chosen})")
+        global_s = tree_s if chosen == "global" else timed(
+            lambda: factor_tree(m, d, d.M, L, d.qLDiagInv, schedule=s, block_dim=block_dim,
+                                variant="global"), "tree LDL (global)")
         dense_s = float("nan")
         if with_dense:
             with dense_max(max(mjm.nv, mjw_types.M_BLOCK_DENSE_MAX)):
@@ -945,7 +1137,7 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
                 return float(np.median(times))
 
             step_s = step_time("step stock")
-            with tree_factor(m2):
+            with tree_factor(m2, block_dim=block_dim, variant=chosen):
                 step_t = step_time("step tree")
     return {
         "nv": float(mjm.nv),
@@ -954,6 +1146,7 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
         "inner_calls": float(inner),
         "stock_us_per_call": stock_s * 1e6,
         "tree_us_per_call": tree_s * 1e6,
+        "tree_global_us_per_call": global_s * 1e6,
         "dense_us_per_call": dense_s * 1e6,
         "stock_factor_ms_per_step": stock_s * calls * 1e3,
         "tree_factor_ms_per_step": tree_s * calls * 1e3,
@@ -982,7 +1175,8 @@ def _model_for(body: str) -> tuple[mujoco.MjModel, dict]:
 def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed: int = 0,
                    traj_steps: int = 10, traj_nworld: int = 4, inner: int = 10,
                    repeats: int = 10, with_dense: bool = True, with_step: bool = True,
-                   check_nworld: int = 4) -> dict:
+                   check_nworld: int = 4, block_dim: int = BLOCK_DIM,
+                   variant: str = "auto") -> dict:
     """One ``factor`` result row: errors, trajectory deviation and speed for ``body``.
 
     Appends the row to ``root/data/results/factor.csv`` (:mod:`fightlab.results`) and writes the
@@ -996,7 +1190,9 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         writing no curve) and width of the pushed and the quiet trajectory comparisons
         (:func:`trajectory_deviation`); inner / repeats: see :func:`benchmark`;
         with_dense / with_step: include the dense reference / whole-step timing;
-        check_nworld: worlds for the error checks.
+        check_nworld: worlds for the error checks; block_dim / variant: the tree kernel's
+        threads per world and variant (:func:`factor_tree`; recorded in ``params``, with
+        ``variant`` resolved). The trajectories use the same kernel.
 
     Returns:
         the row (dict), with ``curve`` added (the trajectory curves as a DataFrame: pushed
@@ -1012,7 +1208,8 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
     from fightlab import results
 
     mjm, kw = _model_for(body)
-    errs = factor_errors(mjm, nworld=check_nworld, seed=seed, device=device)
+    errs = factor_errors(mjm, nworld=check_nworld, seed=seed, device=device, block_dim=block_dim,
+                         variant=variant)
     # correctness before speed: a kernel that disagrees with stock beyond float32 rounding (the
     # same rule as tests/test_factor.py) is not timed and no row is written
     for key in ("qld", "qldiaginv"):
@@ -1021,19 +1218,23 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
             raise RuntimeError(f"tree factor disagrees with stock on {body} ({device}): {key} relative "
                                f"error {errs[key + '_rel_err']:.3e} > {bound:.3e} (3 × stock's own "
                                "float32 error + 1e-6); nothing timed or written")
-    qacc = step_qacc_error(mjm, nworld=min(check_nworld, 4), seed=seed, device=device, **kw)
+    kv = dict(block_dim=block_dim, variant=variant)
+    qacc = step_qacc_error(mjm, nworld=min(check_nworld, 4), seed=seed, device=device, **kv, **kw)
     nan_t = {"max_dev_tree_rad": math.nan, "max_dev_ulp_rad": math.nan, "nan": False,
              "overflow_worlds": 0, "pushes": 0, "curve": None}
     traj = quiet = nan_t
     if traj_steps > 0:  # 0: skip (the notebook runs the trajectories once per body)
         traj = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
-                                    device=device, **kw)
+                                    device=device, **kv, **kw)
         quiet = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
-                                     device=device, quiet=True, **kw)
+                                     device=device, quiet=True, **kv, **kw)
     bench = benchmark(mjm, nworld, device=device, inner=inner, repeats=repeats, seed=seed,
-                      with_dense=with_dense, with_step=with_step, **kw)
+                      with_dense=with_dense, with_step=with_step, block_dim=block_dim,
+                      variant=variant, **kw)
+    with wp.ScopedDevice(device):
+        chosen = resolve_variant(build_schedule(_put(mjm, 1, device)[0]), variant)
     params = dict(traj_steps=traj_steps, traj_nworld=traj_nworld, inner=inner, repeats=repeats,
-                  check_nworld=check_nworld, chunk=CHUNK, block_dim=BLOCK_DIM,
+                  check_nworld=check_nworld, chunk=CHUNK, block_dim=block_dim, variant=chosen,
                   dense_max=mjw_types.M_BLOCK_DENSE_MAX, timestep_s=float(mjm.opt.timestep))
     meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
     metrics = {

@@ -1,7 +1,10 @@
-"""Turn a finished training run into result rows: runs/ always, data/ only with `publish`."""
+"""Turn a finished training run into result rows (runs/ always, data/ only with `publish`), and
+summarise the published ones (published_runs, solve_summary, headline, original_comparison)."""
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import os
 from pathlib import Path
@@ -24,6 +27,8 @@ def train_row(trainer, res: dict) -> dict:
     # GPU jobs running at once on the host, each on its own GPU (a 2-GPU machine running two solo
     # trainings: 2). They share only the host's CPU cores; recorded so it can be checked.
     params["host_jobs"] = int(os.environ.get("FIGHTLAB_HOST_JOBS", "1"))
+    # which single-launch factor kernel ran ("shared" / "global"; None: MuJoCo Warp's own path)
+    params["tree_factor_variant"] = getattr(trainer.env, "tree_factor_variant", None)
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
                                 params=params, device=cfg.device)
     meta["run_id"] = trainer.run_id
@@ -77,20 +82,23 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     return row
 
 
-def plot_training(curves: dict, title: str = ""):
+def plot_training(curves: dict, title: str = "", styles: dict | None = None):
     """Reward, amplitude, fall rate and episode length against training wall time.
 
     Args:
       curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
         window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
+      title: figure title.
+      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve.
     Returns:
-      the matplotlib Figure (2×2 axes).
+      the matplotlib Figure (2×2 axes; with more than 6 curves the legend sits below them).
     """
     import matplotlib.pyplot as plt
 
     from fightlab.plots import label, use_style
 
     use_style()
+    styles = styles or {}
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     panels = [("reward", "mean reward per env step [-]"),
               ("amplitude", "rhythm amplitude a [-]"),
@@ -99,15 +107,19 @@ def plot_training(curves: dict, title: str = ""):
     for ax, (col, ylab) in zip(axes.flat, panels):
         for name, df in curves.items():
             if col in df:
-                ax.plot(df["elapsed_s"], df[col], label=name)
+                ax.plot(df["elapsed_s"], df[col], label=name, **styles.get(name, {}))
         label(ax, x="training wall time [s]", y=ylab)
     axes[0, 1].set_ylim(0, 1.05)
     axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
     axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
-    axes[0, 0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if len(curves) > 6:  # a long legend would cover the curves: put it under the panels
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+    else:
+        axes[0, 0].legend(fontsize=8)
     return fig
 
 
@@ -162,27 +174,125 @@ def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = Fal
     return row
 
 
-def published_runs(root: Path | None = None) -> pd.DataFrame:
-    """data/results/train.csv with `shared_gpu` (from params; NaN where unknown) as a column."""
-    import json
+#: the original study's times to solve [s] (its own bodies and task details):
+#: {body: {machine: seconds}} (rtx5090: one RTX 5090; ec2_96vcpu: a 96-vCPU EC2 spot machine);
+#: a comparison of orders of magnitude, not a race
+ORIGINAL_STUDY_S: dict[str, dict[str, float]] = {
+    "simple": {"rtx5090": 185.0, "ec2_96vcpu": 404.0},
+    "muscular-fast": {"rtx5090": 377.0, "ec2_96vcpu": 714.0},
+}
 
+
+@functools.lru_cache(maxsize=None)
+def _sparse_tree(body: str) -> bool | None:
+    """True when ``body`` has a kinematic tree over MuJoCo Warp's dense limit
+    (``types.M_BLOCK_DENSE_MAX``, 64 DOF): its mass matrix takes the sparse path, which training
+    replaces with fightlab's tree factor (``TrainConfig.tree_factor``). None for an unknown body."""
+    import numpy as np
+    from mujoco_warp._src.types import M_BLOCK_DENSE_MAX
+
+    from fightlab import bodies
+
+    if body not in bodies.BODIES:
+        return None
+    m = bodies.build(body)
+    return bool(m.nv) and int(np.bincount(m.dof_treeid).max()) > M_BLOCK_DENSE_MAX
+
+
+def factor_setup(body: str, params: dict) -> str:
+    """How a training run factored the mass matrix: "tree factor, <variant>" / "stock factor"
+    for bodies with a tree over 64 DOF (params ``tree_factor`` true / false or absent: rows from
+    before the switch existed ran the stock sparse factor; ``tree_factor_variant`` "shared" /
+    "global", absent on rows from before the shared variant existed, which ran the global one),
+    "dense" for the others (dense tile path; ``tree_factor`` changes nothing there),
+    "unknown body" for a body fightlab does not build."""
+    sparse = _sparse_tree(body)
+    if sparse is None:
+        return "unknown body"
+    if not sparse:
+        return "dense"
+    if params.get("tree_factor") is not True:
+        return "stock factor"
+    return f"tree factor, {params.get('tree_factor_variant') or 'global'}"
+
+
+def published_runs(root: Path | None = None) -> pd.DataFrame:
+    """data/results/train.csv with columns from params added: `shared_gpu` (trainings sharing
+    the GPU; NaN where unknown), `host_jobs` (GPU jobs running at once on the host, each on its
+    own GPU: they share only the host's CPU cores; 1 where not recorded) and `setup` (the mass
+    matrix factor path, :func:`factor_setup`)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
-    df["shared_gpu"] = [json.loads(p).get("shared_gpu", float("nan")) for p in df["params"]]
+    params = [json.loads(p) if p else {} for p in df["params"]]
+    df["shared_gpu"] = [p.get("shared_gpu", float("nan")) for p in params]
+    df["host_jobs"] = [int(p.get("host_jobs") or 1) for p in params]
+    df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
     return df
 
 
+#: solve_summary's grouping: rows of different bodies, factor paths or code commits are never pooled
+SUMMARY_KEYS = ("body", "setup", "commit")
+
+
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per body, over solved runs that had the GPU to themselves (shared_gpu == 1): number of
-    runs, median / min / max time to solve (s), median iterations, env steps/s, rollout and update
-    seconds per iteration. Runs that shared the GPU are counted apart (n_shared)."""
+    """Per (body, setup, commit) — rows from different code commits or mass-matrix factor paths
+    are never pooled into one median — over solved runs that had the GPU to themselves
+    (shared_gpu == 1): number of runs (n_solo), median / min / max time to solve (s), median
+    iterations, env steps/s, rollout and update seconds per iteration, the most GPU jobs that ran
+    on the host beside any of them (host_jobs), the GPU names of the group (gpu: more than one
+    name means cards were pooled) and the newest run's time (latest). Runs that
+    shared the GPU (or did not solve) are counted apart (n_shared, n_unsolved) and not summarised.
+
+    Args:
+      df: :func:`published_runs` (needs its `setup`, `shared_gpu` and `host_jobs` columns).
+    Returns:
+      a DataFrame indexed by (body, setup, commit), sorted by body and newest run last.
+    """
     rows = []
-    for body, g in df.groupby("body"):
-        solo = g[(g["solved"] == True) & (g["shared_gpu"] == 1)]  # noqa: E712
+    for (body, setup, commit), g in df.groupby(list(SUMMARY_KEYS), sort=False):
+        solved = g["solved"] == True  # noqa: E712
+        solo = g[solved & (g["shared_gpu"] == 1)]
         t = solo["time_to_solve_s"]
-        rows.append(dict(body=body, n_solo=len(solo), n_shared=int((g["shared_gpu"] != 1).sum()),
+        rows.append(dict(body=body, setup=setup, commit=commit, n_solo=len(solo),
+                         n_shared=int((g["shared_gpu"] != 1).sum()),
+                         n_unsolved=int((~solved & (g["shared_gpu"] == 1)).sum()),
                          time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
                          time_to_solve_max_s=t.max(), iterations_median=solo["iterations"].median(),
                          env_steps_per_s_median=solo["env_steps_per_s"].median(),
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
-                         update_s_per_iter=solo["update_s_per_iter"].median()))
-    return pd.DataFrame(rows).set_index("body")
+                         update_s_per_iter=solo["update_s_per_iter"].median(),
+                         host_jobs=solo["host_jobs"].max() if len(solo) else float("nan"),
+                         gpu=", ".join(sorted(set(g["gpu"]))),
+                         latest=g["time"].max()))
+    if not rows:
+        return pd.DataFrame(columns=[*SUMMARY_KEYS, "n_solo"]).set_index(list(SUMMARY_KEYS))
+    out = pd.DataFrame(rows).sort_values(["body", "latest"], kind="stable")
+    out["host_jobs"] = out["host_jobs"].astype("Int64")
+    return out.set_index(list(SUMMARY_KEYS))
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
+    among groups with as many, the newest commit (latest run). Bodies without a solo solved run
+    have no headline. Returns the chosen rows (same index)."""
+    s = summary[summary["n_solo"] > 0]
+    if s.empty:
+        return s
+    order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],
+                                        kind="stable")
+    return order.groupby("body", sort=False).head(1).set_index(list(SUMMARY_KEYS))
+
+
+def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:
+    """Headline median time to solve per body (:func:`headline`) next to the original study's
+    (:data:`ORIGINAL_STUDY_S`): the original's seconds (``original_<machine>_s``) and the ratio
+    original / ours (``<machine>_over_ours``; above 1: ours solved faster). Different bodies,
+    task details and cards: an order of magnitude, not a race."""
+    rows = []
+    for (body, setup, commit), r in headline(summary).iterrows():
+        row = dict(body=body, setup=setup, commit=commit, n_solo=int(r["n_solo"]),
+                   time_to_solve_median_s=r["time_to_solve_median_s"])
+        for machine, s in ORIGINAL_STUDY_S.get(body, {}).items():
+            row[f"original_{machine}_s"] = s
+            row[f"{machine}_over_ours"] = s / r["time_to_solve_median_s"]
+        rows.append(row)
+    return pd.DataFrame(rows)

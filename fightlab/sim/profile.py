@@ -19,7 +19,9 @@ warp's CUDA activity timing gives one record (name, elapsed ms) per kernel launc
 and module, and the launches per step on any device. Then one physics step is captured as a graph
 and replayed (``timing.measure``): the graph time per step next to the summed kernel time shows
 what launching costs (``launch_overhead_ms_per_step = graph - kernels``: per-launch latency and idle
-gaps inside the graph; near zero when kernels dominate).
+gaps inside the graph; near zero when kernels dominate). It can come out negative: on the H200
+(2026-11-30) the summed activity-timed kernels of uncaptured steps exceeded the captured step by
+~6 µs per launch, so the per-kernel times are an upper bound; stage shares stay comparable.
 
 On the CPU warp records no kernel timing: ``profile`` still runs the steps, records the kernel
 names and launch counts, times the captured step on the host, and returns a result with
@@ -71,6 +73,9 @@ STAGE_DOC: dict[str, str] = {
 }
 
 _K = "__locals__kernel"
+#: key of fightlab's single-launch tree factor, "shared" variant (a kernel built per staging size
+#: inside ``fightlab.kernels.factor._shared_kernel``, hence the closure name)
+TREE_FACTOR_SHARED = "_shared_kernel__locals___factor_tree_shared"
 #: exact kernel key (warp ``Kernel.key``; CUDA timing names add a prefix and a hash) -> stage
 KERNEL_STAGES: dict[str, str] = {}
 _TABLE: dict[str, tuple[str, ...]] = {
@@ -92,8 +97,9 @@ _TABLE: dict[str, tuple[str, ...]] = {
         "_solve_LD_sparse_level" + _K, "_solve_LD_sparse_diag", "_solve_LD_sparse_copy",
         "_tile_cholesky_factorize_solve_block" + _K, "_tile_cholesky_factorize" + _K,
         "_tile_cholesky_solve" + _K, "_copy_CSR", "_factor_solve_lu_sparse_fused" + _K,
-        # fightlab.kernels.factor: the single-launch tree LDLᵀ (default for trees over 64 DOF)
-        "_factor_tree",
+        # fightlab.kernels.factor: the single-launch tree LDLᵀ (default for trees over 64 DOF),
+        # "shared" variant (the default when it fits) and "global" variant
+        TREE_FACTOR_SHARED, "_factor_tree",
     ),
     "forces": (
         # smooth.rne, tendon_bias; passive; forward.fwd_actuation / fwd_acceleration; support
@@ -468,7 +474,7 @@ def _cuda(device: str) -> bool:
 def _factor_path(launches: dict[str, int]) -> str:
     """Which mass-matrix factor ran: "tree" (fightlab's single-launch kernel), "sparse"
     (MuJoCo Warp's per-level LDLᵀ), "dense" (tile Cholesky), or a "+"-joined mix."""
-    kinds = [k for k, hit in (("tree", "_factor_tree" in launches),
+    kinds = [k for k, hit in (("tree", "_factor_tree" in launches or TREE_FACTOR_SHARED in launches),
                               ("sparse", "_qLD_acc" + _K in launches),
                               ("dense", any("tile_cholesky" in k for k in launches))) if hit]
     return "+".join(kinds) or "none"

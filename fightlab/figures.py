@@ -1,0 +1,387 @@
+"""Redraw every committed data-driven figure from root/data: no measurement, works on a CPU.
+
+    python -m fightlab figures                        # all of FIGURES, into figures/
+    python -m fightlab figures --only factor_time --root /tmp/copy
+
+    from fightlab import figures
+    figures.draw(["train_curves"], root)             # {name: [written paths]}
+    fig = figures.plot_factor_time(df)               # also used by notebook 03
+
+Each figure reads only ``root/data/results/<experiment>.csv`` (and ``root/data/curves/``) and is
+saved with :func:`fightlab.plots.savefig` as ``root/figures/<name>.png`` and ``.svg``. A figure
+whose data file is absent or has no rows is skipped with a printed reason, not an error.
+Rows of several GPUs give one figure per GPU, named ``<name>_<gpu slug>``
+(``profile_stages_nvidia-h200``); with one GPU the name stays plain.
+
+Figures (:data:`FIGURES`):
+  train_curves       every published training run (data/results/train.csv + data/curves/), one
+                     colour per (body, factor setup, commit), runs that shared the GPU dotted
+  profile_stages     kernel time and launches per physics step by stage (data/results/profile.csv,
+                     the newest row per body and worlds), per GPU
+  factor_time        mass-matrix factorization time per physics step: stock sparse, fightlab's
+                     single launch, dense tile reference (data/results/factor.csv), per GPU
+  factor_trajectory  joint-angle deviation from the stock run over the trajectories (pushed and
+                     quiet; rows with traj_steps > 0 and their data/curves/<run_id>.csv), per GPU
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+
+if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI parser imports FIGURES
+    import pandas as pd
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: the figure names `draw` knows, in drawing order
+FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory")
+
+#: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
+DEV_FLOOR_RAD = 1e-12
+
+
+def gpu_slug(gpu: str) -> str:
+    """A file-name-safe slug of a GPU name: "NVIDIA H200" -> "nvidia-h200"."""
+    return re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-") or "unknown-gpu"
+
+
+def _per_gpu(df: pd.DataFrame, name: str) -> Iterator[tuple[str, pd.DataFrame, str]]:
+    """(gpu, its rows, figure name) per GPU in ``df``: ``name`` alone when there is one GPU."""
+    gpus = list(dict.fromkeys(df["gpu"]))
+    for gpu in gpus:
+        yield gpu, df[df["gpu"] == gpu], name if len(gpus) == 1 else f"{name}_{gpu_slug(gpu)}"
+
+
+class DataFileError(ValueError):
+    """A data file exists but cannot be read under its experiment's schema (e.g. its header
+    predates a schema change): the figure is not drawn, and the command fails after the others."""
+
+
+def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) -> pd.DataFrame | None:
+    """The rows of ``experiment`` under ``root``, or None (after saying why ``name`` is skipped).
+
+    Raises:
+        DataFileError: the file exists but does not match the schema.
+    """
+    from fightlab import results
+
+    path = results.results_path(experiment, root)
+    if not path.exists():
+        log(f"figures: skip {name}: {path} is absent")
+        return None
+    try:
+        df = results.read_rows(experiment, root)
+    except ValueError as e:
+        raise DataFileError(str(e)) from None
+    if df.empty:
+        log(f"figures: skip {name}: {path} has no rows")
+        return None
+    return df
+
+
+def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from fightlab import plots
+
+    paths = plots.savefig(fig, name, root=root)
+    plt.close(fig)
+    log(f"figures: {name}: " + ", ".join(str(p) for p in paths))
+    return paths
+
+
+# --- training -------------------------------------------------------------------------------
+
+def train_curve_labels(runs: pd.DataFrame) -> list[str]:
+    """One legend label per published run: body, seed, factor setup and commit, and "shared
+    GPU ×N" for runs that shared the GPU (not headline times); unique (run_id appended on a
+    clash)."""
+    import pandas as pd
+
+    labels: list[str] = []
+    for r in runs.itertuples():
+        text = f"{r.body} seed {r.seed}, {r.setup}, {r.commit or 'no commit'}"
+        if r.shared_gpu != 1:
+            shared = "?" if pd.isna(r.shared_gpu) else int(r.shared_gpu)
+            text += f" (shared GPU ×{shared})"
+        if text in labels:
+            text += f" [{r.run_id}]"
+        labels.append(text)
+    return labels
+
+
+def plot_train_curves(runs: pd.DataFrame, root: Path | str,
+                      log: Callable[[str], None] = print):
+    """All runs of :func:`fightlab.rl.report.published_runs` drawn with
+    :func:`fightlab.rl.report.plot_training`: one colour per (body, setup, commit) group, runs that
+    shared the GPU dotted. Runs without a curve file under ``root/data/curves`` are left out (said
+    through ``log``). Returns the Figure, or None when no run has a curve."""
+    from fightlab import results
+    from fightlab.plots import COLORS
+    from fightlab.rl.report import SUMMARY_KEYS, plot_training
+
+    # legend order: per body, the groups in the order they first ran, seeds within a group
+    keys = list(SUMMARY_KEYS)
+    first = runs.groupby(keys, sort=False)["time"].transform("min")
+    runs = runs.assign(_first=first).sort_values(["body", "_first", "seed"], kind="stable")
+    curves, styles, groups = {}, {}, {}
+    for label, r in zip(train_curve_labels(runs), runs.itertuples()):
+        path = results.curve_path(r.run_id, root)
+        if not path.exists():
+            log(f"figures: train_curves: run {r.run_id} ({r.body} seed {r.seed}) has no curve {path}")
+            continue
+        group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
+        color = COLORS[groups.setdefault(group, len(groups)) % len(COLORS)]
+        curves[label] = results.read_curve(r.run_id, root)
+        styles[label] = dict(color=color, lw=1.2, ls="-" if r.shared_gpu == 1 else ":")
+    if not curves:
+        return None
+    gpus = ", ".join(dict.fromkeys(runs["gpu"]))
+    return plot_training(curves, title=f"published training runs, {gpus} (dotted: GPU shared)",
+                         styles=styles)
+
+
+def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.rl.report import published_runs
+
+    if _rows("train", root, "train_curves", log) is None:
+        return []
+    fig = plot_train_curves(published_runs(root), root, log)
+    if fig is None:
+        log("figures: skip train_curves: no published run has a curve in data/curves/")
+        return []
+    return _save(fig, "train_curves", root, log)
+
+
+# --- profile --------------------------------------------------------------------------------
+
+def _profile_stages(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.sim import profile
+
+    df = _rows("profile", root, "profile_stages", log)
+    if df is None:
+        return []
+    paths = []
+    for gpu, rows, name in _per_gpu(df, "profile_stages"):
+        fig = profile.plot_stages(profile.latest_rows(rows), title=f"one physics step, {gpu}")
+        paths += _save(fig, name, root, log)
+    return paths
+
+
+# --- factor kernel (notebook 03) --------------------------------------------------------------
+
+def factor_param(df: pd.DataFrame, key: str, default=None) -> pd.Series:
+    """One value of each ``factor`` row's ``params`` JSON (``default`` where it is absent)."""
+    import json
+
+    import pandas as pd
+
+    return pd.Series([json.loads(p).get(key, default) for p in df["params"]], index=df.index)
+
+
+def plot_factor_time(df: pd.DataFrame):
+    """Factorization time per physics step (all worlds together) from ``factor`` rows: for each
+    (body, nworld) row, bars for the stock sparse path, fightlab's single launch (the "global"
+    variant, and the row's own variant when it is another, e.g. "shared"; ``params.variant``,
+    "global" for rows from before the variants) and the dense tile reference, on a log axis (the
+    dense reference is 10-100× the others). Returns the Figure."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fightlab import plots
+
+    df = df.reset_index(drop=True)
+    variant = factor_param(df, "variant", "global")
+    calls = pd.to_numeric(df["factor_calls_per_step"], errors="coerce")
+    glob_us = pd.to_numeric(df.get("tree_global_us_per_call", df["tree_us_per_call"]), errors="coerce")
+    bars = [(df["stock_factor_ms_per_step"], "stock sparse (per level)"),
+            (glob_us * calls * 1e-3, "single launch, global memory")]
+    others = sorted(set(variant) - {"global"})
+    for v in others:
+        bars.append((df["tree_factor_ms_per_step"].where(variant == v), f"single launch, {v} memory"))
+    bars.append((df["dense_factor_ms_per_step"], "dense tile reference"))
+    labels = [f"{b}\n{n} worlds" for b, n in zip(df["body"], df["nworld"])]
+    x = range(len(df))
+    with plots.use_style():
+        fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(df) + 1.5), 4.0))
+        w = 0.8 / len(bars)
+        for k, (values, name) in enumerate(bars):
+            off = (k - (len(bars) - 1) / 2) * w
+            ax.bar([i + off for i in x], pd.to_numeric(values, errors="coerce"), width=w, label=name)
+        ax.set_yscale("log")
+        ax.set_xticks(list(x), labels, fontsize=9)
+        ax.legend(fontsize=9)
+        plots.label(ax, y="factorization time per physics step [ms]",
+                    title=f"M factorization, {', '.join(dict.fromkeys(df['gpu']))}")
+        fig.tight_layout()
+    return fig
+
+
+def factor_curves(df: pd.DataFrame, root: Path | str,
+                  log: Callable[[str], None] = print) -> list[tuple[pd.Series, pd.DataFrame]]:
+    """(row, curve) pairs for the ``factor`` rows of ``df`` that ran the trajectory comparisons
+    (``traj_steps > 0``; other rows have empty trajectory columns and no curve), with the curve
+    read from ``root/data/curves/<run_id>.csv``. A row whose curve file is missing is left out
+    (said through ``log``)."""
+    import pandas as pd
+
+    from fightlab import results
+
+    out = []
+    steps = pd.to_numeric(df["traj_steps"], errors="coerce").fillna(0)
+    for _, row in df[steps > 0].iterrows():
+        path = results.curve_path(row["run_id"], root)
+        if not path.exists():
+            log(f"figures: factor_trajectory: row {row['run_id']} ({row['body']}) has no curve {path}")
+            continue
+        out.append((row, results.read_curve(row["run_id"], root)))
+    return out
+
+
+#: factor_trajectory's lines: (curve column, what it compares, line style)
+TRAJECTORY_LINES: tuple[tuple[str, str, str], ...] = (
+    ("dev_tree_rad", "pushed: single launch vs stock", "-"),
+    ("dev_ulp_rad", "pushed: stock, 1-ulp start", "--"),
+    ("dev_quiet_tree_rad", "quiet: single launch vs stock", "-"),
+    ("dev_quiet_ulp_rad", "quiet: stock, 1-ulp start", "--"),
+)
+
+
+def plot_factor_trajectory(rows_with_curves: Iterable[tuple[pd.Series, pd.DataFrame]]):
+    """Maximum joint-angle deviation from the stock run against simulated time, log scale: per
+    (row, curve) pair (:func:`factor_curves`) the pushed and the quiet comparisons, each with the
+    stock run started one float32 ulp away (the rounding scale the kernel must not exceed).
+    Columns missing from a curve (older curves without the quiet run) are not drawn. Returns the
+    Figure (a note instead of lines when there is no pair)."""
+    import matplotlib.pyplot as plt
+
+    from fightlab import plots
+
+    pairs = list(rows_with_curves)
+    with plots.use_style():
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        for row, c in pairs:
+            for col, what, ls in TRAJECTORY_LINES:
+                if col in c:
+                    ax.semilogy(c["time_s"], c[col].clip(lower=DEV_FLOOR_RAD), ls,
+                                label=f"{row['body']}, {what}")
+        if pairs:
+            ax.legend(fontsize=9)
+            gpus = ", ".join(dict.fromkeys(str(r["gpu"]) for r, _ in pairs))
+            title = f"trajectory deviation from stock, {gpus}"
+        else:
+            ax.text(0.5, 0.5, "no trajectory rows", transform=ax.transAxes, ha="center",
+                    va="center", color="0.4")
+            title = None
+        plots.label(ax, x="simulated time [s]", y="max joint-angle deviation [rad]", title=title)
+        fig.tight_layout()
+    return fig
+
+
+def _latest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The newest row per ``keys`` (rows are appended in time order; ties keep file order)."""
+    return df.sort_values("time", kind="stable").drop_duplicates(keys, keep="last").sort_index()
+
+
+def _factor_time(root: Path, log: Callable[[str], None]) -> list[Path]:
+    df = _rows("factor", root, "factor_time", log)
+    if df is None:
+        return []
+    # the design point (64 threads per world); block-size sweeps are tables in notebook 03
+    df = df[factor_param(df, "block_dim", 64).astype(int) == 64]
+    paths = []
+    for _, rows, name in _per_gpu(_latest(df, ["body", "nworld", "gpu"]), "factor_time"):
+        paths += _save(plot_factor_time(rows.reset_index(drop=True)), name, root, log)
+    return paths
+
+
+def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
+    import pandas as pd
+
+    from fightlab import results
+
+    df = _rows("factor", root, "factor_trajectory", log)
+    if df is None:
+        return []
+    steps = pd.to_numeric(df["traj_steps"], errors="coerce").fillna(0)
+    df = df[steps > 0]
+    if df.empty:
+        log(f"figures: skip factor_trajectory: no row of {results.results_path('factor', root)} "
+            "ran the trajectories (traj_steps == 0 everywhere)")
+        return []
+    paths = []
+    for _, rows, name in _per_gpu(_latest(df, ["body", "gpu"]), "factor_trajectory"):
+        pairs = factor_curves(rows, root, log)
+        if not pairs:
+            log(f"figures: skip {name}: its trajectory rows have no curve in data/curves/")
+            continue
+        paths += _save(plot_factor_trajectory(pairs), name, root, log)
+    return paths
+
+
+_DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
+    "train_curves": _train_curves,
+    "profile_stages": _profile_stages,
+    "factor_time": _factor_time,
+    "factor_trajectory": _factor_trajectory,
+}
+assert tuple(_DRAW) == FIGURES
+
+
+def check_names(only: Iterable[str] | None) -> list[str]:
+    """The figure names to draw (all of :data:`FIGURES` for None or empty), in FIGURES order.
+
+    Raises:
+        ConfigError: an unknown name (names it and the valid figures).
+    """
+    from fightlab.config import ConfigError
+
+    if not only:
+        return list(FIGURES)
+    chosen = list(dict.fromkeys(only))
+    unknown = [n for n in chosen if n not in FIGURES]
+    if unknown:
+        raise ConfigError(f"unknown figure {', '.join(map(repr, unknown))}; valid figures: "
+                          f"{', '.join(FIGURES)}")
+    return [n for n in FIGURES if n in chosen]
+
+
+def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
+         log: Callable[[str], None] = print) -> dict[str, list[Path]]:
+    """Redraw figures from ``root/data`` into ``root/figures`` (default root: the repository).
+
+    Args:
+      only: figure names (:data:`FIGURES`), default all; root: the folder holding data/;
+      log: where progress and skip reasons go (a line each).
+    Returns:
+      {name: written paths}; an empty list for a skipped figure (absent or empty data).
+    Raises:
+      ConfigError: an unknown figure name, or ``root`` is not a folder (before drawing anything).
+      DataFileError: after drawing the others, when a data file could not be read (names the
+        figures; the reasons went to ``log``).
+    """
+    from fightlab.config import ConfigError
+
+    names = check_names(only)
+    root = Path(root) if root is not None else REPO_ROOT
+    if not root.is_dir():
+        raise ConfigError(f"--root {str(root)!r} is not a folder")
+    drawn, failed = {}, []
+    for name in names:
+        try:
+            drawn[name] = _DRAW[name](root, log)
+        except DataFileError as e:
+            log(f"figures: cannot draw {name}: {e}")
+            drawn[name] = []
+            failed.append(name)
+    if failed:
+        raise DataFileError(f"not drawn, their data file does not match its schema (reasons above): "
+                            f"{', '.join(failed)}")
+    return drawn
+
+
+__all__ = ["DEV_FLOOR_RAD", "DataFileError", "factor_param", "FIGURES", "TRAJECTORY_LINES", "check_names", "draw",
+           "factor_curves", "gpu_slug", "plot_factor_time", "plot_factor_trajectory",
+           "plot_train_curves", "train_curve_labels"]

@@ -1,0 +1,218 @@
+"""fightlab.figures and `python -m fightlab figures`: redraw committed figures from small synthetic
+data written with fightlab.results (CPU, no measurement)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fightlab import figures, results
+from fightlab.cli import main
+from fightlab.sim import profile as prof
+
+
+def _meta(body: str, nworld: int = 1024, seed: int = 0, gpu: str = "NVIDIA H200",
+          commit: str = "abc1234", time: str = "2026-11-30T06:00:00+00:00", **params) -> dict:
+    row = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device="cpu")
+    row.update(gpu=gpu, commit=commit, time=time)
+    return row
+
+
+def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="NVIDIA H200",
+              commit="abc1234", time="2026-11-30T06:00:00+00:00", **metrics) -> dict:
+    """A train row; `params` are added to the row's params JSON, `metrics` override metric columns."""
+    row = _meta(body, seed=seed, gpu=gpu, commit=commit, time=time, shared_gpu=shared_gpu, **(params or {}))
+    row.update(time_to_solve_s=tts, iterations=500, compile_s=3.0, env_steps_per_s=1e5,
+               physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
+               solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,
+               overflow_count=0, nan_resets=0)
+    assert set(metrics) <= set(results.EXPERIMENTS["train"]), metrics
+    row.update(metrics)
+    return row
+
+
+def train_curve(n: int = 20) -> pd.DataFrame:
+    it = np.arange(n)
+    return pd.DataFrame({"iteration": it, "elapsed_s": it * 0.3, "reward": np.linspace(-0.1, 0.08, n),
+                         "amplitude": np.minimum(1.0, 0.1 + it / n), "window_fall_rate": np.linspace(1, 0, n),
+                         "window_episode_s": np.linspace(1, 10, n)})
+
+
+def profile_row(body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
+    row = _meta(body, nworld=nworld, gpu=gpu, time=time, factor_path="dense")
+    row.update({c: 1.0 for c in prof.row_metrics()})
+    row.update(nstep=20, kernel_ms_per_step=len(prof.STAGES), mass_matrix_factor_share=0.1, other_share=0.0)
+    return row
+
+
+def factor_row(body="muscular-fast", nworld=1024, traj_steps=0, gpu="NVIDIA H200") -> dict:
+    row = _meta(body, nworld=nworld, gpu=gpu)
+    row.update({c: 1.0 for c in results.EXPERIMENTS["factor"]})
+    row.update(stock_factor_ms_per_step=0.67, tree_factor_ms_per_step=0.29, dense_factor_ms_per_step=7.6,
+               traj_steps=float(traj_steps), traj_nan=False, graph=True)
+    if not traj_steps:  # rows without the trajectory comparisons leave those columns empty
+        for c in ("traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_pushes", "traj_quiet_dev_tree_rad",
+                  "traj_quiet_dev_ulp_rad", "traj_overflow_worlds"):
+            row[c] = None
+    return row
+
+
+def factor_curve(n: int = 10, quiet: bool = True) -> pd.DataFrame:
+    t = np.arange(1, n + 1) * 0.004
+    c = {"step": np.arange(1, n + 1), "time_s": t, "dev_tree_rad": 1e-6 * t, "dev_ulp_rad": 2e-6 * t}
+    if quiet:
+        c.update(dev_quiet_tree_rad=1e-8 * t, dev_quiet_ulp_rad=np.zeros(n))  # zeros: log floor
+    return pd.DataFrame(c)
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A repository-like folder with a few rows of each experiment the figures read."""
+    rows = [train_row("simple", seed=1, tts=161.0), train_row("simple", seed=2, tts=167.0),
+            train_row("muscular-fast", seed=1, tts=360.0, params=dict(tree_factor=True, host_jobs=2)),
+            train_row("muscular-fast", seed=0, tts=650.0, shared_gpu=4)]
+    for r in rows:
+        results.append_row("train", r, tmp_path)
+        results.write_curve(r["run_id"], train_curve(), tmp_path)
+    for body in ("simple", "muscular-fast"):
+        for n in (1024, 8192):
+            results.append_row("profile", profile_row(body, n), tmp_path)
+    with_traj = factor_row(nworld=1024, traj_steps=10)
+    results.append_row("factor", with_traj, tmp_path)
+    results.write_curve(with_traj["run_id"], factor_curve(), tmp_path)
+    results.append_row("factor", factor_row(nworld=4096), tmp_path)  # no curve: skipped, not an error
+    return tmp_path
+
+
+def _files(root):
+    d = root / "figures"
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def test_figures_command_writes_every_figure(root, capsys):
+    assert main(["figures", "--root", str(root)]) == 0
+    assert _files(root) == sorted(f"{n}.{ext}" for n in figures.FIGURES for ext in ("png", "svg"))
+    out = capsys.readouterr().out
+    assert "drew 4 of 4" in out and "skip" not in out
+    assert all((root / "figures" / f).stat().st_size > 1000 for f in _files(root))
+    svg = (root / "figures" / "train_curves.svg").read_text()
+    # every run is labelled by body, seed and setup; the shared-GPU run is marked
+    assert "simple seed 1, dense" in svg and "muscular-fast seed 1, tree factor" in svg
+    assert "muscular-fast seed 0, stock factor, abc1234 (shared GPU ×4)" in svg
+
+
+def test_only_draws_the_named_figures(root):
+    assert main(["figures", "--root", str(root), "--only", "factor_time", "--only", "profile_stages"]) == 0
+    assert _files(root) == ["factor_time.png", "factor_time.svg", "profile_stages.png", "profile_stages.svg"]
+
+
+def test_bad_only_name_is_a_clear_error(root, capsys):
+    assert main(["figures", "--root", str(root), "--only", "factor_time", "train_curve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: unknown figure 'train_curve'; valid figures: "
+                          "train_curves, profile_stages, factor_time, factor_trajectory"), err
+    assert "Traceback" not in err and not _files(root)  # nothing drawn before the check
+
+
+def test_missing_or_empty_data_is_skipped_with_a_reason(tmp_path, capsys):
+    (tmp_path / "data" / "results").mkdir(parents=True)
+    (tmp_path / "data" / "results" / "profile.csv").write_text("")  # empty file
+    # a header and no rows
+    pd.DataFrame(columns=list(results.columns("factor"))).to_csv(results.results_path("factor", tmp_path), index=False)
+    assert main(["figures", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"skip train_curves: {results.results_path('train', tmp_path)} is absent" in out
+    assert "skip profile_stages:" in out and "skip factor_time:" in out and "has no rows" in out
+    assert "skip factor_trajectory:" in out
+    assert "drew 0 of 4" in out and not _files(tmp_path)
+
+
+def test_missing_curves_are_skipped(tmp_path, capsys):
+    r = train_row()
+    results.append_row("train", r, tmp_path)  # a row without its curve file
+    f = factor_row(traj_steps=10)
+    results.append_row("factor", f, tmp_path)  # trajectory row whose curve is missing
+    results.append_row("factor", factor_row(nworld=4096), tmp_path)
+    drawn = figures.draw(["train_curves", "factor_trajectory", "factor_time"], tmp_path)
+    out = capsys.readouterr().out
+    assert drawn["train_curves"] == [] and drawn["factor_trajectory"] == []
+    assert len(drawn["factor_time"]) == 2
+    assert f"run {r['run_id']} (simple seed 0) has no curve" in out
+    assert f"row {f['run_id']} (muscular-fast) has no curve" in out
+    assert "skip train_curves: no published run has a curve" in out
+
+
+def test_one_figure_per_gpu(tmp_path):
+    for gpu in ("NVIDIA H200", "NVIDIA GeForce RTX 5090"):
+        results.append_row("profile", profile_row(gpu=gpu), tmp_path)
+    drawn = figures.draw(["profile_stages"], tmp_path, log=lambda s: None)
+    names = sorted(p.name for p in drawn["profile_stages"])
+    assert names == ["profile_stages_nvidia-geforce-rtx-5090.png", "profile_stages_nvidia-geforce-rtx-5090.svg",
+                     "profile_stages_nvidia-h200.png", "profile_stages_nvidia-h200.svg"]
+
+
+def test_factor_curves_skip_rows_without_trajectory(root):
+    df = results.read_rows("factor", root)
+    assert list(df["traj_steps"]) == [10.0, 0.0]
+    pairs = figures.factor_curves(df, root)
+    assert len(pairs) == 1 and pairs[0][0]["run_id"] == df["run_id"].iloc[0]
+    assert list(pairs[0][1].columns[:2]) == ["step", "time_s"]
+
+
+def test_factor_plots():
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame([factor_row(nworld=n) for n in (1024, 4096)])
+    fig = figures.plot_factor_time(df)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3 * len(df) and ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["muscular-fast\n1024 worlds", "muscular-fast\n4096 worlds"]
+    plt.close(fig)
+
+    row = pd.Series(factor_row(traj_steps=10))
+    fig = figures.plot_factor_trajectory([(row, factor_curve()), (row, factor_curve(quiet=False))])
+    lines = fig.axes[0].get_lines()
+    # the quiet curves are drawn; a curve without them draws only the pushed pair
+    assert [ln.get_label() for ln in lines] == [f"muscular-fast, {w}" for _, w, _ in figures.TRAJECTORY_LINES] + \
+        [f"muscular-fast, {w}" for _, w, _ in figures.TRAJECTORY_LINES[:2]]
+    assert min(ln.get_ydata().min() for ln in lines) == figures.DEV_FLOOR_RAD  # exact zeros on the floor
+    plt.close(fig)
+    fig = figures.plot_factor_trajectory([])  # nothing to draw: a note, no error
+    assert not fig.axes[0].get_lines()
+    plt.close(fig)
+
+
+def test_check_names():
+    from fightlab.config import ConfigError
+
+    assert figures.check_names(None) == list(figures.FIGURES)
+    assert figures.check_names(["factor_time", "train_curves", "factor_time"]) == ["train_curves", "factor_time"]
+    with pytest.raises(ConfigError, match="unknown figure 'x', 'y'; valid figures: train_curves"):
+        figures.check_names(["x", "train_curves", "y"])
+    assert figures.gpu_slug("NVIDIA H200") == "nvidia-h200" and figures.gpu_slug("") == "unknown-gpu"
+
+
+def test_unreadable_data_fails_after_drawing_the_rest(root, capsys):
+    path = results.results_path("profile", root)
+    path.write_text(path.read_text().replace("kernel_ms_per_step", "old_column", 1))
+    assert main(["figures", "--root", str(root)]) == 1
+    out, err = capsys.readouterr()
+    assert "cannot draw profile_stages:" in out and "does not match the 'profile' schema" in out
+    assert err == "fightlab: error: not drawn, their data file does not match its schema (reasons above): " \
+                  "profile_stages\n"
+    assert "Traceback" not in err
+    assert "profile_stages.png" not in _files(root) and "factor_time.png" in _files(root)
+
+
+def test_committed_figures_have_their_data():
+    """Each figure whose data file the repository holds is committed (png and svg): redraw with
+    `python -m fightlab figures` after publishing rows."""
+    from fightlab.figures import REPO_ROOT
+
+    for name in figures.FIGURES:
+        path = results.results_path(name.split("_")[0], REPO_ROOT)  # train, profile, factor
+        if not path.exists() or len(path.read_text().splitlines()) < 2:
+            continue
+        for ext in ("png", "svg"):
+            assert list((REPO_ROOT / "figures").glob(f"{name}*.{ext}")), f"figures/{name}.{ext} is missing"

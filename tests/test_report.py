@@ -1,0 +1,94 @@
+"""fightlab.rl.report's summary of published training runs: setup, host_jobs, grouping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fightlab import results
+from fightlab.rl import report
+from test_figures import train_row  # synthetic rows (pytest puts tests/ on sys.path)
+
+
+def _write(root, rows):
+    for r in rows:
+        results.append_row("train", r, root)
+    return report.published_runs(root)
+
+
+def test_factor_setup():
+    # muscular-fast's one tree has 89 DOF (> 64: sparse path); simple's 43 take the dense tile path
+    # rows from before the shared variant ran the global-memory kernel
+    assert report.factor_setup("muscular-fast", {"tree_factor": True}) == "tree factor, global"
+    assert report.factor_setup("muscular-fast", {"tree_factor": True,
+                                                 "tree_factor_variant": "shared"}) == "tree factor, shared"
+    assert report.factor_setup("muscular-fast", {"tree_factor": False}) == "stock factor"
+    assert report.factor_setup("muscular-fast", {}) == "stock factor"  # rows from before the switch
+    assert report.factor_setup("simple", {"tree_factor": True}) == "dense"
+    assert report.factor_setup("simple", {}) == "dense"
+    assert report.factor_setup("robot", {}) == "unknown body"
+
+
+def test_published_runs_columns(tmp_path):
+    runs = _write(tmp_path, [train_row("simple"), train_row("muscular-fast", shared_gpu=4),
+                             train_row("muscular-fast", params=dict(tree_factor=True, host_jobs=2))])
+    assert list(runs["setup"]) == ["dense", "stock factor", "tree factor, global"]
+    assert list(runs["host_jobs"]) == [1, 1, 2]  # default 1 where not recorded
+    assert list(runs["shared_gpu"]) == [1, 4, 1]
+
+
+def test_solve_summary_never_pools_commits_or_setups(tmp_path):
+    t = "2026-11-30T0{}:00:00+00:00".format
+    runs = _write(tmp_path, [
+        # simple: two commits, each with its own median
+        train_row("simple", seed=1, tts=100.0, commit="aaa1111", time=t(1)),
+        train_row("simple", seed=2, tts=110.0, commit="aaa1111", time=t(1)),
+        train_row("simple", seed=1, tts=200.0, commit="bbb2222", time=t(2), params=dict(host_jobs=2)),
+        train_row("simple", seed=2, tts=220.0, commit="bbb2222", time=t(2)),
+        train_row("simple", seed=3, tts=240.0, commit="bbb2222", time=t(2)),
+        # a shared-GPU run and an unsolved solo run: counted, not summarised
+        train_row("simple", seed=4, tts=900.0, commit="bbb2222", time=t(2), shared_gpu=2),
+        train_row("simple", seed=5, tts=float("nan"), commit="bbb2222", time=t(2), solved=False),
+        # muscular-fast, one commit, two factor paths
+        train_row("muscular-fast", seed=1, tts=350.0, commit="bbb2222", time=t(3), params=dict(tree_factor=True)),
+        train_row("muscular-fast", seed=2, tts=370.0, commit="bbb2222", time=t(3), params=dict(tree_factor=True)),
+        train_row("muscular-fast", seed=1, tts=400.0, commit="bbb2222", time=t(4), params=dict(tree_factor=False)),
+    ])
+    s = report.solve_summary(runs)
+    assert s.index.names == ["body", "setup", "commit"]
+    assert list(s.index) == [("muscular-fast", "tree factor, global", "bbb2222"), ("muscular-fast", "stock factor", "bbb2222"),
+                             ("simple", "dense", "aaa1111"), ("simple", "dense", "bbb2222")]
+    a, b = s.loc[("simple", "dense", "aaa1111")], s.loc[("simple", "dense", "bbb2222")]
+    assert (a["n_solo"], a["time_to_solve_median_s"], a["n_shared"], a["host_jobs"]) == (2, 105.0, 0, 1)
+    assert (b["n_solo"], b["time_to_solve_median_s"], b["time_to_solve_max_s"]) == (3, 220.0, 240.0)
+    assert (b["n_shared"], b["n_unsolved"], b["host_jobs"]) == (1, 1, 2)
+    tree, stock = s.loc[("muscular-fast", "tree factor, global", "bbb2222")], s.loc[("muscular-fast", "stock factor", "bbb2222")]
+    assert (tree["n_solo"], tree["time_to_solve_median_s"]) == (2, 360.0)
+    assert (stock["n_solo"], stock["time_to_solve_median_s"]) == (1, 400.0)
+
+    # headline: most solo seeds per body, the newest group among equals
+    h = report.headline(s)
+    assert list(h.index) == [("muscular-fast", "tree factor, global", "bbb2222"), ("simple", "dense", "bbb2222")]
+    c = report.original_comparison(s).set_index("body")
+    assert c.loc["simple", "original_rtx5090_s"] == 185.0 and c.loc["simple", "original_ec2_96vcpu_s"] == 404.0
+    assert c.loc["simple", "rtx5090_over_ours"] == pytest.approx(185.0 / 220.0)
+    assert c.loc["muscular-fast", "ec2_96vcpu_over_ours"] == pytest.approx(714.0 / 360.0)
+
+
+def test_headline_prefers_newer_among_equal_seed_counts(tmp_path):
+    t = "2026-11-30T0{}:00:00+00:00".format
+    runs = _write(tmp_path, [train_row("simple", seed=s, tts=100.0 + s, commit="old0000", time=t(1)) for s in (1, 2)]
+                  + [train_row("simple", seed=s, tts=200.0 + s, commit="new1111", time=t(2)) for s in (1, 2)]
+                  + [train_row("simple", seed=1, tts=50.0, commit="one2222", time=t(3))])
+    h = report.headline(report.solve_summary(runs))
+    assert list(h.index) == [("simple", "dense", "new1111")]
+
+
+def test_summary_of_shared_runs_only(tmp_path):
+    runs = _write(tmp_path, [train_row("simple", shared_gpu=4)])
+    s = report.solve_summary(runs)
+    assert s["n_solo"].tolist() == [0] and s["n_shared"].tolist() == [1]
+    assert math.isnan(s["time_to_solve_median_s"].iloc[0])
+    assert report.headline(s).empty and report.original_comparison(s).empty
+    assert report.solve_summary(report.published_runs(tmp_path / "none")).empty
