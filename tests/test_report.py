@@ -65,6 +65,8 @@ def test_solve_summary_never_pools_commits_or_setups(tmp_path):
     assert (b["n_shared"], b["n_unsolved"], b["host_jobs"]) == (1, 1, 2)
     tree, stock = s.loc[("muscular-fast", "tree factor, global", "bbb2222")], s.loc[("muscular-fast", "stock factor", "bbb2222")]
     assert (tree["n_solo"], tree["time_to_solve_median_s"]) == (2, 360.0)
+    assert tree["compile_s_median"] == 3.0  # the synthetic rows compile in 3 s
+    assert tree["iterations_min"] <= tree["iterations_median"] <= tree["iterations_max"]
     assert (stock["n_solo"], stock["time_to_solve_median_s"]) == (1, 400.0)
 
     # headline: most solo seeds per body, the newest group among equals

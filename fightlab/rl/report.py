@@ -236,8 +236,8 @@ SUMMARY_KEYS = ("body", "setup", "commit")
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per (body, setup, commit) — rows from different code commits or mass-matrix factor paths
     are never pooled into one median — over solved runs that had the GPU to themselves
-    (shared_gpu == 1): number of runs (n_solo), median / min / max time to solve (s), median
-    iterations, env steps/s, rollout and update seconds per iteration, the most GPU jobs that ran
+    (shared_gpu == 1): number of runs (n_solo), median / min / max time to solve (s), median /
+    min / max iterations, median compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs that ran
     on the host beside any of them (host_jobs), the GPU names of the group (gpu: more than one
     name means cards were pooled) and the newest run's time (latest). Runs that
     shared the GPU (or did not solve) are counted apart (n_shared, n_unsolved) and not summarised.
@@ -257,6 +257,8 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
                          n_unsolved=int((~solved & (g["shared_gpu"] == 1)).sum()),
                          time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
                          time_to_solve_max_s=t.max(), iterations_median=solo["iterations"].median(),
+                         iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
+                         compile_s_median=solo["compile_s"].median(),
                          env_steps_per_s_median=solo["env_steps_per_s"].median(),
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
                          update_s_per_iter=solo["update_s_per_iter"].median(),
