@@ -7,6 +7,8 @@
 #   train:BODY:SEED[:notf] solo training in runs/train/solo-BODY[-notf]-sSEED (resumed from its
 #                          latest.pt when there is one; notf = --no-tree-factor)
 #   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
+#   ncu:NWORLD             Nsight Compute on bench/factor_probe.py (stock / global / shared factor
+#                          kernels of muscular-fast): $OUT/ncu_NWORLD.csv
 # A job starts only with more than 60 s of the budget left; trainings stop with a checkpoint
 # before the budget ends (continue them in the next call: runs/ stays while the machine is warm).
 # Logs, data/, figures/, each run's rows and the executed notebooks come back in $OUT/lanes.tgz
@@ -47,6 +49,13 @@ lane() {  # lane GPU_INDEX JOBS...
           timeout $(( left - 15 )) python3 -m fightlab evaluate $dir/latest.pt --nworld 1024 \
             --timestep 0.002 --device cuda:0 --publish > $log 2>&1
         fi ;;
+      ncu)
+        local ncu_bin; ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
+        [ -n "$ncu_bin" ] || { echo "no ncu" > $log; continue; }
+        timeout $(( left - 15 )) $ncu_bin --clock-control none --target-processes all \
+          -k regex:'factor_tree|qLD_acc' --section SpeedOfLight --section Occupancy \
+          --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
+          python3 bench/factor_probe.py $a > $OUT/ncu_$a.csv 2> $log ;;
       *) echo "[gpu$gpu] unknown job $job" ;;
     esac
     echo "[gpu$gpu] $job rc=$? $(( $(date +%s) - s )) s: $(tail -n 1 $log)"
