@@ -141,9 +141,12 @@ def savefig(fig: Any, name: str, root: Path | str = ".", *, formats: tuple[str, 
     out = Path(root) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in formats:
-        path = out / f"{name}.{fmt}"
-        meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
-        fig.savefig(path, format=fmt, metadata=meta, **kwargs)
-        paths.append(path)
+    # saved under the house style whatever the caller's rcParams (dpi, crop, svg ids and text):
+    # the same figure gives the same files however and wherever it is drawn
+    with use_style():
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
+            fig.savefig(path, format=fmt, metadata=meta, **kwargs)
+            paths.append(path)
     return paths

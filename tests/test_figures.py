@@ -216,3 +216,29 @@ def test_committed_figures_have_their_data():
             continue
         for ext in ("png", "svg"):
             assert list((REPO_ROOT / "figures").glob(f"{name}*.{ext}")), f"figures/{name}.{ext} is missing"
+
+
+def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
+    """From the committed data: each figure drawn alone equals the same figure drawn after the
+    others in one process (no plot style leaking from one figure into the next)."""
+    import shutil
+
+    import matplotlib as mpl
+
+    from fightlab.plots import use_style
+
+    for name in ("alone", "together"):
+        shutil.copytree(figures.REPO_ROOT / "data", tmp_path / name / "data")
+    before = dict(mpl.rcParams)
+    alone = {}
+    for fig in figures.FIGURES:
+        alone.update({p.name: p.read_bytes() for p in figures.draw([fig], tmp_path / "alone")[fig]})
+    assert dict(mpl.rcParams) == before  # drawing leaves the caller's style alone
+    use_style(**{"figure.dpi": 50.0})  # a caller's own style must not change the files either
+    try:
+        drawn = figures.draw(list(reversed(figures.FIGURES)), tmp_path / "together")
+    finally:
+        mpl.rcParams.update(before)
+    together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
+    assert alone.keys() == together.keys() and len(alone) == 2 * len(figures.FIGURES)
+    assert [k for k in alone if alone[k] != together[k]] == []

@@ -97,29 +97,29 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
 
     from fightlab.plots import label, use_style
 
-    use_style()
-    styles = styles or {}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    panels = [("reward", "mean reward per env step [-]"),
-              ("amplitude", "rhythm amplitude a [-]"),
-              ("window_fall_rate", "fall rate, last W iterations [-]"),
-              ("window_episode_s", "mean episode length, last W iterations [s]")]
-    for ax, (col, ylab) in zip(axes.flat, panels):
-        for name, df in curves.items():
-            if col in df:
-                ax.plot(df["elapsed_s"], df[col], label=name, **styles.get(name, {}))
-        label(ax, x="training wall time [s]", y=ylab)
-    axes[0, 1].set_ylim(0, 1.05)
-    axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
-    axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    if len(curves) > 6:  # a long legend would cover the curves: put it under the panels
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
-    else:
-        axes[0, 0].legend(fontsize=8)
+    with use_style():
+        styles = styles or {}
+        fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+        panels = [("reward", "mean reward per env step [-]"),
+                  ("amplitude", "rhythm amplitude a [-]"),
+                  ("window_fall_rate", "fall rate, last W iterations [-]"),
+                  ("window_episode_s", "mean episode length, last W iterations [s]")]
+        for ax, (col, ylab) in zip(axes.flat, panels):
+            for name, df in curves.items():
+                if col in df:
+                    ax.plot(df["elapsed_s"], df[col], label=name, **styles.get(name, {}))
+            label(ax, x="training wall time [s]", y=ylab)
+        axes[0, 1].set_ylim(0, 1.05)
+        axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
+        axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        if len(curves) > 6:  # a long legend would cover the curves: put it under the panels
+            handles, labels = axes[0, 0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+        else:
+            axes[0, 0].legend(fontsize=8)
     return fig
 
 
