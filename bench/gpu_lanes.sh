@@ -15,6 +15,8 @@
 # (checkpoints in $OUT/ckpt.tgz with CKPT=1). data/ is reset to the committed tree at every call:
 # rows published in an earlier call survive only in runs/train/solo-*/data and this tarball.
 set -u
+t0=$(date +%s)  # the budget counts from here: set-up below is part of it
+[ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)"; exit 2; }
 source .gpu/gpu-env.sh || exit $?
 # the bundle leaves out Warp's CPU compiler (notebook 00 compares CPU and GPU kernels): a call
 # carrying .gpu/clang (warp-clang.so.xz from the same warp-lang 1.19.0 wheel) restores it
@@ -23,8 +25,7 @@ if [ ! -e "$clang" ] && [ -e .gpu/clang/warp-clang.so.xz ]; then
   xz -d < .gpu/clang/warp-clang.so.xz > "$clang" && echo "warp CPU compiler restored: $clang"
 fi
 BUDGET=$1; shift
-export FIGHTLAB_COMMIT=${FIGHTLAB_COMMIT:-unknown} FIGHTLAB_SHARED_GPU=1 FIGHTLAB_HOST_JOBS=$#
-t0=$(date +%s)
+export FIGHTLAB_COMMIT FIGHTLAB_SHARED_GPU=1 FIGHTLAB_HOST_JOBS=$#
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv | tee $OUT/gpu.txt
 
 lane() {  # lane GPU_INDEX JOBS...
@@ -43,8 +44,10 @@ lane() {  # lane GPU_INDEX JOBS...
         if [ $kind = train ]; then
           local r=""; [ -e $dir/latest.pt ] && r="--resume $dir/latest.pt"
           [ -n "$r" ] && flag=""  # a resumed run keeps its checkpoint's settings
-          python3 -m fightlab train --body $a --seed $b --nworld 1024 --device cuda:0 $flag \
-            --segment-s $(( left - 40 )) --run-dir $dir --no-progress --publish $r > $log 2>&1
+          # --segment-s stops between iterations with a checkpoint; timeout is the hard stop
+          timeout $(( left - 15 )) python3 -m fightlab train --body $a --seed $b --nworld 1024 \
+            --device cuda:0 $flag --segment-s $(( left - 60 )) --run-dir $dir --no-progress \
+            --publish $r > $log 2>&1
         else
           timeout $(( left - 15 )) python3 -m fightlab evaluate $dir/latest.pt --nworld 1024 \
             --timestep 0.002 --device cuda:0 --publish > $log 2>&1
@@ -55,7 +58,7 @@ lane() {  # lane GPU_INDEX JOBS...
         timeout $(( left - 15 )) $ncu_bin --clock-control none --target-processes all \
           -k regex:'factor_tree|qLD_acc' --section SpeedOfLight --section Occupancy \
           --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
-          python3 bench/factor_probe.py $a > $OUT/ncu_$a.csv 2> $log ;;
+          --log-file $OUT/ncu_$a.csv python3 bench/factor_probe.py $a > $log 2>&1 ;;
       *) echo "[gpu$gpu] unknown job $job" ;;
     esac
     echo "[gpu$gpu] $job rc=$? $(( $(date +%s) - s )) s: $(tail -n 1 $log)"
@@ -68,11 +71,16 @@ for jobs in "$@"; do
   pids+=($!); i=$((i + 1))
 done
 wait "${pids[@]}"
-cat $OUT/lane*.txt
+cat $OUT/lane[0-9]*.txt
 # rows, curves, figures, logs and executed notebooks (small); checkpoints only with CKPT=1
 # (each latest.pt is ~4 MB; files over 16 MiB do not come back)
 tar czf $OUT/lanes.tgz $OUT/*.log data figures runs/train/solo-*/rows.csv runs/train/solo-*/data \
   runs/notebooks 2>/dev/null
+if [ $(stat -c %s $OUT/lanes.tgz) -lt 16000000 ]; then
+  rm -f $OUT/*.log  # they are in the tarball
+else  # too big to come back: keep the logs and the rows, drop the figures and notebooks
+  tar czf $OUT/lanes.tgz data/results data/curves runs/train/solo-*/data 2>/dev/null
+  echo "lanes.tgz cut down to rows and curves ($(stat -c %s $OUT/lanes.tgz) bytes)"
+fi
 [ "${CKPT:-0}" = 1 ] && tar czhf $OUT/ckpt.tgz runs/train/solo-*/latest.pt
-rm -f $OUT/*.log
 ls -la $OUT

@@ -207,13 +207,26 @@ def params_json(params: Mapping[str, Any] | Any) -> str:
     return json.dumps(dict(params), sort_keys=True, default=_json_default, allow_nan=True)
 
 
+def _with_host_jobs(params: str) -> str:
+    """Add ``host_jobs`` (FIGHTLAB_HOST_JOBS: GPU jobs running at once on this host, each on its
+    own GPU, set by bench/gpu_lanes.sh) to a params JSON string when the variable is set and the
+    params do not say it already: CPU-side numbers (launch overhead, numpy baselines) depend on it."""
+    jobs = os.environ.get("FIGHTLAB_HOST_JOBS")
+    if not jobs:
+        return params
+    d = json.loads(params)
+    d.setdefault("host_jobs", int(jobs))
+    return json.dumps(d, sort_keys=True, allow_nan=True)
+
+
 def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any) -> dict:
     """The metadata columns of a result row, in :data:`META_COLUMNS` order.
 
     Fills ``run_id`` (12 hex chars of a UUID4), ``time`` (UTC, ISO 8601), ``commit`` (short
     ``HEAD`` of fightlab's source tree, ``-dirty`` when tracked files changed, ``"unknown"``
     outside git), ``host``, ``gpu`` (CUDA device name, ``"cpu"``), ``driver`` (NVIDIA driver
-    version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON.
+    version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON
+    (with ``host_jobs`` added from FIGHTLAB_HOST_JOBS when that is set).
     Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab._meta`).
 
     Args:
@@ -237,7 +250,7 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
         "body": body,
         "nworld": nworld,
         "seed": seed,
-        "params": params_json(params),
+        "params": _with_host_jobs(params_json(params)),
     }
     row = {c: row[c] for c in META_COLUMNS}
     _check_meta(row)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import warp as wp
 
@@ -131,7 +132,11 @@ def test_variant_choice_and_errors(monkeypatch):
     mjw.fwd_position(m, d, factorize=False)
     s = F.build_schedule(m)
     cap = F.shared_capacity(s)
-    assert cap % F.SHARED_ROUND == 0 and cap >= s.nC + s.np_max
+    nu_max = int(np.max(np.diff(s.upd_off.numpy())))
+    # L, the partial sums and one scale factor per update of the largest level, rounded up
+    assert cap % F.SHARED_ROUND == 0 and s.nC + s.np_max + nu_max <= cap < s.nC + s.np_max + nu_max + F.SHARED_ROUND
+    monkeypatch.setattr(F, "SHARED_MAX", cap)  # exactly fits
+    assert F.resolve_variant(s, "auto") == "shared" and F.resolve_variant(s, "shared") == "shared"
     with pytest.raises(ValueError, match="variant must be one of"):
         F.resolve_variant(s, "fast")
     with pytest.raises(ValueError, match="variant must be one of"):
@@ -244,6 +249,7 @@ def test_benchmark_and_experiment_row(tmp_path):
     for col in ("stock_us_per_call", "tree_us_per_call", "dense_us_per_call", "step_tree_us"):
         assert df.loc[0, col] > 0, col
     assert json.loads(df.loc[0, "params"])["chunk"] == F.CHUNK
+    assert json.loads(df.loc[0, "params"])["variant"] == "shared"  # "auto", resolved
     curve = results.read_curve(row["run_id"], tmp_path)
     assert curve.shape == (2, 6) and "dev_quiet_tree_rad" in curve
     assert df.loc[0, "traj_quiet_dev_tree_rad"] >= 0 and df.loc[0, "traj_pushes"] == 0  # 2 steps: no push yet
@@ -257,7 +263,42 @@ def test_experiment_without_trajectory(tmp_path):
                            check_nworld=1, with_dense=False, with_step=False)
     df = results.read_rows("factor", tmp_path)
     assert row["curve"] is None and not (tmp_path / "data" / "curves").exists()
-    assert df.loc[0, "traj_steps"] == 0 and np.isnan(df.loc[0, "traj_dev_tree_rad"])
+    assert df.loc[0, "traj_steps"] == 0
+    for col in ("traj_dev_tree_rad", "traj_quiet_dev_tree_rad", "traj_nan", "traj_overflow_worlds",
+                "traj_pushes"):
+        assert pd.isna(df.loc[0, col]), col  # not run: empty, not a measured 0 / False
+
+
+def test_benchmark_times_each_variant_it_names(monkeypatch):
+    """The "tree" column times the chosen variant and the "global" column the global one, each
+    through its own calls (not one timing copied into both)."""
+    seen = []
+    real = F.factor_tree
+
+    def spy(*a, variant="auto", **kw):
+        seen.append(variant)
+        return real(*a, variant=variant, **kw)
+
+    monkeypatch.setattr(F, "factor_tree", spy)
+    b = F.benchmark(F.chain_model(70, seed=1), nworld=2, inner=2, warmup=1, repeats=2,
+                    with_dense=False, with_step=False)
+    # one timed region each (no graph on the CPU): the same number of calls per variant
+    n = seen.count("shared")
+    assert n >= 2 * 2 and seen.count("global") == n and len(seen) == 2 * n, seen
+    assert b["tree_us_per_call"] > 0 and b["tree_global_us_per_call"] > 0
+    seen.clear()
+    b = F.benchmark(F.chain_model(70, seed=1), nworld=2, inner=2, warmup=1, repeats=2,
+                    with_dense=False, with_step=False, variant="global")
+    assert set(seen) == {"global"} and len(seen) == n  # nothing to compare: timed once
+    assert b["tree_global_us_per_call"] == b["tree_us_per_call"]
+
+
+def test_comparisons_refuse_a_model_without_a_sparse_tree():
+    small = F.chain_model(10)
+    with pytest.raises(ValueError, match="nothing to replace"):
+        F.trajectory_deviation(small, nworld=1, nsteps=2)
+    with pytest.raises(ValueError, match="nothing to replace"):
+        F.step_qacc_error(small, nworld=1)
 
 
 def test_push_schedule_matches_env_defaults(humanoid):
@@ -271,9 +312,16 @@ def test_push_schedule_matches_env_defaults(humanoid):
     mag = np.linalg.norm(f, axis=2)
     on = mag > 0
     starts = np.argwhere(np.diff(on.astype(np.int8), axis=0, prepend=0) == 1)
-    # pushes every 1-3 s plus their 0.1 s: 20 s gives 6-19 pushes per world
+    # push starts 1-3 s apart (start to start, as the env counts): 20 s gives 6-20 per world
     per_world = np.bincount(starts[:, 1], minlength=50)
-    assert per_world.min() >= 6 and per_world.max() <= 19, per_world
+    assert per_world.min() >= 6 and per_world.max() <= 20, per_world
+    for w in range(3):
+        gaps = np.diff(starts[starts[:, 1] == w, 0]) * dt
+        assert gaps.min() >= 1.0 - dt and gaps.max() <= 3.0 + dt, gaps
+    # pushed where the env pushes: the torso
+    import mujoco
+
+    assert F._push_body(humanoid) == mujoco.mj_name2id(humanoid, mujoco.mjtObj.mjOBJ_BODY, "torso") > 1
     impulse = mag[on] * cfg.push_duration_s
     assert impulse.min() >= cfg.push_impulse_ns[0] - 1e-3 and impulse.max() <= cfg.push_impulse_ns[1] + 1e-3
     assert on.sum(axis=0).min() == per_world.min() * int(round(cfg.push_duration_s / dt))

@@ -20,9 +20,10 @@ def _meta(body: str, nworld: int = 1024, seed: int = 0, gpu: str = "NVIDIA H200"
 
 
 def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="NVIDIA H200",
-              commit="abc1234", time="2026-11-30T06:00:00+00:00", **metrics) -> dict:
+              commit="abc1234", time="2026-11-30T06:00:00+00:00", nworld=1024, **metrics) -> dict:
     """A train row; `params` are added to the row's params JSON, `metrics` override metric columns."""
-    row = _meta(body, seed=seed, gpu=gpu, commit=commit, time=time, shared_gpu=shared_gpu, **(params or {}))
+    row = _meta(body, nworld=nworld, seed=seed, gpu=gpu, commit=commit, time=time, shared_gpu=shared_gpu,
+                **(params or {}))
     row.update(time_to_solve_s=tts, iterations=500, compile_s=3.0, env_steps_per_s=1e5,
                physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
                solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,

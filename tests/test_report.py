@@ -56,14 +56,16 @@ def test_solve_summary_never_pools_commits_or_setups(tmp_path):
         train_row("muscular-fast", seed=1, tts=400.0, commit="bbb2222", time=t(4), params=dict(tree_factor=False)),
     ])
     s = report.solve_summary(runs)
-    assert s.index.names == ["body", "setup", "commit"]
-    assert list(s.index) == [("muscular-fast", "tree factor, global", "bbb2222"), ("muscular-fast", "stock factor", "bbb2222"),
-                             ("simple", "dense", "aaa1111"), ("simple", "dense", "bbb2222")]
-    a, b = s.loc[("simple", "dense", "aaa1111")], s.loc[("simple", "dense", "bbb2222")]
+    assert s.index.names == list(report.SUMMARY_KEYS)
+    assert [k[:3] for k in s.index] == [("muscular-fast", "tree factor, global", "bbb2222"),
+                                        ("muscular-fast", "stock factor", "bbb2222"),
+                                        ("simple", "dense", "aaa1111"), ("simple", "dense", "bbb2222")]
+    a, b = _grp(s, "simple", "dense", "aaa1111"), _grp(s, "simple", "dense", "bbb2222")
     assert (a["n_solo"], a["time_to_solve_median_s"], a["n_shared"], a["host_jobs"]) == (2, 105.0, 0, 1)
     assert (b["n_solo"], b["time_to_solve_median_s"], b["time_to_solve_max_s"]) == (3, 220.0, 240.0)
     assert (b["n_shared"], b["n_unsolved"], b["host_jobs"]) == (1, 1, 2)
-    tree, stock = s.loc[("muscular-fast", "tree factor, global", "bbb2222")], s.loc[("muscular-fast", "stock factor", "bbb2222")]
+    tree = _grp(s, "muscular-fast", "tree factor, global", "bbb2222")
+    stock = _grp(s, "muscular-fast", "stock factor", "bbb2222")
     assert (tree["n_solo"], tree["time_to_solve_median_s"]) == (2, 360.0)
     assert tree["compile_s_median"] == 3.0  # the synthetic rows compile in 3 s
     assert tree["iterations_min"] <= tree["iterations_median"] <= tree["iterations_max"]
@@ -71,20 +73,46 @@ def test_solve_summary_never_pools_commits_or_setups(tmp_path):
 
     # headline: most solo seeds per body, the newest group among equals
     h = report.headline(s)
-    assert list(h.index) == [("muscular-fast", "tree factor, global", "bbb2222"), ("simple", "dense", "bbb2222")]
+    assert [k[:3] for k in h.index] == [("muscular-fast", "tree factor, global", "bbb2222"),
+                                        ("simple", "dense", "bbb2222")]
     c = report.original_comparison(s).set_index("body")
     assert c.loc["simple", "original_rtx5090_s"] == 185.0 and c.loc["simple", "original_ec2_96vcpu_s"] == 404.0
     assert c.loc["simple", "rtx5090_over_ours"] == pytest.approx(185.0 / 220.0)
     assert c.loc["muscular-fast", "ec2_96vcpu_over_ours"] == pytest.approx(714.0 / 360.0)
 
 
+def _grp(s, body, setup, commit):
+    r = s.reset_index()
+    r = r[(r["body"] == body) & (r["setup"] == setup) & (r["commit"] == commit)]
+    assert len(r) == 1, r
+    return r.iloc[0]
+
+
+def test_solve_summary_never_pools_cards_world_counts_or_configs(tmp_path):
+    runs = _write(tmp_path, [
+        train_row("simple", seed=1, tts=100.0),
+        train_row("simple", seed=2, tts=110.0),                       # pools with seed 1
+        train_row("simple", seed=3, tts=300.0, gpu="NVIDIA L4"),      # another card
+        train_row("simple", seed=4, tts=150.0, nworld=8192),          # another world count
+        train_row("simple", seed=5, tts=90.0, params={"lr": 3e-4}),   # another configuration
+        train_row("simple", seed=6, tts=105.0, params={"host_jobs": 2, "run_dir": "x"}),  # pools
+    ])
+    s = report.solve_summary(runs).reset_index()
+    assert len(s) == 4 and sorted(s["n_solo"]) == [1, 1, 1, 3]
+    main = s[s["n_solo"] == 3].iloc[0]
+    assert main["gpu"] == "NVIDIA H200" and main["nworld"] == 1024
+    assert main["time_to_solve_median_s"] == 105.0
+
+
 def test_headline_prefers_newer_among_equal_seed_counts(tmp_path):
     t = "2026-11-30T0{}:00:00+00:00".format
     runs = _write(tmp_path, [train_row("simple", seed=s, tts=100.0 + s, commit="old0000", time=t(1)) for s in (1, 2)]
                   + [train_row("simple", seed=s, tts=200.0 + s, commit="new1111", time=t(2)) for s in (1, 2)]
-                  + [train_row("simple", seed=1, tts=50.0, commit="one2222", time=t(3))])
+                  + [train_row("simple", seed=1, tts=50.0, commit="one2222", time=t(3))]
+                  # a later shared-GPU run does not make the old group the newest
+                  + [train_row("simple", seed=9, tts=50.0, commit="old0000", time=t(4), shared_gpu=3)])
     h = report.headline(report.solve_summary(runs))
-    assert list(h.index) == [("simple", "dense", "new1111")]
+    assert [k[:3] for k in h.index] == [("simple", "dense", "new1111")]
 
 
 def test_summary_of_shared_runs_only(tmp_path):

@@ -269,9 +269,20 @@ def test_scratch_root_clears_only_inside_runs(tmp_path):
 
 
 _APPEND_MANY = """
-import sys
+import sys, time
+import pandas as pd
 from fightlab import results
-root, k = sys.argv[1], int(sys.argv[2])
+# widen the window between the header check and the write, so that without the lock the
+# writers race for the header (and interleave rows) every time, not by luck
+_to_csv = pd.DataFrame.to_csv
+_first = [True]
+def _slow(self, *a, **k):
+    time.sleep(0.5 if _first[0] else 0.01)
+    _first[0] = False
+    return _to_csv(self, *a, **k)
+pd.DataFrame.to_csv = _slow
+root, k, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+time.sleep(max(0.0, start - time.time()))  # all writers begin together, on a missing file
 for i in range(25):
     meta = results.run_metadata(body="simple", nworld=1024, seed=k, params={"i": i}, device="cpu")
     m = dict(time_to_solve_s=1.0, iterations=i, compile_s=0.0, env_steps_per_s=1.0,
@@ -285,7 +296,10 @@ def test_append_row_from_parallel_processes_keeps_every_row(tmp_path):
     """Jobs on several GPUs publish into the same CSV at once: one header, every row whole."""
     import sys
 
-    procs = [subprocess.Popen([sys.executable, "-c", _APPEND_MANY, str(tmp_path), str(k)])
+    import time
+
+    start = str(time.time() + 8.0)  # after every interpreter has imported fightlab
+    procs = [subprocess.Popen([sys.executable, "-c", _APPEND_MANY, str(tmp_path), str(k), start])
              for k in range(4)]
     assert [p.wait(120) for p in procs] == [0] * 4
     df = results.read_rows("train", tmp_path)
@@ -293,3 +307,14 @@ def test_append_row_from_parallel_processes_keeps_every_row(tmp_path):
     assert sorted(df.groupby("seed").size()) == [25] * 4
     text = results.results_path("train", tmp_path).read_text()
     assert text.count("run_id,") == 1  # one header line
+
+
+def test_host_jobs_recorded_when_the_launcher_says(monkeypatch):
+    monkeypatch.delenv("FIGHTLAB_HOST_JOBS", raising=False)
+    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"a": 1}, device="cpu")
+    assert "host_jobs" not in json.loads(meta["params"])
+    monkeypatch.setenv("FIGHTLAB_HOST_JOBS", "2")
+    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"a": 1}, device="cpu")
+    assert json.loads(meta["params"]) == {"a": 1, "host_jobs": 2}
+    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"host_jobs": 1}, device="cpu")
+    assert json.loads(meta["params"])["host_jobs"] == 1  # the caller's own value wins

@@ -185,3 +185,41 @@ def test_train_row_records_the_factor_kernel_and_host_jobs(tmp_path, monkeypatch
         t.env.close()
         assert params["tree_factor_variant"] == variant and params["host_jobs"] == 2
         assert factor_setup(body, params) == ("tree factor, shared" if variant else "dense")
+
+
+def test_evaluate_says_which_policy_it_ran(tmp_path, capsys):
+    """An evaluation row names the checkpoint's iteration and whether that run had solved, so a
+    half-trained policy cannot pass for the solved one."""
+    import json
+
+    from fightlab.rl.report import eval_row
+    from fightlab.rl.runner import evaluate
+
+    Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
+    res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu")
+    assert (res["ckpt_iteration"], res["ckpt_solved"]) == (1, False)
+    row = eval_row(res, tmp_path / "latest.pt", "cpu", seed=1, local_root=tmp_path / "eval")
+    p = json.loads(row["params"])
+    assert (p["ckpt_iteration"], p["ckpt_solved"]) == (1, False)
+    assert "policy=iteration 1 (NOT solved)" in capsys.readouterr().out
+
+
+def test_resumed_run_records_every_segment(tmp_path, monkeypatch):
+    """Segments of a resumed run that ran other code are named in the row and keep it out of
+    any one setup's summary; the worst GPU sharing of any segment is the run's."""
+    import json
+
+    from fightlab.rl.report import factor_setup, train_row
+
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "aaa1111")
+    monkeypatch.setenv("FIGHTLAB_SHARED_GPU", "3")
+    Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "bbb2222")
+    monkeypatch.setenv("FIGHTLAB_SHARED_GPU", "1")
+    b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=2,
+                                    resume=str(tmp_path / "latest.pt")), progress=False)
+    res = b.train()
+    p = json.loads(train_row(b, res)["params"])
+    assert [s["commit"] for s in p["segments"]] == ["aaa1111", "bbb2222"]
+    assert p["mixed_segments"] is True and p["shared_gpu"] == 3
+    assert factor_setup("simple", p) == "dense (mixed segments)"

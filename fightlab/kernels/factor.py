@@ -233,6 +233,7 @@ def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
         a_off.append(len(a_item))
         upd_off.append(len(upd))
         red_off.append(len(red))
+    _check_schedule(a_item, a_slot, upd, red, nC, np_max)
     device = m.M_rowadr.device
 
     def arr(x, dtype, width):
@@ -249,6 +250,26 @@ def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
         red=arr(red, wp.vec3i, 3), red_off=arr(red_off, wp.int32, 1),
         np_max=max(np_max, 1), nupdate=len(upd),
     )
+
+
+def _check_schedule(a_item, a_slot, upd, red, nC: int, np_max: int) -> None:
+    """Every address the kernels touch lies inside ``L`` (``[0, nC)``) and every partial-sum slot
+    inside ``[0, np_max)``: the shared variant has no bounds checks, so the schedule is checked
+    once on the host. Raises AssertionError naming the first bad entry."""
+    a = np.asarray(a_item, np.int64).reshape(-1, 4)
+    u = np.asarray(upd, np.int64).reshape(-1, 3)
+    r = np.asarray(red, np.int64).reshape(-1, 3)
+    sl = np.asarray(a_slot, np.int64)
+    checks = (("phase-A address", a[:, 0] if len(a) else a), ("update row/diag/L[k,i] address", u),
+              ("reduction address", r[:, 0] if len(r) else r))
+    for what, x in checks:
+        if x.size and (x.min() < 0 or x.max() >= nC):
+            raise AssertionError(f"tree factor schedule: a {what} is outside [0, nC={nC})")
+    if len(a) and ((a[:, 0] - a[:, 1] < 0).any() or (u[a[:, 2] + a[:, 3] - 1, 0] + a[:, 1] >= nC).any()):
+        raise AssertionError(f"tree factor schedule: a column offset leaves L (nC={nC})")
+    used = np.concatenate([sl[sl >= 0], (r[:, 1] + r[:, 2] - 1) if len(r) else []])
+    if used.size and used.max() >= np_max:
+        raise AssertionError(f"tree factor schedule: a partial-sum slot is outside [0, {np_max})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -492,8 +513,11 @@ def factor_tree(m: Any, d: Any, M: wp.array2d, L: wp.array2d, D: wp.array2d,
     """
     s = schedule if schedule is not None else build_schedule(m)
     if resolve_variant(s, variant) == "shared":
+        cap = shared_capacity(s)
+        # the kernel's largest shared index: the last scale factor of the largest level
+        assert s.nC + s.np_max + _max_updates_per_level(s) <= cap, (s.nC, s.np_max, cap)
         wp.launch_tiled(
-            _shared_kernel(shared_capacity(s)),
+            _shared_kernel(cap),
             dim=(d.nworld,),
             inputs=[s.nv, s.nC, m.M_rownnz, m.M_rowadr, s.nlevel, s.np_max, s.a_item, s.a_slot,
                     s.a_off, s.upd, s.upd_off, s.red, s.red_off, M],
@@ -829,7 +853,8 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
         _set_state(d_u, qpos, qvel_ulp, ctrl)
         mjw.step(m_s, d_s)
         mjw.step(m_s, d_u)
-        with tree_factor(m_t, block_dim=block_dim, variant=variant):
+        with tree_factor(m_t, block_dim=block_dim, variant=variant) as on:
+            _require(on, mjm)
             calls = count_factor_calls(m_t, d_t)
     qa_s, qa_t, qa_u = d_s.qacc.numpy(), d_t.qacc.numpy(), d_u.qacc.numpy()
     out["qacc_rel_err"] = relative_error(qa_t, qa_s)
@@ -939,13 +964,23 @@ def _hinge_qposadr(mjm: mujoco.MjModel) -> np.ndarray:
     return np.asarray(h, dtype=np.int64)
 
 
+def _require(on: bool, mjm: mujoco.MjModel) -> None:
+    """A tree-vs-stock comparison needs the tree factor switched on (else it compares stock with
+    itself and reports a perfect, meaningless agreement)."""
+    if not on:
+        raise ValueError(f"model with nv={mjm.nv} has no tree over M_BLOCK_DENSE_MAX="
+                         f"{mjw_types.M_BLOCK_DENSE_MAX} DOF: the tree factor has nothing to replace, "
+                         "so there is no tree-vs-stock comparison to make")
+
+
 def _push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random.Generator,
                    interval_s: tuple[float, float] = (1.0, 3.0), duration_s: float = 0.1,
                    impulse_ns: tuple[float, float] = (15.0, 30.0)) -> np.ndarray:
-    """Horizontal pushes on the root body, like :class:`fightlab.envs.stance.StanceEnv`'s
-    defaults (``EnvConfig.push_*``): every uniform(1, 3) s a constant force of
-    impulse / duration newtons (impulse uniform(15, 30) N·s, random horizontal direction) for
-    0.1 s. Returns float32 ``(nsteps, nworld, 3)``: the force on body 1 at each physics step."""
+    """Horizontal pushes like :class:`fightlab.envs.stance.StanceEnv`'s defaults
+    (``EnvConfig.push_*``): push starts uniform(1, 3) s apart (start to start, as the env
+    counts), each a constant force of impulse / duration newtons (impulse uniform(15, 30) N·s,
+    random horizontal direction) for 0.1 s. Returns float32 ``(nsteps, nworld, 3)``: the force
+    at each physics step (applied to :func:`_push_body`)."""
     dt = float(mjm.opt.timestep)
     force = np.zeros((nsteps, nworld, 3), np.float32)
     dur = max(1, int(round(duration_s / dt)))
@@ -958,8 +993,15 @@ def _push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random
             ang = rng.uniform(0.0, 2.0 * np.pi)
             f = rng.uniform(*impulse_ns) / duration_s
             force[n0:n0 + dur, w, :2] = f * np.cos(ang), f * np.sin(ang)
-            t += duration_s + rng.uniform(*interval_s)
+            t += rng.uniform(*interval_s)
     return force
+
+
+def _push_body(mjm: mujoco.MjModel) -> int:
+    """The body pushed in the trajectory comparison: the one named "torso" (fightlab's bodies,
+    as the env pushes it), else body 1 (the root of the first tree)."""
+    torso = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "torso")
+    return torso if torso >= 0 else 1
 
 
 def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10, seed: int = 0,
@@ -1003,6 +1045,7 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
     qpos_ulp = qpos.copy()
     qpos_ulp[:, hadr] = np.nextafter(qpos[:, hadr], np.float32(np.inf))
     xfrc = np.zeros((nworld, mjm.nbody, 6), np.float32)
+    pbody = _push_body(mjm)
     kw = dict(nconmax=nconmax, njmax=njmax)
     with wp.ScopedDevice(device):
         m_s, d_s = _put(mjm, nworld, device, **kw)
@@ -1012,13 +1055,14 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
         _set_state(d_t, qpos, qvel)
         _set_state(d_u, qpos_ulp, qvel)
         dev_t, dev_u = np.zeros(nsteps), np.zeros(nsteps)
-        with tree_factor(m_t, block_dim=block_dim, variant=variant):
+        with tree_factor(m_t, block_dim=block_dim, variant=variant) as on:
+            _require(on, mjm)
             for n in range(nsteps):
                 if n % hold == 0:
                     for dd in (d_s, d_t, d_u):
                         dd.ctrl.assign(ctrls[n // hold])
                 if push is not None and (n == 0 or not np.array_equal(push[n], push[n - 1])):
-                    xfrc[:, 1, :3] = push[n]
+                    xfrc[:, pbody, :3] = push[n]
                     for dd in (d_s, d_t, d_u):
                         dd.xfrc_applied.assign(xfrc)
                 mjw.step(m_s, d_s)
@@ -1137,7 +1181,8 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
                 return float(np.median(times))
 
             step_s = step_time("step stock")
-            with tree_factor(m2, block_dim=block_dim, variant=chosen):
+            with tree_factor(m2, block_dim=block_dim, variant=chosen) as on:
+                _require(on, mjm)
                 step_t = step_time("step tree")
     return {
         "nv": float(mjm.nv),
@@ -1220,8 +1265,8 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
                                "float32 error + 1e-6); nothing timed or written")
     kv = dict(block_dim=block_dim, variant=variant)
     qacc = step_qacc_error(mjm, nworld=min(check_nworld, 4), seed=seed, device=device, **kv, **kw)
-    nan_t = {"max_dev_tree_rad": math.nan, "max_dev_ulp_rad": math.nan, "nan": False,
-             "overflow_worlds": 0, "pushes": 0, "curve": None}
+    nan_t = {"max_dev_tree_rad": math.nan, "max_dev_ulp_rad": math.nan, "nan": None,
+             "overflow_worlds": None, "pushes": None, "curve": None}
     traj = quiet = nan_t
     if traj_steps > 0:  # 0: skip (the notebook runs the trajectories once per body)
         traj = trajectory_deviation(mjm, nworld=traj_nworld, nsteps=traj_steps, seed=seed,
@@ -1247,9 +1292,11 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         "traj_steps": float(traj_steps),
         "traj_dev_tree_rad": traj["max_dev_tree_rad"],
         "traj_dev_ulp_rad": traj["max_dev_ulp_rad"],
-        "traj_nan": bool(traj["nan"] or quiet["nan"]),
-        "traj_overflow_worlds": int(traj["overflow_worlds"] + quiet["overflow_worlds"]),
-        "traj_pushes": int(traj["pushes"]),
+        # no trajectory run (traj_steps == 0): empty fields, not measured zeros
+        "traj_nan": None if traj["nan"] is None else bool(traj["nan"] or quiet["nan"]),
+        "traj_overflow_worlds": None if traj["overflow_worlds"] is None
+        else int(traj["overflow_worlds"] + quiet["overflow_worlds"]),
+        "traj_pushes": None if traj["pushes"] is None else int(traj["pushes"]),
         "traj_quiet_dev_tree_rad": quiet["max_dev_tree_rad"],
         "traj_quiet_dev_ulp_rad": quiet["max_dev_ulp_rad"],
     }

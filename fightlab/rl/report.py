@@ -29,6 +29,17 @@ def train_row(trainer, res: dict) -> dict:
     params["host_jobs"] = int(os.environ.get("FIGHTLAB_HOST_JOBS", "1"))
     # which single-launch factor kernel ran ("shared" / "global"; None: MuJoCo Warp's own path)
     params["tree_factor_variant"] = getattr(trainer.env, "tree_factor_variant", None)
+    # a resumed run: every segment's commit, kernel, GPU sharing and host jobs. The worst
+    # sharing of any segment is the run's; segments of different code or kernels mark the row
+    # as mixed (its time to solve is not one setup's, so summaries keep it apart)
+    segs = list(getattr(trainer, "segments", None) or [])
+    if segs:
+        params["segments"] = segs
+        params["shared_gpu"] = max([params["shared_gpu"]] + [int(x.get("shared_gpu") or 1) for x in segs])
+        params["host_jobs"] = max([params["host_jobs"]] + [int(x.get("host_jobs") or 1) for x in segs])
+        kinds = {(x.get("commit"), x.get("tree_factor_variant")) for x in segs}
+        if len(kinds) > 1:
+            params["mixed_segments"] = True
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
                                 params=params, device=cfg.device)
     meta["run_id"] = trainer.run_id
@@ -140,7 +151,8 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
     """Print an evaluation (fightlab.rl.runner.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
-                  episodes_per_world=res.get("episodes_per_world"))
+                  episodes_per_world=res.get("episodes_per_world"),
+                  ckpt_iteration=res.get("ckpt_iteration"), ckpt_solved=res.get("ckpt_solved"))
     row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params,
                                device=device)
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
@@ -153,7 +165,10 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
           f"amplitude={res['amplitude']:g} episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
           f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
           f"mean_episode_s={res['mean_episode_s']:.2f} overflow={res['overflow_count']} "
-          f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
+          f"nan_resets={res['nan_resets']}"
+          + ("" if res.get("ckpt_iteration") is None else
+             f" policy=iteration {res['ckpt_iteration']} ({'solved' if res['ckpt_solved'] else 'NOT solved'})")
+          + (" [published]" if publish else ""), flush=True)
     return row
 
 
@@ -205,15 +220,18 @@ def factor_setup(body: str, params: dict) -> str:
     before the switch existed ran the stock sparse factor; ``tree_factor_variant`` "shared" /
     "global", absent on rows from before the shared variant existed, which ran the global one),
     "dense" for the others (dense tile path; ``tree_factor`` changes nothing there),
-    "unknown body" for a body fightlab does not build."""
+    "unknown body" for a body fightlab does not build; " (mixed segments)" appended when a
+    resumed run's segments ran different commits or kernels (``params.mixed_segments``)."""
     sparse = _sparse_tree(body)
     if sparse is None:
         return "unknown body"
     if not sparse:
-        return "dense"
+        return "dense" + (" (mixed segments)" if params.get("mixed_segments") else "")
     if params.get("tree_factor") is not True:
-        return "stock factor"
-    return f"tree factor, {params.get('tree_factor_variant') or 'global'}"
+        setup = "stock factor"
+    else:
+        setup = f"tree factor, {params.get('tree_factor_variant') or 'global'}"
+    return setup + (" (mixed segments)" if params.get("mixed_segments") else "")
 
 
 def published_runs(root: Path | None = None) -> pd.DataFrame:
@@ -226,33 +244,54 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["shared_gpu"] = [p.get("shared_gpu", float("nan")) for p in params]
     df["host_jobs"] = [int(p.get("host_jobs") or 1) for p in params]
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
+    df["config"] = [config_id(p) for p in params]
     return df
 
 
-#: solve_summary's grouping: rows of different bodies, factor paths or code commits are never pooled
-SUMMARY_KEYS = ("body", "setup", "commit")
+#: params that do not change what a run measures (where it ran, its seed, how it was launched)
+#: and so do not split groups; the factor path is the separate `setup` key
+VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
+                   "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
+                   "tree_factor", "tree_factor_variant")
+
+
+def config_id(params: dict) -> str:
+    """8 hex characters identifying a run's configuration: a hash of its params without
+    :data:`VOLATILE_PARAMS` (so seeds pool, but a changed reward weight, learning rate or nworld
+    does not)."""
+    import hashlib
+
+    keep = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
+    return hashlib.sha1(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:8]
+
+
+#: solve_summary's grouping: rows of different bodies, factor paths, code commits, GPUs, world
+#: counts or configurations are never pooled
+SUMMARY_KEYS = ("body", "setup", "commit", "gpu", "nworld", "config")
 
 
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (body, setup, commit) — rows from different code commits or mass-matrix factor paths
-    are never pooled into one median — over solved runs that had the GPU to themselves
-    (shared_gpu == 1): number of runs (n_solo), median / min / max time to solve (s), median /
-    min / max iterations, median compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs that ran
-    on the host beside any of them (host_jobs), the GPU names of the group (gpu: more than one
-    name means cards were pooled) and the newest run's time (latest). Runs that
-    shared the GPU (or did not solve) are counted apart (n_shared, n_unsolved) and not summarised.
+    """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id:
+    rows that differ in any of these are never pooled into one median), over solved runs that
+    had the GPU to themselves (shared_gpu == 1): number of solo runs (n_solo, one per seed in
+    practice), median / min / max time to solve (s), median / min / max iterations, median
+    compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs
+    that ran on the host beside any of them (host_jobs), and the newest solo run's time
+    (latest; the newest run of any kind where there is no solo run). Runs that shared the GPU
+    (or did not solve) are counted apart (n_shared, n_unsolved) and not summarised.
 
     Args:
-      df: :func:`published_runs` (needs its `setup`, `shared_gpu` and `host_jobs` columns).
+      df: :func:`published_runs` (needs its `setup`, `config`, `shared_gpu` and `host_jobs`
+        columns).
     Returns:
-      a DataFrame indexed by (body, setup, commit), sorted by body and newest run last.
+      a DataFrame indexed by :data:`SUMMARY_KEYS`, sorted by body and newest run last.
     """
     rows = []
-    for (body, setup, commit), g in df.groupby(list(SUMMARY_KEYS), sort=False):
+    for keys, g in df.groupby(list(SUMMARY_KEYS), sort=False):
         solved = g["solved"] == True  # noqa: E712
         solo = g[solved & (g["shared_gpu"] == 1)]
         t = solo["time_to_solve_s"]
-        rows.append(dict(body=body, setup=setup, commit=commit, n_solo=len(solo),
+        rows.append(dict(zip(SUMMARY_KEYS, keys), n_solo=len(solo),
                          n_shared=int((g["shared_gpu"] != 1).sum()),
                          n_unsolved=int((~solved & (g["shared_gpu"] == 1)).sum()),
                          time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
@@ -263,8 +302,7 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
                          update_s_per_iter=solo["update_s_per_iter"].median(),
                          host_jobs=solo["host_jobs"].max() if len(solo) else float("nan"),
-                         gpu=", ".join(sorted(set(g["gpu"]))),
-                         latest=g["time"].max()))
+                         latest=solo["time"].max() if len(solo) else g["time"].max()))
     if not rows:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "n_solo"]).set_index(list(SUMMARY_KEYS))
     out = pd.DataFrame(rows).sort_values(["body", "latest"], kind="stable")
@@ -290,10 +328,10 @@ def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:
     original / ours (``<machine>_over_ours``; above 1: ours solved faster). Different bodies,
     task details and cards: an order of magnitude, not a race."""
     rows = []
-    for (body, setup, commit), r in headline(summary).iterrows():
-        row = dict(body=body, setup=setup, commit=commit, n_solo=int(r["n_solo"]),
+    for keys, r in headline(summary).iterrows():
+        row = dict(zip(SUMMARY_KEYS, keys), n_solo=int(r["n_solo"]),
                    time_to_solve_median_s=r["time_to_solve_median_s"])
-        for machine, s in ORIGINAL_STUDY_S.get(body, {}).items():
+        for machine, s in ORIGINAL_STUDY_S.get(row["body"], {}).items():
             row[f"original_{machine}_s"] = s
             row[f"{machine}_over_ours"] = s / r["time_to_solve_median_s"]
         rows.append(row)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -198,6 +199,13 @@ class Trainer:
         from fightlab._meta import new_run_id
 
         self.run_id = new_run_id()   # kept in every checkpoint: all segments share one run_id
+        # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
+        # row whose segments ran different code or kernels says so (report.train_row)
+        from fightlab._meta import git_commit
+
+        self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
+                              shared_gpu=int(os.environ.get("FIGHTLAB_SHARED_GPU", "1")),
+                              host_jobs=int(os.environ.get("FIGHTLAB_HOST_JOBS", "1")))]
         self.run_dir = Path(cfg.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.compile_s = 0.0
@@ -353,6 +361,7 @@ class Trainer:
                   env_state=self._env_state(), amp_target=self.env.amplitude_target,
                   obs=self.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
                   gen_state=self.gen.get_state().cpu(), run_id=self.run_id,
+                  segments=self.segments,
                   cuda_rng=torch.cuda.get_rng_state(torch.device(self.device)) if self.device.startswith("cuda") else None)
         tmp = path.with_suffix(".tmp")
         torch.save(ck, tmp)
@@ -372,6 +381,8 @@ class Trainer:
         self.time_to_solve_s = ck.get("time_to_solve_s")
         self.solve_iteration = ck.get("solve_iteration")
         self.run_id = ck.get("run_id") or self.run_id
+        # the earlier segments' setups, then this one's (kept last)
+        self.segments = list(ck.get("segments") or [{"commit": "unknown"}]) + self.segments[-1:]
         self._set_env_state(ck["env_state"])
         self.env._amp_target = float(ck["amp_target"])
         self.obs.copy_(ck["obs"].to(self.obs.device))
@@ -528,6 +539,9 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
                 amplitude=amplitude, episodes_per_world=episodes_per_world,
                 run_id=ck.get("run_id") if ck is not None else None,
+                # which policy: a checkpoint of a solved run, or one saved before the solve
+                ckpt_iteration=ck.get("iteration") if ck is not None else None,
+                ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
                 episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
                 tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
                 mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
