@@ -29,10 +29,21 @@ def _default_device() -> str:
         return "cpu"
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds "(default: X)" only where the help text does not already say the default and the
+    default means something (not None)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or action.default is False:
+            return text
+        return super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
     from fightlab.config import BODY_NAMES
 
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _Formatter
     p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0],
                                 formatter_class=fmt)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -95,7 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--body", default="muscular-fast", help=f"one of: {bodies}")
     pr.add_argument("--nworld", default="1024", help="parallel worlds")
     pr.add_argument("--nstep", type=int, default=20, help="profiled steps")
-    pr.add_argument("--what", choices=("physics", "env"), default="physics")
+    pr.add_argument("--what", choices=("physics", "env"), default="physics",
+                    help="physics: one mujoco_warp.step; env: one StanceEnv step (pre-step, "
+                         "physics substeps with contact checks, post-step, reset, observation)")
     pr.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     pr.add_argument("--top", type=int, default=12, help="kernels to list")
 
@@ -205,7 +218,10 @@ def cmd_evaluate(a) -> int:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
     if a.checkpoint is None:
         if not (a.zero_action and a.body):
-            raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body")
+            from fightlab.config import BODY_NAMES
+
+            raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
+                              f"(valid bodies: {', '.join(BODY_NAMES)})")
         res = evaluate_zero_action(validate_body(a.body), nworld=nworld, device=device,
                                    episodes_per_world=a.episodes, amplitude=a.amplitude,
                                    seed=a.seed, timestep=a.timestep)

@@ -60,7 +60,7 @@ def describe(model: mujoco.MjModel) -> dict:
         "nv": int(m.nv), "nq": int(m.nq), "nu": int(m.nu), "nbody": int(m.nbody),
         "ngeom": int(m.ngeom), "ntree": int(m.ntree), "tree_depth": _tree_depth(m),
         "n_ellipsoid_muscles": int(n_muscles), "n_colliding_geoms": n_colliding,
-        "mass_kg": float(m.body_mass.sum()),
+        "mass_kg": round(float(m.body_mass.sum()), 6),
     }
 
 
