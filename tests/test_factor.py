@@ -126,6 +126,24 @@ def test_shared_variant_is_bitwise_the_global_one(name, blocks, monkeypatch):
         assert np.array_equal(L, ref[0]) and np.array_equal(D, ref[1]), key
 
 
+@pytest.mark.parametrize("variant", ["shared", "global"])
+def test_factor_tree_reads_nothing_back_from_the_device(variant, monkeypatch):
+    """factor_tree runs inside the env's captured CUDA graph: with its schedule built, a launch
+    must not copy anything to the host (a device read would fail in a capture)."""
+    m, d = F._put(F.chain_model(70, seed=4), 1, "cpu")
+    mjw.fwd_position(m, d, factorize=False)
+    s = F.build_schedule(m)
+    L, D = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
+    F.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)  # first call: scratch, compile
+
+    def no_read(self, *a, **k):
+        raise AssertionError("device array read back during factor_tree")
+
+    monkeypatch.setattr(wp.array, "numpy", no_read)
+    F.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)
+    F.shared_capacity(s), F.resolve_variant(s, "auto")
+
+
 def test_variant_choice_and_errors(monkeypatch):
     mjm = F.chain_model(70, seed=2)
     m, d = F._put(mjm, 1, "cpu")

@@ -161,6 +161,7 @@ class TreeSchedule:
         red_off: level offsets into ``red``.
         np_max: partial sums per world (the largest level).
         nupdate: number of stock updates (for reports).
+        nu_max: updates in the largest level (the "shared" variant's scale-factor slots).
         scratch: partial-sum buffers ``(nworld, np_max)`` by ``(nworld, device)``, made on first
             use (run the first factorization before a graph capture).
     """
@@ -177,6 +178,7 @@ class TreeSchedule:
     red_off: wp.array
     np_max: int
     nupdate: int
+    nu_max: int = 1
     scratch: dict = dataclasses.field(default_factory=dict, repr=False)
 
 
@@ -249,6 +251,7 @@ def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
         upd=arr(upd, wp.vec3i, 3), upd_off=arr(upd_off, wp.int32, 1),
         red=arr(red, wp.vec3i, 3), red_off=arr(red_off, wp.int32, 1),
         np_max=max(np_max, 1), nupdate=len(upd),
+        nu_max=max([1] + [b - a for a, b in zip(upd_off, upd_off[1:])]),
     )
 
 
@@ -360,16 +363,11 @@ SHARED_MAX = 12288
 VARIANTS = ("auto", "shared", "global")
 
 
-def _max_updates_per_level(schedule: TreeSchedule) -> int:
-    off = schedule.upd_off.numpy()
-    return max(1, int(np.max(np.diff(off)))) if len(off) > 1 else 1
-
-
 def shared_capacity(schedule: TreeSchedule) -> int:
     """Floats of shared memory the "shared" variant needs for ``schedule``: ``nC`` (L) + the
     partial sums + one scale factor per update of the largest level, rounded up to
     :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
-    need = schedule.nC + schedule.np_max + _max_updates_per_level(schedule)
+    need = schedule.nC + schedule.np_max + schedule.nu_max
     return -(-need // SHARED_ROUND) * SHARED_ROUND
 
 
@@ -515,26 +513,21 @@ def factor_tree(m: Any, d: Any, M: wp.array2d, L: wp.array2d, D: wp.array2d,
     if resolve_variant(s, variant) == "shared":
         cap = shared_capacity(s)
         # the kernel's largest shared index: the last scale factor of the largest level
-        assert s.nC + s.np_max + _max_updates_per_level(s) <= cap, (s.nC, s.np_max, cap)
-        wp.launch_tiled(
-            _shared_kernel(cap),
-            dim=(d.nworld,),
-            inputs=[s.nv, s.nC, m.M_rownnz, m.M_rowadr, s.nlevel, s.np_max, s.a_item, s.a_slot,
-                    s.a_off, s.upd, s.upd_off, s.red, s.red_off, M],
-            outputs=[L, D],
-            block_dim=block_dim,
-        )
-        return
-    key = (d.nworld, str(M.device))
-    partial = s.scratch.get(key)
-    if partial is None:
-        partial = s.scratch[key] = wp.zeros((d.nworld, s.np_max), dtype=float, device=M.device)
+        assert s.nC + s.np_max + s.nu_max <= cap, (s.nC, s.np_max, s.nu_max, cap)
+        kernel, extra_in, extra_out = _shared_kernel(cap), [s.np_max], []
+    else:
+        key = (d.nworld, str(M.device))
+        partial = s.scratch.get(key)
+        if partial is None:
+            partial = s.scratch[key] = wp.zeros((d.nworld, s.np_max), dtype=float, device=M.device)
+        kernel, extra_in, extra_out = _factor_tree, [], [partial]
+    # host values only from here on: this runs inside captured graphs (no device reads)
     wp.launch_tiled(
-        _factor_tree,
+        kernel,
         dim=(d.nworld,),
-        inputs=[s.nv, s.nC, m.M_rownnz, m.M_rowadr, s.nlevel, s.a_item, s.a_slot, s.a_off,
-                s.upd, s.upd_off, s.red, s.red_off, M],
-        outputs=[L, D, partial],
+        inputs=[s.nv, s.nC, m.M_rownnz, m.M_rowadr, s.nlevel, *extra_in, s.a_item, s.a_slot,
+                s.a_off, s.upd, s.upd_off, s.red, s.red_off, M],
+        outputs=[L, D, *extra_out],
         block_dim=block_dim,
     )
 
@@ -1108,13 +1101,14 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
     the "global" variant is timed too, as the first design's reference.
 
     Returns:
-        dict of floats: ``nv``, ``levels``, ``factor_calls_per_step``, ``inner_calls``,
+        dict of floats (and one str, ``variant``): ``nv``, ``levels``, ``factor_calls_per_step``, ``inner_calls``,
         ``stock_us_per_call``, ``tree_us_per_call`` (the chosen variant),
         ``tree_global_us_per_call`` (the "global" variant), ``dense_us_per_call`` (NaN without
         ``with_dense``), ``stock_factor_ms_per_step``, ``tree_factor_ms_per_step``,
         ``dense_factor_ms_per_step``, ``speedup_vs_stock`` (stock / tree), ``step_stock_us``,
         ``step_tree_us`` (one whole ``mjw.step`` of all worlds; NaN without ``with_step``),
-        ``graph`` (1.0/0.0). Times are for all ``nworld`` worlds together.
+        ``graph`` (1.0/0.0); and ``variant``, the variant timed (str, "auto" resolved). Times
+        are for all ``nworld`` worlds together.
     """
     from fightlab import timing
 
@@ -1200,6 +1194,7 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
         "step_stock_us": step_s * 1e6,
         "step_tree_us": step_t * 1e6,
         "graph": float(bool(graph)),
+        "variant": chosen,
     }
 
 
@@ -1276,10 +1271,8 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
     bench = benchmark(mjm, nworld, device=device, inner=inner, repeats=repeats, seed=seed,
                       with_dense=with_dense, with_step=with_step, block_dim=block_dim,
                       variant=variant, **kw)
-    with wp.ScopedDevice(device):
-        chosen = resolve_variant(build_schedule(_put(mjm, 1, device)[0]), variant)
     params = dict(traj_steps=traj_steps, traj_nworld=traj_nworld, inner=inner, repeats=repeats,
-                  check_nworld=check_nworld, chunk=CHUNK, block_dim=block_dim, variant=chosen,
+                  check_nworld=check_nworld, chunk=CHUNK, block_dim=block_dim, variant=bench["variant"],
                   dense_max=mjw_types.M_BLOCK_DENSE_MAX, timestep_s=float(mjm.opt.timestep))
     meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
     metrics = {

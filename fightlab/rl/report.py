@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -21,25 +20,20 @@ def train_row(trainer, res: dict) -> dict:
     """One data/results/train.csv row (metadata columns + train metrics) for a finished run."""
     cfg = trainer.cfg
     params = to_dict(cfg)
-    # how many training processes shared the GPU (set by launchers that run several side by
-    # side; time-sliced processes slow each other, so only shared_gpu == 1 rows are headlines)
-    params["shared_gpu"] = int(os.environ.get("FIGHTLAB_SHARED_GPU", "1"))
-    # GPU jobs running at once on the host, each on its own GPU (a 2-GPU machine running two solo
-    # trainings: 2). They share only the host's CPU cores; recorded so it can be checked.
-    params["host_jobs"] = int(os.environ.get("FIGHTLAB_HOST_JOBS", "1"))
-    # which single-launch factor kernel ran ("shared" / "global"; None: MuJoCo Warp's own path)
-    params["tree_factor_variant"] = getattr(trainer.env, "tree_factor_variant", None)
-    # a resumed run: every segment's commit, kernel, GPU sharing and host jobs. The worst
-    # sharing of any segment is the run's; segments of different code or kernels mark the row
-    # as mixed (its time to solve is not one setup's, so summaries keep it apart)
-    segs = list(getattr(trainer, "segments", None) or [])
-    if segs:
-        params["segments"] = segs
-        params["shared_gpu"] = max([params["shared_gpu"]] + [int(x.get("shared_gpu") or 1) for x in segs])
-        params["host_jobs"] = max([params["host_jobs"]] + [int(x.get("host_jobs") or 1) for x in segs])
-        kinds = {(x.get("commit"), x.get("tree_factor_variant")) for x in segs}
-        if len(kinds) > 1:
-            params["mixed_segments"] = True
+    # Trainer.segments holds what every segment ran with, this process's last (read from the
+    # launcher's environment when the Trainer started): shared_gpu = training processes sharing
+    # the GPU (time-sliced: only shared_gpu == 1 rows are headlines), host_jobs = GPU jobs at
+    # once on the host, each on its own GPU (they share the CPU cores), tree_factor_variant =
+    # the single-launch factor kernel ("shared" / "global"; None: MuJoCo Warp's own path).
+    # The worst sharing of any segment is the run's; segments of different code or kernels mark
+    # the row as mixed (its time to solve is not one setup's, so summaries keep it apart)
+    segs = list(trainer.segments)
+    params["segments"] = segs
+    params["shared_gpu"] = max(int(x.get("shared_gpu") or 1) for x in segs)
+    params["host_jobs"] = max(int(x.get("host_jobs") or 1) for x in segs)
+    params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
+    if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
+        params["mixed_segments"] = True
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
                                 params=params, device=cfg.device)
     meta["run_id"] = trainer.run_id
