@@ -7,6 +7,8 @@
 #   train:BODY:SEED[:notf] solo training in runs/train/solo-BODY[-notf]-sSEED (resumed from its
 #                          latest.pt when there is one; notf = --no-tree-factor)
 #   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
+#   check:NWORLD           bench/factor_probe.py (stock vs global vs shared factor, correctness
+#                          first, then synchronised medians); if it fails, the lane stops there
 #   ncu:NWORLD             Nsight Compute on bench/factor_probe.py (stock / global / shared factor
 #                          kernels of muscular-fast): $OUT/ncu_NWORLD.csv
 # A job starts only with more than 60 s of the budget left; trainings stop with a checkpoint
@@ -52,6 +54,9 @@ lane() {  # lane GPU_INDEX JOBS...
           timeout $(( left - 15 )) python3 -m fightlab evaluate $dir/latest.pt --nworld 1024 \
             --timestep 0.002 --device cuda:0 --publish > $log 2>&1
         fi ;;
+      check)
+        timeout $(( left - 15 )) python3 bench/factor_probe.py $a > $log 2>&1 \
+          || { echo "[gpu$gpu] $job FAILED: $(tail -n 1 $log); lane stopped"; break; } ;;
       ncu)
         local ncu_bin; ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
         [ -n "$ncu_bin" ] || { echo "no ncu" > $log; continue; }
