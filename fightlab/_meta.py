@@ -48,11 +48,15 @@ def git_commit(root: Path | str | None = None) -> str:
 
     ``"<sha>-dirty"`` when tracked files differ from ``HEAD`` (untracked files are ignored, as in
     ``git describe --dirty``); ``"unknown"`` outside a git work tree, without git, or before the
-    first commit.
+    first commit. ``FIGHTLAB_COMMIT`` overrides it (a copy of the tree without ``.git``, e.g. the
+    GPU machine); a full 40-hex sha there is cut to 7 characters, the form ``git rev-parse
+    --short`` gives here, so rows from both places group together.
     """
     override = os.environ.get("FIGHTLAB_COMMIT", "").strip()
     if override and root is None:
         # a copy of the tree without .git (e.g. the GPU machine): the launcher passes the commit
+        if len(override) == 40 and all(c in "0123456789abcdefABCDEF" for c in override):
+            return override[:7].lower()
         return override
     cwd = Path(root) if root is not None else REPO_ROOT
     if not cwd.is_dir():

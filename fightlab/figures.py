@@ -22,6 +22,9 @@ Figures (:data:`FIGURES`):
                      single launch, dense tile reference (data/results/factor.csv), per GPU
   factor_trajectory  joint-angle deviation from the stock run over the trajectories (pushed and
                      quiet; rows with traj_steps > 0 and their data/curves/<run_id>.csv), per GPU
+  primer_vector_sweep  time per call and effective bandwidth against vector length (notebook 00:
+                     the newest data/results/primer.csv row with a data/curves/<run_id>.csv), per
+                     GPU
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI pa
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: the figure names `draw` knows, in drawing order
-FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory")
+FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
+                             "primer_vector_sweep")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -292,7 +296,11 @@ def _factor_time(root: Path, log: Callable[[str], None]) -> list[Path]:
     # the design point (64 threads per world); block-size sweeps are tables in notebook 03
     df = df[factor_param(df, "block_dim", 64).astype(int) == 64]
     paths = []
-    for _, rows, name in _per_gpu(_latest(df, ["body", "nworld", "gpu"]), "factor_time"):
+    latest = _latest(df, ["body", "nworld", "gpu"])
+    # the trained body first, then the generated trees; world counts ascending within a body
+    latest = latest.assign(_first=latest["body"] != "muscular-fast").sort_values(
+        ["_first", "body", "nworld"], kind="stable").drop(columns="_first")
+    for _, rows, name in _per_gpu(latest, "factor_time"):
         paths += _save(plot_factor_time(rows.reset_index(drop=True)), name, root, log)
     return paths
 
@@ -321,11 +329,30 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
     return paths
 
 
+def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab import primer, results
+
+    df = _rows("primer", root, "primer_vector_sweep", log)
+    if df is None:
+        return []
+    df = df[[results.curve_path(r, root).exists() for r in df["run_id"]]]
+    if df.empty:
+        log("figures: skip primer_vector_sweep: no primer row has its sweep in data/curves/")
+        return []
+    paths = []
+    for gpu, rows, name in _per_gpu(_latest(df, ["gpu"]), "primer_vector_sweep"):
+        fig = primer.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
+                                title=f"vector sweep, {gpu}")
+        paths += _save(fig, name, root, log)
+    return paths
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
     "factor_time": _factor_time,
     "factor_trajectory": _factor_trajectory,
+    "primer_vector_sweep": _primer_vector_sweep,
 }
 assert tuple(_DRAW) == FIGURES
 

@@ -430,34 +430,41 @@ def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
     }
 
 
-def plot_sweep(df: pd.DataFrame):
-    """Two panels: time per call [us] and effective bandwidth [GB/s] against elements, log-log."""
+def plot_sweep(df: pd.DataFrame, title: str | None = None):
+    """Two panels: time per call [us] and effective bandwidth [GB/s] against elements, log-log.
+
+    ``df``: :func:`vector_sweep`'s rows (or a primer run's curve, ``data/curves/<run_id>.csv``):
+    needs ``device, op, n, median_s, gb_per_s``. ``title``: optional figure title. Drawn under
+    the house style (:func:`fightlab.plots.use_style`). Returns the Figure."""
     import matplotlib.pyplot as plt
 
     from fightlab import plots
 
-    fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4.0))
-    colour = {"copy": plots.COLORS[0], "vec_add": plots.COLORS[1], "saxpy": plots.COLORS[2],
-              "empty_kernel": plots.COLORS[3]}
-    for (dev, op), g in df.groupby(["device", "op"], sort=False):
-        g = g.sort_values("n")
-        # colour = operation (numpy's copy/add/saxpy share Warp's colours), line style = device
-        ls = {"cpu": "-", "numpy": ":"}.get(dev, "--")
-        c = colour.get({"numpy_copy": "copy", "numpy_add": "vec_add", "numpy_saxpy": "saxpy"}.get(op, op),
-                       plots.COLORS[4])
-        kw = dict(ls=ls, color=c, marker="o", ms=3, label=f"{op} ({dev})")
-        ax_t.plot(g.n, g.median_s * 1e6, **kw)
-        if op != "empty_kernel":
-            ax_bw.plot(g.n, g.gb_per_s, **kw)
-    for ax in (ax_t, ax_bw):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-    plots.label(ax_t, x="elements n [count]", y="median time per call [us]",
-                title="tiny n: launch-bound (flat); large n: bandwidth-bound")
-    plots.label(ax_bw, x="elements n [count]", y="effective bandwidth [GB/s]",
-                title="bytes read + written / time")
-    ax_t.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
+    with plots.use_style():
+        fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4.0))
+        colour = {"copy": plots.COLORS[0], "vec_add": plots.COLORS[1], "saxpy": plots.COLORS[2],
+                  "empty_kernel": plots.COLORS[3]}
+        for (dev, op), g in df.groupby(["device", "op"], sort=False):
+            g = g.sort_values("n")
+            # colour = operation (numpy's copy/add/saxpy share Warp's colours), line style = device
+            ls = {"cpu": "-", "numpy": ":"}.get(dev, "--")
+            c = colour.get({"numpy_copy": "copy", "numpy_add": "vec_add", "numpy_saxpy": "saxpy"}.get(op, op),
+                           plots.COLORS[4])
+            kw = dict(ls=ls, color=c, marker="o", ms=3, label=f"{op} ({dev})")
+            ax_t.plot(g.n, g.median_s * 1e6, **kw)
+            if op != "empty_kernel":
+                ax_bw.plot(g.n, g.gb_per_s, **kw)
+        for ax in (ax_t, ax_bw):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+        plots.label(ax_t, x="elements n [count]", y="median time per call [us]",
+                    title="tiny n: launch-bound (flat); large n: bandwidth-bound")
+        plots.label(ax_bw, x="elements n [count]", y="effective bandwidth [GB/s]",
+                    title="bytes read + written / time")
+        ax_t.legend(fontsize=8, ncol=2)
+        if title:
+            fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
     return fig
 
 

@@ -59,6 +59,19 @@ def factor_row(body="muscular-fast", nworld=1024, traj_steps=0, gpu="NVIDIA H200
     return row
 
 
+def primer_row(gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
+    row = _meta("none", nworld=1, gpu=gpu, time=time)
+    row.update({c: 1.0 for c in results.EXPERIMENTS["primer"]})
+    return row
+
+
+def sweep_curve(scale: float = 1.0) -> pd.DataFrame:
+    """A primer vector sweep's curve (fightlab.primer.vector_sweep's columns that the figure reads)."""
+    rows = [dict(device=d, op=op, n=n, median_s=scale * 1e-5 * (1 + n / 1e6), gb_per_s=n * 8 / 1e4 / scale)
+            for d in ("cpu", "cuda:0") for op in ("copy", "saxpy", "empty_kernel") for n in (16, 4096, 1 << 20)]
+    return pd.DataFrame(rows)
+
+
 def factor_curve(n: int = 10, quiet: bool = True) -> pd.DataFrame:
     t = np.arange(1, n + 1) * 0.004
     c = {"step": np.arange(1, n + 1), "time_s": t, "dev_tree_rad": 1e-6 * t, "dev_ulp_rad": 2e-6 * t}
@@ -83,6 +96,11 @@ def root(tmp_path):
     results.append_row("factor", with_traj, tmp_path)
     results.write_curve(with_traj["run_id"], factor_curve(), tmp_path)
     results.append_row("factor", factor_row(nworld=4096), tmp_path)  # no curve: skipped, not an error
+    p = primer_row()
+    results.append_row("primer", p, tmp_path)
+    results.write_curve(p["run_id"], sweep_curve(), tmp_path)
+    # a newer primer row without its sweep (a run from before the sweep was kept): not drawn
+    results.append_row("primer", primer_row(time="2026-11-30T07:00:00+00:00"), tmp_path)
     return tmp_path
 
 
@@ -95,7 +113,7 @@ def test_figures_command_writes_every_figure(root, capsys):
     assert main(["figures", "--root", str(root)]) == 0
     assert _files(root) == sorted(f"{n}.{ext}" for n in figures.FIGURES for ext in ("png", "svg"))
     out = capsys.readouterr().out
-    assert "drew 4 of 4" in out and "skip" not in out
+    assert "drew 5 of 5" in out and "skip" not in out
     assert all((root / "figures" / f).stat().st_size > 1000 for f in _files(root))
     svg = (root / "figures" / "train_curves.svg").read_text()
     # every run is labelled by body, seed and setup; the shared-GPU run is marked
@@ -125,8 +143,8 @@ def test_missing_or_empty_data_is_skipped_with_a_reason(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"skip train_curves: {results.results_path('train', tmp_path)} is absent" in out
     assert "skip profile_stages:" in out and "skip factor_time:" in out and "has no rows" in out
-    assert "skip factor_trajectory:" in out
-    assert "drew 0 of 4" in out and not _files(tmp_path)
+    assert "skip factor_trajectory:" in out and "skip primer_vector_sweep:" in out
+    assert "drew 0 of 5" in out and not _files(tmp_path)
 
 
 def test_missing_curves_are_skipped(tmp_path, capsys):
@@ -182,6 +200,32 @@ def test_factor_plots():
     fig = figures.plot_factor_trajectory([])  # nothing to draw: a note, no error
     assert not fig.axes[0].get_lines()
     plt.close(fig)
+
+
+def test_primer_sweep_draws_the_newest_row_with_a_sweep(root, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from fightlab import primer
+
+    newer = primer_row(time="2026-11-30T08:00:00+00:00")
+    results.append_row("primer", newer, root)
+    results.write_curve(newer["run_id"], sweep_curve(scale=2.0), root)
+    seen, real_plot = [], primer.plot_sweep
+
+    def spy(df, title=None):
+        seen.append((df["median_s"].max(), title))
+        return real_plot(df, title)
+
+    monkeypatch.setattr(primer, "plot_sweep", spy)
+    drawn = figures.draw(["primer_vector_sweep"], root, log=lambda s: None)
+    assert len(drawn["primer_vector_sweep"]) == 2
+    # the newest row that has a sweep (scale 2), titled with its card
+    assert seen == [(sweep_curve(2.0)["median_s"].max(), "vector sweep, NVIDIA H200")]
+    fig = real_plot(sweep_curve())
+    ax_t, ax_bw = fig.axes
+    # every (device, op) has a time line; the empty kernel moves no bytes: no bandwidth line
+    assert len(ax_t.get_lines()) == 6 and len(ax_bw.get_lines()) == 4
+    plt.close("all")
 
 
 def test_check_names():

@@ -258,3 +258,28 @@ def test_missing_cpu_compiler_is_named():
         primer.check_cpu_compiler(available=False)
     primer.check_cpu_compiler(available=True)  # no error
     primer.check_cpu_compiler()  # this install has it
+
+
+def test_recovered_h200_sweep_matches_its_summary_row():
+    # session 3's H200 primer run predates the sweep curve; bench/recover_primer_sweep.py rebuilt
+    # it from the executed notebook's printed table: it must agree with the row measured with it
+    import importlib.util
+    from pathlib import Path
+
+    import pandas as pd
+
+    from fightlab import results
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("recover", repo / "bench" / "recover_primer_sweep.py")
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    df = rec.recover()
+    committed = results.read_curve(rec.RUN_ID, repo)
+    pd.testing.assert_frame_equal(df.reset_index(drop=True), committed, check_dtype=False)
+    row = results.read_rows("primer", repo).set_index("run_id").loc[rec.RUN_ID]
+    big = df[df["n"] == df["n"].max()].set_index(["device", "op"])["gb_per_s"]
+    for dev, side in (("cpu", "cpu"), ("cuda:0", "gpu")):
+        for op in ("copy", "vec_add", "saxpy"):
+            # the printed median has 4-5 significant digits
+            assert big[(dev, op)] == pytest.approx(row[f"{op}_gb_per_s_{side}"], rel=2e-3)

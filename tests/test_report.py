@@ -122,3 +122,46 @@ def test_summary_of_shared_runs_only(tmp_path):
     assert math.isnan(s["time_to_solve_median_s"].iloc[0])
     assert report.headline(s).empty and report.original_comparison(s).empty
     assert report.solve_summary(report.published_runs(tmp_path / "none")).empty
+
+
+def test_config_id_ignores_the_factor_switch_and_segment_records():
+    # kernel on / off and the per-segment record are kept apart by setup and commit, not config:
+    # a with-vs-without comparison must land in the same config
+    base = {"lr": 3e-4, "nworld": 1024}
+    on = {**base, "tree_factor": True, "tree_factor_variant": "shared",
+          "segments": [{"commit": "abc1234", "tree_factor_variant": "shared", "shared_gpu": 1}]}
+    off = {**base, "tree_factor": False, "tree_factor_variant": None,
+           "segments": [{"commit": "abc1234", "tree_factor_variant": None, "shared_gpu": 1}]}
+    assert report.config_id(on) == report.config_id(off) == report.config_id(base)
+    assert report.config_id({**base, "lr": 1e-3}) != report.config_id(base)
+
+
+def test_factor_comparison_pools_commits_not_cards_or_configs(tmp_path):
+    mf = "muscular-fast"
+    on = {"tree_factor": True, "tree_factor_variant": "shared"}
+    runs = _write(tmp_path, [
+        train_row(mf, seed=1, tts=400.0, commit="old0000", params={"tree_factor": False},
+                  rollout_s_per_iter=0.42, update_s_per_iter=0.12),
+        train_row(mf, seed=2, tts=420.0, commit="new1111", params={"tree_factor": False},
+                  rollout_s_per_iter=0.42, update_s_per_iter=0.12),
+        train_row(mf, seed=1, tts=340.0, commit="new1111", params=on,
+                  rollout_s_per_iter=0.34, update_s_per_iter=0.11),
+        train_row(mf, seed=2, tts=360.0, commit="new1111", params=on,
+                  rollout_s_per_iter=0.34, update_s_per_iter=0.11),
+        train_row(mf, seed=3, tts=10.0, commit="new1111", params=on, shared_gpu=2),   # not solo
+        train_row(mf, seed=4, tts=10.0, commit="new1111", params=on, solved=False),   # not solved
+        train_row(mf, seed=5, tts=10.0, commit="new1111", params=on, gpu="NVIDIA L4"),  # other card
+        train_row(mf, seed=6, tts=10.0, commit="new1111", params={**on, "lr": 1.0}),  # other config
+        train_row("simple", seed=1, tts=10.0),
+    ])
+    c = report.factor_comparison(runs)
+    assert list(c.index) == ["stock factor", "tree factor, shared"]
+    stock, tree = c.loc["stock factor"], c.loc["tree factor, shared"]
+    assert stock["n"] == 2 and stock["commits"] == "old0000 new1111" and stock["seeds"] == "1 2"
+    assert stock["time_to_solve_median_s"] == 410.0 and tree["time_to_solve_median_s"] == 350.0
+    assert tree["n"] == 2 and tree["gpu"] == "NVIDIA H200"
+    assert tree["stock_over_this"] == pytest.approx(410.0 / 350.0)
+    assert tree["stock_over_this_per_iter"] == pytest.approx(0.54 / 0.45)
+    with pytest.raises(ValueError, match="'simple'.*muscular-fast"):
+        report.factor_comparison(runs, body="simple")
+    assert report.factor_comparison(runs[runs["body"] == "simple"]).empty

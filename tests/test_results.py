@@ -199,6 +199,15 @@ def test_metadata_without_git(tmp_path, monkeypatch):
     results.validate_row("train", {**meta, **_metrics()})
 
 
+def test_commit_override_is_the_short_form(monkeypatch):
+    # the GPU launcher passes the full sha; rows must carry the same short form as git here
+    full = "99997D959cebef656324245286beea9fa65b6efc"
+    monkeypatch.setenv("FIGHTLAB_COMMIT", full)
+    assert _meta.git_commit() == "99997d9"
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "e0d8c0e-dirty")  # anything else is taken as given
+    assert _meta.git_commit() == "e0d8c0e-dirty"
+
+
 def test_git_commit_and_dirty(tmp_path):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

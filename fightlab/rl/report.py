@@ -246,13 +246,15 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
 #: and so do not split groups; the factor path is the separate `setup` key
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
-                   "tree_factor", "tree_factor_variant")
+                   "tree_factor", "tree_factor_variant", "segments")
 
 
 def config_id(params: dict) -> str:
     """8 hex characters identifying a run's configuration: a hash of its params without
     :data:`VOLATILE_PARAMS` (so seeds pool, but a changed reward weight, learning rate or nworld
-    does not)."""
+    does not). The factor switch and the per-segment record (commit, kernel variant, sharing) are
+    volatile here because :data:`SUMMARY_KEYS` keeps them apart already (``setup``, ``commit``),
+    so runs with and without the tree factor share a config id and can be compared."""
     import hashlib
 
     keep = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
@@ -330,3 +332,66 @@ def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:
             row[f"{machine}_over_ours"] = s / r["time_to_solve_median_s"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: the sparse-tree setups compared by :func:`factor_comparison`, the reference first
+FACTOR_SETUPS = ("stock factor", "tree factor, global", "tree factor, shared")
+
+
+def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataFrame:
+    """Time to solve ``body`` with MuJoCo Warp's per-level factor vs fightlab's tree factor
+    (issue 6's "with vs without the kernel"), one row per setup of :data:`FACTOR_SETUPS`.
+
+    Unlike :func:`solve_summary` this pools runs across commits (the ``commits`` column lists
+    them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from
+    the same commit; it still never pools GPUs, world counts or configurations: it uses the
+    (gpu, nworld, config) group with the most solo solved runs of ``body``, and only solo solved
+    runs (shared_gpu == 1). Whether the commits pooled differ in anything that changes the stock
+    path is for the reader to check (notebook 06 says what was checked for the committed rows).
+
+    Args:
+      df: :func:`published_runs`.
+      body: a body whose tree takes the sparse path (muscular-fast).
+    Returns:
+      DataFrame indexed by ``setup``: n, seeds, commits, gpu, nworld, config, median / min / max
+      time to solve (s), median iterations, median rollout / update seconds per iteration, and
+      ``stock_over_this`` (stock's median time to solve / this setup's: above 1, faster than
+      stock) and ``stock_over_this_per_iter`` (the same for seconds per iteration, rollout +
+      update). Empty when ``body`` has no solo solved run.
+    Raises:
+      ValueError: ``body`` does not take the sparse path (names the bodies that do).
+    """
+    if not _sparse_tree(body):
+        from fightlab import bodies
+
+        sparse = [b for b in bodies.BODIES if _sparse_tree(b)]
+        raise ValueError(f"factor_comparison: body {body!r} has no tree over 64 DOF, so no factor "
+                         f"to compare; bodies that have one: {sparse}")
+    runs = df[(df["body"] == body) & (df["solved"] == True) & (df["shared_gpu"] == 1)  # noqa: E712
+              & df["setup"].isin(FACTOR_SETUPS)]
+    if runs.empty:
+        return pd.DataFrame(columns=["n"]).rename_axis("setup")
+    group = runs.groupby(["gpu", "nworld", "config"]).size().sort_values(ascending=False).index[0]
+    runs = runs[(runs["gpu"] == group[0]) & (runs["nworld"] == group[1]) & (runs["config"] == group[2])]
+    rows = []
+    for setup in FACTOR_SETUPS:
+        g = runs[runs["setup"] == setup].sort_values("seed")
+        if g.empty:
+            continue
+        per_it = g["rollout_s_per_iter"] + g["update_s_per_iter"]
+        rows.append(dict(setup=setup, n=len(g), seeds=" ".join(str(int(s)) for s in g["seed"]),
+                         commits=" ".join(dict.fromkeys(g["commit"])), gpu=group[0],
+                         nworld=int(group[1]), config=group[2],
+                         time_to_solve_median_s=g["time_to_solve_s"].median(),
+                         time_to_solve_min_s=g["time_to_solve_s"].min(),
+                         time_to_solve_max_s=g["time_to_solve_s"].max(),
+                         iterations_median=g["iterations"].median(),
+                         rollout_s_per_iter=g["rollout_s_per_iter"].median(),
+                         update_s_per_iter=g["update_s_per_iter"].median(),
+                         s_per_iter=per_it.median()))
+    out = pd.DataFrame(rows).set_index("setup")
+    if "stock factor" in out.index:
+        ref = out.loc["stock factor"]
+        out["stock_over_this"] = ref["time_to_solve_median_s"] / out["time_to_solve_median_s"]
+        out["stock_over_this_per_iter"] = ref["s_per_iter"] / out["s_per_iter"]
+    return out
