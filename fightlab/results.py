@@ -113,6 +113,16 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_nan", "traj_overflow_worlds",
         "traj_pushes", "traj_quiet_dev_tree_rad", "traj_quiet_dev_ulp_rad",
     ),
+    # Nsight Compute profile of one factor path (params.path: stock / global / shared) in
+    # bench/factor_probe.py (fightlab.kernels.ncu): medians over the path's launches; *_pct in %,
+    # duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
+    "ncu": (
+        "launches", "block_size", "grid_size", "duration_us_per_factorization", "duration_us",
+        "elapsed_cycles", "sm_active_cycles", "warp_cycles_per_issued_instruction",
+        "active_threads_per_warp", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+        "achieved_warps_per_sm", "compute_throughput_pct", "memory_throughput_pct",
+        "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",
+    ),
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

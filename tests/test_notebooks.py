@@ -27,6 +27,8 @@ def test_train_notebook_runs_at_smoke_size(tmp_path):
     out = json.loads((tmp_path / "06_train-smoke.ipynb").read_text())
     text = json.dumps(out)
     assert "solved" in text and "env_steps_per_s" in text
+    # the with-vs-without-the-kernel table, from the committed rows
+    assert "stock_over_this" in text and "tree factor, shared" in text
 
 
 def test_reproduce_guards():
