@@ -213,7 +213,7 @@ def validate_device(device) -> str:
         cuda = [str(x) for x in wp.get_cuda_devices()]
         if not cuda:
             raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
-                             "(warp sees none); use device='cpu'")
+                             "(warp sees none); use device 'cpu' (--device cpu on the command line)")
         d = "cuda:0" if d == "cuda" else d
         if d not in cuda:
             raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
