@@ -8,7 +8,8 @@
 #                          latest.pt when there is one; notf = --no-tree-factor)
 #   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
 #   check:NWORLD           bench/factor_probe.py (stock vs global vs shared factor, correctness
-#                          first, then synchronised medians); if it fails, the lane stops there
+#                          first, then synchronised medians); if it fails, every lane stops
+#                          before its next job ($OUT/STOP)
 #   ncu:NWORLD             Nsight Compute on bench/factor_probe.py (stock / global / shared factor
 #                          kernels of muscular-fast): $OUT/ncu_NWORLD.csv, and one row per path
 #                          in data/results/ncu.csv (python -m fightlab.kernels.ncu)
@@ -37,6 +38,8 @@ lane() {  # lane GPU_INDEX JOBS...
   for job in "$@"; do
     local left=$(( BUDGET - ($(date +%s) - t0) ))
     [ $left -gt 60 ] || { echo "[gpu$gpu] no time left for $job"; break; }
+    # a failed check on any GPU stops every lane: no training or row with a suspect kernel
+    [ -e $OUT/STOP ] && { echo "[gpu$gpu] stopped before $job: $(cat $OUT/STOP)"; break; }
     IFS=: read -r kind a b c <<< "$job"
     local log=$OUT/gpu${gpu}_${job//:/_}.log s=$(date +%s)
     case $kind in
@@ -57,12 +60,13 @@ lane() {  # lane GPU_INDEX JOBS...
         fi ;;
       check)
         timeout $(( left - 15 )) python3 bench/factor_probe.py $a > $log 2>&1 \
-          || { echo "[gpu$gpu] $job FAILED: $(tail -n 1 $log); lane stopped"; break; } ;;
+          || { echo "gpu$gpu $job failed: $(tail -n 1 $log)" > $OUT/STOP
+               echo "[gpu$gpu] $job FAILED: $(tail -n 1 $log); every lane stops"; break; } ;;
       ncu)
         local ncu_bin; ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
         [ -n "$ncu_bin" ] || { echo "no ncu" > $log; continue; }
         timeout $(( left - 15 )) $ncu_bin --clock-control none --target-processes all \
-          -k regex:'factor_tree|qLD_acc' --section SpeedOfLight --section Occupancy \
+          -k regex:'factor_tree|qLD_acc|qLDiag_div' --section SpeedOfLight --section Occupancy \
           --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
           --log-file $OUT/ncu_$a.csv python3 bench/factor_probe.py $a > $log 2>&1 \
           && python3 -m fightlab.kernels.ncu $OUT/ncu_$a.csv $a >> $log 2>&1 ;;  # rows -> data/

@@ -49,19 +49,20 @@ def git_commit(root: Path | str | None = None) -> str:
     ``"<sha>-dirty"`` when tracked files differ from ``HEAD`` (untracked files are ignored, as in
     ``git describe --dirty``); ``"unknown"`` outside a git work tree, without git, or before the
     first commit. ``FIGHTLAB_COMMIT`` overrides it (a copy of the tree without ``.git``, e.g. the
-    GPU machine); a full 40-hex sha there is cut to 7 characters, the form ``git rev-parse
-    --short`` gives here, so rows from both places group together.
+    GPU machine); a full 40-hex sha there (``-dirty`` kept) is cut to 7 characters, the form
+    ``git rev-parse --short=7`` gives here, so rows from both places group together.
     """
     override = os.environ.get("FIGHTLAB_COMMIT", "").strip()
     if override and root is None:
         # a copy of the tree without .git (e.g. the GPU machine): the launcher passes the commit
-        if len(override) == 40 and all(c in "0123456789abcdefABCDEF" for c in override):
-            return override[:7].lower()
+        sha, dirty = (override[:-6], "-dirty") if override.endswith("-dirty") else (override, "")
+        if len(sha) == 40 and all(c in "0123456789abcdefABCDEF" for c in sha):
+            return sha[:7].lower() + dirty
         return override
     cwd = Path(root) if root is not None else REPO_ROOT
     if not cwd.is_dir():
         return "unknown"
-    sha = _run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd)
+    sha = _run(["git", "rev-parse", "--short=7", "HEAD"], cwd=cwd)
     if not sha:
         return "unknown"
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd)

@@ -375,8 +375,11 @@ def test_notebook_runs_at_smoke_size(tmp_path):
     assert reproduce(only=["03"], size="smoke", device="cpu", out_dir=tmp_path) == 0
     text = (tmp_path / "03_factor_kernel-smoke.ipynb").read_text()
     assert "qld_rel_err" in text and "tree_factor_ms_per_step" in text
-    # the Nsight Compute table is drawn from the committed profiles
-    assert "warp_cycles_per_issued_instruction" in text and "achieved_occupancy_pct" in text
+    # the Nsight Compute table is drawn from the committed profiles (cell outputs only: the
+    # source names the columns too)
+    nb = json.loads(text)
+    outputs = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "warp_cycles_per_issued_instruction" in outputs and "NVIDIA H200" in outputs
 
 
 def test_experiment_refuses_to_time_a_wrong_kernel(monkeypatch, tmp_path):
@@ -390,3 +393,35 @@ def test_experiment_refuses_to_time_a_wrong_kernel(monkeypatch, tmp_path):
         F.run_experiment("chain-70", nworld=1, root=tmp_path, traj_steps=2, traj_nworld=1,
                          inner=1, repeats=1, check_nworld=1)
     assert not (tmp_path / "data").exists()
+
+
+def _probe():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "factor_probe", Path(__file__).resolve().parents[1] / "bench" / "factor_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_probe_checks_L_and_D_before_timing(monkeypatch, capsys):
+    """bench/factor_probe.py (the lanes' check: job, and what ncu profiles) refuses a variant whose
+    D is wrong even when L is right, and times nothing then."""
+    probe = _probe()
+    probe.main(2, "cpu")
+    assert capsys.readouterr().out.startswith("probe nworld=2: stock ")
+    real = F.factor_tree
+
+    def wrong_d(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto"):
+        real(m, d, M, L, D, schedule=schedule, block_dim=block_dim, variant=variant)
+        if variant == "shared":
+            D.fill_(2.0)
+
+    timed = []
+    monkeypatch.setattr(F, "factor_tree", wrong_d)
+    monkeypatch.setattr(probe.time, "perf_counter", lambda: timed.append(1) or 0.0)
+    with pytest.raises(SystemExit, match=r"shared disagrees with stock in D \(qLDiagInv\)"):
+        probe.main(2, "cpu")
+    assert not timed

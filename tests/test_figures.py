@@ -221,11 +221,27 @@ def test_primer_sweep_draws_the_newest_row_with_a_sweep(root, monkeypatch):
     assert len(drawn["primer_vector_sweep"]) == 2
     # the newest row that has a sweep (scale 2), titled with its card
     assert seen == [(sweep_curve(2.0)["median_s"].max(), "vector sweep, NVIDIA H200")]
-    fig = real_plot(sweep_curve())
+    fig = real_plot(sweep_curve(), title="vector sweep, X")
+    assert fig._suptitle is not None and fig._suptitle.get_text() == "vector sweep, X"
     ax_t, ax_bw = fig.axes
     # every (device, op) has a time line; the empty kernel moves no bytes: no bandwidth line
     assert len(ax_t.get_lines()) == 6 and len(ax_bw.get_lines()) == 4
     plt.close("all")
+
+
+def test_factor_time_orders_the_trained_body_first(tmp_path, monkeypatch):
+    # rows appended out of order (as sessions publish them): the figure lists muscular-fast first,
+    # then the generated trees by name, world counts ascending
+    for body, n in (("tree-100", 1024), ("muscular-fast", 8192), ("chain-100", 4096),
+                    ("muscular-fast", 1024), ("chain-100", 1024)):
+        results.append_row("factor", factor_row(body=body, nworld=n), tmp_path)
+    seen = []
+    real = figures.plot_factor_time
+    monkeypatch.setattr(figures, "plot_factor_time",
+                        lambda df: seen.append(list(zip(df["body"], df["nworld"]))) or real(df))
+    figures.draw(["factor_time"], tmp_path, log=lambda s: None)
+    assert seen == [[("muscular-fast", 1024), ("muscular-fast", 8192), ("chain-100", 1024),
+                     ("chain-100", 4096), ("tree-100", 1024)]]
 
 
 def test_check_names():

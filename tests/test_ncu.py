@@ -19,10 +19,16 @@ HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Conte
           "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit",
           "Metric Value", "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type",
           "Estimated Speedup"]
+STOCK = "_qLD_acc__locals__kernel_e2be44fb_cuda_kernel_forward"
+DIAG = "_qLDiag_div_1234abcd_cuda_kernel_forward"
+GLOBAL = "_factor_tree_56fa32f3_cuda_kernel_forward"
+SHARED = "_shared_kernel__locals___factor_tree_shared_1aceae4d_cuda_kernel_forward"
 
 
-def fake_log(launches: dict[str, list[dict]]) -> str:
-    """An ncu --csv log: ncu's own message lines, then one row per (launch, metric)."""
+def fake_log(launches: dict[str, list[dict]], trailer: str = "") -> str:
+    """An ncu --csv log: ncu's own message lines, then one row per (launch, metric). Each launch
+    also gets a rule row (no metric) and, first, the Memory Workload section's byte/s
+    "Memory Throughput" (the same metric name as the Speed Of Light %)."""
     out = io.StringIO()
     out.write("==PROF== Connected to process 1\n")
     w = csv.writer(out, quoting=csv.QUOTE_ALL)
@@ -30,83 +36,123 @@ def fake_log(launches: dict[str, list[dict]]) -> str:
     i = 0
     for kernel, rows in launches.items():
         for r in rows:
-            grid = r.pop("grid", 1024)
+            r = dict(r)
+            grid, block = r.pop("grid", 1024), r.pop("block", 64)
+            head = [i, 1, "python3", "h", kernel, 1, 7, f"({block}, 1, 1)", f"({grid}, 1, 1)", 0, "9.0"]
+            w.writerow(head + ["Memory Workload Analysis", "Memory Throughput", "byte/s",
+                               "66,302,749,254.72", "", "", "", "", ""])
             for name, (unit, value) in r.items():
-                w.writerow([i, 1, "python3", "h", kernel, 1, 7, "(64, 1, 1)", f"({grid}, 1, 1)", 0,
-                            "9.0", "S", name, unit, value, "", "", "", "", ""])
-            # a rule row (no metric) and the Memory Workload section's byte/s "Memory Throughput"
-            w.writerow([i, 1, "python3", "h", kernel, 1, 7, "(64, 1, 1)", f"({grid}, 1, 1)", 0,
-                        "9.0", "S", "", "", "", "SOLBottleneck", "OPT", "too small", "", ""])
-            w.writerow([i, 1, "python3", "h", kernel, 1, 7, "(64, 1, 1)", f"({grid}, 1, 1)", 0,
-                        "9.0", "Memory Workload Analysis", "Memory Throughput", "byte/s",
-                        "66,302,749,254.72", "", "", "", "", ""])
+                section = "Occupancy" if "Occupancy" in name else "GPU Speed Of Light Throughput"
+                w.writerow(head + [section, name, unit, value, "", "", "", "", ""])
+            w.writerow(head + ["S", "", "", "", "SOLBottleneck", "OPT", "too small", "", ""])
             i += 1
-    return out.getvalue()
+    return out.getvalue() + trailer
 
 
-def launch(duration_ns: float, occ: float, grid: int = 1024) -> dict:
-    return {"Duration": ("ns", f"{duration_ns:,.0f}"), "Achieved Occupancy": ("%", occ),
+def launch(duration: float, occ: float, grid: int = 1024, block: int = 64, unit: str = "ns") -> dict:
+    return {"Duration": (unit, f"{duration:,.0f}"), "Achieved Occupancy": ("%", occ),
             "Memory Throughput": ("%", 20.0), "Warp Cycles Per Issued Instruction": ("cycle", 11.0),
-            "grid": grid}
+            "grid": grid, "block": block}
 
 
 def test_summarise_per_path(tmp_path):
     log = tmp_path / "ncu.csv"
-    stock = [launch(10_000, 20.0, grid=40 + k) for k in range(4)]  # 2 factorizations × 2 levels
-    log.write_text(fake_log({"_qLD_acc__locals__kernel_e2_cuda_kernel_forward": stock,
-                             "_shared_kernel__locals___factor_tree_shared_1a_cuda_kernel_forward":
-                                 [launch(90_000, 24.0), launch(100_000, 26.0)],
-                             "some_other_kernel": [launch(1, 1.0)]}))
-    s = ncu.summarise(log, factorizations=2).set_index("path")
-    assert list(s.index) == ["stock", "shared"]  # other kernels dropped, KERNELS order
-    assert s.loc["stock", "launches"] == 4 and s.loc["stock", "grid_size"] == 43  # largest launch
-    assert s.loc["stock", "duration_us_per_factorization"] == pytest.approx(20.0)  # 4 × 10 µs / 2
-    assert s.loc["shared", "duration_us_per_factorization"] == pytest.approx(95.0)
-    assert s.loc["shared", "duration_us"] == pytest.approx(95.0)  # median of 90 and 100
-    assert s.loc["shared", "achieved_occupancy_pct"] == pytest.approx(25.0)
-    assert s.loc["shared", "memory_throughput_pct"] == pytest.approx(20.0)  # the %, not byte/s
-    assert pd.isna(s.loc["shared", "l2_hit_rate_pct"])  # not in the log: not measured
-    with pytest.raises(ValueError, match="4 launches of the stock path is not a multiple of factorizations=3"):
-        ncu.summarise(log, factorizations=3)
+    # 2 factorizations × (2 levels + the diagonal division) on the stock path
+    stock = [launch(10_000, 20.0, grid=40 + k, block=256) for k in range(4)]
+    log.write_text(fake_log({STOCK: stock, DIAG: [launch(2_000, 30.0, grid=90)] * 2,
+                             SHARED: [launch(90_000, 24.0), launch(100_000, 26.0)],
+                             "some_other_kernel_0badf00d_cuda_kernel_forward": [launch(1, 1.0)],
+                             # a name that only starts like ours is not ours
+                             "_factor_tree_other_cuda_kernel_forward": [launch(1, 1.0)]}))
+    s = ncu.summarise(log, factorizations=2, nworld=1024).set_index("path")
+    assert list(s.index) == ["stock", "shared"]  # others dropped, KERNELS order
+    st = s.loc["stock"]
+    assert st["launches"] == 6 and st["kernels"] == "_qLD_acc__locals__kernel _qLDiag_div"
+    assert st["grid_size"] == 90 and st["block_size"] == 256  # the largest launch
+    assert st["duration_us_per_factorization"] == pytest.approx((4 * 10 + 2 * 2) / 2)
+    sh = s.loc["shared"]
+    assert sh["duration_us_per_factorization"] == pytest.approx(95.0)
+    assert sh["duration_us"] == pytest.approx(95.0)  # median of 90 and 100 µs
+    assert sh["achieved_occupancy_pct"] == pytest.approx(25.0)
+    assert sh["memory_throughput_pct"] == pytest.approx(20.0)  # the %, not the byte/s row
+    assert pd.isna(sh["l2_hit_rate_pct"])  # not in the log: not measured
+    with pytest.raises(ValueError, match="6 launches of the stock path is not a multiple of factorizations=4"):
+        ncu.summarise(log, factorizations=4)
     with pytest.raises(ValueError, match="factorizations must be an int >= 1, got 0"):
         ncu.summarise(log, factorizations=0)
+    with pytest.raises(ValueError, match="shared path ran on 1024 blocks .*not nworld=8192"):
+        ncu.summarise(log, factorizations=2, nworld=8192)
+    with pytest.raises(ValueError, match="shared path launches once per factorization, but the log has 2 "
+                                         "launches for factorizations=1"):
+        ncu.summarise(log, factorizations=1)
 
 
-def test_bad_logs_are_clear_errors(tmp_path):
+def test_duration_units_and_compressed_logs(tmp_path):
+    log = tmp_path / "ncu.csv.xz"
+    text = fake_log({GLOBAL: [launch(150, 24.0, unit="usecond")]})
+    log.write_bytes(lzma.compress(text.encode()))
+    s = ncu.summarise(log, factorizations=1).set_index("path")
+    assert s.loc["global", "duration_us"] == pytest.approx(150.0)  # usecond read as µs, not ns
+    odd = tmp_path / "odd.csv"
+    odd.write_text(fake_log({GLOBAL: [launch(1, 24.0, unit="fortnight")]}))
+    with pytest.raises(ValueError, match=r"Duration in unit\(s\) \['fortnight'\].*add it to fightlab.kernels.ncu"):
+        ncu.read_csv(odd)
+
+
+def test_bad_logs_are_clear_errors(tmp_path, capsys):
     empty = tmp_path / "empty.csv"
     empty.write_text("==PROF== nothing profiled\n")
     with pytest.raises(ValueError, match="no Nsight Compute CSV header"):
         ncu.read_csv(empty)
     other = tmp_path / "other.csv"
-    other.write_text(fake_log({"gemm_kernel": [launch(1, 1.0)]}))
+    # a trailing ==ERROR== line must not become a row (or a NaN kernel name)
+    other.write_text(fake_log({"gemm_kernel": [launch(1, 1.0)]}, trailer="==ERROR== the run failed\n"))
     with pytest.raises(ValueError, match=r"no launch of .*kernels seen: \['gemm_kernel'\]"):
         ncu.read_csv(other)
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text(fake_log({GLOBAL: [launch(1, 1.0)]}).replace('"Kernel Name"', '"Function"'))
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['Kernel Name'\]"):
+        ncu.read_csv(renamed)
     assert ncu.main([str(empty), "1024", "--root", str(tmp_path)]) == 2
+    assert ncu.main([str(tmp_path / "absent.csv"), "1024", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("fightlab.kernels.ncu: error:") == 2 and "Traceback" not in err
 
 
 def test_publish_rows_with_the_profiling_machine(tmp_path):
-    log = tmp_path / "ncu.csv"
-    log.write_text(fake_log({"_factor_tree_56_cuda_kernel_forward": [launch(1000, 1.0)] * 4}))
+    log = tmp_path / "ncu_1024.csv"
+    log.write_text(fake_log({GLOBAL: [launch(1000, 1.0)] * 4}))
     rows = ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", driver="580.1", commit="abc1234")
     df = results.read_rows("ncu", tmp_path)
     assert len(rows) == 1 and len(df) == 1
     assert df["gpu"].iloc[0] == "NVIDIA H200" and df["commit"].iloc[0] == "abc1234"
-    assert df["nworld"].iloc[0] == 1024 and '"path": "global"' in df["params"].iloc[0]
+    p = json.loads(df["params"].iloc[0])
+    assert df["nworld"].iloc[0] == 1024 and p["path"] == "global" and p["source"] == "ncu_1024.csv"
+    assert p["kernels"] == "_factor_tree"
+    with pytest.raises(ValueError, match="already has rows of ncu_1024.csv at nworld=1024, commit abc1234"):
+        ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", commit="abc1234")
+    assert len(results.read_rows("ncu", tmp_path)) == 1  # nothing appended twice
+    ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", commit="def5678")  # another commit: fine
     with pytest.raises(ValueError, match=r"unknown metadata column\(s\) \['card'\]"):
         ncu.publish(log, 1024, tmp_path, card="H200")
+    with pytest.raises(ValueError, match="no GPU name for the profile"):
+        ncu.publish(log, 1024, tmp_path, gpu="cpu")
+    with pytest.raises(ValueError, match="is not a folder"):
+        ncu.publish(log, 1024, tmp_path / "typo", gpu="NVIDIA H200")
 
 
-def test_committed_rows_match_the_committed_h200_logs(tmp_path):
-    # data/results/ncu.csv was published from bench/logs/2026-11-30-s3/ncu_*.csv.xz
+def test_committed_rows_match_the_committed_h200_logs():
+    # data/results/ncu.csv was published from bench/logs/2026-11-30-s3/ncu_*.csv.xz: every
+    # metric column must be what summarise gives for those logs
     committed = results.read_rows("ncu", REPO)
+    assert sorted(committed["nworld"].unique()) == [1024, 8192]
     for nworld in (1024, 8192):
-        raw = tmp_path / f"ncu_{nworld}.csv"
-        raw.write_bytes(lzma.decompress((REPO / f"bench/logs/2026-11-30-s3/ncu_{nworld}.csv.xz").read_bytes()))
-        s = ncu.summarise(raw).set_index("path")
+        s = ncu.summarise(REPO / f"bench/logs/2026-11-30-s3/ncu_{nworld}.csv.xz", nworld=nworld)
+        s = s.set_index("path")
         rows = committed[committed["nworld"] == nworld]
-        paths = [json.loads(p)["path"] for p in rows["params"]]
-        assert sorted(paths) == sorted(s.index) == ["global", "shared", "stock"]
-        for p, (_, r) in zip(paths, rows.iterrows()):
-            for col in ("duration_us_per_factorization", "achieved_occupancy_pct",
-                        "warp_cycles_per_issued_instruction", "l1_hit_rate_pct"):
-                assert r[col] == pytest.approx(s.loc[p, col]), (nworld, p, col)
+        params = [json.loads(p) for p in rows["params"]]
+        assert sorted(p["path"] for p in params) == sorted(s.index) == ["global", "shared", "stock"]
+        for p, (_, r) in zip(params, rows.iterrows()):
+            assert p["kernels"] == s.loc[p["path"], "kernels"]
+            for col in results.EXPERIMENTS["ncu"]:
+                assert r[col] == pytest.approx(s.loc[p["path"], col], nan_ok=True), (nworld, p, col)

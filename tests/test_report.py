@@ -139,29 +139,41 @@ def test_config_id_ignores_the_factor_switch_and_segment_records():
 def test_factor_comparison_pools_commits_not_cards_or_configs(tmp_path):
     mf = "muscular-fast"
     on = {"tree_factor": True, "tree_factor_variant": "shared"}
+    t = "2026-11-30T0{}:00:00+00:00".format
     runs = _write(tmp_path, [
+        # seed 2 first in the file: seeds are listed sorted
+        train_row(mf, seed=2, tts=420.0, commit="new1111", params={"tree_factor": False, "host_jobs": 2},
+                  rollout_s_per_iter=0.42, update_s_per_iter=0.12, iterations=800, time=t(2)),
         train_row(mf, seed=1, tts=400.0, commit="old0000", params={"tree_factor": False},
-                  rollout_s_per_iter=0.42, update_s_per_iter=0.12),
-        train_row(mf, seed=2, tts=420.0, commit="new1111", params={"tree_factor": False},
-                  rollout_s_per_iter=0.42, update_s_per_iter=0.12),
+                  rollout_s_per_iter=0.42, update_s_per_iter=0.12, iterations=700, time=t(1)),
         train_row(mf, seed=1, tts=340.0, commit="new1111", params=on,
-                  rollout_s_per_iter=0.34, update_s_per_iter=0.11),
+                  rollout_s_per_iter=0.34, update_s_per_iter=0.11, iterations=740, time=t(2)),
+        train_row(mf, seed=2, tts=999.0, commit="old0000", params=on, time=t(1)),  # older run of seed 2
         train_row(mf, seed=2, tts=360.0, commit="new1111", params=on,
-                  rollout_s_per_iter=0.34, update_s_per_iter=0.11),
+                  rollout_s_per_iter=0.34, update_s_per_iter=0.11, iterations=760, time=t(3)),
         train_row(mf, seed=3, tts=10.0, commit="new1111", params=on, shared_gpu=2),   # not solo
         train_row(mf, seed=4, tts=10.0, commit="new1111", params=on, solved=False),   # not solved
         train_row(mf, seed=5, tts=10.0, commit="new1111", params=on, gpu="NVIDIA L4"),  # other card
         train_row(mf, seed=6, tts=10.0, commit="new1111", params={**on, "lr": 1.0}),  # other config
+        train_row(mf, seed=7, tts=10.0, commit="new1111", params={**on, "mixed_segments": True}),
+        # more runs at 4096 worlds, but without a stock run: not the group compared
+        *[train_row(mf, seed=s, tts=10.0, commit="new1111", params=on, nworld=4096) for s in range(5)],
         train_row("simple", seed=1, tts=10.0),
     ])
     c = report.factor_comparison(runs)
     assert list(c.index) == ["stock factor", "tree factor, shared"]
     stock, tree = c.loc["stock factor"], c.loc["tree factor, shared"]
     assert stock["n"] == 2 and stock["commits"] == "old0000 new1111" and stock["seeds"] == "1 2"
+    assert stock["host_jobs"] == 2 and stock["nworld"] == 1024
+    assert (stock["time_to_solve_min_s"], stock["time_to_solve_max_s"]) == (400.0, 420.0)
+    assert stock["iterations_median"] == 750.0
     assert stock["time_to_solve_median_s"] == 410.0 and tree["time_to_solve_median_s"] == 350.0
-    assert tree["n"] == 2 and tree["gpu"] == "NVIDIA H200"
+    assert tree["n"] == 2 and tree["seeds"] == "1 2" and tree["gpu"] == "NVIDIA H200"
+    assert tree["commits"] == "new1111"  # seed 2's older run (999 s) replaced by its newest
     assert tree["stock_over_this"] == pytest.approx(410.0 / 350.0)
     assert tree["stock_over_this_per_iter"] == pytest.approx(0.54 / 0.45)
-    with pytest.raises(ValueError, match="'simple'.*muscular-fast"):
+    with pytest.raises(ValueError, match="'simple' has no tree over 64 DOF.*muscular-fast"):
         report.factor_comparison(runs, body="simple")
+    with pytest.raises(ValueError, match="unknown body 'chain-100'; bodies: "):
+        report.factor_comparison(runs, body="chain-100")
     assert report.factor_comparison(runs[runs["body"] == "simple"]).empty

@@ -204,8 +204,12 @@ def test_commit_override_is_the_short_form(monkeypatch):
     full = "99997D959cebef656324245286beea9fa65b6efc"
     monkeypatch.setenv("FIGHTLAB_COMMIT", full)
     assert _meta.git_commit() == "99997d9"
+    monkeypatch.setenv("FIGHTLAB_COMMIT", full + "-dirty")
+    assert _meta.git_commit() == "99997d9-dirty"
     monkeypatch.setenv("FIGHTLAB_COMMIT", "e0d8c0e-dirty")  # anything else is taken as given
     assert _meta.git_commit() == "e0d8c0e-dirty"
+    monkeypatch.setenv("FIGHTLAB_COMMIT", full[:12])
+    assert _meta.git_commit() == full[:12]
 
 
 def test_git_commit_and_dirty(tmp_path):

@@ -6,10 +6,13 @@
     python -m fightlab.kernels.ncu RAW.csv NWORLD [--root .] [--factorizations 4]
 
 One ``ncu`` row per factor path (``params.path``: ``stock`` = MuJoCo Warp's per-level
-``_qLD_acc``, ``global`` / ``shared`` = fightlab's single launch), medians over that path's
-launches; ``duration_us_per_factorization`` sums the path's kernel durations over its launches
-and divides by the factorizations profiled (the probe: one warm-up + 3 timed calls per path =
-4). Durations are ncu's (each launch replayed alone with caches flushed and clocks unlocked:
+``_qLD_acc`` launches and its final ``_qLDiag_div``; ``global`` / ``shared`` = fightlab's single
+launch), medians over that path's launches; ``params.kernels`` lists the kernels the log held
+for the path (the 2026-11-30 logs profiled ``_qLD_acc`` only: their stock row leaves out
+``_qLDiag_div``, one short launch per factorization). ``duration_us_per_factorization`` sums the
+path's kernel durations over its launches and divides by the factorizations profiled (the
+probe: one warm-up + 3 timed calls per path = 4; each single-launch path must show exactly that
+many launches, on ``nworld`` blocks). Durations are ncu's (each launch replayed alone with caches flushed and clocks unlocked:
 ``--clock-control none``), so they are not the benchmark's times; the occupancy, issue and
 hit-rate metrics are what this table is for. Metric names are NVIDIA's, from the CSV.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import re
 import sys
 from pathlib import Path
@@ -26,8 +30,19 @@ import pandas as pd
 
 from fightlab import results
 
-#: kernel-name prefix (as Warp names them in the CUDA module) -> factor path
-KERNELS = {"_qLD_acc": "stock", "_factor_tree": "global", "_shared_kernel": "shared"}
+#: kernel-name prefix (as Warp names them in the CUDA module) -> factor path; names are matched
+#: from their start up to Warp's "_<8 hex>_cuda_kernel_forward" suffix
+KERNELS = {"_qLD_acc__locals__kernel": "stock", "_qLDiag_div": "stock",
+           "_factor_tree": "global", "_shared_kernel__locals___factor_tree_shared": "shared"}
+_KERNEL_RE = re.compile("^(" + "|".join(map(re.escape, KERNELS)) + ")_[0-9a-f]{8}_cuda_kernel")
+
+#: Nsight Compute's time units -> ns (ncu picks the unit per value unless told otherwise)
+TIME_UNITS_NS = {"ns": 1.0, "nsecond": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+                 "second": 1e9, "s": 1e9}
+
+#: the columns an ncu --csv log must have
+REQUIRED = ("ID", "Kernel Name", "Block Size", "Grid Size", "Section Name", "Metric Name",
+            "Metric Unit", "Metric Value")
 
 #: metric column -> Nsight Compute metric name (section "GPU Speed Of Light Throughput",
 #: "Occupancy", "Warp State Statistics", "Memory Workload Analysis")
@@ -52,42 +67,82 @@ assert results.EXPERIMENTS["ncu"] == ("launches", "block_size", "grid_size",
                                       "duration_us_per_factorization", *METRICS)
 
 
+def _read_text(path: Path | str) -> str:
+    path = Path(path)
+    if path.suffix == ".xz":
+        import lzma
+
+        with lzma.open(path, "rt") as f:
+            return f.read()
+    return path.read_text()
+
+
 def read_csv(path: Path | str) -> pd.DataFrame:
-    """Nsight Compute's ``--csv`` log (the lines before the header are ncu's own messages) as a
-    long table: one row per (launch ``ID``, metric), with ``path`` (:data:`KERNELS`; launches of
-    other kernels dropped) and ``value`` (float; ncu's thousands separators removed; the
-    "Memory Throughput" of the Memory Workload section, in byte/s, is dropped so the name means
-    the Speed Of Light percentage).
+    """Nsight Compute's ``--csv`` log (plain or ``.xz``; the lines before the header are ncu's own
+    messages) as a long table: one row per (launch ``ID``, metric), with ``path``
+    (:data:`KERNELS`; launches of other kernels dropped), ``kernel`` (the matched prefix) and
+    ``value`` (float; thousands separators removed; ``Duration`` converted to ns whatever unit
+    ncu printed). "Memory Throughput" is kept only from the Speed Of Light section (a %; the
+    Memory Workload section reports the same name in byte/s).
 
     Raises:
-        ValueError: no ncu header line, or no launch of a factor kernel (names the kernels seen).
+        ValueError: no ncu header line, missing columns, no launch of a factor kernel (names the
+            kernels seen), or a Duration unit not in :data:`TIME_UNITS_NS`.
     """
-    lines = Path(path).read_text().splitlines()
+    lines = _read_text(path).splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
         raise ValueError(f"{path}: no Nsight Compute CSV header (a line starting with \"ID\")")
-    df = pd.read_csv(io.StringIO("\n".join(lines[start:])))
-    prefix = df["Kernel Name"].str.extract("^(" + "|".join(map(re.escape, KERNELS)) + ")")[0]
+    # ncu may append its own ==PROF== / ==ERROR== lines after the table
+    body = [ln for ln in lines[start:] if not ln.startswith("==")]
+    df = pd.read_csv(io.StringIO("\n".join(body)))
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: not an ncu --csv log of the expected form: missing column(s) "
+                         f"{missing}; expected {list(REQUIRED)}")
+    names = df["Kernel Name"].astype(str)
+    prefix = names.str.extract(_KERNEL_RE)[0]
     if prefix.isna().all():
-        raise ValueError(f"{path}: no launch of {sorted(KERNELS)}; kernels seen: "
-                         f"{sorted(df['Kernel Name'].str[:40].unique())}")
-    df = df.assign(path=prefix.map(KERNELS)).dropna(subset=["path", "Metric Name"])
-    df = df[~((df["Metric Name"] == "Memory Throughput") & (df["Metric Unit"] != "%"))]
+        seen = sorted({n[:48] for n in names.dropna()})
+        raise ValueError(f"{path}: no launch of {sorted(KERNELS)}; kernels seen: {seen}")
+    df = df.assign(kernel=prefix, path=prefix.map(KERNELS)).dropna(subset=["path", "Metric Name"])
+    df = df[~((df["Metric Name"] == "Memory Throughput")
+              & (df["Section Name"] != "GPU Speed Of Light Throughput"))]
     df["value"] = pd.to_numeric(df["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
+    dur = df["Metric Name"] == "Duration"
+    units = set(df.loc[dur, "Metric Unit"].astype(str))
+    bad = sorted(units - set(TIME_UNITS_NS))
+    if bad:
+        raise ValueError(f"{path}: Duration in unit(s) {bad}; known units {sorted(TIME_UNITS_NS)} "
+                         "(add it to fightlab.kernels.ncu.TIME_UNITS_NS)")
+    df.loc[dur, "value"] = df.loc[dur, "value"] * df.loc[dur, "Metric Unit"].astype(str).map(TIME_UNITS_NS)
     return df
 
 
-def summarise(path: Path | str, factorizations: int = 4) -> pd.DataFrame:
+def _dims(g: pd.DataFrame, col: str) -> pd.Series:
+    """First component of "(x, y, z)" per launch of ``g``."""
+    return g.drop_duplicates("ID")[col].map(lambda v: int(str(v).strip("()").split(",")[0]))
+
+
+def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None) -> pd.DataFrame:
     """One row per factor path: launches, block size (threads) and grid size (blocks) of its
-    largest launch (the stock path's grid changes with the tree level), the medians of
-    :data:`METRICS` over the path's launches (``duration_us`` in µs) and
-    ``duration_us_per_factorization`` (sum of durations / ``factorizations``).
+    largest launch (the stock path's grid changes with the tree level), ``kernels`` (the kernel
+    prefixes seen, space separated), the medians of :data:`METRICS` over the path's launches
+    (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of durations /
+    ``factorizations``).
+
+    Args:
+        path: the ncu --csv log (plain or .xz).
+        factorizations: factorizations per path in the log (int >= 1).
+        nworld: when given, the single-launch paths must have run on ``nworld`` blocks (one per
+            world): a log of another world count is refused.
 
     Raises:
-        ValueError: as :func:`read_csv`; ``factorizations`` < 1, or a path's launch count is not a
-            multiple of it.
+        ValueError: as :func:`read_csv`; ``factorizations`` < 1; a path's launch count is not a
+            multiple of it; a single-launch path whose launches are not exactly
+            ``factorizations`` or whose grid is not ``nworld``.
     """
-    if not isinstance(factorizations, int) or factorizations < 1:
+    if not isinstance(factorizations, int) or isinstance(factorizations, bool) or factorizations < 1:
         raise ValueError(f"factorizations must be an int >= 1, got {factorizations!r}")
     df = read_csv(path)
     out = []
@@ -97,10 +152,15 @@ def summarise(path: Path | str, factorizations: int = 4) -> pd.DataFrame:
         if launches % factorizations:
             raise ValueError(f"{path}: {launches} launches of the {p} path is not a multiple of "
                              f"factorizations={factorizations}")
-        first_dim = lambda col: g.drop_duplicates("ID")[col].map(  # noqa: E731
-            lambda v: int(str(v).strip("()").split(",")[0]))
-        row = dict(path=p, launches=launches, block_size=int(first_dim("Block Size").max()),
-                   grid_size=int(first_dim("Grid Size").max()))
+        grid = int(_dims(g, "Grid Size").max())
+        if p != "stock" and launches != factorizations:
+            raise ValueError(f"{path}: the {p} path launches once per factorization, but the log "
+                             f"has {launches} launches for factorizations={factorizations}")
+        if p != "stock" and nworld is not None and grid != nworld:
+            raise ValueError(f"{path}: the {p} path ran on {grid} blocks (one per world), not "
+                             f"nworld={nworld}: is this the log of another world count?")
+        row = dict(path=p, kernels=" ".join(sorted(set(g["kernel"]))), launches=launches,
+                   block_size=int(_dims(g, "Block Size").max()), grid_size=grid)
         dur_ns = wide.get("Duration")
         row["duration_us_per_factorization"] = (float(dur_ns.sum()) * 1e-3 / factorizations
                                                 if dur_ns is not None else float("nan"))
@@ -108,7 +168,7 @@ def summarise(path: Path | str, factorizations: int = 4) -> pd.DataFrame:
             v = float(wide[name].median()) if name in wide else float("nan")
             row[col] = v * 1e-3 if col == "duration_us" else v
         out.append(row)
-    order = {p: i for i, p in enumerate(KERNELS.values())}
+    order = {p: i for i, p in enumerate(dict.fromkeys(KERNELS.values()))}
     return pd.DataFrame(out).sort_values("path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
@@ -118,24 +178,46 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
 
     ``meta`` overrides metadata columns (``gpu``, ``driver``, ``commit``, ``time``, ``torch``, …)
     for a profile published away from the machine that ran it; by default they describe this
-    machine (:func:`fightlab.results.run_metadata`). Returns the rows.
+    machine (:func:`fightlab.results.run_metadata`). ``params`` records the path, the kernels
+    seen, the factorizations, the log's file name (``source``) and the probe. Returns the rows.
 
     Raises:
-        ValueError: as :func:`summarise`; an unknown metadata column in ``meta``.
+        ValueError: as :func:`summarise` (with ``nworld`` checked against the log); an unknown
+            metadata column in ``meta``; ``root`` not an existing folder; no GPU name (this
+            machine has no CUDA device and ``gpu`` was not given); rows of the same log, world
+            count and commit already published (nothing is appended twice).
     """
     bad = sorted(set(meta) - set(results.META_COLUMNS))
     if bad:
         raise ValueError(f"unknown metadata column(s) {bad}; columns are {list(results.META_COLUMNS)}")
+    if not Path(root).is_dir():
+        raise ValueError(f"root {str(root)!r} is not a folder (it should hold data/results/)")
+    summary = summarise(path, factorizations, nworld=nworld)
     rows = []
-    for r in summarise(path, factorizations).to_dict("records"):
-        p = r.pop("path")
-        params = dict(path=p, factorizations=factorizations, source=Path(path).name,
-                      probe="bench/factor_probe.py", clock_control="none")
+    for r in summary.to_dict("records"):
+        p, kernels = r.pop("path"), r.pop("kernels")
+        params = dict(path=p, kernels=kernels, factorizations=factorizations,
+                      source=Path(path).name.removesuffix(".xz"), probe="bench/factor_probe.py",
+                      clock_control="none")
         row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device="cuda:0")
         row.update(meta)
         row.update(r)
-        results.append_row("ncu", row, root)
+        if row["gpu"] in ("", "cpu", "unknown"):
+            raise ValueError(f"no GPU name for the profile (this machine reports {row['gpu']!r}): "
+                             "pass gpu= (--gpu) naming the card that ran it")
         rows.append(row)
+    old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
+    if old is not None and len(old):
+        src = [json.loads(p).get("source") for p in old["params"]]
+        source = json.loads(rows[0]["params"])["source"]
+        dup = [(s == source and int(n) == int(nworld) and c == rows[0]["commit"])
+               for s, n, c in zip(src, old["nworld"], old["commit"])]
+        if any(dup):
+            raise ValueError(f"{results.results_path('ncu', root)} already has rows of "
+                             f"{source} at nworld={nworld}, "
+                             f"commit {rows[0]['commit']}: not appended again")
+    for row in rows:
+        results.append_row("ncu", row, root)
     return rows
 
 

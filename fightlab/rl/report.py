@@ -344,35 +344,46 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
 
     Unlike :func:`solve_summary` this pools runs across commits (the ``commits`` column lists
     them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from
-    the same commit; it still never pools GPUs, world counts or configurations: it uses the
-    (gpu, nworld, config) group with the most solo solved runs of ``body``, and only solo solved
-    runs (shared_gpu == 1). Whether the commits pooled differ in anything that changes the stock
-    path is for the reader to check (notebook 06 says what was checked for the committed rows).
+    the same commit; it never pools GPUs, world counts or configurations, and takes one run per
+    (setup, seed): the newest. Only solo solved runs (shared_gpu == 1) count. The (gpu, nworld,
+    config) group compared is the one that has a stock run, then the most setups, then the most
+    runs (ties: the first in file order). Whether the commits pooled differ in anything that
+    changes the stock path is for the reader to check (notebook 06 says what was checked for the
+    committed rows).
 
     Args:
       df: :func:`published_runs`.
-      body: a body whose tree takes the sparse path (muscular-fast).
+      body: a fightlab body whose tree takes the sparse path (muscular-fast).
     Returns:
-      DataFrame indexed by ``setup``: n, seeds, commits, gpu, nworld, config, median / min / max
-      time to solve (s), median iterations, median rollout / update seconds per iteration, and
+      DataFrame indexed by ``setup``: n, seeds, commits, gpu, nworld, config, host_jobs (the
+      most GPU jobs on the host beside any of the runs), median / min / max time to solve (s),
+      median iterations, median rollout / update / total seconds per iteration, and
       ``stock_over_this`` (stock's median time to solve / this setup's: above 1, faster than
-      stock) and ``stock_over_this_per_iter`` (the same for seconds per iteration, rollout +
-      update). Empty when ``body`` has no solo solved run.
+      stock) and ``stock_over_this_per_iter`` (the same for seconds per iteration). Empty when
+      ``body`` has no solo solved run.
     Raises:
-      ValueError: ``body`` does not take the sparse path (names the bodies that do).
+      ValueError: ``body`` is not a fightlab body, or has no tree over 64 DOF (names the bodies
+        that have one).
     """
-    if not _sparse_tree(body):
-        from fightlab import bodies
+    from fightlab import bodies
 
-        sparse = [b for b in bodies.BODIES if _sparse_tree(b)]
+    sparse = _sparse_tree(body)
+    if sparse is None:
+        raise ValueError(f"factor_comparison: unknown body {body!r}; bodies: {sorted(bodies.BODIES)}")
+    if not sparse:
+        have = [b for b in bodies.BODIES if _sparse_tree(b)]
         raise ValueError(f"factor_comparison: body {body!r} has no tree over 64 DOF, so no factor "
-                         f"to compare; bodies that have one: {sparse}")
+                         f"to compare; bodies that have one: {have}")
+    key = ["gpu", "nworld", "config"]
     runs = df[(df["body"] == body) & (df["solved"] == True) & (df["shared_gpu"] == 1)  # noqa: E712
               & df["setup"].isin(FACTOR_SETUPS)]
     if runs.empty:
         return pd.DataFrame(columns=["n"]).rename_axis("setup")
-    group = runs.groupby(["gpu", "nworld", "config"]).size().sort_values(ascending=False).index[0]
-    runs = runs[(runs["gpu"] == group[0]) & (runs["nworld"] == group[1]) & (runs["config"] == group[2])]
+    runs = runs.sort_values("time", kind="stable").drop_duplicates(["setup", "seed", *key], keep="last")
+    rank = runs.groupby(key, sort=False)["setup"].agg(
+        has_stock=lambda s: bool((s == FACTOR_SETUPS[0]).any()), n_setups="nunique", n="size")
+    group = rank.sort_values(["has_stock", "n_setups", "n"], ascending=False, kind="stable").index[0]
+    runs = runs[(runs[key] == pd.Series(group, index=key)).all(axis=1)]
     rows = []
     for setup in FACTOR_SETUPS:
         g = runs[runs["setup"] == setup].sort_values("seed")
@@ -381,7 +392,7 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
         per_it = g["rollout_s_per_iter"] + g["update_s_per_iter"]
         rows.append(dict(setup=setup, n=len(g), seeds=" ".join(str(int(s)) for s in g["seed"]),
                          commits=" ".join(dict.fromkeys(g["commit"])), gpu=group[0],
-                         nworld=int(group[1]), config=group[2],
+                         nworld=int(group[1]), config=group[2], host_jobs=int(g["host_jobs"].max()),
                          time_to_solve_median_s=g["time_to_solve_s"].median(),
                          time_to_solve_min_s=g["time_to_solve_s"].min(),
                          time_to_solve_max_s=g["time_to_solve_s"].max(),
@@ -390,8 +401,8 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
                          update_s_per_iter=g["update_s_per_iter"].median(),
                          s_per_iter=per_it.median()))
     out = pd.DataFrame(rows).set_index("setup")
-    if "stock factor" in out.index:
-        ref = out.loc["stock factor"]
+    if FACTOR_SETUPS[0] in out.index:
+        ref = out.loc[FACTOR_SETUPS[0]]
         out["stock_over_this"] = ref["time_to_solve_median_s"] / out["time_to_solve_median_s"]
         out["stock_over_this_per_iter"] = ref["s_per_iter"] / out["s_per_iter"]
     return out
