@@ -8,8 +8,8 @@
 #                          latest.pt when there is one; notf = --no-tree-factor)
 #   eval:BODY:SEED[:notf]  evaluate that run's latest.pt at timestep 0.002 s (half the default)
 #   check:NWORLD           bench/factor_probe.py (stock vs global vs shared factor, correctness
-#                          first, then synchronised medians); if it fails, every lane stops
-#                          before its next job ($OUT/STOP)
+#                          first, then synchronised medians); all check jobs run before the lanes
+#                          start, and if one fails no lane runs anything ($OUT/STOP)
 #   ncu:NWORLD             Nsight Compute on bench/factor_probe.py (stock / global / shared factor
 #                          kernels of muscular-fast): $OUT/ncu_NWORLD.csv, and one row per path
 #                          in data/results/ncu.csv (python -m fightlab.kernels.ncu)
@@ -38,7 +38,7 @@ lane() {  # lane GPU_INDEX JOBS...
   for job in "$@"; do
     local left=$(( BUDGET - ($(date +%s) - t0) ))
     [ $left -gt 60 ] || { echo "[gpu$gpu] no time left for $job"; break; }
-    # a failed check on any GPU stops every lane: no training or row with a suspect kernel
+    # a failed check stops every lane (checks run before the lanes; see below)
     [ -e $OUT/STOP ] && { echo "[gpu$gpu] stopped before $job: $(cat $OUT/STOP)"; break; }
     IFS=: read -r kind a b c <<< "$job"
     local log=$OUT/gpu${gpu}_${job//:/_}.log s=$(date +%s)
@@ -76,9 +76,20 @@ lane() {  # lane GPU_INDEX JOBS...
   done
 }
 
-i=0; pids=()
+# check: jobs run first, one GPU after another, before any lane starts: a failed check leaves
+# $OUT/STOP and no lane runs anything (no training or row with a suspect kernel)
+i=0; lanes=()
 for jobs in "$@"; do
-  lane $i $jobs > $OUT/lane$i.txt 2>&1 &
+  checks=""; rest=""
+  for job in $jobs; do
+    case $job in check:*) checks="$checks $job" ;; *) rest="$rest $job" ;; esac
+  done
+  [ -n "$checks" ] && lane $i $checks >> $OUT/lane$i.txt 2>&1
+  lanes+=("$rest"); i=$((i + 1))
+done
+i=0; pids=()
+for jobs in "${lanes[@]}"; do
+  lane $i $jobs >> $OUT/lane$i.txt 2>&1 &
   pids+=($!); i=$((i + 1))
 done
 wait "${pids[@]}"

@@ -50,7 +50,7 @@ def git_commit(root: Path | str | None = None) -> str:
     ``git describe --dirty``); ``"unknown"`` outside a git work tree, without git, or before the
     first commit. ``FIGHTLAB_COMMIT`` overrides it (a copy of the tree without ``.git``, e.g. the
     GPU machine); a full 40-hex sha there (``-dirty`` kept) is cut to 7 characters, the form
-    ``git rev-parse --short=7`` gives here, so rows from both places group together.
+    used here (the first 7 characters of ``HEAD``), so rows from both places group together.
     """
     override = os.environ.get("FIGHTLAB_COMMIT", "").strip()
     if override and root is None:
@@ -62,9 +62,10 @@ def git_commit(root: Path | str | None = None) -> str:
     cwd = Path(root) if root is not None else REPO_ROOT
     if not cwd.is_dir():
         return "unknown"
-    sha = _run(["git", "rev-parse", "--short=7", "HEAD"], cwd=cwd)
+    sha = _run(["git", "rev-parse", "HEAD"], cwd=cwd)
     if not sha:
         return "unknown"
+    sha = sha[:7]  # always 7 characters (--short grows when 7 are ambiguous), as the override
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd)
     return f"{sha}-dirty" if status else sha
 

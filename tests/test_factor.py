@@ -406,7 +406,8 @@ def _probe():
     return mod
 
 
-def test_probe_checks_L_and_D_before_timing(monkeypatch, capsys):
+@pytest.mark.parametrize("variant", ["global", "shared"])
+def test_probe_checks_L_and_D_before_timing(variant, monkeypatch, capsys):
     """bench/factor_probe.py (the lanes' check: job, and what ncu profiles) refuses a variant whose
     D is wrong even when L is right, and times nothing then."""
     probe = _probe()
@@ -414,14 +415,15 @@ def test_probe_checks_L_and_D_before_timing(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("probe nworld=2: stock ")
     real = F.factor_tree
 
-    def wrong_d(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto"):
+    def wrong_d(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto", _bad=variant):
         real(m, d, M, L, D, schedule=schedule, block_dim=block_dim, variant=variant)
-        if variant == "shared":
-            D.fill_(2.0)
+        if variant == _bad:
+            D.assign(D.numpy() * 1.01)  # 1 % off: far beyond float32 rounding
 
     timed = []
     monkeypatch.setattr(F, "factor_tree", wrong_d)
     monkeypatch.setattr(probe.time, "perf_counter", lambda: timed.append(1) or 0.0)
-    with pytest.raises(SystemExit, match=r"shared disagrees with stock in D \(qLDiagInv\)"):
+    with pytest.raises(SystemExit, match=rf"{variant} disagrees with stock in D \(qLDiagInv\): "
+                                         r"relative error 1\.00e-02"):  # relative, not absolute
         probe.main(2, "cpu")
     assert not timed

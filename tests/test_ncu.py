@@ -121,18 +121,21 @@ def test_bad_logs_are_clear_errors(tmp_path, capsys):
 
 def test_publish_rows_with_the_profiling_machine(tmp_path):
     log = tmp_path / "ncu_1024.csv"
-    log.write_text(fake_log({GLOBAL: [launch(1000, 1.0)] * 4}))
+    log.write_text(_three_paths())
     rows = ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", driver="580.1", commit="abc1234")
     df = results.read_rows("ncu", tmp_path)
-    assert len(rows) == 1 and len(df) == 1
-    assert df["gpu"].iloc[0] == "NVIDIA H200" and df["commit"].iloc[0] == "abc1234"
-    p = json.loads(df["params"].iloc[0])
-    assert df["nworld"].iloc[0] == 1024 and p["path"] == "global" and p["source"] == "ncu_1024.csv"
-    assert p["kernels"] == "_factor_tree"
+    assert len(rows) == 3 and len(df) == 3
+    assert set(df["gpu"]) == {"NVIDIA H200"} and set(df["commit"]) == {"abc1234"}
+    p = [json.loads(x) for x in df["params"]]
+    assert [x["path"] for x in p] == ["stock", "global", "shared"] and set(df["nworld"]) == {1024}
+    assert {x["source"] for x in p} == {"ncu_1024.csv"}
+    assert [x["kernels"] for x in p] == ["_qLD_acc__locals__kernel _qLDiag_div", "_factor_tree",
+                                         "_shared_kernel__locals___factor_tree_shared"]
     with pytest.raises(ValueError, match="already has rows of ncu_1024.csv at nworld=1024, commit abc1234"):
         ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", commit="abc1234")
-    assert len(results.read_rows("ncu", tmp_path)) == 1  # nothing appended twice
+    assert len(results.read_rows("ncu", tmp_path)) == 3  # nothing appended twice
     ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", commit="def5678")  # another commit: fine
+    assert len(results.read_rows("ncu", tmp_path)) == 6
     with pytest.raises(ValueError, match=r"unknown metadata column\(s\) \['card'\]"):
         ncu.publish(log, 1024, tmp_path, card="H200")
     with pytest.raises(ValueError, match="no GPU name for the profile"):
@@ -156,3 +159,66 @@ def test_committed_rows_match_the_committed_h200_logs():
             assert p["kernels"] == s.loc[p["path"], "kernels"]
             for col in results.EXPERIMENTS["ncu"]:
                 assert r[col] == pytest.approx(s.loc[p["path"], col], nan_ok=True), (nworld, p, col)
+
+
+def _three_paths(nworld: int = 1024) -> str:
+    """A full probe log: 4 factorizations per path (stock: 2 levels + the diagonal division)."""
+    return fake_log({DIAG: [launch(2_000, 30.0, grid=nworld * 89 // 256 + 1)] * 4,
+                     STOCK: [launch(10_000, 20.0, grid=40, block=256)] * 8,
+                     GLOBAL: [launch(150_000, 24.0, grid=nworld)] * 4,
+                     SHARED: [launch(90_000, 24.0, grid=nworld)] * 4})
+
+
+def test_units_grid_and_incomplete_profiles(tmp_path):
+    ns = tmp_path / "ns.csv"
+    ns.write_text(_three_paths())
+    a = ncu.summarise(ns, nworld=1024).set_index("path")
+    # the diagonal division comes first in the log: its grid is still the stock path's largest
+    assert a.loc["stock", "grid_size"] == 1024 * 89 // 256 + 1
+    assert a.loc["stock", "duration_us_per_factorization"] == pytest.approx((8 * 10 + 4 * 2) / 4)
+    m = tmp_path / "m.csv"  # the same durations printed in msecond
+    m.write_text(fake_log({GLOBAL: [{**launch(0, 24.0), "Duration": ("msecond", "0.15")}] * 4}))
+    assert ncu.summarise(m).set_index("path").loc["global", "duration_us"] == pytest.approx(150.0)
+    only_two = tmp_path / "two.csv"
+    only_two.write_text(fake_log({STOCK: [launch(1, 1.0)] * 4, GLOBAL: [launch(1, 1.0)] * 4}))
+    with pytest.raises(ValueError, match=r"no launch of the shared path\(s\).*not published"):
+        ncu.publish(only_two, 1024, tmp_path, gpu="NVIDIA H200")
+    with pytest.raises(ValueError, match="global path ran on 1024 blocks .*not nworld=4096"):
+        ncu.publish(ns, 4096, tmp_path, gpu="NVIDIA H200")
+    assert not results.results_path("ncu", tmp_path).exists()  # nothing written by refusals
+
+
+def test_missing_durations_repeated_launches_and_broken_xz(tmp_path, capsys):
+    nodur = tmp_path / "nodur.csv"
+    lacking = {k: v for k, v in launch(1, 1.0).items() if k != "Duration"}
+    nodur.write_text(fake_log({GLOBAL: [launch(1000, 1.0)] * 3 + [lacking]}))
+    with pytest.raises(ValueError, match="1 of the 4 launches of the global path have no readable Duration"):
+        ncu.summarise(nodur)
+    twice = tmp_path / "twice.csv"  # two logs pasted together: IDs restart at 0 in one process
+    body = fake_log({GLOBAL: [launch(1000, 1.0)] * 2})
+    twice.write_text(body + body.split("\n", 2)[2])
+    with pytest.raises(ValueError, match=r"launch 1:0 \(process:ID\) reports .* twice"):
+        ncu.read_csv(twice)
+    broken = tmp_path / "broken.csv.xz"
+    broken.write_bytes(lzma.compress(_three_paths().encode())[:200])
+    with pytest.raises(ValueError, match="not a readable .xz file"):
+        ncu.read_csv(broken)
+    assert ncu.main([str(broken), "1024", "--root", str(tmp_path), "--gpu", "NVIDIA H200"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_publish_duplicates_and_gpu_names(tmp_path):
+    log = tmp_path / "ncu_1024.csv"
+    log.write_text(_three_paths())
+    ncu.publish(log, 1024, tmp_path, gpu="NVIDIA H200", commit="abc1234")
+    xz = tmp_path / "ncu_1024.csv.xz"  # the same log, compressed: still the same source
+    xz.write_bytes(lzma.compress(log.read_bytes()))
+    with pytest.raises(ValueError, match="already has rows of ncu_1024.csv at nworld=1024"):
+        ncu.publish(xz, 1024, tmp_path, gpu="NVIDIA H200", commit="abc1234")
+    other = tmp_path / "ncu_8192.csv"
+    other.write_text(_three_paths(nworld=8192))
+    ncu.publish(other, 8192, tmp_path, gpu="NVIDIA H200", commit="abc1234")  # another log: fine
+    assert len(results.read_rows("ncu", tmp_path)) == 6
+    for gpu in ("unknown", "", "cpu"):
+        with pytest.raises(ValueError, match="no GPU name for the profile"):
+            ncu.publish(log, 1024, tmp_path, gpu=gpu, commit="new0000")

@@ -177,3 +177,32 @@ def test_factor_comparison_pools_commits_not_cards_or_configs(tmp_path):
     with pytest.raises(ValueError, match="unknown body 'chain-100'; bodies: "):
         report.factor_comparison(runs, body="chain-100")
     assert report.factor_comparison(runs[runs["body"] == "simple"]).empty
+
+
+def test_factor_comparison_group_choice_and_newest_run(tmp_path):
+    mf = "muscular-fast"
+    glob = {"tree_factor": True, "tree_factor_variant": "global"}
+    shared = {"tree_factor": True, "tree_factor_variant": "shared"}
+    runs = _write(tmp_path, [
+        # 4096 worlds: both tree variants, many runs, no stock run: nothing to compare against
+        *[train_row(mf, seed=s, tts=10.0, nworld=4096, params=p) for s in range(4) for p in (glob, shared)],
+        # 2048 worlds: a stock run alone
+        train_row(mf, seed=1, tts=20.0, nworld=2048, params={"tree_factor": False}),
+        # 1024 worlds: stock and shared: the group compared
+        train_row(mf, seed=1, tts=400.0, params={"tree_factor": False}),
+        # seed 1 shared: the newer run (+02:00: 08:30 UTC) comes first in the file
+        train_row(mf, seed=1, tts=300.0, params=shared, time="2026-11-30T10:30:00+02:00"),
+        train_row(mf, seed=1, tts=999.0, params=shared, time="2026-11-30T08:00:00+00:00"),
+    ])
+    c = report.factor_comparison(runs)
+    assert list(c.index) == ["stock factor", "tree factor, shared"] and set(c["nworld"]) == {1024}
+    assert c.loc["tree factor, shared", "time_to_solve_median_s"] == 300.0  # newest instant
+    assert c.loc["tree factor, shared", "stock_over_this"] == pytest.approx(400.0 / 300.0)
+    # without the 1024 group: the lone stock group beats the tree-only one (a stock reference
+    # exists), and says so by having nothing else to compare
+    c2 = report.factor_comparison(runs[runs["nworld"] != 1024])
+    assert list(c2.index) == ["stock factor"] and set(c2["nworld"]) == {2048}
+    # no stock anywhere: the group with the most setups, then runs
+    c3 = report.factor_comparison(runs[runs["nworld"] == 4096])
+    assert list(c3.index) == ["tree factor, global", "tree factor, shared"]
+    assert "stock_over_this" not in c3.columns and c3["n"].tolist() == [4, 4]

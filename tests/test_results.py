@@ -226,6 +226,8 @@ def test_git_commit_and_dirty(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
     sha = _meta.git_commit(tmp_path)
     assert sha != "unknown" and not sha.endswith("-dirty")
+    full = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert sha == full.strip()[:7]  # always 7 characters, as the FIGHTLAB_COMMIT override gives
     (tmp_path / "untracked.txt").write_text("u")
     assert _meta.git_commit(tmp_path) == sha  # untracked files do not make it dirty
     (tmp_path / "f.txt").write_text("b")

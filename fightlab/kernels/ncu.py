@@ -41,7 +41,7 @@ TIME_UNITS_NS = {"ns": 1.0, "nsecond": 1.0, "usecond": 1e3, "us": 1e3, "msecond"
                  "second": 1e9, "s": 1e9}
 
 #: the columns an ncu --csv log must have
-REQUIRED = ("ID", "Kernel Name", "Block Size", "Grid Size", "Section Name", "Metric Name",
+REQUIRED = ("ID", "Process ID", "Kernel Name", "Block Size", "Grid Size", "Section Name", "Metric Name",
             "Metric Unit", "Metric Value")
 
 #: metric column -> Nsight Compute metric name (section "GPU Speed Of Light Throughput",
@@ -72,8 +72,11 @@ def _read_text(path: Path | str) -> str:
     if path.suffix == ".xz":
         import lzma
 
-        with lzma.open(path, "rt") as f:
-            return f.read()
+        try:
+            with lzma.open(path, "rt") as f:
+                return f.read()
+        except (EOFError, lzma.LZMAError) as e:
+            raise ValueError(f"{path}: not a readable .xz file ({e})") from None
     return path.read_text()
 
 
@@ -86,8 +89,10 @@ def read_csv(path: Path | str) -> pd.DataFrame:
     Memory Workload section reports the same name in byte/s).
 
     Raises:
-        ValueError: no ncu header line, missing columns, no launch of a factor kernel (names the
-            kernels seen), or a Duration unit not in :data:`TIME_UNITS_NS`.
+        OSError: the file cannot be read.
+        ValueError: not readable as .xz, no ncu header line, missing columns, no launch of a
+            factor kernel (names the kernels seen), a Duration unit not in
+            :data:`TIME_UNITS_NS`, or a launch (process, ID) reporting a metric twice.
     """
     lines = _read_text(path).splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
@@ -116,17 +121,24 @@ def read_csv(path: Path | str) -> pd.DataFrame:
         raise ValueError(f"{path}: Duration in unit(s) {bad}; known units {sorted(TIME_UNITS_NS)} "
                          "(add it to fightlab.kernels.ncu.TIME_UNITS_NS)")
     df.loc[dur, "value"] = df.loc[dur, "value"] * df.loc[dur, "Metric Unit"].astype(str).map(TIME_UNITS_NS)
+    # one launch = one (process, ID); a repeated (process, ID, metric) means concatenated logs
+    df["launch"] = df["Process ID"].astype(str) + ":" + df["ID"].astype(str)
+    rep = df.duplicated(["launch", "Section Name", "Metric Name"])
+    if rep.any():
+        raise ValueError(f"{path}: launch {df.loc[rep, 'launch'].iloc[0]} (process:ID) reports "
+                         f"{df.loc[rep, 'Metric Name'].iloc[0]!r} twice: several logs in one file?")
     return df
 
 
 def _dims(g: pd.DataFrame, col: str) -> pd.Series:
     """First component of "(x, y, z)" per launch of ``g``."""
-    return g.drop_duplicates("ID")[col].map(lambda v: int(str(v).strip("()").split(",")[0]))
+    return g.drop_duplicates("launch")[col].map(lambda v: int(str(v).strip("()").split(",")[0]))
 
 
 def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None) -> pd.DataFrame:
-    """One row per factor path: launches, block size (threads) and grid size (blocks) of its
-    largest launch (the stock path's grid changes with the tree level), ``kernels`` (the kernel
+    """One row per factor path: launches, the largest block size (threads) and the largest grid
+    size (blocks) among its launches (the stock path's grid changes with the tree level),
+    ``kernels`` (the kernel
     prefixes seen, space separated), the medians of :data:`METRICS` over the path's launches
     (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of durations /
     ``factorizations``).
@@ -138,16 +150,18 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
             world): a log of another world count is refused.
 
     Raises:
-        ValueError: as :func:`read_csv`; ``factorizations`` < 1; a path's launch count is not a
-            multiple of it; a single-launch path whose launches are not exactly
-            ``factorizations`` or whose grid is not ``nworld``.
+        OSError / ValueError: as :func:`read_csv`; ValueError also when ``factorizations`` < 1,
+            a path's launch count is not a multiple of it, a launch has no readable Duration, or
+            a single-launch path's launches are not exactly ``factorizations`` or its grid is not
+            ``nworld``.
     """
     if not isinstance(factorizations, int) or isinstance(factorizations, bool) or factorizations < 1:
         raise ValueError(f"factorizations must be an int >= 1, got {factorizations!r}")
     df = read_csv(path)
     out = []
     for p, g in df.groupby("path", sort=False):
-        wide = g.pivot_table(index="ID", columns="Metric Name", values="value", aggfunc="first")
+        wide = g.pivot_table(index="launch", columns="Metric Name", values="value",
+                             aggfunc="first", dropna=False).reindex(g["launch"].unique())
         launches = len(wide)
         if launches % factorizations:
             raise ValueError(f"{path}: {launches} launches of the {p} path is not a multiple of "
@@ -162,6 +176,9 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
         row = dict(path=p, kernels=" ".join(sorted(set(g["kernel"]))), launches=launches,
                    block_size=int(_dims(g, "Block Size").max()), grid_size=grid)
         dur_ns = wide.get("Duration")
+        if dur_ns is not None and dur_ns.isna().any():
+            raise ValueError(f"{path}: {int(dur_ns.isna().sum())} of the {launches} launches of the "
+                             f"{p} path have no readable Duration")
         row["duration_us_per_factorization"] = (float(dur_ns.sum()) * 1e-3 / factorizations
                                                 if dur_ns is not None else float("nan"))
         for col, name in METRICS.items():
@@ -182,8 +199,9 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     seen, the factorizations, the log's file name (``source``) and the probe. Returns the rows.
 
     Raises:
-        ValueError: as :func:`summarise` (with ``nworld`` checked against the log); an unknown
-            metadata column in ``meta``; ``root`` not an existing folder; no GPU name (this
+        OSError / ValueError: as :func:`summarise` (with ``nworld`` checked against the log);
+            ValueError also for a log without all three paths, an unknown metadata column in
+            ``meta``, ``root`` not an existing folder; no GPU name (this
             machine has no CUDA device and ``gpu`` was not given); rows of the same log, world
             count and commit already published (nothing is appended twice).
     """
@@ -193,6 +211,10 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     if not Path(root).is_dir():
         raise ValueError(f"root {str(root)!r} is not a folder (it should hold data/results/)")
     summary = summarise(path, factorizations, nworld=nworld)
+    absent = [p for p in dict.fromkeys(KERNELS.values()) if p not in set(summary["path"])]
+    if absent:
+        raise ValueError(f"{path}: no launch of the {', '.join(absent)} path(s); the probe runs all "
+                         f"of {list(dict.fromkeys(KERNELS.values()))}: an incomplete profile is not published")
     rows = []
     for r in summary.to_dict("records"):
         p, kernels = r.pop("path"), r.pop("kernels")
@@ -234,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {c: getattr(a, c) for c in ("gpu", "driver", "commit", "time", "torch") if getattr(a, c)}
     try:
         rows = publish(a.csv, a.nworld, a.root, a.factorizations, **meta)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:  # read_csv turns .xz decoding errors into ValueError
         print(f"fightlab.kernels.ncu: error: {e}", file=sys.stderr)
         return 2
     for r in rows:

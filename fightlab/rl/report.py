@@ -228,6 +228,16 @@ def factor_setup(body: str, params: dict) -> str:
     return setup + (" (mixed segments)" if params.get("mixed_segments") else "")
 
 
+def _host_jobs(v) -> int:
+    """params.host_jobs as an int: 1 where absent, null, NaN or not a number (rows from before it
+    was recorded ran one job per host)."""
+    try:
+        n = float(v)
+    except (TypeError, ValueError):
+        return 1
+    return int(n) if n == n and n >= 1 else 1
+
+
 def published_runs(root: Path | None = None) -> pd.DataFrame:
     """data/results/train.csv with columns from params added: `shared_gpu` (trainings sharing
     the GPU; NaN where unknown), `host_jobs` (GPU jobs running at once on the host, each on its
@@ -236,7 +246,7 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     df["shared_gpu"] = [p.get("shared_gpu", float("nan")) for p in params]
-    df["host_jobs"] = [int(p.get("host_jobs") or 1) for p in params]
+    df["host_jobs"] = [_host_jobs(p.get("host_jobs")) for p in params]
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
     df["config"] = [config_id(p) for p in params]
     return df
@@ -346,8 +356,9 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
     them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from
     the same commit; it never pools GPUs, world counts or configurations, and takes one run per
     (setup, seed): the newest. Only solo solved runs (shared_gpu == 1) count. The (gpu, nworld,
-    config) group compared is the one that has a stock run, then the most setups, then the most
-    runs (ties: the first in file order). Whether the commits pooled differ in anything that
+    config) group compared is the one that has a stock run and a tree-factor run, then one with a
+    stock run, then the most setups, then the most runs (ties: the group whose first run comes
+    first in the file); times are compared as instants (``time`` parsed with its UTC offset). Whether the commits pooled differ in anything that
     changes the stock path is for the reader to check (notebook 06 says what was checked for the
     committed rows).
 
@@ -379,10 +390,14 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
               & df["setup"].isin(FACTOR_SETUPS)]
     if runs.empty:
         return pd.DataFrame(columns=["n"]).rename_axis("setup")
-    runs = runs.sort_values("time", kind="stable").drop_duplicates(["setup", "seed", *key], keep="last")
+    when = pd.to_datetime(runs["time"], utc=True, format="ISO8601")
+    runs = runs.assign(_when=when).sort_values("_when", kind="stable").drop_duplicates(
+        ["setup", "seed", *key], keep="last").drop(columns="_when").sort_index()
     rank = runs.groupby(key, sort=False)["setup"].agg(
         has_stock=lambda s: bool((s == FACTOR_SETUPS[0]).any()), n_setups="nunique", n="size")
-    group = rank.sort_values(["has_stock", "n_setups", "n"], ascending=False, kind="stable").index[0]
+    rank["comparable"] = rank["has_stock"] & (rank["n_setups"] >= 2)
+    group = rank.sort_values(["comparable", "has_stock", "n_setups", "n"], ascending=False,
+                             kind="stable").index[0]
     runs = runs[(runs[key] == pd.Series(group, index=key)).all(axis=1)]
     rows = []
     for setup in FACTOR_SETUPS:
@@ -390,9 +405,11 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
         if g.empty:
             continue
         per_it = g["rollout_s_per_iter"] + g["update_s_per_iter"]
-        rows.append(dict(setup=setup, n=len(g), seeds=" ".join(str(int(s)) for s in g["seed"]),
+        host_jobs = pd.to_numeric(g["host_jobs"], errors="coerce").max()
+        rows.append(dict(setup=setup, n=len(g), seeds=" ".join(str(s) for s in g["seed"]),
                          commits=" ".join(dict.fromkeys(g["commit"])), gpu=group[0],
-                         nworld=int(group[1]), config=group[2], host_jobs=int(g["host_jobs"].max()),
+                         nworld=int(group[1]), config=group[2],
+                         host_jobs=int(host_jobs) if pd.notna(host_jobs) else pd.NA,
                          time_to_solve_median_s=g["time_to_solve_s"].median(),
                          time_to_solve_min_s=g["time_to_solve_s"].min(),
                          time_to_solve_max_s=g["time_to_solve_s"].max(),
