@@ -34,6 +34,8 @@ from fightlab import results
 #: from their start up to Warp's "_<8 hex>_cuda_kernel_forward" suffix
 KERNELS = {"_qLD_acc__locals__kernel": "stock", "_qLDiag_div": "stock",
            "_factor_tree": "global", "_shared_kernel__locals___factor_tree_shared": "shared"}
+#: the factor paths, in table order (the probe runs all three)
+PATHS = tuple(dict.fromkeys(KERNELS.values()))
 _KERNEL_RE = re.compile("^(" + "|".join(map(re.escape, KERNELS)) + ")_[0-9a-f]{8}_cuda_kernel")
 
 #: Nsight Compute's time units -> ns (ncu picks the unit per value unless told otherwise)
@@ -185,7 +187,7 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
             v = float(wide[name].median()) if name in wide else float("nan")
             row[col] = v * 1e-3 if col == "duration_us" else v
         out.append(row)
-    order = {p: i for i, p in enumerate(dict.fromkeys(KERNELS.values()))}
+    order = {p: i for i, p in enumerate(PATHS)}
     return pd.DataFrame(out).sort_values("path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
@@ -211,15 +213,16 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     if not Path(root).is_dir():
         raise ValueError(f"root {str(root)!r} is not a folder (it should hold data/results/)")
     summary = summarise(path, factorizations, nworld=nworld)
-    absent = [p for p in dict.fromkeys(KERNELS.values()) if p not in set(summary["path"])]
+    absent = [p for p in PATHS if p not in set(summary["path"])]
     if absent:
         raise ValueError(f"{path}: no launch of the {', '.join(absent)} path(s); the probe runs all "
-                         f"of {list(dict.fromkeys(KERNELS.values()))}: an incomplete profile is not published")
+                         f"of {list(PATHS)}: an incomplete profile is not published")
+    source = Path(path).name.removesuffix(".xz")  # a log and its .xz are the same source
     rows = []
     for r in summary.to_dict("records"):
         p, kernels = r.pop("path"), r.pop("kernels")
         params = dict(path=p, kernels=kernels, factorizations=factorizations,
-                      source=Path(path).name.removesuffix(".xz"), probe="bench/factor_probe.py",
+                      source=source, probe="bench/factor_probe.py",
                       clock_control="none")
         row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device="cuda:0")
         row.update(meta)
@@ -231,7 +234,6 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
     if old is not None and len(old):
         src = [json.loads(p).get("source") for p in old["params"]]
-        source = json.loads(rows[0]["params"])["source"]
         dup = [(s == source and int(n) == int(nworld) and c == rows[0]["commit"])
                for s, n, c in zip(src, old["nworld"], old["commit"])]
         if any(dup):

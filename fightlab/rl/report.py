@@ -276,6 +276,14 @@ def config_id(params: dict) -> str:
 SUMMARY_KEYS = ("body", "setup", "commit", "gpu", "nworld", "config")
 
 
+def _solve_times(runs: pd.DataFrame) -> dict:
+    """Median / min / max time to solve (s) and median iterations of ``runs`` (NaN when empty):
+    the columns :func:`solve_summary` and :func:`factor_comparison` share."""
+    t = runs["time_to_solve_s"]
+    return dict(time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
+                time_to_solve_max_s=t.max(), iterations_median=runs["iterations"].median())
+
+
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id:
     rows that differ in any of these are never pooled into one median), over solved runs that
@@ -296,13 +304,10 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     for keys, g in df.groupby(list(SUMMARY_KEYS), sort=False):
         solved = g["solved"] == True  # noqa: E712
         solo = g[solved & (g["shared_gpu"] == 1)]
-        t = solo["time_to_solve_s"]
         rows.append(dict(zip(SUMMARY_KEYS, keys), n_solo=len(solo),
                          n_shared=int((g["shared_gpu"] != 1).sum()),
                          n_unsolved=int((~solved & (g["shared_gpu"] == 1)).sum()),
-                         time_to_solve_median_s=t.median(), time_to_solve_min_s=t.min(),
-                         time_to_solve_max_s=t.max(), iterations_median=solo["iterations"].median(),
-                         iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
+                         **_solve_times(solo), iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
                          compile_s_median=solo["compile_s"].median(),
                          env_steps_per_s_median=solo["env_steps_per_s"].median(),
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
@@ -358,9 +363,9 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
     (setup, seed): the newest. Only solo solved runs (shared_gpu == 1) count. The (gpu, nworld,
     config) group compared is the one that has a stock run and a tree-factor run, then one with a
     stock run, then the most setups, then the most runs (ties: the group whose first run comes
-    first in the file); times are compared as instants (``time`` parsed with its UTC offset). Whether the commits pooled differ in anything that
-    changes the stock path is for the reader to check (notebook 06 says what was checked for the
-    committed rows).
+    first in the file); times are compared as instants (``time`` parsed with its UTC offset).
+    Whether the commits pooled differ in anything that changes the stock path is for the reader
+    to check (notebook 06 says what was checked for the committed rows).
 
     Args:
       df: :func:`published_runs`.
@@ -410,11 +415,7 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
                          commits=" ".join(dict.fromkeys(g["commit"])), gpu=group[0],
                          nworld=int(group[1]), config=group[2],
                          host_jobs=int(host_jobs) if pd.notna(host_jobs) else pd.NA,
-                         time_to_solve_median_s=g["time_to_solve_s"].median(),
-                         time_to_solve_min_s=g["time_to_solve_s"].min(),
-                         time_to_solve_max_s=g["time_to_solve_s"].max(),
-                         iterations_median=g["iterations"].median(),
-                         rollout_s_per_iter=g["rollout_s_per_iter"].median(),
+                         **_solve_times(g), rollout_s_per_iter=g["rollout_s_per_iter"].median(),
                          update_s_per_iter=g["update_s_per_iter"].median(),
                          s_per_iter=per_it.median()))
     out = pd.DataFrame(rows).set_index("setup")
