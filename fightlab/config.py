@@ -189,12 +189,38 @@ def init_warp():
     return wp
 
 
-def check_publish(publish: bool, device: str, what: str) -> None:
-    """Published rows are GPU measurements: refuse `publish` on the CPU (ConfigError naming it).
-    Renderings (Figure 1) do not go through this check."""
-    if publish and not str(device).startswith("cuda"):
+#: notebook / reproduce sizes: "smoke" (CPU-sized check of the code path), "full" (the measurement)
+SIZES = ("smoke", "full")
+
+
+def validate_size(size) -> str:
+    """Return `size` if it is one of :data:`SIZES`, else raise ConfigError naming the choices."""
+    if not isinstance(size, str) or size not in SIZES:
+        raise ConfigError(f"size must be one of {', '.join(map(repr, SIZES))}, got {size!r}")
+    return size
+
+
+def check_publish(publish: bool, device: str, what: str, size: str | None = "full") -> None:
+    """The one rule for what may write the committed data/: a measurement on a CUDA device at
+    full size. Never a run on warp's CPU device, whatever its folder or flags (the CPU MuJoCo
+    backend, once it exists, will publish rows labelled with the CPU model). A rendering (Figure 1)
+    writes figures only and does not go through here.
+
+    Args:
+      publish: whether the caller wants to write data/; nothing is checked when False.
+      device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
+      size: the run's size (:data:`SIZES`) where it has one, else None.
+    Raises:
+      ConfigError: naming the device or size that may not publish.
+    """
+    if not publish:
+        return
+    if not str(device).startswith("cuda"):
         raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements; "
                           f"device {device!r} is not a GPU (drop --publish: the row still goes under runs/)")
+    if size is not None and size != "full":
+        raise ConfigError(f"--publish writes {what} under data/, which holds full-size measurements; "
+                          f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")
 
 
 def validate_device(device) -> str:
