@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 
 
@@ -40,8 +41,14 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+#: TrainConfig fields that have their own `train` flag: refused in --set, so that the run folder,
+#: named from the flags, always matches the run
+FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
+               "segment_s", "checkpoint_every", "graph", "tree_factor")
+
+
 def _parser() -> argparse.ArgumentParser:
-    from fightlab.config import BODY_NAMES
+    from fightlab.config import BODY_NAMES, TrainConfig
 
     fmt = _Formatter
     p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0],
@@ -53,25 +60,32 @@ def _parser() -> argparse.ArgumentParser:
                        description="Train from scratch, or continue a run with --resume CHECKPOINT "
                        "(then body, nworld, seed and the config come from the checkpoint, the run "
                        "stays in the checkpoint's folder, and --body/--nworld/--seed/--set are refused).")
-    t.add_argument("--body", default=None, help=f"one of: {bodies} (default simple)")
-    t.add_argument("--nworld", default=None, help="parallel worlds, a positive integer (default 1024)")
+    dflt = TrainConfig()
+    t.add_argument("--body", default=None, help=f"one of: {bodies} (default {dflt.body})")
+    t.add_argument("--nworld", default=None, help=f"parallel worlds, a positive integer (default {dflt.nworld})")
     t.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
-    t.add_argument("--seed", type=int, default=None, help="torch and env seed (default 0)")
+    t.add_argument("--seed", type=int, default=None, help=f"torch and env seed (default {dflt.seed})")
     t.add_argument("--max-iterations", type=int, default=None,
-                   help="stop unsolved after this many iterations (default 1500, or the checkpoint's)")
+                   help=f"stop unsolved after this many iterations (default {dflt.max_iterations}, "
+                        "or the checkpoint's)")
     t.add_argument("--run-dir", default=None,
-                   help="default runs/train/<body>-<nworld>-s<seed>, or the checkpoint's folder")
+                   help="default runs/train/<body>-<nworld>-s<seed> in the repository; a resumed "
+                        "run stays in its checkpoint's folder. A fresh run refuses a non-empty "
+                        "folder that fightlab did not make, and deletes only files fightlab wrote")
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
     t.add_argument("--segment-s", type=float, default=None,
                    help="stop (with a checkpoint) after this many seconds; continue with --resume")
-    t.add_argument("--checkpoint-every", type=int, default=50, help="iterations between checkpoints (0: only at the end)")
+    t.add_argument("--checkpoint-every", type=int, default=None,
+                   help=f"iterations between checkpoints, 0: only at the end (default "
+                        f"{dflt.checkpoint_every}, or the checkpoint's)")
     t.add_argument("--no-graph", action="store_true", help="do not capture the env step as a graph")
     t.add_argument("--no-tree-factor", action="store_true",
                    help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
                         "instead of fightlab's single-launch kernel")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
-                        "--set env.push_impulse_ns=[20,40]")
+                        "--set env.push_impulse_ns=[20,40]; fields with their own flag "
+                        f"({', '.join(sorted(FLAG_FIELDS))}) are set by that flag only")
     t.add_argument("--publish", action="store_true",
                    help="GPU only: append the result row to data/results/train.csv and the curve to data/curves/")
     t.add_argument("--no-progress", action="store_true", help="no tqdm bar; a log line every 25 iterations")
@@ -150,6 +164,11 @@ def _apply_overrides(cfg, items: list[str]):
             val = coerce_field(cls, parts[1], raw)
             sub = getattr(cfg, parts[0])
             cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})
+        elif len(parts) == 1 and key in FLAG_FIELDS:
+            flag = "--" + key.replace("_", "-")
+            flag = {"graph": "--no-graph", "tree_factor": "--no-tree-factor"}.get(key, flag)
+            raise ConfigError(f"--set {key}=… is refused: {key!r} has its own flag ({flag}); "
+                              f"fields with their own flag: {', '.join(FLAG_FIELDS)}")
         elif len(parts) == 1 and parts[0] not in ("env", "ppo"):
             cfg = dataclasses.replace(cfg, **{key: coerce_field(TrainConfig, key, raw)})
         else:
@@ -157,47 +176,62 @@ def _apply_overrides(cfg, items: list[str]):
     return cfg
 
 
+def _given(value, default):
+    """`value` unless the flag was not given (None): an empty string is a value, not a default."""
+    return default if value is None else value
+
+
 def cmd_train(a) -> int:
     from pathlib import Path
 
+    from fightlab._meta import REPO_ROOT
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
                                  validate_device, validate_nworld)
-    from fightlab.rl.runner import Trainer, load_checkpoint
+    from fightlab.rl.report import finish_run
+    from fightlab.rl.runner import Trainer, load_checkpoint, resume_conflicts
 
-    device = validate_device(a.device or _default_device())
+    device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the training row")
+    dflt = TrainConfig()
     if a.resume:
         ck = load_checkpoint(a.resume)  # clear error before building anything
         saved = from_dict(ck["config"])
-        given = {"--body": (a.body, saved.body), "--nworld": (a.nworld, saved.nworld),
-                 "--seed": (a.seed, saved.seed)}
-        for flag, (val, have) in given.items():
-            if val is not None and str(val) != str(have):
-                raise ConfigError(f"{flag} {val} conflicts with the checkpoint ({have}); a resumed run "
-                                  "keeps its own body, nworld and seed")
         if a.set:
             raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
-        cfg = dataclasses.replace(
-            saved, device=device, resume=a.resume, segment_s=a.segment_s,
-            checkpoint_every=a.checkpoint_every, graph=not a.no_graph,
-            tree_factor=saved.tree_factor and not a.no_tree_factor,
-            run_dir=a.run_dir or str(Path(a.resume).resolve().parent),
-            max_iterations=a.max_iterations if a.max_iterations is not None else saved.max_iterations)
+        given = {k: v for k, v in dict(
+            body=a.body, nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
+            checkpoint_every=a.checkpoint_every, graph=False if a.no_graph else None,
+            tree_factor=False if a.no_tree_factor else None,
+            run_dir=None if a.run_dir is None else str(Path(a.run_dir).resolve())).items()
+            if v is not None}
+        saved_dir = str(Path(a.resume).resolve().parent)
+        conflicts = resume_conflicts(dataclasses.replace(saved, run_dir=saved_dir), given)
+        if conflicts:
+            flag = {"graph": "--no-graph", "tree_factor": "--no-tree-factor"}
+            said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
+                             else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
+                             for k, v, have in conflicts)
+            raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
+                              "--device, --max-iterations, --segment-s and --no-progress may change "
+                              "per segment)")
+        cfg = TrainConfig(resume=a.resume, device=device, segment_s=a.segment_s,
+                          max_iterations=_given(a.max_iterations, saved.max_iterations))
     else:
-        body = validate_body(a.body or "simple")
-        nworld = validate_nworld(a.nworld if a.nworld is not None else 1024)
-        seed = 0 if a.seed is None else a.seed
+        body = validate_body(_given(a.body, dflt.body))
+        nworld = validate_nworld(_given(a.nworld, dflt.nworld))
+        seed = _given(a.seed, dflt.seed)
+        run_dir = _given(a.run_dir, str(REPO_ROOT / "runs" / "train" / f"{body}-{nworld}-s{seed}"))
+        if not str(run_dir).strip():
+            raise ConfigError("--run-dir must name a folder, got ''")
         cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
-                          max_iterations=a.max_iterations if a.max_iterations is not None else 1500,
-                          run_dir=a.run_dir or f"runs/train/{body}-{nworld}-s{seed}",
-                          segment_s=a.segment_s, checkpoint_every=a.checkpoint_every,
+                          max_iterations=_given(a.max_iterations, dflt.max_iterations),
+                          run_dir=run_dir, segment_s=a.segment_s,
+                          checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
                           graph=not a.no_graph, tree_factor=not a.no_tree_factor)
         cfg = _apply_overrides(cfg, a.set)
-    trainer = Trainer(cfg, progress=not a.no_progress)
-    res = trainer.train()
-    from fightlab.rl.report import finish_run
-
-    finish_run(trainer, res, publish=a.publish)
+    with Trainer(cfg, progress=not a.no_progress) as trainer:
+        res = trainer.train()
+        finish_run(trainer, res, publish=a.publish)
     return 0
 
 
@@ -208,16 +242,16 @@ def cmd_evaluate(a) -> int:
     from fightlab.rl.runner import evaluate, evaluate_zero_action, load_checkpoint
 
     nworld = validate_nworld(a.nworld)
-    device = validate_device(a.device or _default_device())
+    device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the evaluation row")
     if not 0.0 <= a.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {a.amplitude!r}")
-    if not a.episodes >= 1.0:
+    if not (math.isfinite(a.episodes) and a.episodes >= 1.0):
         raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {a.episodes!r}")
     if a.timestep is not None and not a.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
     if a.checkpoint is None:
-        if not (a.zero_action and a.body):
+        if not (a.zero_action and a.body is not None):
             from fightlab.config import BODY_NAMES
 
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
@@ -241,7 +275,7 @@ def cmd_reproduce(a) -> int:
     from fightlab.config import validate_device
     from fightlab.reproduce import reproduce
 
-    device = validate_device(a.device or _default_device())
+    device = validate_device(_given(a.device, _default_device()))
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
     return reproduce(only=a.only, size=size, publish=a.publish, device=device)
 
@@ -254,7 +288,7 @@ def cmd_slots(a) -> int:
     from fightlab.config import ConfigError, check_publish
 
     nworld = validate_nworld(a.nworld)
-    device = validate_device(a.device or _default_device())
+    device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "slot rows")
     if not a.seconds > 0:
         raise ConfigError(f"--seconds must be > 0, got {a.seconds!r}")
@@ -272,8 +306,14 @@ def cmd_profile(a) -> int:
     from fightlab.config import validate_body, validate_device, validate_nworld
     from fightlab.sim.profile import profile
 
+    from fightlab.config import ConfigError
+
+    if a.nstep < 1:
+        raise ConfigError(f"--nstep must be a positive integer (profiled steps), got {a.nstep}")
+    if a.top < 1:
+        raise ConfigError(f"--top must be a positive integer (kernels to list), got {a.top}")
     res = profile(validate_body(a.body), nworld=validate_nworld(a.nworld), nstep=a.nstep,
-                  device=validate_device(a.device or _default_device()), what=a.what)
+                  device=validate_device(_given(a.device, _default_device())), what=a.what)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(res.by_stage)

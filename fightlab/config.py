@@ -255,9 +255,13 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ConfigError(f"EnvConfig.{name} must be a positive number, got {v!r}")
     ratio = cfg.control_dt / cfg.timestep
-    if abs(ratio - round(ratio)) > 1e-6:
+    if round(ratio) < 1 or abs(ratio - round(ratio)) > 1e-6:
         raise ConfigError(f"EnvConfig.control_dt ({cfg.control_dt}) must be a whole multiple of "
-                         f"timestep ({cfg.timestep})")
+                         f"timestep ({cfg.timestep}), at least 1 physics substep per control step; "
+                         f"got {ratio:g} substeps")
+    if cfg.episode_steps < 1 or cfg.episode_s < cfg.control_dt * (1 - 1e-9):
+        raise ConfigError(f"EnvConfig.episode_s ({cfg.episode_s!r}) must be at least one control "
+                         f"step (control_dt = {cfg.control_dt!r} s)")
     lo, hi = cfg.push_interval_s
     if not 0 < lo <= hi:
         raise ConfigError(f"EnvConfig.push_interval_s must be (min, max) with 0 < min <= max, "
@@ -314,8 +318,17 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
     if isinstance(cfg.max_iterations, bool) or not isinstance(cfg.max_iterations, int) \
             or cfg.max_iterations <= 0:
         raise ConfigError(f"max_iterations must be a positive integer, got {cfg.max_iterations!r}")
-    if cfg.curriculum_wait < 1:
-        raise ConfigError(f"curriculum_wait must be >= 1, got {cfg.curriculum_wait!r}")
+    if isinstance(cfg.curriculum_wait, bool) or not isinstance(cfg.curriculum_wait, int) \
+            or cfg.curriculum_wait < 1:
+        raise ConfigError(f"curriculum_wait must be an integer >= 1, got {cfg.curriculum_wait!r}")
+    for name, lo, hi in (("max_fall_rate", 0.0, 1.0), ("min_tracking", 0.0, math.inf),
+                         ("min_episode_s", 0.0, cfg.env.episode_s)):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                and lo <= v <= hi):
+            where = f"[{lo:g}, {hi:g}]" if math.isfinite(hi) else f">= {lo:g}, finite"
+            extra = " (episode_s: an episode never lasts longer)" if name == "min_episode_s" else ""
+            raise ConfigError(f"{name} must be a number in {where}{extra}, got {v!r}")
     stages = tuple(cfg.curriculum_stages)
     if not stages or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
         raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")

@@ -14,6 +14,7 @@ Per-iteration curves of a run live in ``data/curves/<run_id>.csv`` (:func:`write
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import fcntl
@@ -22,6 +23,7 @@ import math
 import numbers
 import os
 import re
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,6 +41,8 @@ __all__ = [
     "params_json",
     "validate_row",
     "append_row",
+    "publish_lock",
+    "MalformedRowError",
     "read_rows",
     "results_path",
     "write_curve",
@@ -369,11 +373,88 @@ def _header(path: Path) -> list[str]:
         return next(csv.reader(f), [])
 
 
+class MalformedRowError(ValueError):
+    """A results file with a torn or malformed line (the message names the file and line)."""
+
+
+_LOCKS: dict[str, list] = {}  # resolved data/ folder -> [fd, depth]: the lock is reentrant
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def publish_lock(root: Path | str):
+    """Hold the one cross-process lock of ``root/data`` (``fcntl.flock`` on the folder) while
+    writing its results and curves: processes publishing side by side (jobs on several GPUs,
+    packed trainings) write one at a time, and a row replacement reads and rewrites its file
+    without another writer in between. Reentrant within a process. Creates ``root/data``."""
+    d = Path(root) / "data"
+    d.mkdir(parents=True, exist_ok=True)
+    key = str(d.resolve())
+    with _LOCKS_GUARD:
+        entry = _LOCKS.get(key)
+        if entry is None:
+            fd = os.open(d, os.O_RDONLY)
+            entry = _LOCKS[key] = [fd, 0]
+            take = True
+        else:
+            take = False
+        entry[1] += 1
+    try:
+        if take:
+            fcntl.flock(entry[0], fcntl.LOCK_EX)
+        yield d
+    finally:
+        with _LOCKS_GUARD:
+            entry[1] -= 1
+            if entry[1] == 0:
+                os.close(entry[0])  # releases the flock
+                del _LOCKS[key]
+
+
+def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
+    """Rows written into the repository's own data/ obey the one publish rule
+    (:func:`fightlab.config.check_publish`): a measurement on a CUDA device (the row's ``gpu``
+    is a GPU's name, never ``"cpu"``), at full size where the row records a size."""
+    from fightlab.config import check_publish
+
+    if Path(root).resolve() != _meta.REPO_ROOT.resolve():
+        return
+    gpu = str(row.get("gpu") or "")
+    device = "cpu" if gpu in ("", "cpu", "unknown") else "cuda"
+    size = json.loads(row["params"]).get("size")
+    check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None)
+
+
+def _records(path: Path, ncols: int) -> tuple[list[str], bool]:
+    """The lines of ``path`` (header first), each checked to be one CSV record of ``ncols``
+    fields with a non-empty ``run_id``; and whether the file ends with a newline.
+
+    Raises:
+      MalformedRowError: naming the file and the first bad line (a torn or hand-broken row).
+    """
+    text = path.read_text()
+    lines = text.splitlines()
+    for n, line in enumerate(lines[1:], start=2):
+        rec = next(csv.reader([line]), [])
+        if len(rec) != ncols or not rec[0]:
+            what = "is empty" if not line.strip() else f"has {len(rec)} fields, not {ncols}"
+            if len(rec) == ncols:
+                what = "has an empty run_id"
+            raise MalformedRowError(f"{path}:{n}: malformed row ({what}); a torn write? Fix or "
+                                    "remove that line by hand (nothing is read or appended past it)")
+    return lines, text.endswith("\n") or not text
+
+
 def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Path:
-    """Validate ``row`` and append it to ``root/data/results/<experiment>.csv``.
+    """Validate ``row`` and write it to ``root/data/results/<experiment>.csv``: one row per
+    run_id, so a row whose run_id is already in the file replaces that row in place (a resumed
+    run's later segment), any other is appended.
 
     Creates the file (and folders) with the header on first use. Columns are written in schema
     order whatever the dict order. ``None`` is written as an empty field (read back as NaN).
+    Runs under :func:`publish_lock`. A file whose last line lacks its newline is repaired when
+    that line is a whole row, refused when it is torn. Rows for the repository's own data/ must
+    pass the publish rule (:func:`fightlab.config.check_publish`).
 
     Returns:
         Path of the CSV file.
@@ -381,35 +462,49 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
     Raises:
         ValueError: the row is invalid (see :func:`validate_row`), or the existing file's header
             differs from the schema (message lists missing/extra columns; move the old file aside
-            or register a new experiment name -- rows are never written under a wrong header).
+            or register a new experiment name -- rows are never written under a wrong header);
+            MalformedRowError: the file has a torn or malformed line (file and line named);
+            fightlab.config.ConfigError: a CPU row for the repository's data/.
     """
     validate_row(experiment, row)
+    _check_committed(experiment, row, root)
     path = results_path(experiment, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # processes publishing side by side (one per GPU) append one at a time: lock the folder
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return _append_locked(experiment, row, path)
-    finally:
-        os.close(fd)  # releases the lock
+    with publish_lock(root):
+        return _write_locked(experiment, row, path)
 
 
-def _append_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
+def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     cols = columns(experiment)
     exists = path.exists() and path.stat().st_size > 0
-    if exists:
-        header = _header(path)
-        if tuple(header) != cols:
-            missing = [c for c in cols if c not in header]
-            extra = [c for c in header if c not in cols]
-            detail = f"missing {missing}, extra {extra}" if (missing or extra) else "same columns, different order"
-            raise ValueError(
-                f"{path} has a header that does not match the {experiment!r} schema ({detail}); "
-                "refusing to append. Move the old file aside or use a new experiment name."
-            )
-    df = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols))
-    df.to_csv(path, mode="a", header=not exists, index=False)
+    line = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols)).to_csv(
+        index=False, header=False, lineterminator="\n")
+    if not exists:
+        path.write_text(",".join(cols) + "\n" + line)
+        return path
+    header = _header(path)
+    if tuple(header) != cols:
+        missing = [c for c in cols if c not in header]
+        extra = [c for c in header if c not in cols]
+        detail = f"missing {missing}, extra {extra}" if (missing or extra) else "same columns, different order"
+        raise ValueError(
+            f"{path} has a header that does not match the {experiment!r} schema ({detail}); "
+            "refusing to append. Move the old file aside or use a new experiment name."
+        )
+    lines, newline = _records(path, len(cols))
+    same = [i for i, ln in enumerate(lines[1:], start=1)
+            if next(csv.reader([ln]))[0] == row["run_id"]]
+    if same:  # one row per run: replace it where it stands (atomically)
+        keep = [ln for i, ln in enumerate(lines) if i not in same[1:]]
+        keep[same[0]] = line.rstrip("\n")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("\n".join(keep) + "\n")
+        tmp.replace(path)
+        return path
+    with path.open("a", newline="") as f:
+        if not newline:  # the last line is a whole row (checked above): end it before appending
+            f.write("\n")
+        f.write(line)
     return path
 
 
@@ -421,7 +516,8 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
     file gives an empty DataFrame with the schema's columns.
 
     Raises:
-        ValueError: unknown experiment, or the file's header differs from the schema.
+        ValueError: unknown experiment, or the file's header differs from the schema;
+            MalformedRowError: a torn or malformed line (file and line named), never NaNs.
     """
     cols = columns(experiment)
     path = results_path(experiment, root)
@@ -430,13 +526,17 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
     header = _header(path)
     if tuple(header) != cols:
         raise ValueError(f"{path}: header {header} does not match the {experiment!r} schema {list(cols)}")
+    _records(path, len(cols))
     na = ["", "nan", "NaN"]
-    df = pd.read_csv(
-        path,
-        dtype={c: str for c in _META_STR} | {"nworld": "int64", "seed": "int64"},
-        keep_default_na=False,
-        na_values={c: na for c in EXPERIMENTS[experiment]},
-    )
+    try:
+        df = pd.read_csv(
+            path,
+            dtype={c: str for c in _META_STR} | {"nworld": "int64", "seed": "int64"},
+            keep_default_na=False,
+            na_values={c: na for c in EXPERIMENTS[experiment]},
+        )
+    except ValueError as e:  # e.g. a non-integer nworld: say where
+        raise MalformedRowError(f"{path}: malformed rows ({e})") from None
     return df[list(cols)]
 
 
@@ -452,7 +552,8 @@ def curve_path(run_id: str, root: Path | str) -> Path:
 
 
 def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
-    """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (overwrites).
+    """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (replaces the run's
+    earlier curve; atomic, under :func:`publish_lock`).
 
     Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``).
 
@@ -464,8 +565,11 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:
         raise ValueError(f"write_curve({run_id!r}): the DataFrame has no columns")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False)
+    with publish_lock(root):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        df.to_csv(tmp, index=False)
+        tmp.replace(path)  # a reader never sees half a curve
     return path
 
 

@@ -21,7 +21,24 @@ from fightlab.cli import main
     (["train", "--set", "ppo.adaptive_lr=maybe"], "PPOConfig.adaptive_lr must be true or false, got 'maybe'"),
     (["train", "--set", "ppo.hidden=abc"], "PPOConfig.hidden must be a list of numbers"),
     (["train", "--set", "env.push_impulse_ns=[20]"], "EnvConfig.push_impulse_ns must be a pair [min, max]"),
-    (["train", "--set", "seed=abc"], "TrainConfig.seed must be an integer, got 'abc'"),
+    (["train", "--set", "curriculum_wait=abc"], "TrainConfig.curriculum_wait must be an integer, got 'abc'"),
+    (["train", "--set", "seed=abc"], "'seed' has its own flag (--seed)"),
+    (["train", "--body", "simple", "--nworld", "4", "--set", "body=muscular-fast"],
+     "'body' has its own flag (--body)"),
+    (["train", "--set", "nworld=8"], "'nworld' has its own flag (--nworld)"),
+    (["train", "--set", "graph=false"], "'graph' has its own flag (--no-graph)"),
+    (["train", "--body", ""], "unknown body ''; valid bodies: muscular-fast, simple"),
+    (["train", "--device", ""], "device must be 'cpu', 'cuda' or 'cuda:N', got ''"),
+    (["train", "--nworld", ""], "nworld must be a positive integer, got ''"),
+    (["train", "--device", "cpu", "--run-dir", ""], "--run-dir must name a folder"),
+    (["train", "--device", "cpu", "--set", "env.control_dt=1e-9"], "at least 1 physics substep"),
+    (["train", "--device", "cpu", "--set", "env.episode_s=0.001"], "must be at least one control step"),
+    (["train", "--device", "cpu", "--set", "min_episode_s=100"], "min_episode_s must be a number in [0, 10]"),
+    (["train", "--device", "cpu", "--set", "max_fall_rate=2"], "max_fall_rate must be a number in [0, 1]"),
+    (["evaluate", "--zero-action", "--body", "simple", "--episodes", "inf"], "--episodes must be >= 1"),
+    (["evaluate", "--zero-action", "--body", "", "--device", "cpu"], "unknown body ''"),
+    (["profile", "--nstep", "0", "--device", "cpu"], "--nstep must be a positive integer"),
+    (["profile", "--top", "0", "--device", "cpu"], "--top must be a positive integer"),
     (["train", "--set", "env.timestep=0.003"], "must be a whole multiple of timestep"),
     (["train", "--checkpoint-every", "-1"], "checkpoint_every must be an integer >= 0"),
     (["train", "--segment-s", "-5"], "segment_s must be a positive number"),
@@ -122,9 +139,13 @@ def test_fresh_run_in_an_old_folder_starts_clean(tiny_run, tmp_path):
 
     d = tmp_path / "again"
     shutil.copytree(tiny_run, d, symlinks=True)
-    (d / "ckpt_000099.pt").write_bytes(b"old")
     assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 0
-    assert not (d / "ckpt_000099.pt").exists()
     import pandas as pd
 
     assert len(pd.read_csv(d / "data" / "results" / "train.csv")) == 1
+    assert len(pd.read_csv(d / "rows.csv")) == 1  # the earlier run's rows are gone
+    assert sorted(p.name for p in d.glob("ckpt_*.pt")) == ["ckpt_000001.pt"]  # this run's only
+    # a run file that fightlab did not write (not in the manifest) is never deleted: refused
+    (d / "ckpt_000099.pt").write_bytes(b"not fightlab's")
+    assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 2
+    assert (d / "ckpt_000099.pt").read_bytes() == b"not fightlab's" and (d / "rows.csv").exists()

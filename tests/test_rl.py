@@ -137,6 +137,7 @@ DETERMINISTIC = ("iteration", "env_steps", "amplitude", "stage", "episodes", "re
 def test_resume_gives_the_same_next_row(tmp_path):
     a = Trainer(_tiny_cfg(tmp_path / "a"), progress=False)
     a.train()
+    a.close()  # one writer per run folder: the resumed run continues in a's folder
     row2 = a.rows[1]
     b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
                 progress=False)

@@ -11,9 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab import results
+from fightlab._meta import REPO_ROOT
 from fightlab.config import to_dict
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_row(trainer, res: dict) -> dict:
@@ -56,26 +55,43 @@ def train_row(trainer, res: dict) -> dict:
 
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
     """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
-    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv.
+    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv,
+    then release the run folder (``trainer.close()``).
 
-    Per-iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's
-    curve is complete. Prints a one-line summary. Returns the row.
+    One row per run: a later segment of a resumed run replaces the run's row and curve. Per-
+    iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's curve
+    is complete. Publishing happens under one cross-process lock (results.publish_lock). Prints a
+    one-line summary. Returns the row (None when the segment ended before the run did).
+
+    Raises:
+      ConfigError: `publish` from a run that may not publish (config.check_publish), checked
+        before anything is written.
     """
-    if res.get("segment_end"):
-        # the run goes on with --resume: its row is written when it solves or runs out of
-        # iterations, so data/ holds one row per finished run
-        print(f"segment ended at iteration {trainer.iteration} after {trainer.elapsed_s:.1f} s of "
-              f"training (amplitude {res['final_amplitude']:.1f}); continue with "
-              f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
-        return None
-    row = train_row(trainer, res)
-    rows_csv = Path(trainer.run_dir) / "rows.csv"
-    curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
-    root = Path(root) if root else REPO_ROOT
-    _publish_row("train", row, publish, Path(trainer.run_dir), trainer.cfg.device, root)
-    results.write_curve(row["run_id"], curve, trainer.run_dir)
-    if publish:
-        results.write_curve(row["run_id"], curve, root)
+    from fightlab.config import check_publish
+
+    try:
+        if res.get("segment_end"):
+            # the run goes on with --resume: its row is written when it solves or runs out of
+            # iterations, so data/ holds one row per finished run
+            print(f"segment ended at iteration {trainer.iteration} after {trainer.elapsed_s:.1f} s of "
+                  f"training (amplitude {res['final_amplitude']:.1f}); continue with "
+                  f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
+            return None
+        check_publish(publish, trainer.cfg.device, "the training row")
+        row = train_row(trainer, res)
+        run_dir = Path(trainer.run_dir)
+        rows_csv = run_dir / "rows.csv"
+        curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
+        root = Path(root) if root else REPO_ROOT
+        local = [results.append_row("train", row, run_dir),
+                 results.write_curve(row["run_id"], curve, run_dir)]
+        trainer.rundir.add(*local)
+        if publish:
+            with results.publish_lock(root):  # the row and its curve land together
+                results.append_row("train", row, root)
+                results.write_curve(row["run_id"], curve, root)
+    finally:
+        trainer.close()
     tts = row["time_to_solve_s"]
     print(f"run {row['run_id']} {row['body']} nworld={row['nworld']} seed={row['seed']}: "
           f"solved={row['solved']} time_to_solve_s={'-' if math.isnan(tts) else f'{tts:.1f}'} "

@@ -120,8 +120,73 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable, truncated or not a fightlab checkpoint."""
 
 
+def _check_checkpoint(p: Path, ck: dict) -> None:
+    """Types of what a checkpoint holds, checked before anything is built from it."""
+    import numpy as np
+
+    from fightlab.config import ConfigError
+
+    def bad(what):
+        return CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {what}")
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(ck["config"], dict):
+        raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
+    try:
+        validate_train(dataclasses.replace(from_dict(ck["config"]), device="cpu"))
+    except ConfigError as e:
+        raise bad(f"config: {e}") from None
+    it = ck["iteration"]
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise bad(f"iteration must be an integer >= 0, got {it!r}")
+    if not number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
+        raise bad(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
+    for k in ("agent", "optimizer"):
+        if not isinstance(ck[k], dict):
+            raise bad(f"{k} must be a state dict, got {type(ck[k]).__name__}")
+    cur = ck["curriculum"]
+    if not isinstance(cur, dict):
+        raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
+    for k, typ in (("stage", int), ("since_widen", int), ("solved", bool), ("window", list)):
+        v = cur.get(k)
+        if not isinstance(v, typ) or (typ is int and (isinstance(v, bool) or v < 0)):
+            raise bad(f"curriculum[{k!r}] must be {'an integer >= 0' if typ is int else typ.__name__}, "
+                      f"got {v!r}")
+    n_stages = len(ck["config"].get("curriculum_stages") or ())
+    if not cur["stage"] < n_stages:
+        raise bad(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
+    if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w) for w in cur["window"]):
+        raise bad(f"curriculum window entries must be dicts with {list(WINDOW_KEYS)}")
+    if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
+            isinstance(v, np.ndarray) for v in ck["env_state"].values()):
+        raise bad("env_state must be a dict of numpy arrays (the simulation state)")
+    for k in ("obs", "torch_rng", "gen_state"):
+        if not isinstance(ck.get(k), torch.Tensor):
+            raise bad(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
+    if not number(ck.get("amp_target")):
+        raise bad(f"amp_target must be a number, got {ck.get('amp_target')!r}")
+    for k in ("time_to_solve_s", "compile_s"):
+        if ck.get(k) is not None and not number(ck[k]):
+            raise bad(f"{k} must be a number or None, got {ck[k]!r}")
+    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
+                                                  or not isinstance(ck["solve_iteration"], int)):
+        raise bad(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
+    if ck.get("run_id") is not None and not (isinstance(ck["run_id"], str) and ck["run_id"].isalnum()):
+        raise bad(f"run_id must be letters and digits, got {ck['run_id']!r}")
+    segs = ck.get("segments")
+    if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
+        raise bad(f"segments must be a list of dicts, got {segs!r}")
+
+
 def load_checkpoint(path) -> dict:
-    """Load a fightlab checkpoint (torch.save dict). Raises CheckpointError naming the path."""
+    """Load a fightlab checkpoint (torch.save dict) and check the type of everything it holds.
+
+    Raises:
+      CheckpointError: naming the path: missing, unreadable, truncated, not a fightlab
+        checkpoint, or damaged / hand-edited (a field of the wrong type or out of range).
+    """
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
@@ -133,7 +198,30 @@ def load_checkpoint(path) -> dict:
     if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
         raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint "
                               f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
+    _check_checkpoint(p, ck)
     return ck
+
+
+#: TrainConfig fields a resumed segment may change (each is recorded in the segment's entry);
+#: every other field of a resumed run is its checkpoint's. The run folder is the checkpoint's.
+SEGMENT_FIELDS = ("device", "max_iterations", "segment_s")
+
+
+def resume_conflicts(saved: TrainConfig, given: dict) -> list[tuple[str, object, object]]:
+    """The settings in ``given`` ({TrainConfig field: value}, only what the user set) that
+    differ from the checkpoint's config ``saved`` and are not :data:`SEGMENT_FIELDS`: a
+    resumed run keeps them, so each is a conflict, returned as (field, given, checkpoint's)."""
+    return [(k, v, getattr(saved, k)) for k, v in given.items()
+            if k not in SEGMENT_FIELDS and k != "resume" and str(v) != str(getattr(saved, k))]
+
+
+def resume_config(saved: TrainConfig, cfg: TrainConfig) -> TrainConfig:
+    """The config of a resumed segment: the checkpoint's ``saved`` config with only
+    :data:`SEGMENT_FIELDS` taken from ``cfg``, ``resume`` = cfg.resume and ``run_dir`` = the
+    checkpoint's folder (a run stays in its folder, wherever that has been moved)."""
+    return dataclasses.replace(saved, resume=cfg.resume,
+                               run_dir=str(Path(cfg.resume).resolve().parent),
+                               **{k: getattr(cfg, k) for k in SEGMENT_FIELDS})
 
 
 def _load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) -> None:
@@ -159,16 +247,14 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, progress: bool = True):
         from fightlab.envs.stance import StanceEnv
+        from fightlab.rundir import RunDir
 
         resume_ck = None
         if cfg.resume:
             resume_ck = load_checkpoint(cfg.resume)
             saved = from_dict(resume_ck["config"])
-            # the run continues with its own task/PPO settings; device/limits may change
-            cfg = dataclasses.replace(saved, device=cfg.device, max_iterations=cfg.max_iterations,
-                                      run_dir=cfg.run_dir, resume=cfg.resume, segment_s=cfg.segment_s,
-                                      checkpoint_every=cfg.checkpoint_every, graph=cfg.graph,
-                                      tree_factor=cfg.tree_factor)
+            # the run continues with every setting of its checkpoint; only SEGMENT_FIELDS change
+            cfg = resume_config(saved, cfg)
             done = resume_ck["curriculum"].get("solved") and saved.stop_when_solved
             if done or resume_ck["iteration"] >= cfg.max_iterations:
                 from fightlab.config import ConfigError
@@ -177,6 +263,18 @@ class Trainer:
                                   f"{resume_ck['iteration']} ({'solved' if done else 'max_iterations reached'}); "
                                   "raise --max-iterations to train an unsolved run further")
         self.cfg = cfg = validate_train(cfg)
+        # one writer per run folder; a fresh run deletes only the files an earlier run wrote
+        self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None)
+        if self.rundir.removed:
+            print(f"fresh run in {self.rundir.path}: removed {len(self.rundir.removed)} files of an "
+                  "earlier run", flush=True)
+        try:
+            self._build(cfg, progress, resume_ck, StanceEnv)
+        except BaseException:
+            self.rundir.release()
+            raise
+
+    def _build(self, cfg, progress, resume_ck, StanceEnv):
         self.device = cfg.device
         self.progress = progress
         torch.manual_seed(cfg.seed)
@@ -200,16 +298,28 @@ class Trainer:
 
         self.run_id = new_run_id()   # kept in every checkpoint: all segments share one run_id
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
-        # row whose segments ran different code or kernels says so (report.train_row)
-        from fightlab._meta import git_commit
+        # row whose segments ran different code, kernels or devices says so (report.train_row)
+        from fightlab._meta import git_commit, gpu_name
 
         self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
                               shared_gpu=int(os.environ.get("FIGHTLAB_SHARED_GPU", "1")),
-                              host_jobs=int(os.environ.get("FIGHTLAB_HOST_JOBS", "1")))]
-        self.run_dir = Path(cfg.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+                              host_jobs=int(os.environ.get("FIGHTLAB_HOST_JOBS", "1")),
+                              device=cfg.device, gpu=gpu_name(cfg.device),
+                              max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
+                              start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]
+        self.run_dir = self.rundir.path
         self.compile_s = 0.0
         self._resume_ck = resume_ck
+
+    def close(self) -> None:
+        """Release the run folder (its lock); the Trainer can not train after this."""
+        self.rundir.release()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # ------------------------------------------------------------------------------------------
     def _start(self):
@@ -233,16 +343,6 @@ class Trainer:
 
                 df = pd.read_csv(rows_csv)
                 df[df["iteration"] <= self.iteration].to_csv(rows_csv, index=False)
-        else:
-            # a fresh run in an old folder: nothing of an earlier run may mix into this one
-            import shutil
-
-            old = [p for p in (rows_csv, self.run_dir / "latest.pt", self.run_dir / "data")
-                   if p.exists() or p.is_symlink()] + sorted(self.run_dir.glob("ckpt_*.pt"))
-            for p in old:
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-            if old:
-                print(f"fresh run in {self.run_dir}: removed {len(old)} files of an earlier run", flush=True)
 
     def _rollout(self) -> dict:
         cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
@@ -366,6 +466,9 @@ class Trainer:
         tmp = path.with_suffix(".tmp")
         torch.save(ck, tmp)
         tmp.replace(path)
+        if path.resolve().parent != self.run_dir:
+            return path  # a copy elsewhere: not part of the run folder
+        self.rundir.add(path.name, "latest.pt")
         (self.run_dir / "latest.pt").unlink(missing_ok=True)
         try:
             (self.run_dir / "latest.pt").symlink_to(path.name)
@@ -401,12 +504,25 @@ class Trainer:
         compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
         final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets, rows (list).
         """
+        if not self.rundir.locked:
+            from fightlab.config import ConfigError
+
+            raise ConfigError(f"this Trainer of {self.run_dir} is closed (it trained already or "
+                              "was closed); make a new Trainer, or resume from its checkpoint")
+        try:
+            return self._train()
+        except BaseException:
+            self.close()  # a failed or interrupted segment leaves the folder free for --resume
+            raise
+
+    def _train(self) -> dict:
         from tqdm import tqdm  # plain text bar: works in terminals and notebooks without ipywidgets
 
         cfg = self.cfg
         self.segment_end = False
         self._start()
         rows_path = self.run_dir / "rows.csv"
+        self.rundir.add("rows.csv")
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
@@ -463,8 +579,10 @@ def _append_csv(path: Path, row: dict):
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
-    """Train one run (see `Trainer.train`); returns its result dict."""
-    return Trainer(cfg, progress=progress).train()
+    """Train one run (see `Trainer.train`; the run folder is released at the end); returns its
+    result dict."""
+    with Trainer(cfg, progress=progress) as trainer:
+        return trainer.train()
 
 
 def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_world: float = 1.0,

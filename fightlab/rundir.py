@@ -1,0 +1,251 @@
+"""Run folders: created by fightlab, one writer at a time, and a fresh run deletes only what
+fightlab wrote there.
+
+A run folder holds a manifest, ``.fightlab-run.json`` (the files fightlab wrote, relative
+paths), and a lock file, ``.fightlab-run.lock`` (the pid of the process writing the folder,
+locked with ``fcntl.flock`` for as long as it runs; the kernel drops the lock when the process
+dies, so a lock left by a killed process is detected as stale and taken over).
+
+    with RunDir("runs/train/simple-1024-s0", fresh=True) as rd:   # ConfigError if refused
+        ...write rd.path / "rows.csv"...
+        rd.add("rows.csv")                                          # recorded in the manifest
+
+Refused (``RunDirError``, one line naming the folder and why): a path that is not a folder; the
+filesystem root, ``$HOME``, the repository root or any folder above it, a folder holding ``.git``,
+or ``data/results`` without a manifest; a non-empty folder without a manifest; for a fresh run,
+a folder holding run files (rows, checkpoints, result rows, curves) its manifest does not list;
+a folder another live process holds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from fightlab._meta import REPO_ROOT, utc_now
+from fightlab.config import ConfigError
+
+MANIFEST = ".fightlab-run.json"
+LOCK = ".fightlab-run.lock"
+FORMAT = "fightlab-run-1"
+
+__all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "check_location"]
+
+
+class RunDirError(ConfigError):
+    """A run folder that may not be used (not fightlab's, a protected place, or in use)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def check_location(path: Path | str) -> Path:
+    """Resolve ``path`` and refuse places a run must never write into or clean up: the filesystem
+    root, ``$HOME``, the repository (``REPO_ROOT``) or a folder above it, and any folder holding
+    ``.git`` (a checkout), or ``data/results`` without a run manifest (a results root; a run
+    folder keeps its own row there). Returns the resolved path.
+
+    Raises:
+      RunDirError: naming the folder and the reason.
+    """
+    p = Path(path).expanduser().resolve()
+    home = Path.home().resolve()
+    repo = REPO_ROOT.resolve()
+    why = None
+    if p == Path(p.anchor):
+        why = "it is the filesystem root"
+    elif p == home:
+        why = "it is $HOME"
+    elif p == repo or p in repo.parents:
+        why = "it is the repository root or a folder above it"
+    elif (p / ".git").exists():
+        why = "it holds .git (a checkout)"
+    elif (p / "data" / "results").exists() and not (p / MANIFEST).is_file():
+        why = "it holds data/results and is not a fightlab run folder (a results root)"
+    if why:
+        raise RunDirError(f"run folder {str(path)!r} refused: {why}; choose a new folder, "
+                          "e.g. under runs/")
+    if p.exists() and not p.is_dir():
+        raise RunDirError(f"run folder {str(path)!r} exists and is not a folder")
+    return p
+
+
+class RunDir:
+    """Claim a run folder for this process (see the module docstring).
+
+    Args:
+      path: the folder (created with its parents when missing).
+      fresh: a new run: delete the files the manifest lists (an earlier run's, written by
+        fightlab) and start an empty manifest; False (a resumed run) keeps them. A folder from
+        before manifests existed that holds a fightlab checkpoint may be resumed: its
+        ``rows.csv``, ``ckpt_*.pt`` and ``latest.pt`` are adopted into a new manifest.
+    Attributes:
+      path: resolved Path; removed: relative paths deleted by a fresh claim.
+    Raises:
+      RunDirError: the folder is refused (protected place, not fightlab's, in use by a live
+        process: the message names its pid).
+    """
+
+    def __init__(self, path: Path | str, fresh: bool):
+        self._fd: int | None = None
+        self.path = check_location(path)
+        self.removed: list[str] = []
+        self.stale_pid: int | None = None
+        existed = self.path.exists()
+        if existed:
+            self._check_ours(allow_adopt=not fresh)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock(created=not existed)
+        try:
+            self._check_ours(allow_adopt=not fresh)  # again, now that we hold the lock
+            manifest = self._read()
+            if manifest is None:  # new folder, or adopting a pre-manifest run folder
+                files = [] if fresh else self._adoptable()
+                manifest = dict(format=FORMAT, created=utc_now(), files=files)
+            if fresh:
+                unlisted = [r for r in self._run_files() if r not in manifest["files"]]
+                if unlisted:
+                    raise RunDirError(
+                        f"run folder {str(self.path)!r} holds run files that its manifest does not "
+                        f"list ({', '.join(unlisted[:4])}{', ...' if len(unlisted) > 4 else ''}): "
+                        "fightlab did not write them, so a fresh run would mix with them; move "
+                        "them aside or choose a new folder")
+                self.removed = self._clean(manifest["files"])
+                manifest = dict(format=FORMAT, created=utc_now(), files=[])
+            manifest["pid"] = os.getpid()
+            self._write(manifest)
+        except BaseException:
+            self.release()
+            raise
+
+    # -- ownership -----------------------------------------------------------------------------
+    def _entries(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir() if p.name not in (LOCK,))
+
+    def _run_files(self) -> list[str]:
+        """Files of the kinds a training writes (rows, checkpoints, its row and curve)."""
+        pats = ("rows.csv", "latest.pt", "ckpt_*.pt", "data/results/*.csv", "data/curves/*.csv")
+        return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
+                       if p.is_file() or p.is_symlink()})
+
+    def _adoptable(self) -> list[str]:
+        names = ["rows.csv", "latest.pt", *(p.name for p in sorted(self.path.glob("ckpt_*.pt")))]
+        return [n for n in names if (self.path / n).exists() or (self.path / n).is_symlink()]
+
+    def _check_ours(self, allow_adopt: bool) -> None:
+        if (self.path / MANIFEST).is_file() or not self._entries():
+            return
+        if allow_adopt and any(self.path.glob("ckpt_*.pt")):
+            return
+        shown = ", ".join(self._entries()[:4]) + (", ..." if len(self._entries()) > 4 else "")
+        raise RunDirError(f"run folder {str(self.path)!r} is not empty ({shown}) and was not made "
+                          f"by fightlab (no {MANIFEST}): a run deletes only what it wrote; choose a "
+                          "new or empty folder")
+
+    def _read(self) -> dict | None:
+        p = self.path / MANIFEST
+        if not p.exists():
+            return None
+        try:
+            m = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise RunDirError(f"{p}: unreadable run manifest ({type(e).__name__}: {e}); move the "
+                              "folder aside or choose a new one") from None
+        if not (isinstance(m, dict) and m.get("format") == FORMAT and isinstance(m.get("files"), list)
+                and all(isinstance(f, str) for f in m["files"])):
+            raise RunDirError(f"{p}: not a fightlab run manifest (format {FORMAT!r} with a list "
+                              "of files expected); move the folder aside or choose a new one")
+        return m
+
+    def _write(self, manifest: dict) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        tmp.replace(self.path / MANIFEST)
+
+    def _inside(self, rel: str) -> Path | None:
+        """The manifest entry ``rel`` as a path inside the folder (None if it points outside)."""
+        p = self.path / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            return None
+        try:
+            p.parent.resolve().relative_to(self.path)
+        except ValueError:
+            return None
+        return p
+
+    def _clean(self, files: list[str]) -> list[str]:
+        removed = []
+        for rel in files:
+            p = self._inside(rel)
+            if p is None or not (p.exists() or p.is_symlink()) or (p.is_dir() and not p.is_symlink()):
+                continue
+            p.unlink()
+            removed.append(rel)
+            d = p.parent  # drop folders that the removal left empty, up to the run folder
+            while d != self.path and d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+                d = d.parent
+        return removed
+
+    def add(self, *rel: str | Path) -> None:
+        """Record files this run wrote (paths relative to the folder, or absolute inside it)."""
+        m = self._read() or dict(format=FORMAT, created=utc_now(), files=[])
+        for r in rel:
+            r = Path(r)
+            r = r.resolve().relative_to(self.path) if r.is_absolute() else r
+            if str(r) not in m["files"]:
+                m["files"].append(str(r))
+        self._write(m)
+
+    # -- lock ----------------------------------------------------------------------------------
+    def _lock(self, created: bool) -> None:
+        lock = self.path / LOCK
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            who = "this process" if holder == str(os.getpid()) else "another fightlab process"
+            raise RunDirError(f"run folder {str(self.path)!r} is in use by {who} (pid {holder}); "
+                              "wait for it to end or choose another folder") from None
+        old = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        if old.isdigit() and int(old) != os.getpid():
+            self.stale_pid = int(old)  # its holder is gone: the kernel dropped its flock
+            state = "not running" if not _pid_alive(self.stale_pid) else "no longer holding it"
+            print(f"run folder {self.path}: taking over a stale lock of pid {old} ({state})", flush=True)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Release the lock (idempotent). The lock file stays, empty: an empty or dead pid is free."""
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                pass
+            os.close(self._fd)  # drops the flock
+            self._fd = None
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> "RunDir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        self.release()

@@ -1,0 +1,290 @@
+"""Nothing lost: run folders, one writer, resume that keeps its settings, one row per run,
+sound CSVs and checkpoints (issue 11). CPU device, tiny sizes."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from fightlab import results
+from fightlab._meta import REPO_ROOT
+from fightlab.cli import main
+from fightlab.config import ConfigError, check_publish
+from fightlab.rundir import LOCK, MANIFEST, RunDir, RunDirError, check_location
+
+TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
+        "--set", "ppo.num_minibatches=1", "--set", "ppo.update_epochs=1"]
+
+
+def _tree_digest(root):
+    """{relative path: sha1} of every file under root."""
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. a fresh run deletes only what fightlab wrote; protected places are refused
+
+@pytest.mark.parametrize("where", ["repo", "dot", "dotdot", "home", "git", "results_root"])
+def test_protected_places_are_refused(where, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    path = {"repo": REPO_ROOT, "dot": ".", "dotdot": "..", "home": os.path.expanduser("~")}.get(where)
+    if where == "git":
+        (tmp_path / ".git").mkdir()
+        path = tmp_path
+    if where == "results_root":
+        (tmp_path / "data" / "results").mkdir(parents=True)
+        path = tmp_path
+    with pytest.raises(RunDirError, match="refused"):
+        check_location(path)
+
+
+def test_train_into_a_results_root_deletes_nothing(tmp_path, capsys):
+    """The repository-root case of the review, on a copy: a folder holding data/ (results,
+    curves) that fightlab did not make is refused before anything is written or removed."""
+    (tmp_path / "data" / "results").mkdir(parents=True)
+    (tmp_path / "data" / "results" / "train.csv").write_text("run_id\nabc\n")
+    (tmp_path / "data" / "curves").mkdir()
+    (tmp_path / "data" / "curves" / "abc.csv").write_text("iteration\n1\n")
+    before = _tree_digest(tmp_path)
+    assert main(["train", "--run-dir", str(tmp_path), "--max-iterations", "1", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: run folder") and "refused" in err
+    assert _tree_digest(tmp_path) == before
+
+
+def test_a_foreign_non_empty_folder_is_refused_and_kept(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["train", "--run-dir", str(tmp_path), "--max-iterations", "1", *TINY]) == 2
+    assert "was not made by fightlab" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_fresh_run_removes_only_its_manifests_files(tmp_path):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    listed = json.loads((d / MANIFEST).read_text())["files"]
+    assert {"rows.csv", "latest.pt", "ckpt_000001.pt", "data/results/train.csv"} <= set(listed)
+    assert any(f.startswith("data/curves/") for f in listed)
+    (d / "notes.txt").write_text("the user's own file")
+    (d / "data" / "mine.txt").write_text("also the user's")
+    old_id = pd.read_csv(d / "data" / "results" / "train.csv")["run_id"].item()
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    assert (d / "notes.txt").read_text() == "the user's own file"
+    assert (d / "data" / "mine.txt").read_text() == "also the user's"
+    new = pd.read_csv(d / "data" / "results" / "train.csv")
+    assert len(new) == 1 and new["run_id"].item() != old_id
+    assert not (d / "data" / "curves" / f"{old_id}.csv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. what may publish: one rule, applied to the repository's data/ whatever the caller
+
+def test_publish_rule_refuses_cpu_and_smoke():
+    check_publish(True, "cuda:0", "rows")
+    check_publish(False, "cpu", "rows")
+    with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
+        check_publish(True, "cpu", "rows")
+    with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):
+        check_publish(True, "cuda:0", "rows", size="smoke")
+
+
+def test_a_cpu_row_never_reaches_the_repositorys_data():
+    name = "zz_test_guard"
+    results.register_experiment(name, ("x_s",))
+    path = results.results_path(name, REPO_ROOT)
+    assert not path.exists()
+    try:
+        row = results.run_metadata(body="simple", nworld=2, seed=0, params={}, device="cpu")
+        with pytest.raises(ConfigError, match="not a GPU"):
+            results.append_row(name, {**row, "x_s": 1.0}, REPO_ROOT)
+        row["gpu"] = "NVIDIA H200"  # a GPU row at a smoke size is refused too
+        row["params"] = json.dumps({"size": "smoke"})
+        with pytest.raises(ConfigError, match="size 'smoke'"):
+            results.append_row(name, {**row, "x_s": 1.0}, REPO_ROOT)
+        assert not path.exists()
+    finally:
+        path.unlink(missing_ok=True)
+        results.EXPERIMENTS.pop(name, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. one writer per run folder; a stale lock of a killed process is taken over
+
+_HOLD = """
+import sys, time
+from fightlab.rundir import RunDir
+rd = RunDir(sys.argv[1], fresh=True)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_second_writer_is_refused_and_a_killed_holder_leaves_a_stale_lock(tmp_path, capsys):
+    d = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(d)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 2
+        err = capsys.readouterr().err
+        assert f"in use by another fightlab process (pid {holder.pid})" in err
+        with pytest.raises(RunDirError, match=f"pid {holder.pid}"):
+            RunDir(d, fresh=False)
+    finally:
+        holder.send_signal(signal.SIGKILL)  # kill -9: no clean-up ran
+        holder.wait(30)
+    assert (d / LOCK).read_text().strip() == str(holder.pid)
+    rd = RunDir(d, fresh=True)
+    assert rd.stale_pid == holder.pid
+    assert f"stale lock of pid {holder.pid}" in capsys.readouterr().out
+    rd.release()
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+
+
+def test_one_process_two_trainers_same_folder(tmp_path):
+    from fightlab.config import PPOConfig, TrainConfig
+    from fightlab.rl.runner import Trainer
+
+    cfg = TrainConfig(body="simple", nworld=2, device="cpu", max_iterations=1, run_dir=str(tmp_path / "r"),
+                      ppo=PPOConfig(num_steps=4, num_minibatches=1, update_epochs=1))
+    with Trainer(cfg, progress=False) as a:
+        with pytest.raises(RunDirError, match="in use by this process"):
+            Trainer(cfg, progress=False)
+        a.train()
+    with pytest.raises(ConfigError, match="closed"):
+        a.train()
+    Trainer(cfg, progress=False).close()  # free again
+
+
+_REPLACE_MANY = """
+import sys, time
+from fightlab import results
+root, k, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+time.sleep(max(0.0, start - time.time()))
+for i in range(20):
+    meta = results.run_metadata(body="simple", nworld=2, seed=k, params={"i": i}, device="cpu")
+    meta["run_id"] = f"shared{i % 5}"          # five runs that every writer keeps replacing
+    m = dict(time_to_solve_s=float(i), iterations=i, compile_s=0.0, env_steps_per_s=1.0,
+             physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
+             final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0)
+    results.append_row("train", {**meta, **m}, root)
+    meta["run_id"] = f"own{k}x{i}"             # and one new run each time
+    results.append_row("train", {**meta, **m}, root)
+"""
+
+
+def test_replacements_from_parallel_processes_keep_one_row_per_run(tmp_path):
+    start = str(time.time() + 8.0)
+    procs = [subprocess.Popen([sys.executable, "-c", _REPLACE_MANY, str(tmp_path), str(k), start])
+             for k in range(4)]
+    assert [p.wait(180) for p in procs] == [0] * 4
+    df = results.read_rows("train", tmp_path)
+    assert df["run_id"].is_unique
+    assert sorted(df["run_id"]) == sorted([f"shared{j}" for j in range(5)]
+                                          + [f"own{k}x{i}" for k in range(4) for i in range(20)])
+
+
+# ---------------------------------------------------------------------------------------------
+# 5 and 6. a resumed run keeps its settings; one row per run_id
+
+def test_resume_keeps_every_setting_and_records_segments(tmp_path, capsys):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", "--checkpoint-every", "5",
+                 "--no-graph", *TINY]) == 0
+    ck = str(d / "latest.pt")
+    assert main(["train", "--resume", ck, "--checkpoint-every", "50", "--device", "cpu"]) == 2
+    assert "--checkpoint-every 50 conflicts with the checkpoint (5)" in capsys.readouterr().err
+    assert main(["train", "--resume", ck, "--run-dir", str(tmp_path / "elsewhere"), "--device", "cpu"]) == 2
+    assert "--run-dir" in capsys.readouterr().err and not (tmp_path / "elsewhere").exists()
+    # resumed without those flags: the checkpoint's checkpoint_every and graph=False stay
+    assert main(["train", "--resume", ck, "--max-iterations", "2", "--device", "cpu", "--no-progress"]) == 0
+    saved = torch.load(d / "latest.pt", weights_only=False)
+    assert saved["config"]["checkpoint_every"] == 5 and saved["config"]["graph"] is False
+    assert [s["max_iterations"] for s in saved["segments"]] == [1, 2]
+    assert [s["device"] for s in saved["segments"]] == ["cpu", "cpu"]
+    # the finished, unsolved run resumed once more: still one row for its run_id, the latest
+    assert main(["train", "--resume", ck, "--max-iterations", "3", "--device", "cpu", "--no-progress"]) == 0
+    rows = pd.read_csv(d / "data" / "results" / "train.csv")
+    assert len(rows) == 1 and rows["iterations"].item() == 3
+    assert rows["run_id"].item() == saved["run_id"]
+    curve = pd.read_csv(d / "data" / "curves" / f"{saved['run_id']}.csv")
+    assert curve["iteration"].tolist() == [1, 2, 3]
+
+
+def _train_row(run_id, iterations):
+    meta = results.run_metadata(body="simple", nworld=2, seed=0, params={}, device="cpu")
+    meta["run_id"] = run_id
+    return {**meta, **dict(time_to_solve_s=None, iterations=iterations, compile_s=0.1,
+                           env_steps_per_s=1.0, physics_steps_per_s=5.0, rollout_s_per_iter=0.1,
+                           update_s_per_iter=0.1, solved=False, final_amplitude=0.1, fall_rate=0.0,
+                           mean_episode_s=1.0, overflow_count=0, nan_resets=0)}
+
+
+def test_publishing_a_run_twice_keeps_one_row(tmp_path):
+    results.append_row("train", _train_row("aaa", 1), tmp_path)
+    results.append_row("train", _train_row("bbb", 1), tmp_path)
+    results.append_row("train", _train_row("aaa", 7), tmp_path)
+    df = results.read_rows("train", tmp_path)
+    assert df["run_id"].tolist() == ["aaa", "bbb"]  # replaced where it stood
+    assert df["iterations"].tolist() == [7, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. torn and unterminated CSVs
+
+def test_missing_final_newline_is_repaired(tmp_path):
+    path = results.append_row("train", _train_row("aaa", 1), tmp_path)
+    path.write_text(path.read_text().rstrip("\n"))  # a whole row, no final newline
+    results.append_row("train", _train_row("bbb", 2), tmp_path)
+    assert results.read_rows("train", tmp_path)["run_id"].tolist() == ["aaa", "bbb"]
+
+
+def test_a_torn_last_line_is_refused_naming_file_and_line(tmp_path):
+    path = results.append_row("train", _train_row("aaa", 1), tmp_path)
+    results.append_row("train", _train_row("bbb", 2), tmp_path)
+    text = path.read_text()
+    path.write_text(text[: len(text) - 40])  # the last row cut short
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:3: malformed row"):
+        results.read_rows("train", tmp_path)
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:3"):
+        results.append_row("train", _train_row("ccc", 3), tmp_path)
+    assert path.read_text() == text[: len(text) - 40]  # nothing appended past it
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-edited checkpoints: a one-line error before anything is built
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ck") / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    return d / "latest.pt"
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (lambda ck: ck.update(curriculum=None), "curriculum must be a dict"),
+    (lambda ck: ck.update(config="junk"), "config must be a dict"),
+    (lambda ck: ck.pop("env_state"), "env_state must be a dict of numpy arrays"),
+    (lambda ck: ck.update(iteration="x"), "iteration must be an integer >= 0, got 'x'"),
+    (lambda ck: ck["curriculum"].update(stage=99), "curriculum stage 99 is beyond"),
+    (lambda ck: ck["config"].update(nworld=-3), "nworld must be a positive integer"),
+    (lambda ck: ck.update(elapsed_s=float("nan")), "elapsed_s must be a number >= 0"),
+])
+def test_hand_edited_checkpoints_are_one_line_errors(tiny_ckpt, tmp_path, edit, expect, capsys):
+    ck = torch.load(tiny_ckpt, weights_only=False)
+    edit(ck)
+    p = tmp_path / "edited.pt"
+    torch.save(ck, p)
+    for argv in (["evaluate", str(p), "--nworld", "2", "--device", "cpu"],
+                 ["train", "--resume", str(p), "--max-iterations", "5", "--device", "cpu"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fightlab: error: checkpoint") and expect in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err
