@@ -1298,12 +1298,14 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
               f"{metrics['traj_overflow_worlds']} overflowing worlds; recorded in the row", flush=True)
     metrics = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
     row = {**meta, **{c: metrics[c] for c in results.columns("factor")[len(meta):]}}
-    results.append_row("factor", row, root)
     curve = None
     if traj["curve"] is not None:
         curve = pd.DataFrame(traj["curve"]).assign(dev_quiet_tree_rad=quiet["curve"]["dev_tree_rad"],
                                                    dev_quiet_ulp_rad=quiet["curve"]["dev_ulp_rad"])
-        results.write_curve(row["run_id"], curve, root)
+    with results.publish_lock(root):  # the row and its curve land together
+        results.append_row("factor", row, root)
+        if curve is not None:
+            results.write_curve(row["run_id"], curve, root)
     return {**row, "curve": curve}
 
 

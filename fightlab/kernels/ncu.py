@@ -231,6 +231,11 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
             raise ValueError(f"no GPU name for the profile (this machine reports {row['gpu']!r}): "
                              "pass gpu= (--gpu) naming the card that ran it")
         rows.append(row)
+    with results.publish_lock(root):  # the duplicate check and the appends as one step
+        return _append_new(rows, root, source, nworld)
+
+
+def _append_new(rows: list[dict], root, source: str, nworld: int) -> list[dict]:
     old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
     if old is not None and len(old):
         src = [json.loads(p).get("source") for p in old["params"]]
