@@ -288,3 +288,27 @@ def test_hand_edited_checkpoints_are_one_line_errors(tiny_ckpt, tmp_path, edit, 
         err = capsys.readouterr().err
         assert err.startswith("fightlab: error: checkpoint") and expect in err, err
         assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
+    d = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fightlab", "train", "--run-dir", str(d), "--max-iterations", "500",
+           "--checkpoint-every", "2", *TINY]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (d / "ckpt_000004.pt").exists():
+            time.sleep(0.2)
+        assert (d / "ckpt_000004.pt").exists(), "training did not reach iteration 4"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+    with open(d / "rows.csv", "a") as f:
+        f.write("1")  # a torn line that reads as iteration 1
+    ck = torch.load(d / "latest.pt", weights_only=False)
+    n = ck["iteration"]
+    assert main(["train", "--resume", str(d / "latest.pt"), "--max-iterations", str(n + 1),
+                 "--device", "cpu", "--no-progress"]) == 0
+    rows = pd.read_csv(d / "rows.csv")
+    assert rows["iteration"].tolist() == list(range(1, n + 2))
+    assert pd.read_csv(d / "data" / "results" / "train.csv")["run_id"].tolist() == [ck["run_id"]]

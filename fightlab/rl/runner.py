@@ -339,10 +339,7 @@ class Trainer:
         if self._resume_ck is not None:
             self._load(self._resume_ck)
             if rows_csv.exists():  # drop rows written after the checkpoint (a crashed segment)
-                import pandas as pd
-
-                df = pd.read_csv(rows_csv)
-                df[df["iteration"] <= self.iteration].to_csv(rows_csv, index=False)
+                _truncate_rows(rows_csv, self.iteration)
 
     def _rollout(self) -> dict:
         cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
@@ -464,14 +461,18 @@ class Trainer:
                   segments=self.segments,
                   cuda_rng=torch.cuda.get_rng_state(torch.device(self.device)) if self.device.startswith("cuda") else None)
         tmp = path.with_suffix(".tmp")
+        inside = path.resolve().parent == self.run_dir
+        if inside:  # recorded first, so that a kill -9 mid-write leaves nothing unlisted
+            self.rundir.add(path.name, tmp.name, "latest.pt", "latest.pt.tmp")
         torch.save(ck, tmp)
         tmp.replace(path)
-        if path.resolve().parent != self.run_dir:
+        if not inside:
             return path  # a copy elsewhere: not part of the run folder
-        self.rundir.add(path.name, "latest.pt")
-        (self.run_dir / "latest.pt").unlink(missing_ok=True)
+        link = self.run_dir / "latest.pt.tmp"
+        link.unlink(missing_ok=True)
         try:
-            (self.run_dir / "latest.pt").symlink_to(path.name)
+            link.symlink_to(path.name)
+            link.replace(self.run_dir / "latest.pt")  # atomic: latest.pt is never missing
         except OSError:
             pass
         return path
@@ -565,6 +566,27 @@ class Trainer:
                     nan_resets=int(sum(r["nan_resets"] for r in rows)),
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
+
+
+def _truncate_rows(path: Path, n: int) -> None:
+    """Keep the header and rows 1..n of a run's rows.csv (atomically): whole rows only, in
+    iteration order, so rows of a killed segment past its checkpoint and a torn last line go."""
+    import csv
+
+    with open(path, newline="") as f:
+        recs = list(csv.reader(f))
+    if not recs:
+        return
+    header, keep = recs[0], [recs[0]]
+    col = header.index("iteration") if "iteration" in header else 0
+    for rec in recs[1:]:
+        if len(keep) > n or len(rec) != len(header) or rec[col] != str(len(keep)):
+            break
+        keep.append(rec)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(keep)
+    tmp.replace(path)
 
 
 def _append_csv(path: Path, row: dict):
