@@ -179,3 +179,27 @@ def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
     dev = np.max(np.abs(qpos[True] - qpos[False]))
     assert dev < 1e-4, dev
     assert not StanceEnv("simple", nworld=1, device="cpu", cfg=NO_PUSH).tree_factor
+
+
+def test_state_dict_round_trip_gives_the_same_next_step():
+    """The env's state door: a second env loaded with the first one's state_dict steps to the
+    same observation, reward and done; a state of another nworld is refused by name."""
+    a = StanceEnv("simple", nworld=3, device="cpu", seed=5)
+    a.reset(stagger=True)
+    act = torch.full((3, a.nu), 0.3)
+    for _ in range(4):
+        a.step(act)
+    a.set_amplitude(0.4)
+    state = a.state_dict()
+    assert state["amp_target"] == pytest.approx(0.4) and state["qpos"].shape == (3, a.mjm.nq)
+    b = StanceEnv("simple", nworld=3, device="cpu", seed=5)
+    b.reset(stagger=False)
+    b.load_state_dict(state)
+    assert b.amplitude_target == pytest.approx(0.4)
+    oa, ra, da, _ = a.step(act)
+    oa, ra, da = oa.clone(), ra.clone(), da.clone()
+    ob, rb, db, _ = b.step(act)
+    assert torch.equal(oa, ob) and torch.equal(ra, rb) and torch.equal(da, db)
+    c = StanceEnv("simple", nworld=2, device="cpu", seed=5)
+    with pytest.raises(ValueError, match="env state 'qpos' has shape"):
+        c.load_state_dict(state)

@@ -461,7 +461,8 @@ class StanceEnv:
         # (index 12), which is constant during the first curriculum stage
         self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
         self.obs_min_std[12] = 0.2
-        self._substeps = int(round(self.cfg.control_dt / self.mjm.opt.timestep))
+        self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
+        self._substeps = self.substeps
         self._build_constants()
         self._alloc()
         self._graph = physics.StepGraph(self._step_device, self.device, enabled=graph)
@@ -667,6 +668,41 @@ class StanceEnv:
         disable_tree_factor(self.m)
         self.tree_factor = False
         self.tree_factor_variant = None
+
+    def _state_arrays(self) -> dict:
+        d = self.d
+        return dict(qpos=d.qpos, qvel=d.qvel, act=d.act, ctrl=d.ctrl, qacc_warmstart=d.qacc_warmstart,
+                    time=d.time, xfrc_applied=d.xfrc_applied, step_count=self._step_count,
+                    amp=self._amp, amp_ctl=self._amp_ctl, push_next=self._push_next,
+                    push_left=self._push_left, push_force=self._push_force, rng=self._rng,
+                    ep_acc=self._ep_acc, prev_action=self._prev_action)
+
+    def state_dict(self) -> dict:
+        """The simulation and task state of every world, as host copies: MuJoCo Warp's qpos,
+        qvel, act, ctrl, qacc_warmstart, time, xfrc_applied ([nworld, …], their dtypes) and the
+        env's step counters, amplitude and its ramp, push timers/forces, RNG counters, episode
+        accumulators and previous action; ``amp_target`` (0-d float64) is the curriculum target.
+        With the env's seed and config this determines every later step (checkpoints)."""
+        out = {k: v.numpy().copy() for k, v in self._state_arrays().items()}
+        out["amp_target"] = np.array(self.amplitude_target, np.float64)
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output (same body and nworld) and clear the summary
+        counters. Raises ValueError naming an array that is missing or of another shape."""
+        arrs = self._state_arrays()
+        for k, a in arrs.items():
+            want = a.numpy().shape
+            got = getattr(state.get(k), "shape", None)
+            if got != want:
+                raise ValueError(f"env state {k!r} has shape {got}, this env has {want} "
+                                 "(different body or nworld?)")
+        for k, a in arrs.items():
+            a.assign(state[k])
+        if "amp_target" in state:
+            self._amp_target = float(state["amp_target"])
+        self._counters.zero_()
+        self._sums.zero_()
 
     def read_summary(self, clear: bool = True) -> dict:
         """Read the per-iteration counters (one small device→host copy) and optionally zero them.

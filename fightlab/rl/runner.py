@@ -397,7 +397,7 @@ class Trainer:
         row = dict(
             iteration=self.iteration, wall_s=wall, elapsed_s=self.elapsed_s,
             env_steps=self.iteration * n_env, env_steps_per_s=n_env / wall,
-            physics_steps_per_s=n_env * env._substeps / wall,
+            physics_steps_per_s=n_env * env.substeps / wall,
             amplitude=self.curriculum.amplitude if event != "widen" else cfg.curriculum_stages[self.curriculum.stage - 1],
             stage=self.curriculum.stage, event=event,
             episodes=n, fall_rate=summary["falls"] / n if n else math.nan,
@@ -428,26 +428,6 @@ class Trainer:
         return row
 
     # ------------------------------------------------------------------------------------------
-    def _state_arrays(self) -> dict:
-        """The warp arrays that make up the simulation + env state (saved in checkpoints)."""
-        e, d = self.env, self.env.d
-        return dict(qpos=d.qpos, qvel=d.qvel, act=d.act, ctrl=d.ctrl, qacc_warmstart=d.qacc_warmstart,
-                    time=d.time, xfrc_applied=d.xfrc_applied, step_count=e._step_count, amp=e._amp,
-                    amp_ctl=e._amp_ctl, push_next=e._push_next, push_left=e._push_left,
-                    push_force=e._push_force, rng=e._rng, ep_acc=e._ep_acc, prev_action=e._prev_action)
-
-    def _env_state(self) -> dict:
-        return {k: v.numpy().copy() for k, v in self._state_arrays().items()}
-
-    def _set_env_state(self, s: dict):
-        arrs = self._state_arrays()
-        for k, a in arrs.items():
-            want = a.numpy().shape
-            if s[k].shape != want:
-                raise CheckpointError(f"checkpoint state {k!r} has shape {s[k].shape}, this env has "
-                                      f"{want} (different body or nworld?)")
-            a.assign(s[k])
-
     def save(self, path=None) -> Path:
         """Write a checkpoint (agent, optimizer, curriculum, env state, RNG, counters)."""
         path = Path(path) if path else self.run_dir / f"ckpt_{self.iteration:06d}.pt"
@@ -455,7 +435,7 @@ class Trainer:
                   optimizer=self.optimizer.state_dict(), curriculum=self.curriculum.state_dict(),
                   iteration=self.iteration, elapsed_s=self.elapsed_s, compile_s=self.compile_s,
                   time_to_solve_s=self.time_to_solve_s, solve_iteration=self.solve_iteration,
-                  env_state=self._env_state(), amp_target=self.env.amplitude_target,
+                  env_state=self.env.state_dict(), amp_target=self.env.amplitude_target,
                   obs=self.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
                   gen_state=self.gen.get_state().cpu(), run_id=self.run_id,
                   segments=self.segments,
@@ -487,15 +467,15 @@ class Trainer:
         self.run_id = ck.get("run_id") or self.run_id
         # the earlier segments' setups, then this one's (kept last)
         self.segments = list(ck.get("segments") or [{"commit": "unknown"}]) + self.segments[-1:]
-        self._set_env_state(ck["env_state"])
-        self.env._amp_target = float(ck["amp_target"])
+        try:
+            self.env.load_state_dict({"amp_target": ck["amp_target"], **ck["env_state"]})
+        except ValueError as e:
+            raise CheckpointError(f"checkpoint's {e}") from None
         self.obs.copy_(ck["obs"].to(self.obs.device))
         torch.set_rng_state(ck["torch_rng"])
         self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.device == "cpu" else ck["gen_state"])
         if ck.get("cuda_rng") is not None and self.device.startswith("cuda"):
             torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(self.device))
-        self.env._counters.zero_()
-        self.env._sums.zero_()
 
     # ------------------------------------------------------------------------------------------
     def train(self) -> dict:
