@@ -21,7 +21,8 @@ import warp as wp
 
 import mujoco_warp as mjw
 from fightlab import bodies
-from fightlab.kernels import factor as F
+from fightlab.kernels import factor as K
+from fightlab.measure import factor as F
 
 REPEATS = 3
 #: largest relative difference from stock accepted (max |x - stock| / max |stock|); float32
@@ -32,16 +33,16 @@ TOL = 1e-4
 def main(nworld: int = 1024, device: str = "cuda:0") -> None:
     wp.config.quiet = True
     mjm = bodies.build("muscular-fast")
-    m, d = F._put(mjm, nworld, device)
-    q, v = F._random_state(mjm, nworld, np.random.default_rng(0))
-    F._set_state(d, q, v)
+    m, d = F.put(mjm, nworld, device)
+    q, v = F.random_state(mjm, nworld, np.random.default_rng(0))
+    F.set_state(d, q, v)
     with wp.ScopedDevice(device):
         mjw.fwd_position(m, d, factorize=False)
-        s = F.build_schedule(m)
+        s = K.build_schedule(m)
         calls = {
-            "stock": lambda L, D: F.stock_factor(m, d, d.M, L, D),
-            "global": lambda L, D: F.factor_tree(m, d, d.M, L, D, schedule=s, variant="global"),
-            "shared": lambda L, D: F.factor_tree(m, d, d.M, L, D, schedule=s, variant="shared"),
+            "stock": lambda L, D: K.stock_factor(m, d, d.M, L, D),
+            "global": lambda L, D: K.factor_tree(m, d, d.M, L, D, schedule=s, variant="global"),
+            "shared": lambda L, D: K.factor_tree(m, d, d.M, L, D, schedule=s, variant="shared"),
         }
         # correctness first: one call per path, L and D against stock, before anything is timed
         out = {}

@@ -20,7 +20,8 @@ from mujoco_warp._src import smooth
 from mujoco_warp._src import types as mjw_types
 
 from fightlab import bodies
-from fightlab.kernels import factor as F
+from fightlab.kernels import factor as K
+from fightlab.measure import factor as F
 from fightlab.sim import physics
 
 SLOTS = physics.slots_for("muscular-fast")
@@ -68,7 +69,7 @@ def test_large_trees_match_stock(kind, ndof, seed, cpu_blocks):
 def test_small_trees_on_sparse_path(ndof, dense, cpu_blocks):
     mjm = F.random_tree_model(ndof, nbranch=3, seed=ndof)
     before = mjw_types.M_BLOCK_DENSE_MAX
-    with F.dense_max(dense):
+    with K.dense_max(dense):
         assert mjw_types.M_BLOCK_DENSE_MAX == dense
         _check_close(F.factor_errors(mjm, nworld=2), f"tree-{mjm.nv} (dense max {dense})")
     assert mjw_types.M_BLOCK_DENSE_MAX == before
@@ -78,20 +79,20 @@ def test_mixed_model_layout_and_block_dims(cpu_blocks):
     """A sparse tree next to small dense/compact trees: the view at qLD_block_total and qLDiagInv
     of every DOF match stock; the result is bitwise the same for any block_dim (no atomics)."""
     mjm = F.chain_model(70, seed=5, extra_chains=(3, 10))
-    m, d = F._put(mjm, 2, "cpu")
+    m, d = F.put(mjm, 2, "cpu")
     assert m.qLD_block_total > 0 and m.qLD_updates
-    q, v = F._random_state(mjm, 2, np.random.default_rng(0))
-    F._set_state(d, q, v)
+    q, v = F.random_state(mjm, 2, np.random.default_rng(0))
+    F.set_state(d, q, v)
     mjw.fwd_position(m, d, factorize=False)
     off = m.qLD_block_total
     qLD_s, D_s = wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv)
     smooth._factor_blocks(m, d, d.M, qLD_s, D_s)
-    F.stock_factor(m, d, d.M, qLD_s[:, off:], D_s)
+    K.stock_factor(m, d, d.M, qLD_s[:, off:], D_s)
     out = []
     for bd in (1, 7, 64):
         qLD, D = wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv)
         smooth._factor_blocks(m, d, d.M, qLD, D)
-        F.factor_tree(m, d, d.M, qLD[:, off:], D, block_dim=bd)
+        K.factor_tree(m, d, d.M, qLD[:, off:], D, block_dim=bd)
         out.append((qLD.numpy(), D.numpy()))
     assert all(np.array_equal(out[0][0], o[0]) and np.array_equal(out[0][1], o[1]) for o in out)
     assert np.array_equal(out[0][0][:, :off], qLD_s.numpy()[:, :off])  # dense blocks untouched
@@ -108,17 +109,17 @@ def test_shared_variant_is_bitwise_the_global_one(name, blocks, monkeypatch):
     """Same operations in the same order: staging in shared memory and computing each update's
     scale factor once (phase S) must not change a single bit, for any block size."""
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", blocks)
-    mjm, _ = F._model_for(name) if name != "tree-110" else (F.random_tree_model(110, nbranch=5, seed=3), {})
-    m, d = F._put(mjm, 2, "cpu")
-    q, v = F._random_state(mjm, 2, np.random.default_rng(1))
-    F._set_state(d, q, v)
+    mjm, _ = F.model_for(name) if name != "tree-110" else (F.random_tree_model(110, nbranch=5, seed=3), {})
+    m, d = F.put(mjm, 2, "cpu")
+    q, v = F.random_state(mjm, 2, np.random.default_rng(1))
+    F.set_state(d, q, v)
     mjw.fwd_position(m, d, factorize=False)
-    s = F.build_schedule(m)
-    assert F.resolve_variant(s, "auto") == "shared"
+    s = K.build_schedule(m)
+    assert K.resolve_variant(s, "auto") == "shared"
     out = {}
     for variant, bd in (("global", 64), ("shared", 64), ("shared", 128), ("shared", 7)):
         L, D = wp.zeros((2, m.nC), float), wp.zeros((2, m.nv), float)
-        F.factor_tree(m, d, d.M, L, D, schedule=s, block_dim=bd, variant=variant)
+        K.factor_tree(m, d, d.M, L, D, schedule=s, block_dim=bd, variant=variant)
         out[(variant, bd)] = (L.numpy(), D.numpy())
     ref = out[("global", 64)]
     assert np.isfinite(ref[0]).all() and np.abs(ref[0]).max() > 0
@@ -130,47 +131,47 @@ def test_shared_variant_is_bitwise_the_global_one(name, blocks, monkeypatch):
 def test_factor_tree_reads_nothing_back_from_the_device(variant, monkeypatch):
     """factor_tree runs inside the env's captured CUDA graph: with its schedule built, a launch
     must not copy anything to the host (a device read would fail in a capture)."""
-    m, d = F._put(F.chain_model(70, seed=4), 1, "cpu")
+    m, d = F.put(F.chain_model(70, seed=4), 1, "cpu")
     mjw.fwd_position(m, d, factorize=False)
-    s = F.build_schedule(m)
+    s = K.build_schedule(m)
     L, D = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
-    F.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)  # first call: scratch, compile
+    K.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)  # first call: scratch, compile
 
     def no_read(self, *a, **k):
         raise AssertionError("device array read back during factor_tree")
 
     monkeypatch.setattr(wp.array, "numpy", no_read)
-    F.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)
-    F.shared_capacity(s), F.resolve_variant(s, "auto")
+    K.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)
+    K.shared_capacity(s), K.resolve_variant(s, "auto")
 
 
 def test_variant_choice_and_errors(monkeypatch):
     mjm = F.chain_model(70, seed=2)
-    m, d = F._put(mjm, 1, "cpu")
+    m, d = F.put(mjm, 1, "cpu")
     mjw.fwd_position(m, d, factorize=False)
-    s = F.build_schedule(m)
-    cap = F.shared_capacity(s)
+    s = K.build_schedule(m)
+    cap = K.shared_capacity(s)
     nu_max = int(np.max(np.diff(s.upd_off.numpy())))
     # L, the partial sums and one scale factor per update of the largest level, rounded up
-    assert cap % F.SHARED_ROUND == 0 and s.nC + s.np_max + nu_max <= cap < s.nC + s.np_max + nu_max + F.SHARED_ROUND
-    monkeypatch.setattr(F, "SHARED_MAX", cap)  # exactly fits
-    assert F.resolve_variant(s, "auto") == "shared" and F.resolve_variant(s, "shared") == "shared"
+    assert cap % K.SHARED_ROUND == 0 and s.nC + s.np_max + nu_max <= cap < s.nC + s.np_max + nu_max + K.SHARED_ROUND
+    monkeypatch.setattr(K, "SHARED_MAX", cap)  # exactly fits
+    assert K.resolve_variant(s, "auto") == "shared" and K.resolve_variant(s, "shared") == "shared"
     with pytest.raises(ValueError, match="variant must be one of"):
-        F.resolve_variant(s, "fast")
+        K.resolve_variant(s, "fast")
     with pytest.raises(ValueError, match="variant must be one of"):
-        F.use_tree_factor(m, variant="fast")
-    monkeypatch.setattr(F, "SHARED_MAX", cap - 1)  # the tree no longer fits
-    assert F.resolve_variant(s, "auto") == "global"
+        K.use_tree_factor(m, variant="fast")
+    monkeypatch.setattr(K, "SHARED_MAX", cap - 1)  # the tree no longer fits
+    assert K.resolve_variant(s, "auto") == "global"
     with pytest.raises(ValueError, match="SHARED_MAX"):
-        F.resolve_variant(s, "shared")
+        K.resolve_variant(s, "shared")
     with pytest.raises(ValueError, match="SHARED_MAX"):
-        F.use_tree_factor(m, variant="shared")
-    assert not F.is_tree_factor_enabled(m)
+        K.use_tree_factor(m, variant="shared")
+    assert not K.is_tree_factor_enabled(m)
     # auto falls back to the global kernel and still factors correctly
     L, D = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
     L_s, D_s = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
-    F.factor_tree(m, d, d.M, L, D, schedule=s)
-    F.stock_factor(m, d, d.M, L_s, D_s)
+    K.factor_tree(m, d, d.M, L, D, schedule=s)
+    K.stock_factor(m, d, d.M, L_s, D_s)
     _, D_ref = F.reference_factor(m, d.M.numpy())
     rounding = F.relative_error(D_s.numpy(), D_ref)
     assert np.isfinite(D_ref).all() and 0 < rounding < 1e-2
@@ -185,42 +186,42 @@ def test_kernels_compile_for_the_gpu(tmp_path):
     wp.init()
     if not getattr(context.runtime.core, "wp_cuda_compile_program", None):
         pytest.skip("this Warp build cannot compile CUDA")
-    m, _ = F._put(bodies.build("muscular-fast"), 1, "cpu")
-    cap = F.shared_capacity(F.build_schedule(m))
-    for kernel in (F._shared_kernel(cap), F._factor_tree):
+    m, _ = F.put(bodies.build("muscular-fast"), 1, "cpu")
+    cap = K.shared_capacity(K.build_schedule(m))
+    for kernel in (K._shared_kernel(cap), K._factor_tree):
         files = wp.compile_aot_module(kernel.module, device=None, arch=90, module_dir=tmp_path)
         assert files and all(f.stat().st_size > 0 for f in files)
 
 
 def test_switch_is_explicit_reversible_and_per_model():
     mjm = F.chain_model(70, seed=1)
-    m1, d1 = F._put(mjm, 1, "cpu")
-    m2, d2 = F._put(mjm, 1, "cpu")
+    m1, d1 = F.put(mjm, 1, "cpu")
+    m2, d2 = F.put(mjm, 1, "cpu")
     import gc
 
     gc.collect()  # models of earlier tests (envs with the factor on) are gone: their entries too
     original = smooth._factor_i_sparse
-    assert original is F.stock_factor, "switched on at import (or left on by a dead model)"
-    assert F.use_tree_factor(m1) is True
+    assert original is K.stock_factor, "switched on at import (or left on by a dead model)"
+    assert K.use_tree_factor(m1) is True
     assert smooth._factor_i_sparse is not original
-    assert F.is_tree_factor_enabled(m1) and not F.is_tree_factor_enabled(m2)
-    assert F.count_factor_calls(m1, d1) == {"tree": 2, "stock": 0}
-    assert F.count_factor_calls(m2, d2) == {"tree": 0, "stock": 2}
-    F.disable_tree_factor(m1)
-    assert smooth._factor_i_sparse is original and not F.is_tree_factor_enabled(m1)
+    assert K.is_tree_factor_enabled(m1) and not K.is_tree_factor_enabled(m2)
+    assert K.count_factor_calls(m1, d1) == {"tree": 2, "stock": 0}
+    assert K.count_factor_calls(m2, d2) == {"tree": 0, "stock": 2}
+    K.disable_tree_factor(m1)
+    assert smooth._factor_i_sparse is original and not K.is_tree_factor_enabled(m1)
     with pytest.raises(RuntimeError, match="boom"):
-        with F.tree_factor(m2) as on:
-            assert on and F.is_tree_factor_enabled(m2)
-            with F.tree_factor(m2):  # nested: the outer state survives the inner exit
+        with K.tree_factor(m2) as on:
+            assert on and K.is_tree_factor_enabled(m2)
+            with K.tree_factor(m2):  # nested: the outer state survives the inner exit
                 pass
-            assert F.is_tree_factor_enabled(m2)
+            assert K.is_tree_factor_enabled(m2)
             raise RuntimeError("boom")
-    assert smooth._factor_i_sparse is original and not F.is_tree_factor_enabled(m2)
+    assert smooth._factor_i_sparse is original and not K.is_tree_factor_enabled(m2)
     # a model without a tree over M_BLOCK_DENSE_MAX: nothing to replace, nothing patched
-    small, _ = F._put(F.chain_model(10), 1, "cpu")
-    assert F.use_tree_factor(small) is False and smooth._factor_i_sparse is original
+    small, _ = F.put(F.chain_model(10), 1, "cpu")
+    assert K.use_tree_factor(small) is False and smooth._factor_i_sparse is original
     with pytest.raises(ValueError, match="block_dim"):
-        F.use_tree_factor(m1, block_dim=0)
+        K.use_tree_factor(m1, block_dim=0)
 
 
 def test_one_step_agrees_and_covers_every_factorization(humanoid):
@@ -266,7 +267,7 @@ def test_benchmark_and_experiment_row(tmp_path):
     assert df.loc[0, "factor_calls_per_step"] == 2 and df.loc[0, "levels"] == 69
     for col in ("stock_us_per_call", "tree_us_per_call", "dense_us_per_call", "step_tree_us"):
         assert df.loc[0, col] > 0, col
-    assert json.loads(df.loc[0, "params"])["chunk"] == F.CHUNK
+    assert json.loads(df.loc[0, "params"])["chunk"] == K.CHUNK
     assert json.loads(df.loc[0, "params"])["variant"] == "shared"  # "auto", resolved
     curve = results.read_curve(row["run_id"], tmp_path)
     assert curve.shape == (2, 6) and "dev_quiet_tree_rad" in curve
@@ -291,7 +292,7 @@ def test_benchmark_times_each_variant_it_names(monkeypatch):
     """The "tree" column times the chosen variant and the "global" column the global one, each
     through its own calls (not one timing copied into both)."""
     seen = []
-    real = F.factor_tree
+    real = K.factor_tree
 
     def spy(*a, variant="auto", **kw):
         seen.append(variant)
@@ -339,7 +340,7 @@ def test_push_schedule_matches_env_defaults(humanoid):
     # pushed where the env pushes: the torso
     import mujoco
 
-    assert F._push_body(humanoid) == mujoco.mj_name2id(humanoid, mujoco.mjtObj.mjOBJ_BODY, "torso") > 1
+    assert F.push_body(humanoid) == mujoco.mj_name2id(humanoid, mujoco.mjtObj.mjOBJ_BODY, "torso") > 1
     impulse = mag[on] * cfg.push_duration_s
     assert impulse.min() >= cfg.push_impulse_ns[0] - 1e-3 and impulse.max() <= cfg.push_impulse_ns[1] + 1e-3
     assert on.sum(axis=0).min() == per_world.min() * int(round(cfg.push_duration_s / dt))
@@ -384,8 +385,8 @@ def test_notebook_runs_at_smoke_size(tmp_path):
 
 def test_experiment_refuses_to_time_a_wrong_kernel(monkeypatch, tmp_path):
     """Correctness before speed: a broken factor raises before any timing or row."""
-    def broken(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto"):
-        F.stock_factor(m, d, M, L, D)
+    def broken(m, d, M, L, D, schedule=None, block_dim=K.BLOCK_DIM, variant="auto"):
+        K.stock_factor(m, d, M, L, D)
         L.fill_(0.5)
 
     monkeypatch.setattr(F, "factor_tree", broken)
@@ -413,15 +414,15 @@ def test_probe_checks_L_and_D_before_timing(variant, monkeypatch, capsys):
     probe = _probe()
     probe.main(2, "cpu")
     assert capsys.readouterr().out.startswith("probe nworld=2: stock ")
-    real = F.factor_tree
+    real = K.factor_tree
 
-    def wrong_d(m, d, M, L, D, schedule=None, block_dim=F.BLOCK_DIM, variant="auto", _bad=variant):
+    def wrong_d(m, d, M, L, D, schedule=None, block_dim=K.BLOCK_DIM, variant="auto", _bad=variant):
         real(m, d, M, L, D, schedule=schedule, block_dim=block_dim, variant=variant)
         if variant == _bad:
             D.assign(D.numpy() * 1.01)  # 1 % off: far beyond float32 rounding
 
     timed = []
-    monkeypatch.setattr(F, "factor_tree", wrong_d)
+    monkeypatch.setattr(K, "factor_tree", wrong_d)
     monkeypatch.setattr(probe.time, "perf_counter", lambda: timed.append(1) or 0.0)
     with pytest.raises(SystemExit, match=rf"{variant} disagrees with stock in D \(qLDiagInv\): "
                                          r"relative error 1\.00e-02"):  # relative, not absolute

@@ -30,13 +30,14 @@ class Slots:
     """Per-world slot sizes for one body.
 
     Attributes:
-      nconmax: contacts per world (MuJoCo Warp pools `nworld × nconmax` over all worlds).
-      njmax: constraint rows per world (each world is capped at njmax).
+      nconmax: contacts per world (MuJoCo Warp pools `nworld × nconmax` over all worlds);
+        None: MuJoCo Warp's default (`make_data`).
+      njmax: constraint rows per world (each world is capped at njmax); None: the default.
       source: where the numbers come from (the measurement and its margin).
     """
 
-    nconmax: int
-    njmax: int
+    nconmax: int | None
+    njmax: int | None
     source: str
 
 

@@ -1,0 +1,1 @@
+"""Measurement: everything that times, profiles, checks and compares, and writes result rows."""
