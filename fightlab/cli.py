@@ -18,6 +18,8 @@ import dataclasses
 import json
 import sys
 
+from fightlab.paths import RUNS  # default run folders: the repository's runs/, whatever the cwd
+
 
 def _default_device() -> str:
     """cuda:0 when warp sees a GPU, else cpu."""
@@ -60,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--max-iterations", type=int, default=None,
                    help="stop unsolved after this many iterations (default 1500, or the checkpoint's)")
     t.add_argument("--run-dir", default=None,
-                   help="default runs/train/<body>-<nworld>-s<seed>, or the checkpoint's folder")
+                   help="default the repository's runs/train/<body>-<nworld>-s<seed>, or the checkpoint's folder")
     t.add_argument("--resume", default=None, help="checkpoint to continue from")
     t.add_argument("--segment-s", type=float, default=None,
                    help="stop (with a checkpoint) after this many seconds; continue with --resume")
@@ -189,7 +191,7 @@ def cmd_train(a) -> int:
         seed = 0 if a.seed is None else a.seed
         cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
                           max_iterations=a.max_iterations if a.max_iterations is not None else 1500,
-                          run_dir=a.run_dir or f"runs/train/{body}-{nworld}-s{seed}",
+                          run_dir=a.run_dir or str(RUNS / "train" / f"{body}-{nworld}-s{seed}"),
                           segment_s=a.segment_s, checkpoint_every=a.checkpoint_every,
                           graph=not a.no_graph, tree_factor=not a.no_tree_factor)
         cfg = _apply_overrides(cfg, a.set)

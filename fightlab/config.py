@@ -12,6 +12,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from fightlab.paths import RUNS
+
 BODY_NAMES = ("muscular-fast", "simple")
 
 
@@ -148,7 +150,7 @@ class TrainConfig:
     min_tracking: float = 0.75
     min_episode_s: float = 9.5
     checkpoint_every: int = 50
-    run_dir: str = "runs/train"
+    run_dir: str = str(RUNS / "train")
     resume: str | None = None
     stop_when_solved: bool = True
     graph: bool = True

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI parser imports FIGURES
     import pandas as pd
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",

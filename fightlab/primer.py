@@ -41,6 +41,8 @@ import warp as wp
 from torch import nn
 
 from fightlab import results, timing
+from fightlab.config import check_publish, validate_size
+from fightlab.paths import REPO_ROOT
 
 __all__ = [
     "PrimerParams",
@@ -67,7 +69,6 @@ __all__ = [
     "result_row",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 #: the cloud prices quoted by the GPU survival-toolkit article (see the file's source column)
 CLOUD_PRICES = REPO_ROOT / "data" / "reference" / "cloud_prices.csv"
 

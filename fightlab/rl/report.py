@@ -12,8 +12,8 @@ import pandas as pd
 
 from fightlab import results
 from fightlab.config import to_dict
+from fightlab.paths import REPO_ROOT, RUNS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_row(trainer, res: dict) -> dict:
@@ -141,7 +141,7 @@ def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, de
 
 
 def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,
-             local_root: Path = Path("runs/eval")) -> dict:
+             local_root: Path = RUNS / "eval") -> dict:
     """Print an evaluation (fightlab.rl.runner.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
@@ -167,7 +167,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
 
 
 def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = False,
-              local_root: Path = Path("runs/slots")) -> dict:
+              local_root: Path = RUNS / "slots") -> dict:
     """Print a fallen-contacts measurement (fightlab.bodies.describe.fallen_contacts) and store it
     as a `slots` row (runs/slots always, data/results with `publish`). Returns the row."""
     row = results.run_metadata(body=body, nworld=int(res["nworld"]), seed=int(res.get("seed", 0)),
