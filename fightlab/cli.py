@@ -22,13 +22,10 @@ from fightlab.paths import RUNS  # default run folders: the repository's runs/, 
 
 
 def _default_device() -> str:
-    """cuda:0 when warp sees a GPU, else cpu."""
-    try:
-        from fightlab.config import init_warp
+    """cuda:0 when warp sees a GPU, else cpu (the rule lives in fightlab.config.default_device)."""
+    from fightlab.config import default_device
 
-        return "cuda:0" if init_warp().get_cuda_device_count() > 0 else "cpu"
-    except Exception:
-        return "cpu"
+    return default_device()
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

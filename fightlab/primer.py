@@ -170,17 +170,12 @@ def params_for(
 
     Raises:
         ValueError: naming the bad value (and the choices for ``size``/``device``); ``publish``
-            with ``size="smoke"`` or without a GPU (published rows are GPU measurements).
+            refused by :func:`fightlab.config.check_publish` (full size on a GPU only).
     """
-    if size not in ("smoke", "full"):
-        raise ValueError(f"size must be 'smoke' or 'full', got {size!r}")
+    size = validate_size(size)
     check_cpu_compiler()
     dev = timing.resolve_device(device, has_cuda=has_cuda)
-    if publish and (size != "full" or not timing.is_cuda_device(dev)):
-        raise ValueError(
-            f"publish=True writes data/results/primer.csv and figures/: it needs size='full' on a GPU, "
-            f"got size={size!r}, device={dev!r}"
-        )
+    check_publish(publish, dev, "data/results/primer.csv and figures/", size)
     sizes = [_positive_int("vector_sizes entry", n) for n in vector_sizes]
     if not sizes:
         raise ValueError("vector_sizes must hold at least one size")

@@ -510,8 +510,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
 
     import mujoco_warp as mjw
     from fightlab import timing
-    from fightlab.cli import _default_device
-    from fightlab.config import validate_device
+    from fightlab.config import resolve_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim import physics
 
@@ -519,7 +518,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
     if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
         raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
-    device = validate_device(device or _default_device())
+    device = resolve_device(device)
     cuda = _cuda(device)
 
     env = StanceEnv(body, nworld, device, seed=seed, graph=False, tree_factor=tree_factor)
