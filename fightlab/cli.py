@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--publish", action="store_true",
                    help="let the notebooks write data/ and figures/ (GPU only, except 01's rendering)")
     r.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
+    r.add_argument("--log-output", action="store_true",
+                   help="stream the cells' output (a training's progress bar included) instead of "
+                        "a progress bar over each notebook's cells")
 
     d = sub.add_parser("describe", help="print a body's facts", formatter_class=fmt)
     d.add_argument("body", help=f"one of: {bodies}")
@@ -238,11 +241,16 @@ def cmd_evaluate(a) -> int:
 
 def cmd_reproduce(a) -> int:
     from fightlab.config import validate_device
-    from fightlab.reproduce import reproduce
+    from fightlab.reproduce import NotebookError, reproduce
 
     device = validate_device(a.device or _default_device())
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
-    return reproduce(only=a.only, size=size, publish=a.publish, device=device)
+    try:
+        return reproduce(only=a.only, size=size, publish=a.publish, device=device,
+                         log_output=a.log_output)
+    except NotebookError as e:  # the cell's traceback is in the executed notebook
+        print(f"fightlab: error: {e}", file=sys.stderr)
+        return 1
 
 
 def cmd_slots(a) -> int:

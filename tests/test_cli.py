@@ -33,7 +33,8 @@ from fightlab.cli import main
     (["slots", "--seconds", "-1", "--device", "cpu"], "--seconds must be > 0"),
     (["slots", "--body", "robot", "--device", "cpu"], "unknown body 'robot'"),
     (["reproduce", "--only", "06", "--device", "gpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
-    (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "may only run notebook 01"),
+    (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "device 'cpu' is not a GPU"),
+    (["reproduce", "--only", "01", "--size", "smoke", "--device", "cpu", "--publish"], "size 'smoke' is not 'full'"),
     (["evaluate", "missing.pt"], "checkpoint 'missing.pt' does not exist"),
     (["figures", "--only", "nope"], "unknown figure 'nope'; valid figures: train_curves, profile_stages, "
                                     "factor_time, factor_trajectory"),
