@@ -317,10 +317,12 @@ class Trainer:
             rollout_s=t1 - t0, update_s=t2 - t1,
         )
         if summary["overflow_worlds"]:
-            print(f"OVERFLOW iteration {self.iteration}: {summary['overflow_worlds']} worlds ran out of "
-                  f"slots (nefc: {summary['nefc_overflow']}, contacts: {summary['contact_overflow']}; "
-                  f"nconmax={env.slots.nconmax}, njmax={env.slots.njmax}); those worlds were reset "
-                  "and counted as falls", flush=True)
+            print(f"OVERFLOW iteration {self.iteration}: {summary['overflow_worlds']} slot resets in "
+                  f"{summary['overflow_distinct_worlds']} of {cfg.nworld} worlds (a world that runs "
+                  f"out of slots is reset, counted as a fall, and may run out again; resets by "
+                  f"constraint rows: {summary['nefc_overflow']}, by contacts: "
+                  f"{summary['contact_overflow']}; nconmax={env.slots.nconmax}, "
+                  f"njmax={env.slots.njmax})", flush=True)
         if summary["nan_resets"]:
             print(f"NAN iteration {self.iteration}: {summary['nan_resets']} worlds had non-finite "
                   "qpos/qvel; reset and counted as falls", flush=True)
