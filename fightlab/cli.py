@@ -40,7 +40,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from fightlab.config import BODY_NAMES
+    from fightlab.config import BODY_NAMES, TrainConfig
 
     fmt = _Formatter
     p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0],
@@ -84,10 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--publish", action="store_true", help="GPU only: append the row to data/results/evaluate.csv")
     e.add_argument("--nworld", default="256", help="parallel worlds")
     e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
-    e.add_argument("--episodes", type=float, default=1.0, help="episodes (10 s each) per world, >= 1")
+    e.add_argument("--episodes", type=float, default=1.0,
+                   help="how long each world runs, in episode lengths (10 s each), >= 1; a world that "
+                        "falls starts a new episode, so the count printed (episodes ended, all worlds) "
+                        "is at least nworld × this")
     e.add_argument("--timestep", type=float, default=None, help="physics timestep override, s (e.g. 0.002)")
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
     e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
+    e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
 
     r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
@@ -113,6 +117,13 @@ def _parser() -> argparse.ArgumentParser:
                          "physics substeps with contact checks, post-step, reset, observation)")
     pr.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     pr.add_argument("--top", type=int, default=12, help="kernels to list")
+    pr.add_argument("--tree-factor", action=argparse.BooleanOptionalAction,
+                    default=TrainConfig.tree_factor,
+                    help="factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch "
+                         f"kernel (default: {'on' if TrainConfig.tree_factor else 'off'}, as in training); "
+                         "--no-tree-factor: MuJoCo Warp's per-level sparse factor. The table names the "
+                         "path measured")
+    pr.add_argument("--no-progress", action="store_true", help="no tqdm bar over the profile's phases")
 
     sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over",
                         formatter_class=fmt)
@@ -122,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     sl.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     sl.add_argument("--limp", action="store_true", help="servos off while falling (bodies lie flatter)")
     sl.add_argument("--publish", action="store_true", help="GPU only: append rows to data/results/slots.csv")
+    sl.add_argument("--no-progress", action="store_true", help="no tqdm bar over the physics steps")
 
     from fightlab.figures import FIGURES
 
@@ -226,7 +238,7 @@ def cmd_evaluate(a) -> int:
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
         res = evaluate_zero_action(validate_body(a.body), nworld=nworld, device=device,
                                    episodes_per_world=a.episodes, amplitude=a.amplitude,
-                                   seed=a.seed, timestep=a.timestep)
+                                   seed=a.seed, timestep=a.timestep, progress=not a.no_progress)
     else:
         ck = load_checkpoint(a.checkpoint)
         if a.body is not None and a.body != ck["config"].get("body"):
@@ -234,7 +246,7 @@ def cmd_evaluate(a) -> int:
                               f"({ck['config'].get('body')})")
         res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
                        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
-                       seed=a.seed)
+                       seed=a.seed, progress=not a.no_progress)
     eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
     return 0
 
@@ -268,7 +280,7 @@ def cmd_slots(a) -> int:
     bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
     for body in bodies:
         res = fallen_contacts(body, nworld=nworld, seconds=a.seconds,
-                              device=device, limp=a.limp)
+                              device=device, limp=a.limp, progress=not a.no_progress)
         slots_row(body, res, device=device, limp=a.limp, publish=a.publish)
     return 0
 
@@ -280,10 +292,11 @@ def cmd_profile(a) -> int:
     from fightlab.sim.profile import profile
 
     res = profile(validate_body(a.body), nworld=validate_nworld(a.nworld), nstep=a.nstep,
-                  device=validate_device(a.device or _default_device()), what=a.what)
+                  device=validate_device(a.device or _default_device()), what=a.what,
+                  tree_factor=a.tree_factor, progress=not a.no_progress)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
-        print(res.by_stage)
+        print(res.stage_table())
         print(res.by_kernel.head(a.top))
     return 0
 

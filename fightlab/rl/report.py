@@ -155,15 +155,26 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                mean_episode_s=float(res["mean_episode_s"]),
                overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
     _publish_row("evaluate", row, publish, local_root, device)
-    print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
-          f"amplitude={res['amplitude']:g} episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
+    print(f"evaluate {res['body']}: {_policy_label(res)}; timestep={res['timestep']:g}s "
+          f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
+          f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
+          f"a new episode): {res['episodes']} episodes ended in all, fall_rate={res['fall_rate']:.3f} "
           f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
-          f"mean_episode_s={res['mean_episode_s']:.2f} overflow={res['overflow_count']} "
-          f"nan_resets={res['nan_resets']}"
-          + ("" if res.get("ckpt_iteration") is None else
-             f" policy=iteration {res['ckpt_iteration']} ({'solved' if res['ckpt_solved'] else 'NOT solved'})")
-          + (" [published]" if publish else ""), flush=True)
+          f"mean_episode_s={res['mean_episode_s']:.2f} overflow_resets={res['overflow_count']} "
+          f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
     return row
+
+
+def _policy_label(res: dict) -> str:
+    """Which policy an evaluation ran: "zero action" (with the checkpoint whose body and task it
+    used, if any: its own policy did not run), or "iteration N (solved / NOT solved)" of the
+    checkpoint, so a half-trained policy cannot pass for the solved one."""
+    it = res.get("ckpt_iteration")
+    if res["zero_action"]:
+        return "policy=zero action" + ("" if it is None else
+                                       f" (body and task from the checkpoint of iteration {it}; its policy did not run)")
+    return f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+
 
 
 def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = False,
