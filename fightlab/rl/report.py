@@ -94,9 +94,12 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
       curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
         window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
       title: figure title.
-      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve.
+      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;
+        a ``label`` there replaces the curve's legend entry ("_nolegend_": none, e.g. for the
+        other seeds of a group).
     Returns:
-      the matplotlib Figure (2×2 axes; with more than 6 curves the legend sits below them).
+      the matplotlib Figure (2×2 axes, every one with its tick labels; with more than 6 legend
+      entries the legend sits below them).
     """
     import matplotlib.pyplot as plt
 
@@ -112,18 +115,19 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
         for ax, (col, ylab) in zip(axes.flat, panels):
             for name, df in curves.items():
                 if col in df:
-                    ax.plot(df["elapsed_s"], df[col], label=name, **styles.get(name, {}))
+                    ax.plot(df["elapsed_s"], df[col], **{"label": name, **styles.get(name, {})})
             label(ax, x="training wall time [s]", y=ylab)
+            ax.tick_params(labelbottom=True)  # sharex hides the top row's labels otherwise
         axes[0, 1].set_ylim(0, 1.05)
         axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
         axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
         if title:
             fig.suptitle(title)
         fig.tight_layout()
-        if len(curves) > 6:  # a long legend would cover the curves: put it under the panels
-            handles, labels = axes[0, 0].get_legend_handles_labels()
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        if len(labels) > 6:  # a long legend would cover the curves: put it under the panels
             fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
-        else:
+        elif labels:
             axes[0, 0].legend(fontsize=8)
     return fig
 
