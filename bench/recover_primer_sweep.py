@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab import primer, results
+from fightlab.paths import REPO_ROOT as ROOT
 
 RUN_ID = "4712542b7710"
-ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "bench/logs/2026-11-30-s3/nb00_sweep_median_us_frac.html"
 SOURCE = ("recovered from the executed notebook's printed table "
           "(bench/logs/2026-11-30-s3/nb00_sweep_median_us_frac.html; median rounded to 0.01 us)")

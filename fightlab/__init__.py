@@ -4,6 +4,7 @@ Public API (imported lazily, so `python -m fightlab --help` stays fast):
   build_body(name) -> mujoco.MjModel, BODIES, describe
   StanceEnv, EnvConfig, PPOConfig, TrainConfig
   train(cfg) -> result dict, evaluate(checkpoint, ...) -> dict
+  REPO_ROOT: the repository every default path resolves from (fightlab.paths)
 """
 
 __version__ = "0.1.0"
@@ -18,6 +19,7 @@ _LAZY = {
     "TrainConfig": ("fightlab.config", "TrainConfig"),
     "train": ("fightlab.rl.runner", "train"),
     "evaluate": ("fightlab.rl.runner", "evaluate"),
+    "REPO_ROOT": ("fightlab.paths", "REPO_ROOT"),
 }
 
 __all__ = sorted(_LAZY)

@@ -17,8 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-#: the source tree (repository root when fightlab is installed editable / run from a checkout)
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from fightlab.paths import REPO_ROOT  # the source tree (kept importable from here)
 
 #: result-row column -> distribution name on PyPI
 PACKAGES = {"warp": "warp-lang", "mujoco_warp": "mujoco-warp", "torch": "torch"}

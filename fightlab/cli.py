@@ -19,15 +19,14 @@ import json
 import math
 import sys
 
+from fightlab.paths import RUNS  # default run folders: the repository's runs/, whatever the cwd
+
 
 def _default_device() -> str:
-    """cuda:0 when warp sees a GPU, else cpu."""
-    try:
-        from fightlab.config import init_warp
+    """cuda:0 when warp sees a GPU, else cpu (the rule lives in fightlab.config.default_device)."""
+    from fightlab.config import default_device
 
-        return "cuda:0" if init_warp().get_cuda_device_count() > 0 else "cpu"
-    except Exception:
-        return "cpu"
+    return default_device()
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -99,10 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--publish", action="store_true", help="GPU only: append the row to data/results/evaluate.csv")
     e.add_argument("--nworld", default="256", help="parallel worlds")
     e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
-    e.add_argument("--episodes", type=float, default=1.0, help="episodes (10 s each) per world, >= 1")
+    e.add_argument("--episodes", type=float, default=1.0,
+                   help="how long each world runs, in episode lengths (10 s each), >= 1; a world that "
+                        "falls starts a new episode, so the count printed (episodes ended, all worlds) "
+                        "is at least nworld × this")
     e.add_argument("--timestep", type=float, default=None, help="physics timestep override, s (e.g. 0.002)")
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
     e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
+    e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
 
     r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
@@ -111,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--publish", action="store_true",
                    help="let the notebooks write data/ and figures/ (GPU only, except 01's rendering)")
     r.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
+    r.add_argument("--log-output", action="store_true",
+                   help="stream the cells' output (a training's progress bar included) instead of "
+                        "a progress bar over each notebook's cells")
 
     d = sub.add_parser("describe", help="print a body's facts", formatter_class=fmt)
     d.add_argument("body", help=f"one of: {bodies}")
@@ -125,6 +131,13 @@ def _parser() -> argparse.ArgumentParser:
                          "physics substeps with contact checks, post-step, reset, observation)")
     pr.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     pr.add_argument("--top", type=int, default=12, help="kernels to list")
+    pr.add_argument("--tree-factor", action=argparse.BooleanOptionalAction,
+                    default=TrainConfig.tree_factor,
+                    help="factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch "
+                         f"kernel (default: {'on' if TrainConfig.tree_factor else 'off'}, as in training); "
+                         "--no-tree-factor: MuJoCo Warp's per-level sparse factor. The table names the "
+                         "path measured")
+    pr.add_argument("--no-progress", action="store_true", help="no tqdm bar over the profile's phases")
 
     sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over",
                         formatter_class=fmt)
@@ -134,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     sl.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     sl.add_argument("--limp", action="store_true", help="servos off while falling (bodies lie flatter)")
     sl.add_argument("--publish", action="store_true", help="GPU only: append rows to data/results/slots.csv")
+    sl.add_argument("--no-progress", action="store_true", help="no tqdm bar over the physics steps")
 
     from fightlab.figures import FIGURES
 
@@ -184,7 +198,6 @@ def _given(value, default):
 def cmd_train(a) -> int:
     from pathlib import Path
 
-    from fightlab._meta import REPO_ROOT
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
                                  validate_device, validate_nworld)
     from fightlab.rl.report import finish_run
@@ -220,7 +233,7 @@ def cmd_train(a) -> int:
         body = validate_body(_given(a.body, dflt.body))
         nworld = validate_nworld(_given(a.nworld, dflt.nworld))
         seed = _given(a.seed, dflt.seed)
-        run_dir = _given(a.run_dir, str(REPO_ROOT / "runs" / "train" / f"{body}-{nworld}-s{seed}"))
+        run_dir = _given(a.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
         if not str(run_dir).strip():
             raise ConfigError("--run-dir must name a folder, got ''")
         cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
@@ -258,7 +271,7 @@ def cmd_evaluate(a) -> int:
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
         res = evaluate_zero_action(validate_body(a.body), nworld=nworld, device=device,
                                    episodes_per_world=a.episodes, amplitude=a.amplitude,
-                                   seed=a.seed, timestep=a.timestep)
+                                   seed=a.seed, timestep=a.timestep, progress=not a.no_progress)
     else:
         ck = load_checkpoint(a.checkpoint)
         if a.body is not None and a.body != ck["config"].get("body"):
@@ -266,18 +279,23 @@ def cmd_evaluate(a) -> int:
                               f"({ck['config'].get('body')})")
         res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
                        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
-                       seed=a.seed)
+                       seed=a.seed, progress=not a.no_progress)
     eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
     return 0
 
 
 def cmd_reproduce(a) -> int:
     from fightlab.config import validate_device
-    from fightlab.reproduce import reproduce
+    from fightlab.reproduce import NotebookError, reproduce
 
     device = validate_device(_given(a.device, _default_device()))
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
-    return reproduce(only=a.only, size=size, publish=a.publish, device=device)
+    try:
+        return reproduce(only=a.only, size=size, publish=a.publish, device=device,
+                         log_output=a.log_output)
+    except NotebookError as e:  # the cell's traceback is in the executed notebook
+        print(f"fightlab: error: {e}", file=sys.stderr)
+        return 1
 
 
 def cmd_slots(a) -> int:
@@ -295,7 +313,7 @@ def cmd_slots(a) -> int:
     bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
     for body in bodies:
         res = fallen_contacts(body, nworld=nworld, seconds=a.seconds,
-                              device=device, limp=a.limp)
+                              device=device, limp=a.limp, progress=not a.no_progress)
         slots_row(body, res, device=device, limp=a.limp, publish=a.publish)
     return 0
 
@@ -313,10 +331,11 @@ def cmd_profile(a) -> int:
     if a.top < 1:
         raise ConfigError(f"--top must be a positive integer (kernels to list), got {a.top}")
     res = profile(validate_body(a.body), nworld=validate_nworld(a.nworld), nstep=a.nstep,
-                  device=validate_device(_given(a.device, _default_device())), what=a.what)
+                  device=validate_device(_given(a.device, _default_device())), what=a.what,
+                  tree_factor=a.tree_factor, progress=not a.no_progress)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
-        print(res.by_stage)
+        print(res.stage_table())
         print(res.by_kernel.head(a.top))
     return 0
 

@@ -12,6 +12,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from fightlab.paths import RUNS
+
 BODY_NAMES = ("muscular-fast", "simple")
 
 
@@ -127,7 +129,8 @@ class TrainConfig:
         next check; the check looks at episodes finished in the last W iterations.
       max_fall_rate, min_tracking, min_episode_s: the widening / solve thresholds.
       checkpoint_every: iterations between checkpoints (0: only at the end).
-      run_dir: where rows, checkpoints and logs go (runs/ is git-ignored).
+      run_dir: where rows, checkpoints and logs go (default the repository's runs/train; runs/ is
+        git-ignored; a relative path is relative to the current directory).
       resume: checkpoint path to continue from (same curriculum state).
       stop_when_solved: end the run at the solving iteration.
       graph: capture the env step as a graph (CUDA graph, or warp's CPU graph).
@@ -148,7 +151,7 @@ class TrainConfig:
     min_tracking: float = 0.75
     min_episode_s: float = 9.5
     checkpoint_every: int = 50
-    run_dir: str = "runs/train"
+    run_dir: str = str(RUNS / "train")
     resume: str | None = None
     stop_when_solved: bool = True
     graph: bool = True
@@ -189,6 +192,22 @@ def init_warp():
     return wp
 
 
+def default_device() -> str:
+    """The device rule: "cuda:0" when warp sees a GPU, else "cpu"."""
+    try:
+        return "cuda:0" if init_warp().get_cuda_device_count() > 0 else "cpu"
+    except Exception:  # noqa: BLE001 - no usable warp/CUDA: the CPU
+        return "cpu"
+
+
+def resolve_device(device) -> str:
+    """A notebook's or command's device: "auto" (or None) gives :func:`default_device`, anything
+    else goes through :func:`validate_device` (ConfigError naming the value and the choices)."""
+    if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
+        return default_device()
+    return validate_device(device)
+
+
 #: notebook / reproduce sizes: "smoke" (CPU-sized check of the code path), "full" (the measurement)
 SIZES = ("smoke", "full")
 
@@ -200,22 +219,28 @@ def validate_size(size) -> str:
     return size
 
 
-def check_publish(publish: bool, device: str, what: str, size: str | None = "full") -> None:
+def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
+                  gpu: bool = True) -> None:
     """The one rule for what may write the committed data/: a measurement on a CUDA device at
     full size. Never a run on warp's CPU device, whatever its folder or flags (the CPU MuJoCo
     backend, once it exists, will publish rows labelled with the CPU model). A rendering (Figure 1)
-    writes figures only and does not go through here.
+    measures nothing and passes ``gpu=False``: only its size is checked.
 
     Args:
-      publish: whether the caller wants to write data/; nothing is checked when False.
+      publish: whether the caller wants to write data/ (True or False; nothing else is checked
+        when False).
       device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
-      size: the run's size (:data:`SIZES`) where it has one, else None.
+      size: the run's size (:data:`SIZES`) where it has one, else None;
+      gpu: whether what is written is a GPU measurement (False only for renderings).
     Raises:
-      ConfigError: naming the device or size that may not publish.
+      ConfigError: naming the device or size that may not publish, or a publish that is not a
+        bool (e.g. the string "False" from papermill's -r).
     """
+    if not isinstance(publish, bool):
+        raise ConfigError(f"publish must be True or False, got {publish!r}")
     if not publish:
         return
-    if not str(device).startswith("cuda"):
+    if gpu and not str(device).startswith("cuda"):
         raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements; "
                           f"device {device!r} is not a GPU (drop --publish: the row still goes under runs/)")
     if size is not None and size != "full":

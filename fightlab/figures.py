@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI parser imports FIGURES
     import pandas as pd
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
@@ -99,29 +99,37 @@ def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
 # --- training -------------------------------------------------------------------------------
 
 def train_curve_labels(runs: pd.DataFrame) -> list[str]:
-    """One legend label per published run: body, seed, factor setup and commit, and "shared
-    GPU ×N" for runs that shared the GPU (not headline times); unique (run_id appended on a
-    clash)."""
+    """One legend label per published run's group: body, factor setup and commit, the seeds of
+    the group, and "shared GPU ×N" for runs that shared the GPU (not headline times). Runs of one
+    group (:data:`fightlab.rl.report.SUMMARY_KEYS`, solo or shared alike) get the same label."""
     import pandas as pd
 
-    labels: list[str] = []
-    for r in runs.itertuples():
-        text = f"{r.body} seed {r.seed}, {r.setup}, {r.commit or 'no commit'}"
-        if r.shared_gpu != 1:
-            shared = "?" if pd.isna(r.shared_gpu) else int(r.shared_gpu)
-            text += f" (shared GPU ×{shared})"
-        if text in labels:
-            text += f" [{r.run_id}]"
-        labels.append(text)
+    from fightlab.rl.report import SUMMARY_KEYS
+
+    def shared(r) -> str:
+        if r.shared_gpu == 1:
+            return ""
+        return f" (shared GPU ×{'?' if pd.isna(r.shared_gpu) else int(r.shared_gpu)})"
+
+    keys = [tuple(getattr(r, k) for k in SUMMARY_KEYS) + (shared(r),) for r in runs.itertuples()]
+    seeds: dict[tuple, list[str]] = {}
+    for key, r in zip(keys, runs.itertuples()):
+        seeds.setdefault(key, []).append(str(r.seed))
+    labels = []
+    for key, r in zip(keys, runs.itertuples()):
+        ss = seeds[key]
+        labels.append(f"{r.body}, {r.setup}, {r.commit or 'no commit'}: seed{'s' if len(ss) > 1 else ''} "
+                      f"{', '.join(ss)}{key[-1]}")
     return labels
 
 
 def plot_train_curves(runs: pd.DataFrame, root: Path | str,
                       log: Callable[[str], None] = print):
     """All runs of :func:`fightlab.rl.report.published_runs` drawn with
-    :func:`fightlab.rl.report.plot_training`: one colour per (body, setup, commit) group, runs that
-    shared the GPU dotted. Runs without a curve file under ``root/data/curves`` are left out (said
-    through ``log``). Returns the Figure, or None when no run has a curve."""
+    :func:`fightlab.rl.report.plot_training`: one colour and one legend entry per (body, setup,
+    commit, ...) group (:func:`train_curve_labels`: the seeds listed), runs that shared the GPU
+    dotted. Runs without a curve file under ``root/data/curves`` are left out (said through
+    ``log``). Returns the Figure, or None when no run has a curve."""
     from fightlab import results
     from fightlab.plots import COLORS
     from fightlab.rl.report import SUMMARY_KEYS, plot_training
@@ -130,16 +138,20 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
     keys = list(SUMMARY_KEYS)
     first = runs.groupby(keys, sort=False)["time"].transform("min")
     runs = runs.assign(_first=first).sort_values(["body", "_first", "seed"], kind="stable")
-    curves, styles, groups = {}, {}, {}
+    have = [results.curve_path(r.run_id, root).exists() for r in runs.itertuples()]
+    for r, ok in zip(runs.itertuples(), have):
+        if not ok:
+            log(f"figures: train_curves: run {r.run_id} ({r.body} seed {r.seed}) has no curve "
+                f"{results.curve_path(r.run_id, root)}")
+    runs = runs[have]
+    curves, styles, groups, labelled = {}, {}, {}, set()
     for label, r in zip(train_curve_labels(runs), runs.itertuples()):
-        path = results.curve_path(r.run_id, root)
-        if not path.exists():
-            log(f"figures: train_curves: run {r.run_id} ({r.body} seed {r.seed}) has no curve {path}")
-            continue
         group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
         color = COLORS[groups.setdefault(group, len(groups)) % len(COLORS)]
-        curves[label] = results.read_curve(r.run_id, root)
-        styles[label] = dict(color=color, lw=1.2, ls="-" if r.shared_gpu == 1 else ":")
+        curves[r.run_id] = results.read_curve(r.run_id, root)
+        styles[r.run_id] = dict(color=color, lw=1.2, ls="-" if r.shared_gpu == 1 else ":",
+                                label=label if label not in labelled else "_nolegend_")
+        labelled.add(label)
     if not curves:
         return None
     gpus = ", ".join(dict.fromkeys(runs["gpu"]))
@@ -190,7 +202,11 @@ def plot_factor_time(df: pd.DataFrame):
     (body, nworld) row, bars for the stock sparse path, fightlab's single launch (the "global"
     variant, and the row's own variant when it is another, e.g. "shared"; ``params.variant``,
     "global" for rows from before the variants) and the dense tile reference, on a log axis (the
-    dense reference is 10-100× the others). Returns the Figure."""
+    dense reference is 10-100× the others). Each group is labelled with its row's commit; a bar
+    the row did not measure (e.g. a row from before the shared variant) is marked "not measured"
+    in place, and a note under the axis says which and why. Returns the Figure."""
+    import math
+
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -206,20 +222,37 @@ def plot_factor_time(df: pd.DataFrame):
     for v in others:
         bars.append((df["tree_factor_ms_per_step"].where(variant == v), f"single launch, {v} memory"))
     bars.append((df["dense_factor_ms_per_step"], "dense tile reference"))
-    labels = [f"{b}\n{n} worlds" for b, n in zip(df["body"], df["nworld"])]
+    labels = [f"{b}\n{n} worlds\n{c}" for b, n, c in zip(df["body"], df["nworld"], df["commit"])]
     x = range(len(df))
+    missing: dict[str, list[int]] = {}
     with plots.use_style():
-        fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(df) + 1.5), 4.0))
+        fig, ax = plt.subplots(figsize=(max(6.4, 1.2 * len(df) + 1.5), 4.4))
         w = 0.8 / len(bars)
         for k, (values, name) in enumerate(bars):
             off = (k - (len(bars) - 1) / 2) * w
-            ax.bar([i + off for i in x], pd.to_numeric(values, errors="coerce"), width=w, label=name)
+            v = pd.to_numeric(values, errors="coerce")
+            ax.bar([i + off for i in x], v, width=w, label=name)
+            for i in x:
+                if not (isinstance(v[i], float) and math.isfinite(v[i]) and v[i] > 0):
+                    missing.setdefault(name, []).append(i)
+                    ax.text(i + off, 0.02, "not measured", transform=ax.get_xaxis_transform(),
+                            rotation=90, ha="center", va="bottom", fontsize=7, color="0.45")
         ax.set_yscale("log")
         ax.set_xticks(list(x), labels, fontsize=9)
         ax.legend(fontsize=9)
         plots.label(ax, y="factorization time per physics step [ms]",
                     title=f"M factorization, {', '.join(dict.fromkeys(df['gpu']))}")
-        fig.tight_layout()
+        if missing:
+            notes = []
+            for name, rows in missing.items():
+                where = ", ".join(f"{df['body'][i]} ×{df['nworld'][i]}" for i in rows)
+                commits = ", ".join(dict.fromkeys(str(df["commit"][i]) for i in rows))
+                notes.append(f"{name}: not measured for {where} (newest row at that size: "
+                             f"commit {commits}, which did not time it)")
+            fig.text(0.01, 0.01, "\n".join(notes), fontsize=8, color="0.3", ha="left", va="bottom")
+            fig.tight_layout(rect=(0, 0.035 * (len(notes) + 1), 1, 1))
+        else:
+            fig.tight_layout()
     return fig
 
 

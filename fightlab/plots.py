@@ -117,14 +117,15 @@ def label(ax: Any, x: str | None = None, y: str | None = None, title: str | None
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def savefig(fig: Any, name: str, root: Path | str = ".", *, formats: tuple[str, ...] = ("png", "svg"),
+def savefig(fig: Any, name: str, root: Path | str, *, formats: tuple[str, ...] = ("png", "svg"),
             **kwargs: Any) -> list[Path]:
     """Save ``fig`` as ``root/figures/<name>.png`` and ``.svg`` (creating ``figures/``).
 
     Args:
         fig: a matplotlib Figure.
         name: file stem, letters/digits/``_.-`` without a suffix (e.g. ``"figure1_bodies"``).
-        root: repository root, or a run folder for smoke runs (``runs/<...>``).
+        root: repository root (``fightlab.paths.REPO_ROOT``), or a run folder for smoke runs
+            (``runs/<...>``); no default, so nothing lands under the current directory unasked.
         formats: suffixes to write.
         **kwargs: passed to ``Figure.savefig`` (dpi, bbox_inches ...).
 

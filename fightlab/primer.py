@@ -41,6 +41,8 @@ import warp as wp
 from torch import nn
 
 from fightlab import results, timing
+from fightlab.config import check_publish, validate_size
+from fightlab.paths import REPO_ROOT
 
 __all__ = [
     "PrimerParams",
@@ -67,7 +69,6 @@ __all__ = [
     "result_row",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 #: the cloud prices quoted by the GPU survival-toolkit article (see the file's source column)
 CLOUD_PRICES = REPO_ROOT / "data" / "reference" / "cloud_prices.csv"
 
@@ -169,17 +170,12 @@ def params_for(
 
     Raises:
         ValueError: naming the bad value (and the choices for ``size``/``device``); ``publish``
-            with ``size="smoke"`` or without a GPU (published rows are GPU measurements).
+            refused by :func:`fightlab.config.check_publish` (full size on a GPU only).
     """
-    if size not in ("smoke", "full"):
-        raise ValueError(f"size must be 'smoke' or 'full', got {size!r}")
+    size = validate_size(size)
     check_cpu_compiler()
     dev = timing.resolve_device(device, has_cuda=has_cuda)
-    if publish and (size != "full" or not timing.is_cuda_device(dev)):
-        raise ValueError(
-            f"publish=True writes data/results/primer.csv and figures/: it needs size='full' on a GPU, "
-            f"got size={size!r}, device={dev!r}"
-        )
+    check_publish(publish, dev, "data/results/primer.csv and figures/", size)
     sizes = [_positive_int("vector_sizes entry", n) for n in vector_sizes]
     if not sizes:
         raise ValueError("vector_sizes must hold at least one size")
@@ -430,13 +426,31 @@ def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
     }
 
 
+#: primer sweep lines: colour = operation (numpy's copy/add/saxpy share Warp's colours), line
+#: style = implementation (Warp on the CPU, Warp on a GPU, numpy)
+_SWEEP_OPS = {"copy": "copy", "numpy_copy": "copy", "vec_add": "vec_add", "numpy_add": "vec_add",
+              "saxpy": "saxpy", "numpy_saxpy": "saxpy", "empty_kernel": "empty_kernel"}
+
+
+def _sweep_style(dev: str) -> tuple[str, str]:
+    """(line style, legend text) of a sweep's device column: "cpu", "numpy" or a GPU."""
+    if dev == "cpu":
+        return "-", "Warp on the CPU"
+    if dev == "numpy":
+        return ":", "numpy (CPU)"
+    return "--", f"Warp on {dev}"
+
+
 def plot_sweep(df: pd.DataFrame, title: str | None = None):
     """Two panels: time per call [us] and effective bandwidth [GB/s] against elements, log-log.
 
     ``df``: :func:`vector_sweep`'s rows (or a primer run's curve, ``data/curves/<run_id>.csv``):
-    needs ``device, op, n, median_s, gb_per_s``. ``title``: optional figure title. Drawn under
-    the house style (:func:`fightlab.plots.use_style`). Returns the Figure."""
+    needs ``device, op, n, median_s, gb_per_s``. ``title``: optional figure title. Colour is the
+    operation and line style the implementation, each with its own legend (so a CPU and a GPU
+    line of one operation never share a legend entry). Drawn under the house style
+    (:func:`fightlab.plots.use_style`). Returns the Figure."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from fightlab import plots
 
@@ -444,12 +458,14 @@ def plot_sweep(df: pd.DataFrame, title: str | None = None):
         fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4.0))
         colour = {"copy": plots.COLORS[0], "vec_add": plots.COLORS[1], "saxpy": plots.COLORS[2],
                   "empty_kernel": plots.COLORS[3]}
+        ops, devs = {}, {}
         for (dev, op), g in df.groupby(["device", "op"], sort=False):
             g = g.sort_values("n")
-            # colour = operation (numpy's copy/add/saxpy share Warp's colours), line style = device
-            ls = {"cpu": "-", "numpy": ":"}.get(dev, "--")
-            c = colour.get({"numpy_copy": "copy", "numpy_add": "vec_add", "numpy_saxpy": "saxpy"}.get(op, op),
-                           plots.COLORS[4])
+            ls, dev_text = _sweep_style(dev)
+            family = _SWEEP_OPS.get(op, op)
+            c = colour.get(family, plots.COLORS[4])
+            ops.setdefault(family, c)
+            devs.setdefault(dev_text, ls)
             kw = dict(ls=ls, color=c, marker="o", ms=3, label=f"{op} ({dev})")
             ax_t.plot(g.n, g.median_s * 1e6, **kw)
             if op != "empty_kernel":
@@ -461,7 +477,12 @@ def plot_sweep(df: pd.DataFrame, title: str | None = None):
                     title="tiny n: launch-bound (flat); large n: bandwidth-bound")
         plots.label(ax_bw, x="elements n [count]", y="effective bandwidth [GB/s]",
                     title="bytes read + written / time")
-        ax_t.legend(fontsize=8, ncol=2)
+        ax_t.legend([Line2D([], [], color=c, lw=2) for c in ops.values()],
+                    [op.replace("_", " ") for op in ops], title="operation", fontsize=8,
+                    title_fontsize=8, loc="upper left")
+        ax_bw.legend([Line2D([], [], color="0.25", ls=ls, lw=1.5) for ls in devs.values()], list(devs),
+                     title="implementation", fontsize=8, title_fontsize=8, loc="upper left",
+                     handlelength=4)
         if title:
             fig.suptitle(title, fontsize=10)
         fig.tight_layout()

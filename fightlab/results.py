@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from fightlab import _meta
+from fightlab.paths import REPO_ROOT
 
 __all__ = [
     "META_COLUMNS",
@@ -417,7 +418,7 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     is a GPU's name, never ``"cpu"``), at full size where the row records a size."""
     from fightlab.config import check_publish
 
-    if Path(root).resolve() != _meta.REPO_ROOT.resolve():
+    if Path(root).resolve() != REPO_ROOT.resolve():
         return
     gpu = str(row.get("gpu") or "")
     device = "cpu" if gpu in ("", "cpu", "unknown") else "cuda"

@@ -24,7 +24,8 @@ import json
 import os
 from pathlib import Path
 
-from fightlab._meta import REPO_ROOT, utc_now
+from fightlab._meta import utc_now
+from fightlab.paths import REPO_ROOT
 from fightlab.config import ConfigError
 
 MANIFEST = ".fightlab-run.json"

@@ -1,5 +1,6 @@
 """CLI errors: one clear line naming the bad value, exit code 2, no traceback."""
 
+import re
 import subprocess
 import sys
 
@@ -50,7 +51,8 @@ from fightlab.cli import main
     (["slots", "--seconds", "-1", "--device", "cpu"], "--seconds must be > 0"),
     (["slots", "--body", "robot", "--device", "cpu"], "unknown body 'robot'"),
     (["reproduce", "--only", "06", "--device", "gpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
-    (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "may only run notebook 01"),
+    (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "device 'cpu' is not a GPU"),
+    (["reproduce", "--only", "01", "--size", "smoke", "--device", "cpu", "--publish"], "size 'smoke' is not 'full'"),
     (["evaluate", "missing.pt"], "checkpoint 'missing.pt' does not exist"),
     (["figures", "--only", "nope"], "unknown figure 'nope'; valid figures: train_curves, profile_stages, "
                                     "factor_time, factor_trajectory"),
@@ -149,3 +151,33 @@ def test_fresh_run_in_an_old_folder_starts_clean(tiny_run, tmp_path):
     (d / "ckpt_000099.pt").write_bytes(b"not fightlab's")
     assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 2
     assert (d / "ckpt_000099.pt").read_bytes() == b"not fightlab's" and (d / "rows.csv").exists()
+
+
+def test_evaluate_shows_progress_and_what_ran(capsys):
+    assert main(["evaluate", "--zero-action", "--body", "simple", "--nworld", "2", "--device", "cpu"]) == 0
+    o = capsys.readouterr()
+    assert "evaluate simple ×2: 100%" in o.err and "500/500" in o.err  # one bar over the env steps
+    assert "policy=zero action;" in o.out and "2 worlds × 10 s (--episodes 1 per world" in o.out
+
+
+def test_profile_measures_the_training_factor_path_by_default(capsys):
+    args = ["profile", "--body", "muscular-fast", "--nworld", "2", "--nstep", "1", "--device", "cpu",
+            "--top", "1"]
+    assert main(args) == 0
+    o = capsys.readouterr()
+    assert re.search(r"profile muscular-fast ×2: 100%.*5/5", o.err), o.err  # a bar over the phases
+    assert "mass-matrix factor (tree, " in o.out and "fightlab tree factor (single launch)" in o.out
+    assert main(args + ["--no-tree-factor", "--no-progress"]) == 0
+    o = capsys.readouterr()
+    assert "mass-matrix factor (sparse)" in o.out and "MuJoCo Warp per-level sparse factor" in o.out
+    assert "profile muscular-fast" not in o.err
+
+
+def test_slots_is_quiet_and_shows_progress():
+    """No warp banner or per-module load lines (a fresh process: warp initialises once)."""
+    r = subprocess.run([sys.executable, "-m", "fightlab", "slots", "--body", "simple", "--nworld", "2",
+                        "--seconds", "0.02", "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout + r.stderr
+    assert "initialized" not in text and not re.search(r"(?m)^Module ", text), text
+    assert "SLOTS simple nworld=2" in r.stdout and "slots simple ×2: 100%" in r.stderr

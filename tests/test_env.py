@@ -129,8 +129,16 @@ def test_overflow_counted_with_tiny_njmax():
     _, _, done, info = env.step(torch.zeros(3, env.nu))
     s = env.read_summary()
     assert s["overflow_worlds"] == 3 and s["nefc_overflow"] == 3, s
+    assert s["overflow_distinct_worlds"] == 3, s
     assert s["falls"] == 3  # an overflow reset counts as a fall
     assert done.tolist() == [1.0, 1.0, 1.0]
+    # a reset world runs out again: three steps count nine resets of the same three worlds
+    for _ in range(3):
+        env.step(torch.zeros(3, env.nu))
+    s = env.read_summary()
+    assert s["overflow_worlds"] == 9 and s["overflow_distinct_worlds"] == 3, s
+    env.step(torch.zeros(3, env.nu))  # the summary cleared the worlds seen, too
+    assert env.read_summary()["overflow_distinct_worlds"] == 3
 
 
 def test_nan_world_is_reset_and_counted(env):

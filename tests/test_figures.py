@@ -116,9 +116,9 @@ def test_figures_command_writes_every_figure(root, capsys):
     assert "drew 5 of 5" in out and "skip" not in out
     assert all((root / "figures" / f).stat().st_size > 1000 for f in _files(root))
     svg = (root / "figures" / "train_curves.svg").read_text()
-    # every run is labelled by body, seed and setup; the shared-GPU run is marked
-    assert "simple seed 1, dense" in svg and "muscular-fast seed 1, tree factor" in svg
-    assert "muscular-fast seed 0, stock factor, abc1234 (shared GPU ×4)" in svg
+    # one legend entry per group: body, setup, commit and its seeds; the shared-GPU run is marked
+    assert "simple, dense, abc1234: seeds 1, 2" in svg and "muscular-fast, tree factor" in svg
+    assert "muscular-fast, stock factor, abc1234: seed 0 (shared GPU ×4)" in svg
 
 
 def test_only_draws_the_named_figures(root):
@@ -186,7 +186,21 @@ def test_factor_plots():
     fig = figures.plot_factor_time(df)
     ax = fig.axes[0]
     assert len(ax.patches) == 3 * len(df) and ax.get_yscale() == "log"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["muscular-fast\n1024 worlds", "muscular-fast\n4096 worlds"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["muscular-fast\n1024 worlds\nabc1234",
+                                                            "muscular-fast\n4096 worlds\nabc1234"]
+    assert not [t for t in ax.texts if t.get_text() == "not measured"] and not fig.texts
+    plt.close(fig)
+
+    # a row from before the shared variant: its bar is marked, and a note says which and why
+    old = dict(factor_row(nworld=4096), commit="0ld0000", params='{"variant": "global"}')
+    new = dict(factor_row(nworld=1024), params='{"variant": "shared"}')
+    fig = figures.plot_factor_time(pd.DataFrame([new, old]))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4 * 2  # stock, global, shared, dense
+    marks = [t for t in ax.texts if t.get_text() == "not measured"]
+    assert len(marks) == 1 and marks[0].get_position()[0] == pytest.approx(1 + 0.1)  # shared, 2nd row
+    note = " ".join(t.get_text() for t in fig.texts)
+    assert "single launch, shared memory: not measured for muscular-fast ×4096" in note and "0ld0000" in note
     plt.close(fig)
 
     row = pd.Series(factor_row(traj_steps=10))
@@ -226,6 +240,12 @@ def test_primer_sweep_draws_the_newest_row_with_a_sweep(root, monkeypatch):
     ax_t, ax_bw = fig.axes
     # every (device, op) has a time line; the empty kernel moves no bytes: no bandwidth line
     assert len(ax_t.get_lines()) == 6 and len(ax_bw.get_lines()) == 4
+    # colour = operation, line style = implementation: one legend each, every entry distinct
+    ops, impl = ax_t.get_legend(), ax_bw.get_legend()
+    assert [t.get_text() for t in ops.get_texts()] == ["copy", "saxpy", "empty kernel"]
+    assert len({h.get_color() for h in ops.legend_handles}) == 3
+    assert [t.get_text() for t in impl.get_texts()] == ["Warp on the CPU", "Warp on cuda:0"]
+    assert [h.get_linestyle() for h in impl.legend_handles] == ["-", "--"]
     plt.close("all")
 
 
@@ -303,3 +323,21 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
     assert alone.keys() == together.keys() and len(alone) == 2 * len(figures.FIGURES)
     assert [k for k in alone if alone[k] != together[k]] == []
+
+
+def test_train_curves_label_every_panel_and_one_legend_entry_per_group(root):
+    import matplotlib.pyplot as plt
+
+    from fightlab.rl.report import published_runs
+
+    fig = figures.plot_train_curves(published_runs(root), root, log=lambda s: None)
+    axes = fig.axes[:4]
+    fig.canvas.draw()
+    for ax in axes:  # the top row too (shared x axes hide them by default)
+        assert any(t.get_visible() and t.get_text() for t in ax.get_xticklabels()), ax.get_ylabel()
+    legend = axes[0].get_legend() or fig.legends[0]
+    texts = [t.get_text() for t in legend.get_texts()]
+    # 4 runs in 3 groups (the two simple seeds share one entry); the shared-GPU run apart
+    assert len(texts) == 3 and "simple, dense, abc1234: seeds 1, 2" in texts, texts
+    assert sum(len(ax.get_lines()) for ax in axes) >= 4 * 4
+    plt.close(fig)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fightlab import results
-from fightlab._meta import REPO_ROOT
+from fightlab.paths import REPO_ROOT
 from fightlab.cli import main
 from fightlab.config import ConfigError, check_publish
 from fightlab.rundir import LOCK, MANIFEST, RunDir, RunDirError, check_location

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from fightlab.paths import REPO_ROOT as ROOT
 TEST_COMMAND = "bash scripts/test.sh"
 
 

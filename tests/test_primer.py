@@ -34,7 +34,7 @@ def test_params_smoke_cuts_and_devices():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"size": "huge"}, "size must be 'smoke' or 'full', got 'huge'"),
+        ({"size": "huge"}, "size must be one of 'smoke', 'full', got 'huge'"),
         ({"device": "tpu"}, "got 'tpu'"),
         ({"device": "cuda:0", "has_cuda": NO}, "has none"),
         ({"repeats": 0}, "repeats.*0"),
@@ -42,8 +42,9 @@ def test_params_smoke_cuts_and_devices():
         ({"vector_sizes": [16, 0]}, "vector_sizes entry.*0"),
         ({"mandelbrot_shape": [8]}, "rows, columns"),
         ({"cnn_image_px": 10}, "multiple of 4.*10"),
-        ({"publish": True, "size": "smoke", "device": "cuda:0", "has_cuda": YES}, "size='full' on a GPU"),
-        ({"publish": True, "size": "full", "device": "cpu"}, "device='cpu'"),
+        ({"publish": True, "size": "smoke", "device": "cuda:0", "has_cuda": YES}, "size 'smoke' is not 'full'"),
+        ({"publish": True, "size": "full", "device": "cpu"}, "device 'cpu' is not a GPU"),
+        ({"publish": "False"}, "publish must be True or False, got 'False'"),
     ],
 )
 def test_params_errors_name_the_value(kwargs, match):

@@ -224,3 +224,34 @@ def test_resumed_run_records_every_segment(tmp_path, monkeypatch):
     assert [s["commit"] for s in p["segments"]] == ["aaa1111", "bbb2222"]
     assert p["mixed_segments"] is True and p["shared_gpu"] == 3
     assert factor_setup("simple", p) == "dense (mixed segments)"
+
+
+def test_overflow_message_counts_resets_and_worlds(tmp_path, monkeypatch, capsys):
+    """A world that runs out of slots is reset and runs out again: the line names both counts."""
+    from fightlab.sim import physics
+
+    s = physics.SLOTS["simple"]
+    monkeypatch.setitem(physics.SLOTS, "simple", physics.Slots(s.nconmax, 4, "test: too few rows"))
+    t = Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False)
+    t.train()
+    out = capsys.readouterr().out
+    # 4 worlds × 4 steps, every one of them out of rows: 16 resets of 4 worlds
+    assert "OVERFLOW iteration 1: 16 slot resets in 4 of 4 worlds" in out, out
+    assert t.rows[0]["overflow_count"] == 16
+
+
+def test_zero_action_evaluation_of_a_checkpoint_says_its_policy_did_not_run(tmp_path, capsys):
+    from fightlab.rl.report import eval_row
+    from fightlab.rl.runner import evaluate
+
+    Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
+    res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu", zero_action=True, progress=False,
+                   episodes_per_world=1.5)
+    assert res["zero_action"] and res["seconds_per_world"] == pytest.approx(15.0)
+    eval_row(res, tmp_path / "latest.pt", "cpu", seed=1, local_root=tmp_path / "eval")
+    out = capsys.readouterr().out
+    assert "policy=zero action (body and task from the checkpoint of iteration 1; its policy did not run)" in out
+    assert "policy=iteration" not in out
+    # --episodes is per world; the count printed is every episode that ended, all worlds together
+    assert "2 worlds × 15 s (--episodes 1.5 per world" in out
+    assert f"{res['episodes']} episodes ended in all" in out and res["episodes"] >= 2

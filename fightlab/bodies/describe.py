@@ -112,7 +112,7 @@ def _summary(max_ncon: np.ndarray, max_nefc: np.ndarray, **extra) -> dict:
 
 def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int = 0,
                     device: str | None = None, nconmax: int = 256, njmax: int = 1024,
-                    sample_every: int = 1, limp: bool = False) -> dict:
+                    sample_every: int = 1, limp: bool = False, progress: bool = False) -> dict:
     """Contacts and constraint rows of ``nworld`` pushed-over bodies, with MuJoCo Warp.
 
     Every world starts in the ``stance`` keyframe with ctrl held at the keyframe and is pushed
@@ -127,14 +127,18 @@ def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int
         device: warp device ("cpu", "cuda:0"); None: warp's default device.
         nconmax, njmax: generous per-world slots for the measurement; a capacity overflow raises.
         limp: zero the servo gains so the bodies fall relaxed (see ``_fall_model``).
+        progress: a tqdm bar over the physics steps.
 
     Returns a dict: ncon_max, ncon_p99, ncon_mean, nefc_max, nefc_p99, nefc_mean (statistics over
     worlds of the per-world maxima), nconmax, njmax (recommended slots: ceil(1.5 * max) rounded up
     to a multiple of 16, see ``recommend_slots``), and nworld, seconds, steps, device.
     """
-    import warp as wp
     import mujoco_warp as mjw
+    from tqdm import tqdm
 
+    from fightlab.config import init_warp
+
+    wp = init_warp()  # quiet: no banner, no per-module load lines
     mjm = _fall_model(name, limp)
     rng = np.random.default_rng(seed)
     qpos, qvel, ctrl = _push_states(mjm, nworld, rng)
@@ -154,7 +158,7 @@ def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int
 
         max_ncon = np.zeros(nworld, dtype=int)
         max_nefc = np.zeros(nworld, dtype=int)
-        for step in range(nsteps):
+        for step in tqdm(range(nsteps), desc=f"slots {name} ×{nworld}", unit="step", disable=not progress):
             mjw.step(m, d)
             if step % sample_every == 0 or step == nsteps - 1:
                 nacon = int(d.nacon.numpy()[0])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from fightlab.paths import REPO_ROOT
 
 #: the bodies of Figure 1, left to right
 FIGURE1_BODIES = ("muscular-fast", "simple")

@@ -184,6 +184,7 @@ def _post_step(
   ncon_out: wp.array[int],
   bad_contact_out: wp.array[int],
   overflow_out: wp.array[int],
+  slot_seen_out: wp.array[int],
   ep_acc_out: wp.array2d[float],
   counters_out: wp.array[int],
   sums_out: wp.array[float],
@@ -292,6 +293,9 @@ def _post_step(
         wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
       if slot_reset:
         wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
+        if slot_seen_out[worldid] == 0:  # this world's first slot reset since the last summary
+          slot_seen_out[worldid] = 1
+          wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
         if nefc_over:
           wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
         if con_over:
@@ -523,6 +527,7 @@ class StanceEnv:
             self._rng = z(n, dtype=int)
             self._ncon = z(n, dtype=int)
             self._bad_contact = z(n, dtype=int)
+            self._slot_seen = z(n, dtype=int)   # 1: the world had a slot reset since the summary
             self._ep_acc = z(n, 7)
             self._counters = z(int(Counter.N), dtype=int)
             self._sums = z(SUM_N)
@@ -579,7 +584,7 @@ class StanceEnv:
                 cfg.w_upright, cfg.w_action_rate, cfg.fall_penalty, self._amp, self._action,
                 d.qpos, d.qvel, d.xmat],
                 outputs=[self._step_count, self._prev_action, self._ncon, self._bad_contact,
-                         d.overflow, self._ep_acc, self._counters, self._sums, self._reward,
+                         d.overflow, self._slot_seen, self._ep_acc, self._counters, self._sums, self._reward,
                          self._done, self._fall, self._timeout, self._reset])
         with nvtx_range("reset"):
             self._launch_reset(stagger=False)
@@ -637,6 +642,7 @@ class StanceEnv:
             self._launch_observe()
             self._counters.zero_()
             self._sums.zero_()
+            self._slot_seen.zero_()
         return self.obs
 
     def step(self, action: torch.Tensor | None = None):
@@ -707,15 +713,18 @@ class StanceEnv:
     def read_summary(self, clear: bool = True) -> dict:
         """Read the per-iteration counters (one small device→host copy) and optionally zero them.
 
-        Returns a dict: episodes, falls, timeouts, overflow_worlds, nan_resets, solver_iter_hits,
-        solver_ls_hits, nefc_overflow, contact_overflow, contact_falls, tilt_falls (ints);
-        episode_s_sum, return_sum, track_num, track_den (floats).
+        Returns a dict: episodes, falls, timeouts, overflow_worlds (slot resets: a world that runs
+        out of slots is reset and may run out again before the summary), overflow_distinct_worlds
+        (the worlds among them), nan_resets, solver_iter_hits, solver_ls_hits, nefc_overflow,
+        contact_overflow (of the slot resets), contact_falls, tilt_falls (ints); episode_s_sum,
+        return_sum, track_num, track_den (floats).
         """
         c = self._counters.numpy().copy()
         s = self._sums.numpy().astype(np.float64)
         if clear:
             self._counters.zero_()
             self._sums.zero_()
+            self._slot_seen.zero_()
         out = physics.describe_counters(c)
         out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
                    track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]))

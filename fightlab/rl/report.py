@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab import results
-from fightlab._meta import REPO_ROOT
 from fightlab.config import to_dict
+from fightlab.paths import REPO_ROOT, RUNS
 
 
 def train_row(trainer, res: dict) -> dict:
@@ -110,9 +110,12 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
       curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
         window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
       title: figure title.
-      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve.
+      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;
+        a ``label`` there replaces the curve's legend entry ("_nolegend_": none, e.g. for the
+        other seeds of a group).
     Returns:
-      the matplotlib Figure (2×2 axes; with more than 6 curves the legend sits below them).
+      the matplotlib Figure (2×2 axes, every one with its tick labels; with more than 6 legend
+      entries the legend sits below them).
     """
     import matplotlib.pyplot as plt
 
@@ -128,18 +131,19 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
         for ax, (col, ylab) in zip(axes.flat, panels):
             for name, df in curves.items():
                 if col in df:
-                    ax.plot(df["elapsed_s"], df[col], label=name, **styles.get(name, {}))
+                    ax.plot(df["elapsed_s"], df[col], **{"label": name, **styles.get(name, {})})
             label(ax, x="training wall time [s]", y=ylab)
+            ax.tick_params(labelbottom=True)  # sharex hides the top row's labels otherwise
         axes[0, 1].set_ylim(0, 1.05)
         axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
         axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
         if title:
             fig.suptitle(title)
         fig.tight_layout()
-        if len(curves) > 6:  # a long legend would cover the curves: put it under the panels
-            handles, labels = axes[0, 0].get_legend_handles_labels()
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        if len(labels) > 6:  # a long legend would cover the curves: put it under the panels
             fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
-        else:
+        elif labels:
             axes[0, 0].legend(fontsize=8)
     return fig
 
@@ -157,7 +161,7 @@ def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, de
 
 
 def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,
-             local_root: Path = Path("runs/eval")) -> dict:
+             local_root: Path = RUNS / "eval") -> dict:
     """Print an evaluation (fightlab.rl.runner.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
@@ -171,19 +175,30 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                mean_episode_s=float(res["mean_episode_s"]),
                overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
     _publish_row("evaluate", row, publish, local_root, device)
-    print(f"body={res['body']} timestep={res['timestep']:g}s zero_action={res['zero_action']} "
-          f"amplitude={res['amplitude']:g} episodes={res['episodes']} fall_rate={res['fall_rate']:.3f} "
+    print(f"evaluate {res['body']}: {_policy_label(res)}; timestep={res['timestep']:g}s "
+          f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
+          f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
+          f"a new episode): {res['episodes']} episodes ended in all, fall_rate={res['fall_rate']:.3f} "
           f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
-          f"mean_episode_s={res['mean_episode_s']:.2f} overflow={res['overflow_count']} "
-          f"nan_resets={res['nan_resets']}"
-          + ("" if res.get("ckpt_iteration") is None else
-             f" policy=iteration {res['ckpt_iteration']} ({'solved' if res['ckpt_solved'] else 'NOT solved'})")
-          + (" [published]" if publish else ""), flush=True)
+          f"mean_episode_s={res['mean_episode_s']:.2f} overflow_resets={res['overflow_count']} "
+          f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
     return row
 
 
+def _policy_label(res: dict) -> str:
+    """Which policy an evaluation ran: "zero action" (with the checkpoint whose body and task it
+    used, if any: its own policy did not run), or "iteration N (solved / NOT solved)" of the
+    checkpoint, so a half-trained policy cannot pass for the solved one."""
+    it = res.get("ckpt_iteration")
+    if res["zero_action"]:
+        return "policy=zero action" + ("" if it is None else
+                                       f" (body and task from the checkpoint of iteration {it}; its policy did not run)")
+    return f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+
+
+
 def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = False,
-              local_root: Path = Path("runs/slots")) -> dict:
+              local_root: Path = RUNS / "slots") -> dict:
     """Print a fallen-contacts measurement (fightlab.bodies.describe.fallen_contacts) and store it
     as a `slots` row (runs/slots always, data/results with `publish`). Returns the row."""
     row = results.run_metadata(body=body, nworld=int(res["nworld"]), seed=int(res.get("seed", 0)),

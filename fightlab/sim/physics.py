@@ -70,7 +70,8 @@ class Counter(enum.IntEnum):
     EPISODES = 0
     FALLS = 1
     TIMEOUTS = 2
-    OVERFLOW_WORLDS = 3      # worlds reset because a slot ran out (NEFC/contacts)
+    OVERFLOW_WORLDS = 3      # slot resets: a world reset because a slot ran out (NEFC/contacts);
+                             # a world can run out, reset and run out again: resets, not worlds
     NAN_RESETS = 4           # worlds reset because qpos/qvel went non-finite
     SOLVER_ITER_HITS = 5     # world-steps that hit the solver iteration cap
     SOLVER_LS_HITS = 6       # world-steps that hit the line-search iteration cap
@@ -78,7 +79,8 @@ class Counter(enum.IntEnum):
     CONTACT_OVERFLOW = 8     # of OVERFLOW_WORLDS: NARROWPHASE/BROADPHASE bit
     CONTACT_FALLS = 9        # falls by a non-support body touching the floor
     TILT_FALLS = 10          # falls by torso tilt
-    N = 11
+    OVERFLOW_DISTINCT_WORLDS = 11  # distinct worlds among the OVERFLOW_WORLDS resets
+    N = 12
 
 
 def slots_for(body: str, nconmax: int | None = None, njmax: int | None = None) -> Slots:

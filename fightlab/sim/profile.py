@@ -459,16 +459,41 @@ class ProfileResult:
     def top_kernels(self, n: int = 15) -> pd.DataFrame:
         return self.by_kernel.head(n)
 
+    @property
+    def factor_path(self) -> str:
+        """The mass-matrix factor path that ran, in words (:data:`FACTOR_PATHS`)."""
+        path = self.params.get("factor_path", "")
+        text = FACTOR_PATHS.get(path, path or "unknown")
+        variant = self.params.get("tree_factor_variant")
+        return f"{text}, {variant} variant" if path == "tree" and variant else text
+
     def summary(self) -> str:
-        head = f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} steps"
+        head = (f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} steps, "
+                f"mass-matrix factor: {self.factor_path}")
         if not self.timed:
             return f"{head}: {self.message}"
         return (f"{head}: kernels {self.kernel_ms_per_step:.3f} ms/step, graph "
                 f"{self.graph_ms_per_step:.3f} ms/step, {self.launches_per_step:.0f} launches/step")
 
+    def stage_table(self) -> pd.DataFrame:
+        """``by_stage`` with the mass-matrix factor row naming the path measured, e.g.
+        "mass-matrix factor (tree, shared)" or "(sparse)" (:data:`FACTOR_PATHS`)."""
+        path = self.params.get("factor_path") or "unknown"
+        variant = self.params.get("tree_factor_variant")
+        name = f"mass-matrix factor ({path}{', ' + variant if 'tree' in path and variant else ''})"
+        out = self.by_stage.copy()
+        out["stage"] = out["stage"].replace({"mass-matrix factor": name})
+        return out
+
 
 def _cuda(device: str) -> bool:
     return str(device).startswith("cuda")
+
+
+#: the mass-matrix factor paths ``params["factor_path"]`` names ("+"-joined when several ran)
+FACTOR_PATHS = {"tree": "fightlab tree factor (single launch)",
+                "sparse": "MuJoCo Warp per-level sparse factor",
+                "dense": "dense tile Cholesky (trees up to 64 DOF)"}
 
 
 def _factor_path(launches: dict[str, int]) -> str:
@@ -483,7 +508,7 @@ def _factor_path(launches: dict[str, int]) -> str:
 def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
             cuda_filter: int | None = None, repeats: int = 20,
-            tree_factor: bool = False) -> ProfileResult:
+            tree_factor: bool = False, progress: bool = False) -> ProfileResult:
     """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
 
     Args:
@@ -498,8 +523,10 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         cuda_filter: warp CUDA activity filter; default kernels + built-in kernels.
         repeats: timed graph replays (median).
         tree_factor: factor M of trees over 64 DOF with fightlab's single-launch kernel instead of
-            MuJoCo Warp's per-level sparse path (the stock path is the default here: it is what
-            this profile measures; ``params["factor_path"]`` records which ran).
+            MuJoCo Warp's per-level sparse path (the stock path is this function's default: what
+            notebook 02 measures; the CLI's default is training's, ``TrainConfig.tree_factor``;
+            ``params["factor_path"]`` records which ran).
+        progress: a tqdm bar over the phases (build, settle, profiled steps, timings).
 
     Returns:
         ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
@@ -510,8 +537,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
 
     import mujoco_warp as mjw
     from fightlab import timing
-    from fightlab.cli import _default_device
-    from fightlab.config import validate_device
+    from fightlab.config import resolve_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim import physics
 
@@ -519,12 +545,23 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
     if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
         raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
-    device = validate_device(device or _default_device())
+    device = resolve_device(device)
     cuda = _cuda(device)
+    from tqdm import tqdm
 
+    # a bar over the phases: the first (the env's kernels compiling) takes longest on a cold cache
+    bar = tqdm(total=5 if graph else 4, desc=f"profile {body} ×{nworld}", unit="phase",
+               disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}")
+
+    def next_phase(name: str):
+        bar.update(1)
+        bar.set_postfix_str(name)
+
+    bar.set_postfix_str("build the env (compiles kernels)")
     env = StanceEnv(body, nworld, device, seed=seed, graph=False, tree_factor=tree_factor)
     env.warmup()
     env.reset(stagger=True)
+    next_phase(f"settle ({settle_steps} env steps)")
     gen = torch.Generator(device=env.action.device).manual_seed(seed)
     with physics.shared_stream(device):
         for _ in range(settle_steps):
@@ -540,6 +577,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
 
     records: list = []
     with wp.ScopedDevice(device), physics.shared_stream(device):
+        next_phase(f"profile {nstep} {what} steps")
         step()                                       # everything compiled and loaded
         wp.synchronize_device(device)
         with LaunchRecorder() as rec, nvtx_range("physics" if what == "physics" else "env"):
@@ -553,12 +591,16 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
                     records = wp.timing_end()
         wp.synchronize_device(device)
 
+        next_phase("time uncaptured steps")
         uncaptured = timing.measure(step, device=device, warmup=1, repeats=max(3, min(repeats, nstep)))
         graph_ms = math.nan
         if graph:
+            next_phase("capture and time the graph")
             sg = physics.StepGraph(step, device)
             sg.capture()
             graph_ms = timing.measure(sg, device=device, warmup=2, repeats=repeats).median_s * 1e3
+    next_phase("done")
+    bar.close()
 
     mangled = rec.mangled()
     records = [Record(mangled.get(_CUDA_NAME.sub("", r.name), kernel_key(r.name)), r.elapsed) for r in records]
@@ -575,7 +617,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
                   iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
                   nconmax=env.slots.nconmax, njmax=env.slots.njmax,
-                  factor_path=_factor_path(rec.launches),
+                  factor_path=_factor_path(rec.launches), tree_factor=bool(tree_factor),
+                  tree_factor_variant=env.tree_factor_variant,
                   settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin")
     return ProfileResult(
         body=body, nworld=nworld, nstep=nstep, device=device, what=what, timed=timed, message=message,
