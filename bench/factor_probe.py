@@ -8,7 +8,7 @@ Factors muscular-fast's M at random states with the stock per-level path, the "g
 "shared" single-launch variants (64 threads per world): one call each first (also the warm-up:
 compile, load), whose L (qLD) and D (qLDiagInv) are checked against stock before anything is
 timed, then ``REPEATS`` timed calls each: 1 + 3 = 4 factorizations per path, the default of
-``python -m fightlab.kernels.ncu``. Prints one line of wall-clock times per path (synchronised
+``python -m fightlab.measure.ncu``. Prints one line of wall-clock times per path (synchronised
 medians, launch and wait included; under ncu they are inflated by the replays). Exits non-zero
 with the relative error when a variant disagrees with stock.
 """

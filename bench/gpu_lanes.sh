@@ -12,7 +12,7 @@
 #                          start, and if one fails no lane runs anything ($OUT/STOP)
 #   ncu:NWORLD             Nsight Compute on bench/factor_probe.py (stock / global / shared factor
 #                          kernels of muscular-fast): $OUT/ncu_NWORLD.csv, and one row per path
-#                          in data/results/ncu.csv (python -m fightlab.kernels.ncu)
+#                          in data/results/ncu.csv (python -m fightlab.measure.ncu)
 # A job starts only with more than 60 s of the budget left; trainings stop with a checkpoint
 # before the budget ends (continue them in the next call: runs/ stays while the machine is warm).
 # Logs, data/, figures/, each run's rows and the executed notebooks come back in $OUT/lanes.tgz
@@ -69,7 +69,7 @@ lane() {  # lane GPU_INDEX JOBS...
           -k regex:'factor_tree|qLD_acc|qLDiag_div' --section SpeedOfLight --section Occupancy \
           --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
           --log-file $OUT/ncu_$a.csv python3 bench/factor_probe.py $a > $log 2>&1 \
-          && python3 -m fightlab.kernels.ncu $OUT/ncu_$a.csv $a >> $log 2>&1 ;;  # rows -> data/
+          && python3 -m fightlab.measure.ncu $OUT/ncu_$a.csv $a >> $log 2>&1 ;;  # rows -> data/
       *) echo "[gpu$gpu] unknown job $job" ;;
     esac
     echo "[gpu$gpu] $job rc=$? $(( $(date +%s) - s )) s: $(tail -n 1 $log)"

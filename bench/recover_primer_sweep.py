@@ -6,7 +6,7 @@ in the executed notebook's printed table, saved as
 bench/logs/2026-11-30-s3/nb00_sweep_median_us_frac.html (the median time per call in µs, rounded
 to 0.01 µs, and frac_of_copy, rounded to 0.01). This script turns that table back into the curve's
 long form: ``device, op, n, bytes, median_s, gb_per_s, frac_of_copy, source``; gb_per_s is
-recomputed from bytes / median_s (fightlab.primer's bytes per element), min/iqr/first times were
+recomputed from bytes / median_s (fightlab.measure.primer's bytes per element), min/iqr/first times were
 not printed and stay empty, and ``source`` says where every row came from.
 
     python bench/recover_primer_sweep.py   # writes data/curves/4712542b7710.csv
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fightlab import primer, results
+from fightlab import results
+from fightlab.measure import primer
 from fightlab.paths import REPO_ROOT as ROOT
 
 RUN_ID = "4712542b7710"

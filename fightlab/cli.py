@@ -200,7 +200,7 @@ def cmd_train(a) -> int:
 
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
                                  validate_device, validate_nworld)
-    from fightlab.rl.report import finish_run
+    from fightlab.measure.report import finish_run
     from fightlab.rl.runner import Trainer, load_checkpoint, resume_conflicts
 
     device = validate_device(_given(a.device, _default_device()))
@@ -251,7 +251,7 @@ def cmd_train(a) -> int:
 def cmd_evaluate(a) -> int:
     from fightlab.config import (ConfigError, check_publish, validate_body, validate_device,
                                  validate_nworld)
-    from fightlab.rl.report import eval_row
+    from fightlab.measure.report import eval_row
     from fightlab.rl.runner import evaluate, evaluate_zero_action, load_checkpoint
 
     nworld = validate_nworld(a.nworld)
@@ -301,7 +301,7 @@ def cmd_reproduce(a) -> int:
 def cmd_slots(a) -> int:
     from fightlab.bodies.describe import fallen_contacts
     from fightlab.config import BODY_NAMES, validate_body, validate_device, validate_nworld
-    from fightlab.rl.report import slots_row
+    from fightlab.measure.report import slots_row
 
     from fightlab.config import ConfigError, check_publish
 
@@ -322,7 +322,7 @@ def cmd_profile(a) -> int:
     import pandas as pd
 
     from fightlab.config import validate_body, validate_device, validate_nworld
-    from fightlab.sim.profile import profile
+    from fightlab.measure.profile import profile
 
     from fightlab.config import ConfigError
 

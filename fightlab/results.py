@@ -77,8 +77,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
         "mean_episode_s", "overflow_count", "nan_resets",
     ),
-    # per-kernel GPU timing of uncaptured physics steps grouped by stage (fightlab.sim.profile;
-    # must equal fightlab.sim.profile.row_metrics()): per physics step; *_share of kernel time;
+    # per-kernel GPU timing of uncaptured physics steps grouped by stage (fightlab.measure.profile;
+    # must equal fightlab.measure.profile.row_metrics()): per physics step; *_share of kernel time;
     # graph_ms_per_step the captured step; launch_overhead = graph - summed kernels
     "profile": (
         "nstep", "launches_per_step", "kernel_ms_per_step", "graph_ms_per_step",
@@ -93,7 +93,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "integration_launches_per_step", "env_launches_per_step", "other_launches_per_step",
         "mass_matrix_factor_share", "other_share",
     ),
-    # the GPU primer (notebooks/00_gpu_primer, fightlab.primer): bandwidth at the largest vector
+    # the GPU primer (notebooks/00_gpu_primer, fightlab.measure.primer): bandwidth at the largest vector
     # size, launch floor, Mandelbrot compile / first / steady apart, CNN step; *_gpu empty on a
     # CPU-only run; body "none", nworld 1
     "primer": (
@@ -119,7 +119,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "traj_pushes", "traj_quiet_dev_tree_rad", "traj_quiet_dev_ulp_rad",
     ),
     # Nsight Compute profile of one factor path (params.path: stock / global / shared) in
-    # bench/factor_probe.py (fightlab.kernels.ncu): medians over the path's launches; *_pct in %,
+    # bench/factor_probe.py (fightlab.measure.ncu): medians over the path's launches; *_pct in %,
     # duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
     "ncu": (
         "launches", "block_size", "grid_size", "duration_us_per_factorization", "duration_us",

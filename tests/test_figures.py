@@ -9,7 +9,7 @@ import pytest
 
 from fightlab import figures, results
 from fightlab.cli import main
-from fightlab.sim import profile as prof
+from fightlab.measure import profile as prof
 
 
 def _meta(body: str, nworld: int = 1024, seed: int = 0, gpu: str = "NVIDIA H200",
@@ -66,7 +66,7 @@ def primer_row(gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
 
 
 def sweep_curve(scale: float = 1.0) -> pd.DataFrame:
-    """A primer vector sweep's curve (fightlab.primer.vector_sweep's columns that the figure reads)."""
+    """A primer vector sweep's curve (fightlab.measure.primer.vector_sweep's columns that the figure reads)."""
     rows = [dict(device=d, op=op, n=n, median_s=scale * 1e-5 * (1 + n / 1e6), gb_per_s=n * 8 / 1e4 / scale)
             for d in ("cpu", "cuda:0") for op in ("copy", "saxpy", "empty_kernel") for n in (16, 4096, 1 << 20)]
     return pd.DataFrame(rows)
@@ -219,7 +219,7 @@ def test_factor_plots():
 def test_primer_sweep_draws_the_newest_row_with_a_sweep(root, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from fightlab import primer
+    from fightlab.figures import primer
 
     newer = primer_row(time="2026-11-30T08:00:00+00:00")
     results.append_row("primer", newer, root)
@@ -306,7 +306,7 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
 
     import matplotlib as mpl
 
-    from fightlab.plots import use_style
+    from fightlab.figures.style import use_style
 
     for name in ("alone", "together"):
         shutil.copytree(figures.REPO_ROOT / "data", tmp_path / name / "data")
@@ -328,7 +328,7 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
 def test_train_curves_label_every_panel_and_one_legend_entry_per_group(root):
     import matplotlib.pyplot as plt
 
-    from fightlab.rl.report import published_runs
+    from fightlab.measure.report import published_runs
 
     fig = figures.plot_train_curves(published_runs(root), root, log=lambda s: None)
     axes = fig.axes[:4]

@@ -1,4 +1,4 @@
-"""fightlab.kernels.ncu: Nsight Compute CSV logs of the factor probe -> ncu result rows (CPU)."""
+"""fightlab.measure.ncu: Nsight Compute CSV logs of the factor probe -> ncu result rows (CPU)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fightlab import results
-from fightlab.kernels import ncu
+from fightlab.measure import ncu
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
@@ -95,7 +95,7 @@ def test_duration_units_and_compressed_logs(tmp_path):
     assert s.loc["global", "duration_us"] == pytest.approx(150.0)  # usecond read as µs, not ns
     odd = tmp_path / "odd.csv"
     odd.write_text(fake_log({GLOBAL: [launch(1, 24.0, unit="fortnight")]}))
-    with pytest.raises(ValueError, match=r"Duration in unit\(s\) \['fortnight'\].*add it to fightlab.kernels.ncu"):
+    with pytest.raises(ValueError, match=r"Duration in unit\(s\) \['fortnight'\].*add it to fightlab.measure.ncu"):
         ncu.read_csv(odd)
 
 
@@ -116,7 +116,7 @@ def test_bad_logs_are_clear_errors(tmp_path, capsys):
     assert ncu.main([str(empty), "1024", "--root", str(tmp_path)]) == 2
     assert ncu.main([str(tmp_path / "absent.csv"), "1024", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("fightlab.kernels.ncu: error:") == 2 and "Traceback" not in err
+    assert err.count("fightlab.measure.ncu: error:") == 2 and "Traceback" not in err
 
 
 def test_publish_rows_with_the_profiling_machine(tmp_path):

@@ -1,4 +1,4 @@
-"""fightlab.primer on the CPU at tiny sizes, and notebook 00 under papermill at smoke size."""
+"""fightlab.measure.primer on the CPU at tiny sizes, and notebook 00 under papermill at smoke size."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from fightlab import primer, results
+from fightlab import results
+from fightlab.figures import primer as primer_figures
+from fightlab.measure import primer
 from fightlab.reproduce import reproduce
 
 YES, NO = (lambda: True), (lambda: False)
@@ -77,7 +79,7 @@ def test_vector_sweep_rows_and_bandwidth():
     assert big.gb_per_s == pytest.approx(big.bytes / big.median_s / 1e9)
     assert (df[df.op.isin(["copy", "numpy_copy"])].frac_of_copy == 1.0).all()
     assert df[df.op == "empty_kernel"].gb_per_s.isna().all()
-    fig = primer.plot_sweep(df)
+    fig = primer_figures.plot_sweep(df)
     assert [ax.get_ylabel() for ax in fig.axes] == ["median time per call [us]", "effective bandwidth [GB/s]"]
 
 
@@ -135,7 +137,7 @@ def test_mandelbrot_study_keeps_compile_first_and_steady_apart():
     assert w.cold_total_s == pytest.approx(w.compile_s + w.first_s)
     assert 0 < w.compile_share < 1
     assert df.attrs["pixels"] == 16 * 24
-    fig = primer.plot_mandelbrot(images)
+    fig = primer_figures.plot_mandelbrot(images)
     assert "iterations [count]" in [a.get_ylabel() for a in fig.axes]
 
 

@@ -1,4 +1,4 @@
-"""fightlab.sim.profile: the name->stage table covers every kernel of a step, aggregation maths on
+"""fightlab.measure.profile: the name->stage table covers every kernel of a step, aggregation maths on
 synthetic timing records, the "other" check, CPU behaviour, result rows, NVTX ranges, notebook 02."""
 
 import json
@@ -10,7 +10,9 @@ from fightlab import results
 from fightlab.bodies import build
 from fightlab.bodies.describe import describe
 from fightlab.reproduce import reproduce
-from fightlab.sim import profile as P
+from fightlab.figures.profile import plot_stages
+from fightlab.measure import profile as P
+from fightlab.sim import nvtx as N
 
 PHYSICS_STAGES = [s for s in P.STAGES if s not in ("env", "other")]
 
@@ -25,7 +27,7 @@ def test_stage_table_covers_every_kernel_of_an_env_step(env_kernels):
     body, k = env_kernels
     assert len(k) > 50
     missing = k[k["stage"] == "other"]
-    assert missing.empty, f"{body}: kernels outside fightlab.sim.profile.KERNEL_STAGES: {list(missing['kernel'])}"
+    assert missing.empty, f"{body}: kernels outside fightlab.measure.profile.KERNEL_STAGES: {list(missing['kernel'])}"
     # the exact table, not only the module fallback, knows each of them
     assert not [n for n in k["kernel"] if n not in P.KERNEL_STAGES]
     launched = set(k[k["launches_per_step"] > 0]["stage"])
@@ -145,24 +147,27 @@ def test_nvtx_range_uses_the_nvtx_api(monkeypatch):
     fake = _FakeNvtx()
     monkeypatch.setattr(nvtx, "push_range", fake.push_range)
     monkeypatch.setattr(nvtx, "pop_range", fake.pop_range)
-    monkeypatch.setattr(P, "_nvtx", None)          # import nvtx afresh
-    with P.nvtx_range("physics"):
-        with P.nvtx_range("observation/reward"):
+    N.set_backend(None)          # import nvtx afresh
+    with N.nvtx_range("physics"):
+        with N.nvtx_range("observation/reward"):
             pass
     assert fake.calls == [("push", "physics", "fightlab"), ("push", "observation/reward", "fightlab"),
                           ("pop", "fightlab"), ("pop", "fightlab")]
     with pytest.raises(RuntimeError):
-        with P.nvtx_range("update"):
+        with N.nvtx_range("update"):
             raise RuntimeError("boom")
     assert fake.calls[-1] == ("pop", "fightlab")   # popped on errors too
 
 
-def test_nvtx_range_without_nvtx_is_a_noop(monkeypatch):
-    monkeypatch.setattr(P, "_nvtx", False)
-    r = P.nvtx_range("physics")
-    assert r is P.nvtx_range("reset")
-    with r:
-        pass
+def test_nvtx_range_without_nvtx_is_a_noop():
+    N.set_backend(False)
+    try:
+        r = N.nvtx_range("physics")
+        assert r is N.nvtx_range("reset")
+        with r:
+            pass
+    finally:
+        N.set_backend(None)
 
 
 def test_launch_recorder_restores_launch():
@@ -177,9 +182,16 @@ def test_launch_recorder_restores_launch():
     assert (wp.launch, ctx.launch) == before
 
 
-def test_profile_on_cpu_says_so_and_writes_a_valid_row(monkeypatch, tmp_path):
+@pytest.fixture
+def fake_nvtx():
     fake = _FakeNvtx()
-    monkeypatch.setattr(P, "_nvtx", fake)
+    N.set_backend(fake)
+    yield fake
+    N.set_backend(None)
+
+
+def test_profile_on_cpu_says_so_and_writes_a_valid_row(fake_nvtx, tmp_path):
+    fake = fake_nvtx
     res = P.profile("simple", nworld=2, nstep=2, device="cpu", settle_steps=1, repeats=3)
     assert not res.timed and "no kernel timing on cpu" in res.message
     assert ("push", "physics", "fightlab") in fake.calls     # the profiled steps are an NVTX range
@@ -194,7 +206,7 @@ def test_profile_on_cpu_says_so_and_writes_a_valid_row(monkeypatch, tmp_path):
     back = P.latest_rows(results.read_rows("profile", tmp_path))
     assert len(back) == 1 and json.loads(back["params"][0])["what"] == "physics"
     assert P.factor_table(back)["factor_path"].tolist() == ["dense"]
-    fig = P.plot_stages(back)
+    fig = plot_stages(back)
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="what must be"):
         P.profile("simple", nworld=2, nstep=1, device="cpu", what="policy")
@@ -215,8 +227,8 @@ def test_env_and_trainer_emit_every_stage_range(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr(nvtx, "push_range", lambda message=None, **kw: seen.append(message))
     monkeypatch.setattr(nvtx, "pop_range", lambda **kw: None)
-    monkeypatch.setattr(P, "_nvtx", None)
+    N.set_backend(None)  # import nvtx afresh: the patched functions
     cfg = TrainConfig(body="simple", nworld=2, device="cpu", max_iterations=1, graph=False,
                       run_dir=str(tmp_path), ppo=PPOConfig(num_steps=2, num_minibatches=1, update_epochs=1))
     Trainer(cfg, progress=False).train()
-    assert set(P.NVTX_RANGES) <= set(seen), seen
+    assert set(N.NVTX_RANGES) <= set(seen), seen

@@ -1,11 +1,11 @@
-"""fightlab.bodies.render: Figure 1 renders on the CPU (OSMesa), the body table, notebook 01."""
+"""fightlab.figures.bodies: Figure 1 renders on the CPU (OSMesa), the body table, notebook 01."""
 
 import json
 
 import numpy as np
 import pytest
 
-from fightlab.bodies import render
+from fightlab.figures import bodies as render
 from fightlab.reproduce import reproduce
 from fightlab.sim.physics import SLOTS
 
@@ -32,7 +32,7 @@ def test_render_stance_both_bodies():
 
 @needs_gl
 def test_figure1_saves_png_and_svg(tmp_path):
-    from fightlab.plots import savefig
+    from fightlab.figures.style import savefig
 
     fig = render.figure1(width=48, height=64)
     paths = savefig(fig, "figure1_bodies", root=tmp_path)

@@ -1,4 +1,4 @@
-"""fightlab.rl.report's summary of published training runs: setup, host_jobs, grouping."""
+"""fightlab.measure.report's summary of published training runs: setup, host_jobs, grouping."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from fightlab import results
-from fightlab.rl import report
+from fightlab.measure import report
 from test_figures import train_row  # synthetic rows (pytest puts tests/ on sys.path)
 
 

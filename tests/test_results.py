@@ -1,4 +1,4 @@
-"""fightlab.results (schema, validation, CSV round trip), fightlab._meta and fightlab.plots."""
+"""fightlab.results (schema, validation, CSV round trip), fightlab._meta and fightlab.figures.style."""
 
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ def test_savefig_writes_png_and_svg(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fightlab import plots
+    from fightlab.figures import style as plots
 
     before = matplotlib.rcParams["axes.grid"]
     with plots.use_style():

@@ -175,7 +175,7 @@ def test_normaliser_floor_keeps_a_constant_feature_from_exploding():
 
 def test_train_row_records_the_factor_kernel_and_host_jobs(tmp_path, monkeypatch):
     """A row says which mass-matrix factor produced it and how many GPU jobs shared the host."""
-    from fightlab.rl.report import factor_setup, train_row
+    from fightlab.measure.report import factor_setup, train_row
 
     monkeypatch.setenv("FIGHTLAB_HOST_JOBS", "2")
     for body, variant in (("muscular-fast", "shared"), ("simple", None)):
@@ -193,7 +193,7 @@ def test_evaluate_says_which_policy_it_ran(tmp_path, capsys):
     half-trained policy cannot pass for the solved one."""
     import json
 
-    from fightlab.rl.report import eval_row
+    from fightlab.measure.report import eval_row
     from fightlab.rl.runner import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
@@ -210,7 +210,7 @@ def test_resumed_run_records_every_segment(tmp_path, monkeypatch):
     any one setup's summary; the worst GPU sharing of any segment is the run's."""
     import json
 
-    from fightlab.rl.report import factor_setup, train_row
+    from fightlab.measure.report import factor_setup, train_row
 
     monkeypatch.setenv("FIGHTLAB_COMMIT", "aaa1111")
     monkeypatch.setenv("FIGHTLAB_SHARED_GPU", "3")
@@ -241,7 +241,7 @@ def test_overflow_message_counts_resets_and_worlds(tmp_path, monkeypatch, capsys
 
 
 def test_zero_action_evaluation_of_a_checkpoint_says_its_policy_did_not_run(tmp_path, capsys):
-    from fightlab.rl.report import eval_row
+    from fightlab.measure.report import eval_row
     from fightlab.rl.runner import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()

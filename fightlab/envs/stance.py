@@ -37,7 +37,7 @@ from fightlab.config import EnvConfig, validate_body, validate_device, validate_
 from fightlab.envs.reference import build_table
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter
-from fightlab.sim.profile import nvtx_range
+from fightlab.sim.nvtx import nvtx_range
 
 # summary sums (float32): episode length sum (s), return sum, tracking numerator, denominator
 SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN, SUM_N = 0, 1, 2, 3, 4

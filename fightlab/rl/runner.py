@@ -29,7 +29,7 @@ from fightlab.config import TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import ppo_update
 from fightlab.rl.storage import RolloutStorage, compute_gae
-from fightlab.sim.profile import nvtx_range
+from fightlab.sim.nvtx import nvtx_range
 
 WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
 

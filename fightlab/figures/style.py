@@ -1,6 +1,6 @@
 """House style for figures and one way to save them: ``figures/<name>.png`` and ``.svg``.
 
-    from fightlab import plots
+    from fightlab.figures import style as plots
     plots.use_style()                                 # for the rest of the session, or
     with plots.use_style():                           # only inside the block
         fig, ax = plt.subplots()

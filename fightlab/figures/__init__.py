@@ -8,7 +8,7 @@
     fig = figures.plot_factor_time(df)               # also used by notebook 03
 
 Each figure reads only ``root/data/results/<experiment>.csv`` (and ``root/data/curves/``) and is
-saved with :func:`fightlab.plots.savefig` as ``root/figures/<name>.png`` and ``.svg``. A figure
+saved with :func:`fightlab.figures.style.savefig` as ``root/figures/<name>.png`` and ``.svg``. A figure
 whose data file is absent or has no rows is skipped with a printed reason, not an error.
 Rows of several GPUs give one figure per GPU, named ``<name>_<gpu slug>``
 (``profile_stages_nvidia-h200``); with one GPU the name stays plain.
@@ -88,7 +88,7 @@ def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) ->
 def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from fightlab import plots
+    from fightlab.figures import style as plots
 
     paths = plots.savefig(fig, name, root=root)
     plt.close(fig)
@@ -101,10 +101,10 @@ def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
 def train_curve_labels(runs: pd.DataFrame) -> list[str]:
     """One legend label per published run's group: body, factor setup and commit, the seeds of
     the group, and "shared GPU ×N" for runs that shared the GPU (not headline times). Runs of one
-    group (:data:`fightlab.rl.report.SUMMARY_KEYS`, solo or shared alike) get the same label."""
+    group (:data:`fightlab.measure.report.SUMMARY_KEYS`, solo or shared alike) get the same label."""
     import pandas as pd
 
-    from fightlab.rl.report import SUMMARY_KEYS
+    from fightlab.measure.report import SUMMARY_KEYS
 
     def shared(r) -> str:
         if r.shared_gpu == 1:
@@ -125,14 +125,15 @@ def train_curve_labels(runs: pd.DataFrame) -> list[str]:
 
 def plot_train_curves(runs: pd.DataFrame, root: Path | str,
                       log: Callable[[str], None] = print):
-    """All runs of :func:`fightlab.rl.report.published_runs` drawn with
-    :func:`fightlab.rl.report.plot_training`: one colour and one legend entry per (body, setup,
+    """All runs of :func:`fightlab.measure.report.published_runs` drawn with
+    :func:`fightlab.figures.training.plot_training`: one colour and one legend entry per (body, setup,
     commit, ...) group (:func:`train_curve_labels`: the seeds listed), runs that shared the GPU
     dotted. Runs without a curve file under ``root/data/curves`` are left out (said through
     ``log``). Returns the Figure, or None when no run has a curve."""
     from fightlab import results
-    from fightlab.plots import COLORS
-    from fightlab.rl.report import SUMMARY_KEYS, plot_training
+    from fightlab.figures.style import COLORS
+    from fightlab.figures.training import plot_training
+    from fightlab.measure.report import SUMMARY_KEYS
 
     # legend order: per body, the groups in the order they first ran, seeds within a group
     keys = list(SUMMARY_KEYS)
@@ -160,7 +161,7 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
 
 
 def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:
-    from fightlab.rl.report import published_runs
+    from fightlab.measure.report import published_runs
 
     if _rows("train", root, "train_curves", log) is None:
         return []
@@ -174,14 +175,15 @@ def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:
 # --- profile --------------------------------------------------------------------------------
 
 def _profile_stages(root: Path, log: Callable[[str], None]) -> list[Path]:
-    from fightlab.sim import profile
+    from fightlab.figures import profile as stage_figures
+    from fightlab.measure import profile
 
     df = _rows("profile", root, "profile_stages", log)
     if df is None:
         return []
     paths = []
     for gpu, rows, name in _per_gpu(df, "profile_stages"):
-        fig = profile.plot_stages(profile.latest_rows(rows), title=f"one physics step, {gpu}")
+        fig = stage_figures.plot_stages(profile.latest_rows(rows), title=f"one physics step, {gpu}")
         paths += _save(fig, name, root, log)
     return paths
 
@@ -210,7 +212,7 @@ def plot_factor_time(df: pd.DataFrame):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from fightlab import plots
+    from fightlab.figures import style as plots
 
     df = df.reset_index(drop=True)
     variant = factor_param(df, "variant", "global")
@@ -294,7 +296,7 @@ def plot_factor_trajectory(rows_with_curves: Iterable[tuple[pd.Series, pd.DataFr
     Figure (a note instead of lines when there is no pair)."""
     import matplotlib.pyplot as plt
 
-    from fightlab import plots
+    from fightlab.figures import style as plots
 
     pairs = list(rows_with_curves)
     with plots.use_style():
@@ -363,7 +365,8 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
 
 
 def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
-    from fightlab import primer, results
+    from fightlab import results
+    from fightlab.figures import primer as primer_figures
 
     df = _rows("primer", root, "primer_vector_sweep", log)
     if df is None:
@@ -374,7 +377,7 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
         return []
     paths = []
     for gpu, rows, name in _per_gpu(_latest(df, ["gpu"]), "primer_vector_sweep"):
-        fig = primer.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
+        fig = primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
                                 title=f"vector sweep, {gpu}")
         paths += _save(fig, name, root, log)
     return paths

@@ -1,14 +1,11 @@
-"""Where a physics step's GPU time goes: per-kernel timing grouped by stage, and NVTX ranges.
+"""Where a physics step's GPU time goes: per-kernel timing grouped by stage.
 
-    from fightlab.sim import profile
+    from fightlab.measure import profile
     res = profile.profile("muscular-fast", nworld=8192, nstep=20, device="cuda:0")
     res.by_stage            # ms per physics step and share of kernel time for each stage
     res.by_kernel           # per kernel: stage, launches per step, ms per step, share
     res.failures            # ["other: 3.1% of kernel time > 2% ..."] when the stage table has gaps
     row = profile.result_row(res)          # a data/results/profile.csv row
-
-    with profile.nvtx_range("physics"):   # an NVTX range for Nsight Systems (no-op without nvtx)
-        ...
 
 How it measures (``profile``): a ``StanceEnv`` with the training settings (``prepare_mjmodel``:
 timestep, Newton iterations; ``put`` with the measured ``SLOTS``) is reset to the stance and
@@ -45,6 +42,8 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+
+from fightlab.sim.nvtx import nvtx_range
 
 #: the stages, in pipeline order; "env" is fightlab's own env kernels (only in ``what="env"``)
 STAGES: tuple[str, ...] = (
@@ -352,68 +351,6 @@ class LaunchRecorder:
 
 
 # ----------------------------------------------------------------------------------------------
-# NVTX
-
-
-class _NoRange:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_RANGE = _NoRange()
-_nvtx: Any = None      # the nvtx module once imported; False when absent
-NVTX_DOMAIN = "fightlab"
-#: the env/trainer stage ranges: physics (StanceEnv pre-step + substeps), observation/reward
-#: (post-step + observe), reset (masked reset), policy (actor-critic forward in the rollout),
-#: update (GAE + PPO update + normaliser)
-NVTX_RANGES = ("physics", "observation/reward", "reset", "policy", "update")
-_COLORS = {"physics": "blue", "observation/reward": "green", "reset": "red", "policy": "purple",
-           "update": "orange"}
-
-
-def _nvtx_module():
-    global _nvtx
-    if _nvtx is None:
-        try:
-            import nvtx as mod
-        except ImportError:
-            mod = False
-        _nvtx = mod
-    return _nvtx
-
-
-class _Range:
-    __slots__ = ("name", "mod")
-
-    def __init__(self, name, mod):
-        self.name, self.mod = name, mod
-
-    def __enter__(self):
-        self.mod.push_range(message=self.name, color=_COLORS.get(self.name, "grey"), domain=NVTX_DOMAIN)
-        return self
-
-    def __exit__(self, *exc):
-        self.mod.pop_range(domain=NVTX_DOMAIN)
-        return False
-
-
-def nvtx_range(name: str):
-    """An NVTX range ``name`` in domain "fightlab" for Nsight Systems (``nsys profile``).
-
-    Use as ``with nvtx_range("physics"): ...``. Without the ``nvtx`` package it is a shared
-    no-op context manager. Ranges are host-side markers: inside a captured graph they appear
-    once, at capture, not at each replay (profile with ``--no-graph`` to see per-step ranges).
-    """
-    mod = _nvtx_module()
-    return _Range(name, mod) if mod else _NO_RANGE
-
-
-# ----------------------------------------------------------------------------------------------
 # the measurement
 
 
@@ -703,47 +640,9 @@ def factor_table(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def plot_stages(df: pd.DataFrame, title: str = ""):
-    """Stage chart from profile rows: kernel ms per physics step (stacked by stage) and launches
-    per physics step (stacked by stage), one bar per (body, nworld). Untimed (CPU) rows leave the
-    time panel empty with a note. Returns a matplotlib Figure."""
-    import matplotlib.pyplot as plt
-
-    from fightlab import plots
-
-    # each bar names the mass-matrix factor path it ran (stock sparse per-level, dense tile, or
-    # fightlab's single-launch tree kernel, which training uses for muscular-fast)
-    paths = factor_table(df)["factor_path"].tolist() if "params" in df else [""] * len(df)
-    labels = [f"{b} ×{n}" + (f" [{p}]" if p else "") for b, n, p in zip(df["body"], df["nworld"], paths)]
-    y = np.arange(len(df))
-    with plots.use_style():
-        fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.6 * max(1, len(df))), sharey=True)
-        colors = plt.get_cmap("tab20").colors
-        for ax, kind, xlabel in ((axes[0], "ms", "kernel time per physics step [ms]"),
-                                 (axes[1], "launches", "kernel launches per physics step [count]")):
-            left = np.zeros(len(df))
-            for i, s in enumerate(STAGES):
-                v = df[f"{stage_slug(s)}_{kind}_per_step"].to_numpy(dtype=float)
-                v = np.nan_to_num(v)
-                ax.barh(y, v, left=left, color=colors[i % len(colors)], label=s, height=0.6)
-                left += v
-            plots.label(ax, x=xlabel)
-            ax.grid(axis="y", visible=False)
-        if not np.isfinite(df["kernel_ms_per_step"].to_numpy(dtype=float)).any():
-            axes[0].text(0.5, 0.5, "no kernel timing\n(CPU run)", transform=axes[0].transAxes,
-                         ha="center", va="center", color="0.4")
-        axes[0].set_yticks(y, labels)
-        axes[0].invert_yaxis()
-        axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-    return fig
-
-
 __all__ = [
-    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "NVTX_RANGES", "OTHER_LIMIT", "ProfileResult",
+    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "OTHER_LIMIT", "ProfileResult",
     "Record", "STAGES", "STAGE_DOC", "aggregate", "check_other", "factor_table", "kernel_key",
-    "kernel_names", "latest_rows", "nvtx_range", "plot_stages", "profile", "result_row", "row_metrics",
+    "kernel_names", "latest_rows", "profile", "result_row", "row_metrics",
     "stage_of", "stage_slug", "unmapped",
 ]

@@ -3,7 +3,7 @@
 ``bench/gpu_lanes.sh``'s ``ncu:NWORLD`` job runs ``bench/factor_probe.py`` under ``ncu --csv``
 (sections SpeedOfLight, Occupancy, WarpStateStats, MemoryWorkloadAnalysis) and then publishes it:
 
-    python -m fightlab.kernels.ncu RAW.csv NWORLD [--root .] [--factorizations 4]
+    python -m fightlab.measure.ncu RAW.csv NWORLD [--root .] [--factorizations 4]
 
 One ``ncu`` row per factor path (``params.path``: ``stock`` = MuJoCo Warp's per-level
 ``_qLD_acc`` launches and its final ``_qLDiag_div``; ``global`` / ``shared`` = fightlab's single
@@ -121,7 +121,7 @@ def read_csv(path: Path | str) -> pd.DataFrame:
     bad = sorted(units - set(TIME_UNITS_NS))
     if bad:
         raise ValueError(f"{path}: Duration in unit(s) {bad}; known units {sorted(TIME_UNITS_NS)} "
-                         "(add it to fightlab.kernels.ncu.TIME_UNITS_NS)")
+                         "(add it to fightlab.measure.ncu.TIME_UNITS_NS)")
     df.loc[dur, "value"] = df.loc[dur, "value"] * df.loc[dur, "Metric Unit"].astype(str).map(TIME_UNITS_NS)
     # one launch = one (process, ID); a repeated (process, ID, metric) means concatenated logs
     df["launch"] = df["Process ID"].astype(str) + ":" + df["ID"].astype(str)
@@ -251,7 +251,7 @@ def _append_new(rows: list[dict], root, source: str, nworld: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fightlab.kernels.ncu", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m fightlab.measure.ncu", description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="ncu --csv log of bench/factor_probe.py")
     ap.add_argument("nworld", type=int, help="the probe's world count")
     ap.add_argument("--root", default=".", help="folder holding data/ (default: .)")
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = publish(a.csv, a.nworld, a.root, a.factorizations, **meta)
     except (OSError, ValueError) as e:  # read_csv turns .xz decoding errors into ValueError
-        print(f"fightlab.kernels.ncu: error: {e}", file=sys.stderr)
+        print(f"fightlab.measure.ncu: error: {e}", file=sys.stderr)
         return 2
     for r in rows:
         print(f"ncu {r['nworld']} {r['run_id']}: {r['launches']} launches, "

@@ -1,6 +1,6 @@
 """Figure 1: both bodies in the stance, drawn by MuJoCo's own offscreen renderer on the CPU.
 
-    from fightlab.bodies import render
+    from fightlab.figures import bodies as render
     img = render.render_stance("muscular-fast", width=480, height=640)   # uint8 [H, W, 3]
     fig = render.figure1(width=480, height=640)                          # both bodies side by side
     table = render.bodies_table()          # sizes, tree depth, fallen contacts/rows, slot sizes
@@ -139,7 +139,7 @@ def render_stance(body: str, width: int = 480, height: int = 640, azimuth: float
 def figure1(bodies: tuple[str, ...] = FIGURE1_BODIES, width: int = 480, height: int = 640, **camera):
     """Figure 1: the bodies side by side in the stance (one panel each, titled with nv and geoms).
 
-    Returns a matplotlib Figure; save it with ``fightlab.plots.savefig(fig, "figure1_bodies", root)``.
+    Returns a matplotlib Figure; save it with ``fightlab.figures.style.savefig(fig, "figure1_bodies", root)``.
     """
     import matplotlib.pyplot as plt
 

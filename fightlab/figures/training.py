@@ -1,0 +1,51 @@
+"""Figure of training runs (notebook 06, ``train_curves``): reward, curriculum amplitude, fall
+rate and episode length against training wall time, from per-iteration curves."""
+
+from __future__ import annotations
+
+from fightlab.figures.style import label, use_style
+
+__all__ = ["plot_training"]
+
+
+def plot_training(curves: dict, title: str = "", styles: dict | None = None):
+    """Reward, amplitude, fall rate and episode length against training wall time.
+
+    Args:
+      curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
+        window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
+      title: figure title.
+      styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;
+        a ``label`` there replaces the curve's legend entry ("_nolegend_": none, e.g. for the
+        other seeds of a group).
+    Returns:
+      the matplotlib Figure (2×2 axes, every one with its tick labels; with more than 6 legend
+      entries the legend sits below them).
+    """
+    import matplotlib.pyplot as plt
+
+    with use_style():
+        styles = styles or {}
+        fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+        panels = [("reward", "mean reward per env step [-]"),
+                  ("amplitude", "rhythm amplitude a [-]"),
+                  ("window_fall_rate", "fall rate, last W iterations [-]"),
+                  ("window_episode_s", "mean episode length, last W iterations [s]")]
+        for ax, (col, ylab) in zip(axes.flat, panels):
+            for name, df in curves.items():
+                if col in df:
+                    ax.plot(df["elapsed_s"], df[col], **{"label": name, **styles.get(name, {})})
+            label(ax, x="training wall time [s]", y=ylab)
+            ax.tick_params(labelbottom=True)  # sharex hides the top row's labels otherwise
+        axes[0, 1].set_ylim(0, 1.05)
+        axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
+        axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        if len(labels) > 6:  # a long legend would cover the curves: put it under the panels
+            fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+        elif labels:
+            axes[0, 0].legend(fontsize=8)
+    return fig
