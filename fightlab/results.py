@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from fightlab import _meta
+from fightlab import meta
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
@@ -242,7 +242,7 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
     outside git), ``host``, ``gpu`` (CUDA device name, ``"cpu"``), ``driver`` (NVIDIA driver
     version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON
     (with ``host_jobs`` added from FIGHTLAB_HOST_JOBS when that is set).
-    Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab._meta`).
+    Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab.meta`).
 
     Args:
         body: body name (e.g. ``"simple"``).
@@ -255,13 +255,13 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
         ValueError: bad ``body``/``nworld``/``seed``; TypeError: params not JSON serialisable.
     """
     row = {
-        "run_id": _meta.new_run_id(),
-        "time": _meta.utc_now(),
-        "commit": _meta.git_commit(),
-        "host": _meta.host_name(),
-        "gpu": _meta.gpu_name(device),
-        "driver": _meta.driver_version(),
-        **_meta.package_versions(),
+        "run_id": meta.new_run_id(),
+        "time": meta.utc_now(),
+        "commit": meta.git_commit(),
+        "host": meta.host_name(),
+        "gpu": meta.gpu_name(device),
+        "driver": meta.driver_version(),
+        **meta.package_versions(),
         "body": body,
         "nworld": nworld,
         "seed": seed,

@@ -24,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-from fightlab._meta import utc_now
+from fightlab.meta import utc_now
 from fightlab.paths import REPO_ROOT
 from fightlab.config import ConfigError
 

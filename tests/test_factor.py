@@ -137,12 +137,17 @@ def test_factor_tree_reads_nothing_back_from_the_device(variant, monkeypatch):
     L, D = wp.zeros((1, m.nC), float), wp.zeros((1, m.nv), float)
     K.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)  # first call: scratch, compile
 
+    reads = []
+
     def no_read(self, *a, **k):
+        reads.append(self.shape)
         raise AssertionError("device array read back during factor_tree")
 
     monkeypatch.setattr(wp.array, "numpy", no_read)
     K.factor_tree(m, d, d.M, L, D, schedule=s, variant=variant)
-    K.shared_capacity(s), K.resolve_variant(s, "auto")
+    # what a launch consults on the host: the capacity and the variant, from the schedule alone
+    assert K.shared_capacity(s) > 0 and K.resolve_variant(s, "auto") in ("shared", "global")
+    assert reads == []
 
 
 def test_variant_choice_and_errors(monkeypatch):
@@ -188,7 +193,7 @@ def test_kernels_compile_for_the_gpu(tmp_path):
         pytest.skip("this Warp build cannot compile CUDA")
     m, _ = F.put(bodies.build("muscular-fast"), 1, "cpu")
     cap = K.shared_capacity(K.build_schedule(m))
-    for kernel in (K._shared_kernel(cap), K._factor_tree):
+    for kernel in K.variant_kernels(cap).values():
         files = wp.compile_aot_module(kernel.module, device=None, arch=90, module_dir=tmp_path)
         assert files and all(f.stat().st_size > 0 for f in files)
 
@@ -326,7 +331,7 @@ def test_push_schedule_matches_env_defaults(humanoid):
     cfg = EnvConfig()
     dt = humanoid.opt.timestep
     n = int(round(20.0 / dt))
-    f = F._push_schedule(humanoid, 50, n, np.random.default_rng(0))
+    f = F.push_schedule(humanoid, 50, n, np.random.default_rng(0))
     assert f.shape == (n, 50, 3) and f.dtype == np.float32 and not f[:, :, 2].any()
     mag = np.linalg.norm(f, axis=2)
     on = mag > 0

@@ -169,7 +169,7 @@ def test_the_private_name_check_can_fail():
     assert _private_uses("from fightlab.cli import _default_device") == \
         ["from fightlab.cli import _default_device"]
     assert _private_uses("from fightlab.kernels import factor as F\nF._put(1)") == ["F._put"]
-    assert _private_uses("import fightlab._meta") == ["import fightlab._meta"]
+    assert _private_uses("import fightlab._hidden") == ["import fightlab._hidden"]
     assert _private_uses("from fightlab.kernels import factor\nfactor.run(1)") == []
 
 

@@ -89,7 +89,7 @@ def test_vector_sweep_rows_and_bandwidth():
 
 def _mandelbrot_python(shape, max_iter):
     """Slow reference: one pixel at a time, float32 like the kernel."""
-    x0, y0, step = primer._grid(shape)
+    x0, y0, step = primer.mandelbrot_grid(shape)
     f = np.float32
     out = np.zeros(shape, np.int32)
     for r in range(shape[0]):

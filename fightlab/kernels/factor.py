@@ -114,6 +114,7 @@ __all__ = [
     "active_variant",
     "resolve_variant",
     "shared_capacity",
+    "variant_kernels",
     "VARIANTS",
     "tree_factor",
     "dense_max",
@@ -680,3 +681,9 @@ def count_factor_calls(m: Any, d: Any, fn: Callable[[], Any] | None = None) -> d
     finally:
         smooth._factor_i_sparse = current
     return counts
+
+
+def variant_kernels(capacity: int) -> dict[str, Any]:
+    """The warp kernels of both variants, ``{"shared": …, "global": …}``, for a shared tile of
+    ``capacity`` floats (:func:`shared_capacity`): e.g. to compile them ahead of time."""
+    return {"shared": _shared_kernel(capacity), "global": _factor_tree}

@@ -39,6 +39,7 @@ __all__ = [
     "chain_model",
     "random_tree_model",
     "push_body",
+    "push_schedule",
     "trajectory_deviation",
     "benchmark",
     "model_for",
@@ -310,7 +311,7 @@ def _require(on: bool, mjm: mujoco.MjModel) -> None:
                          "so there is no tree-vs-stock comparison to make")
 
 
-def _push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random.Generator,
+def push_schedule(mjm: mujoco.MjModel, nworld: int, nsteps: int, rng: np.random.Generator,
                    interval_s: tuple[float, float] = (1.0, 3.0), duration_s: float = 0.1,
                    impulse_ns: tuple[float, float] = (15.0, 30.0)) -> np.ndarray:
     """Horizontal pushes like :class:`fightlab.envs.stance.StanceEnv`'s defaults
@@ -350,7 +351,7 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
 
     Default ("pushed") episode: the first keyframe (or ``qpos0``) with small seeded noise, same
     for all runs; controls uniform in the control range, drawn per world every ``hold`` steps;
-    horizontal pushes on the root body as in the env (:func:`_push_schedule`); all seeded and
+    horizontal pushes on the root body as in the env (:func:`push_schedule`); all seeded and
     identical for every run. ``quiet=True``: the keyframe exactly, controls held at the
     keyframe's ``ctrl`` (zero without one), no pushes: a standing episode. In both, the ulp run
     moves every hinge/slide ``qpos`` up by one float32 ulp. ``block_dim`` / ``variant``: the
@@ -377,7 +378,7 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
         qpos[:, hadr] += rng.normal(0, 0.01, (nworld, len(hadr))).astype(np.float32)
         lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
         ctrls = rng.uniform(lo, hi, (nctrl, nworld, mjm.nu)).astype(np.float32)
-        push = _push_schedule(mjm, nworld, nsteps, rng)
+        push = push_schedule(mjm, nworld, nsteps, rng)
     qvel = np.zeros((nworld, mjm.nv), np.float32)
     qpos_ulp = qpos.copy()
     qpos_ulp[:, hadr] = np.nextafter(qpos[:, hadr], np.float32(np.inf))

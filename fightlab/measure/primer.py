@@ -342,7 +342,7 @@ def check_vector_kernels(device: str, n: int = 1000, a: float = 2.0, seed: int =
 
 #: bytes moved per element (float32): copy reads 1 and writes 1, add reads 2 writes 1,
 #: saxpy reads x and y and writes y; an empty kernel moves nothing
-_BYTES_PER_ELEMENT = {"copy": 8, "vec_add": 12, "saxpy": 12, "empty_kernel": 0,
+BYTES_PER_ELEMENT = {"copy": 8, "vec_add": 12, "saxpy": 12, "empty_kernel": 0,
                       "numpy_copy": 8, "numpy_add": 12, "numpy_saxpy": 12}
 
 
@@ -410,7 +410,7 @@ def vector_sweep(
 
 
 def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
-    nbytes = _BYTES_PER_ELEMENT[op] * n
+    nbytes = BYTES_PER_ELEMENT[op] * n
     return {
         "device": dev,
         "op": op,
@@ -428,7 +428,7 @@ def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
 # Mandelbrot
 
 
-def _grid(shape: Sequence[int]) -> tuple[float, float, float]:
+def mandelbrot_grid(shape: Sequence[int]) -> tuple[float, float, float]:
     """``(x0, y0, step)`` so pixel (row, col) is ``(x0 + col*step, y0 + row*step)`` in the window."""
     rows, cols = shape
     xmin, xmax, ymin, ymax = MANDELBROT_WINDOW
@@ -443,7 +443,7 @@ def mandelbrot_numpy(shape: Sequence[int] = (1024, 1536), max_iter: int = 20) ->
     ``y = 2xy + cy``, ``x = x² - y² + cx`` and count. Only the points still inside are iterated.
     """
     rows, cols = (int(s) for s in shape)
-    x0, y0, step = _grid(shape)
+    x0, y0, step = mandelbrot_grid(shape)
     f = np.float32
     cx = (f(x0) + np.arange(cols, dtype=f) * f(step))[None, :].repeat(rows, 0).ravel()
     cy = (f(y0) + np.arange(rows, dtype=f) * f(step))[:, None].repeat(cols, 1).ravel()
@@ -466,7 +466,7 @@ def mandelbrot_numpy(shape: Sequence[int] = (1024, 1536), max_iter: int = 20) ->
 
 
 def _mandelbrot_launcher(shape: Sequence[int], max_iter: int, device: str):
-    x0, y0, step = _grid(shape)
+    x0, y0, step = mandelbrot_grid(shape)
     out = wp.full(tuple(shape), -1, dtype=wp.int32, device=device)  # -1: never written
 
     def launch() -> None:

@@ -294,12 +294,12 @@ class Trainer:
         self.time_to_solve_s = None
         self.solve_iteration = None
         self.rows: list[dict] = []
-        from fightlab._meta import new_run_id
+        from fightlab.meta import new_run_id
 
         self.run_id = new_run_id()   # kept in every checkpoint: all segments share one run_id
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
         # row whose segments ran different code, kernels or devices says so (report.train_row)
-        from fightlab._meta import git_commit, gpu_name
+        from fightlab.meta import git_commit, gpu_name
 
         self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
                               shared_gpu=int(os.environ.get("FIGHTLAB_SHARED_GPU", "1")),
