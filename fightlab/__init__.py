@@ -18,7 +18,7 @@ _LAZY = {
     "PPOConfig": ("fightlab.config", "PPOConfig"),
     "TrainConfig": ("fightlab.config", "TrainConfig"),
     "train": ("fightlab.rl.runner", "train"),
-    "evaluate": ("fightlab.rl.runner", "evaluate"),
+    "evaluate": ("fightlab.rl.evaluate", "evaluate"),
     "REPO_ROOT": ("fightlab.paths", "REPO_ROOT"),
 }
 

@@ -201,7 +201,8 @@ def cmd_train(a) -> int:
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
                                  validate_device, validate_nworld)
     from fightlab.measure.report import finish_run
-    from fightlab.rl.runner import Trainer, load_checkpoint, resume_conflicts
+    from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
+    from fightlab.rl.runner import Trainer
 
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the training row")
@@ -252,7 +253,8 @@ def cmd_evaluate(a) -> int:
     from fightlab.config import (ConfigError, check_publish, validate_body, validate_device,
                                  validate_nworld)
     from fightlab.measure.report import eval_row
-    from fightlab.rl.runner import evaluate, evaluate_zero_action, load_checkpoint
+    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.rl.evaluate import evaluate, evaluate_zero_action
 
     nworld = validate_nworld(a.nworld)
     device = validate_device(_given(a.device, _default_device()))
@@ -299,9 +301,8 @@ def cmd_reproduce(a) -> int:
 
 
 def cmd_slots(a) -> int:
-    from fightlab.bodies.describe import fallen_contacts
+    from fightlab.measure.slots import fallen_contacts, slots_row
     from fightlab.config import BODY_NAMES, validate_body, validate_device, validate_nworld
-    from fightlab.measure.report import slots_row
 
     from fightlab.config import ConfigError, check_publish
 
@@ -366,7 +367,7 @@ def cmd_describe(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
-    from fightlab.rl.runner import CheckpointError
+    from fightlab.rl.checkpoint import CheckpointError
 
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,

@@ -32,7 +32,7 @@ class EnvConfig:
       control_dt: env (policy) step, 0.02 s = 50 Hz control.
       timestep: physics timestep, 0.004 s, so `substeps = control_dt / timestep = 5`.
         Changed only with a measured reason; the convergence check re-runs a trained policy at
-        half this timestep (`fightlab.rl.runner.evaluate(..., timestep=0.002)`).
+        half this timestep (`fightlab.rl.evaluate.evaluate(..., timestep=0.002)`).
       episode_s: episode length, 10 s = 500 env steps.
       rhythm_hz: bounce frequency (a boxer's bounce), 2 Hz.
       bounce_m: pelvis bounce amplitude at amplitude a = 1: ±0.03 m. More would lift the feet off

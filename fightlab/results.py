@@ -42,6 +42,7 @@ __all__ = [
     "params_json",
     "validate_row",
     "append_row",
+    "publish_row",
     "publish_lock",
     "MalformedRowError",
     "read_rows",
@@ -71,7 +72,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",
     ),
-    # a policy (or the zero-action policy) re-run on fresh worlds (fightlab.rl.runner.evaluate);
+    # a policy (or the zero-action policy) re-run on fresh worlds (fightlab.rl.evaluate.evaluate);
     # params holds the checkpoint and its training run_id
     "evaluate": (
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
@@ -577,3 +578,16 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
 def read_curve(run_id: str, root: Path | str) -> pd.DataFrame:
     """Read ``root/data/curves/<run_id>.csv``. Raises FileNotFoundError if absent."""
     return pd.read_csv(curve_path(run_id, root))
+
+
+def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_root: Path | str,
+                device: str, root: Path | str = REPO_ROOT) -> None:
+    """Write ``row`` under ``local_root`` (a runs/ folder) always and, with ``publish``, under
+    ``root`` (the repository's data/). Raises ConfigError before writing anything when the run
+    may not publish (:func:`fightlab.config.check_publish`: a CUDA device, full size)."""
+    from fightlab.config import check_publish
+
+    check_publish(publish, device, f"{experiment} rows")
+    append_row(experiment, row, local_root)
+    if publish:
+        append_row(experiment, row, root)

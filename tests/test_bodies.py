@@ -6,6 +6,7 @@ import pytest
 
 from fightlab.bodies import BODIES, body_info, bounce_gain, build, build_spec
 from fightlab.bodies import describe as desc
+from fightlab.measure import slots
 from fightlab.bodies.muscles import N_MUSCLES
 
 NAMES = sorted(BODIES)
@@ -191,13 +192,13 @@ def test_describe_values():
 
 
 def test_recommend_slots():
-    assert desc.recommend_slots(32, 260) == (48, 400)
-    assert desc.recommend_slots(1, 1) == (16, 16)
-    assert desc.recommend_slots(33, 320) == (64, 480)
+    assert slots.recommend_slots(32, 260) == (48, 400)
+    assert slots.recommend_slots(1, 1) == (16, 16)
+    assert slots.recommend_slots(33, 320) == (64, 480)
 
 
 def test_fallen_contacts_cpu():
-    out = desc.fallen_contacts_cpu("simple", n=3, seconds=1.5, limp=True)
+    out = slots.fallen_contacts_cpu("simple", n=3, seconds=1.5, limp=True)
     assert out["ncon_max"] > 0 and out["nefc_max"] >= 4 * out["ncon_max"] - 1
     assert out["nconmax"] >= 1.5 * out["ncon_max"] and out["nconmax"] % 16 == 0
     assert out["njmax"] >= 1.5 * out["nefc_max"] and out["njmax"] % 16 == 0
@@ -205,7 +206,7 @@ def test_fallen_contacts_cpu():
 
 def test_fallen_contacts_warp_cpu():
     pytest.importorskip("mujoco_warp")
-    out = desc.fallen_contacts("muscular-fast", nworld=4, seconds=1.0, device="cpu")
+    out = slots.fallen_contacts("muscular-fast", nworld=4, seconds=1.0, device="cpu")
     assert out["nworld"] == 4 and out["steps"] == 250
     assert 0 < out["ncon_max"] < 256 and 0 < out["nefc_max"] < 1024
     assert out["ncon_mean"] <= out["ncon_max"] and out["nefc_p99"] <= out["nefc_max"]
@@ -215,4 +216,4 @@ def test_fallen_contacts_warp_cpu():
 def test_fallen_contacts_overflow_raises():
     pytest.importorskip("mujoco_warp")
     with pytest.raises(RuntimeError, match="overflow"):
-        desc.fallen_contacts("simple", nworld=2, seconds=0.02, device="cpu", nconmax=4, njmax=8)
+        slots.fallen_contacts("simple", nworld=2, seconds=0.02, device="cpu", nconmax=4, njmax=8)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from fightlab import meta, results
+from fightlab import meta as run_meta
+from fightlab import results
 from fightlab.results import EXPERIMENTS, META_COLUMNS
 
 
@@ -57,7 +58,7 @@ def test_run_metadata_fields():
     assert meta["gpu"] == "cpu"
     assert meta["time"].endswith("+00:00")
     assert meta["params"] == '{"a": [1, 2], "b": 1}'  # JSON, sorted keys
-    assert meta["warp"] == meta.package_version("warp-lang")
+    assert meta["warp"] == run_meta.package_version("warp-lang")
     assert isinstance(meta["commit"], str) and meta["commit"]
 
 
@@ -184,32 +185,32 @@ def test_curves(tmp_path):
 
 
 def test_metadata_without_git(tmp_path, monkeypatch):
-    assert meta.git_commit(tmp_path) == "unknown"  # not a repository
-    assert meta.git_commit(tmp_path / "missing") == "unknown"
+    assert run_meta.git_commit(tmp_path) == "unknown"  # not a repository
+    assert run_meta.git_commit(tmp_path / "missing") == "unknown"
 
     def no_binaries(*a, **k):
         raise FileNotFoundError("no such program")
 
     monkeypatch.setattr(subprocess, "run", no_binaries)
-    assert meta.git_commit() == "unknown"
-    driver = meta.driver_version()
+    assert run_meta.git_commit() == "unknown"
+    driver = run_meta.driver_version()
     assert driver == "" or driver.startswith("cuda-")
-    meta = results.run_metadata(body="simple", nworld=1, seed=0, params={}, device="cpu")
-    assert meta["commit"] == "unknown"
-    results.validate_row("train", {**meta, **_metrics()})
+    row = results.run_metadata(body="simple", nworld=1, seed=0, params={}, device="cpu")
+    assert row["commit"] == "unknown"
+    results.validate_row("train", {**row, **_metrics()})
 
 
 def test_commit_override_is_the_short_form(monkeypatch):
     # the GPU launcher passes the full sha; rows must carry the same short form as git here
     full = "99997D959cebef656324245286beea9fa65b6efc"
     monkeypatch.setenv("FIGHTLAB_COMMIT", full)
-    assert meta.git_commit() == "99997d9"
+    assert run_meta.git_commit() == "99997d9"
     monkeypatch.setenv("FIGHTLAB_COMMIT", full + "-dirty")
-    assert meta.git_commit() == "99997d9-dirty"
+    assert run_meta.git_commit() == "99997d9-dirty"
     monkeypatch.setenv("FIGHTLAB_COMMIT", "e0d8c0e-dirty")  # anything else is taken as given
-    assert meta.git_commit() == "e0d8c0e-dirty"
+    assert run_meta.git_commit() == "e0d8c0e-dirty"
     monkeypatch.setenv("FIGHTLAB_COMMIT", full[:12])
-    assert meta.git_commit() == full[:12]
+    assert run_meta.git_commit() == full[:12]
 
 
 def test_git_commit_and_dirty(tmp_path):
@@ -220,24 +221,24 @@ def test_git_commit_and_dirty(tmp_path):
         git("init", "-q")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("git not available")
-    assert meta.git_commit(tmp_path) == "unknown"  # no commit yet
+    assert run_meta.git_commit(tmp_path) == "unknown"  # no commit yet
     (tmp_path / "f.txt").write_text("a")
     git("add", "f.txt")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
-    sha = meta.git_commit(tmp_path)
+    sha = run_meta.git_commit(tmp_path)
     assert sha != "unknown" and not sha.endswith("-dirty")
     full = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
     assert sha == full.strip()[:7]  # always 7 characters, as the FIGHTLAB_COMMIT override gives
     (tmp_path / "untracked.txt").write_text("u")
-    assert meta.git_commit(tmp_path) == sha  # untracked files do not make it dirty
+    assert run_meta.git_commit(tmp_path) == sha  # untracked files do not make it dirty
     (tmp_path / "f.txt").write_text("b")
-    assert meta.git_commit(tmp_path) == sha + "-dirty"
+    assert run_meta.git_commit(tmp_path) == sha + "-dirty"
 
 
 def test_gpu_name_on_cpu():
-    assert meta.gpu_name("cpu") == "cpu"
-    assert meta.gpu_name(None) == "cpu"
-    assert meta.package_version("no-such-distribution-xyz") == ""
+    assert run_meta.gpu_name("cpu") == "cpu"
+    assert run_meta.gpu_name(None) == "cpu"
+    assert run_meta.package_version("no-such-distribution-xyz") == ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import torch
 from fightlab.config import PPOConfig, TrainConfig
 from fightlab.rl.models import ActorCritic, ObsNormalizer
 from fightlab.rl.ppo import ppo_update
-from fightlab.rl.runner import Curriculum, Trainer
+from fightlab.rl.curriculum import Curriculum
+from fightlab.rl.runner import Trainer
 from fightlab.rl.storage import RolloutStorage, compute_gae
 
 
@@ -150,7 +151,7 @@ def test_resume_gives_the_same_next_row(tmp_path):
 
 
 def test_truncated_checkpoint_is_a_clear_error(tmp_path):
-    from fightlab.rl.runner import CheckpointError, load_checkpoint
+    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
 
     p = tmp_path / "x.pt"
     p.write_bytes(b"PK\x03\x04garbage")
@@ -194,7 +195,7 @@ def test_evaluate_says_which_policy_it_ran(tmp_path, capsys):
     import json
 
     from fightlab.measure.report import eval_row
-    from fightlab.rl.runner import evaluate
+    from fightlab.rl.evaluate import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
     res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu")
@@ -242,7 +243,7 @@ def test_overflow_message_counts_resets_and_worlds(tmp_path, monkeypatch, capsys
 
 def test_zero_action_evaluation_of_a_checkpoint_says_its_policy_did_not_run(tmp_path, capsys):
     from fightlab.measure.report import eval_row
-    from fightlab.rl.runner import evaluate
+    from fightlab.rl.evaluate import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
     res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu", zero_action=True, progress=False,

@@ -103,21 +103,9 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     return row
 
 
-def _publish_row(experiment: str, row: dict, publish: bool, local_root: Path, device: str,
-                 root: Path = REPO_ROOT) -> None:
-    """Append `row` under `local_root` (runs/…) always and under `root` (the repository's data/)
-    with `publish`, which is refused on the CPU (config.check_publish)."""
-    from fightlab.config import check_publish
-
-    check_publish(publish, device, f"{experiment} rows")
-    results.append_row(experiment, row, local_root)
-    if publish:
-        results.append_row(experiment, row, root)
-
-
 def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,
              local_root: Path = RUNS / "eval") -> dict:
-    """Print an evaluation (fightlab.rl.runner.evaluate) and store it as an `evaluate` row under
+    """Print an evaluation (fightlab.rl.evaluate.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
                   episodes_per_world=res.get("episodes_per_world"),
@@ -129,7 +117,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                fall_rate=float(res["fall_rate"]), tracking=float(res["tracking"]),
                mean_episode_s=float(res["mean_episode_s"]),
                overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
-    _publish_row("evaluate", row, publish, local_root, device)
+    results.publish_row("evaluate", row, publish, local_root, device)
     print(f"evaluate {res['body']}: {_policy_label(res)}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
           f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
@@ -150,23 +138,6 @@ def _policy_label(res: dict) -> str:
                                        f" (body and task from the checkpoint of iteration {it}; its policy did not run)")
     return f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
 
-
-
-def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = False,
-              local_root: Path = RUNS / "slots") -> dict:
-    """Print a fallen-contacts measurement (fightlab.bodies.describe.fallen_contacts) and store it
-    as a `slots` row (runs/slots always, data/results with `publish`). Returns the row."""
-    row = results.run_metadata(body=body, nworld=int(res["nworld"]), seed=int(res.get("seed", 0)),
-                               params=dict(limp=limp, steps=res.get("steps")), device=device)
-    row.update(seconds=float(res["seconds"]), ncon_max=int(res["ncon_max"]),
-               ncon_p99=float(res["ncon_p99"]), nefc_max=int(res["nefc_max"]),
-               nefc_p99=float(res["nefc_p99"]), nconmax=int(res["nconmax"]), njmax=int(res["njmax"]))
-    _publish_row("slots", row, publish, local_root, device)
-    print(f"SLOTS {body} nworld={row['nworld']} limp={limp}: contacts max {row['ncon_max']} "
-          f"(p99 {row['ncon_p99']:.0f}), rows max {row['nefc_max']} (p99 {row['nefc_p99']:.0f}) "
-          f"-> nconmax {row['nconmax']}, njmax {row['njmax']}" + (" [published]" if publish else ""),
-          flush=True)
-    return row
 
 
 #: the original study's times to solve [s] (its own bodies and task details):

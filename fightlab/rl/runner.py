@@ -1,111 +1,29 @@
-"""Training loop: rollouts on the StanceEnv, PPO updates, the amplitude curriculum, the solve
-criterion, per-iteration rows, checkpoints and `--resume`.
+"""Training loop: rollouts on the StanceEnv, PPO updates, the curriculum
+(:mod:`fightlab.rl.curriculum`), per-iteration rows (``rows.csv``), checkpoints
+(:mod:`fightlab.rl.checkpoint`) and ``--resume``, in a run folder (:mod:`fightlab.rundir`).
 
-Curriculum (see `Curriculum`): the rhythm amplitude a rises through `curriculum_stages`
-(0.1 … 1.0), starting at 0.1; each widening ramps the reference over 1 s in all worlds. After the
-start and after each widening the runner waits W = `curriculum_wait` iterations (≈ 2 episodes per
-world at 32 steps per iteration); from then on every iteration checks the episodes that finished in
-the last W iterations and widens when their fall rate ≤ 5 % and their bounce tracking ≥ 0.75.
-Solved: at the last stage the same check passes, the mean episode length is ≥ 9.5 s and every
-episode ended by a fall or the 10 s limit. Time to solve = the summed training wall clock of the
+Time to solve = the summed training wall clock of the
 iterations up to and including the solving one, over all `--resume` segments; compilation and
 graph capture (`compile_s`) are excluded and reported apart.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from fightlab.config import TrainConfig, from_dict, to_dict, validate_train
+from fightlab.rl.checkpoint import CheckpointError, load_checkpoint, load_policy, resume_config
+from fightlab.rl.curriculum import Curriculum
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import ppo_update
 from fightlab.rl.storage import RolloutStorage, compute_gae
 from fightlab.sim.nvtx import nvtx_range
-
-WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
-
-
-@dataclass
-class Curriculum:
-    """Amplitude curriculum and solve criterion over per-iteration episode summaries.
-
-    `update(summary)` takes one iteration's summary (a dict with at least WINDOW_KEYS: counts of
-    episodes finished, falls, timeouts, the sum of their lengths in s, and the lock-in tracking
-    numerator/denominator summed over them) and returns the event: "wait" (inside the W
-    iterations after a widening), "hold" (checked, not good enough), "widen" or "solved".
-    """
-
-    stages: tuple[float, ...]
-    wait: int = 32
-    max_fall_rate: float = 0.05
-    min_tracking: float = 0.75
-    min_episode_s: float = 9.5
-    stage: int = 0
-    since_widen: int = 0
-    solved: bool = False
-    window: deque = field(default_factory=deque)
-
-    @property
-    def amplitude(self) -> float:
-        return float(self.stages[self.stage])
-
-    def window_stats(self) -> dict:
-        """Fall rate, tracking, mean episode length and counts over the window (NaN if empty)."""
-        tot = {k: sum(w[k] for w in self.window) for k in WINDOW_KEYS}
-        n = tot["episodes"]
-        return dict(
-            episodes=n,
-            fall_rate=tot["falls"] / n if n else math.nan,
-            tracking=tot["track_num"] / tot["track_den"] if tot["track_den"] > 0 else math.nan,
-            mean_episode_s=tot["episode_s_sum"] / n if n else math.nan,
-            other_endings=n - tot["falls"] - tot["timeouts"],
-        )
-
-    def passes(self, final: bool) -> bool:
-        s = self.window_stats()
-        if not s["episodes"]:
-            return False
-        ok = s["fall_rate"] <= self.max_fall_rate and s["tracking"] >= self.min_tracking
-        if final:
-            ok = ok and s["mean_episode_s"] >= self.min_episode_s and s["other_endings"] == 0
-        return bool(ok)
-
-    def update(self, summary: dict) -> str:
-        if self.solved:
-            return "solved"
-        self.window.append({k: summary[k] for k in WINDOW_KEYS})
-        while len(self.window) > self.wait:
-            self.window.popleft()
-        self.since_widen += 1
-        if self.since_widen < self.wait:
-            return "wait"
-        final = self.stage == len(self.stages) - 1
-        if not self.passes(final):
-            return "hold"
-        if final:
-            self.solved = True
-            return "solved"
-        self.stage += 1
-        self.since_widen = 0
-        self.window.clear()
-        return "widen"
-
-    def state_dict(self) -> dict:
-        return dict(stage=self.stage, since_widen=self.since_widen, solved=self.solved,
-                    window=list(self.window))
-
-    def load_state_dict(self, s: dict) -> None:
-        self.stage, self.since_widen, self.solved = s["stage"], s["since_widen"], s["solved"]
-        self.window = deque(s["window"])
 
 
 def _sync(device: str):
@@ -114,127 +32,6 @@ def _sync(device: str):
     from fightlab.timing import default_sync
 
     default_sync(device)()
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, unreadable, truncated or not a fightlab checkpoint."""
-
-
-def _check_checkpoint(p: Path, ck: dict) -> None:
-    """Types of what a checkpoint holds, checked before anything is built from it."""
-    import numpy as np
-
-    from fightlab.config import ConfigError
-
-    def bad(what):
-        return CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {what}")
-
-    def number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-    if not isinstance(ck["config"], dict):
-        raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
-    try:
-        validate_train(dataclasses.replace(from_dict(ck["config"]), device="cpu"))
-    except ConfigError as e:
-        raise bad(f"config: {e}") from None
-    it = ck["iteration"]
-    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-        raise bad(f"iteration must be an integer >= 0, got {it!r}")
-    if not number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
-        raise bad(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
-    for k in ("agent", "optimizer"):
-        if not isinstance(ck[k], dict):
-            raise bad(f"{k} must be a state dict, got {type(ck[k]).__name__}")
-    cur = ck["curriculum"]
-    if not isinstance(cur, dict):
-        raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
-    for k, typ in (("stage", int), ("since_widen", int), ("solved", bool), ("window", list)):
-        v = cur.get(k)
-        if not isinstance(v, typ) or (typ is int and (isinstance(v, bool) or v < 0)):
-            raise bad(f"curriculum[{k!r}] must be {'an integer >= 0' if typ is int else typ.__name__}, "
-                      f"got {v!r}")
-    n_stages = len(ck["config"].get("curriculum_stages") or ())
-    if not cur["stage"] < n_stages:
-        raise bad(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
-    if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w) for w in cur["window"]):
-        raise bad(f"curriculum window entries must be dicts with {list(WINDOW_KEYS)}")
-    if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
-            isinstance(v, np.ndarray) for v in ck["env_state"].values()):
-        raise bad("env_state must be a dict of numpy arrays (the simulation state)")
-    for k in ("obs", "torch_rng", "gen_state"):
-        if not isinstance(ck.get(k), torch.Tensor):
-            raise bad(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
-    if not number(ck.get("amp_target")):
-        raise bad(f"amp_target must be a number, got {ck.get('amp_target')!r}")
-    for k in ("time_to_solve_s", "compile_s"):
-        if ck.get(k) is not None and not number(ck[k]):
-            raise bad(f"{k} must be a number or None, got {ck[k]!r}")
-    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
-                                                  or not isinstance(ck["solve_iteration"], int)):
-        raise bad(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
-    if ck.get("run_id") is not None and not (isinstance(ck["run_id"], str) and ck["run_id"].isalnum()):
-        raise bad(f"run_id must be letters and digits, got {ck['run_id']!r}")
-    segs = ck.get("segments")
-    if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
-        raise bad(f"segments must be a list of dicts, got {segs!r}")
-
-
-def load_checkpoint(path) -> dict:
-    """Load a fightlab checkpoint (torch.save dict) and check the type of everything it holds.
-
-    Raises:
-      CheckpointError: naming the path: missing, unreadable, truncated, not a fightlab
-        checkpoint, or damaged / hand-edited (a field of the wrong type or out of range).
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
-    try:
-        ck = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated zip, pickle garbage, …
-        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({type(e).__name__}: {e})") from None
-    need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
-    if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
-        raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint "
-                              f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
-    _check_checkpoint(p, ck)
-    return ck
-
-
-#: TrainConfig fields a resumed segment may change (each is recorded in the segment's entry);
-#: every other field of a resumed run is its checkpoint's. The run folder is the checkpoint's.
-SEGMENT_FIELDS = ("device", "max_iterations", "segment_s")
-
-
-def resume_conflicts(saved: TrainConfig, given: dict) -> list[tuple[str, object, object]]:
-    """The settings in ``given`` ({TrainConfig field: value}, only what the user set) that
-    differ from the checkpoint's config ``saved`` and are not :data:`SEGMENT_FIELDS`: a
-    resumed run keeps them, so each is a conflict, returned as (field, given, checkpoint's)."""
-    return [(k, v, getattr(saved, k)) for k, v in given.items()
-            if k not in SEGMENT_FIELDS and k != "resume" and str(v) != str(getattr(saved, k))]
-
-
-def resume_config(saved: TrainConfig, cfg: TrainConfig) -> TrainConfig:
-    """The config of a resumed segment: the checkpoint's ``saved`` config with only
-    :data:`SEGMENT_FIELDS` taken from ``cfg``, ``resume`` = cfg.resume and ``run_dir`` = the
-    checkpoint's folder (a run stays in its folder, wherever that has been moved)."""
-    return dataclasses.replace(saved, resume=cfg.resume,
-                               run_dir=str(Path(cfg.resume).resolve().parent),
-                               **{k: getattr(cfg, k) for k in SEGMENT_FIELDS})
-
-
-def _load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) -> None:
-    """Load a checkpoint's policy (and optimizer) state; a policy of another body or config is a
-    CheckpointError with a one-line reason, not torch's size-mismatch listing."""
-    try:
-        agent.load_state_dict(ck["agent"])
-        if optimizer is not None:
-            optimizer.load_state_dict(ck["optimizer"])
-    except (RuntimeError, KeyError, ValueError) as e:
-        first = str(e).strip().splitlines()[0][:200]
-        raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
-                              f"actions {env.nu}): {first}") from None
 
 
 class Trainer:
@@ -460,7 +257,7 @@ class Trainer:
         return path
 
     def _load(self, ck: dict):
-        _load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
+        load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
         self.curriculum.load_state_dict(ck["curriculum"])
         self.iteration = int(ck["iteration"])
         self.elapsed_s = float(ck["elapsed_s"])
@@ -587,95 +384,3 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     result dict."""
     with Trainer(cfg, progress=progress) as trainer:
         return trainer.train()
-
-
-def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_world: float = 1.0,
-             timestep: float | None = None, zero_action: bool = False, amplitude: float = 1.0,
-             seed: int = 1, graph: bool = True, progress: bool = True) -> dict:
-    """Re-run a saved policy (its deterministic mean action) or the zero-action policy (the servos
-    holding the reference alone) on fresh worlds and report the solve statistics.
-
-    Args:
-      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used;
-        for the zero-action policy without a checkpoint see `evaluate_zero_action`).
-      nworld: worlds; episodes_per_world: how long to run, in episodes (10 s each);
-      timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
-        then takes control_dt / timestep substeps); zero_action: ignore the policy;
-      amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps.
-
-    Returns:
-      dict: body, zero_action, timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
-      (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
-      a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
-      fall_rate, tracking, mean_episode_s (s), overflow_count (slot resets), nan_resets,
-      contact_falls, tilt_falls.
-
-    Raises:
-      CheckpointError: unreadable checkpoint or a policy that does not fit the body.
-    """
-    ck = load_checkpoint(checkpoint)
-    cfg = from_dict(ck["config"])
-    env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
-    return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
-                     amplitude, seed, graph, cfg.tree_factor, progress)
-
-
-def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
-                         episodes_per_world: float = 1.0, amplitude: float = 1.0, seed: int = 1,
-                         env_cfg=None, graph: bool = True, timestep: float | None = None,
-                         progress: bool = True) -> dict:
-    """The zero-action policy (servos hold the moving reference alone) on `body`; same output as
-    `evaluate`."""
-    from fightlab.config import EnvConfig
-
-    env_cfg = env_cfg or EnvConfig()
-    if timestep is not None:
-        env_cfg = dataclasses.replace(env_cfg, timestep=timestep)
-    return _evaluate(body, None, env_cfg, nworld, device, episodes_per_world, True,
-                     amplitude, seed, graph, True, progress)
-
-
-def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
-              graph, tree_factor, progress=True):
-    from tqdm import tqdm
-
-    from fightlab.config import validate_device
-    from fightlab.envs.stance import StanceEnv
-    from fightlab.sim.physics import shared_stream
-
-    device = validate_device(device)
-    nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
-    # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
-    bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
-    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)
-    agent = None
-    if ck is not None and not zero_action:
-        c = from_dict(ck["config"])
-        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
-                            obs_min_std=env.obs_min_std).to(torch.device(device))
-        _load_policy(agent, ck, body, env)
-        agent.eval()
-    with shared_stream(device):
-        env.set_amplitude(amplitude, immediate=True)
-        obs = env.reset(stagger=False)
-        zero = torch.zeros(nworld, env.nu, device=torch.device(device))
-        for _ in range(nsteps):
-            with torch.no_grad():
-                a = zero if agent is None else agent.act_mean(obs)
-            obs, _, _, _ = env.step(a)
-            bar.update(1)
-        s = env.read_summary()
-    bar.close()
-    n = s["episodes"]
-    return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
-                amplitude=amplitude, episodes_per_world=episodes_per_world,
-                seconds_per_world=nsteps * env_cfg.control_dt,
-                run_id=ck.get("run_id") if ck is not None else None,
-                # which policy: a checkpoint of a solved run, or one saved before the solve
-                ckpt_iteration=ck.get("iteration") if ck is not None else None,
-                ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
-                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
-                tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
-                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
-                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
-                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])

@@ -2,7 +2,7 @@
 graph capture and the torch/warp shared stream.
 
 Slot sizes (`nconmax` contacts per world, `njmax` constraint rows per world) come from
-measurement, not guesses: `fightlab.bodies.describe.fallen_contacts` pushes thousands of worlds
+measurement, not guesses: `fightlab.measure.slots.fallen_contacts` pushes thousands of worlds
 over and records the maximum contacts and rows per world; `SLOTS` below holds those maxima plus a
 margin, with the measurement named next to each entry. MuJoCo Warp pools contacts over worlds
 (`naconmax = nworld × nconmax`) but caps constraint rows per world (`njmax`).
@@ -41,7 +41,7 @@ class Slots:
     source: str
 
 
-# Maximum over random falls (fightlab.bodies.describe.fallen_contacts) plus a 1.5× margin,
+# Maximum over random falls (fightlab.measure.slots.fallen_contacts) plus a 1.5× margin,
 # rounded up to a multiple of 16. See data/results/slots.csv for the measurement rows.
 SLOTS: dict[str, Slots] = {
     "muscular-fast": Slots(nconmax=48, njmax=160, source=(

@@ -1,0 +1,143 @@
+"""Checkpoints of a training run: loading with every field type-checked, and the resume rule
+(a resumed run keeps every setting of its checkpoint except :data:`SEGMENT_FIELDS`).
+
+A checkpoint is a ``torch.save`` dict (format ``fightlab-ckpt-1``): config, agent, optimizer,
+curriculum, iteration, elapsed_s, the env's ``state_dict``, RNG states, run_id and per-segment
+records; ``Trainer.save`` writes it. Checkpoints are pickles: load only your own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import torch
+
+from fightlab.config import TrainConfig, from_dict, validate_train
+from fightlab.rl.curriculum import WINDOW_KEYS
+from fightlab.rl.models import ActorCritic
+
+__all__ = ["CheckpointError", "load_checkpoint", "SEGMENT_FIELDS", "resume_conflicts",
+           "resume_config", "load_policy"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable, truncated or not a fightlab checkpoint."""
+
+
+def _check_checkpoint(p: Path, ck: dict) -> None:
+    """Types of what a checkpoint holds, checked before anything is built from it."""
+    import numpy as np
+
+    from fightlab.config import ConfigError
+
+    def bad(what):
+        return CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {what}")
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(ck["config"], dict):
+        raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
+    try:
+        validate_train(dataclasses.replace(from_dict(ck["config"]), device="cpu"))
+    except ConfigError as e:
+        raise bad(f"config: {e}") from None
+    it = ck["iteration"]
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise bad(f"iteration must be an integer >= 0, got {it!r}")
+    if not number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
+        raise bad(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
+    for k in ("agent", "optimizer"):
+        if not isinstance(ck[k], dict):
+            raise bad(f"{k} must be a state dict, got {type(ck[k]).__name__}")
+    cur = ck["curriculum"]
+    if not isinstance(cur, dict):
+        raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
+    for k, typ in (("stage", int), ("since_widen", int), ("solved", bool), ("window", list)):
+        v = cur.get(k)
+        if not isinstance(v, typ) or (typ is int and (isinstance(v, bool) or v < 0)):
+            raise bad(f"curriculum[{k!r}] must be {'an integer >= 0' if typ is int else typ.__name__}, "
+                      f"got {v!r}")
+    n_stages = len(ck["config"].get("curriculum_stages") or ())
+    if not cur["stage"] < n_stages:
+        raise bad(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
+    if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w) for w in cur["window"]):
+        raise bad(f"curriculum window entries must be dicts with {list(WINDOW_KEYS)}")
+    if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
+            isinstance(v, np.ndarray) for v in ck["env_state"].values()):
+        raise bad("env_state must be a dict of numpy arrays (the simulation state)")
+    for k in ("obs", "torch_rng", "gen_state"):
+        if not isinstance(ck.get(k), torch.Tensor):
+            raise bad(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
+    if not number(ck.get("amp_target")):
+        raise bad(f"amp_target must be a number, got {ck.get('amp_target')!r}")
+    for k in ("time_to_solve_s", "compile_s"):
+        if ck.get(k) is not None and not number(ck[k]):
+            raise bad(f"{k} must be a number or None, got {ck[k]!r}")
+    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
+                                                  or not isinstance(ck["solve_iteration"], int)):
+        raise bad(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
+    if ck.get("run_id") is not None and not (isinstance(ck["run_id"], str) and ck["run_id"].isalnum()):
+        raise bad(f"run_id must be letters and digits, got {ck['run_id']!r}")
+    segs = ck.get("segments")
+    if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
+        raise bad(f"segments must be a list of dicts, got {segs!r}")
+
+
+def load_checkpoint(path) -> dict:
+    """Load a fightlab checkpoint (torch.save dict) and check the type of everything it holds.
+
+    Raises:
+      CheckpointError: naming the path: missing, unreadable, truncated, not a fightlab
+        checkpoint, or damaged / hand-edited (a field of the wrong type or out of range).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
+    try:
+        ck = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated zip, pickle garbage, …
+        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({type(e).__name__}: {e})") from None
+    need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
+    if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
+        raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint "
+                              f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
+    _check_checkpoint(p, ck)
+    return ck
+
+
+#: TrainConfig fields a resumed segment may change (each is recorded in the segment's entry);
+#: every other field of a resumed run is its checkpoint's. The run folder is the checkpoint's.
+SEGMENT_FIELDS = ("device", "max_iterations", "segment_s")
+
+
+def resume_conflicts(saved: TrainConfig, given: dict) -> list[tuple[str, object, object]]:
+    """The settings in ``given`` ({TrainConfig field: value}, only what the user set) that
+    differ from the checkpoint's config ``saved`` and are not :data:`SEGMENT_FIELDS`: a
+    resumed run keeps them, so each is a conflict, returned as (field, given, checkpoint's)."""
+    return [(k, v, getattr(saved, k)) for k, v in given.items()
+            if k not in SEGMENT_FIELDS and k != "resume" and str(v) != str(getattr(saved, k))]
+
+
+def resume_config(saved: TrainConfig, cfg: TrainConfig) -> TrainConfig:
+    """The config of a resumed segment: the checkpoint's ``saved`` config with only
+    :data:`SEGMENT_FIELDS` taken from ``cfg``, ``resume`` = cfg.resume and ``run_dir`` = the
+    checkpoint's folder (a run stays in its folder, wherever that has been moved)."""
+    return dataclasses.replace(saved, resume=cfg.resume,
+                               run_dir=str(Path(cfg.resume).resolve().parent),
+                               **{k: getattr(cfg, k) for k in SEGMENT_FIELDS})
+
+
+def load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) -> None:
+    """Load a checkpoint's policy (and optimizer) state; a policy of another body or config is a
+    CheckpointError with a one-line reason, not torch's size-mismatch listing."""
+    try:
+        agent.load_state_dict(ck["agent"])
+        if optimizer is not None:
+            optimizer.load_state_dict(ck["optimizer"])
+    except (RuntimeError, KeyError, ValueError) as e:
+        first = str(e).strip().splitlines()[0][:200]
+        raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
+                              f"actions {env.nu}): {first}") from None

@@ -1,0 +1,94 @@
+"""The amplitude curriculum and the solve criterion (README "The task").
+
+The rhythm amplitude a rises through ``curriculum_stages`` (0.1 … 1.0), starting at 0.1; each
+widening ramps the reference over 1 s in all worlds. After the start and after each widening the
+runner waits W = ``curriculum_wait`` iterations (≈ 2 episodes per world at 32 steps per
+iteration); from then on every iteration checks the episodes that finished in the last W
+iterations and widens when their fall rate ≤ 5 % and their bounce tracking ≥ 0.75. Solved: at the
+last stage the same check passes, the mean episode length is ≥ 9.5 s and every episode ended by a
+fall or the 10 s limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["WINDOW_KEYS", "Curriculum"]
+
+WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
+
+
+@dataclass
+class Curriculum:
+    """Amplitude curriculum and solve criterion over per-iteration episode summaries.
+
+    `update(summary)` takes one iteration's summary (a dict with at least WINDOW_KEYS: counts of
+    episodes finished, falls, timeouts, the sum of their lengths in s, and the lock-in tracking
+    numerator/denominator summed over them) and returns the event: "wait" (inside the W
+    iterations after a widening), "hold" (checked, not good enough), "widen" or "solved".
+    """
+
+    stages: tuple[float, ...]
+    wait: int = 32
+    max_fall_rate: float = 0.05
+    min_tracking: float = 0.75
+    min_episode_s: float = 9.5
+    stage: int = 0
+    since_widen: int = 0
+    solved: bool = False
+    window: deque = field(default_factory=deque)
+
+    @property
+    def amplitude(self) -> float:
+        return float(self.stages[self.stage])
+
+    def window_stats(self) -> dict:
+        """Fall rate, tracking, mean episode length and counts over the window (NaN if empty)."""
+        tot = {k: sum(w[k] for w in self.window) for k in WINDOW_KEYS}
+        n = tot["episodes"]
+        return dict(
+            episodes=n,
+            fall_rate=tot["falls"] / n if n else math.nan,
+            tracking=tot["track_num"] / tot["track_den"] if tot["track_den"] > 0 else math.nan,
+            mean_episode_s=tot["episode_s_sum"] / n if n else math.nan,
+            other_endings=n - tot["falls"] - tot["timeouts"],
+        )
+
+    def passes(self, final: bool) -> bool:
+        s = self.window_stats()
+        if not s["episodes"]:
+            return False
+        ok = s["fall_rate"] <= self.max_fall_rate and s["tracking"] >= self.min_tracking
+        if final:
+            ok = ok and s["mean_episode_s"] >= self.min_episode_s and s["other_endings"] == 0
+        return bool(ok)
+
+    def update(self, summary: dict) -> str:
+        if self.solved:
+            return "solved"
+        self.window.append({k: summary[k] for k in WINDOW_KEYS})
+        while len(self.window) > self.wait:
+            self.window.popleft()
+        self.since_widen += 1
+        if self.since_widen < self.wait:
+            return "wait"
+        final = self.stage == len(self.stages) - 1
+        if not self.passes(final):
+            return "hold"
+        if final:
+            self.solved = True
+            return "solved"
+        self.stage += 1
+        self.since_widen = 0
+        self.window.clear()
+        return "widen"
+
+    def state_dict(self) -> dict:
+        return dict(stage=self.stage, since_widen=self.since_widen, solved=self.solved,
+                    window=list(self.window))
+
+    def load_state_dict(self, s: dict) -> None:
+        self.stage, self.since_widen, self.solved = s["stage"], s["since_widen"], s["solved"]
+        self.window = deque(s["window"])

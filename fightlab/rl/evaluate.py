@@ -1,0 +1,107 @@
+"""Re-run a saved policy (or the zero-action policy) on fresh worlds and report the solve
+statistics: fall rate, tracking, mean episode length (``python -m fightlab evaluate``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from fightlab.config import from_dict
+from fightlab.rl.checkpoint import load_checkpoint, load_policy
+from fightlab.rl.models import ActorCritic
+
+__all__ = ["evaluate", "evaluate_zero_action"]
+
+
+def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_world: float = 1.0,
+             timestep: float | None = None, zero_action: bool = False, amplitude: float = 1.0,
+             seed: int = 1, graph: bool = True, progress: bool = True) -> dict:
+    """Re-run a saved policy (its deterministic mean action) or the zero-action policy (the servos
+    holding the reference alone) on fresh worlds and report the solve statistics.
+
+    Args:
+      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used;
+        for the zero-action policy without a checkpoint see `evaluate_zero_action`).
+      nworld: worlds; episodes_per_world: how long to run, in episodes (10 s each);
+      timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
+        then takes control_dt / timestep substeps); zero_action: ignore the policy;
+      amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps.
+
+    Returns:
+      dict: body, zero_action, timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
+      (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
+      a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
+      fall_rate, tracking, mean_episode_s (s), overflow_count (slot resets), nan_resets,
+      contact_falls, tilt_falls.
+
+    Raises:
+      CheckpointError: unreadable checkpoint or a policy that does not fit the body.
+    """
+    ck = load_checkpoint(checkpoint)
+    cfg = from_dict(ck["config"])
+    env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
+    return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
+                     amplitude, seed, graph, cfg.tree_factor, progress)
+
+
+def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
+                         episodes_per_world: float = 1.0, amplitude: float = 1.0, seed: int = 1,
+                         env_cfg=None, graph: bool = True, timestep: float | None = None,
+                         progress: bool = True) -> dict:
+    """The zero-action policy (servos hold the moving reference alone) on `body`; same output as
+    `evaluate`."""
+    from fightlab.config import EnvConfig
+
+    env_cfg = env_cfg or EnvConfig()
+    if timestep is not None:
+        env_cfg = dataclasses.replace(env_cfg, timestep=timestep)
+    return _evaluate(body, None, env_cfg, nworld, device, episodes_per_world, True,
+                     amplitude, seed, graph, True, progress)
+
+
+def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
+              graph, tree_factor, progress=True):
+    from tqdm import tqdm
+
+    from fightlab.config import validate_device
+    from fightlab.envs.stance import StanceEnv
+    from fightlab.sim.physics import shared_stream
+
+    device = validate_device(device)
+    nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
+    # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
+    bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)
+    agent = None
+    if ck is not None and not zero_action:
+        c = from_dict(ck["config"])
+        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
+                            obs_min_std=env.obs_min_std).to(torch.device(device))
+        load_policy(agent, ck, body, env)
+        agent.eval()
+    with shared_stream(device):
+        env.set_amplitude(amplitude, immediate=True)
+        obs = env.reset(stagger=False)
+        zero = torch.zeros(nworld, env.nu, device=torch.device(device))
+        for _ in range(nsteps):
+            with torch.no_grad():
+                a = zero if agent is None else agent.act_mean(obs)
+            obs, _, _, _ = env.step(a)
+            bar.update(1)
+        s = env.read_summary()
+    bar.close()
+    n = s["episodes"]
+    return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
+                amplitude=amplitude, episodes_per_world=episodes_per_world,
+                seconds_per_world=nsteps * env_cfg.control_dt,
+                run_id=ck.get("run_id") if ck is not None else None,
+                # which policy: a checkpoint of a solved run, or one saved before the solve
+                ckpt_iteration=ck.get("iteration") if ck is not None else None,
+                ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
+                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
+                tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
+                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
+                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
+                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])
