@@ -79,4 +79,4 @@ if __name__ == "__main__":
     rows = results.read_rows("primer", ROOT)
     if RUN_ID not in set(rows["run_id"]):
         raise SystemExit(f"no primer row {RUN_ID} in {results.results_path('primer', ROOT)}")
-    print(results.write_curve(RUN_ID, recover(), ROOT))
+    print(results.write_curve(RUN_ID, recover(), ROOT, device="cuda:0"))  # the H200 run's sweep

@@ -207,7 +207,14 @@ def cmd_train(a) -> int:
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the training row")
     dflt = TrainConfig()
-    if a.resume:
+    if a.resume is not None:
+        if not a.resume.strip():
+            raise ConfigError("--resume must name a checkpoint file, got ''")
+        if a.publish:
+            from fightlab import results
+            from fightlab.paths import REPO_ROOT
+
+            results.read_rows("train", REPO_ROOT)  # a torn results file: say so before training
         ck = load_checkpoint(a.resume)  # clear error before building anything
         saved = from_dict(ck["config"])
         if a.set:
@@ -265,6 +272,8 @@ def cmd_evaluate(a) -> int:
         raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {a.episodes!r}")
     if a.timestep is not None and not a.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
+    if a.checkpoint is not None and not a.checkpoint.strip():
+        raise ConfigError("evaluate needs a CHECKPOINT file, got ''")
     if a.checkpoint is None:
         if not (a.zero_action and a.body is not None):
             from fightlab.config import BODY_NAMES
@@ -309,7 +318,7 @@ def cmd_slots(a) -> int:
     nworld = validate_nworld(a.nworld)
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "slot rows")
-    if not a.seconds > 0:
+    if not (math.isfinite(a.seconds) and a.seconds > 0):
         raise ConfigError(f"--seconds must be > 0, got {a.seconds!r}")
     bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
     for body in bodies:
@@ -344,6 +353,10 @@ def cmd_profile(a) -> int:
 def cmd_figures(a) -> int:
     from fightlab.figures import DataFileError, draw
 
+    from fightlab.config import ConfigError
+
+    if a.root is not None and not a.root.strip():
+        raise ConfigError("--root must name a folder holding data/, got ''")
     try:
         drawn = draw(only=a.only, root=a.root)
     except DataFileError as e:  # the other figures were drawn; this data needs fixing first
@@ -367,15 +380,20 @@ def cmd_describe(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
+    from fightlab.results import MalformedRowError
     from fightlab.rl.checkpoint import CheckpointError
 
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
                 "figures": cmd_figures}[args.cmd](args)
-    except (ConfigError, CheckpointError) as e:
+    except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("fightlab: interrupted; a training's run folder is free again: continue it with "
+              "--resume <run folder>/latest.pt", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

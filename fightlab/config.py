@@ -272,6 +272,11 @@ def validate_device(device) -> str:
     raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
+#: most physics substeps per control step a config may ask for (a tiny timestep would otherwise
+#: run for hours without a word); the task's default is 5
+MAX_SUBSTEPS = 1000
+
+
 def validate_env(cfg: EnvConfig) -> EnvConfig:
     """Check an EnvConfig; raise ValueError naming the field and its bad value."""
     for name in ("control_dt", "timestep", "episode_s", "rhythm_hz", "push_duration_s",
@@ -284,6 +289,10 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         raise ConfigError(f"EnvConfig.control_dt ({cfg.control_dt}) must be a whole multiple of "
                          f"timestep ({cfg.timestep}), at least 1 physics substep per control step; "
                          f"got {ratio:g} substeps")
+    if round(ratio) > MAX_SUBSTEPS:
+        raise ConfigError(f"EnvConfig.timestep ({cfg.timestep!r}) gives {ratio:.3g} physics substeps "
+                         f"per control step; at most {MAX_SUBSTEPS} (timestep >= control_dt / "
+                         f"{MAX_SUBSTEPS} = {cfg.control_dt / MAX_SUBSTEPS:g} s)")
     if cfg.episode_steps < 1 or cfg.episode_s < cfg.control_dt * (1 - 1e-9):
         raise ConfigError(f"EnvConfig.episode_s ({cfg.episode_s!r}) must be at least one control "
                          f"step (control_dt = {cfg.control_dt!r} s)")
@@ -333,6 +342,15 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
+    for name in ("graph", "tree_factor", "stop_when_solved"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
+    if not isinstance(p.adaptive_lr, bool):
+        raise ConfigError(f"PPOConfig.adaptive_lr must be true or false, got {p.adaptive_lr!r}")
+    if cfg.resume is not None and not (isinstance(cfg.resume, str) and cfg.resume.strip()):
+        raise ConfigError(f"resume must name a checkpoint file, got {cfg.resume!r}")
+    if not (isinstance(cfg.run_dir, str) and cfg.run_dir.strip()):
+        raise ConfigError(f"run_dir must name a folder, got {cfg.run_dir!r}")
     if not isinstance(cfg.checkpoint_every, int) or cfg.checkpoint_every < 0:
         raise ConfigError(f"checkpoint_every must be an integer >= 0, got {cfg.checkpoint_every!r}")
     if cfg.segment_s is not None and not (isinstance(cfg.segment_s, (int, float)) and cfg.segment_s > 0):
@@ -354,8 +372,10 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             where = f"[{lo:g}, {hi:g}]" if math.isfinite(hi) else f">= {lo:g}, finite"
             extra = " (episode_s: an episode never lasts longer)" if name == "min_episode_s" else ""
             raise ConfigError(f"{name} must be a number in {where}{extra}, got {v!r}")
-    stages = tuple(cfg.curriculum_stages)
-    if not stages or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
+    stages = tuple(cfg.curriculum_stages) if isinstance(cfg.curriculum_stages, (tuple, list)) else ()
+    if not stages or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                             and math.isfinite(a) for a in stages) \
+            or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
         raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")
     return dataclasses.replace(cfg, nworld=nworld, device=device)
 
@@ -431,6 +451,9 @@ def from_dict(d: dict) -> TrainConfig:
                               "does not know (a checkpoint from another version?)")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in items.items()})
 
+    missing = [k for k in ("body", "nworld", "seed", "env", "ppo") if k not in d]
+    if missing:
+        raise ConfigError(f"stored config lacks {missing} (a damaged or hand-edited checkpoint?)")
     try:
         env = build(EnvConfig, d.pop("env"))
         ppo = build(PPOConfig, d.pop("ppo"))

@@ -58,7 +58,11 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
 
     size = validate_size(size)
     nbs = notebooks()
-    chosen = list(nbs) if not only else list(dict.fromkeys(o.zfill(2) for o in only))
+    bad = [o for o in (only or []) if not (isinstance(o, str) and o.strip().isdigit())]
+    if bad:
+        raise ConfigError(f"--only takes notebook numbers such as 06, got {bad[0]!r}; notebooks: "
+                          f"{', '.join(nbs) or 'none'}")
+    chosen = list(nbs) if not only else list(dict.fromkeys(o.strip().zfill(2) for o in only))
     unknown = [c for c in chosen if c not in nbs]
     if unknown:
         raise ConfigError(f"unknown notebook {', '.join(unknown)}; notebooks: {', '.join(nbs) or 'none'}")

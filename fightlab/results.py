@@ -358,8 +358,14 @@ def scratch_root(path: Path | str) -> Path:
     import shutil
 
     p = Path(path)
-    if "runs" not in p.resolve().parts:
-        raise ValueError(f"scratch_root only clears folders inside runs/, got {str(path)!r}")
+    r, repo = p.resolve(), REPO_ROOT.resolve()
+    in_repo = r == repo or repo in r.parents
+    runs = (repo / "runs").resolve()
+    ok = (runs in r.parents) if in_repo else ("runs" in r.parts and not (r / ".git").exists()
+                                              and r not in repo.parents)
+    if not ok or (r / "data").is_symlink():
+        raise ValueError(f"scratch_root only clears folders inside runs/ (the repository's, or a "
+                         f"runs/ folder elsewhere), got {str(path)!r}")
     shutil.rmtree(p / "data", ignore_errors=True)
     return p
 
@@ -413,13 +419,21 @@ def publish_lock(root: Path | str):
                 del _LOCKS[key]
 
 
+def _in_repo_data(path: Path) -> bool:
+    """True when ``path`` (resolved, links followed) lies in the repository's own data/."""
+    data = (REPO_ROOT / "data").resolve()
+    p = path.resolve()
+    return p == data or data in p.parents
+
+
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
-    """Rows written into the repository's own data/ obey the one publish rule
-    (:func:`fightlab.config.check_publish`): a measurement on a CUDA device (the row's ``gpu``
-    is a GPU's name, never ``"cpu"``), at full size where the row records a size."""
+    """Rows written into the repository's own data/ (wherever ``root`` points, links followed)
+    obey the one publish rule (:func:`fightlab.config.check_publish`): a measurement on a CUDA
+    device (the row's ``gpu`` is a GPU's name, never ``"cpu"``), at full size where the row
+    records a size."""
     from fightlab.config import check_publish
 
-    if Path(root).resolve() != REPO_ROOT.resolve():
+    if not _in_repo_data(results_path(experiment, root)):
         return
     gpu = str(row.get("gpu") or "")
     device = "cpu" if gpu in ("", "cpu", "unknown") else "cuda"
@@ -427,7 +441,7 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None)
 
 
-def _records(path: Path, ncols: int) -> tuple[list[str], bool]:
+def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], bool]:
     """The lines of ``path`` (header first), each checked to be one CSV record of ``ncols``
     fields with a non-empty ``run_id``; and whether the file ends with a newline.
 
@@ -438,7 +452,7 @@ def _records(path: Path, ncols: int) -> tuple[list[str], bool]:
     lines = text.splitlines()
     for n, line in enumerate(lines[1:], start=2):
         rec = next(csv.reader([line]), [])
-        if len(rec) != ncols or not rec[0]:
+        if len(rec) != ncols or (need_id and not rec[0]):
             what = "is empty" if not line.strip() else f"has {len(rec)} fields, not {ncols}"
             if len(rec) == ncols:
                 what = "has an empty run_id"
@@ -539,6 +553,15 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
         )
     except ValueError as e:  # e.g. a non-integer nworld: say where
         raise MalformedRowError(f"{path}: malformed rows ({e})") from None
+    for col in EXPERIMENTS[experiment]:  # metrics are numbers (or empty): never text
+        if not (pd.api.types.is_numeric_dtype(df[col]) or pd.api.types.is_bool_dtype(df[col])):
+            for i, v in enumerate(df[col]):
+                if isinstance(v, str) and v.strip().lower() not in ("true", "false"):
+                    try:
+                        float(v)
+                    except ValueError:
+                        raise MalformedRowError(f"{path}:{i + 2}: column {col!r} holds {v!r}, not a "
+                                                "number; fix or remove that line by hand") from None
     return df[list(cols)]
 
 
@@ -553,16 +576,24 @@ def curve_path(run_id: str, root: Path | str) -> Path:
     return Path(root) / "data" / "curves" / f"{run_id}.csv"
 
 
-def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
+def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | None = None) -> Path:
     """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (replaces the run's
     earlier curve; atomic, under :func:`publish_lock`).
 
-    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``).
+    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``:
+    the measurement's device, required for a curve of the repository's own data/ (publish rule).
 
     Raises:
         ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
     """
     path = curve_path(run_id, root)
+    if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
+        from fightlab.config import ConfigError, check_publish
+
+        if device is None:
+            raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
+                              "of its measurement (device=...): only GPU measurements publish")
+        check_publish(True, device, "a curve")
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:
@@ -576,8 +607,12 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str) -> Path:
 
 
 def read_curve(run_id: str, root: Path | str) -> pd.DataFrame:
-    """Read ``root/data/curves/<run_id>.csv``. Raises FileNotFoundError if absent."""
-    return pd.read_csv(curve_path(run_id, root))
+    """Read ``root/data/curves/<run_id>.csv``. Raises FileNotFoundError if absent and
+    MalformedRowError for a torn or malformed line (file and line named)."""
+    path = curve_path(run_id, root)
+    if path.exists():
+        _records(path, len(_header(path)), need_id=False)
+    return pd.read_csv(path)
 
 
 def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_root: Path | str,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from pathlib import Path
 
 from fightlab.meta import utc_now
@@ -31,6 +32,7 @@ from fightlab.config import ConfigError
 MANIFEST = ".fightlab-run.json"
 LOCK = ".fightlab-run.lock"
 FORMAT = "fightlab-run-1"
+_CKPT = re.compile(r"^ckpt_\d{6}\.pt$")
 
 __all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "check_location"]
 
@@ -49,11 +51,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _inside(p: Path, folder: Path) -> bool:
+    return p == folder or folder in p.parents
+
+
 def check_location(path: Path | str) -> Path:
     """Resolve ``path`` and refuse places a run must never write into or clean up: the filesystem
     root, ``$HOME``, the repository (``REPO_ROOT``) or a folder above it, and any folder holding
     ``.git`` (a checkout), or ``data/results`` without a run manifest (a results root; a run
-    folder keeps its own row there). Returns the resolved path.
+    folder keeps its own row there); inside the repository anything but ``runs/``; a folder whose
+    ``data/`` is a symbolic link. Returns the resolved path.
 
     Raises:
       RunDirError: naming the folder and the reason.
@@ -72,6 +79,10 @@ def check_location(path: Path | str) -> Path:
         why = "it holds .git (a checkout)"
     elif (p / "data" / "results").exists() and not (p / MANIFEST).is_file():
         why = "it holds data/results and is not a fightlab run folder (a results root)"
+    elif _inside(p, repo) and not _inside(p, (repo / "runs").resolve()):
+        why = "inside the repository, run folders live under runs/ (git-ignored)"
+    elif any((p / sub).is_symlink() for sub in ("data", "data/results", "data/curves")):
+        why = "its data/ (or data/results, data/curves) is a symbolic link: rows would land elsewhere"
     if why:
         raise RunDirError(f"run folder {str(path)!r} refused: {why}; choose a new folder, "
                           "e.g. under runs/")
@@ -104,8 +115,12 @@ class RunDir:
         existed = self.path.exists()
         if existed:
             self._check_ours(allow_adopt=not fresh)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._lock(created=not existed)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock(created=not existed)
+        except OSError as e:
+            raise RunDirError(f"run folder {str(path)!r} cannot be made or locked "
+                              f"({type(e).__name__}: {e.strerror or e})") from None
         try:
             self._check_ours(allow_adopt=not fresh)  # again, now that we hold the lock
             manifest = self._read()
@@ -136,11 +151,30 @@ class RunDir:
         """Files of the kinds a training writes (rows, checkpoints, its row and curve)."""
         pats = ("rows.csv", "latest.pt", "ckpt_*.pt", "data/results/*.csv", "data/curves/*.csv")
         return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
-                       if p.is_file() or p.is_symlink()})
+                       if (p.is_file() or p.is_symlink())
+                       and (pat != "ckpt_*.pt" or _CKPT.match(p.name))})
 
     def _adoptable(self) -> list[str]:
-        names = ["rows.csv", "latest.pt", *(p.name for p in sorted(self.path.glob("ckpt_*.pt")))]
-        return [n for n in names if (self.path / n).exists() or (self.path / n).is_symlink()]
+        """A folder from before manifests (resumed): only what is surely fightlab's is adopted,
+        checkpoints named ``ckpt_NNNNNN.pt``, ``latest.pt`` and a ``rows.csv`` with the runner's
+        header; a rows.csv of anything else, or a data/ folder, refuses the resume."""
+        names = sorted(p.name for p in self.path.glob("ckpt_*.pt") if _CKPT.match(p.name))
+        latest = self.path / "latest.pt"
+        if latest.is_symlink() or latest.exists():
+            names.append("latest.pt")
+        rows = self.path / "rows.csv"
+        if rows.exists():
+            with open(rows, newline="") as f:
+                head = f.readline()
+            if not head.startswith("iteration,"):
+                raise RunDirError(f"{rows} is not a fightlab rows file (header {head.strip()[:60]!r}); "
+                                  "copy the checkpoint into a new, empty folder and resume from there")
+            names.append("rows.csv")
+        if (self.path / "data").exists():
+            raise RunDirError(f"run folder {str(self.path)!r} has a data/ folder but no manifest "
+                              "(not made by this fightlab); copy the checkpoint into a new, empty "
+                              "folder and resume from there")
+        return names
 
     def _check_ours(self, allow_adopt: bool) -> None:
         if (self.path / MANIFEST).is_file() or not self._entries():
@@ -202,7 +236,12 @@ class RunDir:
         m = self._read() or dict(format=FORMAT, created=utc_now(), files=[])
         for r in rel:
             r = Path(r)
-            r = r.resolve().relative_to(self.path) if r.is_absolute() else r
+            if r.is_absolute():
+                try:
+                    r = r.resolve().relative_to(self.path)
+                except ValueError:
+                    raise RunDirError(f"{r} is not inside the run folder {self.path} (a symbolic "
+                                      "link?): not recorded") from None
             if str(r) not in m["files"]:
                 m["files"].append(str(r))
         self._write(m)

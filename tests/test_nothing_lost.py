@@ -271,7 +271,19 @@ def tiny_ckpt(tmp_path_factory):
 @pytest.mark.parametrize("edit, expect", [
     (lambda ck: ck.update(curriculum=None), "curriculum must be a dict"),
     (lambda ck: ck.update(config="junk"), "config must be a dict"),
-    (lambda ck: ck.pop("env_state"), "env_state must be a dict of numpy arrays"),
+    (lambda ck: ck.pop("env_state"), "env_state must be a dict of numeric numpy arrays"),
+    (lambda ck: ck["env_state"].update(qpos=ck["env_state"]["qpos"].astype(str)), "numeric numpy arrays"),
+    (lambda ck: ck["env_state"].pop("qpos"), "env state 'qpos' has shape None"),
+    (lambda ck: ck["config"].update(curriculum_stages="abc"), "curriculum_stages must rise"),
+    (lambda ck: ck["config"].update(graph="no"), "graph must be true or false"),
+    (lambda ck: ck["config"].pop("body"), "stored config lacks ['body']"),
+    (lambda ck: ck.update(torch_rng=torch.zeros(3)), "torch_rng must be a torch RNG state"),
+    (lambda ck: ck.update(optimizer={"param_groups": "x"}), "optimizer must be a torch optimizer state"),
+    (lambda ck: next(iter(ck["agent"].values())).fill_(float("nan")), "agent weights are not all finite"),
+    (lambda ck: ck.update(amp_target=1e9), "amp_target must be a number in [0, 1]"),
+    (lambda ck: ck.pop("run_id"), "run_id must be letters and digits"),
+    (lambda ck: ck.update(segments=[{"shared_gpu": "x"}]), "segments' shared_gpu must be an integer"),
+    (lambda ck: ck["history"].pop(), "history must hold the rows of iterations 1..1"),
     (lambda ck: ck.update(iteration="x"), "iteration must be an integer >= 0, got 'x'"),
     (lambda ck: ck["curriculum"].update(stage=99), "curriculum stage 99 is beyond"),
     (lambda ck: ck["config"].update(nworld=-3), "nworld must be a positive integer"),
@@ -280,10 +292,14 @@ def tiny_ckpt(tmp_path_factory):
 def test_hand_edited_checkpoints_are_one_line_errors(tiny_ckpt, tmp_path, edit, expect, capsys):
     ck = torch.load(tiny_ckpt, weights_only=False)
     edit(ck)
-    p = tmp_path / "edited.pt"
+    p = tmp_path / "copy" / "ckpt_000001.pt"  # a copied checkpoint in a folder of its own
+    p.parent.mkdir()
     torch.save(ck, p)
-    for argv in (["evaluate", str(p), "--nworld", "2", "--device", "cpu"],
-                 ["train", "--resume", str(p), "--max-iterations", "5", "--device", "cpu"]):
+    argvs = [["evaluate", str(p), "--nworld", "2", "--device", "cpu"],
+             ["train", "--resume", str(p), "--max-iterations", "5", "--device", "cpu"]]
+    if "env state" in expect:  # only a resume restores the simulation state
+        argvs = argvs[1:]
+    for argv in argvs:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("fightlab: error: checkpoint") and expect in err, err
@@ -312,3 +328,134 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
     rows = pd.read_csv(d / "rows.csv")
     assert rows["iteration"].tolist() == list(range(1, n + 2))
     assert pd.read_csv(d / "data" / "results" / "train.csv")["run_id"].tolist() == [ck["run_id"]]
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the break-it review's findings (each fails on the commit it reviewed)
+
+def test_empty_resume_is_refused_not_a_fresh_run(tmp_path, capsys):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    before = _tree_digest(d)
+    assert main(["train", "--resume", "", "--run-dir", str(d), *TINY]) == 2
+    assert "--resume must name a checkpoint file, got ''" in capsys.readouterr().err
+    assert _tree_digest(d) == before
+
+
+@pytest.mark.parametrize("sub", ["data/newsub", "data/results/sub", "figures/x", "notebooks/runs/x"])
+def test_run_folders_inside_the_repository_only_under_runs(sub):
+    with pytest.raises(RunDirError, match="inside the repository, run folders live under runs/"):
+        check_location(REPO_ROOT / sub)
+    check_location(REPO_ROOT / "runs" / "train" / "x")  # allowed
+
+
+def test_a_symlinked_data_folder_is_refused(tmp_path):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    import shutil
+
+    shutil.rmtree(d / "data")
+    (d / "data").symlink_to(tmp_path)
+    with pytest.raises(RunDirError, match="is a symbolic link"):
+        RunDir(d, fresh=False)
+
+
+def test_resuming_in_a_folder_fightlab_did_not_make_adopts_only_its_own_files(tmp_path, capsys):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    user = tmp_path / "mine"
+    user.mkdir()
+    import shutil
+
+    shutil.copy(d / "ckpt_000001.pt", user / "ckpt_000001.pt")
+    (user / "notes.txt").write_text("mine")
+    (user / "ckpt_backup_200.pt").write_bytes(b"my own backup")
+    assert main(["train", "--resume", str(user / "ckpt_000001.pt"), "--max-iterations", "2",
+                 "--device", "cpu", "--no-progress"]) == 0
+    listed = json.loads((user / MANIFEST).read_text())["files"]
+    assert "ckpt_backup_200.pt" not in listed and "notes.txt" not in listed
+    # the copy's curve is the whole run (the history travels in the checkpoint)
+    rows = pd.read_csv(user / "rows.csv")
+    assert rows["iteration"].tolist() == [1, 2]
+    assert main(["train", "--run-dir", str(user), "--max-iterations", "1", *TINY]) == 0  # fresh
+    assert "removed" in capsys.readouterr().out
+    assert (user / "ckpt_backup_200.pt").read_bytes() == b"my own backup"
+    assert (user / "notes.txt").read_text() == "mine"
+    # a user's rows.csv next to a copied checkpoint refuses the resume: nothing is overwritten
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(d / "ckpt_000001.pt", other / "ckpt_000001.pt")
+    (other / "rows.csv").write_text("name,score\nalice,3\n")
+    assert main(["train", "--resume", str(other / "ckpt_000001.pt"), "--max-iterations", "2",
+                 "--device", "cpu"]) == 2
+    assert "is not a fightlab rows file" in capsys.readouterr().err
+    assert (other / "rows.csv").read_text() == "name,score\nalice,3\n"
+
+
+def test_resuming_an_older_checkpoint_then_a_stale_one_keeps_rows_consistent(tmp_path):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "4", "--checkpoint-every", "1", *TINY]) == 0
+    import shutil
+
+    shutil.copy(d / "ckpt_000004.pt", tmp_path / "stale4.pt")
+    assert main(["train", "--resume", str(d / "ckpt_000002.pt"), "--max-iterations", "3",
+                 "--device", "cpu", "--no-progress"]) == 0
+    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == [1, 2, 3]
+    shutil.copy(tmp_path / "stale4.pt", d / "ckpt_000004.pt")
+    assert main(["train", "--resume", str(d / "ckpt_000004.pt"), "--max-iterations", "5",
+                 "--device", "cpu", "--no-progress"]) == 0
+    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == [1, 2, 3, 4, 5]  # no gap
+
+
+def test_a_torn_row_file_in_the_run_folder_is_said_before_training(tmp_path, capsys):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
+    with open(d / "data" / "results" / "train.csv", "a") as f:
+        f.write("torn,abc\n")
+    assert main(["train", "--resume", str(d / "latest.pt"), "--max-iterations", "2",
+                 "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "train.csv:3: malformed row" in err and err.count("\n") == 1
+    assert torch.load(d / "latest.pt", weights_only=False)["iteration"] == 1  # nothing trained
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["slots", "--seconds", "inf", "--device", "cpu"], "--seconds must be > 0"),
+    (["evaluate", "", "--device", "cpu"], "evaluate needs a CHECKPOINT file, got ''"),
+    (["reproduce", "--only", "", "--device", "cpu"], "--only takes notebook numbers such as 06, got ''"),
+    (["figures", "--root", ""], "--root must name a folder holding data/, got ''"),
+    (["train", "--device", "cpu", "--set", "env.timestep=1e-300"], "physics substeps per control step; at most 1000"),
+    (["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--timestep", "1e-300"],
+     "at most 1000"),
+])
+def test_more_one_line_errors(args, expect, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err and "Traceback" not in err, err
+
+
+def test_run_dir_under_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    assert main(["train", "--run-dir", str(tmp_path / "afile" / "sub"), "--max-iterations", "1", *TINY]) == 2
+    assert "cannot be made or locked" in capsys.readouterr().err
+
+
+def test_text_in_a_metric_column_and_a_torn_curve_are_refused(tmp_path):
+    path = results.append_row("train", _train_row("aaa", 1), tmp_path)
+    text = path.read_text().rstrip("\n")
+    path.write_text(text[: text.rindex(",")] + ",abc\n")  # nan_resets = "abc"
+    with pytest.raises(results.MalformedRowError, match=r"train.csv:2: column 'nan_resets' holds 'abc'"):
+        results.read_rows("train", tmp_path)
+    c = results.write_curve("aaa", pd.DataFrame({"iteration": [1, 2], "reward": [0.1, 0.2]}), tmp_path)
+    c.write_text(c.read_text() + "3")
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv:4"):
+        results.read_curve("aaa", tmp_path)
+
+
+def test_a_cpu_curve_never_reaches_the_repositorys_data():
+    with pytest.raises(ConfigError, match="needs the device"):
+        results.write_curve("zz0test", pd.DataFrame({"a": [1]}), REPO_ROOT)
+    with pytest.raises(ConfigError, match="not a GPU"):
+        results.write_curve("zz0test", pd.DataFrame({"a": [1]}), REPO_ROOT, device="cpu")
+    assert not results.curve_path("zz0test", REPO_ROOT).exists()

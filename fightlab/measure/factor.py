@@ -644,7 +644,7 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
     with results.publish_lock(root):  # the row and its curve land together
         results.append_row("factor", row, root)
         if curve is not None:
-            results.write_curve(row["run_id"], curve, root)
+            results.write_curve(row["run_id"], curve, root, device=device)
     return {**row, "curve": curve}
 
 

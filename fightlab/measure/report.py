@@ -89,7 +89,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
         if publish:
             with results.publish_lock(root):  # the row and its curve land together
                 results.append_row("train", row, root)
-                results.write_curve(row["run_id"], curve, root)
+                results.write_curve(row["run_id"], curve, root, device=trainer.cfg.device)
     finally:
         trainer.close()
     tts = row["time_to_solve_s"]

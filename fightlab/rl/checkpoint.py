@@ -12,9 +12,10 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from fightlab.config import TrainConfig, from_dict, validate_train
+from fightlab.config import ConfigError, TrainConfig, from_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 
@@ -28,9 +29,6 @@ class CheckpointError(ValueError):
 
 def _check_checkpoint(p: Path, ck: dict) -> None:
     """Types of what a checkpoint holds, checked before anything is built from it."""
-    import numpy as np
-
-    from fightlab.config import ConfigError
 
     def bad(what):
         return CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {what}")
@@ -42,7 +40,7 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
         raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
     try:
         validate_train(dataclasses.replace(from_dict(ck["config"]), device="cpu"))
-    except ConfigError as e:
+    except (ConfigError, TypeError, ValueError) as e:
         raise bad(f"config: {e}") from None
     it = ck["iteration"]
     if isinstance(it, bool) or not isinstance(it, int) or it < 0:
@@ -52,6 +50,14 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     for k in ("agent", "optimizer"):
         if not isinstance(ck[k], dict):
             raise bad(f"{k} must be a state dict, got {type(ck[k]).__name__}")
+    if not all(isinstance(v, torch.Tensor) for v in ck["agent"].values()):
+        raise bad("agent must map names to tensors")
+    if not all(bool(torch.isfinite(v).all()) for v in ck["agent"].values() if v.is_floating_point()):
+        raise bad("agent weights are not all finite")
+    opt = ck["optimizer"]
+    if not (isinstance(opt.get("state"), dict) and isinstance(opt.get("param_groups"), list)
+            and all(isinstance(g, dict) for g in opt["param_groups"])):
+        raise bad("optimizer must be a torch optimizer state dict (state, param_groups)")
     cur = ck["curriculum"]
     if not isinstance(cur, dict):
         raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
@@ -63,27 +69,40 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     n_stages = len(ck["config"].get("curriculum_stages") or ())
     if not cur["stage"] < n_stages:
         raise bad(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
-    if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w) for w in cur["window"]):
-        raise bad(f"curriculum window entries must be dicts with {list(WINDOW_KEYS)}")
+    if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w)
+               and all(number(w[k]) for k in WINDOW_KEYS) for w in cur["window"]):
+        raise bad(f"curriculum window entries must be dicts of numbers with {list(WINDOW_KEYS)}")
     if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
-            isinstance(v, np.ndarray) for v in ck["env_state"].values()):
-        raise bad("env_state must be a dict of numpy arrays (the simulation state)")
+            isinstance(v, np.ndarray) and (np.issubdtype(v.dtype, np.number) or v.dtype == bool)
+            for v in ck["env_state"].values()):
+        raise bad("env_state must be a dict of numeric numpy arrays (the simulation state)")
     for k in ("obs", "torch_rng", "gen_state"):
         if not isinstance(ck.get(k), torch.Tensor):
             raise bad(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
-    if not number(ck.get("amp_target")):
-        raise bad(f"amp_target must be a number, got {ck.get('amp_target')!r}")
+    for k in ("torch_rng", "gen_state"):
+        if ck[k].dtype != torch.uint8:
+            raise bad(f"{k} must be a torch RNG state (uint8 tensor), got {ck[k].dtype}")
+    if not (number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
+        raise bad(f"amp_target must be a number in [0, 1], got {ck.get('amp_target')!r}")
     for k in ("time_to_solve_s", "compile_s"):
         if ck.get(k) is not None and not number(ck[k]):
             raise bad(f"{k} must be a number or None, got {ck[k]!r}")
     if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
                                                   or not isinstance(ck["solve_iteration"], int)):
         raise bad(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
-    if ck.get("run_id") is not None and not (isinstance(ck["run_id"], str) and ck["run_id"].isalnum()):
-        raise bad(f"run_id must be letters and digits, got {ck['run_id']!r}")
+    if not (isinstance(ck.get("run_id"), str) and ck["run_id"].isalnum()):
+        raise bad(f"run_id must be letters and digits, got {ck.get('run_id')!r}")
     segs = ck.get("segments")
     if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
         raise bad(f"segments must be a list of dicts, got {segs!r}")
+    for x in segs or []:
+        for k in ("shared_gpu", "host_jobs"):
+            if x.get(k) is not None and (isinstance(x[k], bool) or not isinstance(x[k], int)):
+                raise bad(f"segments' {k} must be an integer, got {x[k]!r}")
+    hist = ck.get("history")
+    if hist is not None and not (isinstance(hist, list) and all(isinstance(r, dict) for r in hist)
+                                 and [r.get("iteration") for r in hist] == list(range(1, it + 1))):
+        raise bad(f"history must hold the rows of iterations 1..{it} in order")
 
 
 def load_checkpoint(path) -> dict:

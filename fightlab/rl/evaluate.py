@@ -65,11 +65,12 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
               graph, tree_factor, progress=True):
     from tqdm import tqdm
 
-    from fightlab.config import validate_device
+    from fightlab.config import validate_body, validate_device, validate_env, validate_nworld
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim.physics import shared_stream
 
     device = validate_device(device)
+    validate_body(body), validate_nworld(nworld), validate_env(env_cfg)  # before the bar opens
     nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
     # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
     bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)

@@ -66,6 +66,9 @@ class Trainer:
             print(f"fresh run in {self.rundir.path}: removed {len(self.rundir.removed)} files of an "
                   "earlier run", flush=True)
         try:
+            from fightlab import results
+
+            results.read_rows("train", self.rundir.path)  # a torn row file: said now, not at the end
             self._build(cfg, progress, resume_ck, StanceEnv)
         except BaseException:
             self.rundir.release()
@@ -90,7 +93,8 @@ class Trainer:
         self.elapsed_s = 0.0         # summed training wall clock over segments
         self.time_to_solve_s = None
         self.solve_iteration = None
-        self.rows: list[dict] = []
+        self.rows: list[dict] = []     # this segment's rows
+        self.history: list[dict] = []  # every row of the run, all segments (kept in checkpoints)
         from fightlab.meta import new_run_id
 
         self.run_id = new_run_id()   # kept in every checkpoint: all segments share one run_id
@@ -135,7 +139,9 @@ class Trainer:
         rows_csv = self.run_dir / "rows.csv"
         if self._resume_ck is not None:
             self._load(self._resume_ck)
-            if rows_csv.exists():  # drop rows written after the checkpoint (a crashed segment)
+            if self.history:  # rows.csv is the checkpoint's history (a copy's, a branch's too)
+                _write_rows(rows_csv, self.history)
+            elif rows_csv.exists():  # older checkpoints: drop rows past the checkpoint
                 _truncate_rows(rows_csv, self.iteration)
 
     def _rollout(self) -> dict:
@@ -224,6 +230,7 @@ class Trainer:
             self.time_to_solve_s = self.elapsed_s
             self.solve_iteration = self.iteration
         self.rows.append(row)
+        self.history.append(row)
         return row
 
     # ------------------------------------------------------------------------------------------
@@ -237,7 +244,7 @@ class Trainer:
                   env_state=self.env.state_dict(), amp_target=self.env.amplitude_target,
                   obs=self.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
                   gen_state=self.gen.get_state().cpu(), run_id=self.run_id,
-                  segments=self.segments,
+                  segments=self.segments, history=self.history,
                   cuda_rng=torch.cuda.get_rng_state(torch.device(self.device)) if self.device.startswith("cuda") else None)
         tmp = path.with_suffix(".tmp")
         inside = path.resolve().parent == self.run_dir
@@ -257,13 +264,24 @@ class Trainer:
         return path
 
     def _load(self, ck: dict):
+        try:
+            self._restore(ck)
+        except CheckpointError:
+            raise
+        except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as e:
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise CheckpointError(f"checkpoint {self.cfg.resume!r} could not be restored "
+                                  f"({type(e).__name__}: {first})") from None
+
+    def _restore(self, ck: dict):
         load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
         self.curriculum.load_state_dict(ck["curriculum"])
         self.iteration = int(ck["iteration"])
         self.elapsed_s = float(ck["elapsed_s"])
         self.time_to_solve_s = ck.get("time_to_solve_s")
         self.solve_iteration = ck.get("solve_iteration")
-        self.run_id = ck.get("run_id") or self.run_id
+        self.run_id = ck["run_id"]
+        self.history = list(ck.get("history") or [])
         # the earlier segments' setups, then this one's (kept last)
         self.segments = list(ck.get("segments") or [{"commit": "unknown"}]) + self.segments[-1:]
         try:
@@ -300,9 +318,9 @@ class Trainer:
 
         cfg = self.cfg
         self.segment_end = False
+        self.rundir.add("rows.csv", "rows.csv.tmp")
         self._start()
         rows_path = self.run_dir / "rows.csv"
-        self.rundir.add("rows.csv")
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
@@ -347,6 +365,18 @@ class Trainer:
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
 
 
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    """Write a run's rows.csv from its rows (atomically)."""
+    import csv
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
 def _truncate_rows(path: Path, n: int) -> None:
     """Keep the header and rows 1..n of a run's rows.csv (atomically): whole rows only, in
     iteration order, so rows of a killed segment past its checkpoint and a torn last line go."""
@@ -373,7 +403,7 @@ def _append_csv(path: Path, row: dict):
 
     new = not path.exists()
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
+        w = csv.DictWriter(f, fieldnames=list(row), lineterminator="\n")
         if new:
             w.writeheader()
         w.writerow(row)
