@@ -47,371 +47,371 @@ _NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
 
 @wp.func
 def _rhythm_phase(step: int, dt: float, rhythm_hz: float) -> float:
-  """Phase in [0, 1) of the rhythm at env step `step` of the episode."""
-  t = float(step) * dt
-  return t * rhythm_hz - wp.floor(t * rhythm_hz)
+    """Phase in [0, 1) of the rhythm at env step `step` of the episode."""
+    t = float(step) * dt
+    return t * rhythm_hz - wp.floor(t * rhythm_hz)
 
 
 @wp.func
 def _table_row(phase: float, nphase: int) -> int:
-  """Row of the stacked reference table for `phase` (the one gather per step)."""
-  return wp.min(int(phase * float(nphase)), nphase - 1)
+    """Row of the stacked reference table for `phase` (the one gather per step)."""
+    return wp.min(int(phase * float(nphase)), nphase - 1)
 
 
 @wp.kernel
 def _pre_step(
-  # Model:
-  ctrl_stance: wp.array[float],
-  ctrl_lo: wp.array[float],
-  ctrl_hi: wp.array[float],
-  table: wp.array2d[float],
-  torso_id: int,
-  # In:
-  seed: int,
-  dt: float,
-  rhythm_hz: float,
-  action_scale: float,
-  push_steps: int,
-  interval_lo: float,
-  interval_hi: float,
-  impulse_lo: float,
-  impulse_hi: float,
-  push_duration: float,
-  amp_ctl_in: wp.array[float],
-  action_in: wp.array2d[float],
-  step_count_in: wp.array[int],
-  # Data out:
-  ctrl_out: wp.array2d[float],
-  xfrc_applied_out: wp.array2d[wp.spatial_vector],
-  # Out:
-  amp_out: wp.array[float],
-  push_next_out: wp.array[float],
-  push_left_out: wp.array[int],
-  push_force_out: wp.array[wp.vec3],
-  rng_out: wp.array[int],
+    # Model:
+    ctrl_stance: wp.array[float],
+    ctrl_lo: wp.array[float],
+    ctrl_hi: wp.array[float],
+    table: wp.array2d[float],
+    torso_id: int,
+    # In:
+    seed: int,
+    dt: float,
+    rhythm_hz: float,
+    action_scale: float,
+    push_steps: int,
+    interval_lo: float,
+    interval_hi: float,
+    impulse_lo: float,
+    impulse_hi: float,
+    push_duration: float,
+    amp_ctl_in: wp.array[float],
+    action_in: wp.array2d[float],
+    step_count_in: wp.array[int],
+    # Data out:
+    ctrl_out: wp.array2d[float],
+    xfrc_applied_out: wp.array2d[wp.spatial_vector],
+    # Out:
+    amp_out: wp.array[float],
+    push_next_out: wp.array[float],
+    push_left_out: wp.array[int],
+    push_force_out: wp.array[wp.vec3],
+    rng_out: wp.array[int],
 ):
-  worldid = wp.tid()
-  # amplitude ramp towards the target (amp_ctl_in = [target, rate per s])
-  target = amp_ctl_in[0]
-  rate = amp_ctl_in[1] * dt
-  amp = amp_out[worldid]
-  amp = amp + wp.clamp(target - amp, -rate, rate)
-  amp_out[worldid] = amp
+    worldid = wp.tid()
+    # amplitude ramp towards the target (amp_ctl_in = [target, rate per s])
+    target = amp_ctl_in[0]
+    rate = amp_ctl_in[1] * dt
+    amp = amp_out[worldid]
+    amp = amp + wp.clamp(target - amp, -rate, rate)
+    amp_out[worldid] = amp
 
-  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
-  nu = ctrl_stance.shape[0]
-  for i in range(nu):
-    a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
-    target_i = ctrl_stance[i] + amp * table[row, i] + action_scale * a
-    ctrl_out[worldid, i] = wp.clamp(target_i, ctrl_lo[i], ctrl_hi[i])
+    phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
+    row = _table_row(phase, table.shape[0])
+    nu = ctrl_stance.shape[0]
+    for i in range(nu):
+        a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+        target_i = ctrl_stance[i] + amp * table[row, i] + action_scale * a
+        ctrl_out[worldid, i] = wp.clamp(target_i, ctrl_lo[i], ctrl_hi[i])
 
-  # pushes: a constant horizontal force on the torso for push_steps env steps
-  left = push_left_out[worldid]
-  nxt = push_next_out[worldid] - dt
-  force = push_force_out[worldid]
-  if left <= 0 and nxt <= 0.0:
-    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729)
-    rng_out[worldid] = rng_out[worldid] + 1
-    theta = wp.randf(state, 0.0, 2.0 * wp.pi)
-    impulse = wp.randf(state, impulse_lo, impulse_hi)
-    mag = impulse / push_duration
-    force = wp.vec3(mag * wp.cos(theta), mag * wp.sin(theta), 0.0)
-    push_force_out[worldid] = force
-    left = push_steps
-    nxt = wp.randf(state, interval_lo, interval_hi)
-  if left > 0:
-    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(force, wp.vec3(0.0))
-    left = left - 1
-  else:
-    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(wp.vec3(0.0), wp.vec3(0.0))
-  push_left_out[worldid] = left
-  push_next_out[worldid] = nxt
+    # pushes: a constant horizontal force on the torso for push_steps env steps
+    left = push_left_out[worldid]
+    nxt = push_next_out[worldid] - dt
+    force = push_force_out[worldid]
+    if left <= 0 and nxt <= 0.0:
+        state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729)
+        rng_out[worldid] = rng_out[worldid] + 1
+        theta = wp.randf(state, 0.0, 2.0 * wp.pi)
+        impulse = wp.randf(state, impulse_lo, impulse_hi)
+        mag = impulse / push_duration
+        force = wp.vec3(mag * wp.cos(theta), mag * wp.sin(theta), 0.0)
+        push_force_out[worldid] = force
+        left = push_steps
+        nxt = wp.randf(state, interval_lo, interval_hi)
+    if left > 0:
+        xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(force, wp.vec3(0.0))
+        left = left - 1
+    else:
+        xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(wp.vec3(0.0), wp.vec3(0.0))
+    push_left_out[worldid] = left
+    push_next_out[worldid] = nxt
 
 
 @wp.kernel
 def _contact_check(
-  # Model:
-  geom_support: wp.array[int],
-  # Data in:
-  nacon_in: wp.array[int],
-  contact_geom_in: wp.array[wp.vec2i],
-  contact_worldid_in: wp.array[int],
-  # Out:
-  ncon_out: wp.array[int],
-  bad_contact_out: wp.array[int],
+    # Model:
+    geom_support: wp.array[int],
+    # Data in:
+    nacon_in: wp.array[int],
+    contact_geom_in: wp.array[wp.vec2i],
+    contact_worldid_in: wp.array[int],
+    # Out:
+    ncon_out: wp.array[int],
+    bad_contact_out: wp.array[int],
 ):
-  cid = wp.tid()
-  if cid >= wp.min(nacon_in[0], contact_geom_in.shape[0]):
-    return
-  worldid = contact_worldid_in[cid]
-  g = contact_geom_in[cid]
-  wp.atomic_add(ncon_out, worldid, 1)
-  if g[0] >= 0 and g[1] >= 0:
-    if geom_support[g[0]] == 0 or geom_support[g[1]] == 0:
-      bad_contact_out[worldid] = 1
+    cid = wp.tid()
+    if cid >= wp.min(nacon_in[0], contact_geom_in.shape[0]):
+        return
+    worldid = contact_worldid_in[cid]
+    g = contact_geom_in[cid]
+    wp.atomic_add(ncon_out, worldid, 1)
+    if g[0] >= 0 and g[1] >= 0:
+        if geom_support[g[0]] == 0 or geom_support[g[1]] == 0:
+            bad_contact_out[worldid] = 1
 
 
 @wp.kernel
 def _post_step(
-  # Model:
-  act_qadr: wp.array[int],
-  ctrl_stance: wp.array[float],
-  table: wp.array2d[float],
-  torso_id: int,
-  z_stance: float,
-  nconmax: int,
-  # In:
-  dt: float,
-  rhythm_hz: float,
-  episode_steps: int,
-  cos_tilt: float,
-  w_alive: float,
-  w_pose: float,
-  w_bounce: float,
-  w_upright: float,
-  w_rate: float,
-  fall_penalty: float,
-  amp_in: wp.array[float],
-  action_in: wp.array2d[float],
-  # Data in:
-  qpos_in: wp.array2d[float],
-  qvel_in: wp.array2d[float],
-  xmat_in: wp.array2d[wp.mat33],
-  # In/Out:
-  step_count_out: wp.array[int],
-  prev_action_out: wp.array2d[float],
-  ncon_out: wp.array[int],
-  bad_contact_out: wp.array[int],
-  overflow_out: wp.array[int],
-  slot_seen_out: wp.array[int],
-  ep_acc_out: wp.array2d[float],
-  counters_out: wp.array[int],
-  sums_out: wp.array[float],
-  # Out:
-  reward_out: wp.array[float],
-  done_out: wp.array[float],
-  fall_out: wp.array[float],
-  timeout_out: wp.array[float],
-  reset_out: wp.array[bool],
+    # Model:
+    act_qadr: wp.array[int],
+    ctrl_stance: wp.array[float],
+    table: wp.array2d[float],
+    torso_id: int,
+    z_stance: float,
+    nconmax: int,
+    # In:
+    dt: float,
+    rhythm_hz: float,
+    episode_steps: int,
+    cos_tilt: float,
+    w_alive: float,
+    w_pose: float,
+    w_bounce: float,
+    w_upright: float,
+    w_rate: float,
+    fall_penalty: float,
+    amp_in: wp.array[float],
+    action_in: wp.array2d[float],
+    # Data in:
+    qpos_in: wp.array2d[float],
+    qvel_in: wp.array2d[float],
+    xmat_in: wp.array2d[wp.mat33],
+    # In/Out:
+    step_count_out: wp.array[int],
+    prev_action_out: wp.array2d[float],
+    ncon_out: wp.array[int],
+    bad_contact_out: wp.array[int],
+    overflow_out: wp.array[int],
+    slot_seen_out: wp.array[int],
+    ep_acc_out: wp.array2d[float],
+    counters_out: wp.array[int],
+    sums_out: wp.array[float],
+    # Out:
+    reward_out: wp.array[float],
+    done_out: wp.array[float],
+    fall_out: wp.array[float],
+    timeout_out: wp.array[float],
+    reset_out: wp.array[bool],
 ):
-  worldid = wp.tid()
-  nq = qpos_in.shape[1]
-  nv = qvel_in.shape[1]
-  nu = act_qadr.shape[0]
+    worldid = wp.tid()
+    nq = qpos_in.shape[1]
+    nv = qvel_in.shape[1]
+    nu = act_qadr.shape[0]
 
-  finite = int(1)
-  for i in range(nq):
-    if not wp.isfinite(qpos_in[worldid, i]):
-      finite = 0
-  for i in range(nv):
-    if not wp.isfinite(qvel_in[worldid, i]):
-      finite = 0
+    finite = int(1)
+    for i in range(nq):
+        if not wp.isfinite(qpos_in[worldid, i]):
+            finite = 0
+    for i in range(nv):
+        if not wp.isfinite(qvel_in[worldid, i]):
+            finite = 0
 
-  # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
-  # only the worlds holding at least their share (nconmax) of contacts are blamed
-  bits = overflow_out[worldid]
-  ncon = ncon_out[worldid]
-  nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
-  con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
-  if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
-    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
-  if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
-    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
-  overflow_out[worldid] = 0
-  ncon_out[worldid] = 0
+    # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
+    # only the worlds holding at least their share (nconmax) of contacts are blamed
+    bits = overflow_out[worldid]
+    ncon = ncon_out[worldid]
+    nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
+    con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
+    if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
+    if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
+    overflow_out[worldid] = 0
+    ncon_out[worldid] = 0
 
-  up = xmat_in[worldid, torso_id][2, 2]
-  tilt = up < cos_tilt
-  touch = bad_contact_out[worldid] != 0
-  bad_contact_out[worldid] = 0
+    up = xmat_in[worldid, torso_id][2, 2]
+    tilt = up < cos_tilt
+    touch = bad_contact_out[worldid] != 0
+    bad_contact_out[worldid] = 0
 
-  steps = step_count_out[worldid] + 1
-  amp = amp_in[worldid]
-  phase = _rhythm_phase(steps - 1, dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
+    steps = step_count_out[worldid] + 1
+    amp = amp_in[worldid]
+    phase = _rhythm_phase(steps - 1, dt, rhythm_hz)
+    row = _table_row(phase, table.shape[0])
 
-  reward = float(0.0)
-  dz = float(0.0)
-  zref = amp * table[row, nu]
-  if finite:
-    err = float(0.0)
-    rate = float(0.0)
-    for i in range(nu):
-      q = qpos_in[worldid, act_qadr[i]]
-      qref = ctrl_stance[i] + amp * table[row, i]
-      err += (q - qref) * (q - qref)
-      a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
-      da = a - prev_action_out[worldid, i]
-      rate += da * da
-      prev_action_out[worldid, i] = a
-    err = err / float(nu)
-    rate = rate / float(nu)
-    dz = qpos_in[worldid, 2] - z_stance
-    eb = (dz - zref) / 0.02
-    reward = dt * (w_alive + w_pose * wp.exp(-err / 0.05) + w_bounce * wp.exp(-eb * eb)
-                   + w_upright * up - w_rate * rate)
+    reward = float(0.0)
+    dz = float(0.0)
+    zref = amp * table[row, nu]
+    if finite:
+        err = float(0.0)
+        rate = float(0.0)
+        for i in range(nu):
+            q = qpos_in[worldid, act_qadr[i]]
+            qref = ctrl_stance[i] + amp * table[row, i]
+            err += (q - qref) * (q - qref)
+            a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+            da = a - prev_action_out[worldid, i]
+            rate += da * da
+            prev_action_out[worldid, i] = a
+        err = err / float(nu)
+        rate = rate / float(nu)
+        dz = qpos_in[worldid, 2] - z_stance
+        eb = (dz - zref) / 0.02
+        reward = dt * (w_alive + w_pose * wp.exp(-err / 0.05) + w_bounce * wp.exp(-eb * eb)
+                       + w_upright * up - w_rate * rate)
 
-  nan_reset = finite == 0
-  slot_reset = nefc_over or con_over
-  fall = touch or tilt or nan_reset or slot_reset
-  timeout = (steps >= episode_steps) and not fall
-  if fall:
-    reward = reward - fall_penalty
-
-  # per-episode accumulators: lock-in sums Σ dz·r, Σ r², Σ dz, Σ r, n (r: the commanded pelvis
-  # offset), the return, and the env steps lived
-  if finite:
-    ep_acc_out[worldid, 0] = ep_acc_out[worldid, 0] + dz * zref
-    ep_acc_out[worldid, 1] = ep_acc_out[worldid, 1] + zref * zref
-    ep_acc_out[worldid, 2] = ep_acc_out[worldid, 2] + dz
-    ep_acc_out[worldid, 3] = ep_acc_out[worldid, 3] + zref
-    ep_acc_out[worldid, 4] = ep_acc_out[worldid, 4] + 1.0
-  ep_acc_out[worldid, 5] = ep_acc_out[worldid, 5] + reward
-  ep_acc_out[worldid, 6] = ep_acc_out[worldid, 6] + 1.0  # env steps lived in this episode
-
-  done = fall or timeout
-  if done:
-    n = ep_acc_out[worldid, 4]
-    if n > 1.0:
-      num = ep_acc_out[worldid, 0] - ep_acc_out[worldid, 2] * ep_acc_out[worldid, 3] / n
-      den = ep_acc_out[worldid, 1] - ep_acc_out[worldid, 3] * ep_acc_out[worldid, 3] / n
-      if den > 1.0e-12:
-        wp.atomic_add(sums_out, 2, num)
-        wp.atomic_add(sums_out, 3, den)
-    # the length actually lived (a staggered first episode starts late in its time limit)
-    wp.atomic_add(sums_out, 0, ep_acc_out[worldid, 6] * dt)
-    wp.atomic_add(sums_out, 1, ep_acc_out[worldid, 5])
-    wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+    nan_reset = finite == 0
+    slot_reset = nefc_over or con_over
+    fall = touch or tilt or nan_reset or slot_reset
+    timeout = (steps >= episode_steps) and not fall
     if fall:
-      wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
-      if touch:
-        wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
-      if tilt:
-        wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
-      if nan_reset:
-        wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
-      if slot_reset:
-        wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
-        if slot_seen_out[worldid] == 0:  # this world's first slot reset since the last summary
-          slot_seen_out[worldid] = 1
-          wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
-        if nefc_over:
-          wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
-        if con_over:
-          wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
-    else:
-      wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
+        reward = reward - fall_penalty
 
-  step_count_out[worldid] = steps
-  reward_out[worldid] = reward
-  done_out[worldid] = wp.where(done, 1.0, 0.0)
-  fall_out[worldid] = wp.where(fall, 1.0, 0.0)
-  timeout_out[worldid] = wp.where(timeout, 1.0, 0.0)
-  reset_out[worldid] = done
+    # per-episode accumulators: lock-in sums Σ dz·r, Σ r², Σ dz, Σ r, n (r: the commanded pelvis
+    # offset), the return, and the env steps lived
+    if finite:
+        ep_acc_out[worldid, 0] = ep_acc_out[worldid, 0] + dz * zref
+        ep_acc_out[worldid, 1] = ep_acc_out[worldid, 1] + zref * zref
+        ep_acc_out[worldid, 2] = ep_acc_out[worldid, 2] + dz
+        ep_acc_out[worldid, 3] = ep_acc_out[worldid, 3] + zref
+        ep_acc_out[worldid, 4] = ep_acc_out[worldid, 4] + 1.0
+    ep_acc_out[worldid, 5] = ep_acc_out[worldid, 5] + reward
+    ep_acc_out[worldid, 6] = ep_acc_out[worldid, 6] + 1.0  # env steps lived in this episode
+
+    done = fall or timeout
+    if done:
+        n = ep_acc_out[worldid, 4]
+        if n > 1.0:
+            num = ep_acc_out[worldid, 0] - ep_acc_out[worldid, 2] * ep_acc_out[worldid, 3] / n
+            den = ep_acc_out[worldid, 1] - ep_acc_out[worldid, 3] * ep_acc_out[worldid, 3] / n
+            if den > 1.0e-12:
+                wp.atomic_add(sums_out, 2, num)
+                wp.atomic_add(sums_out, 3, den)
+        # the length actually lived (a staggered first episode starts late in its time limit)
+        wp.atomic_add(sums_out, 0, ep_acc_out[worldid, 6] * dt)
+        wp.atomic_add(sums_out, 1, ep_acc_out[worldid, 5])
+        wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+        if fall:
+            wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
+            if touch:
+                wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
+            if tilt:
+                wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
+            if nan_reset:
+                wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
+            if slot_reset:
+                wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
+                if slot_seen_out[worldid] == 0:  # this world's first slot reset since the last summary
+                    slot_seen_out[worldid] = 1
+                    wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
+                if nefc_over:
+                    wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
+                if con_over:
+                    wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
+        else:
+            wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
+
+    step_count_out[worldid] = steps
+    reward_out[worldid] = reward
+    done_out[worldid] = wp.where(done, 1.0, 0.0)
+    fall_out[worldid] = wp.where(fall, 1.0, 0.0)
+    timeout_out[worldid] = wp.where(timeout, 1.0, 0.0)
+    reset_out[worldid] = done
 
 
 @wp.kernel
 def _reset_worlds(
-  # Model:
-  key_qpos: wp.array[float],
-  ctrl_stance: wp.array[float],
-  act_qadr: wp.array[int],
-  # In:
-  seed: int,
-  noise: float,
-  interval_lo: float,
-  interval_hi: float,
-  episode_steps: int,
-  stagger: int,
-  reset_in: wp.array[bool],
-  # Data out:
-  qpos_out: wp.array2d[float],
-  qvel_out: wp.array2d[float],
-  ctrl_out: wp.array2d[float],
-  # Out:
-  step_count_out: wp.array[int],
-  push_next_out: wp.array[float],
-  push_left_out: wp.array[int],
-  prev_action_out: wp.array2d[float],
-  ep_acc_out: wp.array2d[float],
-  rng_out: wp.array[int],
+    # Model:
+    key_qpos: wp.array[float],
+    ctrl_stance: wp.array[float],
+    act_qadr: wp.array[int],
+    # In:
+    seed: int,
+    noise: float,
+    interval_lo: float,
+    interval_hi: float,
+    episode_steps: int,
+    stagger: int,
+    reset_in: wp.array[bool],
+    # Data out:
+    qpos_out: wp.array2d[float],
+    qvel_out: wp.array2d[float],
+    ctrl_out: wp.array2d[float],
+    # Out:
+    step_count_out: wp.array[int],
+    push_next_out: wp.array[float],
+    push_left_out: wp.array[int],
+    prev_action_out: wp.array2d[float],
+    ep_acc_out: wp.array2d[float],
+    rng_out: wp.array[int],
 ):
-  worldid = wp.tid()
-  if not reset_in[worldid]:
-    return
-  state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
-  rng_out[worldid] = rng_out[worldid] + 1
-  for i in range(qpos_out.shape[1]):
-    qpos_out[worldid, i] = key_qpos[i]
-  for i in range(act_qadr.shape[0]):
-    qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
-    ctrl_out[worldid, i] = ctrl_stance[i]
-    prev_action_out[worldid, i] = 0.0
-  for i in range(qvel_out.shape[1]):
-    qvel_out[worldid, i] = 0.0
-  if stagger:
-    step_count_out[worldid] = int(wp.randf(state, 0.0, float(episode_steps)))
-  else:
-    step_count_out[worldid] = 0
-  push_next_out[worldid] = wp.randf(state, interval_lo, interval_hi)
-  push_left_out[worldid] = 0
-  for k in range(ep_acc_out.shape[1]):
-    ep_acc_out[worldid, k] = 0.0
+    worldid = wp.tid()
+    if not reset_in[worldid]:
+        return
+    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
+    rng_out[worldid] = rng_out[worldid] + 1
+    for i in range(qpos_out.shape[1]):
+        qpos_out[worldid, i] = key_qpos[i]
+    for i in range(act_qadr.shape[0]):
+        qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
+        ctrl_out[worldid, i] = ctrl_stance[i]
+        prev_action_out[worldid, i] = 0.0
+    for i in range(qvel_out.shape[1]):
+        qvel_out[worldid, i] = 0.0
+    if stagger:
+        step_count_out[worldid] = int(wp.randf(state, 0.0, float(episode_steps)))
+    else:
+        step_count_out[worldid] = 0
+    push_next_out[worldid] = wp.randf(state, interval_lo, interval_hi)
+    push_left_out[worldid] = 0
+    for k in range(ep_acc_out.shape[1]):
+        ep_acc_out[worldid, k] = 0.0
 
 
 @wp.kernel
 def _observe(
-  # Model:
-  act_qadr: wp.array[int],
-  act_dadr: wp.array[int],
-  ctrl_stance: wp.array[float],
-  table: wp.array2d[float],
-  z_stance: float,
-  # In:
-  dt: float,
-  rhythm_hz: float,
-  amp_in: wp.array[float],
-  step_count_in: wp.array[int],
-  prev_action_in: wp.array2d[float],
-  # Data in:
-  qpos_in: wp.array2d[float],
-  qvel_in: wp.array2d[float],
-  # Out:
-  obs_out: wp.array2d[float],
+    # Model:
+    act_qadr: wp.array[int],
+    act_dadr: wp.array[int],
+    ctrl_stance: wp.array[float],
+    table: wp.array2d[float],
+    z_stance: float,
+    # In:
+    dt: float,
+    rhythm_hz: float,
+    amp_in: wp.array[float],
+    step_count_in: wp.array[int],
+    prev_action_in: wp.array2d[float],
+    # Data in:
+    qpos_in: wp.array2d[float],
+    qvel_in: wp.array2d[float],
+    # Out:
+    obs_out: wp.array2d[float],
 ):
-  worldid = wp.tid()
-  nu = act_qadr.shape[0]
-  # MuJoCo quaternions are (w, x, y, z); warp's are (x, y, z, w)
-  q = wp.quat(qpos_in[worldid, 4], qpos_in[worldid, 5], qpos_in[worldid, 6], qpos_in[worldid, 3])
-  q = wp.normalize(q)
-  g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
-  v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
-  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
-  amp = amp_in[worldid]
-  obs_out[worldid, 0] = g[0]
-  obs_out[worldid, 1] = g[1]
-  obs_out[worldid, 2] = g[2]
-  obs_out[worldid, 3] = qpos_in[worldid, 2] - z_stance
-  obs_out[worldid, 4] = v[0]
-  obs_out[worldid, 5] = v[1]
-  obs_out[worldid, 6] = v[2]
-  obs_out[worldid, 7] = qvel_in[worldid, 3]
-  obs_out[worldid, 8] = qvel_in[worldid, 4]
-  obs_out[worldid, 9] = qvel_in[worldid, 5]
-  obs_out[worldid, 10] = wp.sin(2.0 * wp.pi * phase)
-  obs_out[worldid, 11] = wp.cos(2.0 * wp.pi * phase)
-  obs_out[worldid, 12] = amp
-  for i in range(nu):
-    qref = ctrl_stance[i] + amp * table[row, i]
-    obs_out[worldid, 13 + i] = qpos_in[worldid, act_qadr[i]] - qref
-    obs_out[worldid, 13 + nu + i] = 0.1 * qvel_in[worldid, act_dadr[i]]
-    obs_out[worldid, 13 + 2 * nu + i] = prev_action_in[worldid, i]
-  # a non-finite state must not poison the policy: zero it (the world is reset this step)
-  for k in range(obs_out.shape[1]):
-    if not wp.isfinite(obs_out[worldid, k]):
-      obs_out[worldid, k] = 0.0
+    worldid = wp.tid()
+    nu = act_qadr.shape[0]
+    # MuJoCo quaternions are (w, x, y, z); warp's are (x, y, z, w)
+    q = wp.quat(qpos_in[worldid, 4], qpos_in[worldid, 5], qpos_in[worldid, 6], qpos_in[worldid, 3])
+    q = wp.normalize(q)
+    g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
+    v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
+    phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
+    row = _table_row(phase, table.shape[0])
+    amp = amp_in[worldid]
+    obs_out[worldid, 0] = g[0]
+    obs_out[worldid, 1] = g[1]
+    obs_out[worldid, 2] = g[2]
+    obs_out[worldid, 3] = qpos_in[worldid, 2] - z_stance
+    obs_out[worldid, 4] = v[0]
+    obs_out[worldid, 5] = v[1]
+    obs_out[worldid, 6] = v[2]
+    obs_out[worldid, 7] = qvel_in[worldid, 3]
+    obs_out[worldid, 8] = qvel_in[worldid, 4]
+    obs_out[worldid, 9] = qvel_in[worldid, 5]
+    obs_out[worldid, 10] = wp.sin(2.0 * wp.pi * phase)
+    obs_out[worldid, 11] = wp.cos(2.0 * wp.pi * phase)
+    obs_out[worldid, 12] = amp
+    for i in range(nu):
+        qref = ctrl_stance[i] + amp * table[row, i]
+        obs_out[worldid, 13 + i] = qpos_in[worldid, act_qadr[i]] - qref
+        obs_out[worldid, 13 + nu + i] = 0.1 * qvel_in[worldid, act_dadr[i]]
+        obs_out[worldid, 13 + 2 * nu + i] = prev_action_in[worldid, i]
+    # a non-finite state must not poison the policy: zero it (the world is reset this step)
+    for k in range(obs_out.shape[1]):
+        if not wp.isfinite(obs_out[worldid, k]):
+            obs_out[worldid, k] = 0.0
 
 
 class StanceEnv:
