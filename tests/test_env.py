@@ -245,3 +245,24 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
         h.update(np.ascontiguousarray(v).tobytes())
     assert {k: s[k] for k in _ROLLOUT_SUMMARY} == _ROLLOUT_SUMMARY, s
     assert h.hexdigest() == _ROLLOUT_SHA256
+
+
+def test_observation_layout_names_its_entries(env):
+    """The OBS_* indices point at what the module docstring says: the amplitude, an upright
+    body's gravity direction, the phase at step 0, and the previous (clipped) action block."""
+    from fightlab.envs import stance as S
+
+    assert env.obs_dim == S.OBS_FIXED + S.OBS_NBLOCK * env.nu
+    assert env.obs_min_std[S.OBS_AMP] == 0.2 and env.obs_min_std[S.OBS_AMP - 1] == 0.01
+    env.set_amplitude(0.4, immediate=True)
+    obs = env.reset(stagger=False).numpy()
+    assert np.all(obs[:, S.OBS_AMP] == np.float32(0.4))
+    assert np.allclose(obs[:, S.OBS_GRAVITY:S.OBS_GRAVITY + 3], [0, 0, -1], atol=0.05)
+    assert np.all(obs[:, S.OBS_PHASE_SIN] == 0) and np.all(obs[:, S.OBS_PHASE_COS] == 1)
+    assert np.allclose(obs[:, S.OBS_HEIGHT], 0, atol=1e-6)
+    act = torch.linspace(-2, 2, 4 * env.nu).reshape(4, env.nu)
+    obs = env.step(act)[0].numpy()
+    a0 = S.OBS_FIXED + S.OBS_PREV_ACTION_BLOCK * env.nu
+    assert obs.shape[1] == a0 + env.nu
+    np.testing.assert_array_equal(obs[:, a0:], act.clamp(-1, 1).numpy())
+    env.set_amplitude(0.0, immediate=True)
