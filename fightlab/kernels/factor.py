@@ -37,7 +37,7 @@ when it fits): ``L``, the partial sums and one scale factor per update of the le
 shared-memory tile (7 KiB for the humanoid), with a phase S per level computing each update's
 ``L[k,i] / L[k,k]`` once. Warp's own tile element assignment (``t[i] = x``) ends with a block
 barrier (``tile_element_assign`` -> ``WP_TILE_SYNC``), undefined inside per-thread branches,
-so elements go through two native one-liners (``fightlab.kernels._shared``).
+so elements go through two native one-liners (``fightlab.kernels._smem``).
 
 Switching it on (the mechanism, and why it is the least invasive one)
 ---------------------------------------------------------------------
@@ -377,7 +377,7 @@ def _shared_kernel(capacity: int):
       inner loop's dependent chain is an index load, an ``L`` load and a multiply-add.
     """
 
-    from fightlab.kernels._shared import shared_accessors
+    from fightlab.kernels._smem import shared_accessors
 
     _sh_load, _sh_store = shared_accessors(capacity)
 
