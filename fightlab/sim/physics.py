@@ -60,8 +60,6 @@ SOLVER_LS_ITERATIONS = 20
 # d.overflow bits that lose physics (slots ran out): the world is reset and counted as a fall.
 SLOT_BITS = int(OverflowType.NEFC | OverflowType.NARROWPHASE | OverflowType.BROADPHASE
                 | OverflowType.NJMAX_NNZ)
-# Solver-limit bits: counted and reported separately, not falls.
-SOLVER_BITS = int(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS)
 
 
 class Counter(enum.IntEnum):
@@ -167,11 +165,6 @@ def shared_stream(device: str):
     ext = torch.cuda.ExternalStream(stream.cuda_stream, device=torch.device(device))
     with torch.cuda.stream(ext):
         yield
-
-
-def overflow_names(bits: int) -> list[str]:
-    """Names of the OverflowType bits set in `bits`."""
-    return [f.name for f in OverflowType if f.value and f.value != OverflowType.ALL and bits & f.value]
 
 
 def describe_counters(c: np.ndarray) -> dict:
