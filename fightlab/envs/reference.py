@@ -39,7 +39,8 @@ def build_table(mjm: mujoco.MjModel, info, gain: float, cfg: EnvConfig) -> np.nd
 
     Args:
       mjm: the body's MjModel (actuators named after their joints).
-      info: the body's `BodyInfo` (`bounce_joints`, `guard_joints`: joint name → coefficient).
+      info: the body's registry record, `fightlab.bodies.Body` (`bounce_joints`: joint name →
+        coefficient, `guard_joints`).
       gain: pelvis drop in m per unit bounce signal u (> 0).
       cfg: the env config (bounce_m, arm_sway_rad, n_phase).
 

@@ -491,10 +491,10 @@ class StanceEnv:
         self.device = validate_device(device)
         self.cfg = validate_env(cfg or EnvConfig())
         self.seed = int(seed)
-        self.info = bodies.body_info(body)
-        mjm = mjmodel if mjmodel is not None else bodies.build(body)
+        self.info = bodies.BODIES[self.body]  # the body's registry record (names, slots, bounce)
+        mjm = mjmodel if mjmodel is not None else self.info.build()
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
-        self.slots = physics.slots_for(body, nconmax, njmax)
+        self.slots = physics.slots_for(self.body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
         from fightlab.kernels.factor import active_variant, use_tree_factor
 
@@ -531,8 +531,7 @@ class StanceEnv:
         geom_support = np.array([1 if (mjm.geom_bodyid[g] in support or g == floor) else 0
                                  for g in range(mjm.ngeom)], np.int32)
         self.torso_id = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, self.info.torso_body)
-        gain = bodies.bounce_gain(self.body)
-        self.table_np = build_table(mjm, self.info, gain, cfg)
+        self.table_np = build_table(mjm, self.info, self.info.bounce_gain, cfg)
         lo = mjm.actuator_ctrlrange[:, 0].astype(np.float32)
         hi = mjm.actuator_ctrlrange[:, 1].astype(np.float32)
         unlimited = mjm.actuator_ctrllimited == 0
