@@ -507,7 +507,7 @@ class StanceEnv:
         self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
         self.obs_min_std[OBS_AMP] = 0.2
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
-        self._substeps = self.substeps  # still read by sim/profile.py; the env uses self.substeps
+        self._substeps = self.substeps  # kept for the profiler, which reads it; the env uses substeps
         self._build_constants()
         self._alloc()
         self._graph = physics.StepGraph(self._step_device, self.device, enabled=graph)
