@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from fightlab.paths import RUNS
 
+# the bodies of the registry fightlab.bodies.BODIES, in its order (config is the bottom layer and
+# does not import bodies; tests/test_bodies.py checks that the two agree)
 BODY_NAMES = ("muscular-fast", "simple")
 
 

@@ -22,6 +22,28 @@ def test_registry_names():
     assert set(BODIES) == {"muscular-fast", "simple"}
 
 
+def test_one_registry_record_per_body():
+    """config.BODY_NAMES (the bottom layer's copy) lists BODIES in order; each record is what
+    body_info returns, holds the slot sizes physics uses, and names elements its model has."""
+    from fightlab.config import BODY_NAMES
+    from fightlab.sim import physics
+
+    assert tuple(BODIES) == BODY_NAMES
+    for name, rec in BODIES.items():
+        assert rec.name == name and body_info(name) is rec
+        assert physics.SLOTS[name] is rec.slots and physics.slots_for(name) is rec.slots
+        assert rec.slots.nconmax > 0 and rec.slots.njmax > 0 and "max" in rec.slots.source
+        m = build(name)
+        obj = mujoco.mjtObj
+        assert mujoco.mj_name2id(m, obj.mjOBJ_KEY, rec.keyframe) >= 0
+        assert mujoco.mj_name2id(m, obj.mjOBJ_GEOM, rec.floor_geom) >= 0
+        for b in (rec.torso_body, rec.pelvis_body, rec.head_body, *rec.support_bodies):
+            assert mujoco.mj_name2id(m, obj.mjOBJ_BODY, b) >= 0, (name, b)
+        for j in (*rec.guard_joints, *rec.bounce_joints):
+            assert mujoco.mj_name2id(m, obj.mjOBJ_JOINT, j) >= 0, (name, j)
+        assert bounce_gain(name) == rec.bounce_gain
+
+
 @pytest.mark.parametrize("name,nv", [("muscular-fast", 89), ("simple", 43)])
 def test_dof_and_single_tree(name, nv):
     m = build(name)

@@ -211,3 +211,58 @@ def test_state_dict_round_trip_gives_the_same_next_step():
     c = StanceEnv("simple", nworld=2, device="cpu", seed=5)
     with pytest.raises(ValueError, match="env state 'qpos' has shape"):
         c.load_state_dict(state)
+
+
+# Recorded with the env before its kernels took a task struct and named layouts (issue 13):
+# the refactor must not change a single bit of a pushed, falling, timing-out rollout.
+_ROLLOUT_SHA256 = "8ea1c43fbe95c878848571bcb764569076d5b509580be1485207189df5b7e9bd"
+_ROLLOUT_SUMMARY = dict(episodes=6, falls=2, timeouts=4, tilt_falls=2,
+                        episode_s_sum=0.9399999380111694, return_sum=-17.09811782836914,
+                        track_num=0.002800658345222473, track_den=0.0038779843598604202)
+
+
+def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
+    """3 worlds, 20 steps, fixed alternating actions, pushes every 0.04–0.1 s, 0.2 s episodes
+    and a 15° tilt limit (falls and timeouts both happen), amplitude ramping to 1, staggered
+    start: observations, rewards, done/fall/timeout of every step, the summary and the final
+    state hash to the value recorded before the issue-13 refactor."""
+    import hashlib
+
+    cfg = EnvConfig(episode_s=0.2, push_interval_s=(0.04, 0.1), push_impulse_ns=(40.0, 80.0),
+                    tilt_fall_deg=15.0)
+    env = StanceEnv("simple", nworld=3, device="cpu", seed=11, cfg=cfg)
+    env.set_amplitude(1.0, ramp_s=0.1)
+    env.reset(stagger=True)
+    h = hashlib.sha256()
+    act = 0.5 * torch.sin(torch.arange(3 * env.nu, dtype=torch.float32).reshape(3, env.nu))
+    for k in range(20):
+        obs, rew, done, info = env.step(act if k % 2 == 0 else -act)
+        for t in (obs, rew, done, info["fall"], info["timeout"]):
+            h.update(t.numpy().tobytes())
+    s = env.read_summary()
+    h.update(repr(sorted(s.items())).encode())
+    for _, v in sorted(env.state_dict().items()):
+        h.update(np.ascontiguousarray(v).tobytes())
+    assert {k: s[k] for k in _ROLLOUT_SUMMARY} == _ROLLOUT_SUMMARY, s
+    assert h.hexdigest() == _ROLLOUT_SHA256
+
+
+def test_observation_layout_names_its_entries(env):
+    """The OBS_* indices point at what the module docstring says: the amplitude, an upright
+    body's gravity direction, the phase at step 0, and the previous (clipped) action block."""
+    from fightlab.envs import stance as S
+
+    assert env.obs_dim == S.OBS_FIXED + S.OBS_NBLOCK * env.nu
+    assert env.obs_min_std[S.OBS_AMP] == 0.2 and env.obs_min_std[S.OBS_AMP - 1] == 0.01
+    env.set_amplitude(0.4, immediate=True)
+    obs = env.reset(stagger=False).numpy()
+    assert np.all(obs[:, S.OBS_AMP] == np.float32(0.4))
+    assert np.allclose(obs[:, S.OBS_GRAVITY:S.OBS_GRAVITY + 3], [0, 0, -1], atol=0.05)
+    assert np.all(obs[:, S.OBS_PHASE_SIN] == 0) and np.all(obs[:, S.OBS_PHASE_COS] == 1)
+    assert np.allclose(obs[:, S.OBS_HEIGHT], 0, atol=1e-6)
+    act = torch.linspace(-2, 2, 4 * env.nu).reshape(4, env.nu)
+    obs = env.step(act)[0].numpy()
+    a0 = S.OBS_FIXED + S.OBS_PREV_ACTION_BLOCK * env.nu
+    assert obs.shape[1] == a0 + env.nu
+    np.testing.assert_array_equal(obs[:, a0:], act.clamp(-1, 1).numpy())
+    env.set_amplitude(0.0, immediate=True)

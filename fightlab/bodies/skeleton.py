@@ -169,6 +169,8 @@ STANCE_FIST = {"mcp_flex": 1.3, "pip": 1.5, "dip": 0.9,
                "thumb_cmc_x": 0.4, "thumb_cmc_y": 0.4, "thumb_mcp": 0.6, "thumb_ip": 0.5}
 
 SUPPORT_BODIES = ("foot_l", "foot_r", "toe_l", "toe_r")
+KEYFRAME = "stance"        # the keyframe add_stance_keyframe adds
+FLOOR_GEOM = "floor"
 
 RGBA_SKIN = (0.8, 0.6, 0.45, 1.0)
 RGBA_BONE = (0.9, 0.9, 0.85, 1.0)
@@ -264,7 +266,7 @@ def build_humanoid(muscular: bool) -> mujoco.MjSpec:
 
     b = _Builder(spec, muscular)
     world = spec.worldbody
-    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
+    world.add_geom(name=FLOOR_GEOM, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
                    contype=0, conaffinity=1, condim=3, rgba=[0.5, 0.55, 0.6, 1.0])
     world.add_light(name="sun", pos=[0, 0, 4], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
 
@@ -532,8 +534,8 @@ def stance_ctrl(m: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
 
 
 def add_stance_keyframe(spec: mujoco.MjSpec) -> mujoco.MjSpec:
-    """Compile once, solve the stance, and add the keyframe ``stance`` to the spec."""
+    """Compile once, solve the stance, and add the keyframe ``KEYFRAME`` ("stance") to the spec."""
     m = spec.compile()
     qpos = stance_qpos(m)
-    spec.add_key(name="stance", qpos=list(qpos), qvel=[0.0] * m.nv, ctrl=list(stance_ctrl(m, qpos)))
+    spec.add_key(name=KEYFRAME, qpos=list(qpos), qvel=[0.0] * m.nv, ctrl=list(stance_ctrl(m, qpos)))
     return spec

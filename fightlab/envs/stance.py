@@ -6,13 +6,16 @@ reward, masked reset of done worlds, observations. The step is captured as one g
 warp's CPU graph) after a warm-up call on a throw-away state. The runner reads one small summary
 per iteration (`read_summary`).
 
-Observation `[nworld, obs_dim]` float32 (obs_dim = 13 + 3·nu), all from qpos/qvel and env state,
-so it is valid right after a reset without running kinematics:
-  gravity direction in the pelvis frame (3), pelvis height above the stance height (1, m),
-  pelvis linear velocity in the pelvis frame (3, m/s), pelvis angular velocity (3, rad/s, local),
-  sin/cos of the rhythm phase (2), current amplitude a (1),
-  joint angle minus reference target per actuator (nu, rad), joint velocity × 0.1 (nu, rad/s),
-  previous action (nu).
+Observation `[nworld, obs_dim]` float32, obs_dim = OBS_FIXED + OBS_NBLOCK·nu = 13 + 3·nu, all from
+qpos/qvel and env state, so it is valid right after a reset without running kinematics (the
+index constants below name these entries):
+  OBS_GRAVITY + 0…2: gravity direction in the pelvis frame;
+  OBS_HEIGHT: pelvis height above the stance height (m);
+  OBS_LINVEL + 0…2: pelvis linear velocity in the pelvis frame (m/s);
+  OBS_ANGVEL + 0…2: pelvis angular velocity (rad/s, local);
+  OBS_PHASE_SIN, OBS_PHASE_COS: sin/cos of the rhythm phase; OBS_AMP: current amplitude a;
+  OBS_FIXED + b·nu + i for actuator i, by block b: OBS_QERR_BLOCK joint angle minus reference
+  target (rad), OBS_QVEL_BLOCK joint velocity × 0.1 (rad/s), OBS_PREV_ACTION_BLOCK previous action.
 Reward per env step (× control_dt, so an episode's return is O(10)):
   w_alive + w_pose·exp(-mean((q − q_ref)²)/0.05) + w_bounce·exp(-((Δz − z_ref)/0.02)²)
   + w_upright·(torso z-axis · world z) − w_action_rate·mean((a − a_prev)²); a fall adds
@@ -34,7 +37,7 @@ import warp as wp
 import mujoco_warp as mjw
 from fightlab import bodies
 from fightlab.config import EnvConfig, validate_body, validate_device, validate_env, validate_nworld
-from fightlab.envs.reference import build_table
+from fightlab.envs.reference import COL_PELVIS, build_table
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter
 from fightlab.sim.nvtx import nvtx_range
@@ -44,374 +47,412 @@ SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN, SUM_N = 0, 1, 2, 3, 4
 _CONTACT_BITS = int(physics.OverflowType.NARROWPHASE | physics.OverflowType.BROADPHASE)
 _NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
 
+# observation indices (the layout is listed in the module docstring)
+OBS_GRAVITY, OBS_HEIGHT, OBS_LINVEL, OBS_ANGVEL = 0, 3, 4, 7
+OBS_PHASE_SIN, OBS_PHASE_COS, OBS_AMP, OBS_FIXED = 10, 11, 12, 13
+OBS_QERR_BLOCK, OBS_QVEL_BLOCK, OBS_PREV_ACTION_BLOCK, OBS_NBLOCK = 0, 1, 2, 3
+
+# per-episode accumulator columns of ep_acc [nworld, ACC_N] (float32): the lock-in sums
+# Σ dz·r, Σ r², Σ dz, Σ r and their count n over the finite steps (dz: pelvis height above the
+# stance, r: the commanded pelvis offset), the return, and the env steps lived
+ACC_DZ_R, ACC_R_R, ACC_DZ, ACC_R, ACC_COUNT, ACC_RETURN, ACC_STEPS, ACC_N = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+@wp.struct
+class _TaskParams:
+    """The task's constants, one value per env (built from its EnvConfig by `_task_params`)."""
+
+    dt: float              # control_dt, s
+    rhythm_hz: float       # Hz
+    episode_steps: int     # env steps per episode
+    cos_tilt: float        # cos(tilt_fall_deg): a torso z·world z below this is a fall
+    action_scale: float    # rad per unit action
+    init_noise: float      # rad, uniform ± at reset
+    w_alive: float
+    w_pose: float
+    w_bounce: float
+    w_upright: float
+    w_rate: float          # w_action_rate
+    fall_penalty: float
+    push_steps: int        # env steps a push lasts (≥ 1)
+    push_duration: float   # s
+    push_interval_lo: float  # s
+    push_interval_hi: float  # s
+    push_impulse_lo: float   # N·s
+    push_impulse_hi: float   # N·s
+
+
+def _task_params(cfg: EnvConfig) -> _TaskParams:
+    """`_TaskParams` of `cfg` (float fields are float32 on the device, as kernel scalars were)."""
+    p = _TaskParams()
+    p.dt = cfg.control_dt
+    p.rhythm_hz = cfg.rhythm_hz
+    p.episode_steps = cfg.episode_steps
+    p.cos_tilt = math.cos(math.radians(cfg.tilt_fall_deg))
+    p.action_scale = cfg.action_scale_rad
+    p.init_noise = cfg.init_noise_rad
+    p.w_alive = cfg.w_alive
+    p.w_pose = cfg.w_pose
+    p.w_bounce = cfg.w_bounce
+    p.w_upright = cfg.w_upright
+    p.w_rate = cfg.w_action_rate
+    p.fall_penalty = cfg.fall_penalty
+    p.push_steps = max(1, int(round(cfg.push_duration_s / cfg.control_dt)))
+    p.push_duration = cfg.push_duration_s
+    p.push_interval_lo, p.push_interval_hi = cfg.push_interval_s
+    p.push_impulse_lo, p.push_impulse_hi = cfg.push_impulse_ns
+    return p
+
 
 @wp.func
-def _rhythm_phase(step: int, dt: float, rhythm_hz: float) -> float:
-  """Phase in [0, 1) of the rhythm at env step `step` of the episode."""
-  t = float(step) * dt
-  return t * rhythm_hz - wp.floor(t * rhythm_hz)
+def _rhythm_phase(step: int, task: _TaskParams) -> float:
+    """Phase in [0, 1) of the rhythm at env step `step` of the episode."""
+    t = float(step) * task.dt
+    return t * task.rhythm_hz - wp.floor(t * task.rhythm_hz)
 
 
 @wp.func
 def _table_row(phase: float, nphase: int) -> int:
-  """Row of the stacked reference table for `phase` (the one gather per step)."""
-  return wp.min(int(phase * float(nphase)), nphase - 1)
+    """Row of the stacked reference table for `phase` (the one gather per step)."""
+    return wp.min(int(phase * float(nphase)), nphase - 1)
 
 
 @wp.kernel
 def _pre_step(
-  # Model:
-  ctrl_stance: wp.array[float],
-  ctrl_lo: wp.array[float],
-  ctrl_hi: wp.array[float],
-  table: wp.array2d[float],
-  torso_id: int,
-  # In:
-  seed: int,
-  dt: float,
-  rhythm_hz: float,
-  action_scale: float,
-  push_steps: int,
-  interval_lo: float,
-  interval_hi: float,
-  impulse_lo: float,
-  impulse_hi: float,
-  push_duration: float,
-  amp_ctl_in: wp.array[float],
-  action_in: wp.array2d[float],
-  step_count_in: wp.array[int],
-  # Data out:
-  ctrl_out: wp.array2d[float],
-  xfrc_applied_out: wp.array2d[wp.spatial_vector],
-  # Out:
-  amp_out: wp.array[float],
-  push_next_out: wp.array[float],
-  push_left_out: wp.array[int],
-  push_force_out: wp.array[wp.vec3],
-  rng_out: wp.array[int],
+    # Model:
+    ctrl_stance: wp.array[float],
+    ctrl_lo: wp.array[float],
+    ctrl_hi: wp.array[float],
+    table: wp.array2d[float],
+    torso_id: int,
+    # In:
+    task: _TaskParams,
+    seed: int,
+    amp_ctl_in: wp.array[float],
+    action_in: wp.array2d[float],
+    step_count_in: wp.array[int],
+    # Data out:
+    ctrl_out: wp.array2d[float],
+    xfrc_applied_out: wp.array2d[wp.spatial_vector],
+    # Out:
+    amp_out: wp.array[float],
+    push_next_out: wp.array[float],
+    push_left_out: wp.array[int],
+    push_force_out: wp.array[wp.vec3],
+    rng_out: wp.array[int],
 ):
-  worldid = wp.tid()
-  # amplitude ramp towards the target (amp_ctl_in = [target, rate per s])
-  target = amp_ctl_in[0]
-  rate = amp_ctl_in[1] * dt
-  amp = amp_out[worldid]
-  amp = amp + wp.clamp(target - amp, -rate, rate)
-  amp_out[worldid] = amp
+    worldid = wp.tid()
+    dt = task.dt
+    # amplitude ramp towards the target (amp_ctl_in = [target, rate per s])
+    target = amp_ctl_in[0]
+    rate = amp_ctl_in[1] * dt
+    amp = amp_out[worldid]
+    amp = amp + wp.clamp(target - amp, -rate, rate)
+    amp_out[worldid] = amp
 
-  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
-  nu = ctrl_stance.shape[0]
-  for i in range(nu):
-    a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
-    target_i = ctrl_stance[i] + amp * table[row, i] + action_scale * a
-    ctrl_out[worldid, i] = wp.clamp(target_i, ctrl_lo[i], ctrl_hi[i])
+    phase = _rhythm_phase(step_count_in[worldid], task)
+    row = _table_row(phase, table.shape[0])
+    nu = ctrl_stance.shape[0]
+    for i in range(nu):
+        a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+        target_i = ctrl_stance[i] + amp * table[row, i] + task.action_scale * a
+        ctrl_out[worldid, i] = wp.clamp(target_i, ctrl_lo[i], ctrl_hi[i])
 
-  # pushes: a constant horizontal force on the torso for push_steps env steps
-  left = push_left_out[worldid]
-  nxt = push_next_out[worldid] - dt
-  force = push_force_out[worldid]
-  if left <= 0 and nxt <= 0.0:
-    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729)
-    rng_out[worldid] = rng_out[worldid] + 1
-    theta = wp.randf(state, 0.0, 2.0 * wp.pi)
-    impulse = wp.randf(state, impulse_lo, impulse_hi)
-    mag = impulse / push_duration
-    force = wp.vec3(mag * wp.cos(theta), mag * wp.sin(theta), 0.0)
-    push_force_out[worldid] = force
-    left = push_steps
-    nxt = wp.randf(state, interval_lo, interval_hi)
-  if left > 0:
-    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(force, wp.vec3(0.0))
-    left = left - 1
-  else:
-    xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(wp.vec3(0.0), wp.vec3(0.0))
-  push_left_out[worldid] = left
-  push_next_out[worldid] = nxt
+    # pushes: a constant horizontal force on the torso for push_steps env steps
+    left = push_left_out[worldid]
+    nxt = push_next_out[worldid] - dt
+    force = push_force_out[worldid]
+    if left <= 0 and nxt <= 0.0:
+        state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729)
+        rng_out[worldid] = rng_out[worldid] + 1
+        theta = wp.randf(state, 0.0, 2.0 * wp.pi)
+        impulse = wp.randf(state, task.push_impulse_lo, task.push_impulse_hi)
+        mag = impulse / task.push_duration
+        force = wp.vec3(mag * wp.cos(theta), mag * wp.sin(theta), 0.0)
+        push_force_out[worldid] = force
+        left = task.push_steps
+        nxt = wp.randf(state, task.push_interval_lo, task.push_interval_hi)
+    if left > 0:
+        xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(force, wp.vec3(0.0))
+        left = left - 1
+    else:
+        xfrc_applied_out[worldid, torso_id] = wp.spatial_vector(wp.vec3(0.0), wp.vec3(0.0))
+    push_left_out[worldid] = left
+    push_next_out[worldid] = nxt
 
 
 @wp.kernel
 def _contact_check(
-  # Model:
-  geom_support: wp.array[int],
-  # Data in:
-  nacon_in: wp.array[int],
-  contact_geom_in: wp.array[wp.vec2i],
-  contact_worldid_in: wp.array[int],
-  # Out:
-  ncon_out: wp.array[int],
-  bad_contact_out: wp.array[int],
+    # Model:
+    geom_support: wp.array[int],
+    # Data in:
+    nacon_in: wp.array[int],
+    contact_geom_in: wp.array[wp.vec2i],
+    contact_worldid_in: wp.array[int],
+    # Out:
+    ncon_out: wp.array[int],
+    bad_contact_out: wp.array[int],
 ):
-  cid = wp.tid()
-  if cid >= wp.min(nacon_in[0], contact_geom_in.shape[0]):
-    return
-  worldid = contact_worldid_in[cid]
-  g = contact_geom_in[cid]
-  wp.atomic_add(ncon_out, worldid, 1)
-  if g[0] >= 0 and g[1] >= 0:
-    if geom_support[g[0]] == 0 or geom_support[g[1]] == 0:
-      bad_contact_out[worldid] = 1
+    cid = wp.tid()
+    if cid >= wp.min(nacon_in[0], contact_geom_in.shape[0]):
+        return
+    worldid = contact_worldid_in[cid]
+    g = contact_geom_in[cid]
+    wp.atomic_add(ncon_out, worldid, 1)
+    if g[0] >= 0 and g[1] >= 0:
+        if geom_support[g[0]] == 0 or geom_support[g[1]] == 0:
+            bad_contact_out[worldid] = 1
 
 
 @wp.kernel
 def _post_step(
-  # Model:
-  act_qadr: wp.array[int],
-  ctrl_stance: wp.array[float],
-  table: wp.array2d[float],
-  torso_id: int,
-  z_stance: float,
-  nconmax: int,
-  # In:
-  dt: float,
-  rhythm_hz: float,
-  episode_steps: int,
-  cos_tilt: float,
-  w_alive: float,
-  w_pose: float,
-  w_bounce: float,
-  w_upright: float,
-  w_rate: float,
-  fall_penalty: float,
-  amp_in: wp.array[float],
-  action_in: wp.array2d[float],
-  # Data in:
-  qpos_in: wp.array2d[float],
-  qvel_in: wp.array2d[float],
-  xmat_in: wp.array2d[wp.mat33],
-  # In/Out:
-  step_count_out: wp.array[int],
-  prev_action_out: wp.array2d[float],
-  ncon_out: wp.array[int],
-  bad_contact_out: wp.array[int],
-  overflow_out: wp.array[int],
-  slot_seen_out: wp.array[int],
-  ep_acc_out: wp.array2d[float],
-  counters_out: wp.array[int],
-  sums_out: wp.array[float],
-  # Out:
-  reward_out: wp.array[float],
-  done_out: wp.array[float],
-  fall_out: wp.array[float],
-  timeout_out: wp.array[float],
-  reset_out: wp.array[bool],
+    # Model:
+    act_qadr: wp.array[int],
+    ctrl_stance: wp.array[float],
+    table: wp.array2d[float],
+    torso_id: int,
+    z_stance: float,
+    nconmax: int,
+    # Data in:
+    qpos_in: wp.array2d[float],
+    qvel_in: wp.array2d[float],
+    xmat_in: wp.array2d[wp.mat33],
+    # In:
+    task: _TaskParams,
+    amp_in: wp.array[float],
+    action_in: wp.array2d[float],
+    # Data out:
+    overflow_out: wp.array[int],
+    # Out:
+    step_count_out: wp.array[int],
+    prev_action_out: wp.array2d[float],
+    ncon_out: wp.array[int],
+    bad_contact_out: wp.array[int],
+    slot_seen_out: wp.array[int],
+    ep_acc_out: wp.array2d[float],
+    counters_out: wp.array[int],
+    sums_out: wp.array[float],
+    reward_out: wp.array[float],
+    done_out: wp.array[float],
+    fall_out: wp.array[float],
+    timeout_out: wp.array[float],
+    reset_out: wp.array[bool],
 ):
-  worldid = wp.tid()
-  nq = qpos_in.shape[1]
-  nv = qvel_in.shape[1]
-  nu = act_qadr.shape[0]
+    worldid = wp.tid()
+    nq = qpos_in.shape[1]
+    nv = qvel_in.shape[1]
+    nu = act_qadr.shape[0]
 
-  finite = int(1)
-  for i in range(nq):
-    if not wp.isfinite(qpos_in[worldid, i]):
-      finite = 0
-  for i in range(nv):
-    if not wp.isfinite(qvel_in[worldid, i]):
-      finite = 0
+    finite = int(1)
+    for i in range(nq):
+        if not wp.isfinite(qpos_in[worldid, i]):
+            finite = 0
+    for i in range(nv):
+        if not wp.isfinite(qvel_in[worldid, i]):
+            finite = 0
 
-  # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
-  # only the worlds holding at least their share (nconmax) of contacts are blamed
-  bits = overflow_out[worldid]
-  ncon = ncon_out[worldid]
-  nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
-  con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
-  if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
-    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
-  if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
-    wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
-  overflow_out[worldid] = 0
-  ncon_out[worldid] = 0
+    # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
+    # only the worlds holding at least their share (nconmax) of contacts are blamed
+    bits = overflow_out[worldid]
+    ncon = ncon_out[worldid]
+    nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
+    con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
+    if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
+    if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
+    overflow_out[worldid] = 0
+    ncon_out[worldid] = 0
 
-  up = xmat_in[worldid, torso_id][2, 2]
-  tilt = up < cos_tilt
-  touch = bad_contact_out[worldid] != 0
-  bad_contact_out[worldid] = 0
+    up = xmat_in[worldid, torso_id][2, 2]
+    tilt = up < task.cos_tilt
+    touch = bad_contact_out[worldid] != 0
+    bad_contact_out[worldid] = 0
 
-  steps = step_count_out[worldid] + 1
-  amp = amp_in[worldid]
-  phase = _rhythm_phase(steps - 1, dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
+    steps = step_count_out[worldid] + 1
+    amp = amp_in[worldid]
+    phase = _rhythm_phase(steps - 1, task)
+    row = _table_row(phase, table.shape[0])
 
-  reward = float(0.0)
-  dz = float(0.0)
-  zref = amp * table[row, nu]
-  if finite:
-    err = float(0.0)
-    rate = float(0.0)
-    for i in range(nu):
-      q = qpos_in[worldid, act_qadr[i]]
-      qref = ctrl_stance[i] + amp * table[row, i]
-      err += (q - qref) * (q - qref)
-      a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
-      da = a - prev_action_out[worldid, i]
-      rate += da * da
-      prev_action_out[worldid, i] = a
-    err = err / float(nu)
-    rate = rate / float(nu)
-    dz = qpos_in[worldid, 2] - z_stance
-    eb = (dz - zref) / 0.02
-    reward = dt * (w_alive + w_pose * wp.exp(-err / 0.05) + w_bounce * wp.exp(-eb * eb)
-                   + w_upright * up - w_rate * rate)
+    reward = float(0.0)
+    dz = float(0.0)
+    zref = amp * table[row, nu + COL_PELVIS]
+    if finite:
+        err = float(0.0)
+        rate = float(0.0)
+        for i in range(nu):
+            q = qpos_in[worldid, act_qadr[i]]
+            qref = ctrl_stance[i] + amp * table[row, i]
+            err += (q - qref) * (q - qref)
+            a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
+            da = a - prev_action_out[worldid, i]
+            rate += da * da
+            prev_action_out[worldid, i] = a
+        err = err / float(nu)
+        rate = rate / float(nu)
+        dz = qpos_in[worldid, 2] - z_stance
+        eb = (dz - zref) / 0.02
+        reward = task.dt * (task.w_alive + task.w_pose * wp.exp(-err / 0.05)
+                            + task.w_bounce * wp.exp(-eb * eb) + task.w_upright * up
+                            - task.w_rate * rate)
 
-  nan_reset = finite == 0
-  slot_reset = nefc_over or con_over
-  fall = touch or tilt or nan_reset or slot_reset
-  timeout = (steps >= episode_steps) and not fall
-  if fall:
-    reward = reward - fall_penalty
-
-  # per-episode accumulators: lock-in sums Σ dz·r, Σ r², Σ dz, Σ r, n (r: the commanded pelvis
-  # offset), the return, and the env steps lived
-  if finite:
-    ep_acc_out[worldid, 0] = ep_acc_out[worldid, 0] + dz * zref
-    ep_acc_out[worldid, 1] = ep_acc_out[worldid, 1] + zref * zref
-    ep_acc_out[worldid, 2] = ep_acc_out[worldid, 2] + dz
-    ep_acc_out[worldid, 3] = ep_acc_out[worldid, 3] + zref
-    ep_acc_out[worldid, 4] = ep_acc_out[worldid, 4] + 1.0
-  ep_acc_out[worldid, 5] = ep_acc_out[worldid, 5] + reward
-  ep_acc_out[worldid, 6] = ep_acc_out[worldid, 6] + 1.0  # env steps lived in this episode
-
-  done = fall or timeout
-  if done:
-    n = ep_acc_out[worldid, 4]
-    if n > 1.0:
-      num = ep_acc_out[worldid, 0] - ep_acc_out[worldid, 2] * ep_acc_out[worldid, 3] / n
-      den = ep_acc_out[worldid, 1] - ep_acc_out[worldid, 3] * ep_acc_out[worldid, 3] / n
-      if den > 1.0e-12:
-        wp.atomic_add(sums_out, 2, num)
-        wp.atomic_add(sums_out, 3, den)
-    # the length actually lived (a staggered first episode starts late in its time limit)
-    wp.atomic_add(sums_out, 0, ep_acc_out[worldid, 6] * dt)
-    wp.atomic_add(sums_out, 1, ep_acc_out[worldid, 5])
-    wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+    nan_reset = finite == 0
+    slot_reset = nefc_over or con_over
+    fall = touch or tilt or nan_reset or slot_reset
+    timeout = (steps >= task.episode_steps) and not fall
     if fall:
-      wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
-      if touch:
-        wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
-      if tilt:
-        wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
-      if nan_reset:
-        wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
-      if slot_reset:
-        wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
-        if slot_seen_out[worldid] == 0:  # this world's first slot reset since the last summary
-          slot_seen_out[worldid] = 1
-          wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
-        if nefc_over:
-          wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
-        if con_over:
-          wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
-    else:
-      wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
+        reward = reward - task.fall_penalty
 
-  step_count_out[worldid] = steps
-  reward_out[worldid] = reward
-  done_out[worldid] = wp.where(done, 1.0, 0.0)
-  fall_out[worldid] = wp.where(fall, 1.0, 0.0)
-  timeout_out[worldid] = wp.where(timeout, 1.0, 0.0)
-  reset_out[worldid] = done
+    # per-episode accumulators (the ACC_* columns)
+    if finite:
+        ep_acc_out[worldid, ACC_DZ_R] = ep_acc_out[worldid, ACC_DZ_R] + dz * zref
+        ep_acc_out[worldid, ACC_R_R] = ep_acc_out[worldid, ACC_R_R] + zref * zref
+        ep_acc_out[worldid, ACC_DZ] = ep_acc_out[worldid, ACC_DZ] + dz
+        ep_acc_out[worldid, ACC_R] = ep_acc_out[worldid, ACC_R] + zref
+        ep_acc_out[worldid, ACC_COUNT] = ep_acc_out[worldid, ACC_COUNT] + 1.0
+    ep_acc_out[worldid, ACC_RETURN] = ep_acc_out[worldid, ACC_RETURN] + reward
+    ep_acc_out[worldid, ACC_STEPS] = ep_acc_out[worldid, ACC_STEPS] + 1.0
+
+    done = fall or timeout
+    if done:
+        n = ep_acc_out[worldid, ACC_COUNT]
+        if n > 1.0:
+            sum_r = ep_acc_out[worldid, ACC_R]
+            num = ep_acc_out[worldid, ACC_DZ_R] - ep_acc_out[worldid, ACC_DZ] * sum_r / n
+            den = ep_acc_out[worldid, ACC_R_R] - sum_r * sum_r / n
+            if den > 1.0e-12:
+                wp.atomic_add(sums_out, SUM_TRACK_NUM, num)
+                wp.atomic_add(sums_out, SUM_TRACK_DEN, den)
+        # the length actually lived (a staggered first episode starts late in its time limit)
+        wp.atomic_add(sums_out, SUM_LEN, ep_acc_out[worldid, ACC_STEPS] * task.dt)
+        wp.atomic_add(sums_out, SUM_RETURN, ep_acc_out[worldid, ACC_RETURN])
+        wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+        if fall:
+            wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
+            if touch:
+                wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
+            if tilt:
+                wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
+            if nan_reset:
+                wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
+            if slot_reset:
+                wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
+                if slot_seen_out[worldid] == 0:  # its first slot reset since the last summary
+                    slot_seen_out[worldid] = 1
+                    wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
+                if nefc_over:
+                    wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
+                if con_over:
+                    wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
+        else:
+            wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
+
+    step_count_out[worldid] = steps
+    reward_out[worldid] = reward
+    done_out[worldid] = wp.where(done, 1.0, 0.0)
+    fall_out[worldid] = wp.where(fall, 1.0, 0.0)
+    timeout_out[worldid] = wp.where(timeout, 1.0, 0.0)
+    reset_out[worldid] = done
 
 
 @wp.kernel
 def _reset_worlds(
-  # Model:
-  key_qpos: wp.array[float],
-  ctrl_stance: wp.array[float],
-  act_qadr: wp.array[int],
-  # In:
-  seed: int,
-  noise: float,
-  interval_lo: float,
-  interval_hi: float,
-  episode_steps: int,
-  stagger: int,
-  reset_in: wp.array[bool],
-  # Data out:
-  qpos_out: wp.array2d[float],
-  qvel_out: wp.array2d[float],
-  ctrl_out: wp.array2d[float],
-  # Out:
-  step_count_out: wp.array[int],
-  push_next_out: wp.array[float],
-  push_left_out: wp.array[int],
-  prev_action_out: wp.array2d[float],
-  ep_acc_out: wp.array2d[float],
-  rng_out: wp.array[int],
+    # Model:
+    key_qpos: wp.array[float],
+    ctrl_stance: wp.array[float],
+    act_qadr: wp.array[int],
+    # In:
+    task: _TaskParams,
+    seed: int,
+    stagger: int,
+    reset_in: wp.array[bool],
+    # Data out:
+    qpos_out: wp.array2d[float],
+    qvel_out: wp.array2d[float],
+    ctrl_out: wp.array2d[float],
+    # Out:
+    step_count_out: wp.array[int],
+    push_next_out: wp.array[float],
+    push_left_out: wp.array[int],
+    prev_action_out: wp.array2d[float],
+    ep_acc_out: wp.array2d[float],
+    rng_out: wp.array[int],
 ):
-  worldid = wp.tid()
-  if not reset_in[worldid]:
-    return
-  state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
-  rng_out[worldid] = rng_out[worldid] + 1
-  for i in range(qpos_out.shape[1]):
-    qpos_out[worldid, i] = key_qpos[i]
-  for i in range(act_qadr.shape[0]):
-    qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
-    ctrl_out[worldid, i] = ctrl_stance[i]
-    prev_action_out[worldid, i] = 0.0
-  for i in range(qvel_out.shape[1]):
-    qvel_out[worldid, i] = 0.0
-  if stagger:
-    step_count_out[worldid] = int(wp.randf(state, 0.0, float(episode_steps)))
-  else:
-    step_count_out[worldid] = 0
-  push_next_out[worldid] = wp.randf(state, interval_lo, interval_hi)
-  push_left_out[worldid] = 0
-  for k in range(ep_acc_out.shape[1]):
-    ep_acc_out[worldid, k] = 0.0
+    worldid = wp.tid()
+    if not reset_in[worldid]:
+        return
+    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
+    rng_out[worldid] = rng_out[worldid] + 1
+    noise = task.init_noise
+    for i in range(qpos_out.shape[1]):
+        qpos_out[worldid, i] = key_qpos[i]
+    for i in range(act_qadr.shape[0]):
+        qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
+        ctrl_out[worldid, i] = ctrl_stance[i]
+        prev_action_out[worldid, i] = 0.0
+    for i in range(qvel_out.shape[1]):
+        qvel_out[worldid, i] = 0.0
+    if stagger:
+        step_count_out[worldid] = int(wp.randf(state, 0.0, float(task.episode_steps)))
+    else:
+        step_count_out[worldid] = 0
+    push_next_out[worldid] = wp.randf(state, task.push_interval_lo, task.push_interval_hi)
+    push_left_out[worldid] = 0
+    for k in range(ep_acc_out.shape[1]):
+        ep_acc_out[worldid, k] = 0.0
 
 
 @wp.kernel
 def _observe(
-  # Model:
-  act_qadr: wp.array[int],
-  act_dadr: wp.array[int],
-  ctrl_stance: wp.array[float],
-  table: wp.array2d[float],
-  z_stance: float,
-  # In:
-  dt: float,
-  rhythm_hz: float,
-  amp_in: wp.array[float],
-  step_count_in: wp.array[int],
-  prev_action_in: wp.array2d[float],
-  # Data in:
-  qpos_in: wp.array2d[float],
-  qvel_in: wp.array2d[float],
-  # Out:
-  obs_out: wp.array2d[float],
+    # Model:
+    act_qadr: wp.array[int],
+    act_dadr: wp.array[int],
+    ctrl_stance: wp.array[float],
+    table: wp.array2d[float],
+    z_stance: float,
+    # Data in:
+    qpos_in: wp.array2d[float],
+    qvel_in: wp.array2d[float],
+    # In:
+    task: _TaskParams,
+    amp_in: wp.array[float],
+    step_count_in: wp.array[int],
+    prev_action_in: wp.array2d[float],
+    # Out:
+    obs_out: wp.array2d[float],
 ):
-  worldid = wp.tid()
-  nu = act_qadr.shape[0]
-  # MuJoCo quaternions are (w, x, y, z); warp's are (x, y, z, w)
-  q = wp.quat(qpos_in[worldid, 4], qpos_in[worldid, 5], qpos_in[worldid, 6], qpos_in[worldid, 3])
-  q = wp.normalize(q)
-  g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
-  v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
-  phase = _rhythm_phase(step_count_in[worldid], dt, rhythm_hz)
-  row = _table_row(phase, table.shape[0])
-  amp = amp_in[worldid]
-  obs_out[worldid, 0] = g[0]
-  obs_out[worldid, 1] = g[1]
-  obs_out[worldid, 2] = g[2]
-  obs_out[worldid, 3] = qpos_in[worldid, 2] - z_stance
-  obs_out[worldid, 4] = v[0]
-  obs_out[worldid, 5] = v[1]
-  obs_out[worldid, 6] = v[2]
-  obs_out[worldid, 7] = qvel_in[worldid, 3]
-  obs_out[worldid, 8] = qvel_in[worldid, 4]
-  obs_out[worldid, 9] = qvel_in[worldid, 5]
-  obs_out[worldid, 10] = wp.sin(2.0 * wp.pi * phase)
-  obs_out[worldid, 11] = wp.cos(2.0 * wp.pi * phase)
-  obs_out[worldid, 12] = amp
-  for i in range(nu):
-    qref = ctrl_stance[i] + amp * table[row, i]
-    obs_out[worldid, 13 + i] = qpos_in[worldid, act_qadr[i]] - qref
-    obs_out[worldid, 13 + nu + i] = 0.1 * qvel_in[worldid, act_dadr[i]]
-    obs_out[worldid, 13 + 2 * nu + i] = prev_action_in[worldid, i]
-  # a non-finite state must not poison the policy: zero it (the world is reset this step)
-  for k in range(obs_out.shape[1]):
-    if not wp.isfinite(obs_out[worldid, k]):
-      obs_out[worldid, k] = 0.0
+    worldid = wp.tid()
+    nu = act_qadr.shape[0]
+    # MuJoCo quaternions are (w, x, y, z); warp's are (x, y, z, w)
+    q = wp.quat(qpos_in[worldid, 4], qpos_in[worldid, 5], qpos_in[worldid, 6], qpos_in[worldid, 3])
+    q = wp.normalize(q)
+    g = wp.quat_rotate_inv(q, wp.vec3(0.0, 0.0, -1.0))
+    v = wp.quat_rotate_inv(q, wp.vec3(qvel_in[worldid, 0], qvel_in[worldid, 1], qvel_in[worldid, 2]))
+    phase = _rhythm_phase(step_count_in[worldid], task)
+    row = _table_row(phase, table.shape[0])
+    amp = amp_in[worldid]
+    for k in range(3):
+        obs_out[worldid, OBS_GRAVITY + k] = g[k]
+    obs_out[worldid, OBS_HEIGHT] = qpos_in[worldid, 2] - z_stance
+    for k in range(3):
+        obs_out[worldid, OBS_LINVEL + k] = v[k]
+    for k in range(3):
+        obs_out[worldid, OBS_ANGVEL + k] = qvel_in[worldid, 3 + k]
+    obs_out[worldid, OBS_PHASE_SIN] = wp.sin(2.0 * wp.pi * phase)
+    obs_out[worldid, OBS_PHASE_COS] = wp.cos(2.0 * wp.pi * phase)
+    obs_out[worldid, OBS_AMP] = amp
+    qerr0 = OBS_FIXED + OBS_QERR_BLOCK * nu
+    qvel0 = OBS_FIXED + OBS_QVEL_BLOCK * nu
+    act0 = OBS_FIXED + OBS_PREV_ACTION_BLOCK * nu
+    for i in range(nu):
+        qref = ctrl_stance[i] + amp * table[row, i]
+        obs_out[worldid, qerr0 + i] = qpos_in[worldid, act_qadr[i]] - qref
+        obs_out[worldid, qvel0 + i] = 0.1 * qvel_in[worldid, act_dadr[i]]
+        obs_out[worldid, act0 + i] = prev_action_in[worldid, i]
+    # a non-finite state must not poison the policy: zero it (the world is reset this step)
+    for k in range(obs_out.shape[1]):
+        if not wp.isfinite(obs_out[worldid, k]):
+            obs_out[worldid, k] = 0.0
 
 
 class StanceEnv:
@@ -450,23 +491,23 @@ class StanceEnv:
         self.device = validate_device(device)
         self.cfg = validate_env(cfg or EnvConfig())
         self.seed = int(seed)
-        self.info = bodies.body_info(body)
-        mjm = mjmodel if mjmodel is not None else bodies.build(body)
+        self.info = bodies.BODIES[self.body]  # the body's registry record (names, slots, bounce)
+        mjm = mjmodel if mjmodel is not None else self.info.build()
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
-        self.slots = physics.slots_for(body, nconmax, njmax)
+        self.slots = physics.slots_for(self.body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
         from fightlab.kernels.factor import active_variant, use_tree_factor
 
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.nu = self.mjm.nu
-        self.obs_dim = 13 + 3 * self.nu
+        self.obs_dim = OBS_FIXED + OBS_NBLOCK * self.nu
         # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude
-        # (index 12), which is constant during the first curriculum stage
+        # (OBS_AMP), which is constant during the first curriculum stage
         self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
-        self.obs_min_std[12] = 0.2
+        self.obs_min_std[OBS_AMP] = 0.2
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
-        self._substeps = self.substeps
+        self._substeps = self.substeps  # kept for the profiler, which reads it; the env uses substeps
         self._build_constants()
         self._alloc()
         self._graph = physics.StepGraph(self._step_device, self.device, enabled=graph)
@@ -490,12 +531,12 @@ class StanceEnv:
         geom_support = np.array([1 if (mjm.geom_bodyid[g] in support or g == floor) else 0
                                  for g in range(mjm.ngeom)], np.int32)
         self.torso_id = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, self.info.torso_body)
-        gain = bodies.bounce_gain(self.body)
-        self.table_np = build_table(mjm, self.info, gain, cfg)
+        self.table_np = build_table(mjm, self.info, self.info.bounce_gain, cfg)
         lo = mjm.actuator_ctrlrange[:, 0].astype(np.float32)
         hi = mjm.actuator_ctrlrange[:, 1].astype(np.float32)
         unlimited = mjm.actuator_ctrllimited == 0
         lo[unlimited], hi[unlimited] = -1e6, 1e6
+        self._task = _task_params(cfg)
         with wp.ScopedDevice(dev):
             self._w_act_qadr = wp.array(self._act_qadr, dtype=int)
             self._w_act_dadr = wp.array(self._act_dadr, dtype=int)
@@ -528,7 +569,7 @@ class StanceEnv:
             self._ncon = z(n, dtype=int)
             self._bad_contact = z(n, dtype=int)
             self._slot_seen = z(n, dtype=int)   # 1: the world had a slot reset since the summary
-            self._ep_acc = z(n, 7)
+            self._ep_acc = z(n, ACC_N)
             self._counters = z(int(Counter.N), dtype=int)
             self._sums = z(SUM_N)
         t = wp.to_torch
@@ -540,52 +581,64 @@ class StanceEnv:
         self.timeout = t(self._timeout)
 
     # ----------------------------------------------------------------------------------------
+    def _launch_pre_step(self):
+        d = self.d
+        wp.launch(_pre_step, dim=self.nworld,
+                  inputs=[self._w_ctrl_stance, self._w_ctrl_lo, self._w_ctrl_hi, self._w_table,
+                          self.torso_id,
+                          self._task, self.seed + 1, self._amp_ctl, self._action, self._step_count],
+                  outputs=[d.ctrl, d.xfrc_applied,
+                           self._amp, self._push_next, self._push_left, self._push_force,
+                           self._rng])
+
+    def _launch_contact_check(self):
+        d = self.d
+        wp.launch(_contact_check, dim=d.naconmax,
+                  inputs=[self._w_geom_support,
+                          d.nacon, d.contact.geom, d.contact.worldid],
+                  outputs=[self._ncon, self._bad_contact])
+
+    def _launch_post_step(self):
+        d = self.d
+        wp.launch(_post_step, dim=self.nworld,
+                  inputs=[self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id,
+                          self.z_stance, self.slots.nconmax,
+                          d.qpos, d.qvel, d.xmat,
+                          self._task, self._amp, self._action],
+                  outputs=[d.overflow,
+                           self._step_count, self._prev_action, self._ncon, self._bad_contact,
+                           self._slot_seen, self._ep_acc, self._counters, self._sums,
+                           self._reward, self._done, self._fall, self._timeout, self._reset])
+
     def _launch_reset(self, stagger: bool):
-        cfg = self.cfg
-        mjw.reset_data(self.m, self.d, self._reset)
-        wp.launch(_reset_worlds, dim=self.nworld, inputs=[
-            self._w_key_qpos, self._w_ctrl_stance, self._w_act_qadr, self.seed,
-            cfg.init_noise_rad, cfg.push_interval_s[0], cfg.push_interval_s[1],
-            cfg.episode_steps, int(stagger), self._reset],
-            outputs=[self.d.qpos, self.d.qvel, self.d.ctrl, self._step_count, self._push_next,
-                     self._push_left, self._prev_action, self._ep_acc, self._rng])
+        d = self.d
+        mjw.reset_data(self.m, d, self._reset)
+        wp.launch(_reset_worlds, dim=self.nworld,
+                  inputs=[self._w_key_qpos, self._w_ctrl_stance, self._w_act_qadr,
+                          self._task, self.seed, int(stagger), self._reset],
+                  outputs=[d.qpos, d.qvel, d.ctrl,
+                           self._step_count, self._push_next, self._push_left, self._prev_action,
+                           self._ep_acc, self._rng])
 
     def _launch_observe(self):
-        cfg = self.cfg
-        wp.launch(_observe, dim=self.nworld, inputs=[
-            self._w_act_qadr, self._w_act_dadr, self._w_ctrl_stance, self._w_table,
-            self.z_stance, cfg.control_dt, cfg.rhythm_hz, self._amp, self._step_count,
-            self._prev_action, self.d.qpos, self.d.qvel], outputs=[self._obs])
+        d = self.d
+        wp.launch(_observe, dim=self.nworld,
+                  inputs=[self._w_act_qadr, self._w_act_dadr, self._w_ctrl_stance, self._w_table,
+                          self.z_stance,
+                          d.qpos, d.qvel,
+                          self._task, self._amp, self._step_count, self._prev_action],
+                  outputs=[self._obs])
 
     def _step_device(self):
         """One env step on the device: pre-step, substeps of physics, checks, reset, observe.
         NVTX ranges mark the stages (visible per step with graph=False; once at capture)."""
-        cfg, d = self.cfg, self.d
         with nvtx_range("physics"):
-            wp.launch(_pre_step, dim=self.nworld, inputs=[
-                self._w_ctrl_stance, self._w_ctrl_lo, self._w_ctrl_hi, self._w_table, self.torso_id,
-                self.seed + 1, cfg.control_dt, cfg.rhythm_hz, cfg.action_scale_rad,
-                max(1, int(round(cfg.push_duration_s / cfg.control_dt))),
-                cfg.push_interval_s[0], cfg.push_interval_s[1], cfg.push_impulse_ns[0],
-                cfg.push_impulse_ns[1], cfg.push_duration_s, self._amp_ctl, self._action,
-                self._step_count],
-                outputs=[d.ctrl, d.xfrc_applied, self._amp, self._push_next, self._push_left,
-                         self._push_force, self._rng])
-            for _ in range(self._substeps):
-                mjw.step(self.m, d)
-                wp.launch(_contact_check, dim=d.naconmax, inputs=[
-                    self._w_geom_support, d.nacon, d.contact.geom, d.contact.worldid],
-                    outputs=[self._ncon, self._bad_contact])
+            self._launch_pre_step()
+            for _ in range(self.substeps):
+                mjw.step(self.m, self.d)
+                self._launch_contact_check()
         with nvtx_range("observation/reward"):
-            wp.launch(_post_step, dim=self.nworld, inputs=[
-                self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id, self.z_stance,
-                self.slots.nconmax, cfg.control_dt, cfg.rhythm_hz, cfg.episode_steps,
-                math.cos(math.radians(cfg.tilt_fall_deg)), cfg.w_alive, cfg.w_pose, cfg.w_bounce,
-                cfg.w_upright, cfg.w_action_rate, cfg.fall_penalty, self._amp, self._action,
-                d.qpos, d.qvel, d.xmat],
-                outputs=[self._step_count, self._prev_action, self._ncon, self._bad_contact,
-                         d.overflow, self._slot_seen, self._ep_acc, self._counters, self._sums, self._reward,
-                         self._done, self._fall, self._timeout, self._reset])
+            self._launch_post_step()
         with nvtx_range("reset"):
             self._launch_reset(stagger=False)
         with nvtx_range("observation/reward"):

@@ -1,89 +1,26 @@
 """Single-launch tiled LDLᵀ of the mass matrix for kinematic trees over 64 DOF.
 
-MuJoCo Warp 4.0.0 factors each kinematic tree's block of the joint-space inertia ``M`` by size
-(``mujoco_warp/_src/io.py: m_block_layout``): scalar Cholesky up to 6 DOF, a dense tile Cholesky
-up to ``types.M_BLOCK_DENSE_MAX`` (64) DOF, and beyond that the sparse ``L'DL`` of MuJoCo's
-``mj_factorI`` (``smooth._factor_i_sparse``): one ``wp.copy`` of ``M``, then **one kernel launch
-per tree level** (``_qLD_acc``, atomics onto shared rows), then ``_qLDiag_div``. For the 89-DOF
-humanoid that is 24 levels, i.e. 26 launches per factorization, each with little work.
+MuJoCo Warp 4.0.0 factors a tree over ``types.M_BLOCK_DENSE_MAX`` (64) DOF with the sparse
+``L'DL`` of MuJoCo's ``mj_factorI`` (``smooth._factor_i_sparse``): one launch per tree level, 26
+launches per factorization for the 89-DOF humanoid. This module does the same arithmetic in one
+launch: one block of :data:`BLOCK_DIM` (64) threads per world walks the levels deepest first
+with a block barrier after each phase (A: each row and column sums its descendants' updates in
+chunks of :data:`CHUNK`; B: the partial sums are subtracted in chunk order and ``L[k,i] /=
+L[k,k]``). No atomics: deterministic, equal to the stock path to float32 rounding, written in the
+stock ``qLD`` / ``qLDiagInv`` layout so that every consumer works unchanged. Two bitwise-equal
+variants (:data:`VARIANTS`): "shared" (``L``, partial sums and scale factors staged in shared
+memory; the default when they fit in :data:`SHARED_MAX`) and "global" (the first design).
 
-This module does the same arithmetic in **one launch**: one block of ``block_dim`` (64) threads
-per world, ``M`` copied into the output ``L``, the levels walked deepest first with a block
-barrier after each phase, and the output written in the stock layout (``qLD``'s ``nC`` LDL region and
-``qLDiagInv`` for every DOF), so every consumer (``solve_LD``, the fused sparse solve, the Newton
-solver, sensors) works unchanged.
+The switch: :func:`use_tree_factor` (or the :func:`tree_factor` context) registers a model and
+replaces ``smooth._factor_i_sparse`` by a dispatcher that runs :func:`factor_tree` for registered
+models only; :func:`disable_tree_factor` puts the original back when no model is left. fightlab's
+settings factor twice per physics step (:func:`count_factor_calls`). A graph captured with the
+switch on keeps the kernel after it is turned off: re-capture after switching. On the CPU, blocks
+of more than one thread need ``wp.config.enable_cpu_blocks = True``.
 
-Algorithm (per world). The stock level ``l`` holds the updates ``(i, k)`` whose *updated* row
-``i`` has depth ``l`` (``k`` a descendant of ``i``); they read only deeper rows and write rows of
-depth ``l``. Per level:
-
-* phase A: for each row ``i`` of the level and each of its columns ``j`` (the ancestors of ``i``
-  and ``i``), the sum ``Σ_k L[k,j]·(L[k,i]/L[k,k])`` over the descendants ``k`` of ``i`` is split
-  into chunks of 8 (:data:`CHUNK`) descendants; one thread per (row, column, chunk). A row with a
-  single chunk subtracts in place (the stock order of subtractions); otherwise each chunk writes a
-  partial sum to a per-world scratch row.  -- barrier --
-* phase B: one thread per (row, column) with several chunks subtracts its partials in chunk
-  order; one thread per update scales ``L[k,i] /= L[k,k]``.  -- barrier --
-
-No atomics: the result is deterministic (bitwise the same for any ``block_dim``), and agrees with
-the stock path to float32 rounding (the stock sum order is set by its atomics; see tests).
-
-Memory: two variants with the same operations in the same order (bitwise equal results).
-"global" (the first design, :func:`_factor_tree`): ``L`` and the partial sums in global memory
-(L1/L2-resident, 6 KiB per world for the humanoid); ``__syncthreads`` orders global writes
-within a block. On the H200 it was 2.3x faster than stock, not the 5x aimed for: the sums are
-chains of dependent global loads (latency-bound). "shared" (:func:`_shared_kernel`, the default
-when it fits): ``L``, the partial sums and one scale factor per update of the level staged in a
-shared-memory tile (7 KiB for the humanoid), with a phase S per level computing each update's
-``L[k,i] / L[k,k]`` once. Warp's own tile element assignment (``t[i] = x``) ends with a block
-barrier (``tile_element_assign`` -> ``WP_TILE_SYNC``), undefined inside per-thread branches,
-so elements go through two native one-liners (``fightlab.kernels._shared``).
-
-Switching it on (the mechanism, and why it is the least invasive one)
----------------------------------------------------------------------
-Every factorization of an inertia-like matrix with an oversized tree goes through the one
-module-level function ``mujoco_warp._src.smooth._factor_i_sparse(m, d, M, L, D)``: ``factor_m``
-and ``factor_solve_i`` call it by its global name inside ``smooth``; ``derivative.eff_actuation``
-calls it as ``smooth._factor_i_sparse``. :func:`use_tree_factor` registers a model and, while at
-least one model is registered, replaces that one attribute with a dispatcher that runs
-:func:`factor_tree` for registered models and the original function for every other model (so
-other models in the process, and the stock reference in tests, are untouched).
-:func:`disable_tree_factor` unregisters; when no model is left the original function object is put
-back, so ``smooth._factor_i_sparse is`` the original again. :func:`tree_factor` is the context
-manager form (restores the previous state on exit, also on error). Nothing is switched on at
-import, site-packages is never edited, and no model field is changed (changing
-``qLD_updates``/``M_tiles`` would alter the layout every consumer relies on).
-
-Call sites covered (MuJoCo Warp 4.0.0), with the number of factorizations per ``mjw.step``:
-
-* ``forward.fwd_acceleration(factorize=True)`` (from ``forward._forward``) ->
-  ``smooth.factor_solve_i(d.M -> d.qLD, d.qLDiagInv)``: 1, unless ``smooth.skip_qacc_smooth``
-  (``opt.run_qacc_smooth`` False with Newton, warm start, no noslip) skips it.
-  (``fwd_position`` runs with ``factorize=False`` inside ``step``; ``step1`` factors there
-  instead, through ``factor_m``: covered.)
-* ``forward.euler`` with eulerdamp and damper enabled ->
-  ``smooth.factor_solve_i(M + h·diag(∂damping/∂v) -> scratch qLD)``: 1. MuJoCo Warp adds the
-  damping term whatever its value (it does not test for damping > 0).
-* ``forward.implicit`` (implicitfast) -> ``factor_solve_i(qDeriv)``: 1; RK4 runs ``forward`` 4
-  times; the discrete integrator factors ``qH`` in ``derivative.eff_actuation``: all covered.
-* The Newton solver factors its own constraint Hessian (dense blocked Cholesky in ``solver.py``),
-  not ``M``: not a use of this path; it reads ``d.qLD`` through ``solve_m``.
-
-fightlab's settings (Euler, eulerdamp on, joint damping > 0, Newton, ``run_qacc_smooth`` True, the
-mujoco_warp default) therefore factor **2 times per physics step** (:func:`count_factor_calls`
-measures it; the tests assert it).
-
-Notes: a CUDA graph captured while the switch was on keeps the custom kernel after the switch is
-turned off (and vice versa): re-capture after switching. On the CPU, warp runs a block of more
-than one thread only with ``wp.config.enable_cpu_blocks = True`` (cooperative fibers, barriers
-real); otherwise the launch resolves to one thread per world, which walks the same schedule alone
-(still correct). The tests run both.
-
-Sources: ``mujoco_warp/_src/smooth.py`` (``_factor_i_sparse``, ``factor_m``, ``factor_solve_i``,
-``_solve_LD_sparse_fused``), ``io.py`` (``m_block_layout``, ``qLD_updates``), ``forward.py``
-(``fwd_acceleration``, ``euler``, ``implicit``), ``derivative.py`` (``eff_actuation``);
-``warp/_src/context.py`` (``launch_tiled``, ``enable_cpu_blocks``), ``warp/native/tile.h``
-(``WP_TILE_SYNC``), all as installed (mujoco-warp 4.0.0, warp-lang 1.19.0). MuJoCo ``mj_factorI``.
+Call sites, the variants' history and their measurements: bench/NOTES.md ("Tree factor: design
+notes"). Sources: ``mujoco_warp/_src/smooth.py``, ``io.py``, ``forward.py``, ``derivative.py``;
+``warp/native/tile.h`` (mujoco-warp 4.0.0, warp-lang 1.19.0); MuJoCo ``mj_factorI``.
 """
 
 from __future__ import annotations
@@ -378,7 +315,7 @@ def _shared_kernel(capacity: int):
       inner loop's dependent chain is an index load, an ``L`` load and a multiply-add.
     """
 
-    from fightlab.kernels._shared import shared_accessors
+    from fightlab.kernels._smem import shared_accessors
 
     _sh_load, _sh_store = shared_accessors(capacity)
 

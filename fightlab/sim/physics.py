@@ -3,8 +3,9 @@ graph capture and the torch/warp shared stream.
 
 Slot sizes (`nconmax` contacts per world, `njmax` constraint rows per world) come from
 measurement, not guesses: `fightlab.measure.slots.fallen_contacts` pushes thousands of worlds
-over and records the maximum contacts and rows per world; `SLOTS` below holds those maxima plus a
-margin, with the measurement named next to each entry. MuJoCo Warp pools contacts over worlds
+over and records the maximum contacts and rows per world; each body's registry record
+(`fightlab.bodies.BODIES[name].slots`) holds those maxima plus a margin, with the measurement
+named; `SLOTS` indexes them by body name. MuJoCo Warp pools contacts over worlds
 (`naconmax = nworld × nconmax`) but caps constraint rows per world (`njmax`).
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -21,34 +21,14 @@ import warp as wp
 import mujoco_warp as mjw
 from mujoco_warp._src.types import OverflowType
 
+from fightlab.bodies import BODIES, Slots
+
 wp.config.quiet = True
 wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)  # no per-module load lines
 
 
-@dataclass(frozen=True)
-class Slots:
-    """Per-world slot sizes for one body.
-
-    Attributes:
-      nconmax: contacts per world (MuJoCo Warp pools `nworld × nconmax` over all worlds);
-        None: MuJoCo Warp's default (`make_data`).
-      njmax: constraint rows per world (each world is capped at njmax); None: the default.
-      source: where the numbers come from (the measurement and its margin).
-    """
-
-    nconmax: int | None
-    njmax: int | None
-    source: str
-
-
-# Maximum over random falls (fightlab.measure.slots.fallen_contacts) plus a 1.5× margin,
-# rounded up to a multiple of 16. See data/results/slots.csv for the measurement rows.
-SLOTS: dict[str, Slots] = {
-    "muscular-fast": Slots(nconmax=48, njmax=160, source=(
-        "H200 2026-11-30, 4096 limp bodies pushed over, 3 s: max 25 contacts, 106 rows per world")),
-    "simple": Slots(nconmax=48, njmax=144, source=(
-        "H200 2026-11-30, 4096 limp bodies pushed over, 3 s: max 22 contacts, 92 rows per world")),
-}
+# The slot sizes of every body, read from its registry record (tests may override an entry).
+SLOTS: dict[str, Slots] = {name: body.slots for name, body in BODIES.items()}
 
 # Solver settings used for training (Newton, capped iterations). Hitting a cap sets the
 # ITERATIONS / LS_ITERATIONS bits of d.overflow; those are counted and reported, not treated as
@@ -60,8 +40,6 @@ SOLVER_LS_ITERATIONS = 20
 # d.overflow bits that lose physics (slots ran out): the world is reset and counted as a fall.
 SLOT_BITS = int(OverflowType.NEFC | OverflowType.NARROWPHASE | OverflowType.BROADPHASE
                 | OverflowType.NJMAX_NNZ)
-# Solver-limit bits: counted and reported separately, not falls.
-SOLVER_BITS = int(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS)
 
 
 class Counter(enum.IntEnum):
@@ -84,7 +62,8 @@ class Counter(enum.IntEnum):
 
 
 def slots_for(body: str, nconmax: int | None = None, njmax: int | None = None) -> Slots:
-    """Slot sizes for `body`, optionally overridden (e.g. a tiny njmax to test overflow)."""
+    """Slot sizes for `body` (its registry record's, through `SLOTS`), optionally overridden
+    (e.g. a tiny njmax to test overflow). Raises ValueError for a body without slot sizes."""
     if body not in SLOTS:
         raise ValueError(f"no slot sizes for body {body!r}; known: {', '.join(SLOTS)}")
     s = SLOTS[body]
@@ -167,11 +146,6 @@ def shared_stream(device: str):
     ext = torch.cuda.ExternalStream(stream.cuda_stream, device=torch.device(device))
     with torch.cuda.stream(ext):
         yield
-
-
-def overflow_names(bits: int) -> list[str]:
-    """Names of the OverflowType bits set in `bits`."""
-    return [f.name for f in OverflowType if f.value and f.value != OverflowType.ALL and bits & f.value]
 
 
 def describe_counters(c: np.ndarray) -> dict:
