@@ -507,10 +507,9 @@ class StanceEnv:
         self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
         self.obs_min_std[OBS_AMP] = 0.2
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
-        self._substeps = self.substeps  # kept for the profiler, which reads it; the env uses substeps
         self._build_constants()
         self._alloc()
-        self._graph = physics.StepGraph(self._step_device, self.device, enabled=graph)
+        self._graph = physics.StepGraph(self.launch_step, self.device, enabled=graph)
         self.compile_s = 0.0
         self._warm = False
 
@@ -629,9 +628,11 @@ class StanceEnv:
                           self._task, self._amp, self._step_count, self._prev_action],
                   outputs=[self._obs])
 
-    def _step_device(self):
-        """One env step on the device: pre-step, substeps of physics, checks, reset, observe.
-        NVTX ranges mark the stages (visible per step with graph=False; once at capture)."""
+    def launch_step(self):
+        """Launch one env step's kernels, uncaptured: pre-step, `substeps` physics steps with
+        contact checks, post-step, masked reset, observe (`step` replays them as one graph; the
+        profiler times them one by one). NVTX ranges mark the stages (visible per step with
+        graph=False; once at capture). Reads nothing back to the host."""
         with nvtx_range("physics"):
             self._launch_pre_step()
             for _ in range(self.substeps):
@@ -674,7 +675,7 @@ class StanceEnv:
             self._reset.fill_(True)
             self._launch_reset(stagger=False)
             self._launch_observe()
-            self._step_device()
+            self.launch_step()
             self._graph.capture()
             wp.synchronize_device(self.device)
         self.compile_s = time.perf_counter() - t0

@@ -509,8 +509,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         step = lambda: mjw.step(m, d)  # noqa: E731
         physics_per_step = 1
     else:
-        step = env._step_device
-        physics_per_step = env._substeps
+        step = env.launch_step
+        physics_per_step = env.substeps
 
     records: list = []
     with wp.ScopedDevice(device), physics.shared_stream(device):
