@@ -202,12 +202,32 @@ def default_device() -> str:
         return "cpu"
 
 
-def resolve_device(device) -> str:
-    """A notebook's or command's device: "auto" (or None) gives :func:`default_device`, anything
-    else goes through :func:`validate_device` (ConfigError naming the value and the choices)."""
+def resolve_device(device, *, has_cuda=None) -> str:
+    """The one device rule for notebooks and commands: "auto" (or None) gives "cuda:0" when warp
+    sees a GPU, else "cpu"; anything else goes through :func:`validate_device`.
+
+    Args:
+      device: "auto", "cpu", "cuda", "cuda:N" (or a torch/warp device's name).
+      has_cuda: optional callable telling whether a GPU is present, instead of asking warp (tests
+        pass a fake); then "cuda:N" is checked for its form only.
+    Raises:
+      ConfigError: naming the value and the choices, or a GPU asked for on a machine without one.
+    """
     if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
-        return default_device()
-    return validate_device(device)
+        if has_cuda is None:
+            return default_device()
+        return "cuda:0" if has_cuda() else "cpu"
+    if has_cuda is None:
+        return validate_device(device)
+    d = str(device).strip().lower()
+    if d == "cpu":
+        return "cpu"
+    if not (d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit())):
+        raise ConfigError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if not has_cuda():
+        raise ConfigError(f"device {device!r} asks for a GPU but this machine has none (warp sees "
+                          "no CUDA device); use device 'cpu' or 'auto'")
+    return "cuda:0" if d == "cuda" else d
 
 
 #: notebook / reproduce sizes: "smoke" (CPU-sized check of the code path), "full" (the measurement)

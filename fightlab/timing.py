@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -194,35 +193,13 @@ def cuda_available() -> bool:
 
 
 def resolve_device(device: Any = "auto", *, has_cuda: Callable[[], bool] | None = None) -> str:
-    """The device a notebook or command runs on, validated at the edge.
+    """:func:`fightlab.config.resolve_device` (the one device rule) for a device name or a
+    torch/warp device object; ``has_cuda`` defaults to :func:`cuda_available`. Raises
+    ConfigError (a ValueError) naming the value and the choices."""
+    from fightlab.config import resolve_device as rule
 
-    ``"auto"`` (or ``None``) gives ``"cuda:0"`` when Warp sees a GPU, else ``"cpu"``; ``"cuda"``
-    means ``"cuda:0"``; ``"cpu"`` and ``"cuda:N"`` are kept (also torch/warp device objects).
-
-    Args:
-        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a torch/warp device.
-        has_cuda: callable telling whether a GPU is present (default :func:`cuda_available`;
-            tests pass a fake).
-
-    Raises:
-        ValueError: an unknown name, or a CUDA device on a machine without one (names the value
-            and the choices).
-    """
-    has_cuda = cuda_available if has_cuda is None else has_cuda
-    name = "auto" if device is None else device_name(device)
-    if name == "auto":
-        return "cuda:0" if has_cuda() else "cpu"
-    if name == "cpu":
-        return "cpu"
-    m = re.fullmatch(r"cuda(?::(\d+))?", name)
-    if not m:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if not has_cuda():
-        raise ValueError(
-            f"device {device!r} asks for a GPU but this machine has none (Warp sees no CUDA device); "
-            "use device='cpu' or 'auto'"
-        )
-    return f"cuda:{m.group(1) or 0}"
+    name = None if device is None else device_name(device)
+    return rule(name, has_cuda=cuda_available if has_cuda is None else has_cuda)
 
 
 # ----------------------------------------------------------------------------------------------
