@@ -207,14 +207,14 @@ def cmd_train(a) -> int:
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the training row")
     dflt = TrainConfig()
+    if a.publish:
+        from fightlab import results
+        from fightlab.paths import REPO_ROOT
+
+        results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
     if a.resume is not None:
         if not a.resume.strip():
-            raise ConfigError("--resume must name a checkpoint file, got ''")
-        if a.publish:
-            from fightlab import results
-            from fightlab.paths import REPO_ROOT
-
-            results.read_rows("train", REPO_ROOT)  # a torn results file: say so before training
+            raise ConfigError(f"--resume must name a checkpoint file, got {a.resume!r}")
         ck = load_checkpoint(a.resume)  # clear error before building anything
         saved = from_dict(ck["config"])
         if a.set:
@@ -389,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
                 "figures": cmd_figures}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the filesystem refuses (too long, read-only, full disk, …)
+        print(f"fightlab: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fightlab: interrupted; a training's run folder is free again: continue it with "

@@ -420,10 +420,17 @@ def publish_lock(root: Path | str):
 
 
 def _in_repo_data(path: Path) -> bool:
-    """True when ``path`` (resolved, links followed) lies in the repository's own data/."""
+    """True when ``path`` (resolved, symbolic links followed) lies in the repository's own data/,
+    or is a hard link of the repository file at the same place below data/."""
     data = (REPO_ROOT / "data").resolve()
     p = path.resolve()
-    return p == data or data in p.parents
+    if p == data or data in p.parents:
+        return True
+    twin = data / path.parent.name / path.name  # data/results/<x>.csv, data/curves/<id>.csv
+    try:
+        return p.exists() and twin.exists() and os.path.samefile(p, twin)
+    except OSError:
+        return False
 
 
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
@@ -541,7 +548,8 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=object if c in _META_STR else float) for c in cols})
     header = _header(path)
     if tuple(header) != cols:
-        raise ValueError(f"{path}: header {header} does not match the {experiment!r} schema {list(cols)}")
+        raise MalformedRowError(f"{path}:1: header {header} does not match the {experiment!r} "
+                                f"schema {list(cols)}")
     _records(path, len(cols))
     na = ["", "nan", "NaN"]
     try:

@@ -107,14 +107,16 @@ class RunDir:
         process: the message names its pid).
     """
 
-    def __init__(self, path: Path | str, fresh: bool):
+    def __init__(self, path: Path | str, fresh: bool, resume: Path | str | None = None):
         self._fd: int | None = None
+        self._resume = None if resume is None else Path(resume).name
         self.path = check_location(path)
         self.removed: list[str] = []
         self.stale_pid: int | None = None
         existed = self.path.exists()
         if existed:
             self._check_ours(allow_adopt=not fresh)
+        lock_was_there = (self.path / LOCK).exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock(created=not existed)
@@ -141,6 +143,8 @@ class RunDir:
             self._write(manifest)
         except BaseException:
             self.release()
+            if not lock_was_there and not (self.path / MANIFEST).exists():
+                (self.path / LOCK).unlink(missing_ok=True)  # a refused claim leaves nothing behind
             raise
 
     # -- ownership -----------------------------------------------------------------------------
@@ -155,32 +159,46 @@ class RunDir:
                        and (pat != "ckpt_*.pt" or _CKPT.match(p.name))})
 
     def _adoptable(self) -> list[str]:
-        """A folder from before manifests (resumed): only what is surely fightlab's is adopted,
-        checkpoints named ``ckpt_NNNNNN.pt``, ``latest.pt`` and a ``rows.csv`` with the runner's
-        header; a rows.csv of anything else, or a data/ folder, refuses the resume."""
-        names = sorted(p.name for p in self.path.glob("ckpt_*.pt") if _CKPT.match(p.name))
-        latest = self.path / "latest.pt"
-        if latest.is_symlink() or latest.exists():
-            names.append("latest.pt")
-        rows = self.path / "rows.csv"
-        if rows.exists():
-            with open(rows, newline="") as f:
-                head = f.readline()
-            if not head.startswith("iteration,"):
-                raise RunDirError(f"{rows} is not a fightlab rows file (header {head.strip()[:60]!r}); "
-                                  "copy the checkpoint into a new, empty folder and resume from there")
-            names.append("rows.csv")
-        if (self.path / "data").exists():
-            raise RunDirError(f"run folder {str(self.path)!r} has a data/ folder but no manifest "
-                              "(not made by this fightlab); copy the checkpoint into a new, empty "
-                              "folder and resume from there")
-        return names
+        """A folder from before manifests (resumed), holding only run-shaped files (checked by
+        :meth:`_check_ours`): those are adopted; the resumed checkpoint, if named otherwise, is
+        the user's and is never listed."""
+        return [r for r in self._run_files() if r != self._resume]
+
+    def _foreign(self) -> list[str]:
+        """Entries of a manifest-less folder that are not shaped like a fightlab run's files (the
+        checkpoint being resumed is fine whatever its name)."""
+        out = []
+        for p in sorted(self.path.iterdir()):
+            n = p.name
+            if n in (LOCK, self._resume) or (_CKPT.match(n) and p.is_file()):
+                continue
+            if n == "latest.pt" and p.is_symlink():
+                continue
+            if n == "rows.csv" and p.is_file():
+                with open(p, newline="") as f:
+                    if f.readline().startswith("iteration,"):
+                        continue
+            if n == "data" and p.is_dir() and not p.is_symlink() and all(
+                    (q.parent.name == "results" and q.name == "train.csv")
+                    or (q.parent.name == "curves" and q.suffix == ".csv")
+                    for q in p.rglob("*") if q.is_file()) and all(
+                    q.name in ("results", "curves") for q in p.iterdir()):
+                continue
+            out.append(n)
+        return out
 
     def _check_ours(self, allow_adopt: bool) -> None:
         if (self.path / MANIFEST).is_file() or not self._entries():
             return
-        if allow_adopt and any(self.path.glob("ckpt_*.pt")):
-            return
+        if allow_adopt:
+            foreign = self._foreign()
+            if not foreign:
+                return
+            raise RunDirError(f"run folder {str(self.path)!r} has no {MANIFEST} and holds files "
+                              f"that are not a fightlab run's ({', '.join(foreign[:4])}"
+                              f"{', ...' if len(foreign) > 4 else ''}): a resume there could "
+                              "overwrite them; copy the checkpoint into a new, empty folder and "
+                              "resume from there")
         shown = ", ".join(self._entries()[:4]) + (", ..." if len(self._entries()) > 4 else "")
         raise RunDirError(f"run folder {str(self.path)!r} is not empty ({shown}) and was not made "
                           f"by fightlab (no {MANIFEST}): a run deletes only what it wrote; choose a "

@@ -361,27 +361,34 @@ def test_a_symlinked_data_folder_is_refused(tmp_path):
         RunDir(d, fresh=False)
 
 
-def test_resuming_in_a_folder_fightlab_did_not_make_adopts_only_its_own_files(tmp_path, capsys):
+def test_resuming_in_a_folder_fightlab_did_not_make_never_touches_the_users_files(tmp_path, capsys):
     d = tmp_path / "run"
     assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
-    user = tmp_path / "mine"
-    user.mkdir()
     import shutil
 
+    # the user's folder: their notes, their backup, a latest.pt that is a file of their own
+    user = tmp_path / "mine"
+    user.mkdir()
     shutil.copy(d / "ckpt_000001.pt", user / "ckpt_000001.pt")
     (user / "notes.txt").write_text("mine")
     (user / "ckpt_backup_200.pt").write_bytes(b"my own backup")
+    shutil.copy(d / "ckpt_000001.pt", user / "latest.pt")
+    before = _tree_digest(user)
     assert main(["train", "--resume", str(user / "ckpt_000001.pt"), "--max-iterations", "2",
+                 "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "holds files that are not a fightlab run's" in err and "notes.txt" in err
+    assert _tree_digest(user) == before and not (user / LOCK).exists()  # nothing left behind
+    # a checkpoint alone in a folder, whatever its name: resumed, and never listed or deleted
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(d / "ckpt_000001.pt", alone / "mine.pt")
+    assert main(["train", "--resume", str(alone / "mine.pt"), "--max-iterations", "2",
                  "--device", "cpu", "--no-progress"]) == 0
-    listed = json.loads((user / MANIFEST).read_text())["files"]
-    assert "ckpt_backup_200.pt" not in listed and "notes.txt" not in listed
-    # the copy's curve is the whole run (the history travels in the checkpoint)
-    rows = pd.read_csv(user / "rows.csv")
-    assert rows["iteration"].tolist() == [1, 2]
-    assert main(["train", "--run-dir", str(user), "--max-iterations", "1", *TINY]) == 0  # fresh
-    assert "removed" in capsys.readouterr().out
-    assert (user / "ckpt_backup_200.pt").read_bytes() == b"my own backup"
-    assert (user / "notes.txt").read_text() == "mine"
+    assert "mine.pt" not in json.loads((alone / MANIFEST).read_text())["files"]
+    assert pd.read_csv(alone / "rows.csv")["iteration"].tolist() == [1, 2]  # the whole history
+    assert main(["train", "--run-dir", str(alone), "--max-iterations", "1", *TINY]) == 0  # fresh
+    assert "removed" in capsys.readouterr().out and (alone / "mine.pt").exists()
     # a user's rows.csv next to a copied checkpoint refuses the resume: nothing is overwritten
     other = tmp_path / "other"
     other.mkdir()
@@ -389,8 +396,28 @@ def test_resuming_in_a_folder_fightlab_did_not_make_adopts_only_its_own_files(tm
     (other / "rows.csv").write_text("name,score\nalice,3\n")
     assert main(["train", "--resume", str(other / "ckpt_000001.pt"), "--max-iterations", "2",
                  "--device", "cpu"]) == 2
-    assert "is not a fightlab rows file" in capsys.readouterr().err
+    assert "rows.csv" in capsys.readouterr().err
     assert (other / "rows.csv").read_text() == "name,score\nalice,3\n"
+
+
+def test_a_300_character_folder_name_is_one_line(tmp_path, capsys):
+    assert main(["train", "--run-dir", str(tmp_path / ("a" * 300)), "--max-iterations", "1", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and "too long" in err and err.count("\n") == 1
+
+
+def test_a_hard_link_of_the_repositorys_results_is_the_repositorys(tmp_path):
+    repo_file = results.results_path("train", REPO_ROOT)
+    link = tmp_path / "data" / "results" / "train.csv"
+    link.parent.mkdir(parents=True)
+    try:
+        os.link(repo_file, link)
+    except OSError:
+        pytest.skip("no hard link across these filesystems")
+    before = repo_file.read_bytes()
+    with pytest.raises(ConfigError, match="not a GPU"):
+        results.append_row("train", _train_row("zzlinked", 1), tmp_path)
+    assert repo_file.read_bytes() == before
 
 
 def test_resuming_an_older_checkpoint_then_a_stale_one_keeps_rows_consistent(tmp_path):

@@ -61,7 +61,7 @@ class Trainer:
                                   "raise --max-iterations to train an unsolved run further")
         self.cfg = cfg = validate_train(cfg)
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
-        self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None)
+        self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
         if self.rundir.removed:
             print(f"fresh run in {self.rundir.path}: removed {len(self.rundir.removed)} files of an "
                   "earlier run", flush=True)
@@ -370,8 +370,9 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
     import csv
 
     tmp = path.with_name(path.name + ".tmp")
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # rows of another version too
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     tmp.replace(path)
