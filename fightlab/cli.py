@@ -243,7 +243,7 @@ def cmd_train(a) -> int:
         seed = _given(a.seed, dflt.seed)
         run_dir = _given(a.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
         if not str(run_dir).strip():
-            raise ConfigError("--run-dir must name a folder, got ''")
+            raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
         cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
                           max_iterations=_given(a.max_iterations, dflt.max_iterations),
                           run_dir=run_dir, segment_s=a.segment_s,
@@ -273,7 +273,7 @@ def cmd_evaluate(a) -> int:
     if a.timestep is not None and not a.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
     if a.checkpoint is not None and not a.checkpoint.strip():
-        raise ConfigError("evaluate needs a CHECKPOINT file, got ''")
+        raise ConfigError(f"evaluate needs a CHECKPOINT file, got {a.checkpoint!r}")
     if a.checkpoint is None:
         if not (a.zero_action and a.body is not None):
             from fightlab.config import BODY_NAMES
@@ -318,8 +318,8 @@ def cmd_slots(a) -> int:
     nworld = validate_nworld(a.nworld)
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "slot rows")
-    if not (math.isfinite(a.seconds) and a.seconds > 0):
-        raise ConfigError(f"--seconds must be > 0, got {a.seconds!r}")
+    if not (math.isfinite(a.seconds) and 0.01 <= a.seconds <= 3600):
+        raise ConfigError(f"--seconds must be > 0 and at most 3600 (simulated seconds; at least 0.01), got {a.seconds!r}")
     bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
     for body in bodies:
         res = fallen_contacts(body, nworld=nworld, seconds=a.seconds,

@@ -170,6 +170,10 @@ def validate_body(body) -> str:
     return body
 
 
+#: largest world count accepted (2**22): larger asks warp for more memory than any card has
+MAX_NWORLD = 1 << 22
+
+
 def validate_nworld(nworld) -> int:
     """Return `nworld` as int if it is a positive integer, else raise ValueError naming it."""
     if isinstance(nworld, bool) or not isinstance(nworld, int):
@@ -181,6 +185,9 @@ def validate_nworld(nworld) -> int:
             raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
     if nworld <= 0:
         raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
+    if nworld > MAX_NWORLD:
+        raise ConfigError(f"nworld must be at most {MAX_NWORLD} (far beyond any GPU's memory for "
+                          f"these bodies), got {nworld!r}")
     return nworld
 
 
@@ -364,6 +371,8 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**31:
+        raise ConfigError(f"seed must be an integer in [0, 2**31), got {cfg.seed!r}")
     for name in ("graph", "tree_factor", "stop_when_solved"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name} must be true or false, got {getattr(cfg, name)!r}")

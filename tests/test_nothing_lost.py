@@ -449,6 +449,10 @@ def test_a_torn_row_file_in_the_run_folder_is_said_before_training(tmp_path, cap
 
 @pytest.mark.parametrize("args, expect", [
     (["slots", "--seconds", "inf", "--device", "cpu"], "--seconds must be > 0"),
+    (["slots", "--seconds", "1e-300", "--device", "cpu"], "at least 0.01"),
+    (["train", "--seed", "99999999999999999999", "--device", "cpu"], "seed must be an integer in [0, 2**31)"),
+    (["train", "--nworld", "1000000000000", "--device", "cpu"], "nworld must be at most 4194304"),
+    (["train", "--run-dir", " ", "--device", "cpu"], "--run-dir must name a folder, got ' '"),
     (["evaluate", "", "--device", "cpu"], "evaluate needs a CHECKPOINT file, got ''"),
     (["reproduce", "--only", "", "--device", "cpu"], "--only takes notebook numbers such as 06, got ''"),
     (["figures", "--root", ""], "--root must name a folder holding data/, got ''"),
