@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from fightlab import meta
@@ -561,7 +562,20 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
         )
     except ValueError as e:  # e.g. a non-integer nworld: say where
         raise MalformedRowError(f"{path}: malformed rows ({e})") from None
-    for col in EXPERIMENTS[experiment]:  # metrics are numbers (or empty): never text
+    for i, v in enumerate(df["params"]):  # params is a JSON object, as append_row wrote it
+        try:
+            ok = isinstance(json.loads(v), dict)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise MalformedRowError(f"{path}:{i + 2}: column 'params' is not a JSON object "
+                                    f"({str(v)[:40]!r}); fix or remove that line by hand")
+    for col in EXPERIMENTS[experiment]:  # metrics are finite numbers (or empty): never text
+        if pd.api.types.is_float_dtype(df[col]):
+            bad = np.flatnonzero(np.isinf(df[col].to_numpy()))
+            if bad.size:
+                raise MalformedRowError(f"{path}:{int(bad[0]) + 2}: column {col!r} is infinite; "
+                                        "rows hold finite numbers or empty fields")
         if not (pd.api.types.is_numeric_dtype(df[col]) or pd.api.types.is_bool_dtype(df[col])):
             for i, v in enumerate(df[col]):
                 if isinstance(v, str) and v.strip().lower() not in ("true", "false"):
@@ -619,6 +633,8 @@ def read_curve(run_id: str, root: Path | str) -> pd.DataFrame:
     MalformedRowError for a torn or malformed line (file and line named)."""
     path = curve_path(run_id, root)
     if path.exists():
+        if path.stat().st_size == 0:
+            raise MalformedRowError(f"{path}: empty curve file (no header); a torn write?")
         _records(path, len(_header(path)), need_id=False)
     return pd.read_csv(path)
 

@@ -490,3 +490,21 @@ def test_a_cpu_curve_never_reaches_the_repositorys_data():
     with pytest.raises(ConfigError, match="not a GPU"):
         results.write_curve("zz0test", pd.DataFrame({"a": [1]}), REPO_ROOT, device="cpu")
     assert not results.curve_path("zz0test", REPO_ROOT).exists()
+
+
+def test_params_that_are_not_json_an_infinite_metric_and_an_empty_curve_are_refused(tmp_path):
+    path = results.append_row("train", _train_row("aaa", 1), tmp_path)
+    good = path.read_text()
+    path.write_text(good.replace('"{}"', "notjson").replace(",{},", ",notjson,"))
+    with pytest.raises(results.MalformedRowError, match=r"train.csv:2: column 'params' is not a JSON"):
+        results.read_rows("train", tmp_path)
+    head, row = good.splitlines()
+    cells = row.split(",")
+    cells[head.split(",").index("compile_s")] = "inf"
+    path.write_text(head + "\n" + ",".join(cells) + "\n")
+    with pytest.raises(results.MalformedRowError, match=r"train.csv:2: column 'compile_s' is infinite"):
+        results.read_rows("train", tmp_path)
+    c = results.write_curve("aaa", pd.DataFrame({"iteration": [1]}), tmp_path)
+    c.write_text("")
+    with pytest.raises(results.MalformedRowError, match="empty curve file"):
+        results.read_curve("aaa", tmp_path)
