@@ -449,15 +449,30 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None)
 
 
-def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], bool]:
+def _check_header(path: Path, experiment: str) -> None:
+    """Refuse a results file whose header is not ``experiment``'s schema (rows are never read or
+    written under a wrong header). Raises MalformedRowError naming what is missing or extra."""
+    cols, header = columns(experiment), _header(path)
+    if tuple(header) != cols:
+        missing = [c for c in cols if c not in header]
+        extra = [c for c in header if c not in cols]
+        detail = f"missing {missing}, extra {extra}" if (missing or extra) else "same columns, different order"
+        raise MalformedRowError(
+            f"{path}:1: header does not match the {experiment!r} schema ({detail}); move the old "
+            "file aside or use a new experiment name")
+
+
+def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], list[str], bool]:
     """The lines of ``path`` (header first), each checked to be one CSV record of ``ncols``
-    fields with a non-empty ``run_id``; and whether the file ends with a newline.
+    fields with a non-empty ``run_id``; the rows' first fields (run_ids); and whether the file
+    ends with a newline.
 
     Raises:
       MalformedRowError: naming the file and the first bad line (a torn or hand-broken row).
     """
     text = path.read_text()
     lines = text.splitlines()
+    ids = []
     for n, line in enumerate(lines[1:], start=2):
         rec = next(csv.reader([line]), [])
         if len(rec) != ncols or (need_id and not rec[0]):
@@ -466,7 +481,8 @@ def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], b
                 what = "has an empty run_id"
             raise MalformedRowError(f"{path}:{n}: malformed row ({what}); a torn write? Fix or "
                                     "remove that line by hand (nothing is read or appended past it)")
-    return lines, text.endswith("\n") or not text
+        ids.append(rec[0])
+    return lines, ids, text.endswith("\n") or not text
 
 
 def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Path:
@@ -506,18 +522,9 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     if not exists:
         path.write_text(",".join(cols) + "\n" + line)
         return path
-    header = _header(path)
-    if tuple(header) != cols:
-        missing = [c for c in cols if c not in header]
-        extra = [c for c in header if c not in cols]
-        detail = f"missing {missing}, extra {extra}" if (missing or extra) else "same columns, different order"
-        raise ValueError(
-            f"{path} has a header that does not match the {experiment!r} schema ({detail}); "
-            "refusing to append. Move the old file aside or use a new experiment name."
-        )
-    lines, newline = _records(path, len(cols))
-    same = [i for i, ln in enumerate(lines[1:], start=1)
-            if next(csv.reader([ln]))[0] == row["run_id"]]
+    _check_header(path, experiment)
+    lines, ids, newline = _records(path, len(cols))
+    same = [i for i, run_id in enumerate(ids, start=1) if run_id == row["run_id"]]
     if same:  # one row per run: replace it where it stands (atomically)
         keep = [ln for i, ln in enumerate(lines) if i not in same[1:]]
         keep[same[0]] = line.rstrip("\n")
@@ -547,10 +554,7 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
     path = results_path(experiment, root)
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in _META_STR else float) for c in cols})
-    header = _header(path)
-    if tuple(header) != cols:
-        raise MalformedRowError(f"{path}:1: header {header} does not match the {experiment!r} "
-                                f"schema {list(cols)}")
+    _check_header(path, experiment)
     _records(path, len(cols))
     na = ["", "nan", "NaN"]
     try:

@@ -97,9 +97,10 @@ class RunDir:
     Args:
       path: the folder (created with its parents when missing).
       fresh: a new run: delete the files the manifest lists (an earlier run's, written by
-        fightlab) and start an empty manifest; False (a resumed run) keeps them. A folder from
-        before manifests existed that holds a fightlab checkpoint may be resumed: its
-        ``rows.csv``, ``ckpt_*.pt`` and ``latest.pt`` are adopted into a new manifest.
+        fightlab) and start an empty manifest; False (a resumed run) keeps them. A folder
+        without a manifest may be resumed only when every file in it is a run's
+        (:meth:`_foreign` finds none): those are adopted into a new manifest.
+      resume: the checkpoint being resumed (its name may be anything; it is never listed).
     Attributes:
       path: resolved Path; removed: relative paths deleted by a fresh claim.
     Raises:
@@ -119,7 +120,7 @@ class RunDir:
         lock_was_there = (self.path / LOCK).exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock(created=not existed)
+            self._lock()
         except OSError as e:
             raise RunDirError(f"run folder {str(path)!r} cannot be made or locked "
                               f"({type(e).__name__}: {e.strerror or e})") from None
@@ -152,11 +153,13 @@ class RunDir:
         return sorted(p.name for p in self.path.iterdir() if p.name not in (LOCK,))
 
     def _run_files(self) -> list[str]:
-        """Files of the kinds a training writes (rows, checkpoints, its row and curve)."""
-        pats = ("rows.csv", "latest.pt", "ckpt_*.pt", "data/results/*.csv", "data/curves/*.csv")
+        """Files at the names a training writes (rows, checkpoints and their temporaries, its row
+        and curve): a fresh run would overwrite or mix with any of them the manifest does not list."""
+        pats = ("rows.csv", "rows.csv.tmp", "latest.pt", "latest.pt.tmp", "ckpt_*.pt", "ckpt_*.tmp",
+                "data/results/train.csv", "data/curves/*.csv")
         return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
                        if (p.is_file() or p.is_symlink())
-                       and (pat != "ckpt_*.pt" or _CKPT.match(p.name))})
+                       and (not p.name.startswith("ckpt_") or _CKPT.match(p.with_suffix(".pt").name))})
 
     def _adoptable(self) -> list[str]:
         """A folder from before manifests (resumed), holding only run-shaped files (checked by
@@ -165,26 +168,24 @@ class RunDir:
         return [r for r in self._run_files() if r != self._resume]
 
     def _foreign(self) -> list[str]:
-        """Entries of a manifest-less folder that are not shaped like a fightlab run's files (the
-        checkpoint being resumed is fine whatever its name)."""
+        """Files of a manifest-less folder that are not a fightlab run's: not at a name a training
+        writes (:meth:`_run_files`), or at one but not of its kind (a ``latest.pt`` that is no
+        link, a ``rows.csv`` without the runner's header). The checkpoint being resumed is fine
+        whatever its name."""
+        ours = set(self._run_files())
         out = []
-        for p in sorted(self.path.iterdir()):
-            n = p.name
-            if n in (LOCK, self._resume) or (_CKPT.match(n) and p.is_file()):
+        for p in sorted(self.path.rglob("*")):
+            rel = str(p.relative_to(self.path))
+            if p.is_dir() and not p.is_symlink() or rel in (LOCK, self._resume):
                 continue
-            if n == "latest.pt" and p.is_symlink():
-                continue
-            if n == "rows.csv" and p.is_file():
+            if rel == "latest.pt" and not p.is_symlink():
+                out.append(rel)
+            elif rel == "rows.csv":
                 with open(p, newline="") as f:
-                    if f.readline().startswith("iteration,"):
-                        continue
-            if n == "data" and p.is_dir() and not p.is_symlink() and all(
-                    (q.parent.name == "results" and q.name == "train.csv")
-                    or (q.parent.name == "curves" and q.suffix == ".csv")
-                    for q in p.rglob("*") if q.is_file()) and all(
-                    q.name in ("results", "curves") for q in p.iterdir()):
-                continue
-            out.append(n)
+                    if not f.readline().startswith("iteration,"):
+                        out.append(rel)
+            elif rel not in ours:
+                out.append(rel)
         return out
 
     def _check_ours(self, allow_adopt: bool) -> None:
@@ -265,7 +266,7 @@ class RunDir:
         self._write(m)
 
     # -- lock ----------------------------------------------------------------------------------
-    def _lock(self, created: bool) -> None:
+    def _lock(self) -> None:
         lock = self.path / LOCK
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
