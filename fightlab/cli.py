@@ -43,7 +43,11 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 #: TrainConfig fields that have their own `train` flag: refused in --set, so that the run folder,
 #: named from the flags, always matches the run
 FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
-               "segment_s", "checkpoint_every", "graph", "tree_factor")
+               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor")
+
+#: the flag of each boolean TrainConfig field that has one
+_BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
+               "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,7 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=int, default=None,
                    help=f"iterations between checkpoints, 0: only at the end (default "
                         f"{dflt.checkpoint_every}, or the checkpoint's)")
-    t.add_argument("--no-graph", action="store_true", help="do not capture the env step as a graph")
+    t.add_argument("--no-graph", action="store_true",
+                   help="no graphs at all: every env step, policy step and update launched eagerly")
+    t.add_argument("--no-env-graph", action="store_true", help="do not capture the env step as a warp graph")
+    t.add_argument("--no-policy-graph", action="store_true",
+                   help="do not capture the rollout's torch work between env steps as CUDA graphs")
+    t.add_argument("--no-update-graph", action="store_true",
+                   help="do not capture the PPO update as a CUDA graph")
     t.add_argument("--no-tree-factor", action="store_true",
                    help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
                         "instead of fightlab's single-launch kernel")
@@ -180,7 +190,7 @@ def _apply_overrides(cfg, items: list[str]):
             cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})
         elif len(parts) == 1 and key in FLAG_FIELDS:
             flag = "--" + key.replace("_", "-")
-            flag = {"graph": "--no-graph", "tree_factor": "--no-tree-factor"}.get(key, flag)
+            flag = _BOOL_FLAGS.get(key, flag)
             raise ConfigError(f"--set {key}=… is refused: {key!r} has its own flag ({flag}); "
                               f"fields with their own flag: {', '.join(FLAG_FIELDS)}")
         elif len(parts) == 1 and parts[0] not in ("env", "ppo"):
@@ -193,6 +203,13 @@ def _apply_overrides(cfg, items: list[str]):
 def _given(value, default):
     """`value` unless the flag was not given (None): an empty string is a value, not a default."""
     return default if value is None else value
+
+
+def _graph_flags(a, none_if_unset: bool = False) -> dict:
+    """graph / policy_graph / update_graph from --no-graph (all off) and the three single flags;
+    with `none_if_unset`, a graph whose flag was not given is None (a resume keeps the saved)."""
+    off = {"graph": a.no_env_graph, "policy_graph": a.no_policy_graph, "update_graph": a.no_update_graph}
+    return {k: False if (a.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
 
 
 def cmd_train(a) -> int:
@@ -221,14 +238,14 @@ def cmd_train(a) -> int:
             raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
         given = {k: v for k, v in dict(
             body=a.body, nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
-            checkpoint_every=a.checkpoint_every, graph=False if a.no_graph else None,
+            checkpoint_every=a.checkpoint_every, **_graph_flags(a, none_if_unset=True),
             tree_factor=False if a.no_tree_factor else None,
             run_dir=None if a.run_dir is None else str(Path(a.run_dir).resolve())).items()
             if v is not None}
         saved_dir = str(Path(a.resume).resolve().parent)
         conflicts = resume_conflicts(dataclasses.replace(saved, run_dir=saved_dir), given)
         if conflicts:
-            flag = {"graph": "--no-graph", "tree_factor": "--no-tree-factor"}
+            flag = _BOOL_FLAGS
             said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
                              else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
                              for k, v, have in conflicts)
@@ -248,7 +265,7 @@ def cmd_train(a) -> int:
                           max_iterations=_given(a.max_iterations, dflt.max_iterations),
                           run_dir=run_dir, segment_s=a.segment_s,
                           checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
-                          graph=not a.no_graph, tree_factor=not a.no_tree_factor)
+                          **_graph_flags(a), tree_factor=not a.no_tree_factor)
         cfg = _apply_overrides(cfg, a.set)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         res = trainer.train()

@@ -136,6 +136,8 @@ class TrainConfig:
       resume: checkpoint path to continue from (same curriculum state).
       stop_when_solved: end the run at the solving iteration.
       graph: capture the env step as a graph (CUDA graph, or warp's CPU graph).
+      policy_graph, update_graph: capture the rollout's torch work between env steps and the PPO
+        update as torch CUDA graphs (fightlab.rl.graphs; CUDA only, eager elsewhere).
       tree_factor: factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch
         kernel (fightlab.kernels.factor) instead of MuJoCo Warp's per-level sparse path.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
@@ -157,6 +159,8 @@ class TrainConfig:
     resume: str | None = None
     stop_when_solved: bool = True
     graph: bool = True
+    policy_graph: bool = True
+    update_graph: bool = True
     tree_factor: bool = True
     segment_s: float | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -373,7 +377,7 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**31:
         raise ConfigError(f"seed must be an integer in [0, 2**31), got {cfg.seed!r}")
-    for name in ("graph", "tree_factor", "stop_when_solved"):
+    for name in ("graph", "policy_graph", "update_graph", "tree_factor", "stop_when_solved"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
     if not isinstance(p.adaptive_lr, bool):

@@ -67,7 +67,15 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "train": (
         "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
-        "mean_episode_s", "overflow_count", "nan_resets",
+        "mean_episode_s", "overflow_count", "nan_resets", "host_reads_per_iter", "graph_fallbacks",
+    ),
+    # seconds per training iteration with and without each graph, and the physics-only vs the
+    # whole env step (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]
+    "graphs": (
+        "env_graph", "policy_graph", "update_graph", "iterations", "s_per_iter",
+        "rollout_s_per_iter", "update_s_per_iter", "host_reads_per_iter", "graph_fallbacks",
+        "physics_ms_per_step", "env_step_ms_per_step", "rollout_ms_per_step", "non_physics_share",
+        "env_non_physics_share",
     ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (

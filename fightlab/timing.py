@@ -48,6 +48,8 @@ __all__ = [
     "require_synchronized",
     "resolve_device",
     "cuda_available",
+    "HostReads",
+    "HostReadError",
 ]
 
 
@@ -585,3 +587,131 @@ def measure_cold(
     t = measure(fn, device=device, clock=clock, **kwargs)
     t.compile_s = float(compile_s)
     return t
+
+
+class HostReadError(RuntimeError):
+    """A device→host read happened where `HostReads(strict=True)` forbids one."""
+
+
+_SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's sync-debug message
+_WARP_READS = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+class HostReads:
+    """Count — or, with `strict`, forbid — device→host reads while active (a context manager).
+
+    Watched: torch's synchronising CUDA operations (``torch.cuda.set_sync_debug_mode``: "warn" to
+    count, "error" to forbid; `.item()`, `.cpu()`, `.tolist()`, `bool()` of a CUDA tensor, …)
+    and warp's reads and waits on any device (``wp.array.numpy``, ``wp.synchronize*``; on warp's
+    CPU device these are host memory, counted all the same so the CPU suite can test the guard).
+    Reads inside ``expected()`` are the sanctioned ones: counted, never refused.
+
+    Attributes:
+      count: reads seen since the last ``reset()`` (int); unexpected: those outside ``expected()``.
+
+    Raises:
+      HostReadError (strict): at the first read outside ``expected()``, naming it.
+    """
+
+    def __init__(self, device: Any = "cpu", strict: bool = False):
+        self.cuda = is_cuda_device(device)
+        self.strict = strict
+        self.count = 0
+        self.unexpected = 0
+        self._inside = 0   # nesting of warp's read functions (one outer call counts once)
+        self._sanctioned = 0
+        self._saved: dict = {}
+
+    def reset(self) -> None:
+        self.count = 0
+        self.unexpected = 0
+
+    def _seen(self, what: str) -> None:
+        self.count += 1
+        if not self._sanctioned:
+            self.unexpected += 1
+            if self.strict:
+                raise HostReadError(f"a device→host read outside the iteration's summary: {what}")
+
+    def _wrap(self, fn, what):
+        def wrapped(*a, **k):
+            if self._inside:
+                return fn(*a, **k)
+            self._seen(what)
+            self._inside += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                self._inside -= 1
+        return wrapped
+
+    def _torch_mode(self):
+        import torch
+
+        torch.cuda.set_sync_debug_mode("error" if self.strict and not self._sanctioned else "warn")
+
+    def __enter__(self) -> "HostReads":
+        import warp as wp
+
+        self._saved = {"numpy": wp.array.numpy, **{n: getattr(wp, n) for n in _WARP_READS}}
+        wp.array.numpy = self._wrap(self._saved["numpy"], "wp.array.numpy()")
+        for n in _WARP_READS:
+            setattr(wp, n, self._wrap(self._saved[n], f"wp.{n}()"))
+        if self.cuda:
+            import torch
+
+            self._torch_saved = torch.cuda.get_sync_debug_mode()
+            self._warn = warnings.catch_warnings(record=True)
+            self._log = self._warn.__enter__()
+            warnings.simplefilter("always")
+            self._torch_mode()
+        return self
+
+    def _drain(self) -> None:
+        """Count torch's sync warnings recorded so far (and drop the other warnings' records,
+        re-issued so nothing is swallowed)."""
+        if not self.cuda:
+            return
+        log, self._log[:] = list(self._log), []
+        for w in log:
+            if _SYNC_WARNING in str(w.message):
+                self._seen(f"torch: {str(w.message)[:80]}")
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def __exit__(self, *exc) -> None:
+        import warp as wp
+
+        try:
+            if self.cuda:
+                import torch
+
+                torch.cuda.set_sync_debug_mode(self._torch_saved)
+                self._drain()
+        finally:
+            if self.cuda:
+                self._warn.__exit__(*exc)
+            wp.array.numpy = self._saved["numpy"]
+            for n in _WARP_READS:
+                setattr(wp, n, self._saved[n])
+
+    @contextlib.contextmanager
+    def expected(self):
+        """The sanctioned read(s): counted in `count`, not in `unexpected`, never refused."""
+        self._drain()
+        self._sanctioned += 1
+        if self.cuda:
+            self._torch_mode()
+        try:
+            yield
+            self._drain()
+        finally:
+            self._sanctioned -= 1
+            if self.cuda:
+                self._torch_mode()
+
+    def take(self) -> int:
+        """The reads counted since the last `take()` (torch's recorded so far included)."""
+        self._drain()
+        n, self.count, self.unexpected = self.count, 0, 0
+        return n

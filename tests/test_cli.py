@@ -27,7 +27,7 @@ from fightlab.cli import main
     (["train", "--body", "simple", "--nworld", "4", "--set", "body=muscular-fast"],
      "'body' has its own flag (--body)"),
     (["train", "--set", "nworld=8"], "'nworld' has its own flag (--nworld)"),
-    (["train", "--set", "graph=false"], "'graph' has its own flag (--no-graph)"),
+    (["train", "--set", "graph=false"], "'graph' has its own flag (--no-env-graph)"),
     (["train", "--body", ""], "unknown body ''; valid bodies: muscular-fast, simple"),
     (["train", "--device", ""], "device must be 'cpu', 'cuda' or 'cuda:N', got ''"),
     (["train", "--nworld", ""], "nworld must be a positive integer, got ''"),

@@ -27,7 +27,7 @@ def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="
     row.update(time_to_solve_s=tts, iterations=500, compile_s=3.0, env_steps_per_s=1e5,
                physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
                solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,
-               overflow_count=0, nan_resets=0)
+               overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0)
     assert set(metrics) <= set(results.EXPERIMENTS["train"]), metrics
     row.update(metrics)
     return row
@@ -62,6 +62,19 @@ def factor_row(body="muscular-fast", nworld=1024, traj_steps=0, gpu="NVIDIA H200
 def primer_row(gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
     row = _meta("none", nworld=1, gpu=gpu, time=time)
     row.update({c: 1.0 for c in results.EXPERIMENTS["primer"]})
+    return row
+
+
+def graphs_row(body="simple", setting="all", s_per_iter=0.25) -> dict:
+    from fightlab.measure.graphs import SETTINGS
+
+    row = _meta(body, setting=setting)
+    g, p, u = SETTINGS[setting]
+    row.update(env_graph=g, policy_graph=p, update_graph=u, iterations=9, s_per_iter=s_per_iter,
+               rollout_s_per_iter=0.6 * s_per_iter, update_s_per_iter=0.3 * s_per_iter,
+               host_reads_per_iter=1.0, graph_fallbacks=0, physics_ms_per_step=4.0,
+               env_step_ms_per_step=4.4, rollout_ms_per_step=4.7, non_physics_share=0.15,
+               env_non_physics_share=0.09)
     return row
 
 
@@ -101,6 +114,9 @@ def root(tmp_path):
     results.write_curve(p["run_id"], sweep_curve(), tmp_path)
     # a newer primer row without its sweep (a run from before the sweep was kept): not drawn
     results.append_row("primer", primer_row(time="2026-11-30T07:00:00+00:00"), tmp_path)
+    for body in ("simple", "muscular-fast"):
+        for setting, t in (("none", 0.45), ("env", 0.4), ("all", 0.3)):
+            results.append_row("graphs", graphs_row(body, setting, t), tmp_path)
     return tmp_path
 
 
@@ -113,7 +129,7 @@ def test_figures_command_writes_every_figure(root, capsys):
     assert main(["figures", "--root", str(root)]) == 0
     assert _files(root) == sorted(f"{n}.{ext}" for n in figures.FIGURES for ext in ("png", "svg"))
     out = capsys.readouterr().out
-    assert "drew 5 of 5" in out and "skip" not in out
+    assert f"drew {len(figures.FIGURES)} of {len(figures.FIGURES)}" in out and "skip" not in out
     assert all((root / "figures" / f).stat().st_size > 1000 for f in _files(root))
     svg = (root / "figures" / "train_curves.svg").read_text()
     # one legend entry per group: body, setup, commit and its seeds; the shared-GPU run is marked
@@ -144,7 +160,7 @@ def test_missing_or_empty_data_is_skipped_with_a_reason(tmp_path, capsys):
     assert f"skip train_curves: {results.results_path('train', tmp_path)} is absent" in out
     assert "skip profile_stages:" in out and "skip factor_time:" in out and "has no rows" in out
     assert "skip factor_trajectory:" in out and "skip primer_vector_sweep:" in out
-    assert "drew 0 of 5" in out and not _files(tmp_path)
+    assert f"drew 0 of {len(figures.FIGURES)}" in out and not _files(tmp_path)
 
 
 def test_missing_curves_are_skipped(tmp_path, capsys):
@@ -321,7 +337,10 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
     finally:
         mpl.rcParams.update(before)
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
-    assert alone.keys() == together.keys() and len(alone) == 2 * len(figures.FIGURES)
+    # every figure with committed rows (graphs_split only once data/results/graphs.csv exists)
+    have = [f for f in figures.FIGURES if f != "graphs_split"
+            or results.results_path("graphs", figures.REPO_ROOT).exists()]
+    assert alone.keys() == together.keys() and len(alone) == 2 * len(have)
     assert [k for k in alone if alone[k] != together[k]] == []
 
 

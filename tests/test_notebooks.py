@@ -84,6 +84,8 @@ def test_notebook_paths_come_from_the_repository():
     ("01", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
     ("02", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("03", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
+    ("05", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
+    ("05", dict(settings=["all", "fast"], device="cpu"), "unknown graph setting 'fast'"),
     ("06", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("06", dict(size="medium", device="cpu"), "size must be one of 'smoke', 'full', got 'medium'"),
 ])

@@ -30,6 +30,8 @@ def _metrics(**over):
         "mean_episode_s": 8.0,
         "overflow_count": 0,
         "nan_resets": 0,
+        "host_reads_per_iter": 1.0,
+        "graph_fallbacks": 0,
     }
     m.update(over)
     return m
@@ -145,7 +147,7 @@ def test_header_mismatch_is_refused(tmp_path):
     path.parent.mkdir(parents=True)
     cols = list(results.columns("train"))
     path.write_text(",".join(cols[:-1] + ["old_column"]) + "\n")
-    with pytest.raises(ValueError, match=r"does not match.*missing \['nan_resets'\].*extra \['old_column'\]"):
+    with pytest.raises(ValueError, match=r"does not match.*missing \['graph_fallbacks'\].*extra \['old_column'\]"):
         results.append_row("train", _row(), tmp_path)
     with pytest.raises(ValueError, match="does not match"):
         results.read_rows("train", tmp_path)
@@ -303,7 +305,8 @@ for i in range(25):
     meta = results.run_metadata(body="simple", nworld=1024, seed=k, params={"i": i}, device="cpu")
     m = dict(time_to_solve_s=1.0, iterations=i, compile_s=0.0, env_steps_per_s=1.0,
              physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
-             final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0)
+             final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
+             host_reads_per_iter=1.0, graph_fallbacks=0)
     results.append_row("train", {**meta, **m}, root)
 """
 

@@ -509,7 +509,8 @@ class StanceEnv:
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
         self._build_constants()
         self._alloc()
-        self._graph = physics.StepGraph(self.launch_step, self.device, enabled=graph)
+        self._graph = physics.StepGraph(self.launch_step, self.device, enabled=graph,
+                                        name="env step", watch=self._graph_inputs)
         self.compile_s = 0.0
         self._warm = False
 
@@ -578,6 +579,25 @@ class StanceEnv:
         self.done = t(self._done)
         self.fall = t(self._fall)
         self.timeout = t(self._timeout)
+
+    def _graph_inputs(self) -> list:
+        """What the captured step reads and writes, checked by identity before each replay (a
+        replaced array re-captures): every field of the model, its options and the data, and
+        the env's own arrays."""
+        d, m = self.d, self.m
+        own = [v for k, v in vars(self).items() if k.startswith("_") and isinstance(v, wp.array)]
+        return [*vars(m).values(), *vars(m.opt).values(), *vars(d).values(),
+                *vars(d.contact).values(), *vars(d.efc).values(), *own]
+
+    @property
+    def graph_fallbacks(self) -> int:
+        """How many times the step graph fell back to eager (0 or 1; the warning said why)."""
+        return self._graph.fallbacks
+
+    @property
+    def graph_captured(self) -> bool:
+        """Whether `step` replays a captured graph."""
+        return self._graph.graph is not None
 
     # ----------------------------------------------------------------------------------------
     def _launch_pre_step(self):
@@ -764,22 +784,37 @@ class StanceEnv:
         self._counters.zero_()
         self._sums.zero_()
 
-    def read_summary(self, clear: bool = True) -> dict:
-        """Read the per-iteration counters (one small device→host copy) and optionally zero them.
+    def read_summary(self, clear: bool = True, extra: torch.Tensor | None = None) -> dict:
+        """Read the per-iteration counters — and `extra`, a caller's float tensor on the env's
+        device — in one device→host copy, and optionally zero the counters.
 
         Returns a dict: episodes, falls, timeouts, overflow_worlds (slot resets: a world that runs
         out of slots is reset and may run out again before the summary), overflow_distinct_worlds
         (the worlds among them), nan_resets, solver_iter_hits, solver_ls_hits, nefc_overflow,
         contact_overflow (of the slot resets), contact_falls, tilt_falls (ints); episode_s_sum,
-        return_sum, track_num, track_den (floats).
+        return_sum, track_num, track_den (floats); with `extra`, "extra": its values (float64
+        numpy [len(extra)]).
         """
-        c = self._counters.numpy().copy()
-        s = self._sums.numpy().astype(np.float64)
-        if clear:
-            self._counters.zero_()
-            self._sums.zero_()
-            self._slot_seen.zero_()
+        n_extra = 0 if extra is None else int(extra.numel())
+        with physics.shared_stream(self.device):  # torch on warp's stream: ordered after the steps
+            if getattr(self, "_packed", None) is None or self._packed.numel() != int(Counter.N) + SUM_N + n_extra:
+                self._packed = torch.zeros(int(Counter.N) + SUM_N + n_extra, dtype=torch.float64,
+                                           device=self.obs.device)
+            pk = self._packed
+            pk[:int(Counter.N)].copy_(wp.to_torch(self._counters))  # int32 → float64: exact
+            pk[int(Counter.N):int(Counter.N) + SUM_N].copy_(wp.to_torch(self._sums))
+            if n_extra:
+                pk[int(Counter.N) + SUM_N:].copy_(extra.reshape(-1))
+            host = pk.cpu().numpy()  # the one read (a synchronising copy on CUDA)
+            if clear:
+                self._counters.zero_()
+                self._sums.zero_()
+                self._slot_seen.zero_()
+        c = host[:int(Counter.N)]
+        s = host[int(Counter.N):int(Counter.N) + SUM_N]
         out = physics.describe_counters(c)
         out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
                    track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]))
+        if n_extra:
+            out["extra"] = host[int(Counter.N) + SUM_N:].copy()
         return out

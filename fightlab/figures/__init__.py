@@ -25,6 +25,9 @@ Figures (:data:`FIGURES`):
   primer_vector_sweep  time per call and effective bandwidth against vector length (notebook 00:
                      the newest data/results/primer.csv row with a data/curves/<run_id>.csv), per
                      GPU
+  graphs_split       seconds per training iteration (rollout, update, host rest) with and without
+                     each graph (notebook 05: data/results/graphs.csv, the newest row per body,
+                     worlds and setting), per GPU
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
-                             "primer_vector_sweep")
+                             "primer_vector_sweep", "graphs_split")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -383,12 +386,28 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
     return paths
 
 
+# --- graphs (notebook 05) ---------------------------------------------------------------------
+
+def _graphs_split(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.figures import graphs as graph_figures
+
+    df = _rows("graphs", root, "graphs_split", log)
+    if df is None:
+        return []
+    paths = []
+    for gpu, rows, name in _per_gpu(df, "graphs_split"):
+        fig = graph_figures.plot_graphs(rows, title=f"one training iteration, {gpu}")
+        paths += _save(fig, name, root, log)
+    return paths
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
     "factor_time": _factor_time,
     "factor_trajectory": _factor_trajectory,
     "primer_vector_sweep": _primer_vector_sweep,
+    "graphs_split": _graphs_split,
 }
 assert tuple(_DRAW) == FIGURES
 

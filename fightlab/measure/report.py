@@ -49,6 +49,8 @@ def train_row(trainer, res: dict) -> dict:
         solved=bool(res["solved"]), final_amplitude=f(res["final_amplitude"]),
         fall_rate=f(res["fall_rate"]), mean_episode_s=f(res["mean_episode_s"]),
         overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
+        host_reads_per_iter=f(res.get("host_reads_per_iter")),
+        graph_fallbacks=int(res.get("graph_fallbacks") or 0),
     )
     return row
 

@@ -1,6 +1,13 @@
 """PPO update (clipped surrogate, value loss, entropy bonus, gradient clipping, Adam over
 minibatches and epochs), after CleanRL's `ppo_continuous_action.py` (Huang et al. 2022), with
-rsl_rl's KL-adaptive learning rate (Rudin et al. 2022)."""
+rsl_rl's KL-adaptive learning rate (Rudin et al. 2022) computed on the device.
+
+The update reads nothing back to the host: the learning rate is a device tensor that Adam takes
+as it is (`capturable=True` on CUDA), the KL rule moves it in place, the minibatch permutations
+are drawn before the update into a fixed buffer, and the losses land in a fixed stats tensor.
+So `PPOUpdate.run` can be captured as one CUDA graph (`fightlab.rl.graphs`) and replayed; the
+eager call runs the same kernels.
+"""
 
 from __future__ import annotations
 
@@ -11,63 +18,152 @@ from fightlab.config import PPOConfig
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.storage import RolloutStorage
 
+#: the entries of `PPOUpdate.stats` (float32 [6]): means over the update's minibatches, and the
+#: learning rate after the update
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "learning_rate")
 
-def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: RolloutStorage,
-               cfg: PPOConfig, generator: torch.Generator | None = None) -> dict:
-    """Run `update_epochs` × `num_minibatches` PPO steps on a filled rollout buffer.
+#: bounds of the KL-adaptive learning rate and its factor (rsl_rl's `PPO.update`)
+LR_MIN, LR_MAX, LR_FACTOR = 1e-5, 1e-2, 1.5
+
+
+def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> None:
+    """rsl_rl's KL-adaptive rule, in place on the device (no host read): lr ÷ 1.5 (not below
+    1e-5) when kl > 2·desired_kl, lr × 1.5 (not above 1e-2) when 0 < kl < desired_kl / 2,
+    else unchanged.
 
     Args:
-      agent: the actor-critic; optimizer: its Adam optimizer (lr adapted in place when
-        `cfg.adaptive_lr`); buf: storage with advantages and returns computed;
-      cfg: PPOConfig; generator: torch RNG for the minibatch permutation (device of buf).
+      lr: 0-d float tensor (Adam's learning rate, updated in place); kl: 0-d tensor, the approximate
+        KL of the epoch's last minibatch; desired_kl: the target (PPOConfig.desired_kl).
+    """
+    down = torch.clamp(lr / LR_FACTOR, min=LR_MIN)
+    up = torch.clamp(lr * LR_FACTOR, max=LR_MAX)
+    new = torch.where(kl > 2.0 * desired_kl, down, torch.where((kl > 0.0) & (kl < 0.5 * desired_kl), up, lr))
+    lr.copy_(new)
+
+
+def make_optimizer(agent: ActorCritic, learning_rate: float, device) -> tuple[torch.optim.Adam, torch.Tensor]:
+    """Adam (eps 1e-5, CleanRL's) over the agent's parameters with the learning rate as a 0-d
+    float32 tensor on `device`; capturable (its step counts on the device) on CUDA.
 
     Returns:
-      dict of floats: policy_loss, value_loss, entropy, approx_kl, clipfrac, learning_rate
-      (means over minibatches). Reading them syncs once per update.
+      (optimizer, lr): move the rate with `kl_adaptive_lr(lr, ...)`, never by assigning the group.
     """
-    T, N = buf.rewards.shape
-    B = T * N
-    mb = B // cfg.num_minibatches
-    b_obs = buf.obs.reshape(B, -1)
-    b_act = buf.actions.reshape(B, -1)
-    b_logp = buf.logprobs.reshape(B)
-    b_adv = buf.advantages.reshape(B)
-    b_ret = buf.returns.reshape(B)
-    stats = torch.zeros(5, device=b_obs.device)  # pg, v, ent, kl, clipfrac
-    count = 0
-    lr = optimizer.param_groups[0]["lr"]
-    for _epoch in range(cfg.update_epochs):
-        perm = torch.randperm(B, device=b_obs.device, generator=generator)
-        for start in range(0, B, mb):
-            idx = perm[start:start + mb]
-            _, newlogp, entropy, newvalue, mean, std = agent.get_action_and_value(b_obs[idx], b_act[idx])
-            logratio = newlogp - b_logp[idx]
-            ratio = logratio.exp()
-            with torch.no_grad():
-                approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator (Schulman 2020)
-                clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
-            adv = b_adv[idx]
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg_loss = torch.max(-adv * ratio,
-                                -adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-            v_loss = 0.5 * ((newvalue - b_ret[idx]) ** 2).mean()
-            ent = entropy.mean()
-            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-            optimizer.zero_grad(set_to_none=False)
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            stats += torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac])
-            count += 1
-        if cfg.adaptive_lr:
-            # one host read per epoch: the KL decides the learning rate of the next epoch
-            kl = float(approx_kl)
-            if kl > 2.0 * cfg.desired_kl:
-                lr = max(1e-5, lr / 1.5)
-            elif 0.0 < kl < 0.5 * cfg.desired_kl:
-                lr = min(1e-2, lr * 1.5)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
-    s = (stats / count).tolist()
-    return dict(policy_loss=s[0], value_loss=s[1], entropy=s[2], approx_kl=s[3], clipfrac=s[4],
-                learning_rate=lr)
+    dev = torch.device(device)
+    lr = torch.tensor(float(learning_rate), dtype=torch.float32, device=dev)
+    opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=dev.type == "cuda")
+    return opt, lr
+
+
+def adopt_optimizer_state(optimizer: torch.optim.Optimizer, lr: torch.Tensor) -> None:
+    """After `optimizer.load_state_dict` (a checkpoint of any device, an older float learning
+    rate): copy the loaded rate into `lr` and hand the groups `lr` again, keep this optimizer's
+    `capturable` setting and its step counts on the parameters' device (so a captured update
+    sees the same tensors)."""
+    cap = lr.device.type == "cuda"
+    for g in optimizer.param_groups:
+        v = g["lr"]
+        lr.fill_(float(v))  # a host read: only when a checkpoint is loaded
+        g["lr"] = lr
+        if "capturable" in g:
+            g["capturable"] = cap
+    for p, st in optimizer.state.items():
+        if "step" in st:
+            st["step"] = torch.as_tensor(st["step"], dtype=torch.float32).to(p.device if cap else "cpu")
+
+
+class PPOUpdate:
+    """One PPO update over a filled rollout buffer, with every input and output in fixed tensors.
+
+    Args:
+      agent, optimizer, lr: from `make_optimizer`; buf: the rollout storage (advantages and
+        returns computed); cfg: PPOConfig; generator: torch RNG for the permutations (buf's device).
+
+    Attributes:
+      perm: int64 [update_epochs, B] minibatch permutations (B = num_steps × nworld), drawn by
+        `draw` before each update; stats: float32 [6] (`STATS`), written by `run`.
+
+    `draw()` then `run()` is one update: `run` reads nothing back to the host and allocates only
+    temporaries, so it can be captured and replayed; `stats_dict()` reads the stats (one read).
+    """
+
+    def __init__(self, agent: ActorCritic, optimizer: torch.optim.Optimizer, lr: torch.Tensor,
+                 buf: RolloutStorage, cfg: PPOConfig, generator: torch.Generator | None = None):
+        self.agent, self.optimizer, self.lr, self.buf, self.cfg = agent, optimizer, lr, buf, cfg
+        self.generator = generator
+        T, N = buf.rewards.shape
+        self.B = T * N
+        self.mb = self.B // cfg.num_minibatches
+        dev = buf.obs.device
+        self.perm = torch.zeros(cfg.update_epochs, self.B, dtype=torch.long, device=dev)
+        self.stats = torch.zeros(len(STATS), device=dev)
+
+    def draw(self) -> None:
+        """Draw this update's permutations into `perm` (torch.randperm with `generator`)."""
+        for e in range(self.cfg.update_epochs):
+            self.perm[e].copy_(torch.randperm(self.B, device=self.perm.device, generator=self.generator))
+
+    def run(self) -> None:
+        """`update_epochs` × `num_minibatches` PPO steps over `perm`; the KL rule after each
+        epoch; means of the losses and the final rate into `stats`. No host read."""
+        cfg, agent, buf, opt = self.cfg, self.agent, self.buf, self.optimizer
+        B = self.B
+        b_obs = buf.obs.reshape(B, -1)
+        b_act = buf.actions.reshape(B, -1)
+        b_logp = buf.logprobs.reshape(B)
+        b_adv = buf.advantages.reshape(B)
+        b_ret = buf.returns.reshape(B)
+        acc = torch.zeros(5, device=b_obs.device)  # pg, v, ent, kl, clipfrac
+        count = 0
+        for epoch in range(cfg.update_epochs):
+            perm = self.perm[epoch]
+            for start in range(0, B, self.mb):
+                idx = perm[start:start + self.mb]
+                _, newlogp, entropy, newvalue, _, _ = agent.get_action_and_value(b_obs[idx], b_act[idx])
+                logratio = newlogp - b_logp[idx]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator (Schulman 2020)
+                    clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+                adv = b_adv[idx]
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                pg_loss = torch.max(-adv * ratio,
+                                    -adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+                v_loss = 0.5 * ((newvalue - b_ret[idx]) ** 2).mean()
+                ent = entropy.mean()
+                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                opt.zero_grad(set_to_none=False)
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                opt.step()
+                acc += torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac])
+                count += 1
+            if cfg.adaptive_lr:  # the last minibatch's KL sets the next epoch's rate, on the device
+                with torch.no_grad():
+                    kl_adaptive_lr(self.lr, approx_kl, cfg.desired_kl)
+        self.stats[:5].copy_(acc / count)
+        self.stats[5].copy_(self.lr)
+
+    def stats_dict(self) -> dict:
+        """The last update's `stats` as floats (one device→host read)."""
+        return dict(zip(STATS, self.stats.tolist()))
+
+
+def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: RolloutStorage,
+               cfg: PPOConfig, generator: torch.Generator | None = None,
+               lr: torch.Tensor | None = None) -> dict:
+    """One eager PPO update (`PPOUpdate.draw` + `run`), for scripts and tests.
+
+    Args:
+      agent, optimizer: the actor-critic and its Adam; lr: the optimizer's learning-rate tensor
+        (from `make_optimizer`); with None the groups' float rate is used and left unchanged by
+        the KL rule. buf: filled storage; cfg: PPOConfig; generator: permutation RNG.
+
+    Returns:
+      dict of floats (`STATS`): the loss means and the learning rate after the update.
+    """
+    if lr is None:
+        lr = torch.tensor(float(optimizer.param_groups[0]["lr"]), device=buf.obs.device)
+    upd = PPOUpdate(agent, optimizer, lr, buf, cfg, generator)
+    upd.draw()
+    upd.run()
+    return upd.stats_dict()

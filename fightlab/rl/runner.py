@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,12 @@ import torch
 from fightlab.config import TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.checkpoint import CheckpointError, load_checkpoint, load_policy, resume_config
 from fightlab.rl.curriculum import Curriculum
+from fightlab.rl.graphs import TorchGraph
 from fightlab.rl.models import ActorCritic
-from fightlab.rl.ppo import ppo_update
+from fightlab.rl.ppo import STATS, PPOUpdate, adopt_optimizer_state, make_optimizer
 from fightlab.rl.storage import RolloutStorage, compute_gae
 from fightlab.sim.nvtx import nvtx_range
+from fightlab.timing import HostReads
 
 
 def _sync(device: str):
@@ -83,10 +86,25 @@ class Trainer:
         dev = torch.device(self.device)
         self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=self.env.obs_min_std).to(dev)
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
+        self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev)
         self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, self.env.obs_dim, self.env.nu, dev)
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
+        self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen)
+        self._reward_mean = torch.zeros(1, device=dev)
+        # the torch graphs (fightlab.rl.graphs): policy[s] for s = 0..num_steps, then the update
+        T = cfg.ppo.num_steps
+        me = weakref.ref(self)  # no reference cycle: a dropped Trainer frees its run folder at once
+        self._policy = [TorchGraph(lambda s=s: me()._policy_step(s), dev, enabled=cfg.policy_graph,
+                                   name="policy step") for s in range(T + 1)]
+        self._update_graph = TorchGraph(lambda: me()._update_step(), dev, enabled=cfg.update_graph,
+                                        name="PPO update", warmup=2)
+        self._torch_ptrs: tuple = ()
+        self.graph_fallbacks = 0   # graphs asked for that run eager (each said with a warning)
+        self.graph_recaptures = 0
+        self._reads = HostReads(cfg.device)
+        self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                        if dev.type == "cuda" else None)
         self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
                                      cfg.min_tracking, cfg.min_episode_s)
         self.iteration = 0
@@ -143,54 +161,145 @@ class Trainer:
                 _write_rows(rows_csv, self.history)
             elif rows_csv.exists():  # older checkpoints: drop rows past the checkpoint
                 _truncate_rows(rows_csv, self.iteration)
-
-    def _rollout(self) -> dict:
-        cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
-        gamma = cfg.ppo.gamma
-        obs = self.obs
-        for step in range(cfg.ppo.num_steps):
-            with torch.no_grad(), nvtx_range("policy"):
-                action, logp, _, value, _, _ = agent.get_action_and_value(obs)
-            buf.obs[step].copy_(obs)
-            buf.actions[step].copy_(action)
-            buf.logprobs[step].copy_(logp)
-            buf.values[step].copy_(value)
-            obs, reward, done, info = env.step(action)
-            # bootstrap the value at time-outs (the episode was cut, not ended): rsl_rl
-            buf.rewards[step].copy_(reward + gamma * value * info["timeout"])
-            buf.dones[step].copy_(done)
-        with torch.no_grad(), nvtx_range("policy"):
-            next_value = agent.get_value(obs)
-        with nvtx_range("update"):
-            adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma, cfg.ppo.gae_lambda)
-        buf.advantages.copy_(adv)
-        buf.returns.copy_(ret)
-        self.obs = obs
-        return dict(reward=buf.rewards.mean())
-
-    def iterate(self) -> dict:
-        """Run one iteration (rollout + update + curriculum) and return its row."""
-        from fightlab.sim.physics import shared_stream
-
-        cfg, env = self.cfg, self.env
         with shared_stream(self.device):
             t0 = time.perf_counter()
-            r = self._rollout()
+            self._capture_torch()  # after a resume's load: the graphs see the loaded tensors
             _sync(self.device)
+            self.compile_s += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------------------------------
+    def _policy_step(self, s: int) -> None:
+        """Torch work between env steps s−1 and s (no host reads; captured as policy[s]): store
+        step s−1's reward (the value bootstrapped at time-outs: the episode was cut, not ended,
+        as in rsl_rl) and done; then, for s < num_steps, sample step s's action from the env's
+        observation into the buffer and the env's action; for s = num_steps, the bootstrap value,
+        GAE and the mean reward."""
+        cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
+        gamma, T = cfg.ppo.gamma, cfg.ppo.num_steps
+        if s > 0:
+            buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
+            buf.dones[s - 1].copy_(env.done)
+        with torch.no_grad():
+            if s < T:
+                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs)
+                buf.obs[s].copy_(env.obs)
+                buf.actions[s].copy_(action)
+                buf.logprobs[s].copy_(logp)
+                buf.values[s].copy_(value)
+                env.action.copy_(action)
+            else:
+                next_value = agent.get_value(env.obs)
+                adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma,
+                                       cfg.ppo.gae_lambda)
+                buf.advantages.copy_(adv)
+                buf.returns.copy_(ret)
+                self._reward_mean.copy_(buf.rewards.mean().reshape(1))
+
+    def _update_step(self) -> None:
+        """The PPO update over the buffer (permutations drawn before it), then the normaliser
+        (it moves only between iterations, so the rollout's log-probs and the update see the
+        same normalisation). No host reads; captured as the update graph."""
+        self.update.run()
+        self.agent.obs_norm.update(self.buf.obs.reshape(-1, self.env.obs_dim))
+
+    def _torch_inputs(self) -> tuple:
+        """Storage pointers of every tensor the torch graphs read or write (checked once per
+        iteration: a replaced tensor re-captures)."""
+        ts = [*self.agent.state_dict().values(), self.lr, self.update.perm, self.update.stats,
+              self._reward_mean, *vars(self.buf).values(), self.env.obs, self.env.action,
+              self.env.reward, self.env.done, self.env.timeout]
+        ts += [p.grad for p in self.agent.parameters() if p.grad is not None]
+        ts += [v for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+        return tuple(t.data_ptr() for t in ts)
+
+    def _capture_torch(self) -> None:
+        """Warm up and capture the torch graphs (CUDA only, those enabled), then put back every
+        state the warm-up moved (weights, normaliser, Adam state, learning rate, RNG): the first
+        recorded iteration starts from the state the run had before capture."""
+        graphs = [g for g in (*self._policy, self._update_graph) if g.enabled]
+        if not graphs:
+            return
+        dev = torch.device(self.device)
+        with torch.no_grad():
+            weights = {k: v.clone() for k, v in self.agent.state_dict().items()}
+            adam = {id(p): {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
+                    for p, st in self.optimizer.state.items()}
+            lr = self.lr.clone()
+        rng = torch.cuda.get_rng_state(dev)
+        pool = torch.cuda.graph_pool_handle()
+        for g in self._policy:
+            if g.enabled and not g.capture(pool):
+                for other in self._policy:  # one warning for the policy graphs, eager together
+                    other.enabled, other.graph = False, None
+                self.graph_fallbacks += 1
+                break
+        if self._update_graph.enabled and not self._update_graph.capture(pool):
+            self.graph_fallbacks += 1
+        with torch.no_grad():
+            for k, v in self.agent.state_dict().items():
+                v.copy_(weights[k])
+            for p, st in self.optimizer.state.items():
+                saved = adam.get(id(p), {})
+                for k, v in st.items():
+                    if torch.is_tensor(v):
+                        v.copy_(saved[k]) if k in saved else v.zero_()  # fresh Adam state: zeros
+            self.lr.copy_(lr)
+        torch.cuda.set_rng_state(rng, dev)
+        self._torch_ptrs = self._torch_inputs()
+
+    def _check_torch_graphs(self) -> None:
+        if any(g.graph is not None for g in (*self._policy, self._update_graph)) \
+                and self._torch_inputs() != self._torch_ptrs:
+            import sys
+
+            print("fightlab: warning: tensors of the torch graphs were replaced; re-capturing",
+                  file=sys.stderr, flush=True)
+            self.graph_recaptures += 1
+            self._capture_torch()
+
+    def iterate(self) -> dict:
+        """Run one iteration (rollout + update + curriculum) and return its row. One host read:
+        the summary (env counters, losses, reward, learning rate) after the update; the
+        rollout/update split comes from CUDA events read with it (host clock on the CPU)."""
+        from fightlab.sim.physics import shared_stream
+
+        cfg, env, T = self.cfg, self.env, self.cfg.ppo.num_steps
+        ev = self._events
+        with shared_stream(self.device), self._reads:
+            t0 = time.perf_counter()
+            self._check_torch_graphs()
+            if ev:
+                ev[0].record()
+            for s in range(T):
+                with nvtx_range("policy"):
+                    self._policy[s]()
+                env.step()
+            with nvtx_range("policy"):
+                self._policy[T]()
+            if ev:
+                ev[1].record()
             t1 = time.perf_counter()
             with nvtx_range("update"):
-                losses = ppo_update(self.agent, self.optimizer, self.buf, cfg.ppo, self.gen)
-                # the normaliser moves only between iterations, so the rollout's log-probs and
-                # the update see the same normalisation
-                self.agent.obs_norm.update(self.buf.obs.reshape(-1, env.obs_dim))
-            _sync(self.device)
+                self.update.draw()
+                self._update_graph()
+            if ev:
+                ev[2].record()
             t2 = time.perf_counter()
-            summary = env.read_summary()
-            reward = float(r["reward"])
-            event = self.curriculum.update(summary)
-            if event == "widen":
-                env.set_amplitude(self.curriculum.amplitude)
-            t3 = time.perf_counter()
+            extra = torch.cat([self.update.stats, self._reward_mean])
+            with self._reads.expected():
+                summary = env.read_summary(extra=extra)
+            host_reads = self._reads.take()
+        vals = summary.pop("extra")
+        losses = {k: float(v) for k, v in zip(STATS, vals[:len(STATS)])}
+        reward = float(vals[len(STATS)])
+        if ev:  # complete: the summary read waited for the stream
+            rollout_s, update_s = ev[0].elapsed_time(ev[1]) / 1e3, ev[1].elapsed_time(ev[2]) / 1e3
+        else:
+            rollout_s, update_s = t1 - t0, t2 - t1
+        event = self.curriculum.update(summary)
+        if event == "widen":
+            env.set_amplitude(self.curriculum.amplitude)
+        t3 = time.perf_counter()
         self.iteration += 1
         wall = t3 - t0
         self.elapsed_s += wall
@@ -214,7 +323,8 @@ class Trainer:
             contact_overflow=summary["contact_overflow"], nan_resets=summary["nan_resets"],
             solver_iter_hits=summary["solver_iter_hits"], solver_ls_hits=summary["solver_ls_hits"],
             contact_falls=summary["contact_falls"], tilt_falls=summary["tilt_falls"],
-            rollout_s=t1 - t0, update_s=t2 - t1,
+            rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
+            graph_fallbacks=self.graph_fallbacks + env.graph_fallbacks,
         )
         if summary["overflow_worlds"]:
             print(f"OVERFLOW iteration {self.iteration}: {summary['overflow_worlds']} slot resets in "
@@ -238,7 +348,7 @@ class Trainer:
         """Write a checkpoint (agent, optimizer, curriculum, env state, RNG, counters)."""
         path = Path(path) if path else self.run_dir / f"ckpt_{self.iteration:06d}.pt"
         ck = dict(format="fightlab-ckpt-1", config=to_dict(self.cfg), agent=self.agent.state_dict(),
-                  optimizer=self.optimizer.state_dict(), curriculum=self.curriculum.state_dict(),
+                  optimizer=_float_lr(self.optimizer.state_dict()), curriculum=self.curriculum.state_dict(),
                   iteration=self.iteration, elapsed_s=self.elapsed_s, compile_s=self.compile_s,
                   time_to_solve_s=self.time_to_solve_s, solve_iteration=self.solve_iteration,
                   env_state=self.env.state_dict(), amp_target=self.env.amplitude_target,
@@ -275,6 +385,7 @@ class Trainer:
 
     def _restore(self, ck: dict):
         load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
+        adopt_optimizer_state(self.optimizer, self.lr)  # the loaded rate, capturable, steps on device
         self.curriculum.load_state_dict(ck["curriculum"])
         self.iteration = int(ck["iteration"])
         self.elapsed_s = float(ck["elapsed_s"])
@@ -300,7 +411,9 @@ class Trainer:
 
         Returns a result dict: solved, time_to_solve_s (None if unsolved), iterations,
         compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
-        final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets, rows (list).
+        final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets,
+        host_reads_per_iter (median device→host reads per iteration, `fightlab.timing.HostReads`),
+        graph_fallbacks (graphs asked for that ran eager, any segment), rows (list).
         """
         if not self.rundir.locked:
             from fightlab.config import ConfigError
@@ -361,8 +474,18 @@ class Trainer:
                     mean_episode_s=ws["mean_episode_s"], tracking=ws["tracking"],
                     overflow_count=int(sum(r["overflow_count"] for r in rows)),
                     nan_resets=int(sum(r["nan_resets"] for r in rows)),
+                    host_reads_per_iter=med("host_reads"),
+                    graph_fallbacks=int(max((r.get("graph_fallbacks") or 0 for r in self.history), default=0)),
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
+
+
+def _float_lr(state: dict) -> dict:
+    """An optimizer state dict with each group's learning rate as a float (the file stays
+    readable by any device and by older fightlab; `adopt_optimizer_state` turns it back)."""
+    for g in state["param_groups"]:
+        g["lr"] = float(g["lr"])
+    return state
 
 
 def _write_rows(path: Path, rows: list[dict]) -> None:

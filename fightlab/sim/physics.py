@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import gc
+import operator
+import sys
 
 import mujoco
 import numpy as np
@@ -103,31 +106,118 @@ def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str):
     return m, d
 
 
-class StepGraph:
-    """Run a function as a captured graph where possible (CUDA and warp's CPU graphs).
+#: CUDA driver and toolkit that MuJoCo Warp's captured solver loop needs (conditional graph nodes,
+#: `wp.capture_while`); mjlab's `_GRAPH_CAPTURE_MIN_DRIVER`
+MIN_GRAPH_CUDA = (12, 4)
 
-    The first `__call__` runs `fn` once uncaptured (so every warp module is compiled and loaded,
-    timed as `compile_s`), then the caller must restore the state it cares about (the warm-up
-    call advanced it); later calls replay the captured graph. With `enabled=False` the function
-    simply runs each time.
+
+@contextlib.contextmanager
+def suspend_gc():
+    """The garbage collector off for a capture (after mjlab's `sim._suspend_gc`): a collection
+    during capture would record the destructors of stale graphs and arrays into the new graph."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def graph_unsupported(device: str) -> str | None:
+    """Why a graph of MuJoCo Warp's step cannot be captured on `device` (a sentence), or None
+    when it can: CUDA needs warp's memory pool on the device and conditional graph nodes (CUDA
+    driver and toolkit >= 12.4); warp's CPU device captures its own graphs."""
+    dev = wp.get_device(device)
+    if dev.is_cpu:
+        return None
+    if not wp.is_mempool_enabled(dev):
+        return f"warp's memory pool is off on {dev} (wp.set_mempool_enabled)"
+    if not wp.is_conditional_graph_supported():
+        rt = wp.context.runtime
+        return (f"conditional graph nodes need CUDA >= {MIN_GRAPH_CUDA[0]}.{MIN_GRAPH_CUDA[1]} "
+                f"(driver {rt.driver_version}, warp's toolkit {rt.toolkit_version})")
+    return None
+
+
+def graph_warning(name: str, reason: str) -> None:
+    """The one loud line of a graph that runs eager instead (stderr)."""
+    print(f"fightlab: warning: the {name} graph runs eager: {reason}", file=sys.stderr, flush=True)
+
+
+class StepGraph:
+    """Run a function as a captured warp graph where possible (CUDA and warp's CPU graphs).
+
+    The first `__call__` after `capture()` replays the graph; `fn` must have run once before
+    `capture()` (every warp module compiled and loaded). Capture discipline after mjlab
+    (`src/mjlab/sim/sim.py`): the garbage collector is off while capturing; `watch` (a callable
+    returning the objects the graph reads, e.g. the arrays of `Data`) is checked by identity
+    before each replay, and a replaced object re-captures with a warning; an unsupported device
+    (`graph_unsupported`) or a capture that raises runs `fn` eagerly from then on, with one
+    warning, counted in `fallbacks` — never a half-captured graph.
+
+    Args:
+      fn: the launches (no host reads); device: warp device; enabled: False runs `fn` each
+      time; name: for the warnings; watch: optional, see above.
+
+    Attributes: graph (or None), fallbacks, fallback_reason, captures, recaptures (ints / str).
     """
 
-    def __init__(self, fn, device: str, enabled: bool = True):
+    def __init__(self, fn, device: str, enabled: bool = True, name: str = "env step", watch=None):
         self.fn = fn
         self.device = device
         self.enabled = enabled
+        self.name = name
+        self.watch = watch
         self.graph = None
+        self.fallbacks = 0
+        self.fallback_reason: str | None = None
+        self.captures = 0
+        self.recaptures = 0
+        self._watched: tuple = ()
 
-    def capture(self):
-        """Capture `fn` (already run once for compilation) into a graph."""
+    def _fallback(self, reason: str) -> None:
+        self.graph = None
+        self.enabled = False  # eager from now on: one warning, one count
+        self.fallbacks += 1
+        self.fallback_reason = reason
+        graph_warning(self.name, reason)
+
+    def capture(self) -> bool:
+        """Capture `fn` (already run once for compilation) into a graph. Returns whether a graph
+        was captured (False: disabled, or fallen back to eager with a warning)."""
         if not self.enabled:
-            return
-        with wp.ScopedDevice(self.device):
-            with wp.ScopedCapture(device=self.device) as cap:
-                self.fn()
+            return False
+        reason = graph_unsupported(self.device)
+        if reason:
+            self._fallback(reason)
+            return False
+        self.graph = None
+        try:
+            with suspend_gc(), wp.ScopedDevice(self.device):
+                with wp.ScopedCapture(device=self.device) as cap:
+                    self.fn()
+        except Exception as e:  # noqa: BLE001 — any capture error means: run eager
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            self._fallback(f"capture failed ({type(e).__name__}: {first})")
+            return False
         self.graph = cap.graph
+        self._watched = tuple(self.watch()) if self.watch else ()
+        self.captures += 1
+        return True
+
+    def _stale(self) -> bool:
+        if not self.watch:
+            return False
+        now = tuple(self.watch())
+        return len(now) != len(self._watched) or not all(map(operator.is_, now, self._watched))
 
     def __call__(self):
+        if self.graph is not None and self._stale():
+            print(f"fightlab: warning: arrays of the {self.name} graph were replaced; re-capturing",
+                  file=sys.stderr, flush=True)
+            self.recaptures += 1
+            self.capture()
         if self.graph is not None:
             wp.capture_launch(self.graph)
         else:

@@ -1,0 +1,289 @@
+"""Issue 14: graphs and host reads. The CPU suite tests the eager path, the on-device learning-rate
+rule, warp's CPU graph against eager, the capture discipline (fallbacks, re-capture) and the
+host-read guard; the tests marked `cuda` run on a GPU (a recorded GPU run: bench/gpu_check_s5.sh)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+import warp as wp
+
+from fightlab.config import EnvConfig, PPOConfig, TrainConfig
+from fightlab.envs.stance import StanceEnv
+from fightlab.rl import ppo
+from fightlab.rl.graphs import TorchGraph
+from fightlab.rl.runner import Trainer
+from fightlab.sim import physics
+from fightlab.timing import HostReadError, HostReads
+
+CUDA = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
+cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (runs in the recorded GPU check)")
+
+TINY_PPO = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=2)
+DETERMINISTIC = ("iteration", "env_steps", "episodes", "reward", "policy_loss", "value_loss",
+                 "entropy", "approx_kl", "clipfrac", "learning_rate")
+
+
+def _cfg(tmp_path, name="run", **kw):
+    base = dict(body="simple", nworld=4, device="cpu", max_iterations=2, checkpoint_every=0,
+                run_dir=str(tmp_path / name), ppo=TINY_PPO, stop_when_solved=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# --- the KL-adaptive learning rate, on the device ----------------------------------------------
+
+def _rule(lr, kl, desired):  # rsl_rl's PPO.update, as the host code had it
+    if kl > 2.0 * desired:
+        return max(1e-5, lr / 1.5)
+    if 0.0 < kl < 0.5 * desired:
+        return min(1e-2, lr * 1.5)
+    return lr
+
+
+@pytest.mark.parametrize("lr", [1e-3, 1.2e-5, 8e-3])
+@pytest.mark.parametrize("kl", [0.0, 1e-4, 0.004, 0.005, 0.01, 0.02, 0.0201, 0.5, -0.1, math.nan])
+def test_kl_rule_on_the_device_matches_the_host_rule(lr, kl):
+    t = torch.tensor(lr, dtype=torch.float32)
+    ppo.kl_adaptive_lr(t, torch.tensor(kl), desired_kl=0.01)
+    want = lr if math.isnan(kl) else _rule(lr, kl, 0.01)
+    assert float(t) == pytest.approx(want, rel=1e-6)
+
+
+def test_update_moves_the_rate_tensor_adam_reads(tmp_path):
+    """The update's KL rule moves the one lr tensor the optimizer's groups hold, and the stats
+    report the rate after the update."""
+    with Trainer(_cfg(tmp_path, max_iterations=1), progress=False) as tr:
+        assert all(g["lr"] is tr.lr for g in tr.optimizer.param_groups)
+        row = tr.train()["rows"][0]
+        assert row["learning_rate"] == pytest.approx(float(tr.lr)) and float(tr.lr) != 1e-3
+        assert all(g["lr"] is tr.lr for g in tr.optimizer.param_groups)
+
+
+def test_eager_ppo_update_helper_still_learns_and_reports_floats():
+    agent = __import__("fightlab.rl.models", fromlist=["ActorCritic"]).ActorCritic(3, 2, hidden=(8,))
+    opt, lr = ppo.make_optimizer(agent, 1e-3, "cpu")
+    from fightlab.rl.storage import RolloutStorage
+
+    buf = RolloutStorage(2, 8, 3, 2, "cpu")
+    buf.obs.normal_()
+    buf.advantages.normal_()
+    out = ppo.ppo_update(agent, opt, buf, PPOConfig(num_steps=2, num_minibatches=2, update_epochs=2), lr=lr)
+    assert set(out) == set(ppo.STATS) and all(isinstance(v, float) and math.isfinite(v) for v in out.values())
+    assert out["learning_rate"] == pytest.approx(float(lr))
+
+
+# --- warp's graph of the env step: equivalence, first step, discipline ------------------------
+
+CFG = EnvConfig(push_interval_s=(0.04, 0.1), push_impulse_ns=(40.0, 80.0), episode_s=0.2)
+
+
+def _steps(env, n=8):
+    out = []
+    act = 0.4 * torch.sin(torch.arange(env.nworld * env.nu, dtype=torch.float32).reshape(env.nworld, env.nu))
+    for k in range(n):
+        o, r, d, info = env.step(act if k % 2 else -act)
+        out.append(torch.cat([o.flatten(), r, d, info["fall"], info["timeout"]]).clone())
+    return torch.stack(out)
+
+
+def test_cpu_graph_equals_eager_from_the_first_step():
+    """Warp 1.19 captures on its CPU device: the captured step gives bitwise the eager step's
+    observations, rewards and flags, from the first recorded step on (the warm-up's step before
+    capture leaves no trace: the state after reset is the eager env's)."""
+    g = StanceEnv("simple", nworld=3, device="cpu", seed=4, cfg=CFG, graph=True)
+    e = StanceEnv("simple", nworld=3, device="cpu", seed=4, cfg=CFG, graph=False)
+    g.reset(stagger=True)
+    e.reset(stagger=True)
+    assert g.graph_captured and not e.graph_captured
+    for k, v in g.state_dict().items():
+        assert np.array_equal(v, e.state_dict()[k]), k
+    assert torch.equal(_steps(g), _steps(e))
+
+
+def test_unsupported_device_runs_eager_with_one_warning(monkeypatch, capsys):
+    monkeypatch.setattr(physics, "graph_unsupported", lambda device: "conditional graph nodes need CUDA >= 12.4")
+    env = StanceEnv("simple", nworld=2, device="cpu", seed=1, cfg=CFG)
+    ref = StanceEnv("simple", nworld=2, device="cpu", seed=1, cfg=CFG, graph=False)
+    env.reset()
+    ref.reset()
+    err = capsys.readouterr().err
+    assert err.count("fightlab: warning: the env step graph runs eager: conditional graph nodes") == 1
+    assert env.graph_fallbacks == 1 and not env.graph_captured
+    assert torch.equal(_steps(env, 4), _steps(ref, 4))
+
+
+def test_a_capture_that_raises_leaves_no_graph_and_counts_a_fallback(monkeypatch, capsys):
+    class Boom:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            raise RuntimeError("cudaErrorStreamCaptureUnsupported\nsecond line")
+
+        def __exit__(self, *a):
+            return False
+
+    monkeypatch.setattr(wp, "ScopedCapture", Boom)
+    env = StanceEnv("simple", nworld=2, device="cpu", seed=1, cfg=CFG)
+    env.reset()
+    err = capsys.readouterr().err
+    assert "runs eager: capture failed (RuntimeError: cudaErrorStreamCaptureUnsupported)" in err
+    assert "second line" not in err and env.graph_fallbacks == 1 and env._graph.graph is None
+    env.step()  # eager from now on
+
+
+def test_a_replaced_array_recaptures(capsys):
+    """A graph holds the arrays of its capture: replacing one (here qvel, with new values)
+    re-captures with a warning, and the step reads the new array as the eager env does."""
+    g = StanceEnv("simple", nworld=2, device="cpu", seed=2, cfg=CFG, graph=True)
+    e = StanceEnv("simple", nworld=2, device="cpu", seed=2, cfg=CFG, graph=False)
+    for env in (g, e):
+        env.reset(stagger=False)
+        env.step()
+        v = env.d.qvel.numpy() + 0.3
+        env.d.qvel = wp.array(v, dtype=float, device="cpu")
+    a, b = _steps(g, 2), _steps(e, 2)
+    assert "arrays of the env step graph were replaced; re-capturing" in capsys.readouterr().err
+    assert g._graph.recaptures == 1 and g.graph_captured
+    assert torch.equal(a, b)
+
+
+def test_trainer_with_graphs_starts_from_the_reset_state(tmp_path):
+    """The first recorded iteration of a run with the env graph equals a run without graphs:
+    nothing of the warm-up or the capture leaks into the run."""
+    rows = {}
+    for graph in (True, False):
+        with Trainer(_cfg(tmp_path, f"g{graph}", graph=graph, policy_graph=graph, update_graph=graph),
+                     progress=False) as tr:
+            rows[graph] = tr.train()["rows"]
+            assert tr.env.graph_captured is graph
+    for a, b in zip(rows[True], rows[False]):
+        for k in DETERMINISTIC:
+            assert a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])), k
+        assert a["graph_fallbacks"] == 0 and a["host_reads"] == 0  # the CPU summary is host memory
+
+
+def test_trainer_row_counts_a_fallback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(physics, "graph_unsupported", lambda device: "warp's memory pool is off")
+    with Trainer(_cfg(tmp_path, max_iterations=1), progress=False) as tr:
+        res = tr.train()
+    assert res["rows"][0]["graph_fallbacks"] == 1 and res["graph_fallbacks"] == 1
+    assert "graph runs eager: warp's memory pool is off" in capsys.readouterr().err
+
+
+def test_torch_graphs_are_eager_on_the_cpu_without_a_fallback():
+    calls = []
+    g = TorchGraph(lambda: calls.append(1), "cpu", enabled=True)
+    assert not g.enabled and not g.capture()
+    g()
+    assert calls == [1] and g.fallbacks == 0 and g.graph is None
+
+
+# --- one host read per iteration ----------------------------------------------------------------
+
+def test_host_read_guard_counts_and_forbids_warp_reads():
+    a = wp.zeros(3, dtype=float, device="cpu")
+    with HostReads("cpu") as reads:
+        a.numpy()
+        wp.synchronize_device("cpu")
+        with reads.expected():
+            a.numpy()
+        assert reads.count == 3 and reads.unexpected == 2
+        assert reads.take() == 3 and reads.count == 0
+    assert wp.array.numpy is not HostReads.__dict__.get("numpy")  # patch undone
+    with HostReads("cpu", strict=True) as reads:
+        with reads.expected():
+            a.numpy()
+        with pytest.raises(HostReadError, match=r"outside the iteration's summary: wp.array.numpy\(\)"):
+            a.numpy()
+
+
+def test_an_extra_read_in_the_iteration_is_caught(tmp_path):
+    """A read slipped into the env step is counted in the rows, and a strict guard refuses it."""
+    with Trainer(_cfg(tmp_path, max_iterations=1), progress=False) as tr:
+        step = tr.env.step
+
+        def leaky(*a, **k):
+            out = step(*a, **k)
+            tr.env._counters.numpy()  # a device read inside the rollout
+            return out
+
+        tr.env.step = leaky
+        row = tr.train()["rows"][0]
+        assert row["host_reads"] == TINY_PPO.num_steps
+    with Trainer(_cfg(tmp_path, "strict", max_iterations=1), progress=False) as tr:
+        tr._reads = HostReads("cpu", strict=True)
+        tr.env.step = lambda *a, **k: (tr.env._counters.numpy(), None)
+        with pytest.raises(HostReadError):
+            tr.train()
+
+
+def test_resume_hands_the_loaded_rate_to_the_rate_tensor(tmp_path):
+    with Trainer(_cfg(tmp_path, max_iterations=1, checkpoint_every=1), progress=False) as a:
+        a.train()
+        lr = float(a.lr)
+    ck = torch.load(tmp_path / "run" / "latest.pt", weights_only=False)
+    assert all(isinstance(g["lr"], float) for g in ck["optimizer"]["param_groups"])
+    with Trainer(dataclasses.replace(_cfg(tmp_path), max_iterations=2, resume=str(tmp_path / "run" / "latest.pt")),
+                 progress=False) as b:
+        b._start()
+        assert float(b.lr) == pytest.approx(lr) and all(g["lr"] is b.lr for g in b.optimizer.param_groups)
+
+
+# --- on the GPU (a recorded GPU run) --------------------------------------------------------------
+
+@cuda
+def test_cuda_graphed_update_equals_eager(tmp_path):
+    """One iteration with every graph against one without torch graphs, same seed, on CUDA: the
+    same parameters, learning rate and rows (the torch graphs replay the eager kernels)."""
+    out = {}
+    for on in (True, False):
+        cfg = _cfg(tmp_path, f"u{on}", device="cuda:0", nworld=256, max_iterations=1,
+                   ppo=PPOConfig(), policy_graph=on, update_graph=on)
+        with Trainer(cfg, progress=False) as tr:
+            row = tr.train()["rows"][0]
+            assert (tr._update_graph.graph is not None) is on and row["graph_fallbacks"] == 0
+            out[on] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()},
+                       float(tr.lr), row)
+    (pa, la, ra), (pb, lb, rb) = out[True], out[False]
+    worst = max(float((pa[k] - pb[k]).abs().max()) for k in pa)
+    assert worst <= 1e-6, worst
+    assert la == pytest.approx(lb, rel=1e-6)
+    for k in DETERMINISTIC:
+        assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7) or (math.isnan(ra[k]) and math.isnan(rb[k])), k
+
+
+@cuda
+def test_cuda_iterations_read_the_host_once(tmp_path):
+    """Full iterations under torch.cuda.set_sync_debug_mode("error") and the warp read guard: no
+    read but the summary; every row says host_reads == 1."""
+    cfg = _cfg(tmp_path, device="cuda:0", nworld=256, max_iterations=3, ppo=PPOConfig())
+    with Trainer(cfg, progress=False) as tr:
+        tr._reads = HostReads("cuda:0", strict=True)
+        rows = tr.train()["rows"]
+    assert [r["host_reads"] for r in rows] == [1, 1, 1]
+    assert all(r["graph_fallbacks"] == 0 for r in rows)
+    assert all(0 < r["update_s"] < r["wall_s"] and 0 < r["rollout_s"] < r["wall_s"] for r in rows)
+
+
+def test_notebook_05_smoke_runs_on_the_cpu_and_writes_nothing_in_data(tmp_path):
+    """Notebook 05 at size smoke through `reproduce` (papermill, run in notebooks/): its rows go
+    to runs/graphs/, the figure is drawn from them, data/ is untouched."""
+    import subprocess
+
+    from fightlab import results
+    from fightlab.paths import REPO_ROOT, RUNS
+    from fightlab.reproduce import reproduce
+
+    def status():
+        return subprocess.run(["git", "status", "--porcelain", "data", "figures"], cwd=REPO_ROOT,
+                              capture_output=True, text=True).stdout
+    before = status()
+    assert reproduce(only=["05"], size="smoke", device="cpu", out_dir=tmp_path) == 0
+    root = RUNS / "graphs" / "nb05-smoke-cpu"
+    df = results.read_rows("graphs", root)
+    assert sorted(df["env_graph"].astype(bool)) == [False, True] and (df["iterations"] == 2).all()
+    assert (root / "figures" / "graphs_split.png").exists() and status() == before
