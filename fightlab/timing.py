@@ -618,6 +618,7 @@ class HostReads:
         self.strict = strict
         self.count = 0
         self.unexpected = 0
+        self.sites: list[str] = []  # what was read, where (the first 64 since reset/take)
         self._inside = 0   # nesting of warp's read functions (one outer call counts once)
         self._sanctioned = 0
         self._saved: dict = {}
@@ -625,9 +626,12 @@ class HostReads:
     def reset(self) -> None:
         self.count = 0
         self.unexpected = 0
+        self.sites = []
 
     def _seen(self, what: str) -> None:
         self.count += 1
+        if len(self.sites) < 64:
+            self.sites.append(what)
         if not self._sanctioned:
             self.unexpected += 1
             if self.strict:
@@ -637,7 +641,10 @@ class HostReads:
         def wrapped(*a, **k):
             if self._inside:
                 return fn(*a, **k)
-            self._seen(what)
+            import sys
+
+            f = sys._getframe(1)
+            self._seen(f"{what} at {f.f_code.co_filename}:{f.f_lineno}")
             self._inside += 1
             try:
                 return fn(*a, **k)
@@ -675,7 +682,7 @@ class HostReads:
         log, self._log[:] = list(self._log), []
         for w in log:
             if _SYNC_WARNING in str(w.message):
-                self._seen(f"torch: {str(w.message)[:80]}")
+                self._seen(f"torch sync at {w.filename}:{w.lineno}")
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
@@ -713,5 +720,5 @@ class HostReads:
     def take(self) -> int:
         """The reads counted since the last `take()` (torch's recorded so far included)."""
         self._drain()
-        n, self.count, self.unexpected = self.count, 0, 0
+        n, self.count, self.unexpected, self.sites = self.count, 0, 0, []
         return n
