@@ -29,7 +29,10 @@ class TorchGraph:
     """`fn` (torch work without host reads) captured as one CUDA graph, or run eagerly.
 
     Capture (`capture(pool)`): warm-up calls on a side stream (cuBLAS handles, the autograd
-    streams, lazily created optimizer state), then one capture with the garbage collector off.
+    streams, lazily created optimizer state) under `torch.cuda.set_sync_debug_mode("error")`, so
+    that a host read is refused before capture, then one capture with the garbage collector off.
+    `fn` must not draw random numbers (a captured RNG ties the graph to torch's generator state;
+    the rollout draws its noise eagerly, once per iteration).
     The caller restores whatever state the warm-up moved. A capture that raises leaves no graph,
     prints one warning and counts a fallback; `watch` (a callable returning the tensors the graph
     reads and writes) is checked by storage pointer before each replay, and a replaced tensor
@@ -77,9 +80,17 @@ class TorchGraph:
         try:
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                for _ in range(self.warmup):
-                    self.fn()
+            # the warm-up under sync-debug "error": a host read in `fn` (which would invalidate
+            # the capture, and a failed capture leaves torch's pool and RNG state half-recording)
+            # is refused here, eagerly and cleanly, before any capture begins
+            mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                with torch.cuda.stream(side):
+                    for _ in range(self.warmup):
+                        self.fn()
+            finally:
+                torch.cuda.set_sync_debug_mode(mode)
             torch.cuda.current_stream(self.device).wait_stream(side)
             g = torch.cuda.CUDAGraph()
             with suspend_gc(), torch.cuda.graph(g, pool=pool):

@@ -86,9 +86,16 @@ class ActorCritic(nn.Module):
         """Deterministic action (the mean), for evaluation."""
         return self.actor(self.obs_norm(obs))
 
-    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
+                             noise: torch.Tensor | None = None):
         """Sample (or score) an action. Returns (action, log_prob [B], entropy [B], value [B],
-        mean [B, act_dim], std [B, act_dim]). Reads nothing back to the host (capturable)."""
+        mean [B, act_dim], std [B, act_dim]).
+
+        The sample is `mean + std · noise`, with `noise` [B, act_dim] standard normal given by
+        the caller (the rollout draws a whole rollout's noise at once, so a captured policy step
+        holds no RNG) or drawn here with `torch.randn_like`. Reads nothing back to the host:
+        `torch.normal(mean, std)` would (it checks std >= 0 with a host read).
+        """
         x = self.obs_norm(obs)
         mean = self.actor(x)
         std = self.actor_logstd.exp().expand_as(mean)
@@ -97,6 +104,6 @@ class ActorCritic(nn.Module):
         # by construction (the env zeroes non-finite observations)
         dist = Normal(mean, std, validate_args=False)
         if action is None:
-            action = dist.sample()
+            action = mean + std * (torch.randn_like(mean) if noise is None else noise)
         return (action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1),
                 self.critic(x).squeeze(-1), mean, std)

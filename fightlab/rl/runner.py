@@ -180,8 +180,8 @@ class Trainer:
             buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
             buf.dones[s - 1].copy_(env.done)
         with torch.no_grad():
-            if s < T:
-                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs)
+            if s < T:  # buf.actions[s] holds this step's standard-normal noise (iterate draws it)
+                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s])
                 buf.obs[s].copy_(env.obs)
                 buf.actions[s].copy_(action)
                 buf.logprobs[s].copy_(logp)
@@ -270,6 +270,8 @@ class Trainer:
             self._check_torch_graphs()
             if ev:
                 ev[0].record()
+            # the rollout's action noise in one launch (no RNG inside the captured policy steps)
+            torch.randn(self.buf.actions.shape, out=self.buf.actions)
             for s in range(T):
                 with nvtx_range("policy"):
                     self._policy[s]()
