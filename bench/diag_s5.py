@@ -30,12 +30,12 @@ def variant(name):
         tr._reads.take()
         with shared_stream("cuda:0"), tr._reads:
             for s in range(tr.cfg.ppo.num_steps):
-                tr._policy[s]()
+                tr.policy_graphs[s]()
                 tr.env.step()
             a = list(tr._reads.sites)
-            tr._policy[tr.cfg.ppo.num_steps]()
+            tr.policy_graphs[tr.cfg.ppo.num_steps]()
             tr.update.draw()
-            tr._update_graph()
+            tr.ppo_graph()
             b = list(tr._reads.sites)[len(a):]
             tr._reads.take()
         print("rollout reads", len(a), Counter(a).most_common(4), "update reads", len(b), Counter(b).most_common(4))
@@ -43,7 +43,7 @@ def variant(name):
     if name == "update-only":
         tr = trainer(policy_graph=False, update_graph=True)
         tr._start()
-        print("update graph", tr._update_graph.graph is not None, tr._update_graph.fallback_reason)
+        print("update graph", tr.ppo_graph.graph is not None, tr.ppo_graph.fallback_reason)
         r = tr.iterate()
         print("row", r["update_s"], r["rollout_s"], r["host_reads"], r["graph_fallbacks"])
         return

@@ -69,13 +69,16 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
         "mean_episode_s", "overflow_count", "nan_resets", "host_reads_per_iter", "graph_fallbacks",
     ),
-    # seconds per training iteration with and without each graph, and the physics-only vs the
-    # whole env step (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]
+    # seconds per training iteration with and without each graph, and the parts of a rollout
+    # step timed apart (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]. Rows
+    # of commit ce380b3 timed physics and env step from a settled zero-action state (their
+    # params lack split_state) and have no env_extra/policy/measured columns
     "graphs": (
         "env_graph", "policy_graph", "update_graph", "iterations", "s_per_iter",
         "rollout_s_per_iter", "update_s_per_iter", "host_reads_per_iter", "graph_fallbacks",
         "physics_ms_per_step", "env_step_ms_per_step", "rollout_ms_per_step", "non_physics_share",
-        "env_non_physics_share",
+        "env_non_physics_share", "env_extra_ms_per_step", "policy_ms_per_step",
+        "measured_non_physics_share",
     ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (

@@ -74,7 +74,8 @@ def graphs_row(body="simple", setting="all", s_per_iter=0.25) -> dict:
                rollout_s_per_iter=0.6 * s_per_iter, update_s_per_iter=0.3 * s_per_iter,
                host_reads_per_iter=1.0, graph_fallbacks=0, physics_ms_per_step=4.0,
                env_step_ms_per_step=4.4, rollout_ms_per_step=4.7, non_physics_share=0.15,
-               env_non_physics_share=0.09)
+               env_non_physics_share=0.09, env_extra_ms_per_step=0.1, policy_ms_per_step=0.05,
+               measured_non_physics_share=0.03)
     return row
 
 

@@ -648,16 +648,25 @@ class StanceEnv:
                           self._task, self._amp, self._step_count, self._prev_action],
                   outputs=[self._obs])
 
-    def launch_step(self):
+    def launch_step(self, physics: bool = True, task: bool = True):
         """Launch one env step's kernels, uncaptured: pre-step, `substeps` physics steps with
         contact checks, post-step, masked reset, observe (`step` replays them as one graph; the
         profiler times them one by one). NVTX ranges mark the stages (visible per step with
-        graph=False; once at capture). Reads nothing back to the host."""
+        graph=False; once at capture). Reads nothing back to the host.
+
+        `physics=False` leaves out `mujoco_warp.step` (the env's own kernels alone) and
+        `task=False` everything but it (the physics alone): `fightlab.measure.graphs` times the
+        two parts of a step apart."""
         with nvtx_range("physics"):
-            self._launch_pre_step()
+            if task:
+                self._launch_pre_step()
             for _ in range(self.substeps):
-                mjw.step(self.m, self.d)
-                self._launch_contact_check()
+                if physics:
+                    mjw.step(self.m, self.d)
+                if task:
+                    self._launch_contact_check()
+        if not task:
+            return
         with nvtx_range("observation/reward"):
             self._launch_post_step()
         with nvtx_range("reset"):

@@ -27,7 +27,8 @@ def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
 def plot_graphs(df: pd.DataFrame, title: str = ""):
     """Stacked bars per graph setting: rollout, update and the rest of the iteration (host:
     summary, curriculum, row), seconds per iteration; one panel per (body, nworld), the
-    non-physics share of the rollout step written beside each bar. Returns a matplotlib Figure."""
+    non-physics share of the rollout step (measured directly where the row has it, and by
+    subtraction) and the host reads written beside each bar. Returns a matplotlib Figure."""
     import matplotlib.pyplot as plt
 
     df = latest_rows(df)
@@ -45,12 +46,15 @@ def plot_graphs(df: pd.DataFrame, title: str = ""):
                                (rest, "host rest", "0.75")):
                 ax.barh(y, np.nan_to_num(v), left=left, color=c, height=0.6, label=name)
                 left += np.nan_to_num(v)
-            for yi, tot, share, reads in zip(y, left, g["non_physics_share"], g["host_reads_per_iter"]):
-                ax.text(tot, yi, f"  {tot:.3f} s · non-physics {share:.0%} · reads {reads:g}",
-                        va="center", fontsize=8, color="0.25")
+            for yi, tot, sub, direct, reads in zip(y, left, g["non_physics_share"],
+                                                   g["measured_non_physics_share"], g["host_reads_per_iter"]):
+                share = (f"non-physics {direct:.0%} (by subtraction {sub:.0%})" if np.isfinite(direct)
+                         else f"non-physics by subtraction {sub:.0%}")
+                ax.text(tot, yi, f"  {tot:.3f} s · {share} · reads {reads:g}", va="center",
+                        fontsize=8, color="0.25")
             ax.set_yticks(y, g["setting"].tolist())
             ax.invert_yaxis()
-            ax.set_xlim(0, 1.45 * max(left.max(), 1e-9))
+            ax.set_xlim(0, 1.9 * max(left.max(), 1e-9))
             plots.label(ax, x="seconds per training iteration [s]", title=f"{body} ×{nworld}")
             ax.grid(axis="y", visible=False)
         axes[0, 0].legend(loc="lower right", fontsize=8)

@@ -8,11 +8,15 @@ Two measurements per body and world count, in one ``graphs`` row per graph setti
 - `run_setting`: a short training (default 12 iterations, medians of iterations 4–12) with the
   setting; rollout and update come from the trainer's CUDA events, host reads per iteration
   from `fightlab.timing.HostReads`.
-- `physics_split`: the physics alone (`substeps` × `mujoco_warp.step`, captured as one graph)
-  against the whole env step (its graph: pre-step, physics, contact checks, reward, masked
-  reset, observation), both replayed from the same state. The non-physics share of a rollout
-  step is 1 − physics / (rollout seconds / num_steps), that of the env step alone
-  1 − physics / env step.
+- `step_split`, after that training, in its state: the physics alone (`substeps` ×
+  `mujoco_warp.step`), the env's own kernels alone, the whole env step and the policy step, each
+  timed apart from the same state (captured graphs where the setting has them). Two views of the
+  non-physics share of a rollout step (rollout seconds / num_steps): measured directly,
+  (policy + env's own kernels) / rollout step (`measured_non_physics_share`), and by
+  subtraction, 1 − physics / rollout step (`non_physics_share`; the env step alone:
+  `env_non_physics_share` = 1 − physics / env step). Subtraction charges everything the
+  physics-only replay does not reproduce (launch gaps, a different contact load) to
+  "non-physics"; the direct view counts only work that is not physics.
 """
 
 from __future__ import annotations
@@ -50,82 +54,80 @@ def validate_settings(settings) -> list[str]:
     return list(settings)
 
 
-def physics_split(body: str, nworld: int, device: str, nstep: int = 32, repeats: int = 10,
-                  seed: int = 0, settle: int = 16) -> dict:
-    """Milliseconds per env step of the physics alone and of the whole env step, both captured.
+def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
+    """Milliseconds per env step of each part of a rollout step, timed apart in the trainer's
+    current (training) state: the physics alone (`substeps` × `mujoco_warp.step`), the env's own
+    kernels alone (pre-step, contact checks, reward, masked reset, observation), the whole env
+    step, and the policy step (its graph where captured); each part as one captured warp graph
+    where the device can (the policy as the trainer runs it).
+
+    Every region starts from the same env state (a `state_dict` loaded before the clock starts),
+    runs `nstep` calls, and is synchronised before and after; median of `repeats` regions after
+    one warm-up region (`fightlab.timing.default_sync`). The env state is restored at the end.
 
     Args:
-      body, nworld, device, seed: the env; nstep: env steps per timed region; repeats: timed
-      regions (median after one warm-up region, synchronised; `fightlab.timing.default_sync`); settle: zero-action steps before timing
-      (the state both timings start from, restored before each region).
+      trainer: a `fightlab.rl.runner.Trainer` that has trained (its graphs captured); nstep,
+        repeats: as above.
 
     Returns:
-      dict: physics_ms_per_step, env_step_ms_per_step (floats, all worlds together),
-      env_graph (whether the env step was a captured graph; False where the device could not).
+      dict of floats (all worlds together): physics_ms_per_step, env_extra_ms_per_step,
+      env_step_ms_per_step, policy_ms_per_step; env_graph (bool: the env parts were captured).
     """
-    import mujoco_warp as mjw
     import warp as wp
 
-    from fightlab.envs.stance import StanceEnv
-    from fightlab.sim.physics import StepGraph
+    from fightlab.sim.physics import StepGraph, shared_stream
     from fightlab.timing import default_sync
 
-    env = StanceEnv(body, nworld, device, seed=seed)
-    try:
-        env.reset(stagger=True)
-        for _ in range(settle):
-            env.step()
-        start = env.state_dict()
+    env, device = trainer.env, trainer.device
+    start = env.state_dict()
+    sync = default_sync(device)
+    parts = {}
+    with wp.ScopedDevice(device):
+        for name, kw in (("physics", dict(task=False)), ("env_extra", dict(physics=False))):
+            g = StepGraph(lambda kw=kw: env.launch_step(**kw), device, enabled=env.graph_captured,
+                          name=f"{name} part")
+            g.fn()  # compiled, loaded (and its state moved: every region reloads `start`)
+            g.capture()
+            parts[name] = g
+    parts["env_step"] = env.step
+    parts["policy"] = trainer.policy_graphs[0]
 
-        def physics():
-            for _ in range(env.substeps):
-                mjw.step(env.m, env.d)
+    def timed(call) -> float:
+        times = []
+        for r in range(repeats + 1):
+            env.load_state_dict(start)
+            sync()
+            t0 = time.perf_counter()
+            with shared_stream(device), wp.ScopedDevice(device):
+                for _ in range(nstep):
+                    call()
+            sync()
+            if r:  # region 0 is the warm-up
+                times.append(time.perf_counter() - t0)
+        return 1e3 * float(np.median(times)) / nstep
 
-        with wp.ScopedDevice(device):
-            physics()  # compiled and loaded before capture
-        phys = StepGraph(physics, device, name="physics-only")
-        phys.capture()
-
-        sync = default_sync(device)
-
-        def timed(call) -> float:
-            """Median seconds of `nstep` calls, each region from `start` (loaded before the
-            clock starts), after one warm-up region; synchronised before and after."""
-            times = []
-            for r in range(repeats + 1):
-                env.load_state_dict(start)
-                sync()
-                t0 = time.perf_counter()
-                with wp.ScopedDevice(device):
-                    for _ in range(nstep):
-                        call()
-                sync()
-                if r:  # region 0 is the warm-up
-                    times.append(time.perf_counter() - t0)
-            return float(np.median(times))
-
-        t_phys, t_env = timed(phys), timed(env.step)
-        captured = env.graph_captured
-    finally:
-        env.close()
-    return dict(physics_ms_per_step=1e3 * t_phys / nstep, env_step_ms_per_step=1e3 * t_env / nstep,
-                env_graph=captured)
+    out = {f"{k}_ms_per_step": timed(v) for k, v in parts.items()}
+    env.load_state_dict(start)
+    out["env_graph"] = env.graph_captured
+    return out
 
 
 def run_setting(body: str, nworld: int, device: str, setting: str, iterations: int = 12,
                 skip: int = 3, seed: int = 0, run_root: Path | str | None = None,
-                progress: bool = False, **train_kw: Any) -> dict:
+                progress: bool = False, nstep: int = 32, repeats: int = 10,
+                **train_kw: Any) -> dict:
     """A short training with one graph setting; medians over iterations skip+1 … iterations.
 
     Args:
       body, nworld, device, seed: the run; setting: a `SETTINGS` name; iterations (> skip),
       skip: iterations left out of the medians (capture, allocator and curriculum warm-up);
-      run_root: parent of the run folder (default the repository's runs/graphs); train_kw:
-      further TrainConfig fields (e.g. ppo=PPOConfig(num_steps=4) for a smoke run).
+      run_root: parent of the run folder (default the repository's runs/graphs); nstep,
+      repeats: of `step_split`, run after the training in its final state; train_kw: further
+      TrainConfig fields (e.g. ppo=PPOConfig(num_steps=4) for a smoke run).
 
     Returns:
       dict: s_per_iter, rollout_s_per_iter, update_s_per_iter, host_reads_per_iter (medians),
-      graph_fallbacks (int), iterations (int), num_steps (int).
+      graph_fallbacks (int), iterations (int), num_steps (int), and `step_split`'s entries.
 
     Raises:
       ConfigError: unknown setting, iterations <= skip.
@@ -143,11 +145,12 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
     with Trainer(cfg, progress=progress) as tr:
         tr.train()
         rows = tr.rows[skip:]
+        split = step_split(tr, nstep=nstep, repeats=repeats)
     med = lambda k: float(np.median([r[k] for r in rows]))  # noqa: E731
     return dict(s_per_iter=med("wall_s"), rollout_s_per_iter=med("rollout_s"),
                 update_s_per_iter=med("update_s"), host_reads_per_iter=med("host_reads"),
                 graph_fallbacks=int(max(r["graph_fallbacks"] for r in tr.rows)),
-                iterations=len(rows), num_steps=cfg.ppo.num_steps)
+                iterations=len(rows), num_steps=cfg.ppo.num_steps, **split)
 
 
 def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu",
@@ -156,20 +159,20 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
                    progress: bool = False, **train_kw: Any) -> list[dict]:
     """One ``graphs`` row per setting for `body` at `nworld`, appended to
     ``root/data/results/graphs.csv`` (`results.append_row`, which applies the publish rule to
-    the repository's data/). The physics split is measured once and carried by every row.
+    the repository's data/); each row's step split is measured after its own training.
 
     Returns the rows (dicts). Raises ConfigError for an unknown setting.
     """
     settings = validate_settings(settings)
-    split = physics_split(body, nworld, device, nstep=nstep, repeats=repeats, seed=seed)
     out = []
     for name in settings:
         r = run_setting(body, nworld, device, name, iterations=iterations, skip=skip, seed=seed,
-                        run_root=run_root, progress=progress, **train_kw)
+                        run_root=run_root, progress=progress, nstep=nstep, repeats=repeats, **train_kw)
         g, p, u = SETTINGS[name]
         rollout_ms = 1e3 * r["rollout_s_per_iter"] / r["num_steps"]
+        extra = r["policy_ms_per_step"] + r["env_extra_ms_per_step"]
         params = dict(setting=name, iterations=iterations, skip=skip, nstep=nstep, repeats=repeats,
-                      num_steps=r["num_steps"], physics_env_graph=split["env_graph"],
+                      num_steps=r["num_steps"], split_env_graph=r["env_graph"], split_state="training",
                       **{k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
                          for k, v in train_kw.items()})
         meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
@@ -177,10 +180,12 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
             env_graph=g, policy_graph=p, update_graph=u, iterations=r["iterations"],
             s_per_iter=r["s_per_iter"], rollout_s_per_iter=r["rollout_s_per_iter"],
             update_s_per_iter=r["update_s_per_iter"], host_reads_per_iter=r["host_reads_per_iter"],
-            graph_fallbacks=r["graph_fallbacks"], physics_ms_per_step=split["physics_ms_per_step"],
-            env_step_ms_per_step=split["env_step_ms_per_step"], rollout_ms_per_step=rollout_ms,
-            non_physics_share=1.0 - split["physics_ms_per_step"] / rollout_ms if rollout_ms > 0 else math.nan,
-            env_non_physics_share=1.0 - split["physics_ms_per_step"] / split["env_step_ms_per_step"],
+            graph_fallbacks=r["graph_fallbacks"], physics_ms_per_step=r["physics_ms_per_step"],
+            env_step_ms_per_step=r["env_step_ms_per_step"], rollout_ms_per_step=rollout_ms,
+            non_physics_share=1.0 - r["physics_ms_per_step"] / rollout_ms if rollout_ms > 0 else math.nan,
+            env_non_physics_share=1.0 - r["physics_ms_per_step"] / r["env_step_ms_per_step"],
+            env_extra_ms_per_step=r["env_extra_ms_per_step"], policy_ms_per_step=r["policy_ms_per_step"],
+            measured_non_physics_share=extra / rollout_ms if rollout_ms > 0 else math.nan,
         )
         row = {**meta, **{c: metrics[c] for c in results.columns("graphs")[len(meta):]}}
         results.append_row("graphs", row, root)

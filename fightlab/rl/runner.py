@@ -43,6 +43,10 @@ class Trainer:
     Args:
       cfg: TrainConfig (validated here; bad values raise ValueError naming them).
       progress: show a tqdm bar.
+
+    Attributes (besides env, agent, optimizer, lr, buf, update, curriculum): policy_graphs (the
+    num_steps + 1 torch graphs of the rollout, `fightlab.rl.graphs.TorchGraph`), ppo_graph (the
+    update's), graph_fallbacks (torch graphs asked for that run eager).
     """
 
     def __init__(self, cfg: TrainConfig, progress: bool = True):
@@ -95,9 +99,9 @@ class Trainer:
         # the torch graphs (fightlab.rl.graphs): policy[s] for s = 0..num_steps, then the update
         T = cfg.ppo.num_steps
         me = weakref.ref(self)  # no reference cycle: a dropped Trainer frees its run folder at once
-        self._policy = [TorchGraph(lambda s=s: me()._policy_step(s), dev, enabled=cfg.policy_graph,
+        self.policy_graphs = [TorchGraph(lambda s=s: me()._policy_step(s), dev, enabled=cfg.policy_graph,
                                    name="policy step") for s in range(T + 1)]
-        self._update_graph = TorchGraph(lambda: me()._update_step(), dev, enabled=cfg.update_graph,
+        self.ppo_graph = TorchGraph(lambda: me()._update_step(), dev, enabled=cfg.update_graph,
                                         name="PPO update", warmup=2)
         self._torch_ptrs: tuple = ()
         self.graph_fallbacks = 0   # graphs asked for that run eager (each said with a warning)
@@ -216,7 +220,7 @@ class Trainer:
         """Warm up and capture the torch graphs (CUDA only, those enabled), then put back every
         state the warm-up moved (weights, normaliser, Adam state, learning rate, RNG): the first
         recorded iteration starts from the state the run had before capture."""
-        graphs = [g for g in (*self._policy, self._update_graph) if g.enabled]
+        graphs = [g for g in (*self.policy_graphs, self.ppo_graph) if g.enabled]
         if not graphs:
             return
         dev = torch.device(self.device)
@@ -227,13 +231,13 @@ class Trainer:
             lr = self.lr.clone()
         rng = torch.cuda.get_rng_state(dev)
         pool = torch.cuda.graph_pool_handle()
-        for g in self._policy:
+        for g in self.policy_graphs:
             if g.enabled and not g.capture(pool):
-                for other in self._policy:  # one warning for the policy graphs, eager together
+                for other in self.policy_graphs:  # one warning for the policy graphs, eager together
                     other.enabled, other.graph = False, None
                 self.graph_fallbacks += 1
                 break
-        if self._update_graph.enabled and not self._update_graph.capture(pool):
+        if self.ppo_graph.enabled and not self.ppo_graph.capture(pool):
             self.graph_fallbacks += 1
         with torch.no_grad():
             for k, v in self.agent.state_dict().items():
@@ -248,7 +252,7 @@ class Trainer:
         self._torch_ptrs = self._torch_inputs()
 
     def _check_torch_graphs(self) -> None:
-        if any(g.graph is not None for g in (*self._policy, self._update_graph)) \
+        if any(g.graph is not None for g in (*self.policy_graphs, self.ppo_graph)) \
                 and self._torch_inputs() != self._torch_ptrs:
             import sys
 
@@ -274,16 +278,16 @@ class Trainer:
             torch.randn(self.buf.actions.shape, out=self.buf.actions)
             for s in range(T):
                 with nvtx_range("policy"):
-                    self._policy[s]()
+                    self.policy_graphs[s]()
                 env.step()
             with nvtx_range("policy"):
-                self._policy[T]()
+                self.policy_graphs[T]()
             if ev:
                 ev[1].record()
             t1 = time.perf_counter()
             with nvtx_range("update"):
                 self.update.draw()
-                self._update_graph()
+                self.ppo_graph()
             if ev:
                 ev[2].record()
             t2 = time.perf_counter()
