@@ -181,3 +181,20 @@ def test_slots_is_quiet_and_shows_progress():
     text = r.stdout + r.stderr
     assert "initialized" not in text and not re.search(r"(?m)^Module ", text), text
     assert "SLOTS simple nworld=2" in r.stdout and "slots simple ×2: 100%" in r.stderr
+
+
+@pytest.mark.parametrize("flags, want", [
+    (["--no-graph"], dict(graph=False, policy_graph=False, update_graph=False)),
+    (["--no-update-graph"], dict(graph=True, policy_graph=True, update_graph=False)),
+    (["--no-env-graph", "--no-policy-graph"], dict(graph=False, policy_graph=False, update_graph=True)),
+    ([], dict(graph=True, policy_graph=True, update_graph=True)),
+])
+def test_graph_flags_set_each_graph(flags, want, tmp_path):
+    import torch
+
+    d = tmp_path / "run"
+    assert main(["train", "--body", "simple", "--nworld", "2", "--device", "cpu", "--max-iterations", "1",
+                 "--set", "ppo.num_steps=2", "--set", "ppo.num_minibatches=1", "--set", "ppo.update_epochs=1",
+                 "--run-dir", str(d), "--no-progress", *flags]) == 0
+    cfg = torch.load(d / "latest.pt", weights_only=False)["config"]
+    assert {k: cfg[k] for k in want} == want

@@ -307,3 +307,20 @@ def test_step_split_times_each_part_and_puts_the_state_back(tmp_path):
     assert all(split[k] > 0 for k in split if k != "env_graph") and split["env_graph"] is True
     for k in before:
         assert np.array_equal(before[k], after[k]), k
+
+
+def test_a_cuda_checkpoints_optimizer_settings_resume_on_the_cpu(tmp_path):
+    """A checkpoint written on CUDA holds Adam groups with capturable=True, fused=True and step
+    counts as tensors; resumed on the CPU the optimizer keeps this device's settings and trains."""
+    with Trainer(_cfg(tmp_path, max_iterations=1, checkpoint_every=1), progress=False) as a:
+        a.train()
+    path = tmp_path / "run" / "latest.pt"
+    ck = torch.load(path, weights_only=False)
+    for g in ck["optimizer"]["param_groups"]:
+        g.update(capturable=True, fused=True, foreach=None)
+    torch.save(ck, tmp_path / "run" / "cuda-like.pt")
+    with Trainer(dataclasses.replace(_cfg(tmp_path), max_iterations=2,
+                                     resume=str(tmp_path / "run" / "cuda-like.pt")), progress=False) as b:
+        row = b.train()["rows"][-1]
+        assert all(g["capturable"] is False and not g["fused"] for g in b.optimizer.param_groups)
+    assert row["iteration"] == 2 and math.isfinite(row["policy_loss"])

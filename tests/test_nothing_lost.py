@@ -208,6 +208,8 @@ def test_resume_keeps_every_setting_and_records_segments(tmp_path, capsys):
     assert main(["train", "--resume", ck, "--max-iterations", "2", "--device", "cpu", "--no-progress"]) == 0
     saved = torch.load(d / "latest.pt", weights_only=False)
     assert saved["config"]["checkpoint_every"] == 5 and saved["config"]["graph"] is False
+    # --no-graph turned every graph off, and they stay off
+    assert saved["config"]["policy_graph"] is False and saved["config"]["update_graph"] is False
     assert [s["max_iterations"] for s in saved["segments"]] == [1, 2]
     assert [s["device"] for s in saved["segments"]] == ["cpu", "cpu"]
     # the finished, unsolved run resumed once more: still one row for its run_id, the latest

@@ -43,14 +43,18 @@ def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> Non
 
 def make_optimizer(agent: ActorCritic, learning_rate: float, device) -> tuple[torch.optim.Adam, torch.Tensor]:
     """Adam (eps 1e-5, CleanRL's) over the agent's parameters with the learning rate as a 0-d
-    float32 tensor on `device`; capturable (its step counts on the device) on CUDA.
+    float32 tensor on `device`; on CUDA capturable (its step counts on the device) and fused (one
+    kernel per step for every parameter instead of a dozen foreach kernels: fewer nodes in the
+    update graph; same arithmetic, not bitwise the foreach path's).
 
     Returns:
       (optimizer, lr): move the rate with `kl_adaptive_lr(lr, ...)`, never by assigning the group.
     """
     dev = torch.device(device)
+    cuda = dev.type == "cuda"
     lr = torch.tensor(float(learning_rate), dtype=torch.float32, device=dev)
-    opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=dev.type == "cuda")
+    opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=cuda,
+                           fused=True if cuda else None)
     return opt, lr
 
 
@@ -64,8 +68,10 @@ def adopt_optimizer_state(optimizer: torch.optim.Optimizer, lr: torch.Tensor) ->
         v = g["lr"]
         lr.fill_(float(v))  # a host read: only when a checkpoint is loaded
         g["lr"] = lr
-        if "capturable" in g:
-            g["capturable"] = cap
+        g["capturable"] = cap  # this optimizer's settings, not the file's (another device's)
+        g["fused"] = True if cap else None
+        if cap:
+            g["foreach"] = None
     for p, st in optimizer.state.items():
         if "step" in st:
             st["step"] = torch.as_tensor(st["step"], dtype=torch.float32).to(p.device if cap else "cpu")
