@@ -245,7 +245,9 @@ def cmd_train(a) -> int:
         saved_dir = str(Path(a.resume).resolve().parent)
         conflicts = resume_conflicts(dataclasses.replace(saved, run_dir=saved_dir), given)
         if conflicts:
-            flag = _BOOL_FLAGS
+            flag = dict(_BOOL_FLAGS)
+            if a.no_graph:  # the flag the user typed, not the three it stands for
+                flag.update(graph="--no-graph", policy_graph="--no-graph", update_graph="--no-graph")
             said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
                              else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
                              for k, v, have in conflicts)

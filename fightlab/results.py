@@ -460,6 +460,30 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None)
 
 
+def _older_schema(path: Path, experiment: str) -> list[str] | None:
+    """The columns the schema gained since ``path`` was written, when its header is an older
+    version of the schema (the schema's first columns, in order: columns are only ever added at
+    the end), else None."""
+    cols, header = columns(experiment), _header(path)
+    if 0 < len(header) < len(cols) and tuple(header) == cols[:len(header)]:
+        return list(cols[len(header):])
+    return None
+
+
+def _migrate_older(path: Path, experiment: str) -> None:
+    """Rewrite a file of an older schema version under the current header, its rows' new
+    columns empty (not measured), atomically. Leaves any other file alone."""
+    added = _older_schema(path, experiment)
+    if not added:
+        return
+    lines, _, _ = _records(path, len(_header(path)))
+    pad = "," * len(added)
+    text = ",".join(columns(experiment)) + "\n" + "".join(ln + pad + "\n" for ln in lines[1:])
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def _check_header(path: Path, experiment: str) -> None:
     """Refuse a results file whose header is not ``experiment``'s schema (rows are never read or
     written under a wrong header). Raises MalformedRowError naming what is missing or extra."""
@@ -513,7 +537,9 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
     Raises:
         ValueError: the row is invalid (see :func:`validate_row`), or the existing file's header
             differs from the schema (message lists missing/extra columns; move the old file aside
-            or register a new experiment name -- rows are never written under a wrong header);
+            or register a new experiment name -- rows are never written under a wrong header). A
+            file of an older version of the schema (its header the schema's first columns) is
+            first rewritten under the current header, its rows' new columns empty;
             MalformedRowError: the file has a torn or malformed line (file and line named);
             fightlab.config.ConfigError: a CPU row for the repository's data/.
     """
@@ -533,6 +559,7 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     if not exists:
         path.write_text(",".join(cols) + "\n" + line)
         return path
+    _migrate_older(path, experiment)  # a file of an older schema gains the new columns, empty
     _check_header(path, experiment)
     lines, ids, newline = _records(path, len(cols))
     same = [i for i, run_id in enumerate(ids, start=1) if run_id == row["run_id"]]
@@ -555,7 +582,8 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
 
     Text metadata columns come back as ``str`` (``""`` stays ``""``; a commit of digits stays
     text); ``nworld``/``seed`` as int; metrics as numbers with NaN for "not measured". A missing
-    file gives an empty DataFrame with the schema's columns.
+    file gives an empty DataFrame with the schema's columns; a file of an older version of the
+    schema (its header the schema's first columns) reads with the newer columns NaN.
 
     Raises:
         ValueError: unknown experiment, or the file's header differs from the schema;
@@ -565,8 +593,10 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
     path = results_path(experiment, root)
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in _META_STR else float) for c in cols})
-    _check_header(path, experiment)
-    _records(path, len(cols))
+    added = _older_schema(path, experiment) or []  # an older schema: its new columns read empty
+    if not added:
+        _check_header(path, experiment)
+    _records(path, len(cols) - len(added))
     na = ["", "nan", "NaN"]
     try:
         df = pd.read_csv(
@@ -577,6 +607,8 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
         )
     except ValueError as e:  # e.g. a non-integer nworld: say where
         raise MalformedRowError(f"{path}: malformed rows ({e})") from None
+    for c in added:
+        df[c] = np.nan
     for i, v in enumerate(df["params"]):  # params is a JSON object, as append_row wrote it
         try:
             ok = isinstance(json.loads(v), dict)

@@ -606,8 +606,14 @@ class HostReads:
     CPU device these are host memory, counted all the same so the CPU suite can test the guard).
     Reads inside ``expected()`` are the sanctioned ones: counted, never refused.
 
+    Counting is process-wide (a read by another thread while active counts too); reads through
+    a function bound before entering (``from warp import synchronize``) are not seen. Re-entrant:
+    a nested ``with`` of the same instance is a no-op. Other warnings raised while active are
+    re-issued when it exits.
+
     Attributes:
-      count: reads seen since the last ``reset()`` (int); unexpected: those outside ``expected()``.
+      count: reads seen since the last ``reset()`` (int); unexpected: those outside ``expected()``;
+      sites: where the first 64 of them were made.
 
     Raises:
       HostReadError (strict): at the first read outside ``expected()``, naming it.
@@ -622,6 +628,8 @@ class HostReads:
         self._inside = 0   # nesting of warp's read functions (one outer call counts once)
         self._sanctioned = 0
         self._saved: dict = {}
+        self._depth = 0      # re-entrant: only the outermost `with` patches and restores
+        self._others: list = []  # other warnings seen while recording: re-issued at exit
 
     def reset(self) -> None:
         self.count = 0
@@ -660,6 +668,9 @@ class HostReads:
     def __enter__(self) -> "HostReads":
         import warp as wp
 
+        self._depth += 1
+        if self._depth > 1:
+            return self
         self._saved = {"numpy": wp.array.numpy, **{n: getattr(wp, n) for n in _WARP_READS}}
         wp.array.numpy = self._wrap(self._saved["numpy"], "wp.array.numpy()")
         for n in _WARP_READS:
@@ -684,11 +695,14 @@ class HostReads:
             if _SYNC_WARNING in str(w.message):
                 self._seen(f"torch sync at {w.filename}:{w.lineno}")
             else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                self._others.append(w)
 
     def __exit__(self, *exc) -> None:
         import warp as wp
 
+        self._depth -= 1
+        if self._depth > 0:
+            return
         try:
             if self.cuda:
                 import torch
@@ -701,6 +715,9 @@ class HostReads:
             wp.array.numpy = self._saved["numpy"]
             for n in _WARP_READS:
                 setattr(wp, n, self._saved[n])
+            others, self._others = self._others, []
+            for w in others:  # the caller's warnings, re-issued once recording has stopped
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
     @contextlib.contextmanager
     def expected(self):

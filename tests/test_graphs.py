@@ -290,7 +290,8 @@ def test_notebook_05_smoke_runs_on_the_cpu_and_writes_nothing_in_data(tmp_path):
     assert sorted(df["env_graph"].astype(bool)) == [False, True] and (df["iterations"] == 2).all()
     for c in ("physics_ms_per_step", "env_extra_ms_per_step", "env_step_ms_per_step", "policy_ms_per_step"):
         assert (df[c] > 0).all(), c
-    assert df["measured_non_physics_share"].between(0, 1).all()
+    # a share of CPU times taken apart (not a measurement: the CPU is shared, its timings noisy)
+    assert (df["measured_non_physics_share"] > 0).all() and np.isfinite(df["measured_non_physics_share"]).all()
     assert (root / "figures" / "graphs_split.png").exists() and status() == before
 
 
@@ -324,3 +325,81 @@ def test_a_cuda_checkpoints_optimizer_settings_resume_on_the_cpu(tmp_path):
         row = b.train()["rows"][-1]
         assert all(g["capturable"] is False and not g["fused"] for g in b.optimizer.param_groups)
     assert row["iteration"] == 2 and math.isfinite(row["policy_loss"])
+
+
+# --- found by the break-it review ------------------------------------------------------------------
+
+def test_a_run_folder_of_the_older_schema_resumes_and_finishes(tmp_path):
+    """A run written before host_reads / graph_fallbacks existed (its rows.csv, its history and
+    its run-folder train.csv lack them) resumes: one header with every column, the old rows'
+    values kept, the new fields empty for them, and the result row written."""
+    import pandas as pd
+
+    from fightlab import results
+    from fightlab.measure.report import finish_run
+
+    d = tmp_path / "run"
+    with Trainer(_cfg(tmp_path, max_iterations=2, checkpoint_every=2), progress=False) as a:
+        finish_run(a, a.train())
+    ck = torch.load(d / "latest.pt", weights_only=False)
+    for r in ck["history"]:
+        del r["host_reads"], r["graph_fallbacks"]
+    torch.save(ck, d / "latest.pt.old")
+    (d / "latest.pt.old").replace(d / "ckpt_000002.pt")
+    rows = pd.read_csv(d / "rows.csv").drop(columns=["host_reads", "graph_fallbacks"])
+    rows.to_csv(d / "rows.csv", index=False)
+    t = results.results_path("train", d)
+    t.write_text("\n".join(ln.rsplit(",", 2)[0] for ln in t.read_text().splitlines()) + "\n")
+    assert results.read_rows("train", d)["graph_fallbacks"].isna().all()  # the older schema reads
+    with Trainer(dataclasses.replace(_cfg(tmp_path), max_iterations=4, resume=str(d / "ckpt_000002.pt")),
+                 progress=False) as b:
+        finish_run(b, b.train())
+    got = pd.read_csv(d / "rows.csv")
+    assert got["iteration"].tolist() == [1, 2, 3, 4]
+    assert got["host_reads"].isna().tolist() == [True, True, False, False]
+    assert got["policy_loss"][:2].tolist() == rows["policy_loss"].tolist()
+    res = results.read_rows("train", d)
+    assert len(res) == 1 and res["iterations"].item() == 4 and res["graph_fallbacks"].item() == 0
+
+
+def test_an_old_cuda_without_conditional_nodes_runs_eager(monkeypatch, capsys):
+    class FakeCuda:
+        is_cpu = False
+
+    monkeypatch.setattr(wp, "get_device", lambda *a: FakeCuda())
+    monkeypatch.setattr(wp, "is_mempool_enabled", lambda *a: True)
+    monkeypatch.setattr(wp, "is_conditional_graph_supported", lambda: False)
+    g = physics.StepGraph(lambda: None, "cuda:0")
+    assert g.capture() is False and g.fallbacks == 1 and g.graph is None
+    assert "graph runs eager: conditional graph nodes need CUDA >= 12.4 (driver" in capsys.readouterr().err
+
+
+def test_host_reads_reissue_other_warnings_and_nest(monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: None)
+    numpy = wp.array.numpy
+    h = HostReads("cuda:0", strict=True)
+    with pytest.warns(UserWarning, match="the caller's own warning"):
+        with h:
+            with h:  # nested: a no-op
+                warnings.warn("the caller's own warning")
+            with h.expected():
+                pass
+    assert wp.array.numpy is numpy  # the outermost exit restored warp
+    wp.zeros(2, device="cpu").numpy()  # no guard left behind
+
+
+def test_eager_ppo_update_moves_the_rate_adam_uses():
+    from fightlab.rl.models import ActorCritic
+    from fightlab.rl.storage import RolloutStorage
+
+    agent = ActorCritic(3, 2, hidden=(8,))
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-3)  # a float rate
+    buf = RolloutStorage(2, 8, 3, 2, "cpu")
+    buf.obs.normal_()
+    buf.advantages.normal_()
+    out = ppo.ppo_update(agent, opt, buf, PPOConfig(num_steps=2, num_minibatches=2, update_epochs=3,
+                                                    desired_kl=1e-9))
+    assert out["learning_rate"] == pytest.approx(float(opt.param_groups[0]["lr"])) and out["learning_rate"] < 1e-3

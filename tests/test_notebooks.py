@@ -86,6 +86,8 @@ def test_notebook_paths_come_from_the_repository():
     ("03", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("05", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("05", dict(settings=["all", "fast"], device="cpu"), "unknown graph setting 'fast'"),
+    ("05", dict(bodies=[], device="cpu"), "bodies must be a non-empty list"),
+    ("05", dict(iterations=3, skip=3, device="cpu"), "iterations must exceed skip"),
     ("06", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("06", dict(size="medium", device="cpu"), "size must be one of 'smoke', 'full', got 'medium'"),
 ])

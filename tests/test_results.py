@@ -337,3 +337,17 @@ def test_host_jobs_recorded_when_the_launcher_says(monkeypatch):
     assert json.loads(meta["params"]) == {"a": 1, "host_jobs": 2}
     meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"host_jobs": 1}, device="cpu")
     assert json.loads(meta["params"])["host_jobs"] == 1  # the caller's own value wins
+
+
+def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):
+    """Columns are only added at the end: a file whose header is the schema's first columns
+    reads (new columns NaN) and, at the next write, is rewritten under the full header."""
+    results.append_row("train", _row(), tmp_path)
+    path = results.results_path("train", tmp_path)
+    path.write_text("\n".join(ln.rsplit(",", 2)[0] for ln in path.read_text().splitlines()) + "\n")
+    old = results.read_rows("train", tmp_path)
+    assert len(old) == 1 and old["graph_fallbacks"].isna().all() and old["nan_resets"].item() == 0
+    results.append_row("train", _row(), tmp_path)
+    assert path.read_text().splitlines()[0] == ",".join(results.columns("train"))
+    df = results.read_rows("train", tmp_path)
+    assert len(df) == 2 and df["graph_fallbacks"].isna().tolist() == [True, False]

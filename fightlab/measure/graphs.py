@@ -51,7 +51,27 @@ def validate_settings(settings) -> list[str]:
     for s in settings:
         if s not in SETTINGS:
             raise ConfigError(f"unknown graph setting {s!r}; valid: {', '.join(SETTINGS)}")
+    dup = sorted({s for s in settings if list(settings).count(s) > 1})
+    if dup:
+        raise ConfigError(f"graph settings {dup} are listed twice; each setting is one training and one row")
     return list(settings)
+
+
+def validate_run(bodies, iterations, skip) -> list[str]:
+    """The notebook's bodies (a non-empty list of `config.BODY_NAMES`) and iteration counts
+    (integers, iterations > skip >= 0), checked before any work; returns the bodies.
+    Raises ConfigError naming the bad value."""
+    from fightlab.config import validate_body
+
+    if isinstance(bodies, str) or not bodies:
+        raise ConfigError(f"bodies must be a non-empty list of body names, got {bodies!r}")
+    out = [validate_body(b) for b in bodies]
+    for name, v in (("iterations", iterations), ("skip", skip)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{name} must be an integer, got {v!r}")
+    if not 0 <= skip < iterations:
+        raise ConfigError(f"iterations must exceed skip >= 0, got iterations={iterations!r}, skip={skip!r}")
+    return out
 
 
 def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
@@ -135,8 +155,7 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
     from fightlab.rl.runner import Trainer
 
     validate_settings([setting])
-    if not (isinstance(iterations, int) and isinstance(skip, int) and 0 <= skip < iterations):
-        raise ConfigError(f"iterations must exceed skip >= 0, got iterations={iterations!r}, skip={skip!r}")
+    validate_run([body], iterations, skip)
     g, p, u = SETTINGS[setting]
     run_dir = Path(run_root or RUNS / "graphs") / f"{body}-{nworld}-{setting}"
     cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed, max_iterations=iterations,

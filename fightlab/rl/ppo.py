@@ -161,14 +161,19 @@ def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: Rollou
 
     Args:
       agent, optimizer: the actor-critic and its Adam; lr: the optimizer's learning-rate tensor
-        (from `make_optimizer`); with None the groups' float rate is used and left unchanged by
-        the KL rule. buf: filled storage; cfg: PPOConfig; generator: permutation RNG.
+        (from `make_optimizer`); with None the groups' rate (a float one is replaced by a tensor
+        the groups then hold, so the KL rule moves the rate Adam uses). buf: filled storage;
+        cfg: PPOConfig; generator: permutation RNG.
 
     Returns:
       dict of floats (`STATS`): the loss means and the learning rate after the update.
     """
-    if lr is None:
-        lr = torch.tensor(float(optimizer.param_groups[0]["lr"]), device=buf.obs.device)
+    if lr is None:  # the groups' rate: a tensor is moved in place, a float becomes one
+        lr = optimizer.param_groups[0]["lr"]
+        if not isinstance(lr, torch.Tensor):
+            lr = torch.tensor(float(lr), dtype=torch.float32, device=buf.obs.device)
+            for g in optimizer.param_groups:
+                g["lr"] = lr
     upd = PPOUpdate(agent, optimizer, lr, buf, cfg, generator)
     upd.draw()
     upd.run()

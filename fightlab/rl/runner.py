@@ -407,7 +407,14 @@ class Trainer:
             raise CheckpointError(f"checkpoint's {e}") from None
         self.obs.copy_(ck["obs"].to(self.obs.device))
         torch.set_rng_state(ck["torch_rng"])
-        self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.device == "cpu" else ck["gen_state"])
+        try:
+            self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.device == "cpu" else ck["gen_state"])
+        except RuntimeError:
+            # a checkpoint of another device type (a CPU generator's state does not fit a CUDA
+            # one): the permutations continue from a seed of the run and its iteration, said here
+            self.gen.manual_seed(self.cfg.seed + 12345 + self.iteration)
+            print(f"resume: the minibatch permutation RNG comes from another device type; it "
+                  f"continues from seed {self.cfg.seed + 12345 + self.iteration}", flush=True)
         if ck.get("cuda_rng") is not None and self.device.startswith("cuda"):
             torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(self.device))
 
@@ -529,14 +536,32 @@ def _truncate_rows(path: Path, n: int) -> None:
 
 
 def _append_csv(path: Path, row: dict):
+    """Append one row to a run's rows.csv; a file written under other columns (rows of an older
+    fightlab before a resume) is first rewritten with the union of both headers (old rows'
+    new fields empty), so every line has the header's fields."""
     import csv
 
-    new = not path.exists()
+    if path.exists() and path.stat().st_size:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != list(row):
+            with open(path, newline="") as f:
+                old = list(csv.DictReader(f))
+            _write_rows(path, _union_rows(header, old, row))
+            return
+    new = not path.exists() or not path.stat().st_size
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(row), lineterminator="\n")
         if new:
             w.writeheader()
         w.writerow(row)
+
+
+def _union_rows(header: list[str], old: list[dict], row: dict) -> list[dict]:
+    """`old` rows (read under `header`) and `row`, each with every field of both (empty where a
+    row lacks one); the first row carries the field order: the old header, then row's new keys."""
+    fields = list(dict.fromkeys([*header, *row]))
+    return [{k: r.get(k, "") for k in fields} for r in [*old, row]]
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:

@@ -134,10 +134,21 @@ def graph_unsupported(device: str) -> str | None:
     if not wp.is_mempool_enabled(dev):
         return f"warp's memory pool is off on {dev} (wp.set_mempool_enabled)"
     if not wp.is_conditional_graph_supported():
-        rt = wp.context.runtime
         return (f"conditional graph nodes need CUDA >= {MIN_GRAPH_CUDA[0]}.{MIN_GRAPH_CUDA[1]} "
-                f"(driver {rt.driver_version}, warp's toolkit {rt.toolkit_version})")
+                f"(driver {_version(wp.get_cuda_driver_version)}, warp's toolkit "
+                f"{_version(wp.get_cuda_toolkit_version)})")
     return None
+
+
+def _version(get) -> str:
+    """A CUDA version as "12.4" from warp's getter (an int 12040 or a tuple), "?" if unknown."""
+    try:
+        v = get()
+    except Exception:  # noqa: BLE001 — only for a message
+        return "?"
+    if isinstance(v, int):
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def graph_warning(name: str, reason: str) -> None:
@@ -188,7 +199,10 @@ class StepGraph:
         was captured (False: disabled, or fallen back to eager with a warning)."""
         if not self.enabled:
             return False
-        reason = graph_unsupported(self.device)
+        try:
+            reason = graph_unsupported(self.device)
+        except Exception as e:  # noqa: BLE001 — a support check that fails means: run eager
+            reason = f"the graph support check failed ({type(e).__name__}: {e})"
         if reason:
             self._fallback(reason)
             return False
