@@ -393,8 +393,9 @@ class Mps:
         self._want = want
 
     def _control(self, stdin: str | None, env: dict, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([self._bin, *args], input=stdin, capture_output=True, text=True,
-                              env={**os.environ, **env}, timeout=60)
+        feed = dict(input=stdin) if stdin is not None else dict(stdin=subprocess.DEVNULL)
+        return subprocess.run([self._bin, *args], capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=60, **feed)
 
     def start(self) -> "Mps":
         if not self._want:
