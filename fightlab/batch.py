@@ -78,7 +78,8 @@ TAIL_LINES = 5
 
 __all__ = ["BatchError", "Job", "Lane", "Mps", "split_values", "parse_grid", "parse_sets", "expand",
            "parse_job", "read_jobs_file", "make_jobs", "notebook_path", "check_notebook_params",
-           "discover_gpus", "make_lanes", "job_command", "run_batch", "resolve_batch_dir"]
+           "discover_gpus", "make_lanes", "job_command", "archive", "summary_table", "run_batch",
+           "resolve_batch_dir"]
 
 
 class BatchError(ConfigError):
@@ -587,7 +588,7 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # children the job left behind
 
 
-def _archive(folder: Path, with_checkpoints: bool) -> Path:
+def archive(folder: Path, with_checkpoints: bool) -> Path:
     """``batch.tar.gz`` of the batch folder (logs, state, rows, curves, executed notebooks, run
     folders), without checkpoints (``*.pt``) unless ``with_checkpoints``, locks and MPS pipes."""
     out = folder / ARCHIVE
@@ -787,6 +788,6 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
             save()
             table = summary_table(jobs)
             (folder / "summary.txt").write_text(table.to_string(index=False) + "\n")
-            state["archive"] = str(_archive(folder, with_checkpoints))
+            state["archive"] = str(archive(folder, with_checkpoints))
             save()
     return state

@@ -308,7 +308,7 @@ def test_archive_leaves_checkpoints_out_unless_asked(tmp_path):
     for name in ("jobs/000/log.txt", "jobs/000/run/latest.pt", "jobs/000/run/rows.csv", batch.STATE):
         (folder / name).write_text("x")
     for ckpt in (False, True):
-        with tarfile.open(batch._archive(folder, ckpt)) as tar:
+        with tarfile.open(batch.archive(folder, ckpt)) as tar:
             names = sorted(tar.getnames())
         assert ("b/jobs/000/run/latest.pt" in names) is ckpt
         assert "b/jobs/000/log.txt" in names and "b/batch.json" in names and "b/batch.tar.gz" not in names
