@@ -431,7 +431,7 @@ def cmd_describe(a) -> int:
 JOB_COMMANDS = ("train", "evaluate", "reproduce", "describe", "slots", "profile", "figures")
 
 
-def _check_job_argv(argv: list[str]) -> str | None:
+def check_job_argv(argv: list[str]) -> str | None:
     """The line the command line would print for a job's fightlab argv (unknown flag, bad choice),
     or None when argparse accepts it (values are checked when the job runs)."""
     import contextlib
@@ -468,7 +468,7 @@ def cmd_batch(a) -> int:
         grid = batch.parse_grid(a.grid)
         sets = batch.parse_sets(a.set)
         bases = (batch.read_jobs_file(a.jobs) if a.jobs is not None else []) + [batch.parse_job(j) for j in a.job]
-        jobs = batch.make_jobs(bases, grid, sets, JOB_COMMANDS, check_argv=_check_job_argv)
+        jobs = batch.make_jobs(bases, grid, sets, JOB_COMMANDS, check_argv=check_job_argv)
     print(f"batch {folder.name}: {folder}", flush=True)
     try:
         state = batch.run_batch(jobs, folder, concurrent=concurrent, gpus=a.gpus,

@@ -361,3 +361,15 @@ def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):
     assert j1["params"] == {"name": "y", "a": 2} and j2["params"] == {"name": "y", "a": [3]}
     done = nbformat.read(folder / "jobs" / j1["id"] / "tiny.ipynb", as_version=4)
     assert "cwd notebooks 20 y" in done.cells[-1].outputs[0]["text"]
+
+
+def test_bench_jobs_example_expands():
+    """bench/jobs_example.txt (the bench's batch, after gpu_lanes.sh) is a valid jobs file."""
+    from fightlab.cli import JOB_COMMANDS, check_job_argv
+
+    root = Path(__file__).resolve().parents[1]
+    jobs = batch.make_jobs(batch.read_jobs_file(root / "bench" / "jobs_example.txt"),
+                           [], [], JOB_COMMANDS, check_argv=check_job_argv)
+    assert [j.kind for j in jobs] == ["fightlab", "fightlab", "notebook"]
+    assert jobs[2].params == dict(size="full", device="cuda:0", publish=True)
+    assert not (root / "bench" / "gpu_lanes.sh").exists()
