@@ -58,6 +58,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -110,6 +111,7 @@ class Job:
     ended: float | None = None
     tail: str = ""
     run_dir: str | None = None
+    pid: int | None = None          # the last attempt's process (its process group's id)
 
     def label(self) -> str:
         if self.kind == "notebook":
@@ -574,6 +576,18 @@ def _tail(log: Path, n: int = TAIL_LINES) -> str:
     return "\n".join(lines[-n:])
 
 
+def _ours(pid: int, folder: Path) -> bool:
+    """``pid`` is a live job of the batch in ``folder``: a process group leader whose environment
+    says FIGHTLAB_BATCH=<folder> (Linux /proc; elsewhere False: nothing is killed on a guess)."""
+    try:
+        if os.getpgid(pid) != pid:
+            return False
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (OSError, ProcessLookupError):
+        return False
+    return f"FIGHTLAB_BATCH={folder.resolve()}".encode() in environ
+
+
 def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
     """SIGINT to the job's process group (a training stops like Ctrl-C), SIGKILL after grace."""
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 30.0)):
@@ -588,9 +602,11 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # children the job left behind
 
 
-def archive(folder: Path, with_checkpoints: bool) -> Path:
+def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path] = ()) -> Path:
     """``batch.tar.gz`` of the batch folder (logs, state, rows, curves, executed notebooks, run
-    folders), without checkpoints (``*.pt``) unless ``with_checkpoints``, locks and MPS pipes."""
+    folders), without checkpoints (``*.pt``) unless ``with_checkpoints``, locks and MPS pipes.
+    ``run_dirs`` outside the batch folder (a job's own ``--run-dir``) go in as
+    ``<batch>/run_dirs/<folder name>``. Returns the archive's path."""
     out = folder / ARCHIVE
     tmp = folder / (ARCHIVE + ".tmp")
 
@@ -606,6 +622,9 @@ def archive(folder: Path, with_checkpoints: bool) -> Path:
 
     with tarfile.open(tmp, "w:gz") as tar:
         tar.add(folder, arcname=folder.name, filter=keep)
+        for rd in dict.fromkeys(Path(r).resolve() for r in run_dirs):
+            if rd.is_dir() and folder.resolve() not in (rd, *rd.parents):
+                tar.add(rd, arcname=f"{folder.name}/run_dirs/{rd.name}", filter=keep)
     os.replace(tmp, out)
     return out
 
@@ -662,6 +681,11 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         else:
             state = dict(format=FORMAT, batch_id=folder.name, created=time.strftime(
                 "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), resumes=0)
+        for j in jobs:
+            if j.status == "running" and j.pid and _ours(j.pid, folder):  # left by a killed batch
+                say(f"[batch] {j.id}: its process group {j.pid} outlived the batch that started it: stopped")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(j.pid, signal.SIGKILL)
         todo = [j for j in jobs if j.status in RERUN or (retry_failed and j.status == "failed")]
         for j in todo:
             if j.kind == "fightlab" and j.argv[0] == "train":
@@ -671,7 +695,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         todo = [j for j in todo if j.status != "done"]
         n = max(len(todo), 1)
         per_lane = min(concurrent, math.ceil(n / len(lanes)))
-        gpu_jobs = min(concurrent * len(lanes), n) if lanes[0].gpu is not None else 1
+        gpu_jobs = min(per_lane * len(lanes), n)
         m = Mps(folder, want=mps and lanes[0].gpu is not None and per_lane > 1).start()
         if lanes[0].gpu is None:
             m.message = "batch: no GPU (nvidia-smi -L lists none): the jobs run on one CPU lane"
@@ -692,6 +716,12 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         bar = tqdm(total=len(todo), desc=f"batch {folder.name}", unit="job", disable=not progress,
                    file=sys.stderr)
         pending = list(todo)
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():
+            def stop(signum, frame):
+                raise KeyboardInterrupt(f"signal {signum}")
+
+            handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             while pending or running:
                 # start jobs into free slots, the least busy lane first
@@ -716,6 +746,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                     # the jobs run this fightlab, whatever the cwd or an installed copy
                     path = os.pathsep.join(x for x in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if x)
                     env = {**os.environ, **m.env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path,
+                           "FIGHTLAB_BATCH": str(folder.resolve()),
                            "FIGHTLAB_CONCURRENT": str(per_lane), "FIGHTLAB_MPS": "1" if m.active else "0",
                            "FIGHTLAB_GPU_JOBS": str(gpu_jobs)}
                     for old in ("FIGHTLAB_SHARED_GPU", "FIGHTLAB_HOST_JOBS"):
@@ -734,7 +765,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                                 start_new_session=True, stdin=subprocess.DEVNULL)
                     job.status, job.lane, job.attempts, job.rc = "running", lane.name, job.attempts + 1, None
-                    job.started, job.ended = time.time(), None
+                    job.started, job.ended, job.pid = time.time(), None, proc.pid
                     lane.running += 1
                     running[job.id] = (job, lane, proc, time.monotonic(), limit, why)
                     save()
@@ -782,12 +813,14 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                 job.tail = _tail(folder / "jobs" / job.id / "log.txt")
             raise
         finally:
+            for sig, h in handlers.items():
+                signal.signal(sig, h)
             bar.close()
             m.stop()
             state["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             save()
             table = summary_table(jobs)
             (folder / "summary.txt").write_text(table.to_string(index=False) + "\n")
-            state["archive"] = str(archive(folder, with_checkpoints))
+            state["archive"] = str(archive(folder, with_checkpoints, [j.run_dir for j in jobs if j.run_dir]))
             save()
     return state

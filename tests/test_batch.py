@@ -218,9 +218,7 @@ def test_crash_and_timeout_do_not_stop_the_batch(tmp_path, capsys, fakebin):
     assert (crash["status"], crash["rc"]) == ("failed", 1) and "boom: the job crashed" in crash["tail"]
     assert hang["status"] == "timeout" and hang["rc"] != 0
     assert good["status"] == "done"
-    child = int(pidfile.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    assert _gone(int(pidfile.read_text()))
     assert "boom: the job crashed" in out and "3 job(s) not done" not in out and "2 job(s) not done" in out
 
 
@@ -335,7 +333,7 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
         df = pd.read_csv(run / "data" / "results" / "train.csv")
         p = json.loads(df["params"][0])
         assert int(df["seed"][0]) == seed and row
-        assert (p["concurrent"], p["mps"], p["gpu_jobs"]) == (2, False, 1)
+        assert (p["concurrent"], p["mps"], p["gpu_jobs"]) == (2, False, 2)
     with tarfile.open(folder / batch.ARCHIVE) as tar:
         names = tar.getnames()
     assert any(n.endswith("/run/data/results/train.csv") for n in names)
@@ -373,3 +371,66 @@ def test_bench_jobs_example_expands():
     assert [j.kind for j in jobs] == ["fightlab", "fightlab", "notebook"]
     assert jobs[2].params == dict(size="full", device="cuda:0", publish=True)
     assert not (root / "bench" / "gpu_lanes.sh").exists()
+
+
+def _start_and_wait_running(folder: Path, job: str) -> tuple[subprocess.Popen, dict]:
+    """A batch in a subprocess with one job; returns once batch.json says the job runs."""
+    import time
+
+    p = subprocess.Popen([PY, "-m", "fightlab", "batch", "--batch-dir", str(folder), "--no-progress",
+                          "--job", job], cwd=str(Path(__file__).resolve().parents[1]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(3000):  # waits for a state, asserts no duration
+        st = _state(folder) if (folder / batch.STATE).exists() else None
+        if st and st["jobs"][0]["status"] == "running" and st["jobs"][0]["pid"]:
+            return p, st["jobs"][0]
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the job never started")
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def _gone(pid: int) -> bool:
+    """Waits (a bounded number of polls, no duration asserted) for a killed process to go."""
+    import time
+
+    for _ in range(200):
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_stops_the_jobs_and_saves_the_state(tmp_path, fakebin):
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    p, job = _start_and_wait_running(folder, "python -c 'import time; time.sleep(600)'")
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "continue with python -m fightlab batch --resume" in err
+    st = _state(folder)
+    assert st["jobs"][0]["status"] == "interrupted" and (folder / batch.ARCHIVE).is_file()
+    assert _gone(job["pid"])
+
+
+def test_resume_stops_a_job_that_outlived_its_batch(tmp_path, fakebin):
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    marker = tmp_path / "first"
+    code = (f"import os, time; m = {str(marker)!r}\n"
+            "if not os.path.exists(m):\n    open(m, 'w').close(); time.sleep(600)\nprint('quick')")
+    p, job = _start_and_wait_running(folder, f"python -c {shlex.quote(code)}")
+    p.kill()  # kill -9: the job (its own session) lives on
+    p.communicate(timeout=60)
+    assert _alive(job["pid"])
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    assert _gone(job["pid"])
+    assert _state(folder)["jobs"][0]["status"] == "done"
