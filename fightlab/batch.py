@@ -265,10 +265,21 @@ def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
                          f"parameters: {', '.join(have) or 'none'}")
 
 
-def _flags(values: Iterable[tuple[str, str]]) -> list[str]:
+def _flags(values: Iterable[tuple[str, str]], base: list[str] | None = None,
+           check_argv: Callable[[list[str]], str | None] | None = None) -> list[str]:
+    """Grid / set values as arguments: ``env.x`` → ``--set env.x=V``; ``name`` → ``--name V``, or
+    ``--set name=V`` where the command has no such flag but takes that ``--set`` (a TrainConfig
+    field without a flag of its own, e.g. curriculum_wait), as ``check_argv`` on ``base`` says."""
     out = []
     for key, v in values:
-        out += ["--set", f"{key}={v}"] if "." in key else ["--" + key.replace("_", "-"), v]
+        flag = ["--" + key.replace("_", "-"), v]
+        via_set = ["--set", f"{key}={v}"]
+        if "." in key:
+            flag = via_set
+        elif check_argv is not None and base is not None and check_argv(base + flag) \
+                and not check_argv(base + via_set):
+            flag = via_set
+        out += flag
     return out
 
 
@@ -321,13 +332,20 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                 if cmd not in commands:
                     raise BatchError(f"unknown command {cmd!r} in job {base.label()!r}; commands: "
                                      f"{', '.join(commands)}, notebook NN, python SCRIPT")
-                argv = list(base.argv) + _flags(values)
+                argv = list(base.argv) + _flags(values, list(base.argv), check_argv)
                 why = check_argv(argv) if check_argv else None
                 if why:
                     raise BatchError(f"job {shlex.join(argv)!r}: {why}")
                 what = cmd + "-" + "-".join(f"{k}={v}" for k, v in point.items())
                 jobs.append(Job(id="", kind="fightlab", argv=argv))
             jobs[-1].id = f"{len(jobs) - 1:03d}-{_slug(what.rstrip('-'))}"
+    # two trainings in one run folder: the second would start over the first's files
+    dirs = [str(Path(d).resolve()) for j in jobs if j.kind == "fightlab" and j.argv[0] == "train"
+            for d in [_opt(j.argv, "--run-dir")] if d is not None]
+    twice = sorted({d for d in dirs if dirs.count(d) > 1})
+    if twice:
+        raise BatchError(f"--run-dir {twice[0]} is given to {dirs.count(twice[0])} training jobs; each "
+                         "job needs its own (leave --run-dir out: the batch gives each jobs/<id>/run)")
     return jobs
 
 
@@ -450,9 +468,9 @@ def resolve_batch_dir(resume: str | None, batch_dir: str | None) -> Path:
         if not (p / STATE).is_file() and (BATCH_ROOT / resume / STATE).is_file():
             p = BATCH_ROOT / resume
         if not (p / STATE).is_file():
-            have = sorted(d.name for d in BATCH_ROOT.glob(f"*/{STATE}"))[-5:] if BATCH_ROOT.exists() else []
-            raise BatchError(f"--resume {resume}: no {STATE} there or under {BATCH_ROOT}; batches: "
-                             f"{', '.join(Path(h).parent.name for h in have) or 'none'}")
+            have = sorted(d.parent.name for d in BATCH_ROOT.glob(f"*/{STATE}"))[-5:] if BATCH_ROOT.exists() else []
+            raise BatchError(f"--resume {resume}: no {STATE} there or under {BATCH_ROOT}; latest "
+                             f"batches: {', '.join(have) or 'none'}")
         return p.resolve()
     if batch_dir is not None:
         if not batch_dir.strip():

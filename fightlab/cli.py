@@ -437,14 +437,22 @@ def check_job_argv(argv: list[str]) -> str | None:
     import contextlib
     import io
 
+    from fightlab.config import ConfigError, TrainConfig
+
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            _parser().parse_args(argv)
+            a = _parser().parse_args(argv)
     except SystemExit as e:
         if e.code:
             lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
             return lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})"
+        return None
+    if a.cmd == "train" and a.set:  # every --set key and value, before any job runs
+        try:
+            _apply_overrides(TrainConfig(), a.set)
+        except ConfigError as e:
+            return str(e)
     return None
 
 

@@ -90,6 +90,12 @@ def test_grid_expansion_and_list_values():
     assert [j.argv for j in jobs] == [
         ["train", "--nworld", "2", "--seed", s, "--set", "env.push_impulse_ns=[20,40]"] for s in ("1", "2")]
     assert [j.id for j in jobs] == ["000-train-seed=1", "001-train-seed=2"]
+    # a TrainConfig field without its own flag goes through train's --set
+    from fightlab.cli import JOB_COMMANDS, check_job_argv
+
+    (job,) = batch.make_jobs([batch.parse_job("train")], batch.parse_grid(["curriculum_wait=5"]), [],
+                             JOB_COMMANDS, check_argv=check_job_argv)
+    assert job.argv == ["train", "--set", "curriculum_wait=5"]
 
 
 @pytest.mark.parametrize("args, expect", [
@@ -103,6 +109,9 @@ def test_grid_expansion_and_list_values():
     (["--job", "batch"], "unknown command 'batch'"),
     (["--job", "train", "--grid", "bogus=1,2"], "job 'train --bogus 1': unrecognized arguments: --bogus 1"),
     (["--job", "profile --what nope"], "argument --what: invalid choice: 'nope'"),
+    (["--job", "train", "--grid", "ppo.learning_rate=abc,1e-3"], "PPOConfig.learning_rate must be a finite number, got 'abc'"),
+    (["--job", "train --run-dir runs/x", "--grid", "seed=1,2"], "is given to 2 training jobs; each job needs its own"),
+    (["--resume", "no-such-batch"], "--resume no-such-batch: no batch.json there or under"),
     (["--job", "python no_such_script.py"], "script 'no_such_script.py' not found"),
     (["--job", "notebook 99"], "unknown notebook '99'; notebooks: 00"),
     ([], "batch needs jobs"),
