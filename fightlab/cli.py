@@ -1,10 +1,11 @@
-"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile, figures}.
+"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile, figures, batch}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
     python -m fightlab evaluate runs/train/latest.pt --timestep 0.002
     python -m fightlab reproduce [--only 06] [--size smoke|full] [--publish]
     python -m fightlab figures [--only train_curves ...] [--root DIR]
+    python -m fightlab batch --job 'train --body simple' --grid seed=1,2,3,4 --concurrent 4
 
 Bad input (unknown body, nworld not a positive integer, a CUDA device on a machine without
 one, an unreadable checkpoint) ends with one line `fightlab: error: …` naming the value and
@@ -170,6 +171,38 @@ def _parser() -> argparse.ArgumentParser:
                     help=f"figures to draw (repeatable; default all): {', '.join(FIGURES)}")
     fg.add_argument("--root", default=None,
                     help="folder holding data/ (figures go to ROOT/figures; default: the repository)")
+
+    b = sub.add_parser("batch", help="run many jobs, K at once per GPU over every GPU (CUDA MPS), resumable",
+                       formatter_class=fmt, description="Jobs: fightlab commands ('train --body simple'), "
+                       "notebooks ('notebook 06 size=smoke') or scripts ('python bench/x.py'), from "
+                       "--jobs FILE (one per line) and --job, each expanded over the cross product of "
+                       "the --grid values. State, logs, run folders, executed notebooks and one "
+                       "batch.tar.gz go to runs/batch/<batch_id>/. See fightlab/batch.py.")
+    b.add_argument("--jobs", default=None, metavar="FILE", help="jobs file: one job per line, # comments")
+    b.add_argument("--job", action="append", default=[], metavar="'CMD ARGS'",
+                   help="one job (repeatable), e.g. --job 'train --body simple --nworld 1024'")
+    b.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="run every job once per value (repeatable: the cross product); commas inside "
+                        "[...] do not split. KEY: a flag (seed → --seed), env.x / ppo.x (→ --set), "
+                        "or a notebook parameter")
+    b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="one value for every job, never split (e.g. --set env.push_impulse_ns=[20,40])")
+    b.add_argument("--concurrent", default="1", help="jobs at once per GPU (lane)")
+    b.add_argument("--gpus", default=None, help="GPU indices to use, e.g. 0,1 (default: every GPU "
+                   "nvidia-smi -L lists; none: one CPU lane)")
+    b.add_argument("--job-timeout-s", type=float, default=None, help="kill a job (its process group) after this")
+    b.add_argument("--budget-s", type=float, default=None,
+                   help="the whole batch's seconds: trainings get --segment-s to stop with a checkpoint")
+    b.add_argument("--min-left-s", type=float, default=60.0,
+                   help="with --budget-s: start a job only with more than this left")
+    b.add_argument("--resume", default=None, metavar="BATCH_ID",
+                   help="continue a batch (id under runs/batch/ or its folder): finished jobs skipped, "
+                        "trainings resumed from their latest.pt")
+    b.add_argument("--retry-failed", action="store_true", help="with --resume: run failed jobs again")
+    b.add_argument("--batch-dir", default=None, help="batch folder (default runs/batch/<new id>)")
+    b.add_argument("--with-checkpoints", action="store_true", help="put checkpoints (*.pt) in batch.tar.gz")
+    b.add_argument("--no-mps", action="store_true", help="do not start CUDA MPS (jobs time-slice)")
+    b.add_argument("--no-progress", action="store_true", help="no tqdm bar over the jobs")
     return p
 
 
@@ -396,6 +429,80 @@ def cmd_describe(a) -> int:
     return 0
 
 
+#: the commands a batch job may run (every command but batch itself)
+JOB_COMMANDS = ("train", "evaluate", "reproduce", "describe", "slots", "profile", "figures")
+
+
+def check_job_argv(argv: list[str]) -> str | None:
+    """The line the command line would print for a job's fightlab argv (unknown flag, bad choice),
+    or None when argparse accepts it (values are checked when the job runs)."""
+    import contextlib
+    import io
+
+    from fightlab.config import ConfigError, TrainConfig
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            a = _parser().parse_args(argv)
+    except SystemExit as e:
+        if e.code:
+            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+            return lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})"
+        return None
+    if a.cmd == "train" and a.set:  # every --set key and value, before any job runs
+        try:
+            _apply_overrides(TrainConfig(), a.set)
+        except ConfigError as e:
+            return str(e)
+    return None
+
+
+def cmd_batch(a) -> int:
+    from fightlab import batch
+    from fightlab.config import ConfigError
+
+    try:
+        concurrent = int(a.concurrent)
+    except ValueError:
+        concurrent = a.concurrent
+    if isinstance(concurrent, str) or concurrent < 1:
+        raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {a.concurrent!r}")
+    folder = batch.resolve_batch_dir(a.resume, a.batch_dir)
+    if a.resume is not None:
+        if a.jobs or a.job or a.grid or a.set:
+            raise ConfigError("--resume takes its jobs from the batch's batch.json; --jobs, --job, "
+                              "--grid and --set are refused with it")
+        jobs = None
+    else:
+        grid = batch.parse_grid(a.grid)
+        sets = batch.parse_sets(a.set)
+        bases = (batch.read_jobs_file(a.jobs) if a.jobs is not None else []) + [batch.parse_job(j) for j in a.job]
+        jobs = batch.make_jobs(bases, grid, sets, JOB_COMMANDS, check_argv=check_job_argv)
+    print(f"batch {folder.name}: {folder}", flush=True)
+    try:
+        state = batch.run_batch(jobs, folder, concurrent=concurrent, gpus=a.gpus,
+                                job_timeout_s=a.job_timeout_s, budget_s=a.budget_s,
+                                min_left_s=a.min_left_s, mps=not a.no_mps,
+                                with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
+                                progress=not a.no_progress, resume=a.resume is not None)
+    except KeyboardInterrupt:
+        print(f"fightlab: batch interrupted; its state is {folder / batch.STATE}: continue with "
+              f"python -m fightlab batch --resume {folder}", file=sys.stderr)
+        return 130
+    table = batch.summary_table([batch.Job(**j) for j in state["jobs"]])
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_colwidth", 160):
+        print(table.to_string(index=False))
+    print(f"batch {folder.name}: archive {state['archive']}")
+    unfinished = [j["id"] for j in state["jobs"] if j["status"] != "done"]
+    if unfinished:
+        print(f"batch {folder.name}: {len(unfinished)} job(s) not done; continue with "
+              f"python -m fightlab batch --resume {folder}")
+    return 1 if unfinished else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
@@ -405,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
-                "figures": cmd_figures}[args.cmd](args)
+                "figures": cmd_figures, "batch": cmd_batch}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

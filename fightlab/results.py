@@ -235,15 +235,70 @@ def params_json(params: Mapping[str, Any] | Any) -> str:
     return json.dumps(dict(params), sort_keys=True, default=_json_default, allow_nan=True)
 
 
-def _with_host_jobs(params: str) -> str:
-    """Add ``host_jobs`` (FIGHTLAB_HOST_JOBS: GPU jobs running at once on this host, each on its
-    own GPU, set by bench/gpu_lanes.sh) to a params JSON string when the variable is set and the
-    params do not say it already: CPU-side numbers (launch overhead, numpy baselines) depend on it."""
-    jobs = os.environ.get("FIGHTLAB_HOST_JOBS")
-    if not jobs:
+#: the packing environment a launcher (``python -m fightlab batch``) sets for each job, with
+#: the older names still read: FIGHTLAB_CONCURRENT (jobs at once on this job's GPU; older name
+#: FIGHTLAB_SHARED_GPU), FIGHTLAB_MPS (1: those jobs run under CUDA MPS), FIGHTLAB_GPU_JOBS
+#: (jobs at once on the host over all its GPUs; older name FIGHTLAB_HOST_JOBS)
+PACKING_ENV = dict(concurrent=("FIGHTLAB_CONCURRENT", "FIGHTLAB_SHARED_GPU"), mps=("FIGHTLAB_MPS",),
+                   gpu_jobs=("FIGHTLAB_GPU_JOBS", "FIGHTLAB_HOST_JOBS"))
+
+#: a row's or segment's older packing keys, read as the new ones (mps unknown there: False)
+_OLD_PACKING = dict(concurrent="shared_gpu", gpu_jobs="host_jobs")
+
+
+def _count(v: Any) -> int | None:
+    """A job count (int >= 1) from an environment string or a params value; None when absent,
+    null, NaN, not a number or < 1."""
+    try:
+        n = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(n) if n == n and n >= 1 else None
+
+
+def _flag(v: Any) -> bool:
+    """A params / environment boolean: True for true, 1, "1", "true", "yes" (any case)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes")
+    return bool(v) and v == v  # NaN is not true
+
+
+def packing_from_env(environ: Mapping[str, str] | None = None) -> dict | None:
+    """The packing a launcher set (:data:`PACKING_ENV`): ``{"concurrent": int, "mps": bool,
+    "gpu_jobs": int}`` (counts default 1, mps False), or None when no packing variable is set
+    (a job started by hand: solo)."""
+    env = os.environ if environ is None else environ
+    if not any(env.get(n) for names in PACKING_ENV.values() for n in names):
+        return None
+    first = {k: next((env[n] for n in names if env.get(n)), None) for k, names in PACKING_ENV.items()}
+    return dict(concurrent=_count(first["concurrent"]) or 1, mps=_flag(first["mps"]),
+                gpu_jobs=_count(first["gpu_jobs"]) or 1)
+
+
+def packing_of(params: Mapping[str, Any], default_concurrent: Any = 1) -> dict:
+    """A row's (or a training segment's) packing from its params, old rows included:
+    ``concurrent`` (params.concurrent, else the older shared_gpu, else ``default_concurrent``),
+    ``mps`` (params.mps, False where not recorded), ``gpu_jobs`` (params.gpu_jobs, else the older
+    host_jobs, else 1: rows from before it was recorded ran one job per host)."""
+    def get(key):
+        v = _count(params.get(key))
+        return v if v is not None else _count(params.get(_OLD_PACKING[key]))
+
+    c = get("concurrent")
+    return dict(concurrent=c if c is not None else default_concurrent,
+                mps=_flag(params.get("mps", False)), gpu_jobs=get("gpu_jobs") or 1)
+
+
+def _with_packing(params: str) -> str:
+    """Add the launcher's packing (:func:`packing_from_env`: concurrent, mps, gpu_jobs) to a
+    params JSON string when a packing variable is set, keeping any the params say already:
+    CPU-side numbers (launch overhead, numpy baselines) depend on it."""
+    pack = packing_from_env()
+    if pack is None:
         return params
     d = json.loads(params)
-    d.setdefault("host_jobs", int(jobs))
+    for k, v in pack.items():
+        d.setdefault(k, v)
     return json.dumps(d, sort_keys=True, allow_nan=True)
 
 
@@ -254,7 +309,7 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
     ``HEAD`` of fightlab's source tree, ``-dirty`` when tracked files changed, ``"unknown"``
     outside git), ``host``, ``gpu`` (CUDA device name, ``"cpu"``), ``driver`` (NVIDIA driver
     version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON
-    (with ``host_jobs`` added from FIGHTLAB_HOST_JOBS when that is set).
+    (with the launcher's packing added, :func:`_with_packing`).
     Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab.meta`).
 
     Args:
@@ -278,7 +333,7 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
         "body": body,
         "nworld": nworld,
         "seed": seed,
-        "params": _with_host_jobs(params_json(params)),
+        "params": _with_packing(params_json(params)),
     }
     row = {c: row[c] for c in META_COLUMNS}
     _check_meta(row)

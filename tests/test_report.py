@@ -206,3 +206,45 @@ def test_factor_comparison_group_choice_and_newest_run(tmp_path):
     c3 = report.factor_comparison(runs[runs["nworld"] == 4096])
     assert list(c3.index) == ["tree factor, global", "tree factor, shared"]
     assert "stock_over_this" not in c3.columns and c3["n"].tolist() == [4, 4]
+
+
+def test_old_and_new_packing_read_alike(tmp_path):
+    runs = _write(tmp_path, [train_row("simple", shared_gpu=4, params=dict(host_jobs=2)),
+                             train_row("simple", shared_gpu=None, params=dict(concurrent=4, mps=True,
+                                                                              gpu_jobs=8))])
+    assert list(runs["concurrent"]) == [4, 4] and list(runs["gpu_jobs"]) == [2, 8]
+    assert list(runs["mps"]) == [False, True]  # old rows: MPS unknown, read as off
+    assert list(runs["shared_gpu"]) == [4, 4] and list(runs["host_jobs"]) == [2, 8]  # older names
+
+
+def test_packed_runs_never_headline(tmp_path):
+    runs = _write(tmp_path, [train_row("simple", seed=1, tts=100.0),
+                             train_row("simple", seed=2, tts=50.0, shared_gpu=None,
+                                       params=dict(concurrent=8, mps=True))])
+    s = report.solve_summary(runs)
+    (row,) = [r for _, r in s.iterrows()]
+    assert (row["n_solo"], row["n_shared"], row["time_to_solve_median_s"]) == (1, 1, 100.0)
+    assert report.headline(s)["time_to_solve_median_s"].tolist() == [100.0]
+
+
+def test_solves_per_gpu_hour_and_cost_per_solve(tmp_path):
+    """Synthetic rows: 1 solo run solving in 3600 s; 8 runs packed ×8 with MPS, each 7200 s,
+    6 solved (the 2 unsolved ran 7200 s too: 1000 iterations × 7.2 s)."""
+    packed = [train_row("simple", seed=s, tts=7200.0 - 3.0, shared_gpu=None,
+                        params=dict(concurrent=8, mps=True, gpu_jobs=8)) for s in range(6)]
+    packed += [train_row("simple", seed=s, tts=float("nan"), solved=False, shared_gpu=None,
+                         iterations=1000, rollout_s_per_iter=5.0, update_s_per_iter=2.2 - 0.003,
+                         params=dict(concurrent=8, mps=True, gpu_jobs=8)) for s in (6, 7)]
+    runs = _write(tmp_path, [train_row("simple", seed=9, tts=3600.0 - 3.0), *packed])
+    t = report.packed_throughput(runs, price_per_gpu_hour=4.0).reset_index().set_index("concurrent")
+    solo, pk = t.loc[1], t.loc[8]
+    assert (solo["n_runs"], solo["n_solved"], bool(solo["mps"])) == (1, 1, False)
+    assert solo["gpu_hours"] == pytest.approx(1.0) and solo["solves_per_gpu_hour"] == pytest.approx(1.0)
+    assert solo["cost_per_solve"] == pytest.approx(4.0)
+    # 8 runs × 2 h / 8 jobs per GPU = 2 GPU-hours for 6 solves: 3 per GPU-hour, 4/3 per solve
+    assert (pk["n_runs"], pk["n_solved"], bool(pk["mps"])) == (8, 6, True)
+    assert pk["gpu_hours"] == pytest.approx(2.0) and pk["solves_per_gpu_hour"] == pytest.approx(3.0)
+    assert pk["cost_per_solve"] == pytest.approx(4.0 / 3.0)
+    assert "cost_per_solve" not in report.packed_throughput(runs).columns
+    with pytest.raises(ValueError, match="price_per_gpu_hour must be a positive number"):
+        report.packed_throughput(runs, price_per_gpu_hour=0)

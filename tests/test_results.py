@@ -328,15 +328,29 @@ def test_append_row_from_parallel_processes_keeps_every_row(tmp_path):
     assert text.count("run_id,") == 1  # one header line
 
 
-def test_host_jobs_recorded_when_the_launcher_says(monkeypatch):
-    monkeypatch.delenv("FIGHTLAB_HOST_JOBS", raising=False)
+def test_packing_recorded_when_the_launcher_says(monkeypatch):
+    for names in results.PACKING_ENV.values():
+        for n in names:
+            monkeypatch.delenv(n, raising=False)
     meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"a": 1}, device="cpu")
-    assert "host_jobs" not in json.loads(meta["params"])
-    monkeypatch.setenv("FIGHTLAB_HOST_JOBS", "2")
+    assert json.loads(meta["params"]) == {"a": 1}  # started by hand: nothing claimed
+    monkeypatch.setenv("FIGHTLAB_HOST_JOBS", "2")  # the older name still read
     meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"a": 1}, device="cpu")
-    assert json.loads(meta["params"]) == {"a": 1, "host_jobs": 2}
-    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"host_jobs": 1}, device="cpu")
-    assert json.loads(meta["params"])["host_jobs"] == 1  # the caller's own value wins
+    assert json.loads(meta["params"]) == {"a": 1, "gpu_jobs": 2, "concurrent": 1, "mps": False}
+    monkeypatch.setenv("FIGHTLAB_CONCURRENT", "4")
+    monkeypatch.setenv("FIGHTLAB_MPS", "1")
+    monkeypatch.setenv("FIGHTLAB_GPU_JOBS", "8")  # the new name wins over the old
+    meta = results.run_metadata(body="simple", nworld=8, seed=0, params={"gpu_jobs": 1}, device="cpu")
+    assert json.loads(meta["params"]) == {"gpu_jobs": 1, "concurrent": 4, "mps": True}  # the caller's own value wins
+
+
+def test_packing_of_old_rows():
+    assert results.packing_of({"shared_gpu": 3, "host_jobs": 2}) == dict(concurrent=3, mps=False, gpu_jobs=2)
+    assert results.packing_of({}) == dict(concurrent=1, mps=False, gpu_jobs=1)
+    assert results.packing_of({"concurrent": 8, "mps": True, "shared_gpu": 2}) == dict(
+        concurrent=8, mps=True, gpu_jobs=1)
+    nan = results.packing_of({}, default_concurrent=float("nan"))["concurrent"]
+    assert nan != nan
 
 
 def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):

@@ -185,7 +185,8 @@ def test_train_row_records_the_factor_kernel_and_host_jobs(tmp_path, monkeypatch
         res = t.train()
         params = __import__("json").loads(train_row(t, res)["params"])
         t.env.close()
-        assert params["tree_factor_variant"] == variant and params["host_jobs"] == 2
+        assert params["tree_factor_variant"] == variant and params["gpu_jobs"] == 2
+        assert (params["concurrent"], params["mps"]) == (1, False)
         assert factor_setup(body, params) == ("tree factor, shared" if variant else "dense")
 
 
@@ -223,7 +224,7 @@ def test_resumed_run_records_every_segment(tmp_path, monkeypatch):
     res = b.train()
     p = json.loads(train_row(b, res)["params"])
     assert [s["commit"] for s in p["segments"]] == ["aaa1111", "bbb2222"]
-    assert p["mixed_segments"] is True and p["shared_gpu"] == 3
+    assert p["mixed_segments"] is True and p["concurrent"] == 3
     assert factor_setup("simple", p) == "dense (mixed segments)"
 
 

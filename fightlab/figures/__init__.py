@@ -110,9 +110,10 @@ def train_curve_labels(runs: pd.DataFrame) -> list[str]:
     from fightlab.measure.report import SUMMARY_KEYS
 
     def shared(r) -> str:
-        if r.shared_gpu == 1:
+        if r.concurrent == 1:
             return ""
-        return f" (shared GPU ×{'?' if pd.isna(r.shared_gpu) else int(r.shared_gpu)})"
+        mps = " MPS" if getattr(r, "mps", False) else ""
+        return f" (shared GPU ×{'?' if pd.isna(r.concurrent) else int(r.concurrent)}{mps})"
 
     keys = [tuple(getattr(r, k) for k in SUMMARY_KEYS) + (shared(r),) for r in runs.itertuples()]
     seeds: dict[tuple, list[str]] = {}
@@ -153,7 +154,7 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
         group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
         color = COLORS[groups.setdefault(group, len(groups)) % len(COLORS)]
         curves[r.run_id] = results.read_curve(r.run_id, root)
-        styles[r.run_id] = dict(color=color, lw=1.2, ls="-" if r.shared_gpu == 1 else ":",
+        styles[r.run_id] = dict(color=color, lw=1.2, ls="-" if r.concurrent == 1 else ":",
                                 label=label if label not in labelled else "_nolegend_")
         labelled.add(label)
     if not curves:

@@ -1,6 +1,6 @@
 """Nsight Compute profiles of the mass-matrix factor kernels as result rows (issue 6: where the time goes).
 
-``bench/gpu_lanes.sh``'s ``ncu:NWORLD`` job runs ``bench/factor_probe.py`` under ``ncu --csv``
+``bench/gpu_batch.sh`` with ``NCU=NWORLD`` runs ``bench/factor_probe.py`` under ``ncu --csv``
 (sections SpeedOfLight, Occupancy, WarpStateStats, MemoryWorkloadAnalysis) and then publishes it:
 
     python -m fightlab.measure.ncu RAW.csv NWORLD [--root .] [--factorizations 4]

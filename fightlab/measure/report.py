@@ -20,16 +20,20 @@ def train_row(trainer, res: dict) -> dict:
     cfg = trainer.cfg
     params = to_dict(cfg)
     # Trainer.segments holds what every segment ran with, this process's last (read from the
-    # launcher's environment when the Trainer started): shared_gpu = training processes sharing
-    # the GPU (time-sliced: only shared_gpu == 1 rows are headlines), host_jobs = GPU jobs at
-    # once on the host, each on its own GPU (they share the CPU cores), tree_factor_variant =
-    # the single-launch factor kernel ("shared" / "global"; None: MuJoCo Warp's own path).
-    # The worst sharing of any segment is the run's; segments of different code or kernels mark
-    # the row as mixed (its time to solve is not one setup's, so summaries keep it apart)
+    # launcher's environment when the Trainer started, results.packing_from_env): concurrent =
+    # jobs at once on the run's GPU (only concurrent == 1 rows are headlines), mps = those jobs
+    # ran under CUDA MPS, gpu_jobs = jobs at once on the host over all its GPUs (they share the
+    # CPU cores); older segments' shared_gpu / host_jobs are read as concurrent / gpu_jobs.
+    # tree_factor_variant = the single-launch factor kernel ("shared" / "global"; None: MuJoCo
+    # Warp's own path). The most packed segment is the run's (mps: any packed segment's); segments
+    # of different code or kernels mark the row as mixed (its time to solve is not one setup's,
+    # so summaries keep it apart)
     segs = list(trainer.segments)
     params["segments"] = segs
-    params["shared_gpu"] = max(int(x.get("shared_gpu") or 1) for x in segs)
-    params["host_jobs"] = max(int(x.get("host_jobs") or 1) for x in segs)
+    packs = [results.packing_of(x) for x in segs]
+    params["concurrent"] = max(x["concurrent"] for x in packs)
+    params["gpu_jobs"] = max(x["gpu_jobs"] for x in packs)
+    params["mps"] = any(x["mps"] for x in packs if x["concurrent"] > 1)
     params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
@@ -187,25 +191,23 @@ def factor_setup(body: str, params: dict) -> str:
     return setup + (" (mixed segments)" if params.get("mixed_segments") else "")
 
 
-def _host_jobs(v) -> int:
-    """params.host_jobs as an int: 1 where absent, null, NaN or not a number (rows from before it
-    was recorded ran one job per host)."""
-    try:
-        n = float(v)
-    except (TypeError, ValueError):
-        return 1
-    return int(n) if n == n and n >= 1 else 1
-
-
 def published_runs(root: Path | None = None) -> pd.DataFrame:
-    """data/results/train.csv with columns from params added: `shared_gpu` (trainings sharing
-    the GPU; NaN where unknown), `host_jobs` (GPU jobs running at once on the host, each on its
-    own GPU: they share only the host's CPU cores; 1 where not recorded) and `setup` (the mass
-    matrix factor path, :func:`factor_setup`)."""
+    """data/results/train.csv with columns from params added (:func:`fightlab.results.packing_of`,
+    so rows from before the batch runner read the same): `concurrent` (jobs at once on the run's
+    GPU, from params.concurrent or the older shared_gpu; NaN where neither was recorded), `mps`
+    (bool: those jobs ran under CUDA MPS; False where not recorded), `gpu_jobs` (jobs at once on
+    the host over all its GPUs, from params.gpu_jobs or the older host_jobs; 1 where not
+    recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
+    names), `setup` (the mass matrix factor path, :func:`factor_setup`) and `config`
+    (:func:`config_id`)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
-    df["shared_gpu"] = [p.get("shared_gpu", float("nan")) for p in params]
-    df["host_jobs"] = [_host_jobs(p.get("host_jobs")) for p in params]
+    packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
+    df["concurrent"] = [x["concurrent"] for x in packs]
+    df["mps"] = [x["mps"] for x in packs]
+    df["gpu_jobs"] = [x["gpu_jobs"] for x in packs]
+    df["shared_gpu"] = df["concurrent"]
+    df["host_jobs"] = df["gpu_jobs"]
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
     df["config"] = [config_id(p) for p in params]
     return df
@@ -215,7 +217,7 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
 #: and so do not split groups; the factor path is the separate `setup` key
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
-                   "tree_factor", "tree_factor_variant", "segments")
+                   "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments")
 
 
 def config_id(params: dict) -> str:
@@ -246,15 +248,16 @@ def _solve_times(runs: pd.DataFrame) -> dict:
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id:
     rows that differ in any of these are never pooled into one median), over solved runs that
-    had the GPU to themselves (shared_gpu == 1): number of solo runs (n_solo, one per seed in
+    had the GPU to themselves (concurrent == 1): number of solo runs (n_solo, one per seed in
     practice), median / min / max time to solve (s), median / min / max iterations, median
     compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs
-    that ran on the host beside any of them (host_jobs), and the newest solo run's time
-    (latest; the newest run of any kind where there is no solo run). Runs that shared the GPU
-    (or did not solve) are counted apart (n_shared, n_unsolved) and not summarised.
+    that ran on the host beside any of them (gpu_jobs, and its older name host_jobs), and the
+    newest solo run's time (latest; the newest run of any kind where there is no solo run). Runs
+    that shared the GPU, packed with or without MPS (or did not solve), are counted apart
+    (n_shared, n_unsolved) and not summarised: their times are :func:`packed_throughput`'s.
 
     Args:
-      df: :func:`published_runs` (needs its `setup`, `config`, `shared_gpu` and `host_jobs`
+      df: :func:`published_runs` (needs its `setup`, `config`, `concurrent` and `gpu_jobs`
         columns).
     Returns:
       a DataFrame indexed by :data:`SUMMARY_KEYS`, sorted by body and newest run last.
@@ -262,21 +265,23 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for keys, g in df.groupby(list(SUMMARY_KEYS), sort=False):
         solved = g["solved"] == True  # noqa: E712
-        solo = g[solved & (g["shared_gpu"] == 1)]
+        alone = g["concurrent"] == 1
+        solo = g[solved & alone]
         rows.append(dict(zip(SUMMARY_KEYS, keys), n_solo=len(solo),
-                         n_shared=int((g["shared_gpu"] != 1).sum()),
-                         n_unsolved=int((~solved & (g["shared_gpu"] == 1)).sum()),
+                         n_shared=int((~alone).sum()),
+                         n_unsolved=int((~solved & alone).sum()),
                          **_solve_times(solo), iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
                          compile_s_median=solo["compile_s"].median(),
                          env_steps_per_s_median=solo["env_steps_per_s"].median(),
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
                          update_s_per_iter=solo["update_s_per_iter"].median(),
-                         host_jobs=solo["host_jobs"].max() if len(solo) else float("nan"),
+                         gpu_jobs=solo["gpu_jobs"].max() if len(solo) else float("nan"),
                          latest=solo["time"].max() if len(solo) else g["time"].max()))
     if not rows:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "n_solo"]).set_index(list(SUMMARY_KEYS))
     out = pd.DataFrame(rows).sort_values(["body", "latest"], kind="stable")
-    out["host_jobs"] = out["host_jobs"].astype("Int64")
+    out["gpu_jobs"] = out["gpu_jobs"].astype("Int64")
+    out["host_jobs"] = out["gpu_jobs"]  # the older name
     return out.set_index(list(SUMMARY_KEYS))
 
 
@@ -319,7 +324,7 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
     Unlike :func:`solve_summary` this pools runs across commits (the ``commits`` column lists
     them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from
     the same commit; it never pools GPUs, world counts or configurations, and takes one run per
-    (setup, seed): the newest. Only solo solved runs (shared_gpu == 1) count. The (gpu, nworld,
+    (setup, seed): the newest. Only solo solved runs (concurrent == 1) count. The (gpu, nworld,
     config) group compared is the one that has a stock run and a tree-factor run, then one with a
     stock run, then the most setups, then the most runs (ties: the group whose first run comes
     first in the file); times are compared as instants (``time`` parsed with its UTC offset).
@@ -350,7 +355,7 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
         raise ValueError(f"factor_comparison: body {body!r} has no tree over 64 DOF, so no factor "
                          f"to compare; bodies that have one: {have}")
     key = ["gpu", "nworld", "config"]
-    runs = df[(df["body"] == body) & (df["solved"] == True) & (df["shared_gpu"] == 1)  # noqa: E712
+    runs = df[(df["body"] == body) & (df["solved"] == True) & (df["concurrent"] == 1)  # noqa: E712
               & df["setup"].isin(FACTOR_SETUPS)]
     if runs.empty:
         return pd.DataFrame(columns=["n"]).rename_axis("setup")
@@ -383,3 +388,71 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
         out["stock_over_this"] = ref["time_to_solve_median_s"] / out["time_to_solve_median_s"]
         out["stock_over_this_per_iter"] = ref["s_per_iter"] / out["s_per_iter"]
     return out
+
+
+#: packed_throughput's grouping: what a run measured (SUMMARY_KEYS) and how it was packed
+PACKING_KEYS = (*SUMMARY_KEYS, "concurrent", "mps")
+
+
+def run_wall_s(df: pd.DataFrame) -> pd.Series:
+    """Seconds of wall clock each train row's run held its GPU slot: ``time_to_solve_s`` for a
+    solved run (a run stops when it solves), else ``iterations × (rollout_s_per_iter +
+    update_s_per_iter)`` (the run's training time at its median iteration time), plus
+    ``compile_s`` (warm-up and capture) in both cases; NaN where a column is missing."""
+    per_iter = df["iterations"] * (df["rollout_s_per_iter"] + df["update_s_per_iter"])
+    solved = df["solved"] == True  # noqa: E712
+    return df["time_to_solve_s"].where(solved, per_iter) + df["compile_s"].fillna(0.0)
+
+
+def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
+    """Solves per GPU-hour and cost per solve of every packing (:data:`PACKING_KEYS`: what ran,
+    solo or K jobs at once on a GPU, with or without CUDA MPS), from train rows.
+
+    K runs packed on one GPU share its wall clock, so a run of wall time ``w`` (s,
+    :func:`run_wall_s`) costs ``w / K`` GPU-seconds (``K = concurrent``; a solo run costs ``w``).
+    Per group:
+
+        gpu_hours            = Σ_runs run_wall_s / concurrent / 3600           [GPU-h]
+        solves_per_gpu_hour  = n_solved / gpu_hours                            [1 / GPU-h]
+        cost_per_solve       = price_per_gpu_hour / solves_per_gpu_hour        [price unit]
+
+    Unsolved runs count in ``gpu_hours`` (the GPU was paid for) but not in ``n_solved``. This
+    assumes the GPU's K slots stayed full for the runs' time (a batch's tail, where fewer than K
+    jobs are left, is not charged): compare packings of one batch size. Packed and solo runs are
+    never pooled; ``time_to_solve_median_s`` is the median wall time to solve of that packing's
+    runs (a packed run's is longer than a solo one: headline times stay solo, :func:`headline`).
+
+    Args:
+      df: :func:`published_runs` (needs `concurrent`, `mps`, `setup`, `config`, `solved`,
+        `time_to_solve_s`, `iterations`, `rollout_s_per_iter`, `update_s_per_iter`, `compile_s`).
+      price_per_gpu_hour: price of one GPU-hour (any currency; e.g. USD); None: no cost column.
+    Returns:
+      DataFrame indexed by :data:`PACKING_KEYS`: n_runs, n_solved, gpu_hours,
+      solves_per_gpu_hour, time_to_solve_median_s, and ``cost_per_solve`` with a price (inf
+      where nothing solved). Rows with an unknown packing (concurrent NaN) are left out.
+    Raises:
+      ValueError: ``price_per_gpu_hour`` is not a positive finite number.
+    """
+    if price_per_gpu_hour is not None and not (
+            isinstance(price_per_gpu_hour, (int, float)) and not isinstance(price_per_gpu_hour, bool)
+            and math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
+        raise ValueError(f"price_per_gpu_hour must be a positive number (price of one GPU-hour), "
+                         f"got {price_per_gpu_hour!r}")
+    runs = df[pd.to_numeric(df["concurrent"], errors="coerce").notna()]
+    runs = runs.assign(concurrent=runs["concurrent"].astype(int), mps=runs["mps"].astype(bool),
+                       _gpu_s=run_wall_s(runs) / runs["concurrent"].astype(float))
+    rows = []
+    for keys, g in runs.groupby(list(PACKING_KEYS), sort=False):
+        solved = g["solved"] == True  # noqa: E712
+        hours = g["_gpu_s"].sum() / 3600.0
+        n = int(solved.sum())
+        rate = n / hours if hours > 0 else float("nan")
+        row = dict(zip(PACKING_KEYS, keys), n_runs=len(g), n_solved=n, gpu_hours=hours,
+                   solves_per_gpu_hour=rate,
+                   time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
+        if price_per_gpu_hour is not None:
+            row["cost_per_solve"] = price_per_gpu_hour / rate if rate > 0 else float("inf")
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame(columns=[*PACKING_KEYS, "n_runs"]).set_index(list(PACKING_KEYS))
+    return pd.DataFrame(rows).set_index(list(PACKING_KEYS))

@@ -96,9 +96,11 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
         raise bad(f"segments must be a list of dicts, got {segs!r}")
     for x in segs or []:
-        for k in ("shared_gpu", "host_jobs"):
+        for k in ("concurrent", "gpu_jobs", "shared_gpu", "host_jobs"):  # the last two: older names
             if x.get(k) is not None and (isinstance(x[k], bool) or not isinstance(x[k], int)):
                 raise bad(f"segments' {k} must be an integer, got {x[k]!r}")
+        if x.get("mps") is not None and not isinstance(x["mps"], bool):
+            raise bad(f"segments' mps must be true or false, got {x['mps']!r}")
     hist = ck.get("history")
     if hist is not None and not (isinstance(hist, list) and all(isinstance(r, dict) for r in hist)
                                  and [r.get("iteration") for r in hist] == list(range(1, it + 1))):

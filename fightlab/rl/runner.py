@@ -10,7 +10,6 @@ graph capture (`compile_s`) are excluded and reported apart.
 from __future__ import annotations
 
 import math
-import os
 import time
 import weakref
 from pathlib import Path
@@ -123,10 +122,10 @@ class Trainer:
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
         # row whose segments ran different code, kernels or devices says so (report.train_row)
         from fightlab.meta import git_commit, gpu_name
+        from fightlab.results import packing_from_env
 
         self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
-                              shared_gpu=int(os.environ.get("FIGHTLAB_SHARED_GPU", "1")),
-                              host_jobs=int(os.environ.get("FIGHTLAB_HOST_JOBS", "1")),
+                              **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
                               device=cfg.device, gpu=gpu_name(cfg.device),
                               max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
                               start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]

@@ -1,0 +1,445 @@
+"""python -m fightlab batch: grid expansion and refusals, lanes over fake GPUs, CUDA MPS against a
+fake nvidia-cuda-mps-control, failures, time limits, budget, resume after kill -9, the archive,
+one real tiny CPU training and one notebook through the batch."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from fightlab import batch
+from fightlab.cli import main
+
+PY = sys.executable
+
+
+@pytest.fixture
+def fakebin(tmp_path, monkeypatch):
+    """A folder on PATH for fake nvidia-smi / nvidia-cuda-mps-control; returns a maker
+    ``make(gpus=N, mps=True)``. The MPS fake records every call in ``bin/mps.log``
+    (``ARGS|STDIN|PIPE_DIR``); a daemon "runs" while ``bin/mps.running`` exists."""
+    b = tmp_path / "bin"
+    b.mkdir()
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    for v in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(v, raising=False)
+
+    def make(gpus: int = 0, mps: bool = False) -> Path:
+        smi = b / "nvidia-smi"
+        lines = "".join(f"GPU {i}: NVIDIA Fake (UUID: GPU-{i})\\n" for i in range(gpus))
+        smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+        smi.chmod(0o755)
+        if mps:
+            ctl = b / batch.MPS_CONTROL
+            ctl.write_text(f"""#!/bin/sh
+if [ "$1" = "-d" ]; then line=""; touch {b}/mps.running; else read -r line; fi
+echo "$*|$line|$CUDA_MPS_PIPE_DIRECTORY" >> {b}/mps.log
+case "$line" in
+  get_server_list) [ -e {b}/mps.running ] || exit 1 ;;
+  quit) rm -f {b}/mps.running ;;
+esac
+exit 0
+""")
+            ctl.chmod(0o755)
+        return b
+
+    return make
+
+
+def _env_job(extra: str = "") -> str:
+    """A fake job printing what the batch set for it (one JSON line), then ``extra``."""
+    code = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('CUDA_VISIBLE_DEVICES', "
+            "'FIGHTLAB_CONCURRENT', 'FIGHTLAB_MPS', 'FIGHTLAB_GPU_JOBS', 'CUDA_MPS_PIPE_DIRECTORY')}))"
+            + extra)
+    return f"python -c {json.dumps(code)}"
+
+
+def _state(folder: Path) -> dict:
+    return json.loads((folder / batch.STATE).read_text())
+
+
+def _seen(folder: Path, job: dict) -> dict:
+    log = (folder / "jobs" / job["id"] / "log.txt").read_text().splitlines()
+    return json.loads(next(ln for ln in log if ln.startswith("{")))
+
+
+# --- grid, jobs, refusals --------------------------------------------------------------------
+
+def test_grid_expansion_and_list_values():
+    assert batch.split_values("1,[2,3],'a,b',{x: 1, y: 2}") == ["1", "[2,3]", "'a,b'", "{x: 1, y: 2}"]
+    grid = batch.parse_grid(["seed=1,2,3,4", "body=simple,muscular-fast"])
+    points = batch.expand(grid)
+    assert len(points) == 8 and points[0] == {"seed": "1", "body": "simple"}
+    assert points[1] == {"seed": "1", "body": "muscular-fast"} and points[-1] == {"seed": "4", "body": "muscular-fast"}
+    assert batch.expand(batch.parse_grid(["env.push_impulse_ns=[20,40],[10,20]"])) == [
+        {"env.push_impulse_ns": "[20,40]"}, {"env.push_impulse_ns": "[10,20]"}]
+    assert batch.expand([]) == [{}]
+    # --set is one value, never split
+    jobs = batch.make_jobs([batch.parse_job("train --nworld 2")], batch.parse_grid(["seed=1,2"]),
+                           batch.parse_sets(["env.push_impulse_ns=[20,40]"]), ["train"])
+    assert [j.argv for j in jobs] == [
+        ["train", "--nworld", "2", "--seed", s, "--set", "env.push_impulse_ns=[20,40]"] for s in ("1", "2")]
+    assert [j.id for j in jobs] == ["000-train-seed=1", "001-train-seed=2"]
+    # a TrainConfig field without its own flag goes through train's --set
+    from fightlab.cli import JOB_COMMANDS, check_job_argv
+
+    (job,) = batch.make_jobs([batch.parse_job("train")], batch.parse_grid(["curriculum_wait=5"]), [],
+                             JOB_COMMANDS, check_argv=check_job_argv)
+    assert job.argv == ["train", "--set", "curriculum_wait=5"]
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--job", "train", "--grid", "seed="], "--grid 'seed=': empty grid value"),
+    (["--job", "train", "--grid", "seed=1,,2"], "empty grid value"),
+    (["--job", "train", "--grid", "seed"], "--grid expects KEY=VALUE, got 'seed'"),
+    (["--job", "train", "--grid", "seed=1", "--grid", "seed=2"], "--grid seed given twice"),
+    (["--job", "train", "--concurrent", "0"], "--concurrent must be a positive integer (jobs at once per GPU), got '0'"),
+    (["--job", "train", "--concurrent", "two"], "--concurrent must be a positive integer"),
+    (["--job", "frobnicate --x 1"], "unknown command 'frobnicate' in job 'frobnicate --x 1'; commands: train, evaluate"),
+    (["--job", "batch"], "unknown command 'batch'"),
+    (["--job", "train", "--grid", "bogus=1,2"], "job 'train --bogus 1': unrecognized arguments: --bogus 1"),
+    (["--job", "profile --what nope"], "argument --what: invalid choice: 'nope'"),
+    (["--job", "train", "--grid", "ppo.learning_rate=abc,1e-3"], "PPOConfig.learning_rate must be a finite number, got 'abc'"),
+    (["--job", "train --run-dir runs/x", "--grid", "seed=1,2"], "is given to 2 training jobs; each job needs its own"),
+    (["--resume", "no-such-batch"], "--resume no-such-batch: no batch.json there or under"),
+    (["--job", "python no_such_script.py"], "script 'no_such_script.py' not found"),
+    (["--job", "notebook 99"], "unknown notebook '99'; notebooks: 00"),
+    ([], "batch needs jobs"),
+    (["--job", "train", "--budget-s", "-1"], "--budget-s must be a positive number of seconds, got -1.0"),
+])
+def test_bad_input_is_one_line(args, expect, tmp_path, capsys, fakebin):
+    fakebin(gpus=0)
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--no-progress", *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("fightlab: error: ") and "\n" not in err, err
+    assert expect in err, err
+
+
+def test_notebook_unknown_parameter_refused(tmp_path, capsys, fakebin):
+    """papermill only warns "Passed unknown parameter" and injects it: the batch refuses it, with
+    the notebook's parameters listed (papermill.inspect_notebook)."""
+    fakebin(gpus=0)
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "notebook 06 size=smoke",
+               "--grid", "nope=1,2"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err
+    assert "notebook 06_train.ipynb has no parameter 'nope'; its parameters: " in err
+    assert "size" in err.split("its parameters: ")[1] and "device" in err
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+
+
+def test_gpu_that_does_not_exist(tmp_path, capsys, fakebin):
+    fakebin(gpus=1)
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", _env_job(), "--gpus", "0,3"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "fightlab: error: --gpus 0,3: no GPU 3 on this host; its GPUs: 0"
+    assert batch.discover_gpus() == [0]
+    assert [ln.name for ln in batch.make_lanes(None, [], 2)] == ["cpu"]  # no GPU: one CPU lane
+
+
+# --- lanes and MPS ---------------------------------------------------------------------------
+
+def test_scheduling_over_two_fake_gpus(tmp_path, capsys, fakebin):
+    """2 fake GPUs × K=2, 7 jobs: never more than 2 at once per lane, each job on its lane's GPU
+    with the packing in its environment; MPS missing: one line, jobs time-slice."""
+    fakebin(gpus=2)
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
+               "--job", _env_job("; import time; time.sleep(0.3)"), "--grid", "x=" + ",".join("1234567")])
+    out = capsys.readouterr()
+    assert rc == 0, out
+    assert "CUDA MPS is not available (nvidia-cuda-mps-control not found on PATH): jobs sharing a GPU time-slice" in out.err
+    st = _state(folder)
+    assert st["lanes"] == ["gpu0", "gpu1"] and st["mps"] is False
+    jobs = st["jobs"]
+    assert {j["status"] for j in jobs} == {"done"} and {j["lane"] for j in jobs} == {"gpu0", "gpu1"}
+    for lane in ("gpu0", "gpu1"):
+        spans = [(j["started"], j["ended"]) for j in jobs if j["lane"] == lane]
+        at_once = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+        assert 1 <= at_once <= 2
+    for j in jobs:
+        seen = _seen(folder, j)
+        assert seen["CUDA_VISIBLE_DEVICES"] == j["lane"][3:]
+        assert (seen["FIGHTLAB_CONCURRENT"], seen["FIGHTLAB_MPS"], seen["FIGHTLAB_GPU_JOBS"]) == ("2", "0", "4")
+    assert re.search(r"000-py-x=1\s+gpu0\s+done\s+[\d.]+\s+0", out.out)  # the summary table
+
+
+def test_mps_started_for_the_batch_and_stopped(tmp_path, capsys, fakebin):
+    b = fakebin(gpus=1, mps=True)
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
+               "--job", _env_job(), "--grid", "x=1,2"])
+    assert rc == 0
+    calls = (b / "mps.log").read_text().splitlines()
+    pipe = str(folder / "mps" / "pipe")
+    assert calls == ["|get_server_list|", f"-d||{pipe}", f"|quit|{pipe}"]
+    assert not (b / "mps.running").exists()
+    assert "CUDA MPS started for the batch" in capsys.readouterr().err
+    st = _state(folder)
+    assert st["mps"] is True and st["mps_started"] is True  # this batch started it (and quit it: calls)
+    for j in st["jobs"]:
+        seen = _seen(folder, j)
+        assert (seen["FIGHTLAB_MPS"], seen["CUDA_MPS_PIPE_DIRECTORY"]) == ("1", pipe)
+
+
+def test_mps_already_running_is_used_and_left_alone(tmp_path, capsys, fakebin):
+    b = fakebin(gpus=1, mps=True)
+    (b / "mps.running").touch()
+    folder = tmp_path / "b"
+    assert main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
+                 "--job", _env_job(), "--grid", "x=1,2"]) == 0
+    assert (b / "mps.log").read_text().splitlines() == ["|get_server_list|"]  # no -d, no quit
+    assert (b / "mps.running").exists()
+    assert "using the CUDA MPS daemon already running (left running)" in capsys.readouterr().err
+    assert all(_seen(folder, j)["FIGHTLAB_MPS"] == "1" for j in _state(folder)["jobs"])
+
+
+# --- failures, limits, budget, resume ---------------------------------------------------------
+
+def test_crash_and_timeout_do_not_stop_the_batch(tmp_path, capsys, fakebin):
+    """A crashing job is marked failed with its log tail; a job over its time limit is killed
+    with its whole process group (its child too); the other jobs run."""
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    pidfile = tmp_path / "child.pid"
+    sleeper = ("import subprocess, time; p = subprocess.Popen(['sleep', '600']); "
+               f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(600)")
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text("# a crash, a hang, a good job\n"
+                    "python -c \"raise SystemExit('boom: the job crashed')\"\n\n"
+                    f"python -c {json.dumps(sleeper)}\n"
+                    "python -c \"print('fine')\"\n")
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--jobs", str(jobs),
+               "--job-timeout-s", "2"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    crash, hang, good = _state(folder)["jobs"]
+    assert (crash["status"], crash["rc"]) == ("failed", 1) and "boom: the job crashed" in crash["tail"]
+    assert hang["status"] == "timeout" and hang["rc"] != 0
+    assert good["status"] == "done"
+    assert _gone(int(pidfile.read_text()))
+    assert "boom: the job crashed" in out and "3 job(s) not done" not in out and "2 job(s) not done" in out
+
+
+def test_budget_then_resume(tmp_path, capsys, fakebin):
+    """No job starts with less than --min-left-s of the budget left; --resume runs them."""
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    assert main(["batch", "--batch-dir", str(folder), "--no-progress", "--job", _env_job(),
+                 "--grid", "x=1,2", "--budget-s", "5", "--min-left-s", "10"]) == 1
+    st = _state(folder)
+    assert [j["status"] for j in st["jobs"]] == ["budget", "budget"]
+    assert not (folder / "jobs").exists()
+    # a fresh batch in the same folder is refused; so are jobs with --resume
+    assert main(["batch", "--batch-dir", str(folder), "--job", _env_job()]) == 2
+    assert "holds a batch already: continue it with --resume" in capsys.readouterr().err
+    assert main(["batch", "--resume", str(folder), "--job", _env_job()]) == 2
+    assert "--resume takes its jobs from the batch's batch.json" in capsys.readouterr().err
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    st = _state(folder)
+    assert [j["status"] for j in st["jobs"]] == ["done", "done"] and st["resumes"] == 1
+    # a finished batch resumed runs nothing again
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    assert [j["attempts"] for j in _state(folder)["jobs"]] == [1, 1]
+
+
+def test_resume_after_kill_9(tmp_path, fakebin):
+    """The first job kills the batch process (kill -9, as a lost machine would): the state says
+    it was running; the resumed batch runs it and the rest, the log keeps both attempts."""
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    marker = tmp_path / "killed-once"
+    killer = (f"import os, signal; m = {str(marker)!r}\n"
+              "if not os.path.exists(m):\n    open(m, 'w').close(); os.kill(os.getppid(), signal.SIGKILL)\n"
+              "print('second attempt')")
+    r = subprocess.run([PY, "-m", "fightlab", "batch", "--batch-dir", str(folder), "--no-progress",
+                        "--job", f"python -c {shlex.quote(killer)}", "--job", _env_job()],
+                       capture_output=True, text=True, timeout=300,
+                       cwd=str(Path(__file__).resolve().parents[1]))
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert [j["status"] for j in _state(folder)["jobs"]] == ["running", "pending"]
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    first, second = _state(folder)["jobs"]
+    assert (first["status"], first["attempts"], second["status"]) == ("done", 2, "done")
+    log = (folder / "jobs" / first["id"] / "log.txt").read_text()
+    assert log.count("=== batch b attempt") == 2 and "second attempt" in log
+
+
+def test_one_batch_per_folder_and_nothing_deleted(tmp_path, capsys, fakebin):
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    assert main(["batch", "--batch-dir", str(folder), "--no-progress", "--job", _env_job()]) == 0
+    fd = os.open(folder / batch.LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another batch holds the folder
+    try:
+        assert main(["batch", "--resume", str(folder), "--retry-failed", "--no-progress"]) == 2
+        assert "is in use by another batch" in capsys.readouterr().err
+    finally:
+        os.close(fd)
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    assert main(["batch", "--batch-dir", str(other), "--job", _env_job()]) == 2
+    assert "is not empty and not a batch's" in capsys.readouterr().err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_training_job_command_resumes_from_its_checkpoint(tmp_path):
+    job = batch.make_jobs([batch.parse_job("train --body simple --nworld 2 --set ppo.num_steps=4")],
+                          [], [], ["train"])[0]
+    cmd = batch.job_command(job, tmp_path, left_s=None, min_left_s=60)
+    run = tmp_path / "jobs" / job.id / "run"
+    assert cmd[1:] == ["-m", "fightlab", "train", "--body", "simple", "--nworld", "2", "--set",
+                       "ppo.num_steps=4", "--run-dir", str(run), "--no-progress"]
+    run.mkdir(parents=True)
+    (run / "latest.pt").write_bytes(b"")
+    cmd = batch.job_command(job, tmp_path, left_s=400, min_left_s=60)
+    assert cmd[3:] == ["train", "--body", "simple", "--nworld", "2", "--run-dir", str(run),
+                       "--resume", str(run / "latest.pt"), "--no-progress", "--segment-s", "340"]
+    assert job.run_dir == str(run.resolve())
+
+
+def test_archive_leaves_checkpoints_out_unless_asked(tmp_path):
+    folder = tmp_path / "b"
+    (folder / "jobs" / "000" / "run").mkdir(parents=True)
+    for name in ("jobs/000/log.txt", "jobs/000/run/latest.pt", "jobs/000/run/rows.csv", batch.STATE):
+        (folder / name).write_text("x")
+    for ckpt in (False, True):
+        with tarfile.open(batch.archive(folder, ckpt)) as tar:
+            names = sorted(tar.getnames())
+        assert ("b/jobs/000/run/latest.pt" in names) is ckpt
+        assert "b/jobs/000/log.txt" in names and "b/batch.json" in names and "b/batch.tar.gz" not in names
+
+
+# --- real jobs ---------------------------------------------------------------------------------
+
+def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
+    """Two tiny CPU trainings packed 2 at once: each row records concurrent=2 (mps off, one lane)."""
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
+               "--job", "train --body simple --nworld 2 --device cpu --max-iterations 2 --checkpoint-every 1",
+               "--grid", "seed=1,2", "--set", "ppo.num_steps=4"])
+    out = capsys.readouterr()
+    jobs = _state(folder)["jobs"]
+    assert rc == 0, (out, [j["tail"] for j in jobs])
+    for j, seed in zip(jobs, (1, 2)):
+        run = Path(j["run_dir"])
+        assert run == folder / "jobs" / j["id"] / "run" and (run / "latest.pt").is_file()
+        row = (run / "data" / "results" / "train.csv").read_text()
+        import pandas as pd
+
+        df = pd.read_csv(run / "data" / "results" / "train.csv")
+        p = json.loads(df["params"][0])
+        assert int(df["seed"][0]) == seed and row
+        assert (p["concurrent"], p["mps"], p["gpu_jobs"]) == (2, False, 2)
+    with tarfile.open(folder / batch.ARCHIVE) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("/run/data/results/train.csv") for n in names)
+    assert any(n.endswith("/log.txt") for n in names) and not any(n.endswith(".pt") for n in names)
+
+
+def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):
+    import nbformat
+
+    fakebin(gpus=0)
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("a = 1\nname = 'x'")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import os\nprint('cwd', os.path.basename(os.getcwd()), a * 10, name)")]
+    nb.metadata["kernelspec"] = dict(name="python3", display_name="Python 3", language="python")
+    src = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, src)
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress",
+               "--job", f"notebook {src} name=y", "--grid", "a=2,[3]"])
+    (j1, j2) = _state(folder)["jobs"]
+    assert rc == 0, [j1["tail"], j2["tail"]]
+    assert j1["params"] == {"name": "y", "a": 2} and j2["params"] == {"name": "y", "a": [3]}
+    done = nbformat.read(folder / "jobs" / j1["id"] / "tiny.ipynb", as_version=4)
+    assert "cwd notebooks 20 y" in done.cells[-1].outputs[0]["text"]
+
+
+def test_bench_jobs_example_expands():
+    """bench/jobs_example.txt (the bench's batch, after gpu_lanes.sh) is a valid jobs file."""
+    from fightlab.cli import JOB_COMMANDS, check_job_argv
+
+    root = Path(__file__).resolve().parents[1]
+    jobs = batch.make_jobs(batch.read_jobs_file(root / "bench" / "jobs_example.txt"),
+                           [], [], JOB_COMMANDS, check_argv=check_job_argv)
+    assert [j.kind for j in jobs] == ["fightlab", "fightlab", "notebook"]
+    assert jobs[2].params == dict(size="full", device="cuda:0", publish=True)
+    assert not (root / "bench" / "gpu_lanes.sh").exists()
+
+
+def _start_and_wait_running(folder: Path, job: str) -> tuple[subprocess.Popen, dict]:
+    """A batch in a subprocess with one job; returns once batch.json says the job runs."""
+    import time
+
+    p = subprocess.Popen([PY, "-m", "fightlab", "batch", "--batch-dir", str(folder), "--no-progress",
+                          "--job", job], cwd=str(Path(__file__).resolve().parents[1]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(3000):  # waits for a state, asserts no duration
+        st = _state(folder) if (folder / batch.STATE).exists() else None
+        if st and st["jobs"][0]["status"] == "running" and st["jobs"][0]["pid"]:
+            return p, st["jobs"][0]
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the job never started")
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def _gone(pid: int) -> bool:
+    """Waits (a bounded number of polls, no duration asserted) for a killed process to go."""
+    import time
+
+    for _ in range(200):
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_stops_the_jobs_and_saves_the_state(tmp_path, fakebin):
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    p, job = _start_and_wait_running(folder, "python -c 'import time; time.sleep(600)'")
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "continue with python -m fightlab batch --resume" in err
+    st = _state(folder)
+    assert st["jobs"][0]["status"] == "interrupted" and (folder / batch.ARCHIVE).is_file()
+    assert _gone(job["pid"])
+
+
+def test_resume_stops_a_job_that_outlived_its_batch(tmp_path, fakebin):
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    marker = tmp_path / "first"
+    code = (f"import os, time; m = {str(marker)!r}\n"
+            "if not os.path.exists(m):\n    open(m, 'w').close(); time.sleep(600)\nprint('quick')")
+    p, job = _start_and_wait_running(folder, f"python -c {shlex.quote(code)}")
+    p.kill()  # kill -9: the job (its own session) lives on
+    p.communicate(timeout=60)
+    assert _alive(job["pid"])
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    assert _gone(job["pid"])
+    assert _state(folder)["jobs"][0]["status"] == "done"
