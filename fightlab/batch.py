@@ -308,6 +308,18 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
         raise BatchError("batch needs jobs: --jobs FILE and/or --job 'CMD ARGS' (e.g. --job 'train "
                          "--body simple'), or --resume BATCH_ID")
     points = expand(grid)
+    both = sorted({k for k, _ in grid} & {k for k, _ in sets})
+    if both:
+        raise BatchError(f"{both[0]!r} is given by --grid and by --set; give each key once")
+    keys = [k for k, _ in grid] + [k for k, _ in sets]
+    for base in bases:  # a key the job line sets itself would be set twice (the last one wins)
+        own = set(base.params) if base.kind == "notebook" else {
+            a.split("=", 1)[0] for i, a in enumerate(base.argv) if i and base.argv[i - 1] == "--set"} | {
+            a[2:].replace("-", "_") for a in base.argv if a.startswith("--")}
+        clash = sorted(k for k in keys if k in own)
+        if clash:
+            raise BatchError(f"job {base.label()!r} sets {clash[0]!r} itself and --grid/--set set it "
+                             "again; give it in one place")
     jobs: list[Job] = []
     for base in bases:
         for point in points:
@@ -477,6 +489,17 @@ def resolve_batch_dir(resume: str | None, batch_dir: str | None) -> Path:
             raise BatchError("--batch-dir must name a folder, got ''")
         return Path(batch_dir).expanduser().resolve()
     return (BATCH_ROOT / (time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}")).resolve()
+
+
+def saved_options(folder: Path) -> dict:
+    """The options a batch ran with (batch.json: concurrent, gpus, job_timeout_s, budget_s,
+    min_left_s, no_mps, with_checkpoints; those it has), which `--resume` keeps unless given."""
+    try:
+        state = json.loads((Path(folder) / STATE).read_text())
+    except (OSError, ValueError):
+        return {}
+    keys = ("concurrent", "gpus", "job_timeout_s", "budget_s", "min_left_s", "no_mps", "with_checkpoints")
+    return {k: state[k] for k in keys if state.get(k) is not None}
 
 
 @contextlib.contextmanager
@@ -723,6 +746,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
             say(m.message)
         state.update(lanes=[lane.name for lane in lanes], concurrent=concurrent, mps=m.active,
                      mps_started=m.started, budget_s=budget_s, job_timeout_s=job_timeout_s,
+                     gpus=gpus, min_left_s=min_left_s, no_mps=not mps, with_checkpoints=with_checkpoints,
                      jobs=[dataclasses.asdict(j) for j in jobs])
 
         def save():
@@ -758,7 +782,12 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         save()
                         break
                     job = pending.pop(0)
-                    cmd = job_command(job, folder, left, min_left_s)
+                    # a training's segment ends (with a checkpoint) before its time limit too
+                    seg_left = left
+                    if job_timeout_s is not None:
+                        own = job_timeout_s - min(min_left_s, job_timeout_s / 4) + min_left_s
+                        seg_left = own if seg_left is None else min(seg_left, own)
+                    cmd = job_command(job, folder, seg_left, min_left_s)
                     jdir = folder / "jobs" / job.id
                     jdir.mkdir(parents=True, exist_ok=True)
                     # the jobs run this fightlab, whatever the cwd or an installed copy
@@ -805,7 +834,9 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                     log_path = folder / "jobs" / job.id / "log.txt"
                     job.tail = _tail(log_path)
                     is_train = job.kind == "fightlab" and job.argv[0] == "train"
-                    if over:
+                    if over and is_train and _train_finished(Path(job.run_dir)):
+                        job.status = "done"  # it had written its result and was exiting
+                    elif over:
                         job.status = why
                     elif rc != 0:
                         job.status = "failed"

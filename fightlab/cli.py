@@ -187,13 +187,14 @@ def _parser() -> argparse.ArgumentParser:
                         "or a notebook parameter")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="one value for every job, never split (e.g. --set env.push_impulse_ns=[20,40])")
-    b.add_argument("--concurrent", default="1", help="jobs at once per GPU (lane)")
+    b.add_argument("--concurrent", default=None, help="jobs at once per GPU (lane) (default 1, or "
+                   "the resumed batch's)")
     b.add_argument("--gpus", default=None, help="GPU indices to use, e.g. 0,1 (default: every GPU "
                    "nvidia-smi -L lists; none: one CPU lane)")
     b.add_argument("--job-timeout-s", type=float, default=None, help="kill a job (its process group) after this")
     b.add_argument("--budget-s", type=float, default=None,
                    help="the whole batch's seconds: trainings get --segment-s to stop with a checkpoint")
-    b.add_argument("--min-left-s", type=float, default=60.0,
+    b.add_argument("--min-left-s", type=float, default=None,
                    help="with --budget-s: start a job only with more than this left")
     b.add_argument("--resume", default=None, metavar="BATCH_ID",
                    help="continue a batch (id under runs/batch/ or its folder): finished jobs skipped, "
@@ -462,13 +463,20 @@ def cmd_batch(a) -> int:
     from fightlab import batch
     from fightlab.config import ConfigError
 
-    try:
-        concurrent = int(a.concurrent)
-    except ValueError:
-        concurrent = a.concurrent
-    if isinstance(concurrent, str) or concurrent < 1:
-        raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {a.concurrent!r}")
     folder = batch.resolve_batch_dir(a.resume, a.batch_dir)
+    # a resumed batch keeps its own options (batch.json) unless given again
+    saved = batch.saved_options(folder) if a.resume is not None else {}
+
+    def pick(given, key, default):
+        return given if given is not None else saved.get(key, default)
+
+    raw = pick(a.concurrent, "concurrent", 1)
+    try:
+        concurrent = int(raw)
+    except ValueError:
+        concurrent = raw
+    if isinstance(concurrent, str) or concurrent < 1:
+        raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {raw!r}")
     if a.resume is not None:
         if a.jobs or a.job or a.grid or a.set:
             raise ConfigError("--resume takes its jobs from the batch's batch.json; --jobs, --job, "
@@ -481,10 +489,13 @@ def cmd_batch(a) -> int:
         jobs = batch.make_jobs(bases, grid, sets, JOB_COMMANDS, check_argv=check_job_argv)
     print(f"batch {folder.name}: {folder}", flush=True)
     try:
-        state = batch.run_batch(jobs, folder, concurrent=concurrent, gpus=a.gpus,
-                                job_timeout_s=a.job_timeout_s, budget_s=a.budget_s,
-                                min_left_s=a.min_left_s, mps=not a.no_mps,
-                                with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
+        state = batch.run_batch(jobs, folder, concurrent=concurrent, gpus=pick(a.gpus, "gpus", None),
+                                job_timeout_s=pick(a.job_timeout_s, "job_timeout_s", None),
+                                budget_s=pick(a.budget_s, "budget_s", None),
+                                min_left_s=pick(a.min_left_s, "min_left_s", 60.0),
+                                mps=not (a.no_mps or saved.get("no_mps", False)),
+                                with_checkpoints=a.with_checkpoints or saved.get("with_checkpoints", False),
+                                retry_failed=a.retry_failed,
                                 progress=not a.no_progress, resume=a.resume is not None)
     except KeyboardInterrupt:
         print(f"fightlab: batch interrupted; its state is {folder / batch.STATE}: continue with "

@@ -245,9 +245,12 @@ def test_budget_then_resume(tmp_path, capsys, fakebin):
     assert "holds a batch already: continue it with --resume" in capsys.readouterr().err
     assert main(["batch", "--resume", str(folder), "--job", _env_job()]) == 2
     assert "--resume takes its jobs from the batch's batch.json" in capsys.readouterr().err
-    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
+    # resumed, the batch keeps its budget (still too small); a new budget runs them
+    assert main(["batch", "--resume", str(folder), "--no-progress"]) == 1
+    assert [j["status"] for j in _state(folder)["jobs"]] == ["budget", "budget"]
+    assert main(["batch", "--resume", str(folder), "--no-progress", "--budget-s", "600"]) == 0
     st = _state(folder)
-    assert [j["status"] for j in st["jobs"]] == ["done", "done"] and st["resumes"] == 1
+    assert [j["status"] for j in st["jobs"]] == ["done", "done"] and st["resumes"] == 2
     # a finished batch resumed runs nothing again
     assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
     assert [j["attempts"] for j in _state(folder)["jobs"]] == [1, 1]
@@ -443,3 +446,61 @@ def test_resume_stops_a_job_that_outlived_its_batch(tmp_path, fakebin):
     assert main(["batch", "--resume", str(folder), "--no-progress"]) == 0
     assert _gone(job["pid"])
     assert _state(folder)["jobs"][0]["status"] == "done"
+
+
+# --- found by the break-it review ------------------------------------------------------------
+
+def test_resume_keeps_the_batch_options(tmp_path, capsys, fakebin):
+    """A resumed batch runs with the options it was started with (concurrent, budget, time
+    limit, ...) unless they are given again."""
+    fakebin(gpus=0)
+    folder = tmp_path / "b"
+    assert main(["batch", "--batch-dir", str(folder), "--no-progress", "--job", _env_job(),
+                 "--grid", "x=1,2,3", "--concurrent", "3", "--job-timeout-s", "50",
+                 "--budget-s", "5", "--min-left-s", "10"]) == 1   # nothing fits the budget
+    assert batch.saved_options(folder) == dict(concurrent=3, job_timeout_s=50.0, budget_s=5.0,
+                                               min_left_s=10.0, no_mps=False, with_checkpoints=False)
+    assert main(["batch", "--resume", str(folder), "--no-progress", "--budget-s", "600"]) == 0
+    st = _state(folder)
+    assert st["concurrent"] == 3 and st["job_timeout_s"] == 50.0 and st["budget_s"] == 600.0
+    assert {_seen(folder, j)["FIGHTLAB_CONCURRENT"] for j in st["jobs"]} == {"3"}
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--job", "train --body simple", "--grid", "seed=1,2", "--set", "seed=3"],
+     "'seed' is given by --grid and by --set"),
+    (["--job", "train --body simple --seed 9", "--grid", "seed=1,2"],
+     "sets 'seed' itself and --grid/--set set it again"),
+    (["--job", "train --body simple --set ppo.gamma=0.9", "--grid", "ppo.gamma=0.99,0.98"],
+     "sets 'ppo.gamma' itself"),
+    (["--job", "notebook 06 size=smoke", "--grid", "size=smoke,full"], "sets 'size' itself"),
+])
+def test_a_key_set_twice_is_refused(args, expect, tmp_path, capsys, fakebin):
+    fakebin(gpus=0)
+    assert main(["batch", "--batch-dir", str(tmp_path / "b"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err, err
+
+
+def test_a_training_under_a_time_limit_ends_its_segment_before_it(tmp_path):
+    job = batch.make_jobs([batch.parse_job("train --body simple --nworld 2")], [], [], ["train"])[0]
+    cmd = batch.job_command(job, tmp_path, left_s=8 - 2 + 60, min_left_s=60)  # what run_batch gives for 8 s
+    assert cmd[-2:] == ["--segment-s", "6.00"]
+
+
+def test_packed_throughput_leaves_out_runs_without_a_wall_time(capsys):
+    import pandas as pd
+
+    from fightlab.measure.report import packed_throughput
+
+    base = dict(body="simple", setup="dense", commit="c", gpu="g", nworld=1024, config="x",
+                concurrent=4, mps="False", solved=True, iterations=500, rollout_s_per_iter=0.3,
+                update_s_per_iter=0.1, compile_s=10.0)
+    df = pd.DataFrame([dict(base, time_to_solve_s=200.0), dict(base, time_to_solve_s=200.0),
+                       dict(base, time_to_solve_s=float("nan"))])
+    out = packed_throughput(df, price_per_gpu_hour=2.0)
+    assert "1 run(s) without a wall time" in capsys.readouterr().out
+    r = out.iloc[0]
+    assert out.index[0][-1] is False or out.index[0][-1] == False  # noqa: E712 — "False" is not True
+    assert r["n_runs"] == 2 and r["n_solved"] == 2
+    assert r["gpu_hours"] == pytest.approx(2 * 210 / 4 / 3600)

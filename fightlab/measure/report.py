@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from fightlab import results
@@ -429,7 +430,9 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
     Returns:
       DataFrame indexed by :data:`PACKING_KEYS`: n_runs, n_solved, gpu_hours,
       solves_per_gpu_hour, time_to_solve_median_s, and ``cost_per_solve`` with a price (inf
-      where nothing solved). Rows with an unknown packing (concurrent NaN) are left out.
+      where nothing solved). Rows with an unknown packing (concurrent NaN) or no wall time (a
+      solved run without a time to solve, a run without seconds per iteration) are left out,
+      the latter with a printed count.
     Raises:
       ValueError: ``price_per_gpu_hour`` is not a positive finite number.
     """
@@ -439,8 +442,14 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
         raise ValueError(f"price_per_gpu_hour must be a positive number (price of one GPU-hour), "
                          f"got {price_per_gpu_hour!r}")
     runs = df[pd.to_numeric(df["concurrent"], errors="coerce").notna()]
-    runs = runs.assign(concurrent=runs["concurrent"].astype(int), mps=runs["mps"].astype(bool),
+    mps = runs["mps"].map(lambda v: v.strip().lower() == "true" if isinstance(v, str) else bool(v))
+    runs = runs.assign(concurrent=runs["concurrent"].astype(int), mps=mps,
                        _gpu_s=run_wall_s(runs) / runs["concurrent"].astype(float))
+    unknown = ~np.isfinite(runs["_gpu_s"].to_numpy(dtype=float))
+    if unknown.any():  # no wall time: neither its GPU time nor its solve can be charged
+        print(f"packed_throughput: {int(unknown.sum())} run(s) without a wall time (time to solve or "
+              "seconds per iteration missing) left out", flush=True)
+        runs = runs[~unknown]
     rows = []
     for keys, g in runs.groupby(list(PACKING_KEYS), sort=False):
         solved = g["solved"] == True  # noqa: E712
