@@ -80,6 +80,12 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "env_non_physics_share", "env_extra_ms_per_step", "policy_ms_per_step",
         "measured_non_physics_share",
     ),
+    # K trainings packed on one GPU (fightlab.measure.packing, from a batch folder): the median
+    # over its trainings of each one's median seconds per iteration, and K / that median
+    "packing": (
+        "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate", "s_per_iter_min",
+        "s_per_iter_max",
+    ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fightlab import batch
+from fightlab.config import ConfigError
 from fightlab.cli import main
 
 PY = sys.executable
@@ -350,6 +351,19 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
         names = tar.getnames()
     assert any(n.endswith("/run/data/results/train.csv") for n in names)
     assert any(n.endswith("/log.txt") for n in names) and not any(n.endswith(".pt") for n in names)
+    # the batch's packing row: K = 2 trainings, aggregate rate = K / median seconds per iteration
+    from fightlab import results
+    from fightlab.measure import packing
+
+    row = packing.publish_batch(folder, tmp_path / "root", skip=1)
+    assert (row["concurrent"], row["mps"], row["runs"], row["body"], row["nworld"]) == (2, False, 2, "simple", 2)
+    assert row["it_per_s_aggregate"] == pytest.approx(2 / row["s_per_iter"])
+    assert row["s_per_iter_min"] <= row["s_per_iter"] <= row["s_per_iter_max"]
+    assert len(results.read_rows("packing", tmp_path / "root")) == 1
+    assert packing.main([str(folder), "--skip", "1"]) == 0
+    assert packing.main([str(tmp_path)]) == 2 and "no batch.json" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="no training with more than 5 iterations"):
+        packing.batch_row(folder, skip=5)
 
 
 def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):

@@ -118,6 +118,11 @@ def root(tmp_path):
     for body in ("simple", "muscular-fast"):
         for setting, t in (("none", 0.45), ("env", 0.4), ("all", 0.3)):
             results.append_row("graphs", graphs_row(body, setting, t), tmp_path)
+    for k, mps, s_it in ((1, False, 0.2), (4, False, 0.8), (4, True, 0.4), (8, True, 0.6)):
+        row = _meta("simple")
+        row.update(concurrent=k, mps=mps, runs=k, s_per_iter=s_it, it_per_s_aggregate=k / s_it,
+                   s_per_iter_min=s_it, s_per_iter_max=s_it)
+        results.append_row("packing", row, tmp_path)
     return tmp_path
 
 
@@ -338,9 +343,10 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
     finally:
         mpl.rcParams.update(before)
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
-    # every figure with committed rows (graphs_split only once data/results/graphs.csv exists)
-    have = [f for f in figures.FIGURES if f != "graphs_split"
-            or results.results_path("graphs", figures.REPO_ROOT).exists()]
+    # every figure with committed rows (graphs_split and packing_throughput once their tables exist)
+    needs = {"graphs_split": "graphs", "packing_throughput": "packing"}
+    have = [f for f in figures.FIGURES if f not in needs
+            or results.results_path(needs[f], figures.REPO_ROOT).exists()]
     assert alone.keys() == together.keys() and len(alone) == 2 * len(have)
     assert [k for k in alone if alone[k] != together[k]] == []
 

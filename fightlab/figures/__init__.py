@@ -28,6 +28,8 @@ Figures (:data:`FIGURES`):
   graphs_split       seconds per training iteration (rollout, update, host rest) with and without
                      each graph (notebook 05: data/results/graphs.csv, the newest row per body,
                      worlds and setting), per GPU
+  packing_throughput aggregate training iterations/s against K trainings at once, with and
+                     without CUDA MPS (data/results/packing.csv), per GPU
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
-                             "primer_vector_sweep", "graphs_split")
+                             "primer_vector_sweep", "graphs_split", "packing_throughput")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -402,6 +404,19 @@ def _graphs_split(root: Path, log: Callable[[str], None]) -> list[Path]:
     return paths
 
 
+def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.figures import packing as packing_figures
+
+    df = _rows("packing", root, "packing_throughput", log)
+    if df is None:
+        return []
+    paths = []
+    for gpu, rows, name in _per_gpu(df, "packing_throughput"):
+        fig = packing_figures.plot_packing(rows, title=f"packed trainings, {gpu}")
+        paths += _save(fig, name, root, log)
+    return paths
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
@@ -409,6 +424,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "factor_trajectory": _factor_trajectory,
     "primer_vector_sweep": _primer_vector_sweep,
     "graphs_split": _graphs_split,
+    "packing_throughput": _packing_throughput,
 }
 assert tuple(_DRAW) == FIGURES
 

@@ -1,0 +1,114 @@
+"""Throughput of K trainings packed on one GPU (issue 15's K-scan), from a finished batch folder.
+
+    python -m fightlab batch --job 'train --body simple --nworld 1024 --max-iterations 70' \
+        --grid seed=1,2,3,4 --concurrent 4 --batch-dir runs/batch/k4-mps
+    python -m fightlab.measure.packing runs/batch/k4-mps [--skip 24] [--publish]
+
+One ``packing`` row per batch (`results.EXPERIMENTS["packing"]`): the batch's K (``concurrent``:
+trainings at once per GPU) and whether CUDA MPS ran, the median over its trainings of each
+training's median seconds per iteration (iterations skip+1 … last), and the aggregate iterations
+per second of the GPU, K / that median. Speed-up against solo is a ratio of two rows (same
+commit, body, nworld; K = 1), taken by the figure, not stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fightlab import results
+from fightlab.config import ConfigError
+from fightlab.paths import REPO_ROOT
+
+
+def batch_runs(folder: Path | str) -> list[Path]:
+    """The run folders of a batch's training jobs that have rows (from its batch.json).
+    Raises ConfigError when `folder` holds no batch.json."""
+    state_path = Path(folder) / "batch.json"
+    if not state_path.is_file():
+        raise ConfigError(f"{folder}: no batch.json (not a fightlab batch folder)")
+    state = json.loads(state_path.read_text())
+    return [Path(j["run_dir"]) for j in state.get("jobs", [])
+            if j.get("run_dir") and (Path(j["run_dir"]) / "rows.csv").is_file()]
+
+
+def batch_row(folder: Path | str, skip: int = 3) -> dict:
+    """The ``packing`` row of one batch folder (not written; see `publish_batch`).
+
+    Args:
+      folder: a batch folder whose training jobs ran (batch.json, each run's rows.csv and
+        latest.pt); skip: iterations left out of each training's median (warm-up, capture).
+
+    Returns:
+      a row dict (metadata from the first run's checkpoint config: body, nworld, device).
+
+    Raises:
+      ConfigError: no batch.json, no training with more than `skip` iterations, trainings of
+        different bodies or world counts in one batch.
+    """
+    import torch
+
+    runs = batch_runs(folder)  # refuses a folder without batch.json
+    state = json.loads((Path(folder) / "batch.json").read_text())
+    med = []
+    cfgs = []
+    for r in runs:
+        rows = pd.read_csv(r / "rows.csv")
+        rows = rows[rows["iteration"] > skip]
+        if len(rows):
+            med.append(float(np.median(rows["wall_s"])))
+            ck = torch.load(r / "latest.pt", map_location="cpu", weights_only=False)
+            cfgs.append(ck["config"])
+    if not med:
+        raise ConfigError(f"{folder}: no training with more than {skip} iterations (skip={skip})")
+    kinds = {(c["body"], c["nworld"]) for c in cfgs}
+    if len(kinds) > 1:
+        raise ConfigError(f"{folder}: trainings of different bodies or world counts {sorted(kinds)}; "
+                          "a packing row is one body and nworld")
+    body, nworld = kinds.pop()
+    k = int(state.get("concurrent") or 1)
+    k = min(k, len(state.get("jobs", [])) or 1)
+    s_it = float(np.median(med))
+    params = dict(batch_id=state.get("batch_id"), skip=skip, lanes=state.get("lanes"),
+                  seeds=sorted(c["seed"] for c in cfgs))
+    meta = results.run_metadata(body=body, nworld=int(nworld), seed=0, params=params,
+                                device=cfgs[0]["device"])
+    metrics = dict(concurrent=k, mps=bool(state.get("mps")), runs=len(med), s_per_iter=s_it,
+                   it_per_s_aggregate=k / s_it, s_per_iter_min=float(min(med)),
+                   s_per_iter_max=float(max(med)))
+    return {**meta, **{c: metrics[c] for c in results.EXPERIMENTS["packing"]}}
+
+
+def publish_batch(folder: Path | str, root: Path | str, skip: int = 3) -> dict:
+    """Append `batch_row(folder, skip)` to ``root/data/results/packing.csv`` (the publish rule
+    applies to the repository's data/: a CUDA device) and return it."""
+    row = batch_row(folder, skip)
+    results.append_row("packing", row, root)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fightlab.measure.packing FOLDER... [--skip N] [--publish]`: print (and with
+    --publish append to the repository's data/results/packing.csv) one row per batch folder."""
+    p = argparse.ArgumentParser(prog="python -m fightlab.measure.packing", description=__doc__.split("\n\n")[0])
+    p.add_argument("folders", nargs="+", help="batch folders (runs/batch/<id>)")
+    p.add_argument("--skip", type=int, default=3, help="iterations left out of each run's median")
+    p.add_argument("--publish", action="store_true", help="GPU rows only: append to data/results/packing.csv")
+    a = p.parse_args(argv)
+    try:
+        rows = [publish_batch(f, REPO_ROOT, a.skip) if a.publish else batch_row(f, a.skip) for f in a.folders]
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"fightlab: error: {e}", file=sys.stderr)
+        return 2
+    cols = ["body", "nworld", "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate"]
+    print(pd.DataFrame(rows)[cols].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
