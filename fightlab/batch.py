@@ -645,7 +645,8 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
 
 def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path] = ()) -> Path:
     """``batch.tar.gz`` of the batch folder (logs, state, rows, curves, executed notebooks, run
-    folders), without checkpoints (``*.pt``) unless ``with_checkpoints``, locks and MPS pipes.
+    folders), without checkpoints (``*.pt``; with them, each run's ``latest.pt`` link too)
+    unless ``with_checkpoints``, locks (the batch's and the run folders') and MPS pipes.
     ``run_dirs`` outside the batch folder (a job's own ``--run-dir``) go in as
     ``<batch>/run_dirs/<folder name>``. Returns the archive's path."""
     out = folder / ARCHIVE
@@ -657,6 +658,10 @@ def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path]
             return None
         if name.endswith(".pt") and not with_checkpoints:
             return None
+        if name.rsplit("/", 1)[-1] in (".fightlab-run.lock",):  # a run folder's writer lock
+            return None
+        if info.issym() and with_checkpoints and name.endswith("latest.pt") and "/" not in info.linkname:
+            return info  # the link to the newest checkpoint beside it (`--resume .../latest.pt`)
         if not (info.isfile() or info.isdir()):
             return None
         return info

@@ -316,12 +316,18 @@ def test_training_job_command_resumes_from_its_checkpoint(tmp_path):
 def test_archive_leaves_checkpoints_out_unless_asked(tmp_path):
     folder = tmp_path / "b"
     (folder / "jobs" / "000" / "run").mkdir(parents=True)
-    for name in ("jobs/000/log.txt", "jobs/000/run/latest.pt", "jobs/000/run/rows.csv", batch.STATE):
+    for name in ("jobs/000/log.txt", "jobs/000/run/ckpt_000002.pt", "jobs/000/run/rows.csv",
+                 "jobs/000/run/.fightlab-run.lock", batch.STATE):
         (folder / name).write_text("x")
+    (folder / "jobs/000/run/latest.pt").symlink_to("ckpt_000002.pt")
     for ckpt in (False, True):
         with tarfile.open(batch.archive(folder, ckpt)) as tar:
             names = sorted(tar.getnames())
+            if ckpt:  # the link comes along with the checkpoints, as a link
+                assert tar.getmember("b/jobs/000/run/latest.pt").linkname == "ckpt_000002.pt"
+        assert ("b/jobs/000/run/ckpt_000002.pt" in names) is ckpt
         assert ("b/jobs/000/run/latest.pt" in names) is ckpt
+        assert "b/jobs/000/run/.fightlab-run.lock" not in names
         assert "b/jobs/000/log.txt" in names and "b/batch.json" in names and "b/batch.tar.gz" not in names
 
 
