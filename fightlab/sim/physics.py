@@ -156,7 +156,36 @@ def graph_warning(name: str, reason: str) -> None:
     print(f"fightlab: warning: the {name} graph runs eager: {reason}", file=sys.stderr, flush=True)
 
 
-class StepGraph:
+class FallbackGraph:
+    """What a captured graph of either kind (warp's `StepGraph`, torch's
+    `fightlab.rl.graphs.TorchGraph`) shares: the function it runs, a name for its warnings, and
+    falling back to running `fn` eagerly — for good, with one warning, counted in `fallbacks`.
+
+    Attributes: fn, name, enabled, graph (None until captured), fallbacks (int), fallback_reason.
+    """
+
+    def __init__(self, fn, name: str, enabled: bool):
+        self.fn = fn
+        self.name = name
+        self.enabled = enabled
+        self.graph = None
+        self.fallbacks = 0
+        self.fallback_reason: str | None = None
+
+    def _fallback(self, reason: str) -> None:
+        self.graph = None
+        self.enabled = False  # eager from now on: one warning, one count
+        self.fallbacks += 1
+        self.fallback_reason = reason
+        graph_warning(self.name, reason)
+
+    def _capture_failed(self, e: BaseException) -> None:
+        """Fall back after a capture raised, naming the error's first line."""
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        self._fallback(f"capture failed ({type(e).__name__}: {first})")
+
+
+class StepGraph(FallbackGraph):
     """Run a function as a captured warp graph where possible (CUDA and warp's CPU graphs).
 
     The first `__call__` after `capture()` replays the graph; `fn` must have run once before
@@ -175,24 +204,12 @@ class StepGraph:
     """
 
     def __init__(self, fn, device: str, enabled: bool = True, name: str = "env step", watch=None):
-        self.fn = fn
+        super().__init__(fn, name, enabled)
         self.device = device
-        self.enabled = enabled
-        self.name = name
         self.watch = watch
-        self.graph = None
-        self.fallbacks = 0
-        self.fallback_reason: str | None = None
         self.captures = 0
         self.recaptures = 0
         self._watched: tuple = ()
-
-    def _fallback(self, reason: str) -> None:
-        self.graph = None
-        self.enabled = False  # eager from now on: one warning, one count
-        self.fallbacks += 1
-        self.fallback_reason = reason
-        graph_warning(self.name, reason)
 
     def capture(self) -> bool:
         """Capture `fn` (already run once for compilation) into a graph. Returns whether a graph
@@ -212,8 +229,7 @@ class StepGraph:
                 with wp.ScopedCapture(device=self.device) as cap:
                     self.fn()
         except Exception as e:  # noqa: BLE001 — any capture error means: run eager
-            first = (str(e).strip().splitlines() or [""])[0][:200]
-            self._fallback(f"capture failed ({type(e).__name__}: {first})")
+            self._capture_failed(e)
             return False
         self.graph = cap.graph
         self._watched = tuple(self.watch()) if self.watch else ()
