@@ -101,6 +101,18 @@ def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
     return paths
 
 
+def _save_per_gpu(df: pd.DataFrame, name: str, plot: Callable, root: Path,
+                  log: Callable[[str], None]) -> list[Path]:
+    """One figure per GPU in ``df`` (:func:`_per_gpu` names them): ``plot(gpu, rows, name)``
+    returns the Figure, or None to skip that GPU's (having said why). Returns the written paths."""
+    paths = []
+    for gpu, rows, fig_name in _per_gpu(df, name):
+        fig = plot(gpu, rows, fig_name)
+        if fig is not None:
+            paths += _save(fig, fig_name, root, log)
+    return paths
+
+
 # --- training -------------------------------------------------------------------------------
 
 def train_curve_labels(runs: pd.DataFrame) -> list[str]:
@@ -187,11 +199,8 @@ def _profile_stages(root: Path, log: Callable[[str], None]) -> list[Path]:
     df = _rows("profile", root, "profile_stages", log)
     if df is None:
         return []
-    paths = []
-    for gpu, rows, name in _per_gpu(df, "profile_stages"):
-        fig = stage_figures.plot_stages(profile.latest_rows(rows), title=f"one physics step, {gpu}")
-        paths += _save(fig, name, root, log)
-    return paths
+    return _save_per_gpu(df, "profile_stages", lambda gpu, rows, _: stage_figures.plot_stages(
+        profile.latest_rows(rows), title=f"one physics step, {gpu}"), root, log)
 
 
 # --- factor kernel (notebook 03) --------------------------------------------------------------
@@ -336,14 +345,12 @@ def _factor_time(root: Path, log: Callable[[str], None]) -> list[Path]:
         return []
     # the design point (64 threads per world); block-size sweeps are tables in notebook 03
     df = df[factor_param(df, "block_dim", 64).astype(int) == 64]
-    paths = []
     latest = _latest(df, ["body", "nworld", "gpu"])
     # the trained body first, then the generated trees; world counts ascending within a body
     latest = latest.assign(_first=latest["body"] != "muscular-fast").sort_values(
         ["_first", "body", "nworld"], kind="stable").drop(columns="_first")
-    for _, rows, name in _per_gpu(latest, "factor_time"):
-        paths += _save(plot_factor_time(rows.reset_index(drop=True)), name, root, log)
-    return paths
+    return _save_per_gpu(latest, "factor_time",
+                         lambda _, rows, __: plot_factor_time(rows.reset_index(drop=True)), root, log)
 
 
 def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -360,14 +367,14 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
         log(f"figures: skip factor_trajectory: no row of {results.results_path('factor', root)} "
             "ran the trajectories (traj_steps == 0 everywhere)")
         return []
-    paths = []
-    for _, rows, name in _per_gpu(_latest(df, ["body", "gpu"]), "factor_trajectory"):
+    def plot(_, rows, name):
         pairs = factor_curves(rows, root, log)
         if not pairs:
             log(f"figures: skip {name}: its trajectory rows have no curve in data/curves/")
-            continue
-        paths += _save(plot_factor_trajectory(pairs), name, root, log)
-    return paths
+            return None
+        return plot_factor_trajectory(pairs)
+
+    return _save_per_gpu(_latest(df, ["body", "gpu"]), "factor_trajectory", plot, root, log)
 
 
 def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -381,12 +388,11 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
     if df.empty:
         log("figures: skip primer_vector_sweep: no primer row has its sweep in data/curves/")
         return []
-    paths = []
-    for gpu, rows, name in _per_gpu(_latest(df, ["gpu"]), "primer_vector_sweep"):
-        fig = primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
-                                title=f"vector sweep, {gpu}")
-        paths += _save(fig, name, root, log)
-    return paths
+    def plot(gpu, rows, _):
+        return primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
+                                         title=f"vector sweep, {gpu}")
+
+    return _save_per_gpu(_latest(df, ["gpu"]), "primer_vector_sweep", plot, root, log)
 
 
 # --- graphs (notebook 05) ---------------------------------------------------------------------
@@ -397,11 +403,8 @@ def _graphs_split(root: Path, log: Callable[[str], None]) -> list[Path]:
     df = _rows("graphs", root, "graphs_split", log)
     if df is None:
         return []
-    paths = []
-    for gpu, rows, name in _per_gpu(df, "graphs_split"):
-        fig = graph_figures.plot_graphs(rows, title=f"one training iteration, {gpu}")
-        paths += _save(fig, name, root, log)
-    return paths
+    return _save_per_gpu(df, "graphs_split", lambda gpu, rows, _: graph_figures.plot_graphs(
+        rows, title=f"one training iteration, {gpu}"), root, log)
 
 
 def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -410,11 +413,8 @@ def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
     df = _rows("packing", root, "packing_throughput", log)
     if df is None:
         return []
-    paths = []
-    for gpu, rows, name in _per_gpu(df, "packing_throughput"):
-        fig = packing_figures.plot_packing(rows, title=f"packed trainings, {gpu}")
-        paths += _save(fig, name, root, log)
-    return paths
+    return _save_per_gpu(df, "packing_throughput", lambda gpu, rows, _: packing_figures.plot_packing(
+        rows, title=f"packed trainings, {gpu}"), root, log)
 
 
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
