@@ -18,7 +18,7 @@ PY=python3
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
 
 t0=$SECONDS
-if timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_graphs.py -k cuda -rA >>"$LOG" 2>&1; then
+if timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_graphs.py -m gpu -rA >>"$LOG" 2>&1; then
   ok "1 CUDA tests (graphed == eager; one host read under sync-debug error) [$((SECONDS-t0)) s]"
 else bad "1 CUDA tests [$((SECONDS-t0)) s]"; fi
 

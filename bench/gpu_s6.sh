@@ -28,7 +28,7 @@ for step in "$@"; do
   log="$O/${step//:/_}.log"
   case "$kind" in
     check)
-      { timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_graphs.py -k cuda -rA \
+      { timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_graphs.py -m gpu -rA \
           && echo "CHECK1 PASS" || echo "CHECK1 FAIL"
         R=runs/gpu/resume6; rm -rf "$R"
         timeout 150 $PY -m fightlab train --body simple --nworld 1024 --max-iterations 2 --checkpoint-every 2 \

@@ -19,7 +19,13 @@ from fightlab.sim import physics
 from fightlab.timing import HostReadError, HostReads
 
 CUDA = torch.cuda.is_available() and wp.get_cuda_device_count() > 0
-cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (runs in the recorded GPU check)")
+
+
+def cuda(test):
+    """A CUDA-only test: marked `gpu` (the GPU check selects them with `-m gpu`), skipped without CUDA."""
+    return pytest.mark.gpu(pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (runs in the recorded GPU check)")(test))
+
+
 
 TINY_PPO = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=2)
 DETERMINISTIC = ("iteration", "env_steps", "episodes", "reward", "policy_loss", "value_loss",
