@@ -167,6 +167,65 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
 
+#: The task's Fixed fields (README "The task"; issue 16): what a run must keep to count as a
+#: solve of this task. Everything else in EnvConfig (reward weights, action scale), PPOConfig and
+#: TrainConfig (nworld, seeds, graphs, the factor path, budgets) belongs to the learner or to how a
+#: run is launched and is Free. The bodies and their servo gains are fixed in code (fightlab/bodies).
+TASK_FIELDS = (
+    "env.control_dt", "env.timestep", "env.episode_s", "env.rhythm_hz", "env.bounce_m",
+    "env.arm_sway_rad", "env.n_phase", "env.amplitude_ramp_s", "env.push_interval_s",
+    "env.push_duration_s", "env.push_impulse_ns", "env.tilt_fall_deg", "env.init_noise_rad",
+    "curriculum_stages", "curriculum_wait", "max_fall_rate", "min_tracking", "min_episode_s",
+)
+
+#: `task_id` of a run that keeps every Fixed field at its default
+DEFAULT_TASK = "default"
+
+
+def _field_value(cfg, name: str):
+    obj = cfg
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return tuple(obj) if isinstance(obj, list) else obj
+
+
+def task_changes(cfg: "TrainConfig") -> dict:
+    """The Fixed fields (:data:`TASK_FIELDS`) of `cfg` that differ from the defaults:
+    ``{name: (value, default)}``; empty for a run of the task itself."""
+    ref = TrainConfig()
+    out = {}
+    for name in TASK_FIELDS:
+        v, d = _field_value(cfg, name), _field_value(ref, name)
+        if v != d:
+            out[name] = (v, d)
+    return out
+
+
+def task_id(cfg: "TrainConfig") -> str:
+    """:data:`DEFAULT_TASK` when `cfg` keeps every Fixed field (:data:`TASK_FIELDS`) at its
+    default, else ``"custom-"`` + 8 hex characters of a SHA-1 of the changed fields and values:
+    another task, whose solves never count as solves of this one (``measure.report.headline``)."""
+    ch = task_changes(cfg)
+    if not ch:
+        return DEFAULT_TASK
+    import hashlib
+    import json
+
+    key = json.dumps({k: v for k, (v, _) in sorted(ch.items())}, sort_keys=True, default=list)
+    return "custom-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
+def task_warning(cfg: "TrainConfig") -> str | None:
+    """One line for a run that changes the task (None for the task itself): which Fixed fields
+    differ and what that means for its rows."""
+    ch = task_changes(cfg)
+    if not ch:
+        return None
+    fields = ", ".join(f"{k}={v!r} (task: {d!r})" for k, (v, d) in ch.items())
+    return (f"this run changes the fixed task ({fields}): its rows are marked task={task_id(cfg)} "
+            "and its solves never count as solves of the task (README \"The task\")")
+
+
 def validate_body(body) -> str:
     """Return `body` if it names a known body, else raise ValueError listing the bodies."""
     if not isinstance(body, str) or body not in BODY_NAMES:

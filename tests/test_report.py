@@ -248,3 +248,64 @@ def test_solves_per_gpu_hour_and_cost_per_solve(tmp_path):
     assert "cost_per_solve" not in report.packed_throughput(runs).columns
     with pytest.raises(ValueError, match="price_per_gpu_hour must be a positive number"):
         report.packed_throughput(runs, price_per_gpu_hour=0)
+
+
+# --- the task's Fixed fields (issue 16) -----------------------------------------------------------
+
+def test_task_id_marks_a_changed_fixed_field_and_only_those():
+    """Free fields (reward weights, PPO, nworld, seeds) keep the task; any Fixed field makes another
+    task, with a stable id naming the change."""
+    import dataclasses
+
+    from fightlab.config import DEFAULT_TASK, PPOConfig, TASK_FIELDS, TrainConfig, task_changes, task_id
+
+    base = TrainConfig()
+    assert task_id(base) == DEFAULT_TASK and task_changes(base) == {}
+    free = dataclasses.replace(base, nworld=64, seed=3, env=dataclasses.replace(base.env, w_alive=2.0,
+                               action_scale_rad=0.5), ppo=PPOConfig(learning_rate=3e-4, init_std=1.0))
+    assert task_id(free) == DEFAULT_TASK
+    easier = dataclasses.replace(base, env=dataclasses.replace(base.env, push_impulse_ns=(5.0, 10.0)))
+    tid = task_id(easier)
+    assert tid.startswith("custom-") and len(tid) == len("custom-") + 8
+    assert task_changes(easier) == {"env.push_impulse_ns": ((5.0, 10.0), (15.0, 30.0))}
+    assert task_id(dataclasses.replace(easier, seed=9)) == tid  # the id names the task, not the run
+    assert task_id(dataclasses.replace(base, min_tracking=0.5)) not in (DEFAULT_TASK, tid)
+    assert "env.timestep" in TASK_FIELDS and "env.w_alive" not in TASK_FIELDS
+
+
+def test_a_run_of_another_task_never_becomes_the_headline(tmp_path):
+    """Rows whose params mark another task (or that rebuild to one) keep their own summary group,
+    and the headline and factor comparison take only runs of the task itself."""
+    import dataclasses
+
+    from fightlab import results
+    from fightlab.config import TrainConfig, to_dict
+
+    def row(run_id, seed, t, cfg, mark=True):
+        params = to_dict(cfg)
+        params.update(concurrent=1, gpu_jobs=1)
+        if mark:
+            from fightlab.config import task_id
+            params["task"] = task_id(cfg)
+        meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=seed, params=params, device="cpu")
+        meta.update(run_id=run_id, gpu="NVIDIA H200", commit="abc1234")
+        return dict(meta, time_to_solve_s=t, iterations=100, compile_s=1.0, env_steps_per_s=1.0,
+                    physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.01, solved=True,
+                    final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
+                    host_reads_per_iter=1.0, graph_fallbacks=0)
+
+    base = TrainConfig(body="simple", nworld=1024)
+    easy = dataclasses.replace(base, env=dataclasses.replace(base.env, push_impulse_ns=(1.0, 2.0)))
+    for i, seed in enumerate((1, 2)):
+        results.append_row("train", row(f"task{i}", seed, 100.0 + i, base), tmp_path)
+    for i, seed in enumerate((1, 2, 3)):  # more seeds, faster, newer: of another task
+        results.append_row("train", row(f"easy{i}", seed, 10.0, easy, mark=i != 0), tmp_path)
+    runs = report.published_runs(tmp_path)
+    assert sorted(runs["task"].unique()) == sorted(["default", report.task_id(easy)])  # unmarked row derived
+    s = report.solve_summary(runs)
+    assert len(s) == 2
+    h = report.headline(s)
+    assert h.index.get_level_values("task").tolist() == ["default"]
+    assert h["n_solo"].tolist() == [2] and h["time_to_solve_median_s"].tolist() == [100.5]
+    assert report.task_of({"body": "simple", "env": "not a dict"}) == "default"  # nothing stored: the defaults
+    assert report.task_of({"env": {"timestep": 0.002}}).startswith("custom-")

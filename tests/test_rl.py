@@ -257,3 +257,22 @@ def test_zero_action_evaluation_of_a_checkpoint_says_its_policy_did_not_run(tmp_
     # --episodes is per world; the count printed is every episode that ended, all worlds together
     assert "2 worlds × 15 s (--episodes 1.5 per world" in out
     assert f"{res['episodes']} episodes ended in all" in out and res["episodes"] >= 2
+
+
+def test_a_run_that_changes_the_task_says_so_and_its_row_is_marked(tmp_path, capsys):
+    """curriculum_wait is a Fixed field: the run warns once at the start, its row's params carry
+    task=custom-…, and the end-of-run line says it is not a solve of the task."""
+    import json
+
+    from fightlab import results
+    from fightlab.config import task_id
+    from fightlab.measure.report import finish_run
+
+    cfg = dataclasses.replace(_tiny_cfg(tmp_path / "r"), max_iterations=1)  # curriculum_wait=1: another task
+    with Trainer(cfg, progress=False) as t:
+        finish_run(t, t.train())
+    out = capsys.readouterr().out
+    assert out.count("fightlab: warning: this run changes the fixed task (curriculum_wait=1") == 1
+    assert f"task={task_id(cfg)} (another task" in out
+    row = results.read_rows("train", tmp_path / "r").iloc[-1]
+    assert json.loads(row["params"])["task"] == task_id(cfg) != "default"

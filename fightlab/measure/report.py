@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import to_dict
+from fightlab.config import DEFAULT_TASK, TASK_FIELDS, task_id, to_dict
 from fightlab.paths import REPO_ROOT, RUNS
 
 
@@ -36,6 +36,7 @@ def train_row(trainer, res: dict) -> dict:
     params["gpu_jobs"] = max(x["gpu_jobs"] for x in packs)
     params["mps"] = any(x["mps"] for x in packs if x["concurrent"] > 1)
     params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
+    params["task"] = task_id(cfg)  # "default", or "custom-…": another task (config.TASK_FIELDS)
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
@@ -106,6 +107,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           f"env_steps_per_s={row['env_steps_per_s']:.0f} rollout_s/it={row['rollout_s_per_iter']:.3f} "
           f"update_s/it={row['update_s_per_iter']:.3f} amplitude={row['final_amplitude']:.1f} "
           f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
+          + ("" if (task := task_id(trainer.cfg)) == DEFAULT_TASK
+             else f" task={task} (another task: not a solve of this one)")
           + (" [published]" if publish else ""), flush=True)
     return row
 
@@ -211,14 +214,40 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["host_jobs"] = df["gpu_jobs"]
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
     df["config"] = [config_id(p) for p in params]
+    df["task"] = [task_of(p) for p in params]
     return df
+
+
+def task_of(params: dict) -> str:
+    """A train row's task id (:func:`fightlab.config.task_id`): params.task where the row has it,
+    else from the Fixed fields the row's params store (rows from before the task id; a field a
+    row does not store is taken as the default), or ``"unknown"`` when a stored value does not
+    fit its field (such a row never counts as a solve of the task)."""
+    if params.get("task"):
+        return str(params["task"])
+    import dataclasses
+
+    from fightlab.config import EnvConfig, TrainConfig
+
+    train, env = {}, {}
+    for name in TASK_FIELDS:
+        src, dst, key = (params.get("env") or {}, env, name[4:]) if name.startswith("env.") else (params, train, name)
+        if isinstance(src, dict) and key in src:
+            v = src[key]
+            dst[key] = tuple(v) if isinstance(v, list) else v
+    try:
+        cfg = TrainConfig(**train, env=dataclasses.replace(EnvConfig(), **env))
+    except (TypeError, ValueError):
+        return "unknown"
+    return task_id(cfg)
 
 
 #: params that do not change what a run measures (where it ran, its seed, how it was launched)
 #: and so do not split groups; the factor path is the separate `setup` key
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
-                   "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments")
+                   "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
+                   "task")
 
 
 def config_id(params: dict) -> str:
@@ -234,8 +263,8 @@ def config_id(params: dict) -> str:
 
 
 #: solve_summary's grouping: rows of different bodies, factor paths, code commits, GPUs, world
-#: counts or configurations are never pooled
-SUMMARY_KEYS = ("body", "setup", "commit", "gpu", "nworld", "config")
+#: counts, configurations or tasks are never pooled
+SUMMARY_KEYS = ("body", "setup", "commit", "gpu", "nworld", "config", "task")
 
 
 def _solve_times(runs: pd.DataFrame) -> dict:
@@ -247,7 +276,7 @@ def _solve_times(runs: pd.DataFrame) -> dict:
 
 
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id:
+    """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id, task:
     rows that differ in any of these are never pooled into one median), over solved runs that
     had the GPU to themselves (concurrent == 1): number of solo runs (n_solo, one per seed in
     practice), median / min / max time to solve (s), median / min / max iterations, median
@@ -289,8 +318,10 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
     among groups with as many, the newest commit (latest run). Bodies without a solo solved run
-    have no headline. Returns the chosen rows (same index)."""
+    have no headline, and only runs of the task itself count (task :data:`DEFAULT_TASK`: a run that
+    changed a Fixed field solved another task). Returns the chosen rows (same index)."""
     s = summary[summary["n_solo"] > 0]
+    s = s[s.index.get_level_values("task") == DEFAULT_TASK]
     if s.empty:
         return s
     order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],
@@ -357,7 +388,7 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
                          f"to compare; bodies that have one: {have}")
     key = ["gpu", "nworld", "config"]
     runs = df[(df["body"] == body) & (df["solved"] == True) & (df["concurrent"] == 1)  # noqa: E712
-              & df["setup"].isin(FACTOR_SETUPS)]
+              & df["setup"].isin(FACTOR_SETUPS) & (df["task"] == DEFAULT_TASK)]
     if runs.empty:
         return pd.DataFrame(columns=["n"]).rename_axis("setup")
     when = pd.to_datetime(runs["time"], utc=True, format="ISO8601")
