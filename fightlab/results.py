@@ -68,6 +68,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
         "mean_episode_s", "overflow_count", "nan_resets", "host_reads_per_iter", "graph_fallbacks",
+        "tracking", "tracking_survived",
     ),
     # seconds per training iteration with and without each graph, and the parts of a rollout
     # step timed apart (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]. Rows
@@ -94,7 +95,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     # params holds the checkpoint and its training run_id
     "evaluate": (
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
-        "mean_episode_s", "overflow_count", "nan_resets",
+        "mean_episode_s", "overflow_count", "nan_resets", "tracking_survived",
     ),
     # per-kernel GPU timing of uncaptured physics steps grouped by stage (fightlab.measure.profile;
     # must equal fightlab.measure.profile.row_metrics()): per physics step; *_share of kernel time;

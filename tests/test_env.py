@@ -240,11 +240,37 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
         for t in (obs, rew, done, info["fall"], info["timeout"]):
             h.update(t.numpy().tobytes())
     s = env.read_summary()
-    h.update(repr(sorted(s.items())).encode())
+    added = ("track_num_survived", "track_den_survived")  # summary keys added after the recording
+    h.update(repr(sorted((k, v) for k, v in s.items() if k not in added)).encode())
     for _, v in sorted(env.state_dict().items()):
         h.update(np.ascontiguousarray(v).tobytes())
     assert {k: s[k] for k in _ROLLOUT_SUMMARY} == _ROLLOUT_SUMMARY, s
     assert h.hexdigest() == _ROLLOUT_SHA256
+    # the 4 timeouts count in the survived sums, the 2 falls only in the criterion's
+    assert 0 < s["track_den_survived"] < s["track_den"]
+
+
+def test_tracking_over_survived_episodes():
+    """Episodes that all reach the time limit (no push): the survived sums are the criterion's,
+    bit for bit; episodes that all fall after a few steps (hard pushes, an 8° tilt limit): the
+    criterion's tracking has them, the survived sums stay 0."""
+    quiet = dict(episode_s=0.2, push_interval_s=(5.0, 6.0))
+    hard = dict(episode_s=0.4, push_interval_s=(0.05, 0.1), push_impulse_ns=(40.0, 80.0))
+    for tilt, kw, all_survive in ((89.0, quiet, True), (8.0, hard, False)):
+        env = StanceEnv("simple", nworld=3, device="cpu", seed=3, cfg=EnvConfig(tilt_fall_deg=tilt, **kw))
+        env.set_amplitude(1.0, immediate=True)
+        env.reset(stagger=False)
+        zero = torch.zeros(3, env.nu)
+        for _ in range(15):
+            env.step(zero)
+        s = env.read_summary()
+        assert s["episodes"] >= 3 and s["track_den"] > 0, s
+        if all_survive:
+            assert s["timeouts"] == s["episodes"] and s["falls"] == 0, s
+            assert (s["track_num_survived"], s["track_den_survived"]) == (s["track_num"], s["track_den"])
+        else:
+            assert s["falls"] == s["episodes"] and s["timeouts"] == 0, s
+            assert (s["track_num_survived"], s["track_den_survived"]) == (0.0, 0.0)
 
 
 def test_observation_layout_names_its_entries(env):

@@ -349,13 +349,14 @@ def test_a_run_folder_of_the_older_schema_resumes_and_finishes(tmp_path):
         finish_run(a, a.train())
     ck = torch.load(d / "latest.pt", weights_only=False)
     for r in ck["history"]:
-        del r["host_reads"], r["graph_fallbacks"]
+        del r["host_reads"], r["graph_fallbacks"], r["tracking_survived"], r["window_tracking_survived"]
     torch.save(ck, d / "latest.pt.old")
     (d / "latest.pt.old").replace(d / "ckpt_000002.pt")
-    rows = pd.read_csv(d / "rows.csv").drop(columns=["host_reads", "graph_fallbacks"])
+    rows = pd.read_csv(d / "rows.csv").drop(columns=["host_reads", "graph_fallbacks", "tracking_survived",
+                                                      "window_tracking_survived"])
     rows.to_csv(d / "rows.csv", index=False)
     t = results.results_path("train", d)
-    t.write_text("\n".join(ln.rsplit(",", 2)[0] for ln in t.read_text().splitlines()) + "\n")
+    t.write_text("\n".join(ln.rsplit(",", 4)[0] for ln in t.read_text().splitlines()) + "\n")
     assert results.read_rows("train", d)["graph_fallbacks"].isna().all()  # the older schema reads
     with Trainer(dataclasses.replace(_cfg(tmp_path), max_iterations=4, resume=str(d / "ckpt_000002.pt")),
                  progress=False) as b:
@@ -363,6 +364,7 @@ def test_a_run_folder_of_the_older_schema_resumes_and_finishes(tmp_path):
     got = pd.read_csv(d / "rows.csv")
     assert got["iteration"].tolist() == [1, 2, 3, 4]
     assert got["host_reads"].isna().tolist() == [True, True, False, False]
+    assert got["window_tracking_survived"][:2].isna().all()
     assert got["policy_loss"][:2].tolist() == rows["policy_loss"].tolist()
     res = results.read_rows("train", d)
     assert len(res) == 1 and res["iterations"].item() == 4 and res["graph_fallbacks"].item() == 0

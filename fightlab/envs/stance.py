@@ -43,7 +43,10 @@ from fightlab.sim.physics import Counter
 from fightlab.sim.nvtx import nvtx_range
 
 # summary sums (float32): episode length sum (s), return sum, tracking numerator, denominator
-SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN, SUM_N = 0, 1, 2, 3, 4
+# over every finished episode, and the same tracking sums over the episodes that survived to the
+# time limit (no fall): the falling motion itself moves the pelvis in phase with the bounce
+SUM_LEN, SUM_RETURN, SUM_TRACK_NUM, SUM_TRACK_DEN = 0, 1, 2, 3
+SUM_TRACK_NUM_SURVIVED, SUM_TRACK_DEN_SURVIVED, SUM_N = 4, 5, 6
 _CONTACT_BITS = int(physics.OverflowType.NARROWPHASE | physics.OverflowType.BROADPHASE)
 _NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
 
@@ -323,6 +326,9 @@ def _post_step(
             if den > 1.0e-12:
                 wp.atomic_add(sums_out, SUM_TRACK_NUM, num)
                 wp.atomic_add(sums_out, SUM_TRACK_DEN, den)
+                if timeout:
+                    wp.atomic_add(sums_out, SUM_TRACK_NUM_SURVIVED, num)
+                    wp.atomic_add(sums_out, SUM_TRACK_DEN_SURVIVED, den)
         # the length actually lived (a staggered first episode starts late in its time limit)
         wp.atomic_add(sums_out, SUM_LEN, ep_acc_out[worldid, ACC_STEPS] * task.dt)
         wp.atomic_add(sums_out, SUM_RETURN, ep_acc_out[worldid, ACC_RETURN])
@@ -801,8 +807,9 @@ class StanceEnv:
         out of slots is reset and may run out again before the summary), overflow_distinct_worlds
         (the worlds among them), nan_resets, solver_iter_hits, solver_ls_hits, nefc_overflow,
         contact_overflow (of the slot resets), contact_falls, tilt_falls (ints); episode_s_sum,
-        return_sum, track_num, track_den (floats); with `extra`, "extra": its values (float64
-        numpy [len(extra)]).
+        return_sum, track_num, track_den (floats; over every finished episode),
+        track_num_survived, track_den_survived (the same over the episodes that reached the time
+        limit); with `extra`, "extra": its values (float64 numpy [len(extra)]).
         """
         n_extra = 0 if extra is None else int(extra.numel())
         with physics.shared_stream(self.device):  # torch on warp's stream: ordered after the steps
@@ -823,7 +830,9 @@ class StanceEnv:
         s = host[int(Counter.N):int(Counter.N) + SUM_N]
         out = physics.describe_counters(c)
         out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
-                   track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]))
+                   track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]),
+                   track_num_survived=float(s[SUM_TRACK_NUM_SURVIVED]),
+                   track_den_survived=float(s[SUM_TRACK_DEN_SURVIVED]))
         if n_extra:
             out["extra"] = host[int(Counter.N) + SUM_N:].copy()
         return out

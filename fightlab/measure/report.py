@@ -57,6 +57,7 @@ def train_row(trainer, res: dict) -> dict:
         overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
         host_reads_per_iter=f(res.get("host_reads_per_iter")),
         graph_fallbacks=int(res.get("graph_fallbacks") or 0),
+        tracking=f(res.get("tracking")), tracking_survived=f(res.get("tracking_survived")),
     )
     return row
 
@@ -126,13 +127,15 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                amplitude=float(res["amplitude"]), episodes=int(res["episodes"]),
                fall_rate=float(res["fall_rate"]), tracking=float(res["tracking"]),
                mean_episode_s=float(res["mean_episode_s"]),
-               overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]))
+               overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
+               tracking_survived=float(res["tracking_survived"]))
     results.publish_row("evaluate", row, publish, local_root, device)
     print(f"evaluate {res['body']}: {_policy_label(res)}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
           f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
           f"a new episode): {res['episodes']} episodes ended in all, fall_rate={res['fall_rate']:.3f} "
           f"(contact {res['contact_falls']}, tilt {res['tilt_falls']}) tracking={res['tracking']:.3f} "
+          f"(survived episodes only: {res['tracking_survived']:.3f}) "
           f"mean_episode_s={res['mean_episode_s']:.2f} overflow_resets={res['overflow_count']} "
           f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
     return row

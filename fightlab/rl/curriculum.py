@@ -15,9 +15,18 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-__all__ = ["WINDOW_KEYS", "Curriculum"]
+__all__ = ["WINDOW_KEYS", "REPORT_KEYS", "Curriculum", "ratio"]
 
+#: what the criterion reads of each iteration's summary (every checkpoint's window has these)
 WINDOW_KEYS = ("episodes", "falls", "timeouts", "episode_s_sum", "track_num", "track_den")
+#: reported beside the criterion, never judged: tracking over the episodes that survived to the
+#: time limit (older checkpoints' window entries lack them and count 0)
+REPORT_KEYS = ("track_num_survived", "track_den_survived")
+
+
+def ratio(num: float, den: float) -> float:
+    """num / den, NaN when den ≤ 0 (tracking with no episode to measure)."""
+    return num / den if den > 0 else math.nan
 
 
 @dataclass
@@ -45,13 +54,16 @@ class Curriculum:
         return float(self.stages[self.stage])
 
     def window_stats(self) -> dict:
-        """Fall rate, tracking, mean episode length and counts over the window (NaN if empty)."""
-        tot = {k: sum(w[k] for w in self.window) for k in WINDOW_KEYS}
+        """Fall rate, tracking (the criterion's: over every finished episode), tracking_survived
+        (reported only: over the episodes that reached the time limit), mean episode length and
+        counts over the window (NaN if empty)."""
+        tot = {k: sum(w.get(k, 0.0) for w in self.window) for k in (*WINDOW_KEYS, *REPORT_KEYS)}
         n = tot["episodes"]
         return dict(
             episodes=n,
             fall_rate=tot["falls"] / n if n else math.nan,
-            tracking=tot["track_num"] / tot["track_den"] if tot["track_den"] > 0 else math.nan,
+            tracking=ratio(tot["track_num"], tot["track_den"]),
+            tracking_survived=ratio(tot["track_num_survived"], tot["track_den_survived"]),
             mean_episode_s=tot["episode_s_sum"] / n if n else math.nan,
             other_endings=n - tot["falls"] - tot["timeouts"],
         )
@@ -68,7 +80,7 @@ class Curriculum:
     def update(self, summary: dict) -> str:
         if self.solved:
             return "solved"
-        self.window.append({k: summary[k] for k in WINDOW_KEYS})
+        self.window.append({k: summary[k] for k in (*WINDOW_KEYS, *REPORT_KEYS) if k in summary})
         while len(self.window) > self.wait:
             self.window.popleft()
         self.since_widen += 1

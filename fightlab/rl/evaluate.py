@@ -33,8 +33,9 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
       dict: body, zero_action, timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
       (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
       a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
-      fall_rate, tracking, mean_episode_s (s), overflow_count (slot resets), nan_resets,
-      contact_falls, tilt_falls.
+      fall_rate, tracking (the criterion's, over every ended episode), tracking_survived (over
+      the episodes that reached the time limit; NaN when none did), mean_episode_s (s),
+      overflow_count (slot resets), nan_resets, contact_falls, tilt_falls.
 
     Raises:
       CheckpointError: unreadable checkpoint or a policy that does not fit the body.
@@ -103,6 +104,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
                 ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
                 episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
                 tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
+                tracking_survived=(s["track_num_survived"] / s["track_den_survived"]
+                                   if s["track_den_survived"] > 0 else math.nan),
                 mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
                 overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
                 contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])

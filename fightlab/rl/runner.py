@@ -19,7 +19,7 @@ import torch
 
 from fightlab.config import TrainConfig, from_dict, task_id, task_warning, to_dict, validate_train
 from fightlab.rl.checkpoint import CheckpointError, load_checkpoint, load_policy, resume_config
-from fightlab.rl.curriculum import Curriculum
+from fightlab.rl.curriculum import Curriculum, ratio
 from fightlab.rl.graphs import TorchGraph
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import STATS, PPOUpdate, adopt_optimizer_state, make_optimizer
@@ -323,8 +323,10 @@ class Trainer:
             stage=self.curriculum.stage, event=event,
             episodes=n, fall_rate=summary["falls"] / n if n else math.nan,
             mean_episode_s=summary["episode_s_sum"] / n if n else math.nan,
-            tracking=summary["track_num"] / summary["track_den"] if summary["track_den"] > 0 else math.nan,
+            tracking=ratio(summary["track_num"], summary["track_den"]),
+            tracking_survived=ratio(summary["track_num_survived"], summary["track_den_survived"]),
             window_fall_rate=ws["fall_rate"], window_tracking=ws["tracking"],
+            window_tracking_survived=ws["tracking_survived"],
             window_episode_s=ws["mean_episode_s"],
             reward=reward, episode_return=summary["return_sum"] / n if n else math.nan,
             **losses,
@@ -488,6 +490,7 @@ class Trainer:
                     rollout_s_per_iter=med("rollout_s"), update_s_per_iter=med("update_s"),
                     final_amplitude=self.curriculum.amplitude, fall_rate=ws["fall_rate"],
                     mean_episode_s=ws["mean_episode_s"], tracking=ws["tracking"],
+                    tracking_survived=ws["tracking_survived"],
                     overflow_count=int(sum(r["overflow_count"] for r in rows)),
                     nan_resets=int(sum(r["nan_resets"] for r in rows)),
                     host_reads_per_iter=med("host_reads"),
