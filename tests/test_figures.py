@@ -36,9 +36,12 @@ def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="
 
 def train_curve(n: int = 20) -> pd.DataFrame:
     it = np.arange(n)
+    stage = np.minimum(9, it // 2)  # a widening every 2 iterations
+    event = np.where((it % 2 == 1) & (it < 19), "widen", "wait")
     return pd.DataFrame({"iteration": it, "elapsed_s": it * 0.3, "reward": np.linspace(-0.1, 0.08, n),
                          "amplitude": np.minimum(1.0, 0.1 + it / n), "window_fall_rate": np.linspace(1, 0, n),
-                         "window_episode_s": np.linspace(1, 10, n)})
+                         "window_episode_s": np.linspace(1, 10, n), "stage": stage + (event == "widen"),
+                         "event": event})
 
 
 def profile_row(body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
@@ -315,7 +318,8 @@ def test_committed_figures_have_their_data():
     from fightlab.figures import REPO_ROOT
 
     for name in figures.FIGURES:
-        path = results.results_path(name.split("_")[0], REPO_ROOT)  # train, profile, factor
+        table = {"stage_iterations": "train"}.get(name, name.split("_")[0])  # train, profile, factor, ...
+        path = results.results_path(table, REPO_ROOT)
         if not path.exists() or len(path.read_text().splitlines()) < 2:
             continue
         for ext in ("png", "svg"):
@@ -368,3 +372,25 @@ def test_train_curves_label_every_panel_and_one_legend_entry_per_group(root):
     assert len(texts) == 3 and "simple, dense, abc1234: seeds 1, 2" in texts, texts
     assert sum(len(ax.get_lines()) for ax in axes) >= 4 * 4
     plt.close(fig)
+
+
+def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(tmp_path):
+    """Each iteration belongs to one stage (a widening's row to the stage it left); only solo
+    solved runs of the task count; a changed learner is its own group; the figure draws it."""
+    from fightlab.measure import report
+
+    c = train_curve()
+    got = report.stage_iterations(c)
+    assert got.sum() == len(c) and got.tolist() == [2] * 9 + [2]
+    rows = [train_row("simple", seed=1), train_row("simple", seed=2, params={"ppo": {"learning_rate": 3e-4}}),
+            train_row("simple", seed=3, shared_gpu=4), train_row("simple", seed=4, solved=False),
+            train_row("simple", seed=5, params={"task": "custom-12345678"})]
+    for r in rows:
+        results.append_row("train", r, tmp_path)
+        results.write_curve(r["run_id"], c, tmp_path)
+    t = report.stage_table(report.published_runs(tmp_path), tmp_path)
+    assert sorted(t["seed"].unique()) == [1, 2] and t["learner"].nunique() == 2
+    assert t.groupby("run_id")["iterations"].sum().tolist() == [len(c)] * 2
+    assert t["amplitude"].min() == 0.1 and t["amplitude"].max() == 1.0
+    drawn = figures.draw(["stage_iterations"], tmp_path, log=lambda s: None)
+    assert [p.suffix for p in drawn["stage_iterations"]] == [".png", ".svg"]

@@ -45,7 +45,8 @@ from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
-                             "primer_vector_sweep", "graphs_split", "packing_throughput")
+                             "primer_vector_sweep", "graphs_split", "packing_throughput",
+                             "stage_iterations")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -417,6 +418,23 @@ def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
         rows, title=f"packed trainings, {gpu}"), root, log)
 
 
+def _stage_iterations(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.config import TrainConfig
+    from fightlab.figures.training import plot_stage_iterations
+    from fightlab.measure.report import published_runs, stage_table
+
+    if _rows("train", root, "stage_iterations", log) is None:
+        return []
+    runs = published_runs(root)
+    fig = plot_stage_iterations(stage_table(runs, root), wait=TrainConfig().curriculum_wait,
+                                title="iterations per curriculum stage, solo solved runs, "
+                                      + ", ".join(dict.fromkeys(runs["gpu"])))
+    if fig is None:
+        log("figures: skip stage_iterations: no solo solved run of the task has a curve in data/curves/")
+        return []
+    return _save(fig, "stage_iterations", root, log)
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
@@ -425,6 +443,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "primer_vector_sweep": _primer_vector_sweep,
     "graphs_split": _graphs_split,
     "packing_throughput": _packing_throughput,
+    "stage_iterations": _stage_iterations,
 }
 assert tuple(_DRAW) == FIGURES
 

@@ -1,11 +1,12 @@
-"""Figure of training runs (notebook 06, ``train_curves``): reward, curriculum amplitude, fall
-rate and episode length against training wall time, from per-iteration curves."""
+"""Figures of training runs (notebook 06): ``train_curves`` (reward, curriculum amplitude, fall
+rate and episode length against training wall time, from per-iteration curves) and
+``stage_iterations`` (iterations spent in each curriculum stage, by learner)."""
 
 from __future__ import annotations
 
 from fightlab.figures.style import label, use_style
 
-__all__ = ["plot_training"]
+__all__ = ["plot_training", "plot_stage_iterations"]
 
 
 def plot_training(curves: dict, title: str = "", styles: dict | None = None):
@@ -48,4 +49,51 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
             fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
         elif labels:
             axes[0, 0].legend(fontsize=8)
+    return fig
+
+
+def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
+    """Iterations per curriculum stage: one panel per body, grouped bars per learner (median over
+    its runs, the bar's whisker min–max), the stage's amplitude on the x axis.
+
+    Args:
+      table: ``fightlab.measure.report.stage_table`` (columns body, learner, run_id, stage,
+        amplitude, iterations).
+      wait: the curriculum wait W, drawn as the floor a stage cannot go under (dashed).
+      title: figure title.
+    Returns:
+      the matplotlib Figure, or None when ``table`` is empty.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from fightlab.figures.style import COLORS
+
+    if table.empty:
+        return None
+    bodies = list(dict.fromkeys(table["body"]))
+    with use_style():
+        fig, axes = plt.subplots(1, len(bodies), figsize=(5.5 * len(bodies), 4.2), squeeze=False)
+        for ax, body in zip(axes[0], bodies):
+            t = table[table["body"] == body]
+            learners = list(dict.fromkeys(t["learner"]))
+            stages = sorted(t["stage"].unique())
+            width = 0.8 / len(learners)
+            for j, lr in enumerate(learners):
+                g = t[t["learner"] == lr].groupby("stage")["iterations"]
+                med, lo, hi = (g.median().reindex(stages), g.min().reindex(stages), g.max().reindex(stages))
+                x = np.arange(len(stages)) + (j - (len(learners) - 1) / 2) * width
+                n = t.loc[t["learner"] == lr, "run_id"].nunique()
+                ax.bar(x, med, width, color=COLORS[j % len(COLORS)],
+                       yerr=[med - lo, hi - med], capsize=2, label=f"learner {lr}: {n} runs")
+            amp = t.groupby("stage")["amplitude"].first().reindex(stages)
+            ax.set_xticks(np.arange(len(stages)), [f"{a:g}" for a in amp])
+            if wait:
+                ax.axhline(wait, color="k", lw=0.8, ls="--", label=f"the wait W = {wait}")
+            label(ax, x="curriculum stage: amplitude a [-]", y="iterations in the stage [count]",
+                  title=body)
+            ax.legend(fontsize=8)
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
     return fig

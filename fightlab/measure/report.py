@@ -245,6 +245,56 @@ def task_of(params: dict) -> str:
     return task_id(cfg)
 
 
+def stage_iterations(curve: pd.DataFrame) -> pd.Series:
+    """Iterations a run spent in each curriculum stage, from its per-iteration curve (columns
+    ``stage``, ``event``; rows.csv or data/curves/<run_id>.csv): index the stage (0 = a 0.1), values
+    the counts (int). The row of a widening belongs to the stage it left; the solving row to the
+    last stage."""
+    stage = pd.to_numeric(curve["stage"]).astype(int) - (curve["event"] == "widen").astype(int)
+    return stage.value_counts().sort_index().rename("iterations").rename_axis("stage")
+
+
+def learner_id(params: dict) -> str:
+    """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
+    fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
+    which are). Runs that differ only in how they were launched (graphs, factor path, seed,
+    nworld) or in code share it; a changed reward weight or learning rate does not."""
+    import hashlib
+
+    env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
+    key = json.dumps(dict(ppo=params.get("ppo") or {}, env=env), sort_keys=True)
+    return hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
+def stage_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """Iterations per curriculum stage of every solo solved run of the task itself in ``runs``
+    (:func:`published_runs`) that has its curve under ``root`` (default: the repository), one row
+    per (run, stage): run_id, body, learner (:func:`learner_id`: old and new learner defaults
+    are different groups), commit, seed, stage, amplitude, iterations. Curves without the
+    ``stage`` and ``event`` columns are left out."""
+    from fightlab.config import TrainConfig
+
+    root = Path(root) if root else REPO_ROOT
+    keep = runs[(runs["solved"] == True) & (runs["concurrent"] == 1)  # noqa: E712
+                & (runs["task"] == DEFAULT_TASK)]
+    amps = TrainConfig().curriculum_stages
+    rows = []
+    for r in keep.itertuples():
+        if not results.curve_path(r.run_id, root).exists():
+            continue
+        curve = results.read_curve(r.run_id, root)
+        if not {"stage", "event"} <= set(curve.columns):
+            continue  # a curve without the curriculum columns (not a training's rows.csv)
+        for stage, n in stage_iterations(curve).items():
+            rows.append(dict(run_id=r.run_id, body=r.body, learner=learner_id(json.loads(r.params or "{}")),
+                             commit=r.commit,
+                             seed=r.seed, stage=int(stage),
+                             amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
+                             iterations=int(n)))
+    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "seed", "stage",
+                                       "amplitude", "iterations"])
+
+
 #: params that do not change what a run measures (where it ran, its seed, how it was launched)
 #: and so do not split groups; the factor path is the separate `setup` key
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
