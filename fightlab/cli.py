@@ -1,8 +1,9 @@
-"""Command line: python -m fightlab {train, evaluate, reproduce, describe, slots, profile, figures, batch}.
+"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
     python -m fightlab evaluate runs/train/latest.pt --timestep 0.002
+    python -m fightlab render runs/train/simple-1024-s0/latest.pt --seconds 5
     python -m fightlab reproduce [--only 06] [--size smoke|full] [--publish]
     python -m fightlab figures [--only train_curves ...] [--root DIR]
     python -m fightlab batch --job 'train --body simple' --grid seed=1,2,3,4 --concurrent 4
@@ -117,6 +118,36 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
     e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
     e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
+
+    from fightlab.figures.video import MAX_FPS, MAX_SIDE
+
+    rn = sub.add_parser("render", help="an MP4 (and a small GIF) of one world's episode with its pushes",
+                        formatter_class=fmt,
+                        description="Run one world of a saved policy (its mean action, amplitude fixed) "
+                        "or of the zero-action policy, with the env's pushes, falls and resets, and draw "
+                        "it with MuJoCo's renderer (OSMesa on a CPU: apt-get install -y libosmesa6) into "
+                        "an H.264 MP4 and a downscaled GIF (imageio with imageio-ffmpeg). Default output: "
+                        "<run folder>/video/episode-it<N>-seed<S>.mp4 (+ .gif) beside a checkpoint in a "
+                        "fightlab run folder, else under runs/video/. An existing output is refused "
+                        "unless --force.")
+    rn.add_argument("checkpoint", nargs="?", default=None,
+                    help="checkpoint to render (omit with --zero-action --body B)")
+    rn.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {bodies}")
+    rn.add_argument("--out", default=None, help="the .mp4 to write (the GIF goes beside it, .gif)")
+    rn.add_argument("--seconds", type=float, default=5.0, help="simulated seconds, in (0, 600]")
+    rn.add_argument("--fps", type=int, default=30, help=f"frames per second of the MP4, 1..{MAX_FPS}")
+    rn.add_argument("--width", type=int, default=640, help=f"MP4 width in pixels, even, 16..{MAX_SIDE}")
+    rn.add_argument("--height", type=int, default=480, help=f"MP4 height in pixels, even, 16..{MAX_SIDE}")
+    rn.add_argument("--gif-width", type=int, default=320, help="GIF width in pixels (height keeps the aspect)")
+    rn.add_argument("--gif-fps", type=int, default=10, help="GIF frames per second")
+    rn.add_argument("--seed", type=int, default=1, help="env seed (initial joint noise, the pushes)")
+    rn.add_argument("--no-gif", action="store_true", help="write only the MP4")
+    rn.add_argument("--device", default="cpu",
+                    help="the env's device: cpu, cuda or cuda:N (one world: the CPU is fine)")
+    rn.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
+    rn.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
+    rn.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    rn.add_argument("--no-progress", action="store_true", help="no tqdm bars")
 
     r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
@@ -348,6 +379,33 @@ def cmd_evaluate(a) -> int:
     return 0
 
 
+def cmd_render(a) -> int:
+    from fightlab.config import ConfigError
+    from fightlab.figures.video import render_episode
+
+    if a.checkpoint is not None and not a.checkpoint.strip():
+        raise ConfigError(f"render needs a CHECKPOINT file, got {a.checkpoint!r}")
+    if a.checkpoint is None and not (a.zero_action and a.body is not None):
+        from fightlab.config import BODY_NAMES
+
+        raise ConfigError("render needs a CHECKPOINT, or --zero-action with --body B "
+                          f"(valid bodies: {', '.join(BODY_NAMES)})")
+    res = render_episode(a.checkpoint, out=a.out, seconds=a.seconds, fps=a.fps, width=a.width,
+                         height=a.height, seed=a.seed, device=a.device, gif=not a.no_gif,
+                         zero_action=a.zero_action, amplitude=a.amplitude, body=a.body,
+                         force=a.force, gif_width=a.gif_width, gif_fps=a.gif_fps,
+                         progress=not a.no_progress)
+    policy = "zero action" if res["zero_action"] else f"iteration {res['iteration']} of run {res['run_id']}"
+    print(f"render {res['body']} ({policy}), seed {res['seed']}: {res['seconds']:g} s, "
+          f"{res['pushes']} push(es), {res['falls']} fall(s); simulate {res['simulate_s']:.1f} s, "
+          f"draw {res['render_s']:.1f} s, write {res['write_s']:.1f} s")
+    print(f"  {res['mp4']}  ({res['frames']} frames {res['width']}x{res['height']} at {res['fps']} fps, "
+          f"{res['mp4_bytes'] / 1e6:.2f} MB)")
+    if res["gif"] is not None:
+        print(f"  {res['gif']}  ({res['gif_frames']} frames, {res['gif_bytes'] / 1e6:.2f} MB)")
+    return 0
+
+
 def cmd_reproduce(a) -> int:
     from fightlab.config import validate_device
     from fightlab.reproduce import NotebookError, reproduce
@@ -431,7 +489,7 @@ def cmd_describe(a) -> int:
 
 
 #: the commands a batch job may run (every command but batch itself)
-JOB_COMMANDS = ("train", "evaluate", "reproduce", "describe", "slots", "profile", "figures")
+JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots", "profile", "figures")
 
 
 def check_job_argv(argv: list[str]) -> str | None:
@@ -521,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     from fightlab.rl.checkpoint import CheckpointError
 
     try:
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "reproduce": cmd_reproduce,
+        return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
+                "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
                 "figures": cmd_figures, "batch": cmd_batch}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:

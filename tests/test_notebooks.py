@@ -90,6 +90,7 @@ def test_notebook_paths_come_from_the_repository():
     ("05", dict(iterations=3, skip=3, device="cpu"), "iterations must exceed skip"),
     ("06", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("06", dict(size="medium", device="cpu"), "size must be one of 'smoke', 'full', got 'medium'"),
+    ("06", dict(video_seconds=0, device="cpu"), "seconds must be a number in (0, 600]"),
 ])
 def test_every_refusal_comes_in_the_first_code_cell(key, params, refused, tmp_path):
     """Before any work: the cell after the parameters raises ConfigError, nothing else ran."""
@@ -143,6 +144,15 @@ def test_train_notebook_from_its_own_folder(tmp_path):
     assert all(run_id in outputs for run_id in published["run_id"])
     assert "solved" in outputs and "env_steps_per_s" in outputs
     assert "stock_over_this" in outputs and "tree factor, shared" in outputs
+    # the trained policy on video (or one line saying what to install)
+    from fightlab.figures.video import render_available
+
+    if render_available()[0]:
+        clips = sorted((run_dir / "video").glob("episode-it*-seed1.mp4"))
+        assert clips and clips[-1].stat().st_mtime >= t0 - 1 and str(clips[-1]) in outputs
+        assert "video/mp4" in outputs or "data:video/mp4;base64" in outputs
+    else:
+        assert "no video of the policy" in outputs
 
 
 def _tiny_notebook(folder: Path) -> Path:

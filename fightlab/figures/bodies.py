@@ -10,7 +10,7 @@ Rendering needs no GPU: ``mujoco.Renderer`` runs on OSMesa (software OpenGL, Deb
 ``PYOPENGL_PLATFORM=osmesa``. This module sets both when the user has not set ``MUJOCO_GL``
 (an explicit ``MUJOCO_GL=egl`` or ``glfw`` is respected). ``import mujoco`` picks its GL backend
 once, at import time, from ``MUJOCO_GL``; fightlab imports mujoco before this module, so
-``_select_gl`` re-runs that choice (reloads ``mujoco.rendering.classic.gl_context``) after setting
+``select_gl`` re-runs that choice (reloads ``mujoco.rendering.classic.gl_context``) after setting
 the variables.
 """
 
@@ -53,8 +53,9 @@ def gl_available() -> tuple[bool, str]:
     return True, f"MUJOCO_GL={backend}"
 
 
-def _select_gl() -> None:
-    """Point mujoco's offscreen renderer at OSMesa unless the user chose a backend."""
+def select_gl() -> None:
+    """Point mujoco's offscreen renderer at OSMesa unless the user chose a backend (call it after
+    :func:`gl_available` and before making a ``mujoco.Renderer``)."""
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     backend = gl_backend()
     if backend == "osmesa":
@@ -65,8 +66,10 @@ def _select_gl() -> None:
         importlib.reload(gl_context)   # mujoco read MUJOCO_GL when it was imported: choose again
 
 
-def _render_model(body: str):
-    """The body's model with a light gradient sky added (only for pictures; physics unchanged)."""
+def render_model(body: str):
+    """The body's ``mujoco.MjModel`` with a light gradient sky added (only for pictures: the same
+    bodies, joints and qpos layout as ``fightlab.bodies.build(body)``; physics unchanged).
+    Raises ValueError for an unknown body (naming the choices)."""
     import mujoco
 
     from fightlab.bodies import build_spec
@@ -87,13 +90,18 @@ def _stance_data(model):
     return data
 
 
-def _camera(model, data, azimuth: float, elevation: float, distance: float | None):
+def camera(model, data, azimuth: float, elevation: float, distance: float | None,
+           lookat_z: float | None = None):
+    """A free ``mujoco.MjvCamera`` looking at the pelvis of ``data`` (x, y of its position; height
+    ``lookat_z`` [m], default half the head height) from ``azimuth`` / ``elevation`` [deg] and
+    ``distance`` [m] (default 2.6 m). Call it per frame to follow the body."""
     import mujoco
 
     cam = mujoco.MjvCamera()
     cam.type = mujoco.mjtCamera.mjCAMERA_FREE
     pelvis = data.xpos[model.body("pelvis").id]
-    cam.lookat[:] = [pelvis[0], pelvis[1], 0.5 * float(data.xpos[model.body("head").id][2])]
+    z = 0.5 * float(data.xpos[model.body("head").id][2]) if lookat_z is None else lookat_z
+    cam.lookat[:] = [pelvis[0], pelvis[1], z]
     cam.distance = distance if distance is not None else 2.6
     cam.azimuth = azimuth
     cam.elevation = elevation
@@ -113,11 +121,11 @@ def render_stance(body: str, width: int = 480, height: int = 640, azimuth: float
     """
     if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
         raise ValueError(f"width and height must be positive ints, got {width!r} x {height!r}")
-    model = _render_model(body)              # validates the name first
+    model = render_model(body)              # validates the name first
     ok, reason = gl_available()
     if not ok:
         raise RuntimeError(f"cannot render {body!r}: {reason}")
-    _select_gl()
+    select_gl()
     import mujoco
 
     model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
@@ -129,7 +137,7 @@ def render_stance(body: str, width: int = 480, height: int = 640, azimuth: float
         # which MuJoCo hides by default
         opt = mujoco.MjvOption()
         opt.geomgroup[:] = 1
-        renderer.update_scene(data, camera=_camera(model, data, azimuth, elevation, distance),
+        renderer.update_scene(data, camera=camera(model, data, azimuth, elevation, distance),
                               scene_option=opt)
         return renderer.render().copy()
     finally:
@@ -198,4 +206,5 @@ def bodies_table(root: Path | str = REPO_ROOT) -> "pd.DataFrame":  # noqa: F821
     return pd.DataFrame(cols)
 
 
-__all__ = ["FIGURE1_BODIES", "bodies_table", "figure1", "gl_available", "gl_backend", "render_stance"]
+__all__ = ["FIGURE1_BODIES", "bodies_table", "camera", "figure1", "gl_available", "gl_backend",
+           "render_model", "render_stance", "select_gl"]

@@ -20,7 +20,7 @@ from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 
 __all__ = ["CheckpointError", "load_checkpoint", "SEGMENT_FIELDS", "resume_conflicts",
-           "resume_config", "load_policy"]
+           "resume_config", "load_policy", "policy_agent"]
 
 
 class CheckpointError(ValueError):
@@ -162,3 +162,16 @@ def load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) ->
         first = str(e).strip().splitlines()[0][:200]
         raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
                               f"actions {env.nu}): {first}") from None
+
+
+def policy_agent(ck: dict, env, device: str) -> ActorCritic:
+    """The checkpoint's actor-critic for ``env`` (its obs_dim, nu and normaliser floor, the
+    checkpoint's hidden sizes and initial std) on ``device``, loaded and in eval mode: call
+    ``agent.act_mean(obs)`` for the deterministic action. Raises CheckpointError when the policy
+    does not fit the env's body."""
+    c = from_dict(ck["config"])
+    agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
+                        obs_min_std=env.obs_min_std).to(torch.device(device))
+    load_policy(agent, ck, c.body, env)
+    agent.eval()
+    return agent

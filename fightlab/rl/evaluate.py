@@ -9,8 +9,7 @@ import math
 import torch
 
 from fightlab.config import from_dict
-from fightlab.rl.checkpoint import load_checkpoint, load_policy
-from fightlab.rl.models import ActorCritic
+from fightlab.rl.checkpoint import load_checkpoint, policy_agent
 
 __all__ = ["evaluate", "evaluate_zero_action"]
 
@@ -76,13 +75,7 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
     bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
     env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)
-    agent = None
-    if ck is not None and not zero_action:
-        c = from_dict(ck["config"])
-        agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
-                            obs_min_std=env.obs_min_std).to(torch.device(device))
-        load_policy(agent, ck, body, env)
-        agent.eval()
+    agent = policy_agent(ck, env, device) if ck is not None and not zero_action else None
     with shared_stream(device):
         env.set_amplitude(amplitude, immediate=True)
         obs = env.reset(stagger=False)
