@@ -276,3 +276,14 @@ def test_a_run_that_changes_the_task_says_so_and_its_row_is_marked(tmp_path, cap
     assert f"task={task_id(cfg)} (another task" in out
     row = results.read_rows("train", tmp_path / "r").iloc[-1]
     assert json.loads(row["params"])["task"] == task_id(cfg) != "default"
+
+
+def test_a_policy_that_holds_the_pelvis_still_is_never_solved():
+    """Issue 16's honesty check: a pelvis held still (cancelling the bounce) has lock-in numerator
+    Σdz·r − Σdz·Σr/n = dz·(Σr − Σr) = 0, so tracking 0: it survives every episode to the time
+    limit and still never widens nor solves, however long it runs."""
+    c = Curriculum(stages=(0.1, 1.0), wait=32)
+    events = {c.update(_summary(falls=0, mean_s=10.0, tracking=0.0)) for _ in range(400)}
+    assert events == {"wait", "hold"} and not c.solved and c.stage == 0
+    c = Curriculum(stages=(1.0,), wait=32)
+    assert "solved" not in {c.update(_summary(tracking=0.0)) for _ in range(400)}
