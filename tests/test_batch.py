@@ -513,7 +513,7 @@ def test_packed_throughput_leaves_out_runs_without_a_wall_time(capsys):
 
     from fightlab.measure.report import packed_throughput
 
-    base = dict(body="simple", setup="dense", commit="c", gpu="g", nworld=1024, config="x",
+    base = dict(body="simple", setup="dense", commit="c", gpu="g", nworld=1024, config="x", task="default",
                 concurrent=4, mps="False", solved=True, iterations=500, rollout_s_per_iter=0.3,
                 update_s_per_iter=0.1, compile_s=10.0)
     df = pd.DataFrame([dict(base, time_to_solve_s=200.0), dict(base, time_to_solve_s=200.0),
