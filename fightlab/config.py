@@ -226,6 +226,18 @@ def task_warning(cfg: "TrainConfig") -> str | None:
             "and its solves never count as solves of the task (README \"The task\")")
 
 
+#: physics backends of the env: "gpu" = MuJoCo Warp on the run's device, "cpu" = MuJoCo's C
+#: engine on a thread pool (fightlab.sim.cpu), the env's kernels on warp's CPU device
+BACKENDS = ("gpu", "cpu")
+
+
+def validate_backend(backend) -> str:
+    """Return `backend` if it is one of :data:`BACKENDS`, else raise ConfigError naming the choices."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
 def validate_body(body) -> str:
     """Return `body` if it names a known body, else raise ValueError listing the bodies."""
     if not isinstance(body, str) or body not in BODY_NAMES:
