@@ -247,3 +247,14 @@ def layout(workers: int | None, worlds_per_worker: int | None, nworld: int) -> t
               file=sys.stderr, flush=True)
     k = -(-int(nworld) // w) if worlds_per_worker is None else int(worlds_per_worker)
     return w, k, w * k
+
+
+def backend_record(env) -> dict:
+    """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), cores
+    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name)."""
+    rec = dict(backend=getattr(env, "backend", "gpu"), cores=cpu_count())
+    threads = getattr(env, "threads", None)
+    if rec["backend"] == "cpu" and threads:
+        rec.update(threads=int(threads), layout=f"{threads}x{-(-env.nworld // threads)}",
+                   cpu=cpu_model())
+    return rec
