@@ -77,9 +77,10 @@ def test_same_state_one_env_step(body, capsys):
         assert err[k] < tol, (k, err[k], tol)
 
 
-def test_resets_and_pushes_match():
+def test_resets_and_pushes_match(tmp_path, monkeypatch):
     """Same seed → the same push schedule and resets on both backends; a world whose state goes
     non-finite is a NaN reset on both (the C engine's own reset is shown to the env as NaN)."""
+    monkeypatch.chdir(tmp_path)
     gpu, cpu = _pair("simple", seed=11)
     for e in (gpu, cpu):
         e.read_summary()
@@ -106,6 +107,7 @@ def test_resets_and_pushes_match():
         np.testing.assert_array_equal(sg[k], sc[k], err_msg=k)
     assert sg["step_count"][0] == sc["step_count"][0] == 2  # reset, then two more steps
     np.testing.assert_allclose(sg["qpos"], sc["qpos"], atol=1e-3)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()  # the C engine's warning: stderr only
 
 
 def test_contact_sensors_see_the_contacts_that_count():

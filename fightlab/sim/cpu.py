@@ -25,7 +25,8 @@ fall rule asks one thing of it: does any contact involve a geom that may not tou
 sensors find a contact in any substep is `touched`. The sensors add nothing to the physics.
 
 A simulation the C engine resets itself (bad qpos / qvel / qacc warnings: MuJoCo's own NaN
-guard) gets NaN in the warp qpos, so the env's NaN check counts it as the GPU would.
+guard) gets NaN in the warp qpos, so the env's NaN check counts it as the GPU would; the C
+engine's warning goes to stderr, never to a MUJOCO_LOG.TXT in the current directory.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class CpuPhysics:
                 raise ValueError(f"the spec's model has {size}={getattr(model, size)}, the env's "
                                  f"{getattr(like, size)}: not the same body")
         _copy_options(like, model)
+        _no_log_file()
         self.model = model
         self.nworld = int(nworld)
         self.nthread = int(nthread)
@@ -207,6 +209,16 @@ class CpuPhysics:
             ncon_out.numpy()[:] += ncon
         if touched_out is not None:
             touched_out.numpy()[touch] = 1
+
+
+def _no_log_file() -> None:
+    """The C engine's warnings (a NaN state it resets) to stderr only: by default MuJoCo also
+    appends them to MUJOCO_LOG.TXT in the current directory, a file fightlab did not ask for
+    (a process-wide MuJoCo setting)."""
+    log = mujoco.MjLogConfig.get()
+    if log.logto_file:
+        log.logto_file = False
+        log.set()
 
 
 def _copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
