@@ -45,7 +45,8 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 #: TrainConfig fields that have their own `train` flag: refused in --set, so that the run folder,
 #: named from the flags, always matches the run
 FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
-               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor")
+               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
+               "backend", "workers", "worlds_per_worker")
 
 #: the flag of each boolean TrainConfig field that has one
 _BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
@@ -93,6 +94,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-tree-factor", action="store_true",
                    help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
                         "instead of fightlab's single-launch kernel")
+    t.add_argument("--backend", default=None,
+                   help="the env's physics: gpu (MuJoCo Warp on --device) or cpu (MuJoCo's C "
+                        "engine on a thread pool, the env's kernels and the policy on the CPU); "
+                        "default gpu")
+    t.add_argument("--workers", default=None,
+                   help="CPU backend: threads W of the C engine's pool (default: every core)")
+    t.add_argument("--worlds-per-worker", default=None,
+                   help="CPU backend: worlds K per worker; nworld = W × K (default: --nworld / W)")
+    t.add_argument("--cpu-layout", default=None,
+                   help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
+                        "worlds; 'all-cores' (the default) = every core")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
                         "--set env.push_impulse_ns=[20,40]; fields with their own flag "
@@ -280,13 +292,14 @@ def _graph_flags(a, none_if_unset: bool = False) -> dict:
 def cmd_train(a) -> int:
     from pathlib import Path
 
-    from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_body,
-                                 validate_device, validate_nworld)
+    from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_backend,
+                                 validate_body, validate_device, validate_nworld)
     from fightlab.measure.report import finish_run
     from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
     from fightlab.rl.runner import Trainer
 
-    device = validate_device(_given(a.device, _default_device()))
+    backend = validate_backend(_given(a.backend, "gpu"))
+    device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
     check_publish(a.publish, device, "the training row")
     dflt = TrainConfig()
     if a.publish:
@@ -323,7 +336,7 @@ def cmd_train(a) -> int:
                           max_iterations=_given(a.max_iterations, saved.max_iterations))
     else:
         body = validate_body(_given(a.body, dflt.body))
-        nworld = validate_nworld(_given(a.nworld, dflt.nworld))
+        nworld, layout = _cpu_layout(a, backend)
         seed = _given(a.seed, dflt.seed)
         run_dir = _given(a.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
         if not str(run_dir).strip():
@@ -332,12 +345,70 @@ def cmd_train(a) -> int:
                           max_iterations=_given(a.max_iterations, dflt.max_iterations),
                           run_dir=run_dir, segment_s=a.segment_s,
                           checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
-                          **_graph_flags(a), tree_factor=not a.no_tree_factor)
+                          **_graph_flags(a), tree_factor=not a.no_tree_factor,
+                          backend=backend, **layout)
         cfg = _apply_overrides(cfg, a.set)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         res = trainer.train()
         finish_run(trainer, res, publish=a.publish)
     return 0
+
+
+def _positive(flag: str, value) -> int | None:
+    """A command-line count: None if not given, else a positive int (ConfigError naming it)."""
+    from fightlab.config import ConfigError
+
+    if value is None:
+        return None
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        v = None
+    if v is None or v <= 0 or str(v) != str(value).strip():
+        raise ConfigError(f"{flag} must be a positive integer, got {value!r}")
+    return v
+
+
+def _cpu_layout(a, backend: str) -> tuple[int, dict]:
+    """(nworld, TrainConfig's workers / worlds_per_worker) from --nworld, --workers,
+    --worlds-per-worker and --cpu-layout; more workers than cores warns (fightlab.sim.cpu.layout)."""
+    from fightlab.config import ConfigError, TrainConfig, validate_nworld
+
+    w = _positive("--workers", a.workers)
+    k = _positive("--worlds-per-worker", a.worlds_per_worker)
+    if a.cpu_layout is not None:
+        if a.cpu_layout not in CPU_LAYOUTS:
+            raise ConfigError(f"--cpu-layout must be one of {', '.join(CPU_LAYOUTS)}, got {a.cpu_layout!r}")
+        if a.cpu_layout == "original":
+            from fightlab.sim.cpu import ORIGINAL_LAYOUT
+
+            if w is not None or k is not None:
+                raise ConfigError("--cpu-layout original sets --workers and --worlds-per-worker "
+                                  "(72 × 6); give one or the other")
+            w, k = ORIGINAL_LAYOUT
+    given = (w is not None or k is not None or a.cpu_layout is not None)
+    if backend != "cpu":
+        if given:
+            raise ConfigError("--workers, --worlds-per-worker and --cpu-layout are the CPU "
+                              "backend's layout: they need --backend cpu")
+        return validate_nworld(_given(a.nworld, TrainConfig().nworld)), {}
+    nworld = None if a.nworld is None else validate_nworld(a.nworld)
+    if w is not None and k is not None and nworld is not None and nworld != w * k:
+        raise ConfigError(f"--nworld {nworld} conflicts with --workers {w} × --worlds-per-worker "
+                          f"{k} = {w * k}")
+    if k is not None and w is None and nworld is not None:
+        raise ConfigError("--worlds-per-worker with --nworld needs --workers too (nworld = W × K)")
+    from fightlab.sim.cpu import layout
+
+    w, k, n = layout(w, k, nworld if nworld is not None else TrainConfig().nworld)
+    if nworld is not None and n != nworld:  # nworld not a multiple of the cores: K rounded up
+        n = nworld
+        k = None
+    return n, dict(workers=w, worlds_per_worker=k)
+
+
+#: --cpu-layout presets
+CPU_LAYOUTS = ("all-cores", "original")
 
 
 def cmd_evaluate(a) -> int:

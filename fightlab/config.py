@@ -142,6 +142,10 @@ class TrainConfig:
         kernel (fightlab.kernels.factor) instead of MuJoCo Warp's per-level sparse path.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
+      backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device`, "cpu" =
+        MuJoCo's C engine on a thread pool (fightlab.sim.cpu; `device` must be "cpu").
+      workers, worlds_per_worker: the CPU backend's layout, W threads × K worlds (None: W = every
+        core, K = nworld / W; given both, nworld must be W × K). Unused by "gpu".
     """
 
     body: str = "simple"
@@ -163,6 +167,9 @@ class TrainConfig:
     update_graph: bool = True
     tree_factor: bool = True
     segment_s: float | None = None
+    backend: str = "gpu"
+    workers: int | None = None
+    worlds_per_worker: int | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
@@ -224,6 +231,41 @@ def task_warning(cfg: "TrainConfig") -> str | None:
     fields = ", ".join(f"{k}={v!r} (task: {d!r})" for k, (v, d) in ch.items())
     return (f"this run changes the fixed task ({fields}): its rows are marked task={task_id(cfg)} "
             "and its solves never count as solves of the task (README \"The task\")")
+
+
+#: physics backends of the env: "gpu" = MuJoCo Warp on the run's device, "cpu" = MuJoCo's C
+#: engine on a thread pool (fightlab.sim.cpu), the env's kernels on warp's CPU device
+BACKENDS = ("gpu", "cpu")
+
+
+def validate_backend(backend) -> str:
+    """Return `backend` if it is one of :data:`BACKENDS`, else raise ConfigError naming the choices."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def validate_layout(backend, workers, worlds_per_worker, nworld: int, device: str) -> None:
+    """Check the physics backend and the CPU backend's layout (W workers × K worlds).
+
+    Raises ConfigError: an unknown backend (names the choices), W or K not a positive integer,
+    W and K given on the "gpu" backend, W × K ≠ nworld, or the "cpu" backend on a non-CPU device.
+    """
+    validate_backend(backend)
+    for name, v in (("workers", workers), ("worlds_per_worker", worlds_per_worker)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise ConfigError(f"{name} must be a positive integer, got {v!r}")
+    if backend == "gpu":
+        if workers is not None or worlds_per_worker is not None:
+            raise ConfigError("workers / worlds_per_worker are the CPU backend's layout: "
+                              "they need backend 'cpu'")
+        return
+    if device != "cpu":
+        raise ConfigError(f"backend 'cpu' runs the env on warp's CPU device and the policy on the "
+                          f"CPU: device must be 'cpu', got {device!r}")
+    if workers is not None and worlds_per_worker is not None and workers * worlds_per_worker != nworld:
+        raise ConfigError(f"nworld ({nworld}) must be workers × worlds_per_worker "
+                          f"({workers} × {worlds_per_worker} = {workers * worlds_per_worker})")
 
 
 def validate_body(body) -> str:
@@ -417,6 +459,7 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
     nworld = validate_nworld(cfg.nworld)
     device = validate_device(cfg.device)
     validate_env(cfg.env)
+    validate_layout(cfg.backend, cfg.workers, cfg.worlds_per_worker, nworld, device)
     p = cfg.ppo
     for name in ("num_steps", "num_minibatches", "update_epochs"):
         v = getattr(p, name)

@@ -36,7 +36,8 @@ import warp as wp
 
 import mujoco_warp as mjw
 from fightlab import bodies
-from fightlab.config import EnvConfig, validate_body, validate_device, validate_env, validate_nworld
+from fightlab.config import (EnvConfig, validate_backend, validate_body, validate_device, validate_env,
+                             validate_nworld)
 from fightlab.envs.reference import COL_PELVIS, build_table
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter
@@ -479,6 +480,10 @@ class StanceEnv:
         per-level sparse path; same physics to float32 rounding. No effect on smaller trees
         (`self.tree_factor` says whether it is in use, `self.tree_factor_variant` which
         kernel variant: "shared" when the tree's staging fits in shared memory, else "global").
+      backend: "gpu" (the physics substeps on MuJoCo Warp, on `device`) or "cpu" (on MuJoCo's C
+        engine, `fightlab.sim.cpu`, with `device="cpu"`: the env's own kernels run on warp's CPU
+        device over the same arrays; the step runs eager, not as a graph).
+      threads: the CPU backend's threads (default: every core); ignored by "gpu".
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -491,10 +496,15 @@ class StanceEnv:
     def __init__(self, body: str = "simple", nworld: int = 1024, device: str = "cpu",
                  seed: int = 0, cfg: EnvConfig | None = None, nconmax: int | None = None,
                  njmax: int | None = None, graph: bool = True,
-                 mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True):
+                 mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True,
+                 backend: str = "gpu", threads: int | None = None):
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
+        self.backend = validate_backend(backend)
+        if self.backend == "cpu" and self.device != "cpu":
+            raise ValueError(f"backend 'cpu' runs the env on warp's CPU device: device must be 'cpu', "
+                             f"got {device!r}")
         self.cfg = validate_env(cfg or EnvConfig())
         self.seed = int(seed)
         self.info = bodies.BODIES[self.body]  # the body's registry record (names, slots, bounce)
@@ -515,7 +525,10 @@ class StanceEnv:
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
         self._build_constants()
         self._alloc()
-        self._graph = physics.StepGraph(self.launch_step, self.device, enabled=graph,
+        self._cpu = self._cpu_physics(threads, mjmodel) if self.backend == "cpu" else None
+        # the C engine's substeps are host calls, which a graph cannot hold: the CPU backend runs eager
+        self._graph = physics.StepGraph(self.launch_step, self.device,
+                                        enabled=graph and self.backend == "gpu",
                                         name="env step", watch=self._graph_inputs)
         self.compile_s = 0.0
         self._warm = False
@@ -536,6 +549,7 @@ class StanceEnv:
         floor = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_GEOM, self.info.floor_geom)
         geom_support = np.array([1 if (mjm.geom_bodyid[g] in support or g == floor) else 0
                                  for g in range(mjm.ngeom)], np.int32)
+        self.geom_support = geom_support  # 1: the geom may touch the floor (support bodies, the floor)
         self.torso_id = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, self.info.torso_body)
         self.table_np = build_table(mjm, self.info, self.info.bounce_gain, cfg)
         lo = mjm.actuator_ctrlrange[:, 0].astype(np.float32)
@@ -552,6 +566,22 @@ class StanceEnv:
             self._w_ctrl_hi = wp.array(hi, dtype=float)
             self._w_table = wp.array(self.table_np, dtype=float)
             self._w_geom_support = wp.array(geom_support, dtype=int)
+
+    def _cpu_physics(self, threads: int | None, mjmodel):
+        """The CPU backend (`fightlab.sim.cpu.CpuPhysics`): the body's spec with a contact sensor
+        per geom that may not touch (`geom_support == 0`, the fall rule's one definition)."""
+        from fightlab.sim import cpu
+
+        if mjmodel is not None:
+            raise ValueError("backend 'cpu' compiles the body's model from its spec (with contact "
+                             "sensors); a custom mjmodel is not supported there")
+        return cpu.CpuPhysics(bodies.build_spec(self.body), self.mjm, self.nworld,
+                              self.geom_support == 0, threads or cpu.cpu_count())
+
+    @property
+    def threads(self) -> int | None:
+        """The CPU backend's threads (None on the "gpu" backend)."""
+        return None if self._cpu is None else self._cpu.nthread
 
     def _alloc(self):
         n, nu = self.nworld, self.nu
@@ -666,7 +696,11 @@ class StanceEnv:
         with nvtx_range("physics"):
             if task:
                 self._launch_pre_step()
-            for _ in range(self.substeps):
+            if self._cpu is not None:  # MuJoCo's C engine (fightlab.sim.cpu): contacts via its sensors
+                if physics:
+                    self._cpu.step(self.d, self.substeps, self._ncon if task else None,
+                                   self._bad_contact if task else None)
+            for _ in range(self.substeps if self._cpu is None else 0):
                 if physics:
                     mjw.step(self.m, self.d)
                 if task:

@@ -89,7 +89,8 @@ class Trainer:
         self.progress = progress
         torch.manual_seed(cfg.seed)
         self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
-                             graph=cfg.graph, tree_factor=cfg.tree_factor)
+                             graph=cfg.graph, tree_factor=cfg.tree_factor,
+                             backend=cfg.backend, threads=cfg.workers)
         dev = torch.device(self.device)
         self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=self.env.obs_min_std).to(dev)
@@ -126,11 +127,13 @@ class Trainer:
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
         # row whose segments ran different code, kernels or devices says so (report.train_row)
         from fightlab.meta import git_commit, gpu_name
+        from fightlab.sim.cpu import backend_record
         from fightlab.results import packing_from_env
 
         self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
                               **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
                               device=cfg.device, gpu=gpu_name(cfg.device),
+                              **backend_record(self.env),
                               max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
                               start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]
         self.run_dir = self.rundir.path

@@ -1,0 +1,272 @@
+"""The CPU MuJoCo backend: MuJoCo's C engine for the physics substeps, every core busy.
+
+`CpuPhysics` holds `nworld` simulations of one model in a `mujoco.batch.Batch` (the pinned
+mujoco 4.0.0: many simulations on a C++ thread pool, the GIL released, state rows as live numpy
+arrays). The env keeps its MuJoCo Warp `Data` on warp's CPU device as the one place of the
+state and runs its own kernels (actions → ctrl, pushes, fall checks, reward, resets,
+observations) there; only the physics substeps change hands. Each control step, `step`:
+
+1. copies the state the env owns — qpos, qvel, qacc_warmstart, time, ctrl, xfrc_applied of the
+   warp arrays (float32) — into the batch's state rows (float64);
+2. runs `substeps` calls of `mj_step` per simulation on the pool (one `Batch.step` call per
+   substep), reading after each the contact sensors (below) and the solver's iteration count;
+3. copies back qpos, qvel, qacc_warmstart, time and the derived xmat (of the last substep's
+   start, as `mujoco_warp.step` leaves it), and sets MuJoCo Warp's overflow bits from what the C
+   engine reports (solver iteration cap → ITERATIONS; a full arena → NARROWPHASE / NEFC).
+
+So the state is the warp arrays at every control-step boundary (rounded to float32, as on the
+GPU); resets (`mujoco_warp.reset_data` and the env's reset kernel on the warp arrays) and
+`load_state_dict` need no hook.
+
+Contacts: the C engine's contact list lives in its arena, which `Batch` cannot bind. The env's
+fall rule asks one thing of it: does any contact involve a geom that may not touch (the env's
+`geom_support == 0`)? The backend's model therefore carries one MuJoCo contact sensor
+(`mjSENS_CONTACT`, data "found") per such geom, compiled from the body's spec; a world whose
+sensors find a contact in any substep is `touched`. The sensors add nothing to the physics.
+
+A simulation the C engine resets itself (bad qpos / qvel / qacc warnings: MuJoCo's own NaN
+guard) gets NaN in the warp qpos, so the env's NaN check counts it as the GPU would; the C
+engine's warning goes to stderr, never to a MUJOCO_LOG.TXT in the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import mujoco
+import mujoco.batch
+import numpy as np
+import warp as wp
+
+from mujoco_warp._src.types import OverflowType
+
+#: the original study's CPU layout: 72 worker processes × 6 worlds on a 96-vCPU machine
+ORIGINAL_LAYOUT = (72, 6)
+
+#: a contact sensor's data bits (intprm[0]): 1 << mjCONDATA_FOUND (mjtype.h: mjCONDATA_FOUND = 0),
+#: the number of contacts matched
+_FOUND = 1 << 0
+
+_BAD_STATE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+              mujoco.mjtWarning.mjWARN_BADQACC)
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity set; `os.cpu_count()` elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor string, or "cpu"."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+def with_contact_sensors(spec: mujoco.MjSpec, watch: np.ndarray) -> tuple[mujoco.MjModel, np.ndarray]:
+    """Compile `spec` with one contact sensor (data "found", any partner) per geom with
+    `watch[g]` true; unnamed watched geoms get a name (`_fightlab_geom_<id>`) in the spec.
+
+    Args:
+      spec: the body's MjSpec (edited in place: names and sensors added).
+      watch: bool [ngeom], the geoms whose contacts count.
+
+    Returns:
+      (model, sensor_adr): the compiled MjModel and int32 [nwatch], each sensor's address in
+      sensordata.
+
+    Raises:
+      ValueError: `watch` is not ngeom long.
+    """
+    geoms = list(spec.geoms)
+    watch = np.asarray(watch, bool)
+    if watch.shape != (len(geoms),):
+        raise ValueError(f"watch must have one entry per geom ({len(geoms)}), got shape {watch.shape}")
+    names = []
+    for g, (geom, w) in enumerate(zip(geoms, watch)):
+        if not w:
+            continue
+        if not geom.name:
+            geom.name = f"_fightlab_geom_{g}"
+        names.append(geom.name)
+        spec.add_sensor(name=f"_fightlab_contact_{g}", type=mujoco.mjtSensor.mjSENS_CONTACT,
+                        objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom.name,
+                        intprm=[_FOUND, 0, 1])
+    model = spec.compile()
+    adr = np.array([model.sensor_adr[model.sensor(f"_fightlab_contact_{g}").id]
+                    for g in np.flatnonzero(watch)], np.int32)
+    return model, adr
+
+
+class CpuPhysics:
+    """`nworld` simulations on MuJoCo's C engine (`mujoco.batch.Batch`), stepped for an env whose
+    MuJoCo Warp `Data` lives on warp's CPU device.
+
+    Args:
+      spec: the body's MjSpec (a fresh one: contact sensors are added to it).
+      like: the MjModel the env simulates on MuJoCo Warp; its options (timestep, solver,
+        iterations, …) are copied, and its sizes must match the spec's.
+      nworld: simulations (int > 0).
+      watch: bool [ngeom], the geoms whose contacts make a world `touched`.
+      nthread: threads of the batch's pool, the caller's included (int > 0).
+
+    Attributes: model (the C engine's MjModel, sensors included), nworld, nthread, batch.
+
+    Raises:
+      ValueError: nworld or nthread not positive, or `like` of another size than the spec.
+    """
+
+    def __init__(self, spec: mujoco.MjSpec, like: mujoco.MjModel, nworld: int, watch: np.ndarray,
+                 nthread: int):
+        if isinstance(nworld, bool) or not isinstance(nworld, (int, np.integer)) or nworld <= 0:
+            raise ValueError(f"nworld must be a positive integer, got {nworld!r}")
+        if isinstance(nthread, bool) or not isinstance(nthread, (int, np.integer)) or nthread <= 0:
+            raise ValueError(f"nthread must be a positive integer, got {nthread!r}")
+        model, self._sensor_adr = with_contact_sensors(spec, watch)
+        for size in ("nq", "nv", "nu", "nbody", "ngeom", "na"):
+            if getattr(model, size) != getattr(like, size):
+                raise ValueError(f"the spec's model has {size}={getattr(model, size)}, the env's "
+                                 f"{getattr(like, size)}: not the same body")
+        _copy_options(like, model)
+        _no_log_file()
+        self.model = model
+        self.nworld = int(nworld)
+        self.nthread = int(nthread)
+        self.batch = mujoco.batch.Batch(model, self.nworld, nthread=self.nthread)
+        b = self.batch
+        self._qpos, self._qvel = b.bind("qpos"), b.bind("qvel")
+        self._warm, self._time = b.bind("qacc_warmstart"), b.bind("time")
+        self._ctrl, self._xfrc = b.bind("ctrl"), b.bind("xfrc_applied")
+        self._sensordata, self._xmat = b.bind("sensordata"), b.bind("xmat")
+        self._niter = b.bind("solver_niter")
+        self._warning = b.warning  # live (nworld, mjNWARNING, 2): [lastinfo, number]
+        self._iterations = int(model.opt.iterations)
+        self._touch = np.zeros(self.nworld, bool)
+        self._ncon_sum = np.zeros(self.nworld, np.int32)
+        self._ncon = b.bind("ncon")
+
+    def step(self, d, substeps: int, ncon_out: wp.array | None = None,
+             touched_out: wp.array | None = None) -> None:
+        """Advance every world by `substeps` physics steps of the C engine (see the module
+        docstring for what is copied each way).
+
+        Args:
+          d: the env's mujoco_warp Data on warp's CPU device ([nworld, …] float32 arrays); its
+            qpos, qvel, qacc_warmstart, time and xmat are overwritten, overflow bits OR-ed in.
+          substeps: physics steps (int > 0).
+          ncon_out: optional int32 [nworld], += contacts summed over the substeps (as the env's
+            contact check counts them on MuJoCo Warp).
+          touched_out: optional int32 [nworld], set to 1 for a world whose watched geoms touch
+            anything in a substep (left as it is otherwise).
+        """
+        qpos, qvel = d.qpos.numpy(), d.qvel.numpy()  # zero-copy views on warp's CPU device
+        warm, time_ = d.qacc_warmstart.numpy(), d.time.numpy()
+        self._qpos[:] = qpos
+        self._qvel[:] = qvel
+        self._warm[:] = warm
+        self._time[:] = time_
+        self._ctrl[:] = d.ctrl.numpy()
+        self._xfrc[:] = d.xfrc_applied.numpy().reshape(self._xfrc.shape)
+        warn0 = self._warning[:, :, 1].copy()
+        touch, ncon = self._touch, self._ncon_sum
+        touch[:] = False
+        ncon[:] = 0
+        iter_hit = np.zeros(self.nworld, bool)
+        adr = self._sensor_adr
+        for _ in range(substeps):
+            self.batch.step()
+            if adr.size:
+                touch |= (self._sensordata[:, adr] > 0).any(axis=1)
+            ncon += self._ncon
+            iter_hit |= self._niter.max(axis=1) >= self._iterations
+        qpos[:] = self._qpos
+        qvel[:] = self._qvel
+        warm[:] = self._warm
+        time_[:] = self._time
+        d.xmat.numpy().reshape(self._xmat.shape)[:] = self._xmat
+        rose = self._warning[:, :, 1] > warn0
+        bits = np.where(iter_hit, int(OverflowType.ITERATIONS), 0)
+        bits |= np.where(rose[:, mujoco.mjtWarning.mjWARN_CONTACTFULL], int(OverflowType.NARROWPHASE), 0)
+        bits |= np.where(rose[:, mujoco.mjtWarning.mjWARN_CNSTRFULL], int(OverflowType.NEFC), 0)
+        if bits.any():
+            ov = d.overflow.numpy()
+            ov |= bits.astype(ov.dtype)
+        bad = rose[:, list(map(int, _BAD_STATE))].any(axis=1)
+        if bad.any():  # the C engine reset these itself: show the env a non-finite state
+            qpos[bad] = np.nan
+        if ncon_out is not None:
+            ncon_out.numpy()[:] += ncon
+        if touched_out is not None:
+            touched_out.numpy()[touch] = 1
+
+
+def _no_log_file() -> None:
+    """The C engine's warnings (a NaN state it resets) to stderr only: by default MuJoCo also
+    appends them to MUJOCO_LOG.TXT in the current directory, a file fightlab did not ask for
+    (a process-wide MuJoCo setting)."""
+    log = mujoco.MjLogConfig.get()
+    if log.logto_file:
+        log.logto_file = False
+        log.set()
+
+
+def _copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
+    """Copy every numeric MjOption field of `src` onto `dst` (timestep, solver, iterations,
+    tolerances, flags, gravity, …)."""
+    for name in dir(src.opt):
+        if name.startswith("_"):
+            continue
+        v = getattr(src.opt, name)
+        if callable(v):
+            continue
+        if isinstance(v, np.ndarray):
+            getattr(dst.opt, name)[...] = v
+        elif isinstance(v, (int, float)):
+            try:
+                setattr(dst.opt, name, v)
+            except (AttributeError, TypeError):
+                pass
+
+
+def layout(workers: int | None, worlds_per_worker: int | None, nworld: int) -> tuple[int, int, int]:
+    """The CPU backend's layout: (workers, worlds_per_worker, nworld).
+
+    workers None means every core (`cpu_count()`); worlds_per_worker None means nworld spread
+    over the workers (rounded up); given both, nworld = workers × worlds_per_worker. More workers
+    than cores is allowed, with one warning on stderr.
+
+    Raises:
+      ValueError: workers or worlds_per_worker not a positive integer (names the value).
+    """
+    for name, v in (("workers", workers), ("worlds_per_worker", worlds_per_worker)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    cores = cpu_count()
+    w = cores if workers is None else int(workers)
+    if w > cores:
+        print(f"fightlab: warning: {w} workers on {cores} cores: threads will share cores",
+              file=sys.stderr, flush=True)
+    k = -(-int(nworld) // w) if worlds_per_worker is None else int(worlds_per_worker)
+    return w, k, w * k
+
+
+def backend_record(env) -> dict:
+    """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), cores
+    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name)."""
+    rec = dict(backend=getattr(env, "backend", "gpu"), cores=cpu_count())
+    threads = getattr(env, "threads", None)
+    if rec["backend"] == "cpu" and threads:
+        rec.update(threads=int(threads), layout=f"{threads}x{-(-env.nworld // threads)}",
+                   cpu=cpu_model())
+    return rec
