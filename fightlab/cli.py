@@ -1,4 +1,4 @@
-"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch}.
+"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
@@ -7,6 +7,7 @@
     python -m fightlab reproduce [--only 06] [--size smoke|full] [--publish]
     python -m fightlab figures [--only train_curves ...] [--root DIR]
     python -m fightlab batch --job 'train --body simple' --grid seed=1,2,3,4 --concurrent 4
+    python -m fightlab sweep [--body simple] [--nworld-list 128,256,...] [--publish] [--solve]
 
 Bad input (unknown body, nworld not a positive integer, a CUDA device on a machine without
 one, an unreadable checkpoint) ends with one line `fightlab: error: …` naming the value and
@@ -68,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                        "stays in the checkpoint's folder, and --body/--nworld/--seed/--set are refused).")
     dflt = TrainConfig()
     t.add_argument("--body", default=None, help=f"one of: {bodies} (default {dflt.body})")
-    t.add_argument("--nworld", default=None, help=f"parallel worlds, a positive integer (default {dflt.nworld})")
+    t.add_argument("--nworld", default=None, help=f"parallel worlds, a positive integer, or auto (GPU: "
+                   "a short ramp against the committed world sweep, fightlab.measure.sweep) "
+                   f"(default {dflt.nworld})")
     t.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
     t.add_argument("--seed", type=int, default=None, help=f"torch and env seed (default {dflt.seed})")
     t.add_argument("--max-iterations", type=int, default=None,
@@ -247,7 +250,48 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--with-checkpoints", action="store_true", help="put checkpoints (*.pt) in batch.tar.gz")
     b.add_argument("--no-mps", action="store_true", help="do not start CUDA MPS (jobs time-slice)")
     b.add_argument("--no-progress", action="store_true", help="no tqdm bar over the jobs")
+    _sweep_parser(sub, fmt)
     return p
+
+
+def _sweep_parser(sub, fmt) -> None:
+    from fightlab.config import BODY_NAMES
+
+    # defaults live in fightlab.measure.sweep (imported when the command runs, not by the parser)
+    sw = sub.add_parser("sweep", help="the world-count sweep: seconds per iteration and env steps/s "
+                        "against nworld (short solo runs), resumable; --solve: its solve trainings",
+                        formatter_class=fmt, description="Time one short solo training per (body, "
+                        "nworld) into runs/sweep/<sweep_id>/ (sweep.json, data/results/sweep.csv; "
+                        "a rerun of the same command skips finished points); --publish also writes "
+                        "data/results/sweep.csv. --solve prints (with --run: runs) the fightlab "
+                        "batch of trainings to the solve criterion over nworld and seed; --summary "
+                        "prints time to solve against nworld from data/. See fightlab/measure/sweep.py.")
+    sw.add_argument("--body", action="append", default=None, help=f"body (repeatable; default both: "
+                    f"{', '.join(BODY_NAMES)})")
+    sw.add_argument("--nworld-list", default=None,
+                    help="world counts to time, comma-separated positive integers (default "
+                         "measure.sweep.NWORLDS: 128,256,…,16384)")
+    sw.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
+    sw.add_argument("--iterations", type=int, default=12, help="iterations per point")
+    sw.add_argument("--skip", type=int, default=3, help="iterations left out of the medians (warm-up)")
+    sw.add_argument("--seed", type=int, default=0, help="seed of the timing runs")
+    sw.add_argument("--sweep-id", default=None,
+                    help="folder under runs/sweep/ (default: the device and a hash of the options)")
+    sw.add_argument("--publish", action="store_true", help="GPU only: append the rows to data/results/sweep.csv")
+    sw.add_argument("--solve", action="store_true",
+                    help="the solve trainings instead: print their fightlab batch command")
+    sw.add_argument("--solve-nworld-list", default=None,
+                    help="with --solve: world counts of the trainings to the solve criterion "
+                         "(default measure.sweep.SOLVE_NWORLDS: 256,512,1024,4096)")
+    sw.add_argument("--seeds", default=None, help="with --solve: seeds (default measure.sweep.SOLVE_SEEDS: 0,1)")
+    sw.add_argument("--concurrent", type=int, default=4, help="with --solve: trainings at once per GPU")
+    sw.add_argument("--max-iterations", type=int, default=None,
+                    help="with --solve: a training stops unsolved after this many iterations "
+                         "(default measure.sweep.SOLVE_MAX_ITERATIONS: 3000)")
+    sw.add_argument("--run", action="store_true", help="with --solve: run the batch, not only print it")
+    sw.add_argument("--summary", action="store_true",
+                    help="print time to solve against nworld from data/ (sweep rows × train rows); no measurement")
+    sw.add_argument("--no-progress", action="store_true", help="no tqdm bar per point")
 
 
 def _apply_overrides(cfg, items: list[str]):
@@ -302,6 +346,11 @@ def cmd_train(a) -> int:
     device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
     check_publish(a.publish, device, "the training row")
     dflt = TrainConfig()
+    auto = a.nworld is not None and a.nworld.strip().lower() == "auto"
+    if auto and a.resume is not None:
+        raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
+                          "checkpoint's")
+    nworld_auto = None
     if a.publish:
         from fightlab import results
         from fightlab.paths import REPO_ROOT
@@ -336,8 +385,19 @@ def cmd_train(a) -> int:
                           max_iterations=_given(a.max_iterations, saved.max_iterations))
     else:
         body = validate_body(_given(a.body, dflt.body))
-        nworld, layout = _cpu_layout(a, backend)
         seed = _given(a.seed, dflt.seed)
+        if auto:  # a ramp on this GPU against the committed sweep (fightlab.measure.sweep)
+            from fightlab.measure.sweep import auto_nworld
+
+            if backend != "gpu" or a.workers is not None or a.worlds_per_worker is not None or a.cpu_layout:
+                raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
+                                  "--backend cpu give --nworld or --workers / --worlds-per-worker")
+            probe = _apply_overrides(TrainConfig(body=body, device=device, seed=seed, **_graph_flags(a),
+                                                 tree_factor=not a.no_tree_factor), a.set)
+            nworld, nworld_auto = auto_nworld(probe, progress=not a.no_progress)
+            layout = {}
+        else:
+            nworld, layout = _cpu_layout(a, backend)
         run_dir = _given(a.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
         if not str(run_dir).strip():
             raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
@@ -349,6 +409,8 @@ def cmd_train(a) -> int:
                           backend=backend, **layout)
         cfg = _apply_overrides(cfg, a.set)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
+        if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
+            trainer.segments[-1]["nworld_auto"] = nworld_auto
         res = trainer.train()
         finish_run(trainer, res, publish=a.publish)
     return 0
@@ -550,6 +612,55 @@ def cmd_figures(a) -> int:
     return 0
 
 
+def cmd_sweep(a) -> int:
+    from fightlab.config import BODY_NAMES, ConfigError, check_publish, validate_device
+    from fightlab.measure import sweep
+
+    if a.summary:
+        import pandas as pd
+
+        from fightlab import results
+        from fightlab.measure.report import published_runs
+        from fightlab.paths import REPO_ROOT
+
+        table = sweep.time_to_solve_table(results.read_rows("sweep", REPO_ROOT), published_runs(REPO_ROOT))
+        if table.empty:
+            print(f"sweep: no rows in {results.results_path('sweep', REPO_ROOT)} yet")
+            return 0
+        with pd.option_context("display.width", 200, "display.max_columns", 30):
+            print(table.round(4).to_string(index=False))
+        print("\n".join(sweep.findings(table)))
+        return 0
+    bodies = a.body or list(BODY_NAMES)
+    if a.solve:
+        nw = sweep.SOLVE_NWORLDS if a.solve_nworld_list is None else a.solve_nworld_list
+        argv = sweep.solve_batch_argv(bodies, sweep.parse_nworld_list(nw, "--solve-nworld-list"),
+                                      sweep.parse_seed_list(_given(a.seeds, sweep.SOLVE_SEEDS)),
+                                      concurrent=a.concurrent, publish=True,
+                                      max_iterations=_given(a.max_iterations, sweep.SOLVE_MAX_ITERATIONS))
+        print(sweep.command_line(argv))
+        if not a.run:
+            print("(add --run to run it; then python -m fightlab sweep --summary)")
+            return 0
+        return main(argv)
+    nworlds = sweep.parse_nworld_list(_given(a.nworld_list, list(sweep.NWORLDS)))
+    device = validate_device(_given(a.device, _default_device()))
+    check_publish(a.publish, device, "sweep rows")
+    if a.sweep_id is not None and not (a.sweep_id.strip() and "/" not in a.sweep_id):
+        raise ConfigError(f"--sweep-id must be a folder name under runs/sweep/, got {a.sweep_id!r}")
+    try:
+        rows = sweep.run_sweep(bodies, nworlds, device=device, iterations=a.iterations, skip=a.skip,
+                               seed=a.seed, publish=a.publish, progress=not a.no_progress,
+                               sweep_dir=None if a.sweep_id is None else RUNS / "sweep" / a.sweep_id)
+    except KeyboardInterrupt:
+        print("fightlab: sweep interrupted; its finished points are kept: run the same command "
+              "again to continue it", file=sys.stderr)
+        return 130
+    print(rows[["body", "nworld", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
+                "env_steps_per_s", "graph_fallbacks"]].round(4).to_string(index=False))
+    return 0
+
+
 def cmd_describe(a) -> int:
     from fightlab.bodies import build
     from fightlab.bodies.describe import describe
@@ -653,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
                 "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
-                "figures": cmd_figures, "batch": cmd_batch}[args.cmd](args)
+                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

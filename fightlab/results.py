@@ -87,6 +87,14 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate", "s_per_iter_min",
         "s_per_iter_max",
     ),
+    # the world-count sweep (fightlab.measure.sweep; notebook 04, Figure 2): one short solo
+    # training per (body, nworld); medians over its timed iterations of the host wall clock
+    # (s_per_iter; its min / max) and of the rollout / update split; env steps/s = nworld ×
+    # num_steps / s_per_iter; compile_s = warm-up and capture
+    "sweep": (
+        "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s",
+        "host_reads_per_iter", "graph_fallbacks", "compile_s", "s_per_iter_min", "s_per_iter_max",
+    ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",

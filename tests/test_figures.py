@@ -127,6 +127,13 @@ def root(tmp_path):
         row.update(concurrent=k, mps=mps, runs=k, s_per_iter=s_it, it_per_s_aggregate=k / s_it,
                    s_per_iter_min=s_it, s_per_iter_max=s_it)
         results.append_row("packing", row, tmp_path)
+    for body in ("simple", "muscular-fast"):  # Figure 2: sweep rows (the train rows above pair at 1024)
+        for n, s_it in ((256, 0.15), (1024, 0.3), (4096, 0.9)):
+            row = _meta(body, nworld=n, learner="x")
+            row.update(iterations=9, s_per_iter=s_it, rollout_s_per_iter=0.8 * s_it,
+                       update_s_per_iter=0.1 * s_it, env_steps_per_s=n * 32 / s_it, host_reads_per_iter=1.0,
+                       graph_fallbacks=0, compile_s=2.0, s_per_iter_min=s_it, s_per_iter_max=s_it)
+            results.append_row("sweep", row, tmp_path)
     return tmp_path
 
 
@@ -318,7 +325,7 @@ def test_committed_figures_have_their_data():
     from fightlab.figures import REPO_ROOT
 
     for name in figures.FIGURES:
-        table = {"stage_iterations": "train"}.get(name, name.split("_")[0])  # train, profile, factor, ...
+        table = {"stage_iterations": "train", "figure2_world_sweep": "sweep"}.get(name, name.split("_")[0])  # train, profile, factor, ...
         path = results.results_path(table, REPO_ROOT)
         if not path.exists() or len(path.read_text().splitlines()) < 2:
             continue
@@ -349,7 +356,7 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
         mpl.rcParams.update(before)
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
     # every figure with committed rows (graphs_split and packing_throughput once their tables exist)
-    needs = {"graphs_split": "graphs", "packing_throughput": "packing"}
+    needs = {"graphs_split": "graphs", "packing_throughput": "packing", "figure2_world_sweep": "sweep"}
     have = [f for f in figures.FIGURES if f not in needs
             or results.results_path(needs[f], figures.REPO_ROOT).exists()]
     assert alone.keys() == together.keys() and len(alone) == 2 * len(have)

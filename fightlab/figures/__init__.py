@@ -30,6 +30,9 @@ Figures (:data:`FIGURES`):
                      worlds and setting), per GPU
   packing_throughput aggregate training iterations/s against K trainings at once, with and
                      without CUDA MPS (data/results/packing.csv), per GPU
+  figure2_world_sweep  Figure 2: time to solve (iterations to solve from train rows × solo
+                     seconds per iteration from data/results/sweep.csv) and env steps/s against
+                     nworld, both bodies, the original's point marked, per GPU
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from fightlab.paths import REPO_ROOT
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
-                             "stage_iterations")
+                             "stage_iterations", "figure2_world_sweep")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -435,6 +438,19 @@ def _stage_iterations(root: Path, log: Callable[[str], None]) -> list[Path]:
     return _save(fig, "stage_iterations", root, log)
 
 
+def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.figures import sweep as sweep_figures
+    from fightlab.measure import sweep
+    from fightlab.measure.report import published_runs
+
+    df = _rows("sweep", root, "figure2_world_sweep", log)
+    if df is None:
+        return []
+    runs = published_runs(root)  # no train rows: an empty table, the time panel says so
+    return _save_per_gpu(df, "figure2_world_sweep", lambda gpu, rows, _: sweep_figures.plot_world_sweep(
+        sweep.time_to_solve_table(rows, runs), title=f"Figure 2: the world-count sweep, {gpu}"), root, log)
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
@@ -444,6 +460,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "graphs_split": _graphs_split,
     "packing_throughput": _packing_throughput,
     "stage_iterations": _stage_iterations,
+    "figure2_world_sweep": _figure2_world_sweep,
 }
 assert tuple(_DRAW) == FIGURES
 

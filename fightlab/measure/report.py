@@ -37,6 +37,10 @@ def train_row(trainer, res: dict) -> dict:
     params["mps"] = any(x["mps"] for x in packs if x["concurrent"] > 1)
     params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
     params["task"] = task_id(cfg)  # "default", or "custom-…": another task (config.TASK_FIELDS)
+    # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
+    auto = next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)
+    if auto is not None:
+        params["nworld_auto"] = auto
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
@@ -300,7 +304,7 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
-                   "task")
+                   "task", "nworld_auto")
 
 
 def config_id(params: dict) -> str:

@@ -1,0 +1,666 @@
+"""The world-count sweep (issue 17, notebook 04, Figure 2) and the rule behind `--nworld auto`.
+
+Time to solve = iterations to solve × seconds per iteration. The curriculum sets most of the
+iterations, so more worlds mostly make each iteration longer; the question is which world count
+solves soonest on this GPU (the original study: 1024 on an RTX 5090, its Figure 2).
+
+Two measurements, kept apart:
+
+- **Timing** (`run_sweep`, ``python -m fightlab sweep``): per (body, nworld) one short solo
+  training (default 12 iterations, medians of iterations 4–12, as `measure.graphs` times them):
+  seconds per iteration (rollout / update), env steps/s, host reads, graph fallbacks; one
+  ``sweep`` row per point (`results.EXPERIMENTS["sweep"]`). Resumable: the sweep's folder
+  ``runs/sweep/<sweep_id>/`` holds ``sweep.json`` (options, each point's status and run_id) and
+  its own ``data/results/sweep.csv``; each point's row is written the moment it finishes, and a
+  rerun (same command, or ``--sweep-id``) skips finished points. An interrupted point runs again
+  under the same run_id (its row, if any, is replaced: one row per point).
+- **Iterations to solve**: ordinary trainings to the solve criterion over a grid of world counts
+  and seeds, run as a ``fightlab batch`` (`solve_batch_argv`: packed K at once; packing changes
+  wall time, not iterations — `packing_check` compares a point run both ways) that publishes
+  ``train`` rows.
+
+`time_to_solve_table` joins them: per (body, nworld), the median iterations to solve of the
+train rows (any packing; same commit and learner as the sweep rows) × the solo seconds per
+iteration of the sweep row (same commit, GPU). Figure 2 (`fightlab.figures.sweep`) draws it.
+
+**The `--nworld auto` rule** (`pick_nworld`, `auto_nworld`): time a short ramp of solo
+iterations at a few world counts on the machine at hand, predict time to solve(n) =
+iters_to_solve(n) × s_per_iter(n) with iters_to_solve interpolated linearly in log2(nworld)
+between the committed world counts of the same body and learner (solved runs of the task,
+``data/results/train.csv``; at least two world counts), and take the smallest n whose predicted
+time is within `AUTO_TOLERANCE` of the minimum. Ramp points outside the committed range are shown
+but never picked (no extrapolation); no committed data, or a CPU device, is a ConfigError telling
+the user to pass a number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import math
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from fightlab import results
+from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, to_dict, validate_body
+from fightlab.meta import new_run_id
+from fightlab.paths import REPO_ROOT, RUNS
+
+#: the timing sweep's world counts (the issue's list)
+NWORLDS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: world counts and seeds of the trainings to the solve criterion
+SOLVE_NWORLDS: tuple[int, ...] = (256, 512, 1024, 4096)
+SOLVE_SEEDS: tuple[int, ...] = (0, 1)
+#: iterations a solve training may take before it stops unsolved (small nworld may need more)
+SOLVE_MAX_ITERATIONS = 3000
+#: the original study's best world count and card (its Figure 2), drawn for reference
+ORIGINAL_NWORLD = 1024
+ORIGINAL_GPU = "RTX 5090"
+#: `--nworld auto`'s ramp: world counts and iterations (medians of iterations skip+1 … iterations)
+RAMP_NWORLDS: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
+RAMP_ITERATIONS, RAMP_SKIP = 6, 2
+#: the auto rule takes the fewest worlds predicted within this fraction of the fastest
+AUTO_TOLERANCE = 0.02
+
+SWEEP_ROOT = RUNS / "sweep"
+STATE = "sweep.json"
+LOCK = ".fightlab-sweep.lock"
+FORMAT = "fightlab-sweep-1"
+
+
+
+# --- input -----------------------------------------------------------------------------------
+
+def parse_nworld_list(value, what: str = "--nworld-list") -> list[int]:
+    """World counts from ``"128,256,512"`` or a list of ints, in the order given.
+
+    Raises:
+      ConfigError: one line naming the bad item: not an integer ("1.5", "lots", True), <= 0,
+        above `config.MAX_NWORLD`, listed twice, or an empty list.
+    """
+    example = "e.g. 128,256,512"
+    if isinstance(value, str):
+        items = [s.strip() for s in value.split(",")]
+        if items == [""]:
+            items = []
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(f"{what} must be comma-separated world counts ({example}), got {value!r}")
+    if not items:
+        raise ConfigError(f"{what} needs at least one world count ({example}), got {value!r}")
+    out: list[int] = []
+    for raw in items:
+        n = None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            n = raw
+        elif isinstance(raw, str) and raw.lstrip("+-").isdigit():
+            n = int(raw)
+        if n is None:
+            raise ConfigError(f"{what}: {raw!r} is not an integer; world counts are positive "
+                              f"integers ({example})")
+        if n <= 0:
+            raise ConfigError(f"{what}: {raw!r} is not a positive integer; world counts are "
+                              f"positive integers ({example})")
+        if n > MAX_NWORLD:
+            raise ConfigError(f"{what}: {raw!r} is above the most worlds accepted ({MAX_NWORLD})")
+        if n in out:
+            raise ConfigError(f"{what}: {n} is listed twice; each world count is one point")
+        out.append(n)
+    return out
+
+
+def parse_seed_list(value, what: str = "--seeds") -> list[int]:
+    """Seeds from ``"0,1"`` or a list of ints: integers in [0, 2**31), each once (ConfigError
+    naming the bad item)."""
+    items = [s.strip() for s in value.split(",")] if isinstance(value, str) else list(value)
+    out = []
+    for raw in items:
+        ok = (isinstance(raw, int) and not isinstance(raw, bool)) or (isinstance(raw, str) and raw.isdigit())
+        if not ok or not 0 <= int(raw) < 2**31:
+            raise ConfigError(f"{what}: {raw!r} is not a seed (an integer in [0, 2**31)), e.g. 0,1")
+        if int(raw) in out:
+            raise ConfigError(f"{what}: {int(raw)} is listed twice")
+        out.append(int(raw))
+    if not out:
+        raise ConfigError(f"{what} needs at least one seed, e.g. 0,1")
+    return out
+
+
+def validate_timing(iterations, skip) -> None:
+    """iterations > skip >= 0, both integers (ConfigError naming the values)."""
+    for name, v in (("iterations", iterations), ("skip", skip)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{name} must be an integer, got {v!r}")
+    if not 0 <= skip < iterations:
+        raise ConfigError(f"iterations must exceed skip >= 0, got iterations={iterations!r}, skip={skip!r}")
+
+
+# --- one point -------------------------------------------------------------------------------
+
+def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: int = 3,
+               seed: int = 0, run_dir: Path | str | None = None, progress: bool = False,
+               base: TrainConfig | None = None, **train_kw: Any) -> dict:
+    """One short solo training at ``nworld`` worlds; medians over iterations skip+1 … iterations.
+
+    Args:
+      body, nworld, device, seed: the run; iterations (> skip), skip: as in `measure.graphs`;
+      run_dir: its run folder (default runs/sweep/points/<body>-<nworld>); base: a TrainConfig
+        whose learner (ppo, env, graphs) the run keeps (default: the defaults); train_kw: further
+        TrainConfig fields (e.g. ppo=PPOConfig(num_steps=4) for a smoke run).
+
+    Returns:
+      dict: s_per_iter, s_per_iter_min, s_per_iter_max, rollout_s_per_iter, update_s_per_iter
+      [s]; env_steps_per_s [1/s] (nworld × num_steps / s_per_iter); host_reads_per_iter,
+      graph_fallbacks, iterations (timed), num_steps, compile_s [s]; learner (the run's
+      `report.learner_id`).
+    """
+    from fightlab.measure.report import learner_id
+    from fightlab.rl.runner import Trainer
+
+    validate_timing(iterations, skip)
+    run_dir = Path(run_dir or SWEEP_ROOT / "points" / f"{body}-{nworld}")
+    cfg = dataclasses.replace(base or TrainConfig(), body=body, nworld=nworld, device=device,
+                              seed=seed, max_iterations=iterations, checkpoint_every=0,
+                              run_dir=str(run_dir), stop_when_solved=False, resume=None,
+                              segment_s=None, **train_kw)
+    with Trainer(cfg, progress=progress) as tr:
+        tr.train()
+        rows, compile_s, graph_fallbacks = tr.rows[skip:], tr.compile_s, max(r["graph_fallbacks"] for r in tr.rows)
+        cfg = tr.cfg
+    wall = [r["wall_s"] for r in rows]
+    s_it = float(np.median(wall))
+    med = lambda k: float(np.median([r[k] for r in rows]))  # noqa: E731
+    return dict(s_per_iter=s_it, s_per_iter_min=float(min(wall)), s_per_iter_max=float(max(wall)),
+                rollout_s_per_iter=med("rollout_s"), update_s_per_iter=med("update_s"),
+                env_steps_per_s=cfg.nworld * cfg.ppo.num_steps / s_it,
+                host_reads_per_iter=med("host_reads"), graph_fallbacks=int(graph_fallbacks),
+                iterations=len(rows), num_steps=cfg.ppo.num_steps, compile_s=float(compile_s),
+                learner=learner_id(to_dict(cfg)))
+
+
+# --- the sweep: state, resume ----------------------------------------------------------------
+
+def _jsonable(v):
+    return dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+
+
+def sweep_options(bodies, nworlds, device: str, iterations: int = 12, skip: int = 3,
+                  seed: int = 0, size: str | None = None, **train_kw) -> dict:
+    """The options that define a sweep (validated): bodies, nworlds, device, iterations, skip,
+    seed, size, train_kw (JSON-ready). Raises ConfigError naming a bad value."""
+    if isinstance(bodies, str) or not bodies:
+        raise ConfigError(f"bodies must be a non-empty list of body names, got {bodies!r}")
+    bodies = [validate_body(b) for b in bodies]
+    if len(set(bodies)) != len(bodies):
+        raise ConfigError(f"bodies {bodies} name a body twice")
+    validate_timing(iterations, skip)
+    out = dict(bodies=bodies, nworlds=parse_nworld_list(nworlds, "nworlds"), device=device,
+               iterations=iterations, skip=skip, seed=seed, size=size,
+               train_kw={k: _jsonable(v) for k, v in train_kw.items()})
+    return json.loads(json.dumps(out))  # as sweep.json stores it (tuples are lists)
+
+
+def sweep_id(options: dict) -> str:
+    """The default id of a sweep: its device and 8 hex characters of a hash of its options, so
+    the same command finds (and continues) the same sweep folder."""
+    key = json.dumps(options, sort_keys=True, default=str)
+    return f"{options['device'].replace(':', '')}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def point_key(body: str, nworld: int) -> str:
+    return f"{body}/{nworld}"
+
+
+def read_state(folder: Path | str) -> dict | None:
+    """A sweep folder's ``sweep.json`` (None when absent). Raises ConfigError when unreadable."""
+    path = Path(folder) / STATE
+    if not path.is_file():
+        return None
+    try:
+        state = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{path}: not a readable sweep state ({e}); move it aside") from None
+    if state.get("format") != FORMAT:
+        raise ConfigError(f"{path}: format {state.get('format')!r}, not {FORMAT!r}")
+    return state
+
+
+def _write_state(folder: Path, state: dict) -> None:
+    tmp = folder / (STATE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    tmp.replace(folder / STATE)  # atomic: a kill never leaves half a state
+
+
+@contextlib.contextmanager
+def _claim(folder: Path):
+    """One writer per sweep folder (flock on its lock file; released when the process dies)."""
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ConfigError(f"sweep folder {folder} is in use by pid {pid}; wait for it, or use "
+                              "another --sweep-id") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def sweep_folder(options: dict, sweep_dir: Path | str | None = None) -> Path:
+    """The sweep's folder: ``sweep_dir`` or runs/sweep/<`sweep_id`>. A folder that is not a
+    sweep's (no sweep.json) must be a place a run may use (`rundir.check_location`)."""
+    from fightlab.rundir import check_location
+
+    folder = Path(sweep_dir) if sweep_dir else SWEEP_ROOT / sweep_id(options)
+    if not (folder / STATE).is_file():
+        check_location(folder)
+    return folder
+
+
+def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: int = 3,
+              seed: int = 0, sweep_dir: Path | str | None = None, publish: bool = False,
+              root: Path | str = REPO_ROOT, size: str | None = None, progress: bool = False,
+              log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
+              **train_kw: Any) -> pd.DataFrame:
+    """Time every (body, nworld) point not yet finished; one ``sweep`` row per point, written
+    as it finishes to the sweep folder's data/results/sweep.csv and, with ``publish``, to
+    ``root``'s (the repository: `config.check_publish`, a CUDA device).
+
+    Resumable: finished points (in sweep.json) are skipped; an interrupted point runs again under
+    its run_id. A folder holding a sweep of other options is refused. With ``publish``, finished
+    points of an earlier unpublished run of the same sweep are published too.
+
+    Args:
+      bodies, nworlds (list or "128,256"), device, iterations, skip, seed: the sweep;
+      sweep_dir: its folder (default runs/sweep/<sweep_id>); size: recorded in the rows
+      (notebooks); point: the timing function (default `time_point`; tests pass a fake);
+      train_kw: TrainConfig fields for every point (e.g. a tiny PPOConfig at smoke size).
+
+    Returns:
+      the sweep's rows (every finished point, this run's and earlier), a DataFrame.
+
+    Raises:
+      ConfigError: a bad option, a publish the rule refuses, a folder of another sweep or in use.
+    """
+    from fightlab.config import check_publish
+
+    options = sweep_options(bodies, nworlds, device, iterations, skip, seed, size, **train_kw)
+    check_publish(publish, device, "sweep rows", size=size)
+    folder = sweep_folder(options, sweep_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    point = point or time_point
+    with _claim(folder):
+        state = read_state(folder)
+        if state is None:
+            state = dict(format=FORMAT, sweep_id=folder.name, options=options, points={})
+        elif state["options"] != options:
+            diff = sorted(k for k in options if state["options"].get(k) != options[k])
+            raise ConfigError(f"sweep folder {folder} holds a sweep with other options ({', '.join(diff)} "
+                              "differ); use another --sweep-id, or the same options to continue it")
+        _write_state(folder, state)
+        todo = [(b, n) for b in options["bodies"] for n in options["nworlds"]]
+        done = [k for k in (point_key(b, n) for b, n in todo) if state["points"].get(k, {}).get("status") == "done"]
+        log(f"sweep {folder.name}: {folder} ({len(done)} of {len(todo)} points done"
+            + (", skipped" if done else "") + "; rerun the same command to continue it)")
+        for body, nworld in todo:
+            key = point_key(body, nworld)
+            entry = state["points"].setdefault(key, {})
+            if entry.get("status") == "done":
+                continue
+            entry.setdefault("run_id", new_run_id())
+            entry.update(status="running", attempts=entry.get("attempts", 0) + 1)
+            _write_state(folder, state)
+            r = point(body, nworld, device, iterations=iterations, skip=skip, seed=seed,
+                      run_dir=folder / "runs" / f"{body}-{nworld}", progress=progress, **train_kw)
+            row = _row(body, nworld, seed, device, options, folder.name, r, entry["run_id"])
+            results.append_row("sweep", row, folder)
+            entry.update(status="done")
+            _write_state(folder, state)
+            log(f"sweep {body} ×{nworld}: {r['s_per_iter']:.4f} s/iteration (rollout "
+                f"{r['rollout_s_per_iter']:.4f} + update {r['update_s_per_iter']:.4f}), "
+                f"{r['env_steps_per_s']:.0f} env steps/s")
+        rows = results.read_rows("sweep", folder)
+        ids = {e["run_id"] for e in state["points"].values() if e.get("status") == "done"}
+        rows = rows[rows["run_id"].isin(ids)].reset_index(drop=True)
+        if publish:
+            for _, r in rows.iterrows():
+                results.append_row("sweep", r.to_dict(), root)
+            log(f"sweep {folder.name}: {len(rows)} rows in {results.results_path('sweep', root)}")
+    return rows
+
+
+def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict:
+    params = dict(sweep_id=sid, iterations=options["iterations"], skip=options["skip"],
+                  num_steps=r["num_steps"], learner=r["learner"], **options["train_kw"])
+    if options.get("size"):
+        params["size"] = options["size"]
+    meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
+    meta["run_id"] = run_id
+    return {**meta, **{c: r[c] for c in results.EXPERIMENTS["sweep"]}}
+
+
+# --- the solve trainings (a fightlab batch) ---------------------------------------------------
+
+def solve_batch_argv(bodies=("simple", "muscular-fast"), nworlds=SOLVE_NWORLDS, seeds=SOLVE_SEEDS,
+                     concurrent: int = 4, max_iterations: int = SOLVE_MAX_ITERATIONS,
+                     publish: bool = True, batch_dir: str | None = None) -> list[str]:
+    """The ``python -m fightlab batch`` arguments of the trainings to the solve criterion: one
+    ``train`` job over the grid body × nworld × seed, ``concurrent`` at once per GPU (CUDA MPS;
+    every row records its packing), ``--publish`` train rows. Validated (ConfigError)."""
+    bodies = [validate_body(b) for b in bodies]
+    nworlds = parse_nworld_list(nworlds if isinstance(nworlds, str) else list(nworlds), "solve nworlds")
+    seeds = parse_seed_list(seeds if isinstance(seeds, str) else list(seeds))
+    if isinstance(concurrent, bool) or not isinstance(concurrent, int) or concurrent < 1:
+        raise ConfigError(f"--concurrent must be a positive integer, got {concurrent!r}")
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+        raise ConfigError(f"--max-iterations must be a positive integer, got {max_iterations!r}")
+    job = f"train --max-iterations {max_iterations} --no-progress" + (" --publish" if publish else "")
+    argv = ["batch", "--job", job, "--grid", "body=" + ",".join(bodies),
+            "--grid", "nworld=" + ",".join(map(str, nworlds)), "--grid", "seed=" + ",".join(map(str, seeds)),
+            "--concurrent", str(concurrent)]
+    return argv + (["--batch-dir", str(batch_dir)] if batch_dir else [])
+
+
+def command_line(argv: list[str]) -> str:
+    """``python -m fightlab`` + argv, quoted for a shell."""
+    return "python -m fightlab " + shlex.join(argv)
+
+
+# --- iterations × seconds per iteration ------------------------------------------------------
+
+def _params(df: pd.DataFrame) -> list[dict]:
+    return [json.loads(p) if isinstance(p, str) and p else {} for p in df["params"]]
+
+
+def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
+    """Iterations to solve per (body, commit, learner, nworld) from train rows of the task
+    (`report.published_runs`; any packing: packing changes wall time, not iterations).
+
+    Returns:
+      DataFrame with body, commit, learner, nworld, n_runs, n_solved, seeds (solved, text),
+      iterations_median / _min / _max (solved runs only; NaN when none solved), packed (the
+      packings seen, text such as "1,4").
+    """
+    from fightlab.config import DEFAULT_TASK
+    from fightlab.measure.report import learner_id
+
+    cols = ["body", "commit", "learner", "nworld", "n_runs", "n_solved", "seeds", "iterations_median",
+            "iterations_min", "iterations_max", "packed"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = runs.assign(learner=[learner_id(p) for p in _params(runs)])
+    if "task" in runs:
+        runs = runs[runs["task"] == DEFAULT_TASK]
+    out = []
+    for (body, commit, learner, nworld), g in runs.groupby(["body", "commit", "learner", "nworld"], sort=True):
+        s = g[g["solved"] == True]  # noqa: E712
+        conc = pd.to_numeric(g.get("concurrent", pd.Series(1, index=g.index)), errors="coerce")
+        out.append(dict(body=body, commit=commit, learner=learner, nworld=int(nworld), n_runs=len(g),
+                        n_solved=len(s), seeds=",".join(str(x) for x in sorted(s["seed"])),
+                        iterations_median=s["iterations"].median() if len(s) else math.nan,
+                        iterations_min=s["iterations"].min() if len(s) else math.nan,
+                        iterations_max=s["iterations"].max() if len(s) else math.nan,
+                        packed=",".join(str(int(c)) if c == c else "?" for c in sorted(set(conc)))))
+    return pd.DataFrame(out, columns=cols)
+
+
+def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The newest ``sweep`` row per (gpu, commit, learner, body, nworld), with a ``learner``
+    column (from params; "" for rows without one)."""
+    if sweep.empty:
+        return sweep.assign(learner=pd.Series(dtype=object))
+    sweep = sweep.assign(learner=[p.get("learner", "") for p in _params(sweep)])
+    return (sweep.sort_values("time", kind="stable")
+            .drop_duplicates(["gpu", "commit", "learner", "body", "nworld"], keep="last")
+            .sort_values(["gpu", "body", "nworld"], kind="stable").reset_index(drop=True))
+
+
+def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Predicted time to solve against nworld: per sweep point (gpu, commit, learner, body,
+    nworld; the newest row), the median iterations to solve of the train rows of the same body,
+    commit, learner and nworld (`iterations_to_solve`, any packing) × the point's solo seconds
+    per iteration.
+
+        time_to_solve_s     = iterations_median × s_per_iter                      [s]
+        time_to_solve_min_s = iterations_min × s_per_iter; _max_s likewise         [s]
+
+    Args:
+      sweep: ``sweep`` rows (`results.read_rows("sweep", root)`); runs: train rows
+        (`report.published_runs(root)`).
+    Returns:
+      DataFrame, one row per sweep point: gpu, commit, learner, body, nworld, s_per_iter,
+      rollout_s_per_iter, update_s_per_iter, env_steps_per_s, n_runs, n_solved, seeds,
+      iterations_median / _min / _max, packed, time_to_solve_s / _min_s / _max_s (NaN where no
+      train row of that point solved).
+    """
+    pts = latest_sweep_rows(sweep)
+    keep = ["gpu", "commit", "learner", "body", "nworld", "s_per_iter", "rollout_s_per_iter",
+            "update_s_per_iter", "env_steps_per_s"]
+    pts = pts[keep] if not pts.empty else pd.DataFrame(columns=keep)
+    its = iterations_to_solve(runs)
+    out = pts.merge(its, on=["body", "commit", "learner", "nworld"], how="left")
+    out["n_runs"] = out["n_runs"].fillna(0).astype(int)
+    out["n_solved"] = out["n_solved"].fillna(0).astype(int)
+    for suffix, col in (("", "iterations_median"), ("_min", "iterations_min"), ("_max", "iterations_max")):
+        out[f"time_to_solve{suffix}_s"] = pd.to_numeric(out[col], errors="coerce") * out["s_per_iter"].astype(float)
+    return out
+
+
+def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
+    """Points run both solo and packed (same body, nworld, seed, commit, learner, solved both
+    ways): iterations of each, and their difference. Packing should change wall time only.
+
+    Returns a DataFrame: body, nworld, seed, commit, iterations_solo, iterations_packed,
+    concurrent (the packed run's K), iterations_diff (packed − solo)."""
+    from fightlab.measure.report import learner_id
+
+    cols = ["body", "nworld", "seed", "commit", "iterations_solo", "iterations_packed", "concurrent",
+            "iterations_diff"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = runs[runs["solved"] == True]  # noqa: E712
+    runs = runs.assign(learner=[learner_id(p) for p in _params(runs)])
+    out = []
+    for (body, nworld, seed, commit, _), g in runs.groupby(["body", "nworld", "seed", "commit", "learner"]):
+        solo, packed = g[g["concurrent"] == 1], g[g["concurrent"] > 1]
+        if len(solo) and len(packed):
+            a, b = int(solo["iterations"].iloc[-1]), int(packed["iterations"].iloc[-1])
+            out.append(dict(body=body, nworld=int(nworld), seed=int(seed), commit=commit,
+                            iterations_solo=a, iterations_packed=b,
+                            concurrent=int(packed["concurrent"].iloc[-1]), iterations_diff=b - a))
+    return pd.DataFrame(out, columns=cols)
+
+
+def findings(table: pd.DataFrame) -> list[str]:
+    """Lines a notebook prints about the curve (`time_to_solve_table`), per (gpu, body): the
+    fastest measured point and its time, against the original's point (1024 worlds), and how
+    iterations to solve change from the fewest to the most worlds with solves. Empty without
+    solved points."""
+    lines = []
+    t = table.dropna(subset=["time_to_solve_s"])
+    for (gpu, body), g in t.groupby(["gpu", "body"], sort=True):
+        g = g.sort_values("nworld")
+        best = g.loc[g["time_to_solve_s"].idxmin()]
+        at = g[g["nworld"] == ORIGINAL_NWORLD]
+        ref = (f"; at {ORIGINAL_NWORLD} worlds (the original's best, {ORIGINAL_GPU}) "
+               f"{at['time_to_solve_s'].iloc[0]:.1f} s" if len(at) else "")
+        lines.append(f"{body} on {gpu}: fastest solve at {int(best['nworld'])} worlds, "
+                     f"{best['time_to_solve_s']:.1f} s ({best['iterations_median']:.0f} iterations × "
+                     f"{best['s_per_iter']:.3f} s){ref}")
+        lo, hi = g.iloc[0], g.iloc[-1]
+        if len(g) > 1:
+            lines.append(f"{body} on {gpu}: iterations to solve {lo['iterations_median']:.0f} at "
+                         f"{int(lo['nworld'])} worlds, {hi['iterations_median']:.0f} at {int(hi['nworld'])} "
+                         f"({hi['iterations_median'] / lo['iterations_median']:.2f}×); seconds per "
+                         f"iteration {lo['s_per_iter']:.3f} → {hi['s_per_iter']:.3f} s "
+                         f"({hi['s_per_iter'] / lo['s_per_iter']:.2f}×)")
+    return lines
+
+
+# --- the --nworld auto rule --------------------------------------------------------------------
+
+def interp_iterations(nworld: float, known: dict[int, float]) -> float:
+    """Iterations to solve at ``nworld``, linear in log2(nworld) between the two nearest known
+    world counts (``known``: {nworld: median iterations}); NaN outside the known range (no
+    extrapolation)."""
+    xs = sorted(known)
+    if not xs or not xs[0] <= nworld <= xs[-1]:
+        return math.nan
+    lx = np.log2(xs)
+    return float(np.interp(math.log2(nworld), lx, [known[x] for x in xs]))
+
+
+def pick_nworld(ramp: dict[int, float], known: dict[int, float],
+                tolerance: float = AUTO_TOLERANCE) -> tuple[int, pd.DataFrame]:
+    """The auto rule, a pure function: predicted time to solve(n) = iterations(n) × s_per_iter(n)
+    for each ramp world count n inside the known range (`interp_iterations`), then the smallest
+    n whose prediction is within ``tolerance`` (a fraction) of the minimum.
+
+    Args:
+      ramp: {nworld: measured seconds per iteration on this machine} (> 0, finite);
+      known: {nworld: median iterations to solve} from committed runs (>= 2 world counts).
+    Returns:
+      (chosen nworld, table): the table has one row per ramp point, sorted by nworld:
+      nworld, s_per_iter, iterations (interpolated; NaN outside), predicted_s, in_range, chosen.
+    Raises:
+      ConfigError: an empty ramp or a bad time in it, fewer than two known world counts, or no
+        ramp point inside the known range; each says to pass --nworld N instead.
+    """
+    if not ramp:
+        raise ConfigError("--nworld auto: the ramp measured no world count; pass --nworld N")
+    bad = {n: s for n, s in ramp.items() if not (isinstance(s, (int, float)) and math.isfinite(s) and s > 0)}
+    if bad:
+        raise ConfigError(f"--nworld auto: the ramp's seconds per iteration must be positive, got {bad}; "
+                          "pass --nworld N")
+    known = {int(n): float(i) for n, i in known.items() if i == i and i > 0}
+    if len(known) < 2:
+        raise ConfigError(f"--nworld auto needs iterations to solve at two or more world counts "
+                          f"(committed: {sorted(known) or 'none'}; run the world sweep's solve "
+                          "trainings, python -m fightlab sweep --solve); pass --nworld N")
+    rows = []
+    for n in sorted(ramp):
+        it = interp_iterations(n, known)
+        rows.append(dict(nworld=int(n), s_per_iter=float(ramp[n]), iterations=it,
+                         predicted_s=it * float(ramp[n]), in_range=bool(it == it)))
+    table = pd.DataFrame(rows)
+    ok = table[table["in_range"]]
+    if ok.empty:
+        raise ConfigError(f"--nworld auto: no ramp world count ({', '.join(map(str, sorted(ramp)))}) lies "
+                          f"within the committed range {min(known)}–{max(known)}; pass --nworld N")
+    best = ok["predicted_s"].min()
+    chosen = int(ok[ok["predicted_s"] <= best * (1.0 + tolerance)]["nworld"].min())
+    table["chosen"] = table["nworld"] == chosen
+    return chosen, table
+
+
+def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, float]:
+    """{nworld: median iterations to solve} of the solved train rows of the task for ``body``
+    and ``learner`` (`report.learner_id`), any commit and packing (iterations are the learner's
+    and the curriculum's, not the code's)."""
+    from fightlab.config import DEFAULT_TASK
+    from fightlab.measure.report import learner_id
+
+    if runs.empty:
+        return {}
+    lrn = [learner_id(p) for p in _params(runs)]
+    r = runs[(runs["body"] == body) & (runs["solved"] == True)  # noqa: E712
+             & (pd.Series(lrn, index=runs.index) == learner)]
+    if "task" in r:
+        r = r[r["task"] == DEFAULT_TASK]
+    return {int(n): float(g["iterations"].median()) for n, g in r.groupby("nworld")}
+
+
+def auto_nworld(cfg: TrainConfig, root: Path | str = REPO_ROOT, nworlds=RAMP_NWORLDS,
+                iterations: int = RAMP_ITERATIONS, skip: int = RAMP_SKIP, allow_cpu: bool = False,
+                progress: bool = False, log: Callable[[str], None] = print,
+                point: Callable[..., dict] | None = None) -> tuple[int, dict]:
+    """`--nworld auto` for a new training of ``cfg`` (its body, device and learner): the
+    committed iterations to solve of that body and learner (``root``'s train rows,
+    `known_iterations`), a ramp of short solo trainings at the ``nworlds`` inside their range
+    (`time_point`, run folders under runs/sweep/ramp/), then `pick_nworld`. Prints the ramp table
+    and the choice.
+
+    Returns:
+      (nworld, record): the record (for the row's params.nworld_auto) holds the rule, tolerance,
+      ramp iterations / skip, the known iterations, the ramp table (nworld, s_per_iter,
+      iterations, predicted_s) and the choice.
+    Raises:
+      ConfigError: a CPU device (unless ``allow_cpu``: tests), or what `pick_nworld` refuses —
+        before any ramp when the committed data cannot support a choice.
+    """
+    from fightlab.measure.report import learner_id, published_runs
+
+    if not str(cfg.device).startswith("cuda") and not allow_cpu:
+        raise ConfigError("--nworld auto times a ramp on a GPU against the committed GPU sweep; on "
+                          f"device {cfg.device!r} pass a number instead (e.g. --nworld 64)")
+    learner = learner_id(to_dict(cfg))
+    known = known_iterations(published_runs(Path(root)), cfg.body, learner)
+    pick_nworld({n: 1.0 for n in known} or {1: 1.0}, known)  # refuses missing data before the ramp
+    lo, hi = min(known), max(known)
+    ramp_n = [n for n in parse_nworld_list(nworlds if isinstance(nworlds, str) else list(nworlds), "ramp nworlds") if lo <= n <= hi]
+    if not ramp_n:
+        raise ConfigError(f"--nworld auto: no ramp world count ({', '.join(map(str, nworlds))}) lies "
+                          f"within the committed range {lo}–{hi}; pass --nworld N")
+    point = point or time_point
+    ramp = {}
+    for n in ramp_n:
+        r = point(cfg.body, n, cfg.device, iterations=iterations, skip=skip, seed=cfg.seed,
+                  run_dir=SWEEP_ROOT / "ramp" / f"{cfg.body}-{n}", progress=progress, base=cfg)
+        ramp[n] = r["s_per_iter"]
+        log(f"nworld auto ramp: {cfg.body} ×{n}: {r['s_per_iter']:.4f} s/iteration")
+    chosen, table = pick_nworld(ramp, known)
+    log(table.to_string(index=False))
+    log(f"nworld auto: {chosen} worlds (the fewest within {AUTO_TOLERANCE:.0%} of the fastest "
+        f"predicted solve, {table.loc[table['chosen'], 'predicted_s'].iloc[0]:.1f} s)")
+    record = dict(rule="min predicted time to solve = iterations(log2-interpolated, committed) × "
+                       "ramp s_per_iter; fewest worlds within tolerance",
+                  tolerance=AUTO_TOLERANCE, ramp_iterations=iterations, ramp_skip=skip,
+                  learner=learner, known_iterations={str(k): v for k, v in sorted(known.items())},
+                  ramp=table[["nworld", "s_per_iter", "iterations", "predicted_s"]].to_dict("records"),
+                  chosen=chosen)
+    return chosen, record
+
+
+def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.DataFrame:
+    """The auto rule applied to the measured sweep itself, per (gpu, body): the sweep's s_per_iter
+    as the ramp and its solved points' iterations as the known curve, against the measured
+    best. Returns a DataFrame gpu, body, auto_nworld, auto_predicted_s, best_nworld,
+    best_time_to_solve_s, note (the refusal's reason where the rule cannot choose)."""
+    out = []
+    for (gpu, body), g in table.groupby(["gpu", "body"], sort=True):
+        known = dict(zip(g["nworld"], g["iterations_median"]))
+        ramp = dict(zip(g["nworld"], g["s_per_iter"]))
+        solved = g.dropna(subset=["time_to_solve_s"])
+        best = solved.loc[solved["time_to_solve_s"].idxmin()] if len(solved) else None
+        row = dict(gpu=gpu, body=body, auto_nworld=pd.NA, auto_predicted_s=math.nan,
+                   best_nworld=int(best["nworld"]) if best is not None else pd.NA,
+                   best_time_to_solve_s=float(best["time_to_solve_s"]) if best is not None else math.nan,
+                   note="")
+        try:
+            n, t = pick_nworld(ramp, known, tolerance)
+            row.update(auto_nworld=n, auto_predicted_s=float(t.loc[t["chosen"], "predicted_s"].iloc[0]))
+        except ConfigError as e:
+            row["note"] = str(e)
+        out.append(row)
+    return pd.DataFrame(out, columns=["gpu", "body", "auto_nworld", "auto_predicted_s", "best_nworld",
+                                      "best_time_to_solve_s", "note"])
+
+
+__all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
+           "AUTO_TOLERANCE", "parse_nworld_list", "parse_seed_list", "time_point", "sweep_options",
+           "sweep_id", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
+           "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check",
+           "findings", "interp_iterations", "pick_nworld", "known_iterations", "auto_nworld",
+           "auto_vs_sweep"]

@@ -1,0 +1,306 @@
+"""The world-count sweep (fightlab.measure.sweep): the driver at tiny CPU sizes, resume after an
+interruption, the `--nworld auto` rule on synthetic ramps, bad nworld lists, the time-to-solve
+summary and Figure 2 from synthetic rows, notebook 04 at smoke size."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from fightlab import figures, results
+from fightlab.cli import main
+from fightlab.config import ConfigError, PPOConfig, TrainConfig, to_dict
+from fightlab.measure import sweep
+from fightlab.measure.report import learner_id, published_runs
+
+TINY = dict(ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
+LEARNER = learner_id(to_dict(TrainConfig()))
+
+
+def _meta(body, nworld, seed=0, gpu="NVIDIA H200", commit="abc1234", params=None, **more):
+    row = results.run_metadata(body=body, nworld=nworld, seed=seed, params={**(params or {}), **more},
+                               device="cpu")
+    row.update(gpu=gpu, commit=commit)
+    return row
+
+
+def sweep_row(body, nworld, s_per_iter, gpu="NVIDIA H200", commit="abc1234", learner=LEARNER):
+    row = _meta(body, nworld, gpu=gpu, commit=commit, learner=learner, sweep_id="x")
+    row.update(iterations=9, s_per_iter=s_per_iter, rollout_s_per_iter=0.8 * s_per_iter,
+               update_s_per_iter=0.15 * s_per_iter, env_steps_per_s=nworld * 32 / s_per_iter,
+               host_reads_per_iter=1.0, graph_fallbacks=0, compile_s=2.0,
+               s_per_iter_min=s_per_iter, s_per_iter_max=s_per_iter)
+    return row
+
+
+def train_row(body, nworld, seed, iterations, solved=True, concurrent=1, commit="abc1234"):
+    params = {**to_dict(TrainConfig(body=body, nworld=nworld, seed=seed)), "concurrent": concurrent,
+              "task": "default"}
+    row = _meta(body, nworld, seed=seed, commit=commit, params=params)
+    row.update(time_to_solve_s=iterations * 0.3 if solved else None, iterations=iterations, compile_s=3.0,
+               env_steps_per_s=1e5, physics_steps_per_s=5e5, rollout_s_per_iter=0.2,
+               update_s_per_iter=0.02, solved=solved, final_amplitude=1.0, fall_rate=0.01,
+               mean_episode_s=9.8, overflow_count=0, nan_resets=0, host_reads_per_iter=1.0,
+               graph_fallbacks=0, tracking=0.9, tracking_survived=0.9)
+    return row
+
+
+def synthetic_root(tmp_path):
+    """Sweep rows at 4 world counts per body, solve rows at 3 of them (two seeds, one packed)."""
+    for body, base in (("simple", 0.1), ("muscular-fast", 0.2)):
+        for n in (256, 512, 1024, 4096):
+            results.append_row("sweep", sweep_row(body, n, base * (1 + n / 1024)), tmp_path)
+        for n, its in ((256, 900), (1024, 500), (4096, 450)):
+            results.append_row("train", train_row(body, n, 0, its), tmp_path)
+            results.append_row("train", train_row(body, n, 1, its + 20, concurrent=4), tmp_path)
+    results.append_row("train", train_row("simple", 1024, 2, 1500, solved=False), tmp_path)
+    return tmp_path
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, expect", [
+    ("128,1.5", "'1.5' is not an integer"),
+    ("128,lots", "'lots' is not an integer"),
+    ("128,0", "'0' is not a positive integer"),
+    ("-4", "'-4' is not a positive integer"),
+    ("128,256,128", "128 is listed twice"),
+    ("128,99999999", "'99999999' is above the most worlds accepted (4194304)"),
+    ("", "needs at least one world count"),
+])
+def test_bad_nworld_lists_are_one_clear_line(value, expect, capsys):
+    assert main(["sweep", "--device", "cpu", "--nworld-list", value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: --nworld-list: " if value else "fightlab: error: ") and expect in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_parse_lists():
+    assert sweep.parse_nworld_list("128, 256,512") == [128, 256, 512]
+    assert sweep.parse_nworld_list([4, 8]) == [4, 8]
+    with pytest.raises(ConfigError, match="True is not an integer"):
+        sweep.parse_nworld_list([True, 8])
+    with pytest.raises(ConfigError, match="1 is listed twice"):
+        sweep.parse_seed_list("1,1")
+
+
+def test_sweep_publish_and_auto_on_the_cpu_are_refused(capsys):
+    assert main(["sweep", "--device", "cpu", "--nworld-list", "4", "--publish"]) == 2
+    assert "device 'cpu' is not a GPU" in capsys.readouterr().err
+    assert main(["train", "--device", "cpu", "--nworld", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "--nworld auto times a ramp on a GPU" in err and "--nworld 64" in err
+
+
+# --- the driver and resume ---------------------------------------------------------------------
+
+def test_sweep_driver_writes_one_row_per_point_and_resumes(tmp_path):
+    folder = tmp_path / "runs" / "sweep" / "s"
+    kw = dict(device="cpu", iterations=3, skip=1, sweep_dir=folder, log=lambda s: None, **TINY)
+    calls = []
+
+    def interrupted(body, nworld, *a, **k):
+        calls.append(nworld)
+        if nworld == 8:
+            raise KeyboardInterrupt  # the machine went away during the second point
+        return sweep.time_point(body, nworld, *a, **k)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(["simple"], [4, 8], point=interrupted, **kw)
+    state = sweep.read_state(folder)
+    assert state["points"]["simple/4"]["status"] == "done"
+    assert state["points"]["simple/8"]["status"] == "running"
+    first = results.read_rows("sweep", folder)
+    assert list(first["nworld"]) == [4]  # the finished point's row was written as it finished
+
+    calls.clear()
+
+    def counted(body, nworld, *a, **k):
+        calls.append(nworld)
+        return sweep.time_point(body, nworld, *a, **k)
+
+    rows = sweep.run_sweep(["simple"], [4, 8], point=counted, **kw)
+    assert calls == [8]  # the finished point is skipped
+    assert list(rows["nworld"]) == [4, 8] and rows["run_id"].iloc[0] == first["run_id"].iloc[0]
+    assert rows["run_id"].iloc[1] == state["points"]["simple/8"]["run_id"]  # same run_id on re-run
+    r = rows.iloc[1]
+    assert r["iterations"] == 2 and r["s_per_iter"] > 0 and r["graph_fallbacks"] == 0
+    assert r["env_steps_per_s"] == pytest.approx(8 * 4 / r["s_per_iter"])
+    assert json.loads(r["params"])["learner"] == learner_id(to_dict(TrainConfig(**TINY)))
+    # the same command again does nothing; other options in the same folder are refused
+    calls.clear()
+    assert len(sweep.run_sweep(["simple"], [4, 8], point=counted, **kw)) == 2 and calls == []
+    with pytest.raises(ConfigError, match="holds a sweep with other options \\(nworlds differ\\)"):
+        sweep.run_sweep(["simple"], [4, 16], point=counted, **kw)
+
+
+def test_sweep_folder_has_one_writer(tmp_path):
+    folder = tmp_path / "runs" / "sweep" / "busy"
+
+    def nested(body, nworld, *a, **k):  # a second sweep into the folder while the first runs
+        sweep.run_sweep(["simple"], [4], device="cpu", iterations=3, skip=1, sweep_dir=folder,
+                        log=lambda s: None)
+        raise AssertionError("not reached")
+
+    with pytest.raises(ConfigError, match="is in use by pid"):
+        sweep.run_sweep(["simple"], [4], device="cpu", iterations=3, skip=1, sweep_dir=folder,
+                        point=nested, log=lambda s: None)
+
+
+def test_solve_batch_command():
+    argv = sweep.solve_batch_argv(["simple"], "256,1024", "0,1", concurrent=4, max_iterations=100)
+    assert argv == ["batch", "--job", "train --max-iterations 100 --no-progress --publish",
+                    "--grid", "body=simple", "--grid", "nworld=256,1024", "--grid", "seed=0,1",
+                    "--concurrent", "4"]
+    from fightlab.cli import check_job_argv
+
+    assert check_job_argv(["train", "--max-iterations", "100", "--no-progress", "--publish"]) is None
+    with pytest.raises(ConfigError, match="'0' is not a positive integer"):
+        sweep.solve_batch_argv(["simple"], "0,1024")
+
+
+# --- the summary and the figure ----------------------------------------------------------------
+
+def test_time_to_solve_table_on_synthetic_rows(tmp_path):
+    root = synthetic_root(tmp_path)
+    t = sweep.time_to_solve_table(results.read_rows("sweep", root), published_runs(root))
+    assert len(t) == 8
+    s = t[t["body"] == "simple"].set_index("nworld")
+    # median iterations of both seeds (one packed: packing changes wall time, not iterations)
+    assert s.loc[256, "iterations_median"] == 910 and s.loc[256, "packed"] == "1,4"
+    assert s.loc[256, "time_to_solve_s"] == pytest.approx(910 * 0.1 * 1.25)
+    assert s.loc[256, "time_to_solve_min_s"] == pytest.approx(900 * 0.125)
+    assert s.loc[1024, "n_runs"] == 3 and s.loc[1024, "n_solved"] == 2  # the unsolved run: counted, not timed
+    assert pd.isna(s.loc[512, "time_to_solve_s"]) and s.loc[512, "n_runs"] == 0
+    assert s.loc[1024, "env_steps_per_s"] == pytest.approx(1024 * 32 / 0.2)
+    # another commit's train rows never pair with these sweep rows
+    other = published_runs(root).assign(commit="fff0000")
+    assert sweep.time_to_solve_table(results.read_rows("sweep", root), other)["time_to_solve_s"].isna().all()
+    lines = sweep.findings(t)
+    assert any(line.startswith("simple on NVIDIA H200: fastest solve at 1024 worlds") for line in lines), lines
+    check = sweep.packing_check(published_runs(root))
+    assert check.empty  # no seed ran both solo and packed here
+    both = published_runs(root)
+    both = pd.concat([both, both[both["concurrent"] == 1].assign(concurrent=4, iterations=505)])
+    check = sweep.packing_check(both)
+    assert len(check) == 6 and (check["iterations_packed"] == 505).all() and (check["concurrent"] == 4).all()
+    assert (check["iterations_diff"] == check["iterations_packed"] - check["iterations_solo"]).all()
+
+
+def test_figure2_from_synthetic_rows_and_skipped_without_rows(tmp_path, capsys):
+    root = synthetic_root(tmp_path / "a")
+    drawn = figures.draw(["figure2_world_sweep"], root)
+    assert sorted(p.name for p in drawn["figure2_world_sweep"]) == ["figure2_world_sweep.png",
+                                                                     "figure2_world_sweep.svg"]
+    svg = (root / "figures" / "figure2_world_sweep.svg").read_text()
+    assert "original study (RTX 5090" in svg and "solo seconds per iteration" in svg
+    # sweep rows without any train rows: drawn (throughput), the time panel says why it is empty
+    bare = tmp_path / "b"
+    results.append_row("sweep", sweep_row("simple", 256, 0.1), bare)
+    assert figures.draw(["figure2_world_sweep"], bare)["figure2_world_sweep"]
+    assert "no solved trainings yet" in (bare / "figures" / "figure2_world_sweep.svg").read_text()
+    # no sweep rows: skipped with one line, nothing written
+    capsys.readouterr()
+    empty = tmp_path / "c"
+    empty.mkdir()
+    assert figures.draw(["figure2_world_sweep"], empty) == {"figure2_world_sweep": []}
+    assert "skip figure2_world_sweep:" in capsys.readouterr().out and not (empty / "figures").exists()
+
+
+# --- the --nworld auto rule --------------------------------------------------------------------
+
+KNOWN = {256: 900.0, 1024: 500.0, 4096: 450.0}
+
+
+def test_auto_rule_picks_the_minimum_of_predicted_time():
+    ramp = {256: 0.10, 512: 0.11, 1024: 0.13, 2048: 0.2, 4096: 0.35}
+    n, t = sweep.pick_nworld(ramp, KNOWN)
+    assert n == 1024
+    assert t.set_index("nworld").loc[512, "iterations"] == pytest.approx(700.0)  # log2-linear
+    assert t["chosen"].sum() == 1 and t.loc[t["chosen"], "predicted_s"].iloc[0] == pytest.approx(65.0)
+
+
+def test_auto_rule_flat_curve_takes_the_fewest_worlds():
+    flat_known = {256: 1000.0, 4096: 1000.0}
+    n, _ = sweep.pick_nworld({256: 0.1, 1024: 0.1, 4096: 0.1}, flat_known)
+    assert n == 256
+    n, _ = sweep.pick_nworld({256: 0.1005, 1024: 0.1}, flat_known)  # within the tolerance
+    assert n == 256
+
+
+def test_auto_rule_minimum_at_either_edge_and_no_extrapolation():
+    assert sweep.pick_nworld({256: 0.01, 1024: 0.13, 4096: 0.35}, KNOWN)[0] == 256
+    assert sweep.pick_nworld({256: 1.0, 1024: 0.5, 4096: 0.1}, KNOWN)[0] == 4096
+    # outside the committed range: shown, never picked, however fast
+    n, t = sweep.pick_nworld({128: 1e-6, 1024: 0.13, 8192: 1e-6}, KNOWN)
+    assert n == 1024 and list(t["in_range"]) == [False, True, False]
+
+
+def test_auto_rule_refuses_missing_data():
+    with pytest.raises(ConfigError, match="two or more world counts .*none.*pass --nworld N"):
+        sweep.pick_nworld({1024: 0.1}, {})
+    with pytest.raises(ConfigError, match="two or more world counts"):
+        sweep.pick_nworld({1024: 0.1}, {1024: 500.0})
+    with pytest.raises(ConfigError, match="no ramp world count \\(8192\\) lies within"):
+        sweep.pick_nworld({8192: 0.1}, KNOWN)
+    with pytest.raises(ConfigError, match="must be positive"):
+        sweep.pick_nworld({1024: 0.0}, KNOWN)
+    with pytest.raises(ConfigError, match="measured no world count"):
+        sweep.pick_nworld({}, KNOWN)
+
+
+def test_auto_nworld_ramps_inside_the_committed_range_and_records_it(tmp_path):
+    root = synthetic_root(tmp_path)
+    ramped = []
+
+    def fake(body, nworld, device, **k):
+        ramped.append(nworld)
+        return dict(s_per_iter={256: 0.1, 512: 0.11, 1024: 0.13, 2048: 0.2, 4096: 0.35}[nworld])
+
+    cfg = TrainConfig(body="simple", device="cpu")
+    with pytest.raises(ConfigError, match="on device 'cpu' pass a number"):
+        sweep.auto_nworld(cfg, root=root, point=fake)
+    n, rec = sweep.auto_nworld(cfg, root=root, point=fake, allow_cpu=True, log=lambda s: None)
+    assert n == 1024 and ramped == [256, 512, 1024, 2048, 4096]
+    assert rec["known_iterations"] == {"256": 910.0, "1024": 510.0, "4096": 460.0} and rec["chosen"] == 1024
+    assert [r["nworld"] for r in rec["ramp"]] == ramped
+    json.dumps(rec)  # goes into the row's params
+    # another learner has no committed iterations: refused before any ramp
+    ramped.clear()
+    other = TrainConfig(body="simple", device="cpu", ppo=PPOConfig(learning_rate=3e-4))
+    with pytest.raises(ConfigError, match="two or more world counts"):
+        sweep.auto_nworld(other, root=root, point=fake, allow_cpu=True)
+    assert ramped == []
+    table = sweep.time_to_solve_table(results.read_rows("sweep", root), published_runs(root))
+    vs = sweep.auto_vs_sweep(table).set_index("body")
+    assert vs.loc["simple", "auto_nworld"] == vs.loc["simple", "best_nworld"] == 1024
+
+
+def test_train_nworld_auto_records_the_ramp_in_the_row(tmp_path, monkeypatch):
+    record = dict(rule="test", chosen=4, ramp=[dict(nworld=4, s_per_iter=0.01)])
+    seen = {}
+
+    def fake_auto(cfg, **kw):
+        seen["cfg"] = cfg
+        return 4, record
+
+    monkeypatch.setattr(sweep, "auto_nworld", fake_auto)
+    run = tmp_path / "run"
+    assert main(["train", "--device", "cpu", "--nworld", "auto", "--max-iterations", "2", "--run-dir",
+                 str(run), "--no-progress", "--set", "ppo.num_steps=4", "--set", "ppo.update_epochs=1"]) == 0
+    assert seen["cfg"].ppo.num_steps == 4  # the ramp times the learner that will train
+    row = results.read_rows("train", run).iloc[0]
+    assert row["nworld"] == 4 and json.loads(row["params"])["nworld_auto"] == record
+
+
+# --- notebook 04 -------------------------------------------------------------------------------
+
+def test_notebook_04_at_smoke_size(tmp_path):
+    from fightlab.reproduce import reproduce
+
+    assert reproduce(only=["04"], size="smoke", device="cpu", out_dir=tmp_path) == 0
+    nb = json.loads((tmp_path / "04_world_sweep-smoke.ipynb").read_text())
+    out = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "s_per_iter" in out and "python -m fightlab batch" in out and "nworld auto" in out
