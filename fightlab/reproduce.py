@@ -24,8 +24,9 @@ from fightlab.paths import RUNS
 
 OUT_DIR = RUNS / "notebooks"
 
-#: notebooks whose `publish` writes a rendering (no GPU measurement): check_publish(gpu=False)
-RENDER_ONLY = frozenset({"01"})
+#: notebooks whose `publish` writes a rendering (no GPU measurement): check_publish(gpu=False);
+#: 07 only redraws Figure 3 from the committed tables
+RENDER_ONLY = frozenset({"01", "07"})
 
 
 class NotebookError(RuntimeError):

@@ -134,6 +134,13 @@ def root(tmp_path):
                        update_s_per_iter=0.1 * s_it, env_steps_per_s=n * 32 / s_it, host_reads_per_iter=1.0,
                        graph_fallbacks=0, compile_s=2.0, s_per_iter_min=s_it, s_per_iter_max=s_it)
             results.append_row("sweep", row, tmp_path)
+    # Figure 3: the committed survey reference table (our rows come from the train rows above)
+    import shutil
+
+    from fightlab.survey import cost
+
+    cost.reference_path(tmp_path).parent.mkdir(parents=True)
+    shutil.copy(cost.reference_path(), cost.reference_path(tmp_path))
     return tmp_path
 
 
@@ -324,9 +331,12 @@ def test_committed_figures_have_their_data():
     `python -m fightlab figures` after publishing rows."""
     from fightlab.figures import REPO_ROOT
 
+    from fightlab.survey import cost
+
     for name in figures.FIGURES:
         table = {"stage_iterations": "train", "figure2_world_sweep": "sweep"}.get(name, name.split("_")[0])  # train, profile, factor, ...
-        path = results.results_path(table, REPO_ROOT)
+        path = (cost.reference_path(REPO_ROOT) if name == "figure3_survey"  # data/survey/, not a results table
+                else results.results_path(table, REPO_ROOT))
         if not path.exists() or len(path.read_text().splitlines()) < 2:
             continue
         for ext in ("png", "svg"):

@@ -94,6 +94,11 @@ def test_notebook_paths_come_from_the_repository():
     ("06", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
     ("06", dict(size="medium", device="cpu"), "size must be one of 'smoke', 'full', got 'medium'"),
     ("06", dict(video_seconds=0, device="cpu"), "seconds must be a number in (0, 600]"),
+    ("07", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
+    ("07", dict(price_per_hour=0), "price_per_hour must be a positive number, got 0.0"),
+    ("07", dict(price_per_hour=-2.5), "price_per_hour must be a positive number, got -2.5"),
+    ("07", dict(bands=[0, 2, 1]), "bands must increase: 1 follows 2"),
+    ("07", dict(tol=0), "tol must be a relative tolerance in (0, 1)"),
 ])
 def test_every_refusal_comes_in_the_first_code_cell(key, params, refused, tmp_path):
     """Before any work: the cell after the parameters raises ConfigError, nothing else ran."""

@@ -33,6 +33,10 @@ Figures (:data:`FIGURES`):
   figure2_world_sweep  Figure 2: time to solve (iterations to solve from train rows × solo
                      seconds per iteration from data/results/sweep.csv) and env steps/s against
                      nworld, both bodies, the original's point marked, per GPU
+  figure3_survey     Figure 3: cost per solve against time to solve, every machine of the
+                     original's survey (data/survey/reference.csv) and fightlab's rows
+                     (data/results/train.csv, packing.csv) at the assumed price of its GPU
+                     (fightlab.survey.cost.ASSUMED_PRICE_PER_HOUR), both bodies
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from fightlab.paths import REPO_ROOT
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
-                             "stage_iterations", "figure2_world_sweep")
+                             "stage_iterations", "figure2_world_sweep", "figure3_survey")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -451,6 +455,27 @@ def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
         sweep.time_to_solve_table(rows, runs), title=f"Figure 2: the world-count sweep, {gpu}"), root, log)
 
 
+def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.config import ConfigError
+    from fightlab.figures import survey as survey_figures
+    from fightlab.survey import cost
+
+    path = cost.reference_path(root)
+    if not path.exists():
+        log(f"figures: skip figure3_survey: {path} is absent")
+        return []
+    try:
+        s = cost.load_survey(root, log=log)
+    except ConfigError as e:
+        raise DataFileError(str(e)) from None
+    price = ", ".join(f"{g} ${p:.2f}/h" for g, p in dict.fromkeys(
+        zip(s.ours["gpu"], s.ours["usd_per_h"])) if isinstance(g, str)) if not s.ours.empty else ""
+    title = "Figure 3: cost per solve against time to solve" + (f"\n(fightlab: {price}, an assumed price)"
+                                                               if price else "")
+    fig = survey_figures.plot_survey(s.table, title=title, note=s.price_note)
+    return _save(fig, "figure3_survey", root, log)
+
+
 _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "train_curves": _train_curves,
     "profile_stages": _profile_stages,
@@ -461,6 +486,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "packing_throughput": _packing_throughput,
     "stage_iterations": _stage_iterations,
     "figure2_world_sweep": _figure2_world_sweep,
+    "figure3_survey": _figure3_survey,
 }
 assert tuple(_DRAW) == FIGURES
 
