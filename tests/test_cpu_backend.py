@@ -191,3 +191,49 @@ def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     seg = params["segments"][-1]
     assert seg["backend"] == "cpu" and seg["threads"] == 2 and seg["layout"] == "2x2" and seg["cores"] >= 1
     assert seg["cpu"]
+
+
+@pytest.mark.parametrize("mask", [[True, False, True, False], [False] * N])
+def test_cpu_reset_is_reset_data(mask):
+    """`CpuPhysics.reset` (the CPU backend's masked reset: only the fields it uses, nothing when
+    no world is done) leaves the same state as `mujoco_warp.reset_data`, bitwise, and the next
+    C-engine step from it is bitwise the same."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from fightlab import bodies
+    from fightlab.sim import cpu, physics
+
+    env = StanceEnv("simple", N, "cpu")  # for its model and geom_support (MuJoCo Warp backend)
+    mjm = env.mjm
+    backend = cpu.CpuPhysics(bodies.build_spec("simple"), mjm, N, env.geom_support == 0, 2)
+    fields = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied",
+              "time", "xmat", "overflow")
+    rng = np.random.default_rng(0)
+    datas = []
+    for _ in range(2):
+        m, d = physics.put(mjm, N, env.slots, "cpu")
+        datas.append(d)
+    d_ref, d_cpu = datas
+    mujoco_start = {}
+    for k in fields:
+        a = getattr(d_ref, k).numpy()
+        mujoco_start[k] = (rng.integers(0, 4, a.shape) if a.dtype.kind == "i"
+                           else rng.normal(size=a.shape) * 0.01).astype(a.dtype)
+    mujoco_start["qpos"] += np.asarray(mjm.qpos0, np.float32)
+    mujoco_start["overflow"][:] = 0
+    for d in datas:
+        for k, v in mujoco_start.items():
+            getattr(d, k).assign(v)
+    with wp.ScopedDevice("cpu"):
+        reset = wp.array(np.array(mask), dtype=bool)
+        mjw.reset_data(m, d_ref, reset)
+        backend.reset(d_cpu, reset)
+    for k in fields:
+        np.testing.assert_array_equal(getattr(d_ref, k).numpy(), getattr(d_cpu, k).numpy(), err_msg=k)
+    outs = []
+    for d in datas:
+        backend.step(d, 5)
+        outs.append({k: getattr(d, k).numpy().copy() for k in fields})
+    for k in fields:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
