@@ -173,12 +173,17 @@ def test_more_workers_than_cores_warns(capsys):
 
 def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     """2 iterations at nworld 4 on the CPU backend, through the command line; the row's params
-    record the backend, cores, threads and layout."""
+    record the backend, cores, threads and layout, its gpu column the CPU model and cores. Then
+    a resume with another --backend is one clear line, and a resume to 3 iterations continues
+    on the CPU backend (its device default: the CPU, whatever GPU the machine has)."""
     import csv
     import json
 
+    from fightlab import meta
+
     rc = main(["train", "--backend", "cpu", "--workers", "2", "--worlds-per-worker", "2",
                "--body", "simple", "--max-iterations", "2", "--run-dir", str(tmp_path / "run"),
+               "--checkpoint-every", "1",
                "--no-progress", "--set", "ppo.num_steps=8", "--set", "ppo.num_minibatches=2"])
     assert rc == 0, capsys.readouterr().err
     rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
@@ -191,6 +196,22 @@ def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     seg = params["segments"][-1]
     assert seg["backend"] == "cpu" and seg["threads"] == 2 and seg["layout"] == "2x2" and seg["cores"] >= 1
     assert seg["cpu"]
+    assert row["gpu"] == meta.cpu_label(seg["cores"]) and row["driver"] == ""
+    ck = str(tmp_path / "run" / "latest.pt")
+    capsys.readouterr()
+    for args, said in ((["--backend", "gpu"], "--backend gpu conflicts with the checkpoint (backend=cpu)"),
+                       (["--workers", "3"], "--workers 3 conflicts with the checkpoint (2)"),
+                       (["--backend", "fpga"], "backend must be one of gpu, cpu, got 'fpga'")):
+        assert main(["train", "--resume", ck, "--max-iterations", "3", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fightlab: error: ") and said in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    assert main(["train", "--resume", ck, "--max-iterations", "3", "--no-progress"]) == 0, capsys.readouterr().err
+    rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
+    assert [int(r["iteration"]) for r in rows][-1] == 3 and len(rows) == 3
+    row = list(csv.DictReader(open(res[0])))[-1]
+    segs = json.loads(row["params"])["segments"]
+    assert len(segs) == 2 and all(x["backend"] == "cpu" for x in segs) and int(row["iterations"]) == 3
 
 
 @pytest.mark.parametrize("mask", [[True, False, True, False], [False] * N])
@@ -237,3 +258,143 @@ def test_cpu_reset_is_reset_data(mask):
         outs.append({k: getattr(d, k).numpy().copy() for k in fields})
     for k in fields:
         np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+
+
+# --- compare-backends (fightlab.measure.backends) ----------------------------------------------
+
+def _fake_point(body, nworld, device, iterations, skip, seed, run_dir, progress, base, **kw):
+    """A timing of `measure.sweep.time_point`'s shape, without training (CPU backend 2× slower)."""
+    s = 2.0 if kw.get("backend") == "cpu" else 1.0
+    return dict(s_per_iter=s, s_per_iter_min=s, s_per_iter_max=s, rollout_s_per_iter=s / 2,
+                update_s_per_iter=s / 2, env_steps_per_s=nworld * 4 / s, host_reads_per_iter=1.0,
+                graph_fallbacks=0, iterations=iterations - skip, num_steps=4, compile_s=0.1,
+                learner="fake")
+
+
+def test_compare_backends_rows(tmp_path):
+    """A real comparison at tiny size: CPU backend vs MuJoCo Warp on warp's CPU device; rows
+    name the CPU (gpu column for the CPU backend, params on both), ratios, same-state errors."""
+    import json
+
+    from fightlab import meta, results
+    from fightlab.config import PPOConfig, TrainConfig
+    from fightlab.measure import backends
+
+    base = TrainConfig(ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
+    lines = []
+    rows = backends.compare(["simple"], "cpu", nworld=4, cpu_layout=(2, 2, 4), iterations=2, skip=1,
+                            out_dir=tmp_path / "cmp", root=tmp_path, base=base, log=lines.append)
+    assert list(rows.columns) == list(results.columns("backends")) and len(rows) == 2
+    cpu_row, warp_row = rows.iloc[0], rows.iloc[1]
+    pc, pw = json.loads(cpu_row["params"]), json.loads(warp_row["params"])
+    assert pc["backend"] == "cpu" and pw["backend"] == "gpu" and pw["smoke"] is True
+    assert cpu_row["gpu"] == meta.cpu_label() and meta.is_cpu_label(cpu_row["gpu"]) and cpu_row["driver"] == ""
+    assert warp_row["gpu"] == "cpu"
+    for p in (pc, pw):
+        assert p["cpu"] == meta.cpu_model() and p["cores"] == meta.cpu_count()
+    assert pc["layout"] == "2x2" and pc["workers"] == 2
+    assert cpu_row["env_steps_ratio_vs_cpu_backend"] == 1.0 == cpu_row["s_per_iter_ratio_vs_cpu_backend"]
+    assert warp_row["env_steps_ratio_vs_cpu_backend"] == pytest.approx(
+        warp_row["env_steps_per_s"] / cpu_row["env_steps_per_s"])
+    assert cpu_row["physics_steps_per_s"] == pytest.approx(cpu_row["env_steps_per_s"] * 5)
+    for k, col in (("qpos", "same_state_qpos_err"), ("qvel", "same_state_qvel_err"),
+                   ("obs", "same_state_obs_err"), ("reward", "same_state_reward_err")):
+        assert 0 <= cpu_row[col] < TOL[k], (col, cpu_row[col])
+    assert len(results.read_rows("backends", tmp_path / "cmp")) == 2
+    assert any("same state" in ln for ln in lines)
+    assert "ratio" in backends.summary_lines(rows)[0]
+
+
+def test_compare_backends_cli_without_a_gpu(tmp_path, monkeypatch, capsys):
+    """No GPU: one line says so and only the CPU backend is measured (every core by default)."""
+    from fightlab import config, meta
+    from fightlab.measure import backends, sweep
+
+    monkeypatch.setattr(config, "default_device", lambda: "cpu")
+    monkeypatch.setattr(sweep, "time_point", _fake_point)
+    monkeypatch.setattr(backends, "ROOT", tmp_path)
+    assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("no CUDA GPU here: measuring the CPU backend only") == 1
+    assert "CPU backend only" in out.splitlines()[-1] and meta.cpu_label() in out
+    (folder,) = tmp_path.iterdir()
+    rows = pd_read(folder)
+    assert len(rows) == 1 and rows["nworld"][0] == 8
+
+
+def pd_read(folder):
+    from fightlab import results
+
+    return results.read_rows("backends", folder)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--gpu-device", "cpu", "--publish"], "MuJoCo Warp on warp's CPU device) under data/"),
+    (["--body", "robot"], "unknown body 'robot'; valid bodies: muscular-fast, simple"),
+    (["--nworld", "0"], "--nworld must be a positive integer, got '0'"),
+    (["--workers", "0"], "--workers must be a positive integer, got '0'"),
+    (["--cpu-nworld", "8", "--workers", "2", "--worlds-per-worker", "3"],
+     "--cpu-nworld 8 conflicts with --workers 2 × --worlds-per-worker 3 = 6"),
+    (["--cpu-layout", "huge"], "--cpu-layout must be one of all-cores, original, got 'huge'"),
+    (["--iterations", "2", "--skip", "2"], "iterations must exceed skip"),
+    (["--set", "backend=cpu"], "'backend' has its own flag"),
+    (["--gpu-device", "cuda:7"], "cuda:7"),
+])
+def test_compare_backends_errors(args, expect, capsys):
+    assert main(["compare-backends", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# --- publishing the CPU backend --------------------------------------------------------------
+
+def test_publish_rule_cpu_backend():
+    """The C engine's CPU backend publishes at full size; MuJoCo Warp on warp's CPU never."""
+    from fightlab.config import ConfigError, check_publish
+
+    check_publish(True, "cpu", "rows", backend="cpu")
+    with pytest.raises(ConfigError, match="warp's CPU device is a smoke check"):
+        check_publish(True, "cpu", "rows")
+    with pytest.raises(ConfigError, match="size 'smoke'"):
+        check_publish(True, "cpu", "rows", size="smoke", backend="cpu")
+    with pytest.raises(ConfigError, match="backend must be one of gpu, cpu"):
+        check_publish(True, "cpu", "rows", backend="tpu")
+
+
+def test_cpu_backend_rows_reach_the_repositorys_data_naming_the_cpu():
+    """A CPU-backend row (its gpu column the CPU model and cores) may enter the repository's
+    data/; one that does not name its CPU, or a row of MuJoCo Warp on warp's CPU, may not."""
+    import json
+
+    from fightlab import meta, results
+    from fightlab.config import ConfigError
+    from fightlab.paths import REPO_ROOT
+
+    name = "zz_test_cpu_guard"
+    results.register_experiment(name, ("x_s",))
+    path = results.results_path(name, REPO_ROOT)
+    assert not path.exists()
+    try:
+        warp_cpu = results.run_metadata(body="simple", nworld=2, seed=0, params={"backend": "gpu"}, device="cpu")
+        with pytest.raises(ConfigError, match="not a GPU"):
+            results.append_row(name, {**warp_cpu, "x_s": 1.0}, REPO_ROOT)
+        row = results.run_metadata(body="simple", nworld=2, seed=0, params={"backend": "cpu"},
+                                   device="cpu", backend="cpu", cores=16)
+        assert row["gpu"] == f"CPU {meta.cpu_model()} (16 cores)" and row["driver"] == ""
+        unnamed = {**row, "gpu": "cpu", "x_s": 1.0}
+        with pytest.raises(ConfigError, match="must name its CPU and cores"):
+            results.append_row(name, unnamed, REPO_ROOT)
+        assert not path.exists()
+        results.append_row(name, {**row, "x_s": 1.0}, REPO_ROOT)
+        assert json.loads(results.read_rows(name, REPO_ROOT)["params"][0])["backend"] == "cpu"
+    finally:
+        path.unlink(missing_ok=True)
+        results.EXPERIMENTS.pop(name, None)
+
+
+def test_train_publish_refusal_names_the_backends(capsys):
+    assert main(["train", "--device", "cpu", "--publish"]) == 2
+    err = capsys.readouterr().err
+    assert "warp's CPU device is a smoke check" in err and "--backend cpu" in err
+    assert len(err.strip().splitlines()) == 1

@@ -31,7 +31,6 @@ engine's warning goes to stderr, never to a MUJOCO_LOG.TXT in the current direct
 
 from __future__ import annotations
 
-import os
 import sys
 
 import mujoco
@@ -40,6 +39,8 @@ import numpy as np
 import warp as wp
 
 from mujoco_warp._src.types import OverflowType
+
+from fightlab.meta import cpu_count, cpu_model  # noqa: F401 (the backend's facts, kept importable here)
 
 #: the original study's CPU layout: 72 worker processes × 6 worlds on a 96-vCPU machine
 ORIGINAL_LAYOUT = (72, 6)
@@ -54,28 +55,6 @@ _DATA_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied",
 
 _BAD_STATE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
               mujoco.mjtWarning.mjWARN_BADQACC)
-
-
-def cpu_count() -> int:
-    """The cores this process may run on (its affinity set; `os.cpu_count()` elsewhere)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's processor string, or "cpu"."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
 
 
 def with_contact_sensors(spec: mujoco.MjSpec, watch: np.ndarray) -> tuple[mujoco.MjModel, np.ndarray]:
@@ -306,7 +285,8 @@ def layout(workers: int | None, worlds_per_worker: int | None, nworld: int) -> t
 
 def backend_record(env) -> dict:
     """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), cores
-    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name)."""
+    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name; the
+    row's `gpu` column then says `fightlab.meta.cpu_label()`)."""
     rec = dict(backend=getattr(env, "backend", "gpu"), cores=cpu_count())
     threads = getattr(env, "threads", None)
     if rec["backend"] == "cpu" and threads:
