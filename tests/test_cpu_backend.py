@@ -14,7 +14,7 @@ N = 4
 #: float32 tolerances of one env step (5 substeps), CPU backend vs MuJoCo Warp: the C engine
 #: steps in float64 within the control step, MuJoCo Warp in float32; the measured errors are
 #: ~1e-6 (qpos) and ~3e-5 (qvel), the same order as MuJoCo Warp's own change under a 1-ulp
-#: perturbation of the state (`_one_ulp_sensitivity`)
+#: perturbation of the state (`fightlab.measure.backends.same_state_error`)
 TOL = dict(qpos=2e-5, qvel=5e-4, obs=5e-4, reward=1e-5)
 
 
@@ -32,47 +32,18 @@ def _actions(env, n, seed=0):
     return [torch.rand(N, env.nu, generator=g) * 2 - 1 for _ in range(n)]
 
 
-def _step_errors(gpu, cpu, action):
-    og, rg, _, _ = gpu.step(action)
-    og, rg = og.clone(), rg.clone()
-    oc, rc, _, _ = cpu.step(action)
-    sg, sc = gpu.state_dict(), cpu.state_dict()
-    return dict(qpos=float(np.abs(sg["qpos"] - sc["qpos"]).max()),
-                qvel=float(np.abs(sg["qvel"] - sc["qvel"]).max()),
-                obs=float((og - oc).abs().max()), reward=float((rg - rc).abs().max()))
-
-
-def _one_ulp_sensitivity(env, state, action):
-    """MuJoCo Warp's own change after one env step when the state's qpos/qvel move by 1 ulp."""
-    env.load_state_dict(state)
-    env.step(action)
-    a = env.state_dict()
-    bumped = dict(state)
-    bumped["qpos"] = np.nextafter(state["qpos"], np.float32(np.inf))
-    bumped["qvel"] = np.nextafter(state["qvel"], np.float32(np.inf))
-    env.load_state_dict(bumped)
-    env.step(action)
-    b = env.state_dict()
-    return dict(qpos=float(np.abs(a["qpos"] - b["qpos"]).max()),
-                qvel=float(np.abs(a["qvel"] - b["qvel"]).max()))
-
-
 @pytest.mark.parametrize("body", ["simple", "muscular-fast"])
 def test_same_state_one_env_step(body, capsys):
     """From the same state (20 env steps of random actions on MuJoCo Warp, loaded into the CPU
-    backend) and the same action, one env step agrees within float32 tolerance."""
-    gpu, cpu = _pair(body)
-    acts = _actions(gpu, 21)
-    for a in acts[:20]:
-        gpu.step(a)
-    state = gpu.state_dict()
-    cpu.load_state_dict(state)
-    err = _step_errors(gpu, cpu, acts[20])
-    ulp = _one_ulp_sensitivity(gpu, state, acts[20])
+    backend) and the same action, one env step agrees within float32 tolerance
+    (`fightlab.measure.backends.same_state_error`, what compare-backends reports)."""
+    from fightlab.measure.backends import same_state_error
+
+    err = same_state_error(body, "cpu", nworld=N, threads=2)
     with capsys.disabled():
         print(f"\n{body}: CPU backend vs MuJoCo Warp, one env step: " +
-              ", ".join(f"{k} {v:.2e}" for k, v in err.items()) +
-              f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {ulp['qpos']:.2e}, qvel {ulp['qvel']:.2e}")
+              ", ".join(f"{k} {err[k]:.2e}" for k in TOL) +
+              f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {err['ulp_qpos']:.2e}, qvel {err['ulp_qvel']:.2e}")
     for k, tol in TOL.items():
         assert err[k] < tol, (k, err[k], tol)
 
