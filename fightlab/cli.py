@@ -1,4 +1,5 @@
-"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep}.
+"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep,
+compare-backends}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
@@ -8,6 +9,7 @@
     python -m fightlab figures [--only train_curves ...] [--root DIR]
     python -m fightlab batch --job 'train --body simple' --grid seed=1,2,3,4 --concurrent 4
     python -m fightlab sweep [--body simple] [--nworld-list 128,256,...] [--publish] [--solve]
+    python -m fightlab compare-backends [--body simple] [--nworld 1024] [--gpu-device cpu] [--publish]
 
 Bad input (unknown body, nworld not a positive integer, a CUDA device on a machine without
 one, an unreadable checkpoint) ends with one line `fightlab: error: …` naming the value and
@@ -113,7 +115,9 @@ def _parser() -> argparse.ArgumentParser:
                         "--set env.push_impulse_ns=[20,40]; fields with their own flag "
                         f"({', '.join(sorted(FLAG_FIELDS))}) are set by that flag only")
     t.add_argument("--publish", action="store_true",
-                   help="GPU only: append the result row to data/results/train.csv and the curve to data/curves/")
+                   help="a GPU, or --backend cpu (its row names the CPU model and cores): append the "
+                        "result row to data/results/train.csv and the curve to data/curves/ "
+                        "(never MuJoCo Warp on warp's CPU device)")
     t.add_argument("--no-progress", action="store_true", help="no tqdm bar; a log line every 25 iterations")
 
     e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length",
@@ -251,7 +255,48 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-mps", action="store_true", help="do not start CUDA MPS (jobs time-slice)")
     b.add_argument("--no-progress", action="store_true", help="no tqdm bar over the jobs")
     _sweep_parser(sub, fmt)
+    _compare_parser(sub, fmt)
     return p
+
+
+def _compare_parser(sub, fmt) -> None:
+    from fightlab.config import BODY_NAMES
+
+    # defaults live in fightlab.measure.backends (imported when the command runs, not by the parser)
+    cb = sub.add_parser("compare-backends", formatter_class=fmt,
+                        help="the CPU baseline vs MuJoCo Warp: env steps/s and s/iteration of both "
+                             "bodies on the CPU MuJoCo backend and on the GPU, their ratio, the same-state error",
+                        description="Per body, a short solo training on the CPU MuJoCo backend (MuJoCo's "
+                        "C engine, every core by default) and one on MuJoCo Warp on the GPU (--nworld "
+                        "worlds); medians after warm-up; the ratio; one env step from the same state on "
+                        "both (the same-state error). One backends row per (body, backend) under "
+                        "runs/backends/<id>/ (with --publish also data/results/backends.csv). Without a "
+                        "GPU only the CPU backend is measured, unless --gpu-device cpu asks for MuJoCo "
+                        "Warp on warp's CPU device (a smoke check, never published). See "
+                        "fightlab/measure/backends.py.")
+    cb.add_argument("--body", action="append", default=None,
+                    help=f"a body, one of {', '.join(BODY_NAMES)} (repeat for several; default every body)")
+    cb.add_argument("--nworld", default=None,
+                    help="MuJoCo Warp's worlds on the GPU, and the CPU backend's unless --cpu-nworld or "
+                         "--workers × --worlds-per-worker say otherwise (default 1024)")
+    cb.add_argument("--gpu-device", default=None,
+                    help="MuJoCo Warp's device: cuda, cuda:N, or cpu (warp's CPU device: a smoke "
+                         "check) (default: cuda:0 if present, else none: the CPU backend only)")
+    cb.add_argument("--cpu-nworld", default=None, help="the CPU backend's worlds (default --nworld)")
+    cb.add_argument("--workers", default=None, help="CPU backend: threads W (default: every core)")
+    cb.add_argument("--worlds-per-worker", default=None, help="CPU backend: worlds K per worker")
+    cb.add_argument("--cpu-layout", default=None,
+                    help="CPU backend preset: 'original' (72 × 6) or 'all-cores' (the default)")
+    cb.add_argument("--iterations", type=int, default=None, help="iterations per training (default 8)")
+    cb.add_argument("--skip", type=int, default=None,
+                    help="iterations left out of the medians, warm-up (default 3)")
+    cb.add_argument("--seed", type=int, default=0, help="seed of every training")
+    cb.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a learner field for every training, as train's --set (e.g. ppo.num_steps=8)")
+    cb.add_argument("--publish", action="store_true",
+                    help="append the rows to data/results/backends.csv (CPU backend and GPU rows; "
+                         "never MuJoCo Warp on warp's CPU device)")
+    cb.add_argument("--no-progress", action="store_true", help="no tqdm bars")
 
 
 def _sweep_parser(sub, fmt) -> None:
@@ -342,9 +387,21 @@ def cmd_train(a) -> int:
     from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
     from fightlab.rl.runner import Trainer
 
-    backend = validate_backend(_given(a.backend, "gpu"))
+    backend = None if a.backend is None else validate_backend(a.backend)
+    ck = None
+    if a.resume is not None:
+        if not a.resume.strip():
+            raise ConfigError(f"--resume must name a checkpoint file, got {a.resume!r}")
+        ck = load_checkpoint(a.resume)  # clear error before building anything
+        saved_backend = from_dict(ck["config"]).backend
+        if backend is not None and backend != saved_backend:
+            raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved_backend}): "
+                              "a resumed run keeps its physics backend (only --device, --max-iterations, "
+                              "--segment-s and --no-progress may change per segment)")
+        backend = saved_backend
+    backend = _given(backend, "gpu")
     device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
-    check_publish(a.publish, device, "the training row")
+    check_publish(a.publish, device, "the training row", backend=backend)
     dflt = TrainConfig()
     auto = a.nworld is not None and a.nworld.strip().lower() == "auto"
     if auto and a.resume is not None:
@@ -357,9 +414,6 @@ def cmd_train(a) -> int:
 
         results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
     if a.resume is not None:
-        if not a.resume.strip():
-            raise ConfigError(f"--resume must name a checkpoint file, got {a.resume!r}")
-        ck = load_checkpoint(a.resume)  # clear error before building anything
         saved = from_dict(ck["config"])
         if a.set:
             raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
@@ -367,6 +421,8 @@ def cmd_train(a) -> int:
             body=a.body, nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
             checkpoint_every=a.checkpoint_every, **_graph_flags(a, none_if_unset=True),
             tree_factor=False if a.no_tree_factor else None,
+            workers=_positive("--workers", a.workers),
+            worlds_per_worker=_positive("--worlds-per-worker", a.worlds_per_worker),
             run_dir=None if a.run_dir is None else str(Path(a.run_dir).resolve())).items()
             if v is not None}
         saved_dir = str(Path(a.resume).resolve().parent)
@@ -661,6 +717,40 @@ def cmd_sweep(a) -> int:
     return 0
 
 
+def cmd_compare_backends(a) -> int:
+    import argparse as _argparse
+
+    from fightlab.config import ConfigError, TrainConfig, validate_device, validate_nworld
+    from fightlab.measure import backends
+
+    nworld = validate_nworld(_positive("--nworld", a.nworld) or backends.GPU_NWORLD)
+    if a.gpu_device is None:
+        gpu = _default_device()
+        if not gpu.startswith("cuda"):
+            print("compare-backends: no CUDA GPU here: measuring the CPU backend only "
+                  "(--gpu-device cpu adds MuJoCo Warp on warp's CPU device, a smoke check)", flush=True)
+            gpu = None
+    else:
+        gpu = validate_device(a.gpu_device)
+    base = _apply_overrides(TrainConfig(), a.set)  # the learner only: train's --set rules
+    if base.backend != "gpu" or base.workers is not None:
+        raise ConfigError("--set cannot set the backend or its layout; use --workers / --worlds-per-worker")
+    fixed = a.cpu_layout == "original" or (a.workers is not None and a.worlds_per_worker is not None)
+    cpu_n = a.cpu_nworld if a.cpu_nworld is not None else (None if fixed else str(nworld))
+    ns = _argparse.Namespace(nworld=cpu_n, workers=a.workers, worlds_per_worker=a.worlds_per_worker,
+                             cpu_layout=a.cpu_layout)
+    try:
+        n, lay = _cpu_layout(ns, "cpu")  # train's layout rules (fightlab.sim.cpu.layout)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("--nworld", "--cpu-nworld").replace("nworld must", "--cpu-nworld must")) from None
+    rows = backends.compare(a.body, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
+                            iterations=_given(a.iterations, backends.ITERATIONS),
+                            skip=_given(a.skip, backends.SKIP), seed=a.seed, publish=a.publish,
+                            base=base, progress=not a.no_progress)
+    print("\n".join(backends.summary_lines(rows)))
+    return 0
+
+
 def cmd_describe(a) -> int:
     from fightlab.bodies import build
     from fightlab.bodies.describe import describe
@@ -671,7 +761,8 @@ def cmd_describe(a) -> int:
 
 
 #: the commands a batch job may run (every command but batch itself)
-JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots", "profile", "figures")
+JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots", "profile", "figures",
+                "compare-backends")
 
 
 def check_job_argv(argv: list[str]) -> str | None:
@@ -764,7 +855,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
                 "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
-                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep}[args.cmd](args)
+                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep,
+                "compare-backends": cmd_compare_backends}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

@@ -354,29 +354,35 @@ def validate_size(size) -> str:
 
 
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
-                  gpu: bool = True) -> None:
-    """The one rule for what may write the committed data/: a measurement on a CUDA device at
-    full size. Never a run on warp's CPU device, whatever its folder or flags (the CPU MuJoCo
-    backend, once it exists, will publish rows labelled with the CPU model). A rendering (Figure 1)
-    measures nothing and passes ``gpu=False``: only its size is checked.
+                  gpu: bool = True, backend: str = "gpu") -> None:
+    """The one rule for what may write the committed data/: a measurement at full size, either on
+    a CUDA device (MuJoCo Warp on the GPU) or on the CPU MuJoCo backend (``backend="cpu"``: the
+    C engine on every core, the CPU baseline; its rows name the CPU model and cores in the `gpu`
+    column, `fightlab.meta.cpu_label`). Never MuJoCo Warp on warp's CPU device (a smoke check, not
+    a measurement), whatever its folder or flags. A rendering (Figure 1) measures nothing and
+    passes ``gpu=False``: only its size is checked.
 
     Args:
       publish: whether the caller wants to write data/ (True or False; nothing else is checked
         when False).
       device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
       size: the run's size (:data:`SIZES`) where it has one, else None;
-      gpu: whether what is written is a GPU measurement (False only for renderings).
+      gpu: whether what is written is a measurement (False only for renderings);
+      backend: the run's physics backend (:data:`BACKENDS`).
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a
-        bool (e.g. the string "False" from papermill's -r).
+        bool (e.g. the string "False" from papermill's -r), or an unknown backend.
     """
     if not isinstance(publish, bool):
         raise ConfigError(f"publish must be True or False, got {publish!r}")
     if not publish:
         return
-    if gpu and not str(device).startswith("cuda"):
-        raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements; "
-                          f"device {device!r} is not a GPU (drop --publish: the row still goes under runs/)")
+    validate_backend(backend)
+    if gpu and backend == "gpu" and not str(device).startswith("cuda"):
+        raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements and the "
+                          f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
+                          "device is a smoke check (drop --publish: the row still goes under runs/; "
+                          "the CPU baseline publishes with --backend cpu)")
     if size is not None and size != "full":
         raise ConfigError(f"--publish writes {what} under data/, which holds full-size measurements; "
                           f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")

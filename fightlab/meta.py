@@ -1,4 +1,4 @@
-"""Run metadata: git commit, host, GPU name, driver and package versions.
+"""Run metadata: git commit, host, GPU name, driver, CPU model and cores, package versions.
 
 Every function here is robust: a missing ``git``, ``nvidia-smi``, CUDA or package gives a
 fallback string (``"unknown"``, ``"cpu"``, ``""``) and never an exception, so recording a result
@@ -138,3 +138,41 @@ def package_version(dist: str) -> str:
 def package_versions() -> dict[str, str]:
     """``{"warp": ..., "mujoco_warp": ..., "torch": ...}`` from the installed distributions."""
     return {col: package_version(dist) for col, dist in PACKAGES.items()}
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity set; `os.cpu_count()` elsewhere; >= 1)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor string, or "cpu"."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "cpu"
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+#: how the `gpu` column of a result row names the hardware of a CPU-backend measurement
+CPU_LABEL_PREFIX = "CPU "
+
+
+def cpu_label(cores: int | None = None) -> str:
+    """The hardware of a CPU-backend measurement, as the `gpu` column of its row says it:
+    ``"CPU <model> (<cores> cores)"``, e.g. ``"CPU AMD EPYC 9654 96-Core Processor (16 cores)"``
+    (cores: default `cpu_count()`). Rows of another CPU model or core count never group together."""
+    return f"{CPU_LABEL_PREFIX}{cpu_model()} ({cpu_count() if cores is None else int(cores)} cores)"
+
+
+def is_cpu_label(gpu: str) -> bool:
+    """Whether a row's `gpu` column is a `cpu_label` (a CPU-backend measurement naming its CPU)."""
+    return isinstance(gpu, str) and gpu.startswith(CPU_LABEL_PREFIX) and gpu.endswith(" cores)")

@@ -95,6 +95,21 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s",
         "host_reads_per_iter", "graph_fallbacks", "compile_s", "s_per_iter_min", "s_per_iter_max",
     ),
+    # the CPU baseline vs MuJoCo Warp (fightlab.measure.backends, python -m fightlab
+    # compare-backends): one short solo training per (body, backend), medians as in "sweep";
+    # physics steps/s = env steps/s × substeps; the ratios are this row's over the CPU backend's
+    # row of the same body and comparison (1 on that row); same_state_*_err: max abs difference
+    # after one env step from the same state, CPU backend vs MuJoCo Warp, in the quantity's own
+    # units (qpos: m / rad / quaternion, qvel: m/s / rad/s, obs, reward per env step), and
+    # ulp_*_sensitivity MuJoCo Warp's own change under a 1-ulp change of the state (the scale)
+    "backends": (
+        "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s",
+        "physics_steps_per_s", "host_reads_per_iter", "graph_fallbacks", "compile_s",
+        "s_per_iter_min", "s_per_iter_max", "env_steps_ratio_vs_cpu_backend",
+        "s_per_iter_ratio_vs_cpu_backend", "same_state_qpos_err", "same_state_qvel_err",
+        "same_state_obs_err", "same_state_reward_err", "ulp_qpos_sensitivity",
+        "ulp_qvel_sensitivity",
+    ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",
@@ -317,14 +332,18 @@ def _with_packing(params: str) -> str:
     return json.dumps(d, sort_keys=True, allow_nan=True)
 
 
-def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any) -> dict:
+def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any,
+                 backend: str = "gpu", cores: int | None = None) -> dict:
     """The metadata columns of a result row, in :data:`META_COLUMNS` order.
 
     Fills ``run_id`` (12 hex chars of a UUID4), ``time`` (UTC, ISO 8601), ``commit`` (short
     ``HEAD`` of fightlab's source tree, ``-dirty`` when tracked files changed, ``"unknown"``
-    outside git), ``host``, ``gpu`` (CUDA device name, ``"cpu"``), ``driver`` (NVIDIA driver
-    version or ``""``), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON
-    (with the launcher's packing added, :func:`_with_packing`).
+    outside git), ``host``, ``gpu`` (the hardware the physics ran on: the CUDA device's name;
+    ``"cpu"`` for MuJoCo Warp on warp's CPU device; for the CPU MuJoCo backend
+    (``backend="cpu"``) the CPU model and cores, ``"CPU <model> (<n> cores)"``,
+    `fightlab.meta.cpu_label`), ``driver`` (NVIDIA driver version, or ``""`` on the CPU backend
+    and CPU-only machines), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as
+    JSON (with the launcher's packing added, :func:`_with_packing`).
     Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab.meta`).
 
     Args:
@@ -333,6 +352,8 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
         seed: random seed (int).
         params: dict or dataclass of the run's parameters (stored as a JSON string).
         device: device of the run (``"cpu"``, ``"cuda:0"``, torch/warp device).
+        backend: the run's physics backend, ``"gpu"`` (MuJoCo Warp on ``device``) or ``"cpu"``
+            (MuJoCo's C engine); cores: the CPU backend's cores (default: this process's).
 
     Raises:
         ValueError: bad ``body``/``nworld``/``seed``; TypeError: params not JSON serialisable.
@@ -342,8 +363,8 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
         "time": meta.utc_now(),
         "commit": meta.git_commit(),
         "host": meta.host_name(),
-        "gpu": meta.gpu_name(device),
-        "driver": meta.driver_version(),
+        "gpu": meta.cpu_label(cores) if backend == "cpu" else meta.gpu_name(device),
+        "driver": "" if backend == "cpu" else meta.driver_version(),
         **meta.package_versions(),
         "body": body,
         "nworld": nworld,
@@ -518,16 +539,23 @@ def _in_repo_data(path: Path) -> bool:
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
     """Rows written into the repository's own data/ (wherever ``root`` points, links followed)
     obey the one publish rule (:func:`fightlab.config.check_publish`): a measurement on a CUDA
-    device (the row's ``gpu`` is a GPU's name, never ``"cpu"``), at full size where the row
-    records a size."""
-    from fightlab.config import check_publish
+    device (the row's ``gpu`` is a GPU's name, never ``"cpu"``) or on the CPU MuJoCo backend
+    (params ``backend: "cpu"``, its ``gpu`` column naming the CPU and cores,
+    `fightlab.meta.cpu_label`), at full size where the row records a size."""
+    from fightlab.config import ConfigError, check_publish
 
     if not _in_repo_data(results_path(experiment, root)):
         return
     gpu = str(row.get("gpu") or "")
-    device = "cpu" if gpu in ("", "cpu", "unknown") else "cuda"
-    size = json.loads(row["params"]).get("size")
-    check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None)
+    params = json.loads(row["params"])
+    backend = "cpu" if params.get("backend") == "cpu" else "gpu"
+    if backend == "cpu" and not meta.is_cpu_label(gpu):
+        raise ConfigError(f"--publish writes {experiment} rows under data/: a CPU-backend row must name "
+                          f"its CPU and cores in the gpu column ('CPU <model> (<n> cores)'), got {gpu!r}")
+    device = "cpu" if gpu in ("", "cpu", "unknown") or backend == "cpu" else "cuda"
+    size = params.get("size")
+    check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None,
+                  backend=backend)
 
 
 def _older_schema(path: Path, experiment: str) -> list[str] | None:
@@ -715,12 +743,14 @@ def curve_path(run_id: str, root: Path | str) -> Path:
     return Path(root) / "data" / "curves" / f"{run_id}.csv"
 
 
-def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | None = None) -> Path:
+def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | None = None,
+                backend: str = "gpu") -> Path:
     """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (replaces the run's
     earlier curve; atomic, under :func:`publish_lock`).
 
-    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``:
-    the measurement's device, required for a curve of the repository's own data/ (publish rule).
+    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``
+    and ``backend``: the measurement's device and physics backend, required for a curve of the
+    repository's own data/ (publish rule).
 
     Raises:
         ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
@@ -732,7 +762,7 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
         if device is None:
             raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
                               "of its measurement (device=...): only GPU measurements publish")
-        check_publish(True, device, "a curve")
+        check_publish(True, device, "a curve", backend=backend)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:
@@ -763,7 +793,9 @@ def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_ro
     may not publish (:func:`fightlab.config.check_publish`: a CUDA device, full size)."""
     from fightlab.config import check_publish
 
-    check_publish(publish, device, f"{experiment} rows")
+    params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+    check_publish(publish, device, f"{experiment} rows",
+                  backend="cpu" if params.get("backend") == "cpu" else "gpu")
     append_row(experiment, row, local_root)
     if publish:
         append_row(experiment, row, root)

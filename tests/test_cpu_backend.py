@@ -14,7 +14,7 @@ N = 4
 #: float32 tolerances of one env step (5 substeps), CPU backend vs MuJoCo Warp: the C engine
 #: steps in float64 within the control step, MuJoCo Warp in float32; the measured errors are
 #: ~1e-6 (qpos) and ~3e-5 (qvel), the same order as MuJoCo Warp's own change under a 1-ulp
-#: perturbation of the state (`_one_ulp_sensitivity`)
+#: perturbation of the state (`fightlab.measure.backends.same_state_error`)
 TOL = dict(qpos=2e-5, qvel=5e-4, obs=5e-4, reward=1e-5)
 
 
@@ -32,47 +32,18 @@ def _actions(env, n, seed=0):
     return [torch.rand(N, env.nu, generator=g) * 2 - 1 for _ in range(n)]
 
 
-def _step_errors(gpu, cpu, action):
-    og, rg, _, _ = gpu.step(action)
-    og, rg = og.clone(), rg.clone()
-    oc, rc, _, _ = cpu.step(action)
-    sg, sc = gpu.state_dict(), cpu.state_dict()
-    return dict(qpos=float(np.abs(sg["qpos"] - sc["qpos"]).max()),
-                qvel=float(np.abs(sg["qvel"] - sc["qvel"]).max()),
-                obs=float((og - oc).abs().max()), reward=float((rg - rc).abs().max()))
-
-
-def _one_ulp_sensitivity(env, state, action):
-    """MuJoCo Warp's own change after one env step when the state's qpos/qvel move by 1 ulp."""
-    env.load_state_dict(state)
-    env.step(action)
-    a = env.state_dict()
-    bumped = dict(state)
-    bumped["qpos"] = np.nextafter(state["qpos"], np.float32(np.inf))
-    bumped["qvel"] = np.nextafter(state["qvel"], np.float32(np.inf))
-    env.load_state_dict(bumped)
-    env.step(action)
-    b = env.state_dict()
-    return dict(qpos=float(np.abs(a["qpos"] - b["qpos"]).max()),
-                qvel=float(np.abs(a["qvel"] - b["qvel"]).max()))
-
-
 @pytest.mark.parametrize("body", ["simple", "muscular-fast"])
 def test_same_state_one_env_step(body, capsys):
     """From the same state (20 env steps of random actions on MuJoCo Warp, loaded into the CPU
-    backend) and the same action, one env step agrees within float32 tolerance."""
-    gpu, cpu = _pair(body)
-    acts = _actions(gpu, 21)
-    for a in acts[:20]:
-        gpu.step(a)
-    state = gpu.state_dict()
-    cpu.load_state_dict(state)
-    err = _step_errors(gpu, cpu, acts[20])
-    ulp = _one_ulp_sensitivity(gpu, state, acts[20])
+    backend) and the same action, one env step agrees within float32 tolerance
+    (`fightlab.measure.backends.same_state_error`, what compare-backends reports)."""
+    from fightlab.measure.backends import same_state_error
+
+    err = same_state_error(body, "cpu", nworld=N, threads=2)
     with capsys.disabled():
         print(f"\n{body}: CPU backend vs MuJoCo Warp, one env step: " +
-              ", ".join(f"{k} {v:.2e}" for k, v in err.items()) +
-              f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {ulp['qpos']:.2e}, qvel {ulp['qvel']:.2e}")
+              ", ".join(f"{k} {err[k]:.2e}" for k in TOL) +
+              f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {err['ulp_qpos']:.2e}, qvel {err['ulp_qvel']:.2e}")
     for k, tol in TOL.items():
         assert err[k] < tol, (k, err[k], tol)
 
@@ -173,12 +144,17 @@ def test_more_workers_than_cores_warns(capsys):
 
 def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     """2 iterations at nworld 4 on the CPU backend, through the command line; the row's params
-    record the backend, cores, threads and layout."""
+    record the backend, cores, threads and layout, its gpu column the CPU model and cores. Then
+    a resume with another --backend is one clear line, and a resume to 3 iterations continues
+    on the CPU backend (its device default: the CPU, whatever GPU the machine has)."""
     import csv
     import json
 
+    from fightlab import meta
+
     rc = main(["train", "--backend", "cpu", "--workers", "2", "--worlds-per-worker", "2",
                "--body", "simple", "--max-iterations", "2", "--run-dir", str(tmp_path / "run"),
+               "--checkpoint-every", "1",
                "--no-progress", "--set", "ppo.num_steps=8", "--set", "ppo.num_minibatches=2"])
     assert rc == 0, capsys.readouterr().err
     rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
@@ -191,3 +167,205 @@ def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     seg = params["segments"][-1]
     assert seg["backend"] == "cpu" and seg["threads"] == 2 and seg["layout"] == "2x2" and seg["cores"] >= 1
     assert seg["cpu"]
+    assert row["gpu"] == meta.cpu_label(seg["cores"]) and row["driver"] == ""
+    ck = str(tmp_path / "run" / "latest.pt")
+    capsys.readouterr()
+    for args, said in ((["--backend", "gpu"], "--backend gpu conflicts with the checkpoint (backend=cpu)"),
+                       (["--workers", "3"], "--workers 3 conflicts with the checkpoint (2)"),
+                       (["--backend", "fpga"], "backend must be one of gpu, cpu, got 'fpga'")):
+        assert main(["train", "--resume", ck, "--max-iterations", "3", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fightlab: error: ") and said in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    assert main(["train", "--resume", ck, "--max-iterations", "3", "--no-progress"]) == 0, capsys.readouterr().err
+    rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
+    assert [int(r["iteration"]) for r in rows][-1] == 3 and len(rows) == 3
+    row = list(csv.DictReader(open(res[0])))[-1]
+    segs = json.loads(row["params"])["segments"]
+    assert len(segs) == 2 and all(x["backend"] == "cpu" for x in segs) and int(row["iterations"]) == 3
+
+
+@pytest.mark.parametrize("mask", [[True, False, True, False], [False] * N])
+def test_cpu_reset_is_reset_data(mask):
+    """`CpuPhysics.reset` (the CPU backend's masked reset: only the fields it uses, nothing when
+    no world is done) leaves the same state as `mujoco_warp.reset_data`, bitwise, and the next
+    C-engine step from it is bitwise the same."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from fightlab import bodies
+    from fightlab.sim import cpu, physics
+
+    env = StanceEnv("simple", N, "cpu")  # for its model and geom_support (MuJoCo Warp backend)
+    mjm = env.mjm
+    backend = cpu.CpuPhysics(bodies.build_spec("simple"), mjm, N, env.geom_support == 0, 2)
+    fields = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied",
+              "time", "xmat", "overflow")
+    rng = np.random.default_rng(0)
+    datas = []
+    for _ in range(2):
+        m, d = physics.put(mjm, N, env.slots, "cpu")
+        datas.append(d)
+    d_ref, d_cpu = datas
+    mujoco_start = {}
+    for k in fields:
+        a = getattr(d_ref, k).numpy()
+        mujoco_start[k] = (rng.integers(0, 4, a.shape) if a.dtype.kind == "i"
+                           else rng.normal(size=a.shape) * 0.01).astype(a.dtype)
+    mujoco_start["qpos"] += np.asarray(mjm.qpos0, np.float32)
+    mujoco_start["overflow"][:] = 0
+    for d in datas:
+        for k, v in mujoco_start.items():
+            getattr(d, k).assign(v)
+    with wp.ScopedDevice("cpu"):
+        reset = wp.array(np.array(mask), dtype=bool)
+        mjw.reset_data(m, d_ref, reset)
+        backend.reset(d_cpu, reset)
+    for k in fields:
+        np.testing.assert_array_equal(getattr(d_ref, k).numpy(), getattr(d_cpu, k).numpy(), err_msg=k)
+    outs = []
+    for d in datas:
+        backend.step(d, 5)
+        outs.append({k: getattr(d, k).numpy().copy() for k in fields})
+    for k in fields:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+
+
+# --- compare-backends (fightlab.measure.backends) ----------------------------------------------
+
+def _fake_point(body, nworld, device, iterations, skip, seed, run_dir, progress, base, **kw):
+    """A timing of `measure.sweep.time_point`'s shape, without training (CPU backend 2× slower)."""
+    s = 2.0 if kw.get("backend") == "cpu" else 1.0
+    return dict(s_per_iter=s, s_per_iter_min=s, s_per_iter_max=s, rollout_s_per_iter=s / 2,
+                update_s_per_iter=s / 2, env_steps_per_s=nworld * 4 / s, host_reads_per_iter=1.0,
+                graph_fallbacks=0, iterations=iterations - skip, num_steps=4, compile_s=0.1,
+                learner="fake")
+
+
+def test_compare_backends_rows(tmp_path):
+    """A real comparison at tiny size: CPU backend vs MuJoCo Warp on warp's CPU device; rows
+    name the CPU (gpu column for the CPU backend, params on both), ratios, same-state errors."""
+    import json
+
+    from fightlab import meta, results
+    from fightlab.config import PPOConfig, TrainConfig
+    from fightlab.measure import backends
+
+    base = TrainConfig(ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
+    lines = []
+    rows = backends.compare(["simple"], "cpu", nworld=4, cpu_layout=(2, 2, 4), iterations=2, skip=1,
+                            out_dir=tmp_path / "cmp", root=tmp_path, base=base, log=lines.append)
+    assert list(rows.columns) == list(results.columns("backends")) and len(rows) == 2
+    cpu_row, warp_row = rows.iloc[0], rows.iloc[1]
+    pc, pw = json.loads(cpu_row["params"]), json.loads(warp_row["params"])
+    assert pc["backend"] == "cpu" and pw["backend"] == "gpu" and pw["smoke"] is True
+    assert cpu_row["gpu"] == meta.cpu_label() and meta.is_cpu_label(cpu_row["gpu"]) and cpu_row["driver"] == ""
+    assert warp_row["gpu"] == "cpu"
+    for p in (pc, pw):
+        assert p["cpu"] == meta.cpu_model() and p["cores"] == meta.cpu_count()
+    assert pc["layout"] == "2x2" and pc["workers"] == 2
+    assert cpu_row["env_steps_ratio_vs_cpu_backend"] == 1.0 == cpu_row["s_per_iter_ratio_vs_cpu_backend"]
+    assert warp_row["env_steps_ratio_vs_cpu_backend"] == pytest.approx(
+        warp_row["env_steps_per_s"] / cpu_row["env_steps_per_s"])
+    assert cpu_row["physics_steps_per_s"] == pytest.approx(cpu_row["env_steps_per_s"] * 5)
+    for k, col in (("qpos", "same_state_qpos_err"), ("qvel", "same_state_qvel_err"),
+                   ("obs", "same_state_obs_err"), ("reward", "same_state_reward_err")):
+        assert 0 <= cpu_row[col] < TOL[k], (col, cpu_row[col])
+    assert len(results.read_rows("backends", tmp_path / "cmp")) == 2
+    assert any("same state" in ln for ln in lines)
+    assert "ratio" in backends.summary_lines(rows)[0]
+
+
+def test_compare_backends_cli_without_a_gpu(tmp_path, monkeypatch, capsys):
+    """No GPU: one line says so and only the CPU backend is measured (every core by default)."""
+    from fightlab import config, meta
+    from fightlab.measure import backends, sweep
+
+    monkeypatch.setattr(config, "default_device", lambda: "cpu")
+    monkeypatch.setattr(sweep, "time_point", _fake_point)
+    monkeypatch.setattr(backends, "ROOT", tmp_path)
+    assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("no CUDA GPU here: measuring the CPU backend only") == 1
+    assert "CPU backend only" in out.splitlines()[-1] and meta.cpu_label() in out
+    (folder,) = tmp_path.iterdir()
+    rows = pd_read(folder)
+    assert len(rows) == 1 and rows["nworld"][0] == 8
+
+
+def pd_read(folder):
+    from fightlab import results
+
+    return results.read_rows("backends", folder)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--gpu-device", "cpu", "--publish"], "MuJoCo Warp on warp's CPU device) under data/"),
+    (["--body", "robot"], "unknown body 'robot'; valid bodies: muscular-fast, simple"),
+    (["--nworld", "0"], "--nworld must be a positive integer, got '0'"),
+    (["--workers", "0"], "--workers must be a positive integer, got '0'"),
+    (["--cpu-nworld", "8", "--workers", "2", "--worlds-per-worker", "3"],
+     "--cpu-nworld 8 conflicts with --workers 2 × --worlds-per-worker 3 = 6"),
+    (["--cpu-layout", "huge"], "--cpu-layout must be one of all-cores, original, got 'huge'"),
+    (["--iterations", "2", "--skip", "2"], "iterations must exceed skip"),
+    (["--set", "backend=cpu"], "'backend' has its own flag"),
+    (["--gpu-device", "cuda:7"], "cuda:7"),
+])
+def test_compare_backends_errors(args, expect, capsys):
+    assert main(["compare-backends", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# --- publishing the CPU backend --------------------------------------------------------------
+
+def test_publish_rule_cpu_backend():
+    """The C engine's CPU backend publishes at full size; MuJoCo Warp on warp's CPU never."""
+    from fightlab.config import ConfigError, check_publish
+
+    check_publish(True, "cpu", "rows", backend="cpu")
+    with pytest.raises(ConfigError, match="warp's CPU device is a smoke check"):
+        check_publish(True, "cpu", "rows")
+    with pytest.raises(ConfigError, match="size 'smoke'"):
+        check_publish(True, "cpu", "rows", size="smoke", backend="cpu")
+    with pytest.raises(ConfigError, match="backend must be one of gpu, cpu"):
+        check_publish(True, "cpu", "rows", backend="tpu")
+
+
+def test_cpu_backend_rows_reach_the_repositorys_data_naming_the_cpu():
+    """A CPU-backend row (its gpu column the CPU model and cores) may enter the repository's
+    data/; one that does not name its CPU, or a row of MuJoCo Warp on warp's CPU, may not."""
+    import json
+
+    from fightlab import meta, results
+    from fightlab.config import ConfigError
+    from fightlab.paths import REPO_ROOT
+
+    name = "zz_test_cpu_guard"
+    results.register_experiment(name, ("x_s",))
+    path = results.results_path(name, REPO_ROOT)
+    assert not path.exists()
+    try:
+        warp_cpu = results.run_metadata(body="simple", nworld=2, seed=0, params={"backend": "gpu"}, device="cpu")
+        with pytest.raises(ConfigError, match="not a GPU"):
+            results.append_row(name, {**warp_cpu, "x_s": 1.0}, REPO_ROOT)
+        row = results.run_metadata(body="simple", nworld=2, seed=0, params={"backend": "cpu"},
+                                   device="cpu", backend="cpu", cores=16)
+        assert row["gpu"] == f"CPU {meta.cpu_model()} (16 cores)" and row["driver"] == ""
+        unnamed = {**row, "gpu": "cpu", "x_s": 1.0}
+        with pytest.raises(ConfigError, match="must name its CPU and cores"):
+            results.append_row(name, unnamed, REPO_ROOT)
+        assert not path.exists()
+        results.append_row(name, {**row, "x_s": 1.0}, REPO_ROOT)
+        assert json.loads(results.read_rows(name, REPO_ROOT)["params"][0])["backend"] == "cpu"
+    finally:
+        path.unlink(missing_ok=True)
+        results.EXPERIMENTS.pop(name, None)
+
+
+def test_train_publish_refusal_names_the_backends(capsys):
+    assert main(["train", "--device", "cpu", "--publish"]) == 2
+    err = capsys.readouterr().err
+    assert "warp's CPU device is a smoke check" in err and "--backend cpu" in err
+    assert len(err.strip().splitlines()) == 1

@@ -667,7 +667,10 @@ class StanceEnv:
 
     def _launch_reset(self, stagger: bool):
         d = self.d
-        mjw.reset_data(self.m, d, self._reset)
+        if self._cpu is None:
+            mjw.reset_data(self.m, d, self._reset)
+        else:  # the same state, only the fields the C engine's backend uses, none when no world is done
+            self._cpu.reset(d, self._reset)
         wp.launch(_reset_worlds, dim=self.nworld,
                   inputs=[self._w_key_qpos, self._w_ctrl_stance, self._w_act_qadr,
                           self._task, self.seed, int(stagger), self._reset],

@@ -43,8 +43,10 @@ def train_row(trainer, res: dict) -> dict:
         params["nworld_auto"] = auto
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
+    # the CPU backend's rows name the CPU model and cores in the gpu column (meta.cpu_label)
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
-                                params=params, device=cfg.device)
+                                params=params, device=cfg.device, backend=cfg.backend,
+                                cores=segs[-1].get("cores"))
     meta["run_id"] = trainer.run_id
 
     def f(x):
@@ -90,7 +92,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
                   f"training (amplitude {res['final_amplitude']:.1f}); continue with "
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
-        check_publish(publish, trainer.cfg.device, "the training row")
+        check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend)
         row = train_row(trainer, res)
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"
@@ -102,7 +104,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
         if publish:
             with results.publish_lock(root):  # the row and its curve land together
                 results.append_row("train", row, root)
-                results.write_curve(row["run_id"], curve, root, device=trainer.cfg.device)
+                results.write_curve(row["run_id"], curve, root, device=trainer.cfg.device,
+                                    backend=trainer.cfg.backend)
     finally:
         trainer.close()
     tts = row["time_to_solve_s"]
@@ -188,11 +191,14 @@ def factor_setup(body: str, params: dict) -> str:
     before the switch existed ran the stock sparse factor; ``tree_factor_variant`` "shared" /
     "global", absent on rows from before the shared variant existed, which ran the global one),
     "dense" for the others (dense tile path; ``tree_factor`` changes nothing there),
-    "unknown body" for a body fightlab does not build; " (mixed segments)" appended when a
-    resumed run's segments ran different commits or kernels (``params.mixed_segments``)."""
+    "unknown body" for a body fightlab does not build, "cpu backend" for a run on MuJoCo's C
+    engine (params ``backend`` "cpu": no MuJoCo Warp factor at all); " (mixed segments)" appended
+    when a resumed run's segments ran different commits or kernels (``params.mixed_segments``)."""
     sparse = _sparse_tree(body)
     if sparse is None:
         return "unknown body"
+    if params.get("backend") == "cpu":
+        return "cpu backend" + (" (mixed segments)" if params.get("mixed_segments") else "")
     if not sparse:
         return "dense" + (" (mixed segments)" if params.get("mixed_segments") else "")
     if params.get("tree_factor") is not True:
@@ -376,9 +382,14 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
     among groups with as many, the newest commit (latest run). Bodies without a solo solved run
     have no headline, and only runs of the task itself count (task :data:`DEFAULT_TASK`: a run that
-    changed a Fixed field solved another task). Returns the chosen rows (same index)."""
+    changed a Fixed field solved another task), on MuJoCo Warp (a CPU-backend group, its `gpu`
+    naming a CPU, `fightlab.meta.is_cpu_label`, is the CPU baseline: `python -m fightlab
+    compare-backends` compares it). Returns the chosen rows (same index)."""
+    from fightlab.meta import is_cpu_label
+
     s = summary[summary["n_solo"] > 0]
     s = s[s.index.get_level_values("task") == DEFAULT_TASK]
+    s = s[[not is_cpu_label(g) for g in s.index.get_level_values("gpu")]]
     if s.empty:
         return s
     order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],

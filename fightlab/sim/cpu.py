@@ -31,7 +31,6 @@ engine's warning goes to stderr, never to a MUJOCO_LOG.TXT in the current direct
 
 from __future__ import annotations
 
-import os
 import sys
 
 import mujoco
@@ -41,6 +40,8 @@ import warp as wp
 
 from mujoco_warp._src.types import OverflowType
 
+from fightlab.meta import cpu_count, cpu_model  # noqa: F401 (the backend's facts, kept importable here)
+
 #: the original study's CPU layout: 72 worker processes × 6 worlds on a 96-vCPU machine
 ORIGINAL_LAYOUT = (72, 6)
 
@@ -48,30 +49,12 @@ ORIGINAL_LAYOUT = (72, 6)
 #: the number of contacts matched
 _FOUND = 1 << 0
 
+#: the Data fields `CpuPhysics` reads or writes (step and reset)
+_DATA_FIELDS = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied", "time",
+                "xmat", "overflow")
+
 _BAD_STATE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
               mujoco.mjtWarning.mjWARN_BADQACC)
-
-
-def cpu_count() -> int:
-    """The cores this process may run on (its affinity set; `os.cpu_count()` elsewhere)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's processor string, or "cpu"."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
 
 
 def with_contact_sensors(spec: mujoco.MjSpec, watch: np.ndarray) -> tuple[mujoco.MjModel, np.ndarray]:
@@ -154,7 +137,10 @@ class CpuPhysics:
         self._iterations = int(model.opt.iterations)
         self._touch = np.zeros(self.nworld, bool)
         self._ncon_sum = np.zeros(self.nworld, np.int32)
+        self._iter_hit = np.zeros(self.nworld, bool)
         self._ncon = b.bind("ncon")
+        self._qpos0 = np.asarray(like.qpos0, np.float32)  # reset_data's qpos (m.qpos0, float32)
+        self._views: dict = {}  # id(warp array) -> (array, ptr, numpy view)
 
     def step(self, d, substeps: int, ncon_out: wp.array | None = None,
              touched_out: wp.array | None = None) -> None:
@@ -170,19 +156,20 @@ class CpuPhysics:
           touched_out: optional int32 [nworld], set to 1 for a world whose watched geoms touch
             anything in a substep (left as it is otherwise).
         """
-        qpos, qvel = d.qpos.numpy(), d.qvel.numpy()  # zero-copy views on warp's CPU device
-        warm, time_ = d.qacc_warmstart.numpy(), d.time.numpy()
+        v = self._data_views(d)
+        qpos, qvel, warm, time_ = v["qpos"], v["qvel"], v["qacc_warmstart"], v["time"]
         self._qpos[:] = qpos
         self._qvel[:] = qvel
         self._warm[:] = warm
         self._time[:] = time_
-        self._ctrl[:] = d.ctrl.numpy()
-        self._xfrc[:] = d.xfrc_applied.numpy().reshape(self._xfrc.shape)
+        self._ctrl[:] = v["ctrl"]
+        self._xfrc[:] = v["xfrc_applied"].reshape(self._xfrc.shape)
         warn0 = self._warning[:, :, 1].copy()
         touch, ncon = self._touch, self._ncon_sum
         touch[:] = False
         ncon[:] = 0
-        iter_hit = np.zeros(self.nworld, bool)
+        iter_hit = self._iter_hit
+        iter_hit[:] = False
         adr = self._sensor_adr
         for _ in range(substeps):
             self.batch.step()
@@ -194,21 +181,56 @@ class CpuPhysics:
         qvel[:] = self._qvel
         warm[:] = self._warm
         time_[:] = self._time
-        d.xmat.numpy().reshape(self._xmat.shape)[:] = self._xmat
+        v["xmat"].reshape(self._xmat.shape)[:] = self._xmat
         rose = self._warning[:, :, 1] > warn0
         bits = np.where(iter_hit, int(OverflowType.ITERATIONS), 0)
         bits |= np.where(rose[:, mujoco.mjtWarning.mjWARN_CONTACTFULL], int(OverflowType.NARROWPHASE), 0)
         bits |= np.where(rose[:, mujoco.mjtWarning.mjWARN_CNSTRFULL], int(OverflowType.NEFC), 0)
         if bits.any():
-            ov = d.overflow.numpy()
+            ov = v["overflow"]
             ov |= bits.astype(ov.dtype)
         bad = rose[:, list(map(int, _BAD_STATE))].any(axis=1)
         if bad.any():  # the C engine reset these itself: show the env a non-finite state
             qpos[bad] = np.nan
         if ncon_out is not None:
-            ncon_out.numpy()[:] += ncon
+            self._view(ncon_out)[:] += ncon
         if touched_out is not None:
-            touched_out.numpy()[touch] = 1
+            self._view(touched_out)[touch] = 1
+
+    def reset(self, d, reset: wp.array) -> None:
+        """The CPU backend's `mujoco_warp.reset_data(m, d, reset)`: for the worlds flagged in
+        `reset`, the fields of `d` that this backend reads or writes get reset_data's values —
+        qpos = qpos0, qvel, act, ctrl, qacc_warmstart, qfrc_applied, xfrc_applied, time and the
+        overflow bits 0 — and nothing happens when no world is flagged (a host check: warp's CPU
+        arrays are host memory). The other fields of Data (contacts, constraint rows, mass
+        matrix, sleep state, sensors, mocap) are never written on this backend (the C engine
+        keeps its own), so they need no reset. Same state as reset_data, bitwise; without its
+        kernels, which MuJoCo Warp builds and hashes anew on every call.
+
+        Args:
+          d: the env's mujoco_warp Data on warp's CPU device.
+          reset: bool [nworld] on warp's CPU device, True = reset that world.
+        """
+        mask = self._view(reset)
+        if not mask.any():
+            return
+        v = self._data_views(d)
+        v["qpos"][mask] = self._qpos0
+        for k in ("qvel", "act", "ctrl", "qacc_warmstart", "qfrc_applied", "xfrc_applied", "time",
+                  "overflow"):
+            v[k][mask] = 0
+
+    def _data_views(self, d) -> dict:
+        """Zero-copy numpy views of the Data fields the backend touches (`_DATA_FIELDS`)."""
+        return {k: self._view(getattr(d, k)) for k in _DATA_FIELDS}
+
+    def _view(self, a: wp.array) -> np.ndarray:
+        """A zero-copy numpy view of a warp array on the CPU device, made once per array (warp's
+        `numpy()` builds a new view each call; a replaced array gets a new one)."""
+        hit = self._views.get(id(a))
+        if hit is None or hit[0] is not a or hit[1] != a.ptr:
+            hit = self._views[id(a)] = (a, a.ptr, a.numpy())
+        return hit[2]
 
 
 def _no_log_file() -> None:
@@ -263,7 +285,8 @@ def layout(workers: int | None, worlds_per_worker: int | None, nworld: int) -> t
 
 def backend_record(env) -> dict:
     """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), cores
-    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name)."""
+    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name; the
+    row's `gpu` column then says `fightlab.meta.cpu_label()`)."""
     rec = dict(backend=getattr(env, "backend", "gpu"), cores=cpu_count())
     threads = getattr(env, "threads", None)
     if rec["backend"] == "cpu" and threads:

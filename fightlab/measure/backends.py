@@ -1,0 +1,276 @@
+"""The CPU baseline against MuJoCo Warp on the GPU, on one machine, in one command (issue 18):
+``python -m fightlab compare-backends``.
+
+Per body, two short solo trainings (default 8 iterations, medians of the iterations after the
+first 3, as `measure.sweep.time_point` and `measure.graphs` time them):
+
+- **cpu**: the CPU MuJoCo backend (`fightlab.sim.cpu`: MuJoCo's C engine on a thread pool, the
+  env's kernels on warp's CPU device, the policy and the update in torch on the CPU) at its
+  layout, W workers × K worlds (default: every core, the worlds spread over them);
+- **gpu**: MuJoCo Warp at ``nworld`` worlds (default 1024) on a CUDA device; on a machine
+  without one this point is left out with one line, unless MuJoCo Warp on warp's CPU device is
+  asked for (``gpu_device="cpu"``: a smoke check, never published).
+
+Each gives seconds per iteration (rollout / update apart) and env steps/s; the ratios are each
+row's over the CPU backend's of the same body (`env_steps_ratio_vs_cpu_backend`,
+`s_per_iter_ratio_vs_cpu_backend`; 1 on the CPU row). Beside them the **same-state error**
+(`same_state_error`): one env step from the same state and action, CPU backend vs MuJoCo Warp,
+next to MuJoCo Warp's own change under a 1-ulp change of the state.
+
+One ``backends`` row per (body, backend) (`results.EXPERIMENTS["backends"]`), under
+``runs/backends/<compare_id>/`` always and, with ``publish``, in the repository's
+data/results/backends.csv (`config.check_publish`: the CPU backend's rows and a GPU's publish,
+MuJoCo Warp on warp's CPU device never). The hardware: the `gpu` column names the GPU for a
+GPU row and the CPU model and cores for a CPU-backend row (`fightlab.meta.cpu_label`); params
+hold backend, device, layout, workers, worlds_per_worker, cores and cpu (the CPU's model) on
+every row, so each row names the machine's CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from fightlab import results
+from fightlab.config import BODY_NAMES, ConfigError, TrainConfig, check_publish, validate_body
+from fightlab.meta import cpu_count, cpu_model, new_run_id
+from fightlab.paths import REPO_ROOT, RUNS
+
+#: MuJoCo Warp's world count on the GPU (the original study's best, its Figure 2)
+GPU_NWORLD = 1024
+#: iterations per training and those left out of the medians (warm-up)
+ITERATIONS, SKIP = 8, 3
+#: the same-state check: worlds, random-action steps on MuJoCo Warp before the compared step
+SAME_STATE_NWORLD, SAME_STATE_WARM_STEPS = 4, 20
+
+ROOT = RUNS / "backends"
+
+
+def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NWORLD,
+                     warm_steps: int = SAME_STATE_WARM_STEPS, seed: int = 3,
+                     threads: int | None = None) -> dict:
+    """One env step from the same state and action on the CPU backend and on MuJoCo Warp.
+
+    The state: `warm_steps` env steps of uniform random actions in [-1, 1] on MuJoCo Warp
+    (amplitude 0.5), loaded into a CPU-backend env of the same seed (`StanceEnv.load_state_dict`);
+    then both take the same random action.
+
+    Args:
+      body: a fightlab body; device: MuJoCo Warp's device ("cpu" = warp's CPU, "cuda:N");
+      nworld, warm_steps, seed: the worlds, the steps before, the env seed;
+      threads: the CPU backend's threads (default every core).
+
+    Returns:
+      dict of max abs differences over worlds and entries: qpos (qpos units: m, rad,
+      quaternion), qvel (m/s, rad/s), obs (the observation's units), reward (per env step);
+      ulp_qpos, ulp_qvel: MuJoCo Warp's own change after the same step when its state's qpos and
+      qvel move by 1 ulp (float32), the scale the differences compare to.
+    """
+    import torch
+
+    from fightlab.envs.stance import StanceEnv
+
+    ref = StanceEnv(body, nworld, device, seed=seed)
+    cpu = StanceEnv(body, nworld, "cpu", seed=seed, backend="cpu", threads=threads or cpu_count())
+    for e in (ref, cpu):
+        e.set_amplitude(0.5, immediate=True)
+        e.reset()
+    g = torch.Generator().manual_seed(0)
+    acts = [torch.rand(nworld, ref.nu, generator=g) * 2 - 1 for _ in range(warm_steps + 1)]
+    for a in acts[:-1]:
+        ref.step(a.to(ref.obs.device))
+    state = ref.state_dict()
+    cpu.load_state_dict(state)
+    a = acts[-1]
+    og, rg, _, _ = ref.step(a.to(ref.obs.device))
+    og, rg = og.cpu().clone(), rg.cpu().clone()
+    oc, rc, _, _ = cpu.step(a)
+    sg, sc = ref.state_dict(), cpu.state_dict()
+    out = dict(qpos=float(np.abs(sg["qpos"] - sc["qpos"]).max()),
+               qvel=float(np.abs(sg["qvel"] - sc["qvel"]).max()),
+               obs=float((og - oc).abs().max()), reward=float((rg - rc).abs().max()))
+    bumped = dict(state)
+    bumped["qpos"] = np.nextafter(state["qpos"], np.float32(np.inf))
+    bumped["qvel"] = np.nextafter(state["qvel"], np.float32(np.inf))
+    ref.load_state_dict(bumped)
+    ref.step(a.to(ref.obs.device))
+    sb = ref.state_dict()
+    out.update(ulp_qpos=float(np.abs(sg["qpos"] - sb["qpos"]).max()),
+               ulp_qvel=float(np.abs(sg["qvel"] - sb["qvel"]).max()))
+    for e in (ref, cpu):
+        e.close()
+    return out
+
+
+def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,
+         cpu_layout: tuple[int, int | None, int] | None = None) -> list[dict]:
+    """The trainings to time, CPU backend first per body: dicts of body, backend ("cpu" /
+    "gpu"), device, nworld, workers, worlds_per_worker (None on "gpu"; K None: nworld spread
+    over W, the last worker short).
+
+    Args:
+      bodies: body names (default every body); gpu_device: MuJoCo Warp's device ("cuda:N";
+        "cpu" = warp's CPU device; None: no MuJoCo Warp point); nworld: MuJoCo Warp's worlds;
+      cpu_layout: (workers, worlds_per_worker, nworld) of the CPU backend (default every core,
+        `nworld` worlds spread over them: `fightlab.sim.cpu.layout`).
+
+    Raises:
+      ConfigError: an unknown body or a body named twice, a bad nworld.
+    """
+    from fightlab.config import validate_nworld
+
+    bodies = list(BODY_NAMES) if bodies is None else [validate_body(b) for b in bodies]
+    if not bodies or len(set(bodies)) != len(bodies):
+        raise ConfigError(f"bodies must name each body once, got {bodies!r}; bodies: {', '.join(BODY_NAMES)}")
+    nworld = validate_nworld(nworld)
+    if cpu_layout is None:
+        w = cpu_count()
+        cpu_layout = (w, None, nworld)
+    w, k, n = cpu_layout
+    out = []
+    for b in bodies:
+        out.append(dict(body=b, backend="cpu", device="cpu", nworld=int(n), workers=int(w),
+                        worlds_per_worker=None if k is None else int(k)))
+        if gpu_device is not None:
+            out.append(dict(body=b, backend="gpu", device=gpu_device, nworld=nworld, workers=None,
+                            worlds_per_worker=None))
+    return out
+
+
+def check_plan_publish(points: list[dict], publish: bool) -> None:
+    """Every planned row may publish (`config.check_publish`), checked before any work.
+    Raises ConfigError naming the first that may not (MuJoCo Warp on warp's CPU device)."""
+    for p in points:
+        what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
+        check_publish(publish, p["device"], what, backend=p["backend"])
+
+
+def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,
+            cpu_layout: tuple[int, int | None, int] | None = None, iterations: int = ITERATIONS,
+            skip: int = SKIP, seed: int = 0, publish: bool = False, root: Path | str = REPO_ROOT,
+            out_dir: Path | str | None = None, base: TrainConfig | None = None,
+            progress: bool = False, log: Callable[[str], None] = print,
+            point: Callable[..., dict] | None = None) -> pd.DataFrame:
+    """Time every planned training (`plan`), measure the same-state error per body, and write
+    one ``backends`` row per (body, backend).
+
+    Args:
+      bodies, gpu_device, nworld, cpu_layout: the plan (`plan`); iterations (> skip), skip,
+        seed: each training (`measure.sweep.time_point`); base: a TrainConfig whose learner (ppo,
+        env) every training keeps (e.g. a tiny PPOConfig at smoke size);
+      publish: also write the repository's data/results/backends.csv (`check_plan_publish`);
+      root: the repository (tests: a temporary folder); out_dir: the comparison's folder
+        (default runs/backends/<compare_id>); log: where the lines go; point: the timing
+        function (default `measure.sweep.time_point`; tests pass a fake).
+
+    Returns:
+      the rows, a DataFrame (`results.columns("backends")`), CPU backend first per body.
+
+    Raises:
+      ConfigError: a bad body, nworld, iterations / skip, or a publish the rule refuses (all
+        before any training).
+    """
+    from fightlab.measure.sweep import time_point, validate_timing
+
+    validate_timing(iterations, skip)
+    points = plan(bodies, gpu_device, nworld, cpu_layout)
+    check_plan_publish(points, publish)
+    if publish:
+        results.read_rows("backends", root)  # a torn results file: said before any training
+    compare_id = new_run_id()
+    out_dir = Path(out_dir) if out_dir else ROOT / compare_id
+    point = point or time_point
+    base = base or TrainConfig()
+    cores, model = cpu_count(), cpu_model()
+    rows: list[dict] = []
+    errors: dict[str, dict] = {}
+    for p in points:
+        body = p["body"]
+        if body not in errors:
+            ref = gpu_device if gpu_device is not None else "cpu"
+            errors[body] = dict(same_state_error(body, ref, seed=3), device=ref)
+            e = errors[body]
+            log(f"compare-backends {body}: same state, one env step, CPU backend vs MuJoCo Warp on "
+                f"{ref}: qpos {e['qpos']:.1e}, qvel {e['qvel']:.1e}, obs {e['obs']:.1e}, reward "
+                f"{e['reward']:.1e} (MuJoCo Warp's own 1-ulp change: qpos {e['ulp_qpos']:.1e}, "
+                f"qvel {e['ulp_qvel']:.1e})")
+        kw: dict[str, Any] = {}
+        if p["backend"] == "cpu":
+            kw = dict(backend="cpu", workers=p["workers"], worlds_per_worker=p["worlds_per_worker"])
+        r = point(body, p["nworld"], p["device"], iterations=iterations, skip=skip, seed=seed,
+                  run_dir=out_dir / "runs" / f"{body}-{p['backend']}", progress=progress,
+                  base=dataclasses.replace(base, backend="gpu", workers=None, worlds_per_worker=None),
+                  **kw)
+        rows.append(_row(p, r, errors[body], iterations, skip, seed, compare_id, cores, model,
+                         substeps=base.env.substeps))
+        name = "CPU backend" if p["backend"] == "cpu" else f"MuJoCo Warp on {p['device']}"
+        log(f"compare-backends {body}, {name}, {p['nworld']} worlds: {r['s_per_iter']:.3f} s/iteration "
+            f"(rollout {r['rollout_s_per_iter']:.3f} + update {r['update_s_per_iter']:.3f}), "
+            f"{r['env_steps_per_s']:.0f} env steps/s")
+    for row in rows:  # the ratios: each row over the CPU backend's of its body
+        cpu = next(x for x in rows if x["body"] == row["body"] and _backend(x) == "cpu")
+        row["env_steps_ratio_vs_cpu_backend"] = row["env_steps_per_s"] / cpu["env_steps_per_s"]
+        row["s_per_iter_ratio_vs_cpu_backend"] = row["s_per_iter"] / cpu["s_per_iter"]
+    for row in rows:
+        results.append_row("backends", row, out_dir)
+    if publish:
+        with results.publish_lock(root):
+            for row in rows:
+                results.append_row("backends", row, root)
+        log(f"compare-backends: {len(rows)} rows in {results.results_path('backends', root)}")
+    return pd.DataFrame(rows, columns=list(results.columns("backends")))
+
+
+def _backend(row: dict) -> str:
+    import json
+
+    return json.loads(row["params"])["backend"]
+
+
+def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, compare_id: str,
+         cores: int, model: str, substeps: int) -> dict:
+    layout = (f"{p['workers']}x{p['worlds_per_worker'] or -(-p['nworld'] // p['workers'])}"
+              if p["backend"] == "cpu" else None)
+    params = dict(compare_id=compare_id, backend=p["backend"], device=p["device"], layout=layout,
+                  workers=p["workers"], worlds_per_worker=p["worlds_per_worker"], cores=cores,
+                  cpu=model, iterations=iterations, skip=skip, num_steps=r["num_steps"],
+                  learner=r["learner"], same_state_device=err["device"],
+                  smoke=p["backend"] == "gpu" and not str(p["device"]).startswith("cuda"))
+    meta = results.run_metadata(body=p["body"], nworld=p["nworld"], seed=seed, params=params,
+                                device=p["device"], backend=p["backend"], cores=cores)
+    return {**meta,
+            **{c: r[c] for c in ("iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
+                                 "env_steps_per_s", "host_reads_per_iter", "graph_fallbacks",
+                                 "compile_s", "s_per_iter_min", "s_per_iter_max")},
+            "physics_steps_per_s": r["env_steps_per_s"] * substeps,
+            "env_steps_ratio_vs_cpu_backend": None, "s_per_iter_ratio_vs_cpu_backend": None,
+            "same_state_qpos_err": err["qpos"], "same_state_qvel_err": err["qvel"],
+            "same_state_obs_err": err["obs"], "same_state_reward_err": err["reward"],
+            "ulp_qpos_sensitivity": err["ulp_qpos"], "ulp_qvel_sensitivity": err["ulp_qvel"]}
+
+
+def summary_lines(rows: pd.DataFrame) -> list[str]:
+    """Per body, the ratio line: MuJoCo Warp's env steps/s and seconds per iteration against
+    the CPU backend's (one line per body; 'CPU backend only' where no MuJoCo Warp row)."""
+    import json
+
+    out = []
+    for body, g in rows.groupby("body", sort=False):
+        be = [json.loads(p)["backend"] for p in g["params"]]
+        cpu = g[[b == "cpu" for b in be]].iloc[0]
+        gpu = g[[b == "gpu" for b in be]]
+        head = (f"{body}: CPU backend ({cpu['gpu']}, {cpu['nworld']} worlds) "
+                f"{cpu['env_steps_per_s']:.0f} env steps/s, {cpu['s_per_iter']:.3f} s/iteration")
+        if gpu.empty:
+            out.append(head + "; no MuJoCo Warp row (CPU backend only)")
+            continue
+        x = gpu.iloc[0]
+        out.append(head + f"; MuJoCo Warp ({x['gpu']}, {x['nworld']} worlds) {x['env_steps_per_s']:.0f} "
+                   f"env steps/s, {x['s_per_iter']:.3f} s/iteration: ratio "
+                   f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s, "
+                   f"{x['s_per_iter_ratio_vs_cpu_backend']:.2f}x s/iteration")
+    return out
