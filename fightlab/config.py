@@ -190,10 +190,16 @@ DEFAULT_TASK = "default"
 
 
 def _field_value(cfg, name: str):
+    """A field's value for comparison: lists as tuples, numbers as floats (so 5 == 5.0 names the
+    same task however it was typed or stored)."""
     obj = cfg
     for part in name.split("."):
         obj = getattr(obj, part)
-    return tuple(obj) if isinstance(obj, list) else obj
+
+    def norm(v):
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    return tuple(norm(x) for x in obj) if isinstance(obj, (list, tuple)) else norm(obj)
 
 
 def task_changes(cfg: "TrainConfig") -> dict:
@@ -567,6 +573,11 @@ def coerce_field(cls, name: str, raw):
         if all(isinstance(x, int) for x in default):
             if not all(isinstance(x, int) for x in val):
                 raise bad("a list of integers")
+            return tuple(val)
+        if all(isinstance(x, float) for x in default):  # [5, 10] is the same pair as [5.0, 10.0]
+            if not all(math.isfinite(x) for x in val):
+                raise bad("a list of finite numbers")
+            return tuple(float(x) for x in val)
         return tuple(val)
     if isinstance(default, str) or default is None:
         if isinstance(val, str) or val is None:

@@ -309,3 +309,20 @@ def test_a_run_of_another_task_never_becomes_the_headline(tmp_path):
     assert h["n_solo"].tolist() == [2] and h["time_to_solve_median_s"].tolist() == [100.5]
     assert report.task_of({"body": "simple", "env": "not a dict"}) == "default"  # nothing stored: the defaults
     assert report.task_of({"env": {"timestep": 0.002}}).startswith("custom-")
+
+
+def test_a_task_typed_with_integers_is_the_same_task():
+    """[5, 10] and [5.0, 10.0] are one task (the review found two ids), typed on the command line
+    or given as a config; the stored value is a pair of floats like the default."""
+    import dataclasses
+
+    from fightlab.config import EnvConfig, TrainConfig, coerce_field, task_id
+
+    assert coerce_field(EnvConfig, "push_impulse_ns", "[5,10]") == (5.0, 10.0)
+    assert all(isinstance(x, float) for x in coerce_field(EnvConfig, "push_interval_s", "[1,3]"))
+    base = TrainConfig()
+    ints = dataclasses.replace(base, env=dataclasses.replace(base.env, push_impulse_ns=(5, 10)))
+    floats = dataclasses.replace(base, env=dataclasses.replace(base.env, push_impulse_ns=(5.0, 10.0)))
+    assert task_id(ints) == task_id(floats) != "default"
+    assert task_id(dataclasses.replace(base, curriculum_wait=32.0)) == "default"
+    assert report.task_of({"env": {"push_impulse_ns": [15, 30]}}) == "default"
