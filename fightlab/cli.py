@@ -100,16 +100,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
                         "instead of fightlab's single-launch kernel")
     t.add_argument("--backend", default=None,
-                   help="the env's physics: gpu (MuJoCo Warp on --device) or cpu (MuJoCo's C "
-                        "engine on a thread pool, the env's kernels and the policy on the CPU); "
-                        "default gpu")
+                   help="the env's physics: gpu = MuJoCo Warp on --device (a GPU, or warp's CPU "
+                        "device for smoke checks: the default, also on a machine without a GPU); "
+                        "cpu = MuJoCo's C engine on a thread pool (the env's kernels and the policy "
+                        "on the CPU; needs --device cpu, its default). Aliases: warp = gpu, "
+                        "mujoco = cpu. Rows record backend gpu/cpu and physics in words")
     t.add_argument("--workers", default=None,
                    help="CPU backend: threads W of the C engine's pool (default: every core)")
     t.add_argument("--worlds-per-worker", default=None,
                    help="CPU backend: worlds K per worker; nworld = W × K (default: --nworld / W)")
     t.add_argument("--cpu-layout", default=None,
                    help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
-                        "worlds; 'all-cores' (the default) = every core")
+                        "worlds = 432 (no --workers / --worlds-per-worker, --nworld only 432); "
+                        "'all-cores' (the default) = W every core (no --workers)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
                         "--set env.push_impulse_ns=[20,40]; fields with their own flag "
@@ -387,7 +390,7 @@ def cmd_train(a) -> int:
     from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
     from fightlab.rl.runner import Trainer
 
-    backend = None if a.backend is None else validate_backend(a.backend)
+    backend = None if a.backend is None else validate_backend(BACKEND_ALIASES.get(a.backend, a.backend))
     ck = None
     if a.resume is not None:
         if not a.resume.strip():
@@ -400,6 +403,10 @@ def cmd_train(a) -> int:
                               "--segment-s and --no-progress may change per segment)")
         backend = saved_backend
     backend = _given(backend, "gpu")
+    if backend == "cpu" and a.device is not None and a.device.strip().lower() != "cpu":
+        # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
+        raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
+                          f"and the policy run on the CPU), got --device {a.device!r}")
     device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
     check_publish(a.publish, device, "the training row", backend=backend)
     dflt = TrainConfig()
@@ -489,28 +496,45 @@ def _positive(flag: str, value) -> int | None:
 
 def _cpu_layout(a, backend: str) -> tuple[int, dict]:
     """(nworld, TrainConfig's workers / worlds_per_worker) from --nworld, --workers,
-    --worlds-per-worker and --cpu-layout; more workers than cores warns (fightlab.sim.cpu.layout)."""
+    --worlds-per-worker and --cpu-layout; more workers than cores warns (fightlab.sim.cpu.layout).
+
+    --cpu-layout original is W = 72, K = 6 (432 worlds): --workers / --worlds-per-worker are
+    refused with it, and a --nworld other than 432. --cpu-layout all-cores is W = every core:
+    --workers is refused with it (--worlds-per-worker K or --nworld may say the rest). A message
+    names the flags the user gave, and the preset's values as the preset's."""
     from fightlab.config import ConfigError, TrainConfig, validate_nworld
+    from fightlab.meta import cpu_count
 
     w = _positive("--workers", a.workers)
     k = _positive("--worlds-per-worker", a.worlds_per_worker)
-    if a.cpu_layout is not None:
-        if a.cpu_layout not in CPU_LAYOUTS:
-            raise ConfigError(f"--cpu-layout must be one of {', '.join(CPU_LAYOUTS)}, got {a.cpu_layout!r}")
-        if a.cpu_layout == "original":
-            from fightlab.sim.cpu import ORIGINAL_LAYOUT
-
-            if w is not None or k is not None:
-                raise ConfigError("--cpu-layout original sets --workers and --worlds-per-worker "
-                                  "(72 × 6); give one or the other")
-            w, k = ORIGINAL_LAYOUT
-    given = (w is not None or k is not None or a.cpu_layout is not None)
+    preset = a.cpu_layout
+    if preset is not None and preset not in CPU_LAYOUTS:
+        raise ConfigError(f"--cpu-layout must be one of {', '.join(CPU_LAYOUTS)}, got {preset!r}")
     if backend != "cpu":
-        if given:
+        if w is not None or k is not None or preset is not None:
             raise ConfigError("--workers, --worlds-per-worker and --cpu-layout are the CPU "
                               "backend's layout: they need --backend cpu")
         return validate_nworld(_given(a.nworld, TrainConfig().nworld)), {}
     nworld = None if a.nworld is None else validate_nworld(a.nworld)
+    if preset == "original":
+        from fightlab.sim.cpu import ORIGINAL_LAYOUT
+
+        ow, ok = ORIGINAL_LAYOUT
+        said = f"--cpu-layout original is {ow} workers × {ok} worlds = {ow * ok} worlds"
+        if w is not None or k is not None:
+            given = " and ".join(f for f, v in (("--workers", w), ("--worlds-per-worker", k)) if v is not None)
+            raise ConfigError(f"{said}; {given} conflicts (give the preset or the flags, not both)")
+        if nworld is not None and nworld != ow * ok:
+            raise ConfigError(f"{said}; --nworld {nworld} conflicts")
+        w, k = ow, ok
+    elif preset == "all-cores":
+        if w is not None:
+            raise ConfigError(f"--cpu-layout all-cores is {cpu_count()} workers (every core); --workers "
+                              f"{w} conflicts (give the preset or --workers, not both)")
+        w = cpu_count()
+        if k is not None and nworld is not None and nworld != w * k:
+            raise ConfigError(f"--cpu-layout all-cores is {w} workers (every core); --worlds-per-worker "
+                              f"{k} × {w} = {w * k} worlds; --nworld {nworld} conflicts")
     if w is not None and k is not None and nworld is not None and nworld != w * k:
         raise ConfigError(f"--nworld {nworld} conflicts with --workers {w} × --worlds-per-worker "
                           f"{k} = {w * k}")
@@ -518,15 +542,21 @@ def _cpu_layout(a, backend: str) -> tuple[int, dict]:
         raise ConfigError("--worlds-per-worker with --nworld needs --workers too (nworld = W × K)")
     from fightlab.sim.cpu import layout
 
-    w, k, n = layout(w, k, nworld if nworld is not None else TrainConfig().nworld)
-    if nworld is not None and n != nworld:  # nworld not a multiple of the cores: K rounded up
-        n = nworld
-        k = None
+    if k is not None:
+        w, k, n = layout(w, k)
+    else:  # K is nworld / W where W divides nworld; else none (the workers' shares differ by one)
+        w, k, n = layout(w, None, _given(nworld, TrainConfig().nworld))
+        if n != w * k:
+            k = None
     return n, dict(workers=w, worlds_per_worker=k)
 
 
 #: --cpu-layout presets
 CPU_LAYOUTS = ("all-cores", "original")
+
+#: train --backend's other names: warp = gpu (MuJoCo Warp on --device), mujoco = cpu (MuJoCo's C
+#: engine); the config and the rows always say gpu / cpu
+BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
 
 
 def cmd_evaluate(a) -> int:

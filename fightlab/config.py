@@ -142,10 +142,15 @@ class TrainConfig:
         kernel (fightlab.kernels.factor) instead of MuJoCo Warp's per-level sparse path.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
-      backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device`, "cpu" =
-        MuJoCo's C engine on a thread pool (fightlab.sim.cpu; `device` must be "cpu").
+      backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device` (a GPU, or
+        warp's CPU device for smoke checks: the default also on a machine without a GPU, where a
+        row then says backend gpu, device cpu); "cpu" = MuJoCo's C engine on a thread pool
+        (fightlab.sim.cpu; `device` must be "cpu"). The names say where MuJoCo Warp is meant to
+        run, not the device: `train --backend` also takes warp (= gpu) and mujoco (= cpu).
       workers, worlds_per_worker: the CPU backend's layout, W threads × K worlds (None: W = every
-        core, K = nworld / W; given both, nworld must be W × K). Unused by "gpu".
+        core; K = nworld / W, or None where W does not divide nworld: the workers' shares then
+        differ by one, and rows record worlds_per_worker_max = ceil(nworld / W); given both,
+        nworld must be W × K). Unused by "gpu".
     """
 
     body: str = "simple"
@@ -239,8 +244,9 @@ def task_warning(cfg: "TrainConfig") -> str | None:
             "and its solves never count as solves of the task (README \"The task\")")
 
 
-#: physics backends of the env: "gpu" = MuJoCo Warp on the run's device, "cpu" = MuJoCo's C
-#: engine on a thread pool (fightlab.sim.cpu), the env's kernels on warp's CPU device
+#: physics backends of the env: "gpu" = MuJoCo Warp on the run's device (a GPU, or warp's CPU
+#: device for smoke checks), "cpu" = MuJoCo's C engine on a thread pool (fightlab.sim.cpu), the
+#: env's kernels on warp's CPU device
 BACKENDS = ("gpu", "cpu")
 
 
@@ -267,8 +273,8 @@ def validate_layout(backend, workers, worlds_per_worker, nworld: int, device: st
                               "they need backend 'cpu'")
         return
     if device != "cpu":
-        raise ConfigError(f"backend 'cpu' runs the env on warp's CPU device and the policy on the "
-                          f"CPU: device must be 'cpu', got {device!r}")
+        raise ConfigError(f"backend cpu needs device cpu (MuJoCo's C engine; the env's kernels and "
+                          f"the policy run on the CPU), got {device!r}")
     if workers is not None and worlds_per_worker is not None and workers * worlds_per_worker != nworld:
         raise ConfigError(f"nworld ({nworld}) must be workers × worlds_per_worker "
                           f"({workers} × {worlds_per_worker} = {workers * worlds_per_worker})")
@@ -361,12 +367,15 @@ def validate_size(size) -> str:
 
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
                   gpu: bool = True, backend: str = "gpu") -> None:
-    """The one rule for what may write the committed data/: a measurement at full size, either on
-    a CUDA device (MuJoCo Warp on the GPU) or on the CPU MuJoCo backend (``backend="cpu"``: the
-    C engine on every core, the CPU baseline; its rows name the CPU model and cores in the `gpu`
-    column, `fightlab.meta.cpu_label`). Never MuJoCo Warp on warp's CPU device (a smoke check, not
-    a measurement), whatever its folder or flags. A rendering (Figure 1) measures nothing and
-    passes ``gpu=False``: only its size is checked.
+    """The one rule for what may write the committed data/, as the code below checks it:
+
+    - size: only ``"full"`` (or None, for what has no size) publishes;
+    - ``backend="gpu"`` (MuJoCo Warp) publishes only on a CUDA device ("cuda:N"): MuJoCo Warp on
+      warp's CPU device is a smoke check, not a measurement, whatever its folder or flags;
+    - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
+      (`validate_layout` refuses any other); its rows name the CPU model and cores in the `gpu`
+      column (`fightlab.meta.cpu_label`, checked again by `fightlab.results.append_row`);
+    - a rendering (Figure 1) measures nothing and passes ``gpu=False``: only its size is checked.
 
     Args:
       publish: whether the caller wants to write data/ (True or False; nothing else is checked

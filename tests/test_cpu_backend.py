@@ -136,7 +136,7 @@ def test_more_workers_than_cores_warns(capsys):
     from fightlab.sim import cpu
 
     cores = cpu.cpu_count()
-    assert cpu.layout(cores + 3, 2, 0) == (cores + 3, 2, 2 * (cores + 3))
+    assert cpu.layout(cores + 3, 2) == (cores + 3, 2, 2 * (cores + 3))
     err = capsys.readouterr().err
     assert err.startswith("fightlab: warning: ") and f"{cores + 3} workers on {cores} cores" in err
     assert cpu.layout(None, None, 10)[0] == cores  # the default: every core
@@ -165,8 +165,8 @@ def test_short_training_on_the_cpu_backend(tmp_path, capsys):
     params = json.loads(row["params"])
     assert params["backend"] == "cpu" and params["workers"] == 2 and params["worlds_per_worker"] == 2
     seg = params["segments"][-1]
-    assert seg["backend"] == "cpu" and seg["threads"] == 2 and seg["layout"] == "2x2" and seg["cores"] >= 1
-    assert seg["cpu"]
+    assert seg["backend"] == "cpu" and seg["threads"] == 2 and seg["layout"] == dict(workers=2, nworld=4, worlds_per_worker_max=2) and seg["cores"] >= 1
+    assert seg["cpu"] and seg["physics"] == "MuJoCo's C engine"
     assert row["gpu"] == meta.cpu_label(seg["cores"]) and row["driver"] == ""
     ck = str(tmp_path / "run" / "latest.pt")
     capsys.readouterr()
@@ -369,3 +369,114 @@ def test_train_publish_refusal_names_the_backends(capsys):
     err = capsys.readouterr().err
     assert "warp's CPU device is a smoke check" in err and "--backend cpu" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# --- review fixes: layout flags, the recorded layout, option copy, check order, names --------
+
+@pytest.mark.parametrize("args, expect", [
+    (["train", "--backend", "cpu", "--cpu-layout", "original", "--nworld", "4"],
+     "--cpu-layout original is 72 workers × 6 worlds = 432 worlds; --nworld 4 conflicts"),
+    (["train", "--backend", "cpu", "--cpu-layout", "original", "--workers", "4"],
+     "--cpu-layout original is 72 workers × 6 worlds = 432 worlds; --workers conflicts"),
+    (["train", "--backend", "cpu", "--cpu-layout", "all-cores", "--workers", "4"],
+     "workers (every core); --workers 4 conflicts"),
+    (["train", "--backend", "cpu", "--device", "cuda:0"], "--backend cpu needs --device cpu"),
+    (["train", "--backend", "mujoco", "--device", "cuda"], "--backend cpu needs --device cpu"),
+    (["train", "--backend", "cpu", "--cpu-layout", "original", "--device", "cuda:7"],
+     "--backend cpu needs --device cpu"),
+])
+def test_cli_layout_and_device_errors(args, expect, capsys):
+    """Messages name the flags the user typed; the backend/device pairing is checked before the
+    device exists (no "no CUDA GPU" for a cpu-backend run given a CUDA device)."""
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err, err
+    assert "no CUDA" not in err and "--worlds-per-worker 6" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args, nworld, workers, k", [
+    (["--workers", "3", "--nworld", "5"], 5, 3, None),
+    (["--workers", "3", "--nworld", "6"], 6, 3, 2),
+    (["--cpu-layout", "original"], 432, 72, 6),
+    (["--cpu-layout", "all-cores", "--worlds-per-worker", "2"], "2cores", "cores", 2),
+])
+def test_cli_layout_split(args, nworld, workers, k, monkeypatch):
+    """train keeps the nworld asked for; K only where W divides it (the config it would train)."""
+    from fightlab import meta
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(cfg, progress=True):
+        seen["cfg"] = cfg
+        raise Stop
+
+    monkeypatch.setattr("fightlab.rl.runner.Trainer", fake)
+    with pytest.raises(Stop):
+        main(["train", "--backend", "cpu", *args])
+    cores = meta.cpu_count()
+    cfg = seen["cfg"]
+    assert cfg.nworld == (2 * cores if nworld == "2cores" else nworld)
+    assert cfg.workers == (cores if workers == "cores" else workers) and cfg.worlds_per_worker == k
+    assert cfg.backend == "cpu" and cfg.device == "cpu"
+
+
+def test_recorded_layout_is_the_real_split():
+    """workers 3, nworld 5: the row says 5 worlds (at most 2 per worker), never 3x2 = 6."""
+    from types import SimpleNamespace
+
+    from fightlab.sim import cpu
+
+    rec = cpu.backend_record(SimpleNamespace(backend="cpu", threads=3, nworld=5, device="cpu"))
+    assert rec["layout"] == dict(workers=3, nworld=5, worlds_per_worker_max=2)
+    assert rec["backend"] == "cpu" and rec["threads"] == 3 and rec["physics"] == "MuJoCo's C engine"
+    rec = cpu.backend_record(SimpleNamespace(backend="gpu", nworld=5, device="cpu"))
+    assert rec["physics"] == "MuJoCo Warp on cpu" and "layout" not in rec
+
+
+def test_layout_checks_nworld():
+    from fightlab.config import ConfigError
+    from fightlab.sim import cpu
+
+    assert cpu.layout(3, None, 5) == (3, 2, 5)
+    assert cpu.layout(3, 2, 6) == (3, 2, 6)
+    with pytest.raises(ConfigError, match=r"nworld 7 is not workers × worlds_per_worker \(3 × 2 = 6\)"):
+        cpu.layout(3, 2, 7)
+    with pytest.raises(ConfigError, match="nworld must be a positive integer, got 0"):
+        cpu.layout(3, None, 0)
+
+
+def test_copy_options_is_explicit_and_checked(monkeypatch):
+    """Every MjOption field is copied or listed as skipped; a field that does not copy is an
+    error naming it, never a silent pass."""
+    import mujoco
+
+    from fightlab.sim import cpu
+
+    src = mujoco.MjModel.from_xml_string("<mujoco><option timestep='0.003' iterations='7' "
+                                         "gravity='0 0 -3'/></mujoco>")
+    dst = mujoco.MjModel.from_xml_string("<mujoco/>")
+    public = {n for n in dir(src.opt) if not n.startswith("_") and not callable(getattr(src.opt, n))}
+    assert public == set(cpu.OPTION_FIELDS) | set(cpu.OPTION_SKIPPED)
+    cpu.copy_options(src, dst)
+    assert dst.opt.timestep == 0.003 and dst.opt.iterations == 7 and list(dst.opt.gravity) == [0, 0, -3]
+    monkeypatch.setattr(cpu, "OPTION_FIELDS", tuple(f for f in cpu.OPTION_FIELDS if f != "impratio"))
+    with pytest.raises(RuntimeError, match="impratio neither copied"):
+        cpu.copy_options(src, dst)
+
+
+def test_copy_options_names_a_field_that_did_not_copy(monkeypatch):
+    import mujoco
+
+    from fightlab.sim import cpu
+
+    src = mujoco.MjModel.from_xml_string("<mujoco><option timestep='0.003'/></mujoco>")
+    dst = mujoco.MjModel.from_xml_string("<mujoco/>")
+    real = np.array_equal
+    monkeypatch.setattr(cpu.np, "array_equal",
+                        lambda a, b: False if float(np.asarray(a).ravel()[0]) == 0.003 else real(a, b))
+    with pytest.raises(RuntimeError, match=r"MjOption.timestep did not copy"):
+        cpu.copy_options(src, dst)

@@ -121,7 +121,7 @@ class CpuPhysics:
             if getattr(model, size) != getattr(like, size):
                 raise ValueError(f"the spec's model has {size}={getattr(model, size)}, the env's "
                                  f"{getattr(like, size)}: not the same body")
-        _copy_options(like, model)
+        copy_options(like, model)
         _no_log_file()
         self.model = model
         self.nworld = int(nworld)
@@ -243,53 +243,101 @@ def _no_log_file() -> None:
         log.set()
 
 
-def _copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
-    """Copy every numeric MjOption field of `src` onto `dst` (timestep, solver, iterations,
-    tolerances, flags, gravity, …)."""
-    for name in dir(src.opt):
-        if name.startswith("_"):
-            continue
-        v = getattr(src.opt, name)
-        if callable(v):
-            continue
-        if isinstance(v, np.ndarray):
-            getattr(dst.opt, name)[...] = v
-        elif isinstance(v, (int, float)):
-            try:
-                setattr(dst.opt, name, v)
-            except (AttributeError, TypeError):
-                pass
+#: the MjOption fields `copy_options` copies from the env's model onto the C engine's: every
+#: field of MjOption in the pinned mujoco 4.0.0 (the env's model may change any of them, e.g.
+#: timestep, solver iterations, flags)
+OPTION_FIELDS = ("timestep", "impratio", "tolerance", "ls_tolerance", "noslip_tolerance",
+                  "ccd_tolerance", "sleep_tolerance", "density", "viscosity", "o_margin",
+                  "gravity", "wind", "magnetic", "o_solref", "o_solimp", "o_friction",
+                  "integrator", "cone", "jacobian", "solver", "iterations", "ls_iterations",
+                  "noslip_iterations", "ccd_iterations", "sdf_iterations", "sdf_initpoints",
+                  "disableflags", "enableflags", "disableactuator")
+
+#: MjOption fields deliberately not copied, with why: none (every field of MjOption is physics
+#: the two backends must share). A field that a later mujoco adds is in neither tuple, and
+#: `copy_options` refuses it until it is listed in one of them.
+OPTION_SKIPPED: dict[str, str] = {}
 
 
-def layout(workers: int | None, worlds_per_worker: int | None, nworld: int) -> tuple[int, int, int]:
-    """The CPU backend's layout: (workers, worlds_per_worker, nworld).
-
-    workers None means every core (`cpu_count()`); worlds_per_worker None means nworld spread
-    over the workers (rounded up); given both, nworld = workers × worlds_per_worker. More workers
-    than cores is allowed, with one warning on stderr.
+def copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
+    """Copy the MjOption fields `OPTION_FIELDS` of `src` onto `dst`, then check each copied
+    field equal on both.
 
     Raises:
-      ValueError: workers or worlds_per_worker not a positive integer (names the value).
+      RuntimeError: a field of MjOption listed neither in `OPTION_FIELDS` nor in
+        `OPTION_SKIPPED`, or a copied field that is not equal afterwards (names the field and
+        both values).
     """
-    for name, v in (("workers", workers), ("worlds_per_worker", worlds_per_worker)):
+    public = {n for n in dir(src.opt) if not n.startswith("_") and not callable(getattr(src.opt, n))}
+    unlisted = sorted(public - set(OPTION_FIELDS) - set(OPTION_SKIPPED))
+    if unlisted:
+        raise RuntimeError(f"MjOption field(s) {', '.join(unlisted)} neither copied to the CPU backend's "
+                           "model nor listed as skipped (fightlab.sim.cpu.OPTION_FIELDS / OPTION_SKIPPED)")
+    for name in OPTION_FIELDS:
+        v = getattr(src.opt, name)
+        if isinstance(v, np.ndarray):
+            getattr(dst.opt, name)[...] = v
+        else:
+            setattr(dst.opt, name, v)
+    for name in OPTION_FIELDS:
+        a, b = getattr(src.opt, name), getattr(dst.opt, name)
+        if not np.array_equal(np.asarray(a), np.asarray(b)):
+            raise RuntimeError(f"MjOption.{name} did not copy to the CPU backend's model: the env's "
+                               f"model has {a!r}, the C engine's {b!r}")
+
+
+def layout(workers: int | None, worlds_per_worker: int | None,
+           nworld: int | None = None) -> tuple[int, int, int]:
+    """The CPU backend's layout: (workers W, worlds_per_worker K, nworld).
+
+    workers None means every core (`cpu_count()`). Given K, nworld is W × K (a given nworld must
+    equal it); without K, K is nworld spread over the workers, rounded up (the largest number of
+    worlds one worker gets), and nworld stays as given. More workers than cores is allowed, with
+    one warning on stderr.
+
+    Raises:
+      ConfigError (a ValueError): workers, worlds_per_worker or nworld not a positive integer
+        (names the value), nworld missing without worlds_per_worker, or a nworld other than W × K.
+    """
+    from fightlab.config import ConfigError
+
+    for name, v in (("workers", workers), ("worlds_per_worker", worlds_per_worker), ("nworld", nworld)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise ConfigError(f"{name} must be a positive integer, got {v!r}")
     cores = cpu_count()
     w = cores if workers is None else int(workers)
+    if worlds_per_worker is None and nworld is None:
+        raise ConfigError("the CPU layout needs nworld or worlds_per_worker")
+    if worlds_per_worker is not None and nworld is not None and int(nworld) != w * int(worlds_per_worker):
+        raise ConfigError(f"nworld {nworld} is not workers × worlds_per_worker "
+                          f"({w} × {worlds_per_worker} = {w * int(worlds_per_worker)})")
     if w > cores:
         print(f"fightlab: warning: {w} workers on {cores} cores: threads will share cores",
               file=sys.stderr, flush=True)
-    k = -(-int(nworld) // w) if worlds_per_worker is None else int(worlds_per_worker)
-    return w, k, w * k
+    if worlds_per_worker is None:
+        return w, -(-int(nworld) // w), int(nworld)
+    return w, int(worlds_per_worker), w * int(worlds_per_worker)
+
+
+def layout_record(workers: int, nworld: int) -> dict:
+    """The CPU layout as a result row records it: workers W (the pool's threads), nworld (the
+    real world count) and worlds_per_worker_max (ceil(nworld / W), the most worlds one worker
+    has; every worker has that many only when W divides nworld)."""
+    w, n = int(workers), int(nworld)
+    return dict(workers=w, nworld=n, worlds_per_worker_max=-(-n // w))
 
 
 def backend_record(env) -> dict:
-    """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), cores
-    (this process's), and for "cpu" threads, layout ("W×K"), cpu (the CPU's model name; the
+    """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), physics
+    (in words: "gpu" is "MuJoCo Warp on <device>", a GPU or warp's CPU device for smoke checks;
+    "cpu" is "MuJoCo's C engine"), cores (this process's), and for "cpu" threads, layout
+    (`layout_record`: workers, nworld, worlds_per_worker_max) and cpu (the CPU's model name; the
     row's `gpu` column then says `fightlab.meta.cpu_label()`)."""
-    rec = dict(backend=getattr(env, "backend", "gpu"), cores=cpu_count())
+    backend = getattr(env, "backend", "gpu")
+    physics = ("MuJoCo's C engine" if backend == "cpu"
+               else f"MuJoCo Warp on {getattr(env, 'device', '?')}")
+    rec = dict(backend=backend, physics=physics, cores=cpu_count())
     threads = getattr(env, "threads", None)
-    if rec["backend"] == "cpu" and threads:
-        rec.update(threads=int(threads), layout=f"{threads}x{-(-env.nworld // threads)}",
-                   cpu=cpu_model())
+    if backend == "cpu" and threads:
+        rec.update(threads=int(threads), layout=layout_record(threads, env.nworld), cpu=cpu_model())
     return rec
