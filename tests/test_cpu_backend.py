@@ -263,7 +263,7 @@ def test_compare_backends_rows(tmp_path):
     assert warp_row["gpu"] == "cpu"
     for p in (pc, pw):
         assert p["cpu"] == meta.cpu_model() and p["cores"] == meta.cpu_count()
-    assert pc["layout"] == "2x2" and pc["workers"] == 2
+    assert pc["layout"] == {"workers": 2, "nworld": 4, "worlds_per_worker_max": 2} and pc["workers"] == 2
     assert cpu_row["env_steps_ratio_vs_cpu_backend"] == 1.0 == cpu_row["s_per_iter_ratio_vs_cpu_backend"]
     assert warp_row["env_steps_ratio_vs_cpu_backend"] == pytest.approx(
         warp_row["env_steps_per_s"] / cpu_row["env_steps_per_s"])

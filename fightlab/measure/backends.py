@@ -233,8 +233,9 @@ def _backend(row: dict) -> str:
 
 def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, compare_id: str,
          cores: int, model: str, substeps: int) -> dict:
-    layout = (f"{p['workers']}x{p['worlds_per_worker'] or -(-p['nworld'] // p['workers'])}"
-              if p["backend"] == "cpu" else None)
+    from fightlab.sim.cpu import layout_record
+
+    layout = layout_record(p["workers"], p["nworld"]) if p["backend"] == "cpu" else None
     params = dict(compare_id=compare_id, backend=p["backend"], device=p["device"], layout=layout,
                   workers=p["workers"], worlds_per_worker=p["worlds_per_worker"], cores=cores,
                   cpu=model, iterations=iterations, skip=skip, num_steps=r["num_steps"],
