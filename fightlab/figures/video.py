@@ -341,7 +341,7 @@ class _Claims:
         return tmp
 
     def ours(self, tmp: Path) -> bool:
-        key = dict((str(p), k) for p, k in self.files).get(str(tmp))
+        key = {str(p): k for p, k in self.files}.get(str(tmp))
         try:
             st = os.lstat(tmp)
         except OSError:
@@ -350,7 +350,7 @@ class _Claims:
 
     def take_back(self, path: Path, tmp: Path) -> None:
         """Remove `path` if it is the file created as `tmp` (published by this render)."""
-        key = dict((str(p), k) for p, k in self.files).get(str(tmp))
+        key = {str(p): k for p, k in self.files}.get(str(tmp))
         try:
             st = os.lstat(path)
             if key == (st.st_dev, st.st_ino):
@@ -485,8 +485,14 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
       Every message is one line; on any failure the temporaries this call created are removed and
       no output is written.
     """
-    from fightlab.config import (BODY_NAMES, EnvConfig, from_dict, validate_body, validate_device,
-                                 validate_env)
+    from fightlab.config import (
+        BODY_NAMES,
+        EnvConfig,
+        from_dict,
+        validate_body,
+        validate_device,
+        validate_env,
+    )
     from fightlab.rl.checkpoint import load_checkpoint
 
     seconds, fps, width, height, gif_width, gif_fps = validate_video(seconds, fps, width, height,
@@ -545,9 +551,8 @@ def _render_to(claims, mp4_tmp, gif_tmp, out, gif_path, force, body, ck, env_cfg
                seed, zero_action, amplitude, tree_factor, progress, iteration, nframes, times,
                steps, fps, width, height, gif_fps, gif_width) -> dict:
     """Simulate, draw and stream the frames into the claimed temporaries, then publish them."""
-    from PIL import Image
-
     import imageio.v3 as iio
+    from PIL import Image
 
     qpos, push, fall, mjm, torso, sim_s = _run_episode(
         body, ck, env_cfg, nsteps, device, int(seed), zero_action, float(amplitude),
