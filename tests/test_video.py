@@ -126,3 +126,146 @@ def test_render_without_gl_or_video_library_says_what_to_install(tmp_path, monke
     with pytest.raises(video.RenderError):
         video.render_episode(None, out=out, body="simple", zero_action=True)
     assert issubclass(video.RenderError, ConfigError)
+
+
+ZERO = ["render", "--zero-action", "--body", "simple", "--seconds", "0.2", "--fps", "10", "--width", "32",
+        "--height", "32", "--gif-width", "16", "--no-progress"]
+
+
+def _no_simulation(monkeypatch):
+    from fightlab.envs import stance
+
+    def fail(*a, **k):
+        raise AssertionError("simulated before refusing")
+    monkeypatch.setattr(stance, "StanceEnv", fail)
+
+
+def _after_simulation(monkeypatch, then):
+    """Run `then()` when the episode's env closes (after the simulation, before the drawing)."""
+    from fightlab.envs import stance
+
+    class Env(stance.StanceEnv):
+        def close(self):
+            super().close()
+            then()
+    monkeypatch.setattr(stance, "StanceEnv", Env)
+
+
+@needs_render
+def test_an_unwritable_output_is_one_line_before_any_simulation(monkeypatch, capsys):
+    _no_simulation(monkeypatch)
+    assert main([*ZERO, "--out", "/proc/x.mp4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and err.count("\n") == 1 and "'/proc'" in err, err
+
+
+@needs_render
+def test_a_user_file_named_like_the_temporary_is_refused_and_kept(tmp_path, monkeypatch, capsys):
+    _no_simulation(monkeypatch)
+    mine = tmp_path / ".clip.partial.gif"
+    mine.write_text("mine")
+    assert main([*ZERO, "--out", str(tmp_path / "clip.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(mine) in err and "not this render's" in err, err
+    assert mine.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".clip.partial.gif"]   # its MP4 claim removed
+
+
+@needs_render
+def test_gif_frames_over_the_memory_limit_are_refused_up_front(tmp_path, monkeypatch, capsys):
+    _no_simulation(monkeypatch)
+    args = ["render", "--zero-action", "--body", "simple", "--seconds", "600", "--fps", "120", "--width", "3840",
+            "--height", "3840", "--gif-width", "3840", "--gif-fps", "120", "--out", str(tmp_path / "big.mp4")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GiB of memory" in err and "limit of 2 GiB" in err and "72000" in err, err
+    assert not list(tmp_path.iterdir())
+    # without the GIF, nothing is held: the same sizes pass this check (sim refused by the stub)
+    with pytest.raises(AssertionError, match="simulated before"):
+        video.render_episode(None, out=tmp_path / "big.mp4", body="simple", zero_action=True, seconds=600,
+                             fps=120, width=3840, height=3840, gif=False, progress=False)
+    assert not list(tmp_path.iterdir()), "a temporary was left behind"
+
+
+@needs_render
+def test_frames_stream_to_the_writer_one_at_a_time(tmp_path, monkeypatch):
+    import imageio.v2 as iio2
+
+    real, log = iio2.get_writer, []
+
+    class Spy:
+        def __init__(self, *a, **k):
+            self.w = real(*a, **k)
+
+        def append_data(self, im):
+            assert im.shape == (32, 32, 3)
+            log.append("append")
+            self.w.append_data(im)
+
+        def close(self):
+            self.w.close()
+
+    import mujoco
+
+    class Renderer(mujoco.Renderer):
+        def render(self, *a, **k):
+            log.append("draw")
+            return super().render(*a, **k)
+
+    monkeypatch.setattr(iio2, "get_writer", Spy)
+    monkeypatch.setattr(mujoco, "Renderer", Renderer)
+    out = tmp_path / "s.mp4"
+    res = video.render_episode(None, out=out, body="simple", zero_action=True, seconds=0.3, fps=10,
+                               width=32, height=32, gif_width=16, progress=False)
+    assert log == ["draw", "append"] * 3 and res["frames"] == 3 and res["gif_frames"] == 3
+    assert _frames(out).shape == (3, 32, 32, 3) and _frames(res["gif"]).shape[1:3] == (16, 16)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.gif", "s.mp4"]
+
+
+@needs_render
+def test_a_failing_video_writer_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    import imageio.v2 as iio2
+
+    class Broken:
+        def __init__(self, *a, **k):
+            pass
+
+        def append_data(self, im):
+            raise OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y ...\n\nFFMPEG STDERR OUTPUT:\n")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(iio2, "get_writer", Broken)
+    out = tmp_path / "v" / "clip.mp4"
+    assert main([*ZERO, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(out) in err and "Broken pipe" in err and "FFMPEG" not in err, err
+    assert not list(tmp_path.iterdir()), "a temporary (or the folder made for it) was left behind"
+
+
+@needs_render
+def test_an_output_created_while_rendering_is_never_overwritten(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "clip.mp4"
+    _after_simulation(monkeypatch, lambda: out.write_text("written meanwhile"))
+    assert main([*ZERO, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "appeared while rendering" in err and str(out) in err, err
+    assert out.read_text() == "written meanwhile"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]   # no GIF, no temporaries
+    # the GIF appearing: the MP4 this render published is taken back too
+    out.unlink()
+    gif = out.with_suffix(".gif")
+
+    monkeypatch.undo()
+    _after_simulation(monkeypatch, lambda: gif.write_text("mine"))
+    assert main([*ZERO, "--out", str(out)]) == 2
+    assert "appeared while rendering" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.gif"] and gif.read_text() == "mine"
+    # with --force the file is replaced
+    monkeypatch.undo()
+    _after_simulation(monkeypatch, lambda: out.write_text("written meanwhile"))
+    assert main([*ZERO, "--out", str(out), "--force"]) == 0
+    capsys.readouterr()
+    assert _frames(out).shape == (2, 32, 32, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.gif", "clip.mp4"]

@@ -14,11 +14,19 @@ world, not the training loop: the reads are fine here). Each frame is drawn with
 follows the pelvis; a push is an orange arrow into the torso along the push, with its impulse
 written in the corner, and a fall (the env resets the world in the same step) a red "fall" note.
 
-The MP4 is H.264 through imageio's ffmpeg plugin (``imageio-ffmpeg`` bundles an ffmpeg binary);
-the GIF, for a README, is downscaled to ``gif_width`` pixels at ``gif_fps`` frames per second
-through imageio's pillow plugin. Default output: ``<run folder>/video/episode-it<N>-seed<S>.mp4``
-(+ ``.gif``) beside a checkpoint in a fightlab run folder, else under ``runs/video/``. An existing
-output is refused unless ``force``: fightlab never overwrites a file silently.
+The MP4 is H.264 through imageio's ffmpeg plugin (``imageio-ffmpeg`` bundles an ffmpeg binary),
+streamed: each frame goes to ffmpeg as it is drawn, so only the GIF's frames are held in memory
+(refused up front beyond :data:`MAX_GIF_BYTES`). The GIF, for a README, is downscaled to
+``gif_width`` pixels at ``gif_fps`` frames per second through imageio's pillow plugin. Default
+output: ``<run folder>/video/episode-it<N>-seed<S>.mp4`` (+ ``.gif``) beside a checkpoint in a
+fightlab run folder, else under ``runs/video/``.
+
+Outputs are written to temporaries beside them, ``.<name>.partial.mp4`` (``.gif``), created
+exclusively before the simulation starts (which checks that the folder is writable and claims
+the names; a file of that name that fightlab did not just create is refused, never touched). At
+the end a temporary is published with a hard link, which fails if the output appeared in the
+meantime, so an existing file is never overwritten unless ``force`` (then ``os.replace``). On
+any failure the temporaries fightlab created are removed.
 """
 
 from __future__ import annotations
@@ -42,12 +50,14 @@ FALL_MARK_S = 0.8
 #: the largest frame side and frame rate accepted
 MAX_SIDE = 3840
 MAX_FPS = 120
+#: the most memory the GIF's frames (held until the GIF is written) may take [bytes]
+MAX_GIF_BYTES = 2 * 1024 ** 3
 _PUSH_RGBA = np.array([1.0, 0.45, 0.0, 1.0], np.float32)
 
 
 class RenderError(ConfigError):
     """Rendering cannot run here: no offscreen GL library or no video library (the message says
-    what to install)."""
+    what to install), or the video writer failed (the message names the file)."""
 
 
 def render_available() -> tuple[bool, str]:
@@ -214,7 +224,8 @@ def _overlay(img: np.ndarray, lines: list[tuple[str, tuple[int, int, int]]], cor
 
 def _render_frames(body, mjm, torso_env, qpos, force, fall, steps, times, width, height, env_cfg,
                    label, progress, azimuth=145.0, elevation=-10.0, distance=3.2):
-    """Draw one frame per entry of `steps` (index into qpos); returns uint8 [n, height, width, 3]."""
+    """Draw one frame per entry of `steps` (index into qpos); yields uint8 [height, width, 3]
+    frames one at a time (the caller streams them; none is kept here)."""
     import mujoco
     from tqdm import tqdm
 
@@ -239,11 +250,10 @@ def _render_frames(body, mjm, torso_env, qpos, force, fall, steps, times, width,
     data.qpos[:] = qpos[0]
     mujoco.mj_kinematics(model, data)
     look_z = 0.5 * float(data.xpos[model.body("head").id][2])  # the stance's: steady through falls
-    frames = np.zeros((len(steps), height, width, 3), np.uint8)
     renderer = mujoco.Renderer(model, height=height, width=width)
     try:
-        for k, (s, t) in enumerate(tqdm(list(zip(steps, times)), desc=f"render {body}: draw",
-                                        unit="frame", disable=not progress)):
+        for s, t in tqdm(list(zip(steps, times)), desc=f"render {body}: draw", unit="frame",
+                         disable=not progress):
             data.qpos[:] = qpos[s]
             mujoco.mj_kinematics(model, data)
             renderer.update_scene(data, camera=camera(model, data, azimuth, elevation, distance, look_z),
@@ -260,34 +270,181 @@ def _render_frames(body, mjm, torso_env, qpos, force, fall, steps, times, width,
                 notes.append(("fall: reset", (200, 0, 0)))
             img = renderer.render()
             img = _overlay(img, notes, "tl")
-            frames[k] = _overlay(img, [(label, (60, 60, 60))], "tr")
+            yield _overlay(img, [(label, (60, 60, 60))], "tr")
     finally:
         renderer.close()
-    return frames
 
 
-def _gif_frames(frames: np.ndarray, fps: int, gif_fps: int, gif_width: int) -> tuple[np.ndarray, float]:
-    """Every n-th frame (n = round(fps / gif_fps)), downscaled to `gif_width`; returns (frames,
-    duration of one GIF frame in ms)."""
-    from PIL import Image
-
+def _gif_plan(nframes: int, fps: int, gif_fps: int, width: int, height: int,
+              gif_width: int) -> tuple[int, int, int, int]:
+    """The GIF keeps every n-th frame (n = round(fps / gif_fps)), downscaled to at most
+    `gif_width`; returns (n, frames kept, gif width, gif height)."""
     step = max(1, int(round(fps / gif_fps)))
-    h, w = frames.shape[1:3]
-    gw = min(gif_width, w)
-    gh = max(2, int(round(h * gw / w)))
-    out = np.stack([np.asarray(Image.fromarray(f).resize((gw, gh), Image.LANCZOS)) for f in frames[::step]])
-    return out, 1000.0 * step / fps
+    gw = min(gif_width, width)
+    gh = max(2, int(round(height * gw / width)))
+    return step, len(range(0, nframes, step)), gw, gh
 
 
-def _write(path: Path, write) -> None:
-    """Write through a temporary beside `path`, then rename (a failed write leaves nothing behind)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+def _check_gif_memory(nframes, fps, gif_fps, width, height, gif_width) -> None:
+    """Refuse, before any work, a GIF whose frames would take more than MAX_GIF_BYTES."""
+    _, n, gw, gh = _gif_plan(nframes, fps, gif_fps, width, height, gif_width)
+    need = n * gw * gh * 3
+    if need > MAX_GIF_BYTES:
+        raise ConfigError(f"the GIF's {n} frames of {gw}x{gh} would take {need / 2 ** 30:.1f} GiB of "
+                          f"memory, more than the limit of {MAX_GIF_BYTES / 2 ** 30:g} GiB: lower "
+                          "--seconds, --gif-fps or --gif-width, or pass --no-gif")
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.stem}.partial{path.suffix}")
+
+
+class _Claims:
+    """The temporaries fightlab created for one render (and the folders it made for them): each
+    is created exclusively, remembered by its inode, and removed on failure only if the name still
+    holds that file (never a file fightlab did not create)."""
+
+    def __init__(self):
+        self.files: list[tuple[Path, tuple[int, int]]] = []
+        self.folders: list[Path] = []
+
+    def folder(self, folder: Path) -> None:
+        missing = []
+        f = folder
+        while not f.exists() and f != f.parent:
+            missing.append(f)
+            f = f.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create the output folder {str(folder)!r}: "
+                              f"{e.strerror or e}") from None
+        self.folders.extend(missing)      # deepest first
+
+    def claim(self, path: Path) -> Path:
+        """Create `path`'s temporary exclusively (O_CREAT | O_EXCL); returns it."""
+        self.folder(path.parent)
+        tmp = _partial(path)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise ConfigError(f"{str(tmp)!r} exists and is not this render's temporary: fightlab "
+                              "does not touch it; remove it or choose another --out") from None
+        except OSError as e:
+            raise ConfigError(f"cannot write in the output folder {str(path.parent)!r} "
+                              f"({e.strerror or e}); choose another --out") from None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self.files.append((tmp, (st.st_dev, st.st_ino)))
+        return tmp
+
+    def ours(self, tmp: Path) -> bool:
+        key = {str(p): k for p, k in self.files}.get(str(tmp))
+        try:
+            st = os.lstat(tmp)
+        except OSError:
+            return False
+        return key == (st.st_dev, st.st_ino)
+
+    def take_back(self, path: Path, tmp: Path) -> None:
+        """Remove `path` if it is the file created as `tmp` (published by this render)."""
+        key = {str(p): k for p, k in self.files}.get(str(tmp))
+        try:
+            st = os.lstat(path)
+            if key == (st.st_dev, st.st_ino):
+                os.unlink(path)
+        except OSError:
+            pass
+
+    def cleanup(self) -> None:
+        """Remove the temporaries still ours, then the folders made for them if left empty."""
+        for tmp, _ in self.files:
+            if self.ours(tmp):
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        for f in self.folders:
+            try:
+                f.rmdir()
+            except OSError:
+                break
+
+
+def _publish(tmp: Path, path: Path, force: bool) -> None:
+    """Move the finished temporary to `path`: without `force` through a hard link, which fails if
+    `path` exists (a file that appeared while rendering is never overwritten); with it,
+    os.replace."""
     try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        if force:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:
+            # a filesystem without hard links: claim the name exclusively, then replace our claim
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.replace(tmp, path)
+            return
+        os.unlink(tmp)
+    except FileExistsError:
+        raise ConfigError(f"output {str(path)!r} appeared while rendering: fightlab does not "
+                          "overwrite a file (this render was discarded); choose another --out or "
+                          "pass --force") from None
+    except OSError as e:
+        raise RenderError(f"cannot publish {str(tmp)!r} as {str(path)!r}: {e.strerror or e}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+class _Mp4:
+    """imageio's ffmpeg writer, fed one frame at a time (ffmpeg quiet); its errors become one
+    RenderError naming the file."""
+
+    def __init__(self, tmp: Path, out: Path, fps: int):
+        import imageio.v2 as iio2
+
+        self.tmp, self.out, self.seconds = tmp, out, 0.0
+        try:
+            self.w = iio2.get_writer(str(tmp), format="FFMPEG", mode="I", fps=fps, codec="libx264",
+                                     macro_block_size=2, ffmpeg_log_level="quiet")
+        except Exception as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException):
+        raise RenderError(f"cannot write the video {str(self.out)!r} (through {self.tmp.name}): "
+                          f"{_first_line(e)}") from None
+
+    def append(self, frame: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.w.append_data(frame)
+        except Exception as e:
+            self._fail(e)
+        self.seconds += time.perf_counter() - t0
+
+    def close(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.w.close()
+        except Exception as e:
+            self._fail(e)
+        self.seconds += time.perf_counter() - t0
+        if self.tmp.stat().st_size == 0:
+            self._fail(RuntimeError("ffmpeg wrote nothing (a full disk?)"))
+
+    def abort(self) -> None:
+        try:
+            self.w.close()
+        except Exception:
+            pass
 
 
 def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 30, width: int = 640,
@@ -317,13 +474,25 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
       checkpoint), zero_action, seed, simulate_s, render_s, write_s (wall-clock s).
 
     Raises:
-      ConfigError: a bad value (named, with the valid range), an existing output without
-        ``force``, a non-.mp4 output; RenderError (a ConfigError): no GL or video library, the
-        message says what to install. CheckpointError: a missing or unreadable checkpoint.
-      OSError: the output cannot be written.
+      ConfigError: before any simulation: a bad value (named, with the valid range), a non-.mp4
+        output, an existing output without ``force``, an output folder that cannot be created or
+        written (named), a temporary name (``.<name>.partial.mp4``/``.gif``) taken by a file that
+        is not this render's, GIF frames over :data:`MAX_GIF_BYTES` (the estimate and the limit);
+        at the end: an output that appeared while rendering, without ``force`` (the render is
+        discarded, the file untouched). RenderError (a ConfigError): no GL or video library (the
+        message says what to install), or the video writer or the publishing rename failed (the
+        message names the file). CheckpointError: a missing or unreadable checkpoint.
+      Every message is one line; on any failure the temporaries this call created are removed and
+      no output is written.
     """
-    from fightlab.config import (BODY_NAMES, EnvConfig, from_dict, validate_body, validate_device,
-                                 validate_env)
+    from fightlab.config import (
+        BODY_NAMES,
+        EnvConfig,
+        from_dict,
+        validate_body,
+        validate_device,
+        validate_env,
+    )
     from fightlab.rl.checkpoint import load_checkpoint
 
     seconds, fps, width, height, gif_width, gif_fps = validate_video(seconds, fps, width, height,
@@ -356,36 +525,79 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
     if not ok:
         raise RenderError(f"cannot render: {why}")
 
-    import imageio.v3 as iio
-
     dt = env_cfg.control_dt
     nsteps = max(1, int(round(seconds / dt)))
     nframes = max(1, int(round(seconds * fps)))
+    if gif_path is not None:
+        _check_gif_memory(nframes, fps, gif_fps, width, height, gif_width)
     times = np.arange(nframes) / fps
     steps = np.minimum(np.rint(times / dt).astype(int), nsteps)
+    claims = _Claims()
+    try:
+        mp4_tmp = claims.claim(out)
+        gif_tmp = claims.claim(gif_path) if gif_path is not None else None
+        res = _render_to(claims, mp4_tmp, gif_tmp, out, gif_path, force, body, ck, env_cfg,
+                         nsteps, device, seed, zero_action, amplitude, tree_factor, progress,
+                         iteration, nframes, times, steps, fps, width, height, gif_fps, gif_width)
+    except BaseException:
+        claims.cleanup()
+        raise
+    res.update(body=body, run_id=run_id, iteration=iteration, zero_action=zero_action or ck is None,
+               seed=int(seed))
+    return res
+
+
+def _render_to(claims, mp4_tmp, gif_tmp, out, gif_path, force, body, ck, env_cfg, nsteps, device,
+               seed, zero_action, amplitude, tree_factor, progress, iteration, nframes, times,
+               steps, fps, width, height, gif_fps, gif_width) -> dict:
+    """Simulate, draw and stream the frames into the claimed temporaries, then publish them."""
+    import imageio.v3 as iio
+    from PIL import Image
+
     qpos, push, fall, mjm, torso, sim_s = _run_episode(
         body, ck, env_cfg, nsteps, device, int(seed), zero_action, float(amplitude),
         tree_factor, progress)
     policy = "zero action" if (zero_action or ck is None) else f"it {iteration}"
+    step, _, gw, gh = _gif_plan(nframes, fps, gif_fps, width, height, gif_width)
+    small = []
     t0 = time.perf_counter()
-    frames = _render_frames(body, mjm, torso, qpos, push, fall, steps, times, width, height, env_cfg,
-                            f"{body} · {policy}", progress)
-    render_s = time.perf_counter() - t0
+    mp4 = _Mp4(mp4_tmp, out, fps)
+    frames = _render_frames(body, mjm, torso, qpos, push, fall, steps, times, width, height,
+                            env_cfg, f"{body} · {policy}", progress)
+    try:
+        for k, frame in enumerate(frames):
+            mp4.append(frame)
+            if gif_tmp is not None and k % step == 0:
+                small.append(np.asarray(Image.fromarray(frame).resize((gw, gh), Image.LANCZOS)))
+        frames.close()
+        mp4.close()
+    except BaseException:
+        frames.close()
+        mp4.abort()
+        raise
+    render_s = time.perf_counter() - t0 - mp4.seconds
     t0 = time.perf_counter()
-    _write(out, lambda p: iio.imwrite(p, frames, plugin="FFMPEG", fps=fps, codec="libx264",
-                                      macro_block_size=2))
-    gif_frames = 0
-    if gif_path is not None:
-        small, ms = _gif_frames(frames, fps, gif_fps, gif_width)
-        gif_frames = len(small)
-        _write(gif_path, lambda p: iio.imwrite(p, small, plugin="pillow", extension=".gif",
-                                               duration=ms, loop=0))
-    write_s = time.perf_counter() - t0
+    if gif_tmp is not None:
+        try:
+            iio.imwrite(gif_tmp, np.stack(small), plugin="pillow", extension=".gif",
+                        duration=1000.0 * step / fps, loop=0)
+        except Exception as e:
+            raise RenderError(f"cannot write the GIF {str(gif_path)!r} (through {gif_tmp.name}): "
+                              f"{_first_line(e)}") from None
+    gif_frames = len(small)
+    del small
+    _publish(mp4_tmp, out, force)
+    if gif_tmp is not None:
+        try:
+            _publish(gif_tmp, gif_path, force)
+        except BaseException:
+            claims.take_back(out, mp4_tmp)   # the MP4 just published is this render's: no half output
+            raise
+    write_s = time.perf_counter() - t0 + mp4.seconds
     shown = steps[-1]
     return dict(mp4=out, gif=gif_path, mp4_bytes=out.stat().st_size,
                 gif_bytes=gif_path.stat().st_size if gif_path is not None else None,
                 frames=nframes, gif_frames=gif_frames, seconds=nframes / fps, fps=fps, width=width,
                 height=height, pushes=sum(1 for p in _push_starts(push) if p <= shown),
-                falls=int(fall[:shown + 1].sum()), body=body, run_id=run_id, iteration=iteration,
-                zero_action=zero_action or ck is None, seed=int(seed), simulate_s=sim_s,
-                render_s=render_s, write_s=write_s)
+                falls=int(fall[:shown + 1].sum()), simulate_s=sim_s, render_s=render_s,
+                write_s=write_s)
