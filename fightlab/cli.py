@@ -709,6 +709,11 @@ def cmd_sweep(a) -> int:
         from fightlab.measure.report import published_runs
         from fightlab.paths import REPO_ROOT
 
+        given = [f for f, on in (("--solve", a.solve), ("--publish", a.publish),
+                                 ("--device", a.device is not None)) if on]
+        if given:
+            raise ConfigError(f"sweep --summary only reads data/ (no measurement); it does not take "
+                              f"{', '.join(given)}: run those without --summary")
         table = sweep.time_to_solve_table(results.read_rows("sweep", REPO_ROOT), published_runs(REPO_ROOT))
         if table.empty:
             print(f"sweep: no rows in {results.results_path('sweep', REPO_ROOT)} yet")
@@ -724,20 +729,31 @@ def cmd_sweep(a) -> int:
                                       sweep.parse_seed_list(_given(a.seeds, sweep.SOLVE_SEEDS)),
                                       concurrent=a.concurrent, publish=True,
                                       max_iterations=_given(a.max_iterations, sweep.SOLVE_MAX_ITERATIONS))
+        gpu = _default_device() != "cpu"
+        if a.run and not gpu:
+            raise ConfigError("sweep --solve --run publishes train rows, which needs a GPU; this machine "
+                              "has none (warp sees no CUDA device): run it on a GPU machine")
         print(sweep.command_line(argv))
+        if not gpu:
+            print("(for a GPU machine: its trainings --publish train rows, which needs a GPU, and this "
+                  "machine has none; run it there, then python -m fightlab sweep --summary)")
+            return 0
         if not a.run:
             print("(add --run to run it; then python -m fightlab sweep --summary)")
             return 0
         return main(argv)
     nworlds = sweep.parse_nworld_list(_given(a.nworld_list, list(sweep.NWORLDS)))
     device = validate_device(_given(a.device, _default_device()))
+    if device == "cpu" and a.nworld_list is None:
+        raise ConfigError(f"sweep on the CPU needs --nworld-list: the default list ("
+                          f"{sweep.NWORLDS[0]} … {sweep.NWORLDS[-1]} worlds, {len(sweep.NWORLDS)} points "
+                          "per body) is sized for a GPU; pass small counts, e.g. --nworld-list 4,8")
     check_publish(a.publish, device, "sweep rows")
-    if a.sweep_id is not None and not (a.sweep_id.strip() and "/" not in a.sweep_id):
-        raise ConfigError(f"--sweep-id must be a folder name under runs/sweep/, got {a.sweep_id!r}")
+    sweep_dir = None if a.sweep_id is None else sweep.validate_sweep_id(a.sweep_id, RUNS / "sweep")
     try:
         rows = sweep.run_sweep(bodies, nworlds, device=device, iterations=a.iterations, skip=a.skip,
                                seed=a.seed, publish=a.publish, progress=not a.no_progress,
-                               sweep_dir=None if a.sweep_id is None else RUNS / "sweep" / a.sweep_id)
+                               sweep_dir=sweep_dir)
     except KeyboardInterrupt:
         print("fightlab: sweep interrupted; its finished points are kept: run the same command "
               "again to continue it", file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 from fightlab.paths import RUNS
@@ -296,8 +297,8 @@ def validate_nworld(nworld) -> int:
     if isinstance(nworld, bool) or not isinstance(nworld, int):
         if isinstance(nworld, float) and nworld.is_integer():
             nworld = int(nworld)
-        elif isinstance(nworld, str) and nworld.strip().lstrip("+-").isdigit():
-            nworld = int(nworld)
+        elif isinstance(nworld, str) and re.fullmatch(r"[+-]?[0-9]+", nworld.strip()):
+            nworld = int(nworld)  # (not str.isdigit: it accepts "²", which int() rejects)
         else:
             raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
     if nworld <= 0:
@@ -346,7 +347,7 @@ def resolve_device(device, *, has_cuda=None) -> str:
     d = str(device).strip().lower()
     if d == "cpu":
         return "cpu"
-    if not (d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit())):
+    if not (d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:]))):
         raise ConfigError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     if not has_cuda():
         raise ConfigError(f"device {device!r} asks for a GPU but this machine has none (warp sees "
@@ -414,7 +415,7 @@ def validate_device(device) -> str:
     d = device.strip().lower()
     if d == "cpu":
         return "cpu"
-    if d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
+    if d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:])):
         wp = init_warp()
         cuda = [str(x) for x in wp.get_cuda_devices()]
         if not cuda:

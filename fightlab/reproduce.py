@@ -14,6 +14,7 @@ Each notebook shows a progress bar over its cells; `log_output=True` streams the
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
 
     size = validate_size(size)
     nbs = notebooks()
-    bad = [o for o in (only or []) if not (isinstance(o, str) and o.strip().isdigit())]
+    bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
     if bad:
         raise ConfigError(f"--only takes notebook numbers such as 06, got {bad[0]!r}; notebooks: "
                           f"{', '.join(nbs) or 'none'}")

@@ -69,12 +69,119 @@ def synthetic_root(tmp_path):
     ("128,256,128", "128 is listed twice"),
     ("128,99999999", "'99999999' is above the most worlds accepted (4194304)"),
     ("", "needs at least one world count"),
+    ("²", "'²' is not an integer"),  # str.isdigit accepts it, int() does not
+    ("128,٣", "'٣' is not an integer"),
 ])
 def test_bad_nworld_lists_are_one_clear_line(value, expect, capsys):
     assert main(["sweep", "--device", "cpu", "--nworld-list", value]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fightlab: error: --nworld-list: " if value else "fightlab: error: ") and expect in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_unicode_digits_are_one_clear_line(capsys):
+    with pytest.raises(ConfigError, match="'²' is not a seed"):
+        sweep.parse_seed_list("0,²")
+    assert sweep.parse_seed_list(" 0, +1") == [0, 1] and sweep.int_text(" -3 ") == -3
+    from fightlab.config import resolve_device, validate_device, validate_nworld
+
+    for bad in ("²", "1²", "٣"):
+        with pytest.raises(ConfigError, match="nworld must be a positive integer"):
+            validate_nworld(bad)
+    assert validate_nworld(" 64 ") == 64
+    with pytest.raises(ConfigError, match="'cuda:²'"):
+        validate_device("cuda:²")
+    with pytest.raises(ConfigError, match="'cuda:²'"):
+        resolve_device("cuda:²", has_cuda=lambda: True)
+    assert main(["sweep", "--solve", "--seeds", "²"]) == 2
+    err = capsys.readouterr().err
+    assert "'²' is not a seed" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sid", ["..", ".", "a/b", "../x", "-x", ".hidden", "a b", "x/..", ""])
+def test_bad_sweep_ids_are_refused_before_any_write(sid, tmp_path, monkeypatch, capsys):
+    import fightlab.cli as cli
+
+    monkeypatch.setattr(cli, "RUNS", tmp_path / "runs")
+    assert main(["sweep", "--device", "cpu", "--nworld-list", "4", f"--sweep-id={sid}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"fightlab: error: --sweep-id {sid!r} refused") and "[A-Za-z0-9]" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_sweep_id_folder_must_sit_directly_under_the_sweep_root(tmp_path):
+    root = tmp_path / "runs" / "sweep"
+    assert sweep.validate_sweep_id("cpu-1a2b.c_d", root) == root / "cpu-1a2b.c_d"
+    root.mkdir(parents=True)
+    (root / "link").symlink_to(tmp_path)  # a name that passes the rule but points elsewhere
+    with pytest.raises(ConfigError, match="'link' refused.*resolves to"):
+        sweep.validate_sweep_id("link", root)
+
+
+def test_sweep_refuses_ignored_and_unsafe_flag_combinations(monkeypatch, capsys):
+    import fightlab.cli as cli
+
+    for extra in (["--solve"], ["--publish"], ["--device", "cpu"]):
+        assert main(["sweep", "--summary", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"does not take {extra[0]}" in err and len(err.splitlines()) == 1, err
+    # no GPU here: --solve prints the batch for a GPU machine, --solve --run is refused
+    monkeypatch.setattr(cli, "_default_device", lambda: "cpu")
+    assert main(["sweep", "--solve"]) == 0
+    out = capsys.readouterr().out
+    assert "python -m fightlab batch" in out and "for a GPU machine" in out
+    assert main(["sweep", "--solve", "--run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs a GPU" in err and len(err.splitlines()) == 1
+    # the GPU-sized default world counts on the CPU: refused, with an example
+    assert main(["sweep", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--nworld-list 4,8" in err and len(err.splitlines()) == 1
+    assert main(["sweep"]) == 2  # no GPU: the default device is the CPU
+    assert "--nworld-list 4,8" in capsys.readouterr().err
+    # with a GPU, --solve without --run only prints it
+    monkeypatch.setattr(cli, "_default_device", lambda: "cuda:0")
+    assert main(["sweep", "--solve"]) == 0
+    assert "add --run to run it" in capsys.readouterr().out
+
+
+def test_default_sweep_id_depends_on_the_commit(monkeypatch):
+    opts = sweep.sweep_options(["simple"], [4], "cpu", 3, 1, 0)
+    assert sweep.sweep_id(opts, "aaaaaaa") == sweep.sweep_id(opts, "aaaaaaa")
+    assert sweep.sweep_id(opts, "aaaaaaa") != sweep.sweep_id(opts, "bbbbbbb")
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "ccccccc")
+    assert sweep.sweep_id(opts) == sweep.sweep_id(opts, "ccccccc")
+    assert sweep.sweep_folder(opts).name == sweep.sweep_id(opts, "ccccccc")
+
+
+def _fake_point(body, nworld, *a, **k):
+    return dict(s_per_iter=0.1, s_per_iter_min=0.1, s_per_iter_max=0.1, rollout_s_per_iter=0.08,
+                update_s_per_iter=0.02, env_steps_per_s=nworld * 4 / 0.1, host_reads_per_iter=1.0,
+                graph_fallbacks=0, iterations=2, num_steps=4, compile_s=0.0, learner="x")
+
+
+def test_resuming_a_sweep_of_another_commit_says_so(tmp_path, monkeypatch):
+    folder = tmp_path / "runs" / "sweep" / "mine"
+    kw = dict(device="cpu", iterations=3, skip=1, sweep_dir=folder, point=_fake_point)
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "aaaaaaa")
+    logs = []
+    sweep.run_sweep(["simple"], [4, 8], log=logs.append, **kw)
+    assert not any("kept" in line for line in logs)
+    assert sweep.read_state(folder)["points"]["simple/4"]["commit"] == "aaaaaaa"
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "bbbbbbb")
+    logs.clear()
+    rows = sweep.run_sweep(["simple"], [4, 8], log=logs.append, **kw)
+    assert len(rows) == 2
+    assert ("sweep mine: 2 points from commit aaaaaaa kept; pass a new --sweep-id to re-measure"
+            in logs), logs
+    # an older sweep.json without commits: the rows' commit is used
+    state = sweep.read_state(folder)
+    for e in state["points"].values():
+        e.pop("commit")
+    (folder / sweep.STATE).write_text(json.dumps(state))
+    logs.clear()
+    sweep.run_sweep(["simple"], [4, 8], log=logs.append, **kw)
+    assert any("2 points from commit aaaaaaa kept" in line for line in logs), logs
 
 
 def test_parse_lists():
@@ -304,3 +411,7 @@ def test_notebook_04_at_smoke_size(tmp_path):
     nb = json.loads((tmp_path / "04_world_sweep-smoke.ipynb").read_text())
     out = json.dumps([c.get("outputs", []) for c in nb["cells"]])
     assert "s_per_iter" in out and "python -m fightlab batch" in out and "nworld auto" in out
+    # the parameters cell prints the folder the sweep really ran in
+    folders = [p for p in sweep.SWEEP_ROOT.iterdir() if p.name.startswith("cpu-")]
+    shown = [f for f in folders if f"'sweep_dir': '{f}'" in out]
+    assert len(shown) == 1 and (shown[0] / sweep.STATE).is_file(), out[:2000]

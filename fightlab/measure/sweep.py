@@ -42,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +52,7 @@ import pandas as pd
 
 from fightlab import results
 from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, to_dict, validate_body
+from fightlab import meta
 from fightlab.meta import new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
 
@@ -74,10 +76,35 @@ SWEEP_ROOT = RUNS / "sweep"
 STATE = "sweep.json"
 LOCK = ".fightlab-sweep.lock"
 FORMAT = "fightlab-sweep-1"
-
+#: a sweep id: one folder name directly under runs/sweep/
+SWEEP_ID_RULE = "[A-Za-z0-9][A-Za-z0-9._-]*"
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 # --- input -----------------------------------------------------------------------------------
+
+def int_text(s) -> int | None:
+    """``s`` as an int when it is ASCII decimal text (optional sign, spaces around), else None
+    (str.isdigit also accepts digits such as "²" that int() rejects)."""
+    if isinstance(s, str) and _INT.fullmatch(s.strip()):
+        return int(s.strip())
+    return None
+
+
+def validate_sweep_id(sid, root: Path | str | None = None) -> Path:
+    """The folder of sweep id ``sid``: ``root`` (default runs/sweep)/<sid>. Raises ConfigError
+    (one line naming the id and the rule) unless ``sid`` matches `SWEEP_ID_RULE`, is not "." or
+    "..", and the resolved folder sits directly under ``root``."""
+    root = Path(root) if root is not None else SWEEP_ROOT
+    rule = (f"a sweep id is one folder name directly under {root}: it must match {SWEEP_ID_RULE} "
+            "and not be '.' or '..'")
+    if not (isinstance(sid, str) and re.fullmatch(SWEEP_ID_RULE, sid) and sid not in (".", "..")):
+        raise ConfigError(f"--sweep-id {sid!r} refused: {rule}")
+    folder = root / sid
+    if folder.resolve().parent != root.resolve():
+        raise ConfigError(f"--sweep-id {sid!r} refused: {rule} (it resolves to {folder.resolve()})")
+    return folder
+
 
 def parse_nworld_list(value, what: str = "--nworld-list") -> list[int]:
     """World counts from ``"128,256,512"`` or a list of ints, in the order given.
@@ -102,8 +129,8 @@ def parse_nworld_list(value, what: str = "--nworld-list") -> list[int]:
         n = None
         if isinstance(raw, int) and not isinstance(raw, bool):
             n = raw
-        elif isinstance(raw, str) and raw.lstrip("+-").isdigit():
-            n = int(raw)
+        elif isinstance(raw, str):
+            n = int_text(raw)
         if n is None:
             raise ConfigError(f"{what}: {raw!r} is not an integer; world counts are positive "
                               f"integers ({example})")
@@ -124,12 +151,12 @@ def parse_seed_list(value, what: str = "--seeds") -> list[int]:
     items = [s.strip() for s in value.split(",")] if isinstance(value, str) else list(value)
     out = []
     for raw in items:
-        ok = (isinstance(raw, int) and not isinstance(raw, bool)) or (isinstance(raw, str) and raw.isdigit())
-        if not ok or not 0 <= int(raw) < 2**31:
+        n = raw if isinstance(raw, int) and not isinstance(raw, bool) else int_text(raw)
+        if n is None or not 0 <= n < 2**31:
             raise ConfigError(f"{what}: {raw!r} is not a seed (an integer in [0, 2**31)), e.g. 0,1")
-        if int(raw) in out:
-            raise ConfigError(f"{what}: {int(raw)} is listed twice")
-        out.append(int(raw))
+        if n in out:
+            raise ConfigError(f"{what}: {n} is listed twice")
+        out.append(n)
     if not out:
         raise ConfigError(f"{what} needs at least one seed, e.g. 0,1")
     return out
@@ -209,10 +236,12 @@ def sweep_options(bodies, nworlds, device: str, iterations: int = 12, skip: int 
     return json.loads(json.dumps(out))  # as sweep.json stores it (tuples are lists)
 
 
-def sweep_id(options: dict) -> str:
-    """The default id of a sweep: its device and 8 hex characters of a hash of its options, so
-    the same command finds (and continues) the same sweep folder."""
-    key = json.dumps(options, sort_keys=True, default=str)
+def sweep_id(options: dict, commit: str | None = None) -> str:
+    """The default id of a sweep: its device and 8 hex characters of a hash of its options and
+    the code's commit (``commit``, default `meta.git_commit`), so the same command at the same
+    commit finds (and continues) the same sweep folder, and a code change measures afresh."""
+    commit = meta.git_commit() if commit is None else commit
+    key = json.dumps(dict(options=options, commit=commit), sort_keys=True, default=str)
     return f"{options['device'].replace(':', '')}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
@@ -314,6 +343,10 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
         done = [k for k in (point_key(b, n) for b, n in todo) if state["points"].get(k, {}).get("status") == "done"]
         log(f"sweep {folder.name}: {folder} ({len(done)} of {len(todo)} points done"
             + (", skipped" if done else "") + "; rerun the same command to continue it)")
+        stale = _other_commits(folder, state, done, meta.git_commit())
+        if stale:
+            log(f"sweep {folder.name}: {sum(stale.values())} points from commit "
+                f"{', '.join(sorted(stale))} kept; pass a new --sweep-id to re-measure")
         for body, nworld in todo:
             key = point_key(body, nworld)
             entry = state["points"].setdefault(key, {})
@@ -326,7 +359,7 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
                       run_dir=folder / "runs" / f"{body}-{nworld}", progress=progress, **train_kw)
             row = _row(body, nworld, seed, device, options, folder.name, r, entry["run_id"])
             results.append_row("sweep", row, folder)
-            entry.update(status="done")
+            entry.update(status="done", commit=row["commit"])
             _write_state(folder, state)
             log(f"sweep {body} ×{nworld}: {r['s_per_iter']:.4f} s/iteration (rollout "
                 f"{r['rollout_s_per_iter']:.4f} + update {r['update_s_per_iter']:.4f}), "
@@ -339,6 +372,23 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
                 results.append_row("sweep", r.to_dict(), root)
             log(f"sweep {folder.name}: {len(rows)} rows in {results.results_path('sweep', root)}")
     return rows
+
+
+def _other_commits(folder: Path, state: dict, done: list[str], commit: str) -> dict[str, int]:
+    """{commit: points} of the finished points ``done`` measured at a commit other than
+    ``commit`` (the point's entry in sweep.json, else its row's commit)."""
+    by_run = {}
+    if any("commit" not in state["points"][k] for k in done):
+        rows = results.read_rows("sweep", folder)
+        if not rows.empty:
+            by_run = dict(zip(rows["run_id"], rows["commit"].astype(str)))
+    out: dict[str, int] = {}
+    for k in done:
+        e = state["points"][k]
+        c = e.get("commit") or by_run.get(e.get("run_id"))
+        if c and c != commit:
+            out[c] = out.get(c, 0) + 1
+    return out
 
 
 def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict:
@@ -660,7 +710,7 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 
 __all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
            "AUTO_TOLERANCE", "parse_nworld_list", "parse_seed_list", "time_point", "sweep_options",
-           "sweep_id", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
+           "sweep_id", "validate_sweep_id", "int_text", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
            "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check",
            "findings", "interp_iterations", "pick_nworld", "known_iterations", "auto_nworld",
            "auto_vs_sweep"]
