@@ -1,4 +1,4 @@
-"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep,
+"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
 compare-backends}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
@@ -258,8 +258,59 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-mps", action="store_true", help="do not start CUDA MPS (jobs time-slice)")
     b.add_argument("--no-progress", action="store_true", help="no tqdm bar over the jobs")
     _sweep_parser(sub, fmt)
+    _bench_parser(sub, fmt)
     _compare_parser(sub, fmt)
     return p
+
+
+def _bench_parser(sub, fmt) -> None:
+    bn = sub.add_parser("bench", formatter_class=fmt,
+                        help="this machine: host check, set-up phases, speed test, a 2-minute training "
+                             "per body, estimated time to solve",
+                        description="On this machine, under one hard wall-clock limit: a host check (GPU "
+                        "visible, driver vs warp's CUDA, download bandwidth with --bandwidth-url, bad host "
+                        "against earlier rows of the same GPU), then per body the set-up phases timed "
+                        "apart, a speed test and a timed training; one bench row per body (CSV + JSON in "
+                        "--out) with an estimated time to solve. See fightlab/measure/bench.py.")
+    bn.add_argument("--bodies", default="simple,muscular-fast", help="comma-separated bodies")
+    bn.add_argument("--nworld", default=None,
+                    help="worlds, a positive integer, or auto (GPU only); default 1024 (smoke: 8)")
+    bn.add_argument("--train-s", type=float, default=None, help="seconds of timed training per body "
+                    "(default measure.bench.TRAIN_S: 120; smoke: 3)")
+    bn.add_argument("--time-limit-s", type=float, default=None,
+                    help="hard wall-clock limit for the whole job (default: twice the shortest accepted)")
+    bn.add_argument("--out", default=None, help="folder for bench.json and data/results/bench.csv "
+                    "(default runs/bench/<id>)")
+    bn.add_argument("--size", choices=("smoke", "full"), default=None,
+                    help="smoke (tiny nworld, a few seconds, CPU-sized) or full; default full on a GPU, "
+                         "smoke on a CPU")
+    bn.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: the GPU if any)")
+    bn.add_argument("--bandwidth-url", default=None, help="a URL to time a download from (else not measured)")
+    bn.add_argument("--publish", action="store_true", help="GPU, full size: also append to data/results/bench.csv")
+    bn.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_bench(a) -> int:
+    from fightlab.config import validate_device
+    from fightlab.measure import bench
+
+    device = validate_device(_given(a.device, _default_device()))
+    size = _given(a.size, "full" if device.startswith("cuda") else "smoke")
+    bodies = [b.strip() for b in a.bodies.split(",") if b.strip()]
+    nworld = a.nworld
+    if nworld is not None and nworld.strip().lower() != "auto":
+        from fightlab.measure.sweep import int_text
+        from fightlab.config import ConfigError
+
+        n = int_text(nworld)
+        if n is None:
+            raise ConfigError(f"--nworld must be a positive integer or auto, got {nworld!r}")
+        nworld = n
+    rows = bench.run_bench(bodies, device, nworld=nworld, size=size,
+                           train_s=_given(a.train_s, bench.TRAIN_S if size == "full" else 3.0),
+                           time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
+                           bandwidth_url=a.bandwidth_url, progress=not a.no_progress)
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 def _compare_parser(sub, fmt) -> None:
@@ -901,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
                 "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
-                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep,
+                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep, "bench": cmd_bench,
                 "compare-backends": cmd_compare_backends}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)

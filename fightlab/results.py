@@ -110,6 +110,21 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "same_state_obs_err", "same_state_reward_err", "ulp_qpos_sensitivity",
         "ulp_qvel_sensitivity",
     ),
+    # python -m fightlab bench (fightlab.measure.bench; issue 19 part 1): one row per body on the
+    # machine it ran on; ok 1/0 (the checks passed and the training ran; params.reason says why
+    # not); set-up phases apart (install_s from the launcher, compile_s, first_iter_s); the speed
+    # test's medians (as "sweep"); expected_env_steps_per_s from earlier rows of the same GPU
+    # (empty: no reference); the timed training; estimated_time_to_solve_s = the committed
+    # headline's median iterations to solve × train_s_per_iter (an estimate; params.estimate);
+    # CUDA versions as 12.8; bandwidth_mb_per_s in 10^6 bytes/s (empty: not measured)
+    "bench": (
+        "ok", "install_s", "compile_s", "first_iter_s", "speed_iterations", "s_per_iter",
+        "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s", "expected_env_steps_per_s",
+        "speed_ratio_vs_expected", "train_budget_s", "train_iterations", "train_wall_s",
+        "train_s_per_iter", "iterations_to_solve_reference", "estimated_time_to_solve_s",
+        "cuda_driver_version", "cuda_toolkit_version", "cpu_cores", "bandwidth_mb_per_s",
+        "time_limit_s", "job_wall_s",
+    ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",

@@ -187,7 +187,8 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
     Returns:
       dict: s_per_iter, s_per_iter_min, s_per_iter_max, rollout_s_per_iter, update_s_per_iter
       [s]; env_steps_per_s [1/s] (nworld × num_steps / s_per_iter); host_reads_per_iter,
-      graph_fallbacks, iterations (timed), num_steps, compile_s [s]; learner (the run's
+      graph_fallbacks, iterations (timed), num_steps, compile_s [s], first_iter_s [s] (the
+      first, untimed iteration's wall clock); learner (the run's
       `report.learner_id`).
     """
     from fightlab.measure.report import learner_id
@@ -202,6 +203,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
     with Trainer(cfg, progress=progress) as tr:
         tr.train()
         rows, compile_s, graph_fallbacks = tr.rows[skip:], tr.compile_s, max(r["graph_fallbacks"] for r in tr.rows)
+        first_iter_s = float(tr.rows[0]["wall_s"])
         cfg = tr.cfg
     wall = [r["wall_s"] for r in rows]
     s_it = float(np.median(wall))
@@ -211,7 +213,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
                 env_steps_per_s=cfg.nworld * cfg.ppo.num_steps / s_it,
                 host_reads_per_iter=med("host_reads"), graph_fallbacks=int(graph_fallbacks),
                 iterations=len(rows), num_steps=cfg.ppo.num_steps, compile_s=float(compile_s),
-                learner=learner_id(to_dict(cfg)))
+                first_iter_s=first_iter_s, learner=learner_id(to_dict(cfg)))
 
 
 # --- the sweep: state, resume ----------------------------------------------------------------

@@ -1,0 +1,423 @@
+"""``python -m fightlab bench``: what this machine does with fightlab (issue 19, part 1).
+
+On the machine it runs on, under one hard wall-clock limit for the whole job:
+
+1. **Host check** (`host_check`): the GPU is visible to warp when a CUDA device is asked; the CUDA
+   driver is not older than warp's CUDA toolkit; download bandwidth (only with a URL, else "not
+   measured"). A failed check ends the job early: one line, and one row per body saying why.
+2. Per body, **set-up phases timed apart**: install (``FIGHTLAB_INSTALL_S``, set by a launcher;
+   empty otherwise), first kernel compile and capture (`compile_s`), first iteration
+   (`first_iter_s`), then the **speed test** (`measure.sweep.time_point`: a short solo training,
+   medians of its later iterations: s/iteration, rollout / update, env steps/s at the chosen or
+   ``auto`` nworld).
+3. **Bad host**: the speed test's env steps/s below `BAD_HOST_FRACTION` of the expected ends the
+   job early (the study's RTX 4090 ran at 1/10 speed). Expected = the median env steps/s of
+   earlier rows of the same GPU name, body and nworld in the repository's data/ (``bench`` rows,
+   and solo ``train`` rows); with none, "no reference" (no card figures are invented).
+4. Per body, a **timed training** (default `TRAIN_S` = 120 s; `Trainer` with ``segment_s``).
+5. One ``bench`` row per body (`results.EXPERIMENTS["bench"]`: GPU name, driver, warp /
+   mujoco_warp / torch versions, commit in the metadata columns; CUDA driver / toolkit versions,
+   CPU cores in metric columns; CPU model, the checks' lines and the estimate's source in
+   params), written to ``--out`` as CSV (``<out>/data/results/bench.csv``) and JSON
+   (``<out>/bench.json``); with ``--publish`` (`config.check_publish`) also to data/.
+
+**Estimated time to solve** = the median iterations to solve of the committed headline run of the
+body (`report.headline` over `report.solve_summary` of the train rows read from the
+repository's data/results/train.csv) × the measured seconds per iteration of the timed training
+(the speed test's where the training timed none). The row's params.estimate names the headline
+group (commit, GPU, nworld, seeds) and says "estimated": iterations depend on the learner and
+the world count, so at another nworld than the headline's it is an estimate in two ways.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from fightlab import meta, results
+from fightlab.config import (ConfigError, PPOConfig, TrainConfig, check_publish, validate_body,
+                             validate_nworld, validate_size)
+from fightlab.paths import REPO_ROOT, RUNS
+
+#: the timed training per body [s] (the issue's 2 minutes)
+TRAIN_S = 120.0
+#: env steps/s below this fraction of the expected (earlier rows of the same GPU) is a bad host
+BAD_HOST_FRACTION = 0.3
+#: seconds a body needs besides its training, per size (compile, first iteration, speed test):
+#: a --time-limit-s below bodies × (train_s + this) is refused
+SETUP_ALLOWANCE_S = {"smoke": 20.0, "full": 120.0}
+#: the speed test: iterations, and those left out of the medians (per size)
+SPEED_ITERATIONS = {"smoke": (3, 1), "full": (12, 3)}
+#: world counts when --nworld is not given
+DEFAULT_NWORLD = {"smoke": 8, "full": 1024}
+#: the smoke size's learner: a tiny rollout and update (CPU-sized)
+SMOKE_PPO = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1)
+#: the launcher's install time [s]
+INSTALL_ENV = "FIGHTLAB_INSTALL_S"
+#: bytes read at most from --bandwidth-url, and its timeout [s]
+BANDWIDTH_BYTES, BANDWIDTH_TIMEOUT_S = 64 * 2**20, 30.0
+
+ROOT = RUNS / "bench"
+
+
+class TimeLimit(Exception):
+    """The job's hard wall-clock limit passed."""
+
+
+# --- the checks, pure parts ------------------------------------------------------------------
+
+def cuda_version(v) -> float | None:
+    """warp's CUDA version (an int such as 12080, or a tuple (12, 8)) as 12.8; None if unknown."""
+    if isinstance(v, int) and v > 0:
+        return v // 1000 + ((v % 1000) // 10) / 10
+    if isinstance(v, tuple) and len(v) >= 2:
+        return v[0] + v[1] / 10
+    return None
+
+
+def driver_check(driver: float | None, toolkit: float | None) -> str | None:
+    """Why the CUDA driver cannot run warp's toolkit (a sentence), or None when it can (or when
+    either version is unknown)."""
+    if driver is None or toolkit is None:
+        return None
+    if (int(driver), round(driver % 1 * 10)) < (int(toolkit), round(toolkit % 1 * 10)):
+        return (f"CUDA driver {driver:.1f} is older than warp's CUDA toolkit {toolkit:.1f}: update the "
+                "NVIDIA driver or install a warp built for an older CUDA")
+    return None
+
+
+def expected_speed(gpu: str, body: str, nworld: int, bench_rows: pd.DataFrame | None,
+                   train_rows: pd.DataFrame | None) -> tuple[float | None, int]:
+    """(median env steps/s of earlier rows of the same GPU name, body and nworld, their count):
+    ``bench`` rows that passed their checks and solo ``train`` rows (concurrent 1 where the
+    column is there); (None, 0) without any: "no reference"."""
+    vals: list[float] = []
+    for df, kind in ((bench_rows, "bench"), (train_rows, "train")):
+        if df is None or df.empty:
+            continue
+        m = (df["gpu"] == gpu) & (df["body"] == body) & (df["nworld"] == nworld)
+        if kind == "bench" and "ok" in df:
+            m &= df["ok"] == True  # noqa: E712
+        if kind == "train" and "concurrent" in df:
+            m &= df["concurrent"] == 1
+        vals += [float(v) for v in df.loc[m, "env_steps_per_s"] if v == v and v > 0]
+    return (float(np.median(vals)), len(vals)) if vals else (None, 0)
+
+
+def bad_host(measured: float, expected: float | None,
+             fraction: float = BAD_HOST_FRACTION) -> tuple[bool | None, str]:
+    """The bad-host rule: (False, why) when ``measured`` env steps/s is below ``fraction`` of
+    ``expected``; (True, line) when not; (None, "no reference") without an expected value."""
+    if expected is None or not expected > 0:
+        return None, (f"speed: {measured:.0f} env steps/s; no reference (no earlier rows of this GPU, "
+                      "body and nworld): not judged")
+    ratio = measured / expected
+    line = (f"speed: {measured:.0f} env steps/s = {ratio:.2f} × the expected {expected:.0f} "
+            f"(bad host below {fraction:g} ×)")
+    return (ratio >= fraction), ("bad host: " + line if ratio < fraction else line)
+
+
+def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame) -> tuple[float | None, float | None, dict]:
+    """(iterations to solve, estimated time to solve [s], source): the median iterations to
+    solve of the committed headline group of ``body`` (`report.headline`) × ``s_per_iter``;
+    (None, None, {"note": …}) when the body has no headline. ``train_rows``: `report.published_runs`."""
+    from fightlab.measure.report import headline, solve_summary
+
+    h = headline(solve_summary(train_rows)) if not train_rows.empty else pd.DataFrame()
+    if h.empty or body not in h.index.get_level_values("body"):
+        return None, None, dict(note=f"no committed solo solved run of {body} in data/results/train.csv")
+    keys, r = next((k, r) for k, r in h.iterrows() if k[0] == body)
+    src = dict(zip(("body", "setup", "commit", "gpu", "nworld", "config", "task"), keys))
+    it = float(r["iterations_median"])
+    src.update(n_solo=int(r["n_solo"]), iterations_median=it,
+               note="estimated: the headline's median iterations to solve × this machine's seconds "
+                    "per iteration (read from the repository's data/results/train.csv)")
+    t = it * s_per_iter if s_per_iter == s_per_iter and s_per_iter > 0 else None
+    return it, t, src
+
+
+def min_time_limit(n_bodies: int, train_s: float, size: str) -> float:
+    """The shortest --time-limit-s the job accepts: bodies × (train_s + `SETUP_ALLOWANCE_S`)."""
+    return n_bodies * (train_s + SETUP_ALLOWANCE_S[size])
+
+
+# --- the checks, on this machine -------------------------------------------------------------
+
+def measure_bandwidth(url: str, max_bytes: int = BANDWIDTH_BYTES,
+                      timeout_s: float = BANDWIDTH_TIMEOUT_S) -> float:
+    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url``. Raises OSError on failure."""
+    import urllib.request
+
+    t0, n = time.perf_counter(), 0
+    with urllib.request.urlopen(url, timeout=timeout_s) as f:  # noqa: S310 - a URL the user gave
+        while n < max_bytes and time.perf_counter() - t0 < timeout_s:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            n += len(chunk)
+    dt = time.perf_counter() - t0
+    if n == 0:
+        raise OSError(f"{url}: no bytes read")
+    return n / dt / 1e6
+
+
+def host_check(device: str, bandwidth_url: str | None = None) -> dict:
+    """The checks before any measurement. Returns dict: ok (bool), lines (one per check),
+    reason (the first failure, "" when ok), cuda_driver_version, cuda_toolkit_version (12.8 or
+    None), bandwidth_mb_per_s (None: not measured)."""
+    import warp as wp
+
+    out = dict(ok=True, lines=[], reason="", cuda_driver_version=None, cuda_toolkit_version=None,
+               bandwidth_mb_per_s=None)
+
+    def fail(why):
+        out["lines"].append("FAILED " + why)
+        if out["ok"]:
+            out.update(ok=False, reason=why)
+
+    try:
+        out["cuda_toolkit_version"] = cuda_version(wp.get_cuda_toolkit_version())
+        if wp.is_cuda_available():
+            out["cuda_driver_version"] = cuda_version(wp.get_cuda_driver_version())
+    except Exception:  # noqa: BLE001 - versions are for the row
+        pass
+    if str(device).startswith("cuda"):
+        if not wp.is_cuda_available() or wp.get_cuda_device_count() == 0:
+            fail(f"GPU not visible: warp sees no CUDA device (asked for {device})")
+        else:
+            out["lines"].append(f"GPU visible: {meta.gpu_name(device)}")
+            why = driver_check(out["cuda_driver_version"], out["cuda_toolkit_version"])
+            if why:
+                fail(why)
+            else:
+                out["lines"].append(f"CUDA driver {out['cuda_driver_version']} >= warp's toolkit "
+                                    f"{out['cuda_toolkit_version']}")
+    else:
+        out["lines"].append(f"device {device}: no GPU asked (GPU and driver checks not run)")
+    if bandwidth_url:
+        try:
+            out["bandwidth_mb_per_s"] = measure_bandwidth(bandwidth_url)
+            out["lines"].append(f"download bandwidth: {out['bandwidth_mb_per_s']:.1f} MB/s from {bandwidth_url}")
+        except (OSError, ValueError) as e:
+            fail(f"download from {bandwidth_url} failed: {e}")
+    else:
+        out["lines"].append("download bandwidth: not measured (no --bandwidth-url)")
+    return out
+
+
+# --- the job ---------------------------------------------------------------------------------
+
+def install_s(environ=None) -> float | None:
+    """The launcher's install seconds (`INSTALL_ENV`), or None when unset or not a number."""
+    v = (os.environ if environ is None else environ).get(INSTALL_ENV, "").strip()
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and x >= 0 else None
+
+
+def _base_cfg(size: str) -> TrainConfig:
+    return TrainConfig(ppo=SMOKE_PPO) if size == "smoke" else TrainConfig()
+
+
+def _read(experiment: str, root: Path) -> pd.DataFrame:
+    try:
+        return results.read_rows(experiment, root)
+    except FileNotFoundError:
+        return pd.DataFrame()
+
+
+def _train(body: str, nworld: int, device: str, budget_s: float, run_dir: Path, base: TrainConfig,
+           progress: bool) -> dict:
+    """The timed training: a `Trainer` that stops at ``budget_s`` (segment_s)."""
+    from fightlab.rl.runner import Trainer
+
+    cfg = dataclasses.replace(base, body=body, nworld=nworld, device=device, max_iterations=10**6,
+                              checkpoint_every=0, run_dir=str(run_dir), stop_when_solved=False,
+                              resume=None, segment_s=float(budget_s))
+    t0 = time.perf_counter()
+    with Trainer(cfg, progress=progress) as tr:
+        tr.train()
+        rows = tr.rows
+    steady = rows[1:] if len(rows) > 1 else rows
+    return dict(train_iterations=len(rows), train_wall_s=time.perf_counter() - t0,
+                train_s_per_iter=float(np.median([r["wall_s"] for r in steady])) if steady else None)
+
+
+COLUMNS = results.EXPERIMENTS["bench"]
+
+
+def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: float = TRAIN_S,
+              time_limit_s: float | None = None, out: Path | str | None = None, publish: bool = False,
+              bandwidth_url: str | None = None, root: Path | str = REPO_ROOT, progress: bool = True,
+              log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
+              train: Callable[..., dict] | None = None, check: Callable[..., dict] | None = None) -> list[dict]:
+    """The bench job (module docstring). Returns the rows (one per body), also written to
+    ``out`` (default runs/bench/<run id>) as CSV and JSON, and with ``publish`` to ``root``'s
+    data/. ``point``, ``train``, ``check``: the speed test, the timed training and the host
+    check (tests pass fakes).
+
+    Raises:
+      ConfigError: a bad option, before anything runs: bodies, nworld ("auto" on a CPU device),
+        size, train_s, a time limit shorter than `min_time_limit`, a publish the rule refuses.
+    """
+    from tqdm.auto import tqdm
+
+    from fightlab.measure.report import published_runs
+    from fightlab.measure.sweep import auto_nworld, time_point
+
+    size = validate_size(size)
+    if isinstance(bodies, str) or not bodies:
+        raise ConfigError(f"--bodies must name one or more bodies, got {bodies!r}")
+    bodies = [validate_body(b) for b in bodies]
+    if len(set(bodies)) != len(bodies):
+        raise ConfigError(f"--bodies {','.join(bodies)} names a body twice")
+    if isinstance(train_s, bool) or not isinstance(train_s, (int, float)) or not (train_s > 0 and math.isfinite(train_s)):
+        raise ConfigError(f"--train-s must be a positive number of seconds, got {train_s!r}")
+    auto = isinstance(nworld, str) and nworld.strip().lower() == "auto"
+    if auto and not str(device).startswith("cuda"):
+        raise ConfigError("--nworld auto times a ramp on a GPU against the committed GPU sweep; on "
+                          f"device {device!r} pass a number instead (e.g. --nworld {DEFAULT_NWORLD['smoke']})")
+    n_fixed = None if auto else validate_nworld(DEFAULT_NWORLD[size] if nworld is None else nworld)
+    need = min_time_limit(len(bodies), train_s, size)
+    if time_limit_s is None:
+        time_limit_s = 2 * need
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)) or not time_limit_s > 0:
+        raise ConfigError(f"--time-limit-s must be a positive number of seconds, got {time_limit_s!r}")
+    if time_limit_s < need:
+        raise ConfigError(f"--time-limit-s {time_limit_s:g} is too short for {len(bodies)} × (a {train_s:g} s "
+                          f"training + {SETUP_ALLOWANCE_S[size]:g} s set-up and speed test) = {need:g} s; "
+                          "give more time or a shorter --train-s")
+    check_publish(publish, device, "bench rows", size=size)
+    root = Path(root)
+    bench_id = meta.new_run_id()
+    out = Path(out) if out is not None else ROOT / bench_id
+    from fightlab.rundir import check_location
+
+    check_location(out)
+    point, train, check = point or time_point, train or _train, check or host_check
+    base = _base_cfg(size)
+    it, skip = SPEED_ITERATIONS[size]
+    t_job = time.perf_counter()
+    deadline = t_job + time_limit_s
+    inst = install_s()
+    train_rows = published_runs(root)
+    bench_rows = _read("bench", root)
+
+    def handler(signum, frame):
+        raise TimeLimit()
+
+    use_alarm = hasattr(signal, "setitimer") and _main_thread()
+    if use_alarm:
+        old = signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, float(time_limit_s))
+    rows: list[dict] = []
+    bar = tqdm(total=1 + 2 * len(bodies), desc="bench: host check", disable=not progress)
+    try:
+        hc = check(device, bandwidth_url)
+        for line in hc["lines"]:
+            log(f"bench: {line}")
+        bar.update(1)
+        stop = "" if hc["ok"] else f"host check failed: {hc['reason']}"
+        for body in bodies:
+            m: dict[str, Any] = dict.fromkeys(COLUMNS)
+            m.update(ok=False, install_s=inst, cpu_cores=meta.cpu_count(), train_budget_s=float(train_s),
+                     time_limit_s=float(time_limit_s),
+                     cuda_driver_version=hc["cuda_driver_version"],
+                     cuda_toolkit_version=hc["cuda_toolkit_version"],
+                     bandwidth_mb_per_s=hc["bandwidth_mb_per_s"])
+            info: dict[str, Any] = dict(size=size, device=device, cpu_model=meta.cpu_model(),
+                                        host_check=hc["lines"], bench_id=bench_id,
+                                        bad_host_fraction=BAD_HOST_FRACTION)
+            n = n_fixed
+            try:
+                if stop:
+                    raise _Stop(stop)
+                if auto:
+                    bar.set_description(f"bench: {body} nworld auto")
+                    n, info["nworld_auto"] = auto_nworld(dataclasses.replace(base, body=body, device=device),
+                                                         root=root, progress=False, log=log)
+                bar.set_description(f"bench: {body} speed test ×{n}")
+                r = point(body, n, device, iterations=it, skip=skip,
+                          run_dir=out / "runs" / f"{body}-{n}-speed", progress=False, base=base)
+                bar.update(1)
+                m.update(compile_s=r["compile_s"], first_iter_s=r.get("first_iter_s"),
+                         speed_iterations=r["iterations"], s_per_iter=r["s_per_iter"],
+                         rollout_s_per_iter=r["rollout_s_per_iter"], update_s_per_iter=r["update_s_per_iter"],
+                         env_steps_per_s=r["env_steps_per_s"])
+                exp, n_ref = expected_speed(meta.gpu_name(device), body, n, bench_rows, train_rows)
+                good, line = bad_host(r["env_steps_per_s"], exp)
+                log(f"bench: {body}: {line}")
+                info.update(speed=line, reference_rows=n_ref)
+                m.update(expected_env_steps_per_s=exp,
+                         speed_ratio_vs_expected=None if exp is None else r["env_steps_per_s"] / exp)
+                if good is False:
+                    stop = line
+                    raise _Stop(line)
+                left = deadline - time.perf_counter() - 5.0
+                if left < 1.0:
+                    raise _Stop("the time limit leaves no time for the training")
+                budget = min(float(train_s), left)
+                bar.set_description(f"bench: {body} training {budget:.0f} s")
+                tr = train(body, n, device, budget, out / "runs" / f"{body}-{n}-train", base, False)
+                bar.update(1)
+                m.update(tr)
+                s_it = tr.get("train_s_per_iter") or r["s_per_iter"]
+                iters, t, src = estimate(body, s_it, train_rows)
+                m.update(iterations_to_solve_reference=iters, estimated_time_to_solve_s=t, ok=True)
+                info["estimate"] = src
+            except _Stop as e:
+                info["reason"] = str(e)
+            except TimeLimit:
+                stop = f"hard time limit {time_limit_s:g} s reached"
+                info["reason"] = stop
+            m["job_wall_s"] = time.perf_counter() - t_job
+            row = {**results.run_metadata(body=body, nworld=n or 1, seed=0, params=info, device=device),
+                   **m}
+            row["run_id"] = f"{bench_id}-{body}"
+            results.append_row("bench", row, out)
+            if publish:
+                results.append_row("bench", row, root)
+            rows.append(row)
+            log(f"bench: {body}: " + (f"estimated time to solve {_fmt(m['estimated_time_to_solve_s'])} s "
+                                      f"({_fmt(m['iterations_to_solve_reference'])} iterations × "
+                                      f"{_fmt(m['train_s_per_iter'] or m['s_per_iter'])} s)" if m["ok"]
+                                      else f"stopped: {info['reason']}"))
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        bar.close()
+    (out / "bench.json").write_text(json.dumps(dict(bench_id=bench_id, rows=rows), indent=1,
+                                               default=str, allow_nan=True))
+    log(f"bench: rows in {results.results_path('bench', out)} and {out / 'bench.json'}")
+    return rows
+
+
+class _Stop(Exception):
+    """A body's measurement ends early (a failed check, the time limit): its row says why."""
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _fmt(v) -> str:
+    return "—" if v is None or v != v else f"{v:.4g}"
+
+
+__all__ = ["TRAIN_S", "BAD_HOST_FRACTION", "SETUP_ALLOWANCE_S", "INSTALL_ENV", "TimeLimit",
+           "cuda_version", "driver_check", "expected_speed", "bad_host", "estimate", "min_time_limit",
+           "measure_bandwidth", "host_check", "install_s", "run_bench"]

@@ -1,0 +1,132 @@
+"""python -m fightlab bench (fightlab.measure.bench) at smoke size on the CPU."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from fightlab import cli, results
+from fightlab.config import ConfigError
+from fightlab.measure import bench
+from fightlab.measure.report import headline, published_runs, solve_summary
+from fightlab.paths import REPO_ROOT
+
+
+def test_smoke_rows_written(tmp_path):
+    out = tmp_path / "b"
+    rows = bench.run_bench(["simple"], "cpu", nworld=8, size="smoke", train_s=2.0, out=out,
+                           progress=False, log=lambda s: None)
+    assert len(rows) == 1 and rows[0]["ok"]
+    df = results.read_rows("bench", out)
+    assert list(df.columns) == list(results.columns("bench"))
+    r = df.iloc[0]
+    for col in ("compile_s", "first_iter_s", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
+                "env_steps_per_s", "train_iterations", "train_s_per_iter", "cpu_cores", "job_wall_s"):
+        assert r[col] > 0, col
+    assert r["gpu"] == "cpu" and r["body"] == "simple" and r["nworld"] == 8 and r["commit"]
+    params = json.loads(r["params"])
+    assert params["cpu_model"] and "not measured" in " ".join(params["host_check"])
+    assert "estimated" in params["estimate"]["note"]
+    assert r["estimated_time_to_solve_s"] == pytest.approx(
+        r["iterations_to_solve_reference"] * r["train_s_per_iter"])
+    assert pd.isna(r["bandwidth_mb_per_s"]) and pd.isna(r["expected_env_steps_per_s"])
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved["rows"][0]["run_id"] == r["run_id"]
+
+
+def test_failed_check_ends_early(tmp_path):
+    def check(device, url):
+        return dict(ok=False, lines=["FAILED GPU not visible"], reason="GPU not visible",
+                    cuda_driver_version=None, cuda_toolkit_version=None, bandwidth_mb_per_s=None)
+
+    def never(*a, **k):
+        raise AssertionError("measured after a failed check")
+
+    rows = bench.run_bench(["simple", "muscular-fast"], "cpu", nworld=8, size="smoke", train_s=2.0,
+                           out=tmp_path / "b", progress=False, log=lambda s: None, check=check,
+                           point=never, train=never)
+    assert [r["ok"] for r in rows] == [False, False]
+    assert all("GPU not visible" in json.loads(r["params"])["reason"] for r in rows)
+
+
+def test_bad_host_stops(tmp_path):
+    def point(body, n, device, **k):
+        return dict(compile_s=1.0, first_iter_s=0.5, iterations=2, s_per_iter=1.0, rollout_s_per_iter=0.8,
+                    update_s_per_iter=0.2, env_steps_per_s=10.0)
+
+    def never(*a, **k):
+        raise AssertionError("trained on a bad host")
+
+    old = bench.expected_speed
+    bench.expected_speed = lambda *a: (1000.0, 3)
+    try:
+        rows = bench.run_bench(["simple"], "cpu", nworld=8, size="smoke", train_s=2.0, out=tmp_path / "b",
+                               progress=False, log=lambda s: None, point=point, train=never)
+    finally:
+        bench.expected_speed = old
+    assert not rows[0]["ok"] and "bad host" in json.loads(rows[0]["params"])["reason"]
+    assert rows[0]["speed_ratio_vs_expected"] == pytest.approx(0.01)
+
+
+def test_bad_host_rule():
+    assert bench.bad_host(100.0, 1000.0)[0] is False        # 1/10 speed: the study's 4090
+    assert bench.bad_host(400.0, 1000.0)[0] is True
+    assert bench.bad_host(299.0, 1000.0, fraction=0.3)[0] is False
+    ok, line = bench.bad_host(100.0, None)
+    assert ok is None and "no reference" in line
+
+
+def test_expected_speed_same_gpu_only():
+    train = pd.DataFrame(dict(gpu=["NVIDIA H200", "NVIDIA H200", "RTX 4090", "NVIDIA H200"],
+                              body=["simple"] * 4, nworld=[1024, 1024, 1024, 1024],
+                              env_steps_per_s=[100.0, 300.0, 5.0, 1e6], concurrent=[1, 1, 1, 4]))
+    assert bench.expected_speed("NVIDIA H200", "simple", 1024, None, train) == (200.0, 2)
+    assert bench.expected_speed("NVIDIA A100", "simple", 1024, None, train) == (None, 0)
+    assert bench.expected_speed("NVIDIA H200", "simple", 512, pd.DataFrame(), train) == (None, 0)
+
+
+def test_driver_check():
+    assert bench.cuda_version(12080) == pytest.approx(12.8)
+    assert bench.driver_check(12.2, 12.8) and "older" in bench.driver_check(12.2, 12.8)
+    assert bench.driver_check(12.8, 12.8) is None and bench.driver_check(None, 12.8) is None
+
+
+def test_estimate_synthetic_train_rows():
+    df = published_runs(REPO_ROOT)
+    keys = headline(solve_summary(df)).xs("simple", level="body", drop_level=False).index[0]
+    m = pd.Series(True, index=df.index)
+    for k, v in zip(("body", "setup", "commit", "gpu", "nworld", "config", "task"), keys):
+        m &= df[k] == v
+    m &= (df["solved"] == True) & (df["concurrent"] == 1)  # noqa: E712
+    df = df.copy()
+    df.loc[m, "iterations"] = [100 * (i + 1) for i in range(int(m.sum()))]
+    want = float(pd.Series([100 * (i + 1) for i in range(int(m.sum()))]).median())
+    it, t, src = bench.estimate("simple", 0.5, df)
+    assert it == want and t == pytest.approx(want * 0.5) and "estimated" in src["note"]
+    assert bench.estimate("simple", 0.5, df.iloc[0:0])[:2] == (None, None)
+
+
+def _err(capsys, argv):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fightlab: error: ") and "\n" not in err
+    return err
+
+
+def test_time_limit_too_short(capsys, tmp_path):
+    err = _err(capsys, ["bench", "--device", "cpu", "--train-s", "120", "--time-limit-s", "60",
+                        "--bodies", "simple", "--out", str(tmp_path / "b")])
+    assert "--time-limit-s 60 is too short" in err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--nworld", "lots"], "--nworld"),
+    (["--nworld", "auto"], "--nworld auto"),
+    (["--bodies", "nobody"], "nobody"),
+    (["--bodies", "simple,simple"], "twice"),
+    (["--train-s", "0"], "--train-s"),
+    (["--publish"], "--publish"),
+])
+def test_bad_input_one_line(capsys, tmp_path, argv, said):
+    assert said in _err(capsys, ["bench", "--device", "cpu", "--out", str(tmp_path / "b"), *argv])
