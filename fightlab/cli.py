@@ -299,8 +299,7 @@ def cmd_bench(a) -> int:
     bodies = [b.strip() for b in a.bodies.split(",") if b.strip()]
     nworld = a.nworld
     if nworld is not None and nworld.strip().lower() != "auto":
-        from fightlab.measure.sweep import int_text
-        from fightlab.config import ConfigError
+        from fightlab.config import ConfigError, int_text
 
         n = int_text(nworld)
         if n is None:

@@ -288,6 +288,14 @@ def validate_body(body) -> str:
     return body
 
 
+def int_text(s) -> int | None:
+    """``s`` as an int when it is ASCII decimal text (optional sign, spaces around), else None
+    (str.isdigit also accepts digits such as "²" that int() rejects)."""
+    if isinstance(s, str) and re.fullmatch(r"[+-]?[0-9]+", s.strip()):
+        return int(s.strip())
+    return None
+
+
 #: largest world count accepted (2**22): larger asks warp for more memory than any card has
 MAX_NWORLD = 1 << 22
 
@@ -297,8 +305,8 @@ def validate_nworld(nworld) -> int:
     if isinstance(nworld, bool) or not isinstance(nworld, int):
         if isinstance(nworld, float) and nworld.is_integer():
             nworld = int(nworld)
-        elif isinstance(nworld, str) and re.fullmatch(r"[+-]?[0-9]+", nworld.strip()):
-            nworld = int(nworld)  # (not str.isdigit: it accepts "²", which int() rejects)
+        elif int_text(nworld) is not None:
+            nworld = int_text(nworld)
         else:
             raise ConfigError(f"nworld must be a positive integer, got {nworld!r}")
     if nworld <= 0:

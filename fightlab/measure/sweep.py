@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, to_dict, validate_body
+from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body
 from fightlab import meta
 from fightlab.meta import new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
@@ -78,18 +78,9 @@ LOCK = ".fightlab-sweep.lock"
 FORMAT = "fightlab-sweep-1"
 #: a sweep id: one folder name directly under runs/sweep/
 SWEEP_ID_RULE = "[A-Za-z0-9][A-Za-z0-9._-]*"
-_INT = re.compile(r"[+-]?[0-9]+")
 
 
 # --- input -----------------------------------------------------------------------------------
-
-def int_text(s) -> int | None:
-    """``s`` as an int when it is ASCII decimal text (optional sign, spaces around), else None
-    (str.isdigit also accepts digits such as "²" that int() rejects)."""
-    if isinstance(s, str) and _INT.fullmatch(s.strip()):
-        return int(s.strip())
-    return None
-
 
 def validate_sweep_id(sid, root: Path | str | None = None) -> Path:
     """The folder of sweep id ``sid``: ``root`` (default runs/sweep)/<sid>. Raises ConfigError

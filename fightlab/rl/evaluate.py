@@ -10,6 +10,7 @@ import torch
 
 from fightlab.config import from_dict
 from fightlab.rl.checkpoint import load_checkpoint, policy_agent
+from fightlab.rl.curriculum import ratio
 
 __all__ = ["evaluate", "evaluate_zero_action"]
 
@@ -96,9 +97,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
                 ckpt_iteration=ck.get("iteration") if ck is not None else None,
                 ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
                 episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
-                tracking=s["track_num"] / s["track_den"] if s["track_den"] > 0 else math.nan,
-                tracking_survived=(s["track_num_survived"] / s["track_den_survived"]
-                                   if s["track_den_survived"] > 0 else math.nan),
+                tracking=ratio(s["track_num"], s["track_den"]),
+                tracking_survived=ratio(s["track_num_survived"], s["track_den_survived"]),
                 mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
                 overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
                 contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fightlab.config import TrainConfig, from_dict, task_id, task_warning, to_dict, validate_train
+from fightlab.config import TrainConfig, from_dict, task_warning, to_dict, validate_train
 from fightlab.rl.checkpoint import CheckpointError, load_checkpoint, load_policy, resume_config
 from fightlab.rl.curriculum import Curriculum, ratio
 from fightlab.rl.graphs import TorchGraph
@@ -67,7 +67,6 @@ class Trainer:
                                   "raise --max-iterations to train an unsolved run further")
         self.cfg = cfg = validate_train(cfg)
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
-        self.task = task_id(cfg)
         if (warn := task_warning(cfg)) is not None:
             print(f"fightlab: warning: {warn}", flush=True)
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
