@@ -370,6 +370,16 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
     assert packing.main([str(tmp_path)]) == 2 and "no batch.json" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="no training with more than 5 iterations"):
         packing.batch_row(folder, skip=5)
+    # --until: only iterations skip+1 … until count (the stretch where all K trainings run)
+    import numpy as np
+
+    first = [float(pd.read_csv(Path(j["run_dir"]) / "rows.csv").query("iteration == 1")["wall_s"].iloc[0])
+             for j in jobs]
+    one = packing.batch_row(folder, skip=0, until=1)
+    assert one["s_per_iter"] == pytest.approx(float(np.median(first))) and json.loads(one["params"])["until"] == 1
+    with pytest.raises(ConfigError, match="until=1 must be above skip=1"):
+        packing.batch_row(folder, skip=1, until=1)
+    assert packing.main([str(folder), "--skip", "1", "--until", "1"]) == 2
 
 
 def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):

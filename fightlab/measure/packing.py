@@ -37,29 +37,33 @@ def batch_runs(folder: Path | str) -> list[Path]:
             if j.get("run_dir") and (Path(j["run_dir"]) / "rows.csv").is_file()]
 
 
-def batch_row(folder: Path | str, skip: int = 3) -> dict:
+def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> dict:
     """The ``packing`` row of one batch folder (not written; see `publish_batch`).
 
     Args:
       folder: a batch folder whose training jobs ran (batch.json, each run's rows.csv and
-        latest.pt); skip: iterations left out of each training's median (warm-up, capture).
+        latest.pt); skip: iterations left out of each training's median (warm-up, capture);
+      until: last iteration counted (None: every one). A batch of trainings that run to their
+        solve packs K only while all K run: `until` keeps the median to that stretch.
 
     Returns:
       a row dict (metadata from the first run's checkpoint config: body, nworld, device).
 
     Raises:
-      ConfigError: no batch.json, no training with more than `skip` iterations, trainings of
-        different bodies or world counts in one batch.
+      ConfigError: no batch.json, no training with more than `skip` iterations, `until` not
+        above `skip`, trainings of different bodies or world counts in one batch.
     """
     import torch
 
+    if until is not None and until <= skip:
+        raise ConfigError(f"until={until} must be above skip={skip} (iterations skip+1 … until are counted)")
     runs = batch_runs(folder)  # refuses a folder without batch.json
     state = json.loads((Path(folder) / "batch.json").read_text())
     med = []
     cfgs = []
     for r in runs:
         rows = pd.read_csv(r / "rows.csv")
-        rows = rows[rows["iteration"] > skip]
+        rows = rows[(rows["iteration"] > skip) & ((rows["iteration"] <= until) if until is not None else True)]
         if len(rows):
             med.append(float(np.median(rows["wall_s"])))
             ck = torch.load(r / "latest.pt", map_location="cpu", weights_only=False)
@@ -76,6 +80,8 @@ def batch_row(folder: Path | str, skip: int = 3) -> dict:
     s_it = float(np.median(med))
     params = dict(batch_id=state.get("batch_id"), skip=skip, lanes=state.get("lanes"),
                   seeds=sorted(c["seed"] for c in cfgs))
+    if until is not None:
+        params["until"] = until
     meta = results.run_metadata(body=body, nworld=int(nworld), seed=0, params=params,
                                 device=cfgs[0]["device"])
     metrics = dict(concurrent=k, mps=bool(state.get("mps")), runs=len(med), s_per_iter=s_it,
@@ -84,24 +90,26 @@ def batch_row(folder: Path | str, skip: int = 3) -> dict:
     return {**meta, **{c: metrics[c] for c in results.EXPERIMENTS["packing"]}}
 
 
-def publish_batch(folder: Path | str, root: Path | str, skip: int = 3) -> dict:
-    """Append `batch_row(folder, skip)` to ``root/data/results/packing.csv`` (the publish rule
-    applies to the repository's data/: a CUDA device) and return it."""
-    row = batch_row(folder, skip)
+def publish_batch(folder: Path | str, root: Path | str, skip: int = 3, until: int | None = None) -> dict:
+    """Append `batch_row(folder, skip, until)` to ``root/data/results/packing.csv`` (the publish
+    rule applies to the repository's data/: a CUDA device) and return it."""
+    row = batch_row(folder, skip, until)
     results.append_row("packing", row, root)
     return row
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m fightlab.measure.packing FOLDER... [--skip N] [--publish]`: print (and with
+    """`python -m fightlab.measure.packing FOLDER... [--skip N] [--until N] [--publish]`: print (and with
     --publish append to the repository's data/results/packing.csv) one row per batch folder."""
     p = argparse.ArgumentParser(prog="python -m fightlab.measure.packing", description=__doc__.split("\n\n")[0])
     p.add_argument("folders", nargs="+", help="batch folders (runs/batch/<id>)")
     p.add_argument("--skip", type=int, default=3, help="iterations left out of each run's median")
+    p.add_argument("--until", type=int, default=None,
+                   help="last iteration counted (trainings run to a solve: the stretch where all K run)")
     p.add_argument("--publish", action="store_true", help="GPU rows only: append to data/results/packing.csv")
     a = p.parse_args(argv)
     try:
-        rows = [publish_batch(f, REPO_ROOT, a.skip) if a.publish else batch_row(f, a.skip) for f in a.folders]
+        rows = [publish_batch(f, REPO_ROOT, a.skip, a.until) if a.publish else batch_row(f, a.skip, a.until) for f in a.folders]
     except (ConfigError, ValueError, OSError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Session 6 GPU calls (issues 14 and 15), one step per argument, in order, then a table:
-#   FIGHTLAB_COMMIT=<sha> bash bench/gpu_s6.sh STEP [STEP ...]
+# GPU calls (sessions 6-7; bench/gpu_s6.sh until session 7), one step per argument, in order,
+# then a table:
+#   FIGHTLAB_COMMIT=<sha> bash bench/gpu.sh STEP [STEP ...]
 # STEP:
 #   check        the CUDA tests of tests/test_graphs.py (graphed == eager, fused Adam; one host
 #                read per iteration under sync-debug "error"), a resumed simple run on CUDA
 #                (checkpoint at 2, resumed to 4: one read, no fallback), notebook 05 at size
 #                full, published (the direct step split)
 #   solo:BODY:SEED   one solo headline training (defaults, 1024 worlds, --publish)
-#   kscan:K:MPS      one K-scan point: a `fightlab batch` of K simple trainings at 1024 worlds,
-#                70 iterations, --concurrent K, MPS on|off, then `measure.packing --skip 24
-#                --publish` (one data/results/packing.csv row)
+#   kscan:K:MPS[:BODY[:ITERS]]  one K-scan point: a `fightlab batch` of K trainings (BODY,
+#                default simple) at 1024 worlds, ITERS (default 70) iterations, --concurrent K,
+#                MPS on|off, then `measure.packing --skip 24 --publish` (one packing.csv row)
+#   study:NAME:BUDGET  one of the learner-study / packed-solve batches below (--publish: train rows
+#                record the packing), solved or stopped with a checkpoint at BUDGET s; run again
+#                (same NAME) it resumes the batch: finished jobs skipped, trainings continued
+#   packrow:NAME:UNTIL  the packing row of study NAME over iterations 25 … UNTIL (all K running)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote).
 set -uo pipefail
 [ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)"; exit 2; }
@@ -17,6 +22,12 @@ export FIGHTLAB_COMMIT
 O="${OUT:-/tmp}"
 stamp=$(mktemp); touch "$stamp"; sleep 1
 declare -a RESULT
+# study batches: NAME -> "K|job|grid flags"
+declare -A STUDY=(
+  [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
+  [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid seed=1,2,3,4"
+  [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
+)
 ok() { RESULT+=("PASS $1"); }
 bad() { RESULT+=("FAIL $1"); }
 PY=python3
@@ -24,7 +35,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$O/gpu.t
 
 for step in "$@"; do
   t0=$SECONDS
-  IFS=: read -r kind a b <<< "$step"
+  IFS=: read -r kind a b c d <<< "$step"
   log="$O/${step//:/_}.log"
   case "$kind" in
     check)
@@ -70,12 +81,49 @@ PYEOF
     kscan)
       dir="runs/batch/k$a-$b"; rm -rf "$dir"
       mps=(); [ "$b" = nomps ] && mps=(--no-mps)
-      seeds=$(seq -s, 1 "$a")
-      { timeout 400 $PY -m fightlab batch --job 'train --body simple --nworld 1024 --device cuda:0 --max-iterations 70 --checkpoint-every 0 --no-progress' \
+      seeds=$(seq -s, 1 "$a"); body=${c:-simple}; iters=${d:-70}
+      [ "$body" != simple ] && dir="$dir-$body"
+      [ "$iters" != 70 ] && dir="$dir-i$iters"
+      rm -rf "$dir"
+      { timeout 400 $PY -m fightlab batch --job "train --body $body --nworld 1024 --device cuda:0 --max-iterations $iters --checkpoint-every 0 --no-progress" \
           --grid seed="$seeds" --concurrent "$a" "${mps[@]}" --batch-dir "$dir" --job-timeout-s 380 --no-progress \
         && $PY -m fightlab.measure.packing "$dir" --skip 24 --publish; } > "$log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then ok "$step: $(tail -n 1 "$log" | cut -c1-160)"; else bad "$step rc=$rc $(tail -n 1 "$log" | cut -c1-160)"; fi
+      ;;
+    study)
+      spec=${STUDY[$a]:-}; [ -n "$spec" ] || { bad "unknown study $a"; continue; }
+      IFS='|' read -r K job grid <<< "$spec"
+      dir="runs/batch/study-$a"
+      if [ -f "$dir/batch.json" ]; then
+        cmd=($PY -m fightlab batch --resume "$dir" --budget-s "$b" --min-left-s 60 --no-progress)
+      else
+        # shellcheck disable=SC2206
+        cmd=($PY -m fightlab batch --job "$job" $grid --concurrent "$K" --batch-dir "$dir" --budget-s "$b" \
+             --min-left-s 60 --with-checkpoints --no-progress)
+      fi
+      { "${cmd[@]}"; echo "rc=$?"; cat "$dir/summary.txt" 2>/dev/null; } >> "$log" 2>&1
+      $PY - "$dir" <<'PYEOF' 2>&1 | tee -a "$log"
+import json, sys
+from pathlib import Path
+import pandas as pd
+st = json.loads(Path(sys.argv[1], "batch.json").read_text())
+out = []
+for j in st["jobs"]:
+    r = Path(j["run_dir"]) / "rows.csv"
+    rows = pd.read_csv(r) if r.is_file() else pd.DataFrame()
+    last = rows.iloc[-1] if len(rows) else {}
+    out.append(dict(job=j["id"], status=j["status"], args=" ".join(j.get("argv", []))[-50:], iters=len(rows),
+                    stage=last.get("stage", ""), solved=bool(len(rows) and (rows["event"] == "solved").any()),
+                    s_it=round(float(rows["wall_s"].iloc[24:70].median()), 4) if len(rows) > 30 else ""))
+print(pd.DataFrame(out).to_string(index=False))
+PYEOF
+      mkdir -p "$O/batch"; cp "$dir/summary.txt" "$O/batch/$a-summary.txt" 2>/dev/null
+      if grep -q "^rc=0" "$log"; then ok "$step"; else bad "$step $(grep '^rc=' "$log" | tail -1)"; fi
+      ;;
+    packrow)
+      if $PY -m fightlab.measure.packing "runs/batch/study-$a" --skip 24 --until "$b" --publish > "$log" 2>&1; then
+        ok "$step: $(tail -n 1 "$log" | cut -c1-160)"; else bad "$step $(tail -n 2 "$log" | cut -c1-160)"; fi
       ;;
     *) bad "unknown step $step" ;;
   esac
