@@ -409,5 +409,17 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
     assert sorted(t["seed"].unique()) == [1, 2] and t["learner"].nunique() == 2
     assert t.groupby("run_id")["iterations"].sum().tolist() == [len(c)] * 2
     assert t["amplitude"].min() == 0.1 and t["amplitude"].max() == 1.0
+    # packed=True: the packed run too (a learner study's variants), still the task's solved runs only
+    tp = report.stage_table(report.published_runs(tmp_path), tmp_path, packed=True)
+    assert sorted(tp["seed"].unique()) == [1, 2, 3]
+    assert tp.groupby("seed")["concurrent"].first().tolist() == [1, 1, 4]
+    # the learner study's table: one row per learner, the packed run with its solo twin
+    v = report.variant_table(report.published_runs(tmp_path), tmp_path).set_index("changes")
+    assert sorted(v.index) == ["defaults", "ppo.learning_rate=0.0003"]
+    assert v.loc["defaults", "n"] == 2 and v.loc["defaults", "seeds"] == "1, 3"
+    assert v.loc["defaults", "iterations_median"] == len(c) and v.loc["defaults", "stage0_median"] == got[0]
+    assert report.learner_changes({"ppo": {"init_std": 0.5, "hidden": [256, 128, 64]}}) == "defaults"
+    assert report.learner_changes({"ppo": {"desired_kl": 0.02}, "env": {"w_pose": 2.0, "timestep": 0.002}}) \
+        == "ppo.desired_kl=0.02, env.w_pose=2.0"  # timestep is the task's, not the learner's
     drawn = figures.draw(["stage_iterations"], tmp_path, log=lambda s: None)
     assert [p.suffix for p in drawn["stage_iterations"]] == [".png", ".svg"]

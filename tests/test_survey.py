@@ -139,12 +139,18 @@ def _runs(gpu="NVIDIA H200"):
                              time_to_solve_s=tts + seed, iterations=it, compile_s=2.0, env_steps_per_s=1e5,
                              rollout_s_per_iter=0.2, update_s_per_iter=0.1))
     rows.append(dict(rows[0], run_id="packed", concurrent=4, time_to_solve_s=400.0, mps=True))
+    # a learner-study variant packed beside it: another learner than the headline's
+    rows.append(dict(rows[0], run_id="variant", concurrent=4, time_to_solve_s=300.0, mps=True,
+                     params='{"ppo": {"init_std": 0.2}}', config="c2"))
     return pd.DataFrame(rows)
 
 
 def test_our_rows_are_priced(ref):
     setup = cost.fit_setup(ref)
-    ours = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup)
+    said = []
+    ours = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, log=said.append)
+    assert (ours["mode"] != "solo").sum() == 1  # the variant is left out, and said
+    assert any("1 packed train row(s) of another learner" in s for s in said), said
     solo = ours[ours["mode"] == "solo"].set_index("body")
     assert solo.loc["simple", "time_to_solve_s"] == 101.0  # the headline median
     host = setup.loc["vast.ai GPU", "setup_s"]

@@ -276,16 +276,67 @@ def learner_id(params: dict) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
-def stage_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+def learner_changes(params: dict) -> str:
+    """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
+    ``config.TASK_FIELDS``) that differ from today's defaults, as ``"ppo.init_std=0.2,
+    env.w_pose=2"`` (sorted); ``"defaults"`` when none differ. A field a row does not store
+    reads as its default; list-valued fields compare as tuples."""
+    from fightlab.config import TrainConfig
+
+    def norm(x):
+        return tuple(x) if isinstance(x, (list, tuple)) else x
+
+    ref = to_dict(TrainConfig())
+    out = []
+    for part in ("ppo", "env"):
+        have = params.get(part) or {}
+        for k, d in sorted(ref[part].items()):
+            if (part == "env" and f"env.{k}" in TASK_FIELDS) or k not in have:
+                continue
+            v = have[k]
+            if norm(v) != norm(d):
+                out.append(f"{part}.{k}={v}")
+    return ", ".join(out) or "defaults"
+
+
+def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """A learner study's table: per (body, learner) over the solved runs of the task in ``runs``
+    (:func:`published_runs`), packed or solo (packing changes wall time, not iterations), that
+    have curves: ``changes`` (:func:`learner_changes`), ``n`` runs, ``seeds``, median / min /
+    max ``stage0`` iterations (the first stage, a = 0.1) and median / min / max ``iterations``
+    to solve. Sorted by body, then median iterations. Empty (same columns) without such runs."""
+    cols = ["body", "learner", "changes", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
+            "iterations_median", "iterations_min", "iterations_max"]
+    t = stage_table(runs, root, packed=True)
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
+                                      seed=("seed", "first"), iterations=("iterations", "sum"))
+    per_run["stage0"] = t[t["stage"] == 0].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
+    changes = {r.run_id: learner_changes(json.loads(r.params or "{}")) for r in runs.itertuples()}
+    per_run["changes"] = [changes.get(i, "") for i in per_run.index]
+    rows = []
+    for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
+        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g),
+                         seeds=", ".join(str(x) for x in sorted(g["seed"])),
+                         stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
+                         stage0_max=g["stage0"].max(), iterations_median=g["iterations"].median(),
+                         iterations_min=g["iterations"].min(), iterations_max=g["iterations"].max()))
+    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median"]).reset_index(drop=True)
+
+
+def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = False) -> pd.DataFrame:
     """Iterations per curriculum stage of every solo solved run of the task itself in ``runs``
     (:func:`published_runs`) that has its curve under ``root`` (default: the repository), one row
     per (run, stage): run_id, body, learner (:func:`learner_id`: old and new learner defaults
-    are different groups), commit, seed, stage, amplitude, iterations. Curves without the
-    ``stage`` and ``event`` columns are left out."""
+    are different groups), commit, seed, concurrent, stage, amplitude, iterations. Curves
+    without the ``stage`` and ``event`` columns are left out. ``packed=True`` keeps packed runs
+    too (a learner study packs its variants: packing changes wall time, not iterations)."""
     from fightlab.config import TrainConfig
 
     root = Path(root) if root else REPO_ROOT
-    keep = runs[(runs["solved"] == True) & (runs["concurrent"] == 1)  # noqa: E712
+    solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
+    keep = runs[(runs["solved"] == True) & solo  # noqa: E712
                 & (runs["task"] == DEFAULT_TASK)]
     amps = TrainConfig().curriculum_stages
     rows = []
@@ -297,11 +348,10 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
             continue  # a curve without the curriculum columns (not a training's rows.csv)
         for stage, n in stage_iterations(curve).items():
             rows.append(dict(run_id=r.run_id, body=r.body, learner=learner_id(json.loads(r.params or "{}")),
-                             commit=r.commit,
-                             seed=r.seed, stage=int(stage),
+                             commit=r.commit, seed=r.seed, concurrent=int(r.concurrent), stage=int(stage),
                              amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
                              iterations=int(n)))
-    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "seed", "stage",
+    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "seed", "concurrent", "stage",
                                        "amplitude", "iterations"])
 
 

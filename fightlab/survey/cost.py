@@ -23,6 +23,7 @@ trivially and check nothing).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -427,7 +428,9 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
 
     - solo: the headline per body (:func:`fightlab.measure.report.headline` of
       :func:`~fightlab.measure.report.solve_summary`; GPU backend), time to solve = its median [s];
-    - packed, measured: train rows that shared a GPU (concurrent K > 1), through
+    - packed, measured: train rows that shared a GPU (concurrent K > 1) with the learner of
+      their body's headline (:func:`~fightlab.measure.report.learner_id`; other learners, a
+      learner study's variants, are left out and counted through ``log``), through
       :func:`~fightlab.measure.report.packed_throughput` (solves per GPU-hour of real solves);
     - packed, estimated (``packing``: data/results/packing.csv rows, K > 1): solves per GPU-hour =
       aggregate iterations/s × 3600 / the body's headline median iterations to solve, time to
@@ -446,7 +449,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, learner_id, packed_throughput, solve_summary
 
     if host_setup_s is None:
         if setup is None:
@@ -483,9 +486,22 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                         time_to_solve_s=float(h["time_to_solve_median_s"]), time_estimated=False,
                         setup_s=s, note=f"headline, {int(h['n_solo'])} solo seeds, commit {k['commit']}, "
                         f"{k['setup']}, {k['nworld']} worlds; {said}"))
-    # packed, measured solves (train rows that shared the GPU)
+    # packed, measured solves (train rows that shared the GPU), of the headline's learner only:
+    # a learner study packs its variants (another init_std, another KL target), not a buying choice
+    head_learners = {}
+    for keys, _h in heads.iterrows():
+        g = gpu_runs[np.logical_and.reduce([gpu_runs[c] == v for c, v in zip(SUMMARY_KEYS, keys)])]
+        head_learners.setdefault(dict(zip(SUMMARY_KEYS, keys))["body"], set()).update(
+            learner_id(json.loads(p or "{}")) for p in g["params"])
     shared = gpu_runs[pd.to_numeric(gpu_runs["concurrent"], errors="coerce") > 1]
     shared = shared[shared["task"] == DEFAULT_TASK]
+    if not shared.empty:
+        same = [learner_id(json.loads(p or "{}")) in head_learners.get(b, set())
+                for b, p in zip(shared["body"], shared["params"])]
+        if not all(same):
+            log(f"survey: {len(same) - sum(same)} packed train row(s) of another learner than their "
+                "body's headline left out (learner-study variants)")
+        shared = shared[same]
     if not shared.empty:
         for keys, r in packed_throughput(shared).iterrows():
             k = dict(zip((*SUMMARY_KEYS, "concurrent", "mps"), keys))
