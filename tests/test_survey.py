@@ -161,6 +161,17 @@ def test_our_rows_are_priced(ref):
     rate = 3600.0 / ((400.0 + 2.0) / 4)  # one solve in (wall + compile) / K GPU-seconds
     assert packed["solves_per_hour"] == pytest.approx(rate)
     assert packed["cost_per_solve_usd"] == pytest.approx(3.6 / rate + host * 3.6 / 3600 / 4)
+    # packing rows: estimated points, the newest row per (body, GPU, nworld, K, MPS) only
+    pk = pd.DataFrame([dict(run_id=i, time=t, commit=c, gpu="NVIDIA H200", body="simple", nworld=1024,
+                            concurrent=k, mps=True, s_per_iter=sp, it_per_s_aggregate=k / sp)
+                       for i, t, c, k, sp in (("old", "2026-12-01T01:00:00+00:00", "aaa", 8, 0.8),
+                                              ("new", "2026-12-01T02:00:00+00:00", "bbb", 8, 0.72),
+                                              ("k4", "2026-12-01T00:00:00+00:00", "aaa", 4, 0.42))])
+    est = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, packing=pk)
+    est = est[est["time_estimated"]].set_index("mode")
+    assert sorted(est.index) == ["packed x4 MPS", "packed x8 MPS"]
+    assert est.loc["packed x8 MPS", "time_to_solve_s"] == pytest.approx(500 * 0.72)  # headline iterations × s/it
+    assert "packing row new" in est.loc["packed x8 MPS", "note"]
     # the assumed price by default, said in the note
     default = cost.our_rows(_runs(), setup=setup)
     assert (default["usd_per_h"] == cost.ASSUMED_PRICE_PER_HOUR["H200"]).all()

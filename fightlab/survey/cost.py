@@ -432,7 +432,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       their body's headline (:func:`~fightlab.measure.report.learner_id`; other learners, a
       learner study's variants, are left out and counted through ``log``), through
       :func:`~fightlab.measure.report.packed_throughput` (solves per GPU-hour of real solves);
-    - packed, estimated (``packing``: data/results/packing.csv rows, K > 1): solves per GPU-hour =
+    - packed, estimated (``packing``: data/results/packing.csv rows, K > 1, the newest per body,
+      GPU, nworld, K and MPS): solves per GPU-hour =
       aggregate iterations/s × 3600 / the body's headline median iterations to solve, time to
       solve = those iterations × the packed seconds per iteration (``time_estimated`` true);
     - CPU backend rows (params' segments say backend "cpu"): their headline, priced at
@@ -520,7 +521,11 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     # packed, estimated from the aggregate rate of packing rows
     if packing is not None and not packing.empty:
         iters = {kb[SUMMARY_KEYS.index("body")]: float(h["iterations_median"]) for kb, h in heads.iterrows()}
-        for _, p in packing[pd.to_numeric(packing["concurrent"], errors="coerce") > 1].iterrows():
+        pk = packing[pd.to_numeric(packing["concurrent"], errors="coerce") > 1]
+        # the newest row per body, GPU, nworld, K and MPS: a later commit's rate supersedes
+        pk = (pk.assign(_mps=pk["mps"].map(lambda v: _bool(v) or False)).sort_values("time", kind="stable")
+              .drop_duplicates(["body", "gpu", "nworld", "concurrent", "_mps"], keep="last"))
+        for _, p in pk.iterrows():
             if p["body"] not in iters:
                 log(f"survey: packing row {p['run_id']} ({p['body']}): no solo headline of that body "
                     "for its iterations to solve, left out")
