@@ -102,8 +102,9 @@ SURVEY_COLUMNS: tuple[str, ...] = (
 # --- names -------------------------------------------------------------------------------------
 
 def gpu_type(name: str) -> str:
-    """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"NVIDIA H200"`` (a row's ``gpu``,
-    vendor prefixes "NVIDIA" / "GeForce" dropped) -> ``"H200"``; case and spacing ignored.
+    """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"RTX5080"``, ``"NVIDIA H200"``
+    (a row's ``gpu``, vendor prefixes "NVIDIA" / "GeForce" dropped) -> ``"H200"``; case and
+    spaces ignored (SkyPilot spells ``RTX4090``).
 
     Raises:
       ConfigError: an unknown GPU name (names it and the known types).
@@ -112,7 +113,7 @@ def gpu_type(name: str) -> str:
     key = re.sub(r"^(nvidia\s+)?(geforce\s+)?", "", key, flags=re.I)
     key = re.sub(r"\s+(sxm\S*|pcie|nvl)\b.*$", "", key, flags=re.I)  # "H100 SXM5 80GB" -> "H100"
     for known in GPU_TYPES:
-        if key.lower() == known.lower():
+        if key.replace(" ", "").lower() == known.replace(" ", "").lower():
             return known
     raise ConfigError(f"unknown GPU {name!r}; known GPU types: {', '.join(GPU_TYPES)} "
                       "(add one to fightlab.survey.cost.GPU_TYPES)")
