@@ -532,15 +532,16 @@ class _Survey:
             if self.stop.is_set():
                 break
             t = _Try(cluster_name(self.o.survey_id, gpu, k))
-            if self.o.picker == "vastai":
-                if candidates is None:
-                    candidates = self._search(gpu, t)
+            try:
+                if self.o.picker == "vastai":
                     if candidates is None:
-                        self.record(gpu, t)
-                        return t.status
-                self._vast_try(gpu, t, candidates, tried)
-            else:
-                self._sky_try(gpu, t)
+                        candidates = self._search(gpu, t) or []
+                    if candidates:
+                        self._vast_try(gpu, t, candidates, tried)
+                else:
+                    self._sky_try(gpu, t)
+            except Exception as e:  # noqa: BLE001 - an unexpected answer or a bug: said, teardown done
+                t.status, t.reason = "error", f"{type(e).__name__}: {e}"
             self.record(gpu, t)
             self.log(f"survey: {gpu} try {k}: {t.status}" + (f" ({t.reason})" if t.reason else ""))
             status = t.status
@@ -771,7 +772,7 @@ def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = F
             for f in futures:
                 f.exception()
     for f, g in zip(futures, o.gpus):
-        if f.exception() is not None:  # a bug, not a host: said, the others' results kept
+        if f.exception() is not None:  # outside a try (a bug): said, the others' results kept
             s.state["results"][g].append(dict(cluster="", status="error", reason=repr(f.exception())))
     s.state["finished"] = meta.utc_now()
     if not dry_run:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fightlab import cli
+from fightlab import cli, gpus
 from fightlab import survey_launch as sl
 from fightlab.config import ConfigError
 from fightlab.measure import bench
@@ -144,7 +144,7 @@ def test_hostcheck_rules():
                               ("H100", "NVIDIA H100 80GB HBM3", True), ("A100", "NVIDIA A100-SXM4-80GB", True),
                               ("T4", "Tesla T4", True), ("L4", "NVIDIA L40S", False), ("RTX 40", "RTX 4090", False),
                               ("RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", True)):
-        assert hostcheck.same_gpu(asked, name) is same, (asked, name)
+        assert gpus.same_gpu(asked, name) is same, (asked, name)
     for have in ("12.4", "12.8", "13.0", "13.4", "13.10", "14.0"):  # the same rule as bench's
         for need in ("12.8", "13.4"):
             ours = hostcheck.cuda_check(have, need) is None
@@ -184,7 +184,9 @@ def test_setup_fails_fast_on_the_host_check(tmp_path):
     (bin_ / "nvidia-smi").write_text("#!/bin/sh\nif [ $# -gt 0 ]; then echo 'NVIDIA GeForce RTX 5080, 575.57.08'; "
                                      "else echo '| NVIDIA-SMI 575.57.08  Driver Version: 575.57.08  CUDA Version: 12.9 |'; fi\n")
     (bin_ / "nvidia-smi").chmod(0o755)
-    (bin_ / "python3").symlink_to(sys.executable)
+    # the host's python3 has no fightlab: -S leaves site-packages (and the editable install) out
+    (bin_ / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    (bin_ / "python3").chmod(0o755)
     script = tmp_path / "task.sh"
     script.write_text(sl.task_script(sl.read_task(), sl.task_envs(options("RTX5080"), "RTX 5080")))
     env = dict(PATH=f"{bin_}:/usr/bin:/bin", HOME=str(tmp_path / "home"))
@@ -319,6 +321,7 @@ def test_teardown_when_setup_or_the_runner_fails(tmp_path):
     tries = state["results"]["RTX 4090"]
     assert tries[0]["status"] == "host check failed" and "80 Mbit/s" in tries[0]["reason"]
     assert tries[-1]["status"] == "error" and "runner itself broke" in tries[-1]["reason"]
+    assert len(tries) == 2 and all(t["teardown"] == "ok" for t in tries)  # an error ends the type's tries
     assert not fake.argvs("collect")  # a host that failed its check has no rows
     assert [a[2] for a in fake.argvs("teardown")] == [sl.cluster_name("t1", "RTX 4090", k) for k in (1, 2)]
 

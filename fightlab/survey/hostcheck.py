@@ -8,7 +8,7 @@ was too old for the GPU code; slow hosts spent 17 + 26 minutes uploading and ins
 Checks, each from an environment variable the task sets (unset or empty: not checked):
 
 - ``FIGHTLAB_GPU``: the GPU type asked for (a ``fightlab.survey.cost.GPU_TYPES`` name) is the
-  one ``nvidia-smi`` names (spaces and case ignored, "NVIDIA"/"GeForce" dropped).
+  one ``nvidia-smi`` names (``fightlab.gpus.same_gpu``).
 - ``FIGHTLAB_MIN_CUDA``: the highest CUDA version the driver supports (``nvidia-smi``'s "CUDA
   Version") is at least this, e.g. ``13.4``: the launcher passes warp's CUDA toolkit, the same
   rule as ``fightlab.measure.bench.driver_check`` (which bench applies again after the install).
@@ -18,7 +18,8 @@ Checks, each from an environment variable the task sets (unset or empty: not che
 
 Prints one ``fightlab host check: …`` line per check; on the first failure one line
 ``fightlab host check FAILED: <why>`` (`FAILED_MARK`, which the launcher looks for) and exit
-status `EXIT_FAILED` (3). Stdlib only and Python >= 3.6 syntax: it runs on the host's python3.
+status `EXIT_FAILED` (3). Stdlib only (and ``fightlab/gpus.py``, found beside it), Python >= 3.7:
+it runs on the host's python3.
 """
 
 import os
@@ -28,6 +29,12 @@ import sys
 import time
 import urllib.request
 
+try:
+    from fightlab.gpus import same_gpu
+except ImportError:  # run as a script from the workdir, fightlab not installed: its source is here
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from fightlab.gpus import same_gpu
+
 #: the line prefix of a failed check (the launcher reads the task's output for it)
 FAILED_MARK = "fightlab host check FAILED:"
 #: exit status of a failed check
@@ -36,7 +43,7 @@ EXIT_FAILED = 3
 BANDWIDTH_BYTES, BANDWIDTH_TIMEOUT_S = 32 * 2**20, 20.0
 
 __all__ = ["FAILED_MARK", "EXIT_FAILED", "BANDWIDTH_BYTES", "BANDWIDTH_TIMEOUT_S", "version_tuple",
-           "parse_cuda_version", "parse_gpus", "same_gpu", "cuda_check", "driver_check",
+           "parse_cuda_version", "parse_gpus", "cuda_check", "driver_check",
            "measure_mbit_s", "run_checks", "main"]
 
 
@@ -62,21 +69,6 @@ def parse_gpus(query_text):
         if len(parts) >= 2 and parts[0]:
             out.append((parts[0], parts[-1]))
     return out
-
-
-def _tokens(name):
-    words = re.split(r"[\s\-_]+", str(name).strip().lower())
-    return [w for w in words if w and w not in ("nvidia", "geforce", "tesla")]
-
-
-def same_gpu(asked, name):
-    """True when ``nvidia-smi``'s ``name`` (``"NVIDIA GeForce RTX 4090"``) is the GPU type
-    ``asked`` (``"RTX 4090"``, ``"RTX4090"``): its first words ("NVIDIA", "GeForce", "Tesla"
-    dropped; spaces, dashes and case ignored) spell ``asked``, so a variant after the type
-    matches (``"H100"`` for ``"NVIDIA H100 80GB HBM3"``, ``"A100"`` for
-    ``"NVIDIA A100-SXM4-80GB"``) and another model does not (``"L4"`` is not ``"NVIDIA L40S"``)."""
-    a, words = "".join(_tokens(asked)), _tokens(name)
-    return any("".join(words[:k]) == a for k in range(1, len(words) + 1))
 
 
 def cuda_check(driver_cuda, need):

@@ -29,8 +29,9 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from fightlab.config import ConfigError
+from fightlab.gpus import same_gpu
 from fightlab.survey.cost import gpu_type
-from fightlab.survey.hostcheck import same_gpu, version_tuple
+from fightlab.survey.hostcheck import version_tuple
 
 __all__ = ["VAST_GPU_NAMES", "MIN_MBIT_S", "MIN_RELIABILITY", "OfferRequirements", "vast_query",
            "VAST_ORDER", "check_offer", "rank_offers", "offers_table", "read_offers"]
