@@ -16,12 +16,14 @@ __all__ = ["gpu_words", "same_gpu", "PUBLISHED_BANDWIDTH_GB_S", "BANDWIDTH_SOURC
 
 #: words a GPU's name carries that say nothing of the model
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla")
+#: words after a model that make it another card ("RTX 3090 Ti" is not an "RTX 3090")
+_OTHER_MODEL_WORDS = ("ti", "super", "d", "laptop", "mobile", "max-q")
 
 
 def gpu_words(name):
     """The words of a GPU name, lower case, vendor words dropped, split at spaces, dashes and
     underscores: ``"NVIDIA A100-SXM4-80GB"`` -> ``["a100", "sxm4", "80gb"]``."""
-    words = re.split(r"[\s\-_]+", str(name).strip().lower())
+    words = re.split(r"[\s_]+|-(?!q\b)", str(name).strip().lower())
     return [w for w in words if w and w not in _VENDOR_WORDS]
 
 
@@ -30,9 +32,13 @@ def same_gpu(asked, name):
     (``"RTX 4090"``, ``"RTX4090"``): its first words (`gpu_words`; spaces, dashes and case
     ignored) spell ``asked``, so a variant after the type matches (``"H100"`` for ``"NVIDIA H100
     80GB HBM3"``, ``"A100"`` for ``"NVIDIA A100-SXM4-80GB"``, ``"T4"`` for ``"Tesla T4"``) and
-    another model does not (``"L4"`` is not ``"NVIDIA L40S"``)."""
+    another model does not (``"L4"`` is not ``"NVIDIA L40S"``, ``"RTX 3090"`` is not ``"RTX 3090
+    Ti"``: the word after the match must not be one of Ti, SUPER, D, Laptop, Mobile)."""
     a, words = "".join(gpu_words(asked)), gpu_words(name)
-    return bool(a) and any("".join(words[:k]) == a for k in range(1, len(words) + 1))
+    for k in range(1, len(words) + 1):
+        if "".join(words[:k]) == a:
+            return k == len(words) or words[k] not in _OTHER_MODEL_WORDS
+    return False
 
 
 #: peak memory bandwidth [GB/s, 10^9 bytes] per GPU type, as published (`BANDWIDTH_SOURCES`).

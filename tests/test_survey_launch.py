@@ -143,6 +143,7 @@ def test_hostcheck_rules():
     for asked, name, same in (("RTX 4090", "NVIDIA GeForce RTX 4090", True), ("RTX4090", "NVIDIA GeForce RTX 4090", True),
                               ("H100", "NVIDIA H100 80GB HBM3", True), ("A100", "NVIDIA A100-SXM4-80GB", True),
                               ("T4", "Tesla T4", True), ("L4", "NVIDIA L40S", False), ("RTX 40", "RTX 4090", False),
+                              ("RTX 3090", "NVIDIA GeForce RTX 3090 Ti", False), ("RTX 5090", "RTX 5090 D", False),
                               ("RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", True)):
         assert gpus.same_gpu(asked, name) is same, (asked, name)
     for have in ("12.4", "12.8", "13.0", "13.4", "13.10", "14.0"):  # the same rule as bench's
