@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from fightlab import cli, gpus, results
+from fightlab import cli, hosts, results
 from fightlab.config import ConfigError
 from fightlab.measure import bench
 from fightlab.measure.report import headline, published_runs, solve_summary
@@ -137,15 +137,15 @@ def test_bad_input_one_line(capsys, tmp_path, argv, said):
 def test_bandwidth_fallback_rule():
     good, line, info = bench.bandwidth_check("NVIDIA GeForce RTX 4090", 900.0, launch_us=4.2)
     assert good is True and "0.89 × the RTX 4090's published 1008 GB/s" in line and "4.2 µs (not judged)" in line
-    assert info["published_gb_per_s"] == gpus.PUBLISHED_BANDWIDTH_GB_S["RTX 4090"] and "1,008 GB/s" in info["source"]
+    assert info["published_gb_per_s"] == hosts.PUBLISHED_BANDWIDTH_GB_S["RTX 4090"] and "1,008 GB/s" in info["source"]
     bad, line, _ = bench.bandwidth_check("NVIDIA GeForce RTX 4090", 0.1 * 1008.0)  # 1/10: the study's 4090
     assert bad is False and line.startswith("bad host: ")
     assert bench.bandwidth_check("NVIDIA A100-SXM4-80GB", 1400.0)[0] is True  # vs the slowest A100 variant
     assert bench.bandwidth_check("cpu", 20.0)[0] is None and bench.bandwidth_check("GTX 1080", 300.0)[0] is None
-    assert set(gpus.PUBLISHED_BANDWIDTH_GB_S) == set(gpus.BANDWIDTH_SOURCES) == set(GPU_TYPES)
+    assert set(hosts.PUBLISHED_BANDWIDTH_GB_S) == set(hosts.BANDWIDTH_SOURCES) == set(GPU_TYPES)
     for t in GPU_TYPES:  # every figure is the first one its source quotes
-        num, unit = re.search(r"([\d,.]+)\+? (GB|TB)/s", gpus.BANDWIDTH_SOURCES[t]).groups()
-        assert float(num.replace(",", "")) * (1000 if unit == "TB" else 1) == gpus.PUBLISHED_BANDWIDTH_GB_S[t], t
+        num, unit = re.search(r"([\d,.]+)\+? (GB|TB)/s", hosts.BANDWIDTH_SOURCES[t]).groups()
+        assert float(num.replace(",", "")) * (1000 if unit == "TB" else 1) == hosts.PUBLISHED_BANDWIDTH_GB_S[t], t
 
 
 @pytest.mark.parametrize("copy_gb_per_s, ok", [(90.0, False), (950.0, True)])

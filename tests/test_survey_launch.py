@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fightlab import cli, gpus
+from fightlab import cli, hosts
 from fightlab import survey_launch as sl
 from fightlab.config import ConfigError
 from fightlab.measure import bench
@@ -145,7 +145,7 @@ def test_hostcheck_rules():
                               ("T4", "Tesla T4", True), ("L4", "NVIDIA L40S", False), ("RTX 40", "RTX 4090", False),
                               ("RTX 3090", "NVIDIA GeForce RTX 3090 Ti", False), ("RTX 5090", "RTX 5090 D", False),
                               ("RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", True)):
-        assert gpus.same_gpu(asked, name) is same, (asked, name)
+        assert hosts.same_gpu(asked, name) is same, (asked, name)
     for have in ("12.4", "12.8", "13.0", "13.4", "13.10", "14.0"):  # the same rule as bench's
         for need in ("12.8", "13.4"):
             ours = hostcheck.cuda_check(have, need) is None

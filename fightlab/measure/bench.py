@@ -15,7 +15,7 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    earlier rows of the same GPU name, body and nworld in the repository's data/ (``bench`` rows,
    and solo ``train`` rows). With none, the fallback (`bandwidth_check`): the primer's
    device-to-device copy bandwidth (`primer.vector_sweep`, measured once per job) against the
-   card's published peak (`fightlab.gpus.PUBLISHED_BANDWIDTH_GB_S`, sources cited there),
+   card's published peak (`fightlab.hosts.PUBLISHED_BANDWIDTH_GB_S`, sources cited there),
    bad below the same fraction; the primer's launch latency (an empty kernel, launch + wait) is
    recorded beside it but not judged (makers publish no per-card launch figure). A GPU the table
    does not know, or a CPU: "no reference" (no card figures are invented).
@@ -48,7 +48,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from fightlab import gpus, meta, results
+from fightlab import hosts, meta, results
 from fightlab.config import (ConfigError, PPOConfig, TrainConfig, check_publish, validate_body,
                              validate_nworld, validate_size)
 from fightlab.paths import REPO_ROOT, RUNS
@@ -135,11 +135,11 @@ def bandwidth_check(gpu: str, copy_gb_per_s: float, launch_us: float | None = No
                     fraction: float = BAD_HOST_FRACTION) -> tuple[bool | None, str, dict]:
     """The bad-host fallback without earlier rows: (False, line, info) when the measured
     device-to-device copy bandwidth [GB/s, bytes read + written per second] is below
-    ``fraction`` of the card's published peak (`fightlab.gpus.published_bandwidth`), (True, …)
+    ``fraction`` of the card's published peak (`fightlab.hosts.published_bandwidth`), (True, …)
     when not, (None, …) for a GPU name the table does not know. ``launch_us`` (an empty kernel's
     launch + wait [µs]) goes into the line and ``info`` unjudged. ``info``: the figures, for
     the row's params."""
-    pub = gpus.published_bandwidth(gpu)
+    pub = hosts.published_bandwidth(gpu)
     info = dict(copy_gb_per_s=copy_gb_per_s, launch_us=launch_us, published_gb_per_s=None, gpu_type=None)
     lat = "" if launch_us is None or launch_us != launch_us else f"; launch + wait {launch_us:.1f} µs (not judged)"
     if pub is None or not (copy_gb_per_s == copy_gb_per_s and copy_gb_per_s > 0):
@@ -147,7 +147,7 @@ def bandwidth_check(gpu: str, copy_gb_per_s: float, launch_us: float | None = No
                       f"judged{lat}"), info
     key, peak = pub
     ratio = copy_gb_per_s / peak
-    info.update(published_gb_per_s=peak, gpu_type=key, ratio=ratio, source=gpus.BANDWIDTH_SOURCES[key])
+    info.update(published_gb_per_s=peak, gpu_type=key, ratio=ratio, source=hosts.BANDWIDTH_SOURCES[key])
     line = (f"copy bandwidth {copy_gb_per_s:.0f} GB/s = {ratio:.2f} × the {key}'s published "
             f"{peak:.0f} GB/s (bad host below {fraction:g} ×){lat}")
     return ratio >= fraction, ("bad host: " + line if ratio < fraction else line), info
@@ -194,20 +194,9 @@ def min_time_limit(n_bodies: int, train_s: float, size: str) -> float:
 
 def measure_bandwidth(url: str, max_bytes: int = BANDWIDTH_BYTES,
                       timeout_s: float = BANDWIDTH_TIMEOUT_S) -> float:
-    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url``. Raises OSError on failure."""
-    import urllib.request
-
-    t0, n = time.perf_counter(), 0
-    with urllib.request.urlopen(url, timeout=timeout_s) as f:  # noqa: S310 - a URL the user gave
-        while n < max_bytes and time.perf_counter() - t0 < timeout_s:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            n += len(chunk)
-    dt = time.perf_counter() - t0
-    if n == 0:
-        raise OSError(f"{url}: no bytes read")
-    return n / dt / 1e6
+    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url`` (`hosts.download_mb_per_s`).
+    Raises OSError on failure."""
+    return hosts.download_mb_per_s(url, max_bytes, timeout_s)
 
 
 def host_check(device: str, bandwidth_url: str | None = None) -> dict:
@@ -401,7 +390,7 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
                 gpu = meta.gpu_name(device)
                 exp, n_ref = expected_speed(gpu, body, n, bench_rows, train_rows)
                 good, line = bad_host(r["env_steps_per_s"], exp)
-                if exp is None and gpus.published_bandwidth(gpu) is not None:  # the fallback
+                if exp is None and hosts.published_bandwidth(gpu) is not None:  # the fallback
                     if not probed:
                         probed.update(probe(device))
                     good, bw_line, info["bandwidth_reference"] = bandwidth_check(

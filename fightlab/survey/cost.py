@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab.config import BODY_NAMES, DEFAULT_TASK, ConfigError
-from fightlab.gpus import same_gpu
+from fightlab.hosts import same_gpu
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
@@ -104,7 +104,7 @@ SURVEY_COLUMNS: tuple[str, ...] = (
 
 def gpu_type(name: str) -> str:
     """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"RTX5080"``, ``"NVIDIA H200"``,
-    ``"NVIDIA H100 SXM5 80GB"`` (a row's ``gpu``) -> its type, by `fightlab.gpus.same_gpu`
+    ``"NVIDIA H100 SXM5 80GB"`` (a row's ``gpu``) -> its type, by `fightlab.hosts.same_gpu`
     (vendor words dropped; case, spaces and a variant after the model ignored; SkyPilot
     spells ``RTX4090``).
 

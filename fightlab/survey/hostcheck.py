@@ -8,7 +8,7 @@ was too old for the GPU code; slow hosts spent 17 + 26 minutes uploading and ins
 Checks, each from an environment variable the task sets (unset or empty: not checked):
 
 - ``FIGHTLAB_GPU``: the GPU type asked for (a ``fightlab.survey.cost.GPU_TYPES`` name) is the
-  one ``nvidia-smi`` names (``fightlab.gpus.same_gpu``).
+  one ``nvidia-smi`` names (``fightlab.hosts.same_gpu``).
 - ``FIGHTLAB_MIN_CUDA``: the highest CUDA version the driver supports (``nvidia-smi``'s "CUDA
   Version") is at least this, e.g. ``13.4``: the launcher passes warp's CUDA toolkit, the same
   rule as ``fightlab.measure.bench.driver_check`` (which bench applies again after the install).
@@ -18,7 +18,7 @@ Checks, each from an environment variable the task sets (unset or empty: not che
 
 Prints one ``fightlab host check: …`` line per check; on the first failure one line
 ``fightlab host check FAILED: <why>`` (`FAILED_MARK`, which the launcher looks for) and exit
-status `EXIT_FAILED` (3). Stdlib only (and ``fightlab/gpus.py``, found beside it), Python >= 3.7:
+status `EXIT_FAILED` (3). Stdlib only (and ``fightlab/hosts.py``, found two folders up), Python >= 3.7:
 it runs on the host's python3.
 """
 
@@ -26,14 +26,12 @@ import os
 import re
 import subprocess
 import sys
-import time
-import urllib.request
 
 try:
-    from fightlab.gpus import same_gpu
+    from fightlab.hosts import download_mb_per_s, same_gpu
 except ImportError:  # run as a script from the workdir, fightlab not installed: its source is here
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from fightlab.gpus import same_gpu
+    from fightlab.hosts import download_mb_per_s, same_gpu
 
 #: the line prefix of a failed check (the launcher reads the task's output for it)
 FAILED_MARK = "fightlab host check FAILED:"
@@ -96,18 +94,9 @@ def driver_check(driver, need):
 
 def measure_mbit_s(url, max_bytes=BANDWIDTH_BYTES, timeout_s=BANDWIDTH_TIMEOUT_S):
     """Download bandwidth [Mbit/s, 10^6 bits] reading up to ``max_bytes`` from ``url`` within
-    ``timeout_s``. Raises OSError (or ValueError for a bad URL) when nothing can be read."""
-    t0, n = time.perf_counter(), 0
-    with urllib.request.urlopen(url, timeout=timeout_s) as f:  # noqa: S310 - the task's URL
-        while n < max_bytes and time.perf_counter() - t0 < timeout_s:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            n += len(chunk)
-    dt = time.perf_counter() - t0
-    if n == 0:
-        raise OSError("{}: no bytes read".format(url))
-    return n * 8 / dt / 1e6
+    ``timeout_s`` (`fightlab.hosts.download_mb_per_s` × 8). Raises OSError (or ValueError for a
+    bad URL) when nothing can be read."""
+    return download_mb_per_s(url, max_bytes, timeout_s) * 8
 
 
 def _smi(args):

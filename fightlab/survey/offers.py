@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from fightlab.config import ConfigError
-from fightlab.gpus import same_gpu
+from fightlab.hosts import same_gpu
 from fightlab.survey.cost import gpu_type
 from fightlab.survey.hostcheck import version_tuple
 

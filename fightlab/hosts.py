@@ -1,18 +1,22 @@
-"""GPU names and published figures (facts, the bottom layer; stdlib only, so the rented host's
-check, ``fightlab/survey/hostcheck.py``, can import it before fightlab is installed).
+"""What a machine is and does, as facts and one probe (the bottom layer; stdlib only, so the
+rented host's check, ``fightlab/survey/hostcheck.py``, imports it before fightlab is installed).
 
 - `same_gpu`: is a name as ``nvidia-smi`` / Vast / a row spells it (``"NVIDIA GeForce RTX 4090"``,
   ``"Tesla T4"``) the GPU type asked for (``"RTX 4090"``)?
 - `PUBLISHED_BANDWIDTH_GB_S` / `published_bandwidth`: each GPU type's peak memory bandwidth as
   its maker publishes it, the reference of bench's bad-host check when no earlier rows of the
   card exist (``fightlab.measure.bench.bandwidth_check``).
+- `download_mb_per_s`: the download rate from a URL (bench's host check, the rented host's).
 """
 
 from __future__ import annotations
 
 import re
+import time
+import urllib.request
 
-__all__ = ["gpu_words", "same_gpu", "PUBLISHED_BANDWIDTH_GB_S", "BANDWIDTH_SOURCES", "published_bandwidth"]
+__all__ = ["gpu_words", "same_gpu", "PUBLISHED_BANDWIDTH_GB_S", "BANDWIDTH_SOURCES", "published_bandwidth",
+           "download_mb_per_s"]
 
 #: words a GPU's name carries that say nothing of the model
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla")
@@ -75,3 +79,19 @@ def published_bandwidth(name):
         if same_gpu(key, name):
             return key, PUBLISHED_BANDWIDTH_GB_S[key]
     return None
+
+
+def download_mb_per_s(url, max_bytes, timeout_s):
+    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url`` within ``timeout_s`` [s].
+    Raises OSError (ValueError for a malformed URL) when nothing can be read."""
+    t0, n = time.perf_counter(), 0
+    with urllib.request.urlopen(url, timeout=timeout_s) as f:  # noqa: S310 - a URL the user gave
+        while n < max_bytes and time.perf_counter() - t0 < timeout_s:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            n += len(chunk)
+    dt = time.perf_counter() - t0
+    if n == 0:
+        raise OSError("{}: no bytes read".format(url))
+    return n / dt / 1e6
