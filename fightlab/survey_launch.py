@@ -13,7 +13,9 @@ SkyPilot picks the host and launches it (the ``sky`` CLI, skypilot 0.14.1):
 1. provision: ``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y`` (an empty
    task), given up after `GIVE_UP_S` (5 min): the host did not answer. (SkyPilot 0.14.1 itself
    waits for a Vast instance without a limit, ``sky/provision/vast/instance.py:run_instances``,
-   and 10 min for its SSH, ``sky/provision/provisioner.py``.)
+   and 10 min for its SSH, ``sky/provision/provisioner.py``.) The ``sky`` client only streams a
+   request that SkyPilot's API server runs, so a stopped client (SIGINT) leaves it running and
+   prints its id: ``sky api cancel ID -y`` follows, then the teardown.
 2. task: ``sky launch -c C TASK_YAML ... --env K=V`` on that cluster: the workdir upload
    (`.skyignore`), ``setup`` = the host check (`fightlab.survey.hostcheck`: GPU type, driver's
    CUDA vs warp's toolkit, driver, download bandwidth; fails fast) and ``pip install -e .``,
@@ -107,6 +109,8 @@ SURVEY_DATA = REPO_ROOT / "data" / "survey" / "bench"
 #: ssh options for vastai-picked hosts (Vast's proxy ports are reused: no known-hosts pinning)
 SSH_OPTS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30")
+#: what an interrupted ``sky`` client prints (sky/client/cli/command.py, _async_call_or_wait)
+_SKY_CANCEL = re.compile(r"sky api cancel ([0-9a-zA-Z-]+)")
 #: seconds between polls of a renting instance
 POLL_S = 10.0
 #: statuses after which no further host is tried for the GPU type ("planned": a dry run's try)
@@ -165,8 +169,10 @@ class DryRunner:
 
 class SubprocessRunner:
     """Runs each `Call` from ``cwd`` (the repository) in its own process group, output to
-    ``log_dir/<cluster>/<nn>-<what>.log``; past its limit the group gets SIGTERM, then SIGKILL
-    (rc 124). ``stop`` (set on Ctrl-C) ends every running call but a teardown (rc 130)."""
+    ``log_dir/<cluster>/<nn>-<what>.log``; past its limit the group gets SIGINT (a ``sky``
+    client then prints the id of its request, which goes on running on SkyPilot's API server),
+    then SIGTERM, then SIGKILL (rc 124). ``stop`` (set on Ctrl-C) ends every running call but a
+    teardown (rc 130)."""
 
     def __init__(self, log_dir: Path, cwd: Path = REPO_ROOT):
         self.log_dir, self.cwd = Path(log_dir), Path(cwd)
@@ -202,7 +208,7 @@ class SubprocessRunner:
 
 
 def _kill(p: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(p.pid, sig)
         except ProcessLookupError:
@@ -472,6 +478,18 @@ def _remote_rows(o: SurveyOptions, prefix: str) -> list[str]:
     return [f"{base}/bench.json", f"{base}/data/results/bench.csv"]
 
 
+def _json(out: str):
+    """The JSON value a ``--raw`` command printed, past any warning lines before it (the
+    runner keeps stdout and stderr together). Raises ValueError when there is none."""
+    dec = json.JSONDecoder()
+    for m in re.finditer(r"^[\[{]", out, re.M):
+        try:
+            return dec.raw_decode(out, m.start())[0]
+        except json.JSONDecodeError:
+            continue
+    raise ValueError("no JSON in the output")
+
+
 def _tail(out: str) -> str:
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     for ln in lines:
@@ -557,13 +575,16 @@ class _Survey:
         try:
             r = self.run(Call(c, "provision", ("sky", "launch", "-c", c, *res, "--disk-size",
                                                str(self.task["resources"]["disk_size"]), *auto),
-                              o.give_up_s, f"give up after {o.give_up_s:g} s: the host did not answer"))
+                              o.give_up_s, f"give up after {o.give_up_s:g} s: the host did not answer; then "
+                              "`sky api cancel <the request id the interrupted client prints>`"))
+            self._cancel(r, c)
             if self._failed(r, t, "provisioning"):
                 return
             envs = [x for k, v in task_envs(o, gpu) for x in ("--env", f"{k}={v}")]
             yaml = str(TASK_YAML.relative_to(REPO_ROOT))
             r = self.run(Call(c, "task", ("sky", "launch", "-c", c, yaml, *res, *auto, *envs),
                               _task_timeout(o), "workdir upload, setup (host check, pip install -e .), bench"))
+            self._cancel(r, c)
             self._task_result(r, t)
             if t.status != "host check failed":
                 self._collect(t, [f"{c}:{p}" for p in _remote_rows(o, REMOTE_WORKDIR + "/")], ())
@@ -587,9 +608,12 @@ class _Survey:
                 t.status, t.reason = "error", f"vastai search failed (exit {r.rc}): {_tail(r.out)}"
                 return None
             try:
-                found = json.loads(r.out)
-            except json.JSONDecodeError:
+                found = _json(r.out)
+            except ValueError:
                 t.status, t.reason = "error", f"vastai search printed no JSON: {_tail(r.out)}"
+                return None
+            if not isinstance(found, list):
+                t.status, t.reason = "error", f"vastai search printed no list of offers: {_tail(r.out)}"
                 return None
         ok, bad = offers.rank_offers(found, gpu, o.requirements)
         self.log(f"survey: {gpu}: {len(ok)} of {len(found)} offers pass ({q})")
@@ -615,8 +639,8 @@ class _Survey:
                           "the cheapest untried offer that passes" +
                           (f", ${offer['dph_total']:g}/h" if isinstance(offer.get("dph_total"), (int, float)) else "")))
         try:
-            iid = str(json.loads(r.out)["new_contract"]) if r.rc == 0 else None
-        except (json.JSONDecodeError, KeyError, TypeError):
+            iid = str(_json(r.out)["new_contract"]) if r.rc == 0 else None
+        except (ValueError, KeyError, TypeError):
             iid = None
         if iid is None:
             t.reason = f"vastai create instance failed (exit {r.rc}): {_tail(r.out)}"
@@ -660,9 +684,10 @@ class _Survey:
             r = self.run(Call(t.cluster, "wait", ("vastai", "show", "instance", iid, "--raw"), min(60.0, left),
                               f"every {POLL_S:g} s until running, give up after {self.o.give_up_s:g} s"))
             try:
-                info = json.loads(r.out) if r.rc == 0 else {}
-            except json.JSONDecodeError:
+                info = _json(r.out) if r.rc == 0 else {}
+            except ValueError:
                 info = {}
+            info = info if isinstance(info, dict) else {}
             if str(info.get("actual_status")) == "running" and info.get("ssh_host") and info.get("ssh_port"):
                 host = (str(info["ssh_host"]), str(info["ssh_port"]))
                 p = self.run(Call(t.cluster, "wait", ("ssh", *SSH_OPTS, "-p", host[1], f"root@{host[0]}", "true"),
@@ -670,6 +695,14 @@ class _Survey:
                 if p.rc == 0:
                     return host
             self.sleep(POLL_S)
+
+    def _cancel(self, r: Result, c: str) -> None:
+        """A ``sky`` client stopped at its limit leaves its request running on the API server
+        (a Vast launch waits there without a limit): cancel it, by the id the client printed."""
+        m = _SKY_CANCEL.search(re.sub(r"\x1b\[[0-9;]*m", "", r.out)) if r.rc in (124, 130) else None
+        if m:
+            self.run(Call(c, "cancel", ("sky", "api", "cancel", m.group(1), "-y"), 120.0,
+                          "the request the stopped client left on the API server"))
 
     # -- shared steps
     def _failed(self, r: Result, t: _Try, step: str) -> bool:
@@ -740,13 +773,17 @@ def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = F
     ``data_dir`` default `SURVEY_DATA`.
 
     Raises:
-      ConfigError: before anything runs: ``data_dir/<survey id>`` exists; not dry: the upload
-        check (`check_upload`), or ``sky`` / ``vastai`` not on PATH.
+      ConfigError: before anything runs: ``data_dir/<survey id>`` exists; not dry: recorded
+        offers (``--offers-json``), the upload check (`check_upload`), or ``sky`` / ``vastai``
+        not on PATH.
     """
     dest = Path(data_dir if data_dir is not None else SURVEY_DATA) / o.survey_id
     if dest.exists():
         raise ConfigError(f"{dest} exists: a survey never writes into a folder it did not make; "
                           "give another --survey-id")
+    if o.offers_found is not None and not dry_run:
+        raise ConfigError("--offers-json is for --dry-run: a survey rents from a live search, never "
+                          "from a recorded list")
     task = read_task()
     if runner is None:
         if dry_run:

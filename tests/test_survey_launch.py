@@ -5,8 +5,6 @@ shape), and the launcher's runs with a fake runner (teardown always, clusters in
 collected without touching anything else). Nothing here reaches a cloud."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -300,10 +298,22 @@ def test_dry_run_vastai_picks_the_cheapest_recorded_offer(tmp_path):
     assert "vastai search offers" in text and "-o dph_total" in text and text.count("vastai destroy instance") == 2
 
 
+def test_recorded_offers_are_for_dry_runs_only(tmp_path):
+    with pytest.raises(ConfigError, match="--offers-json is for --dry-run"):
+        sl.run_survey(options(picker="vastai", offers_json=OFFERS), runner=Fake(), data_dir=tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
 def test_teardown_when_the_host_does_not_answer(tmp_path):
-    fake = Fake(lambda c, n: sl.Result(124, "waiting for instances") if c.what == "provision" else None)
+    said = ("Waiting for instances to be ready\n\x1b[1m\u2699\ufe0e Request will continue running asynchronously."
+            "\x1b[0m\n  To cancel the request, run: \x1b[1msky api cancel 1a2b3c4d\x1b[0m\n")
+    fake = Fake(lambda c, n: sl.Result(124, said) if c.what == "provision" else None)
     state = sl.run_survey(options("RTX4090,L40S", tries=2), runner=fake, data_dir=tmp_path, log=lambda s: None)
     assert len(fake.argvs("provision")) == 4 and not fake.argvs("task")  # 2 types x 2 tries
+    assert fake.argvs("cancel") == [("sky", "api", "cancel", "1a2b3c4d", "-y")] * 4  # the server's request too
+    for gpu in ("RTX 4090", "L40S"):  # per cluster: give up, cancel, tear down, in that order
+        c = sl.cluster_name("t1", gpu, 1)
+        assert [x.what for x in fake.calls if x.cluster == c] == ["provision", "cancel", "teardown"]
     assert sorted(a[2] for a in fake.argvs("teardown")) == sorted(a[3] for a in fake.argvs("provision"))
     for tries in state["results"].values():
         assert [t["status"] for t in tries] == ["gave up", "gave up"] and all(t["teardown"] == "ok" for t in tries)
@@ -364,7 +374,7 @@ def test_vastai_picker_rents_the_next_offer_and_destroys_each(tmp_path):
 
     def script(c, n):
         if c.what == "search":
-            return sl.Result(0, OFFERS.read_text().split('"offers": ', 1)[1].rsplit("}", 1)[0])
+            return sl.Result(0, "Warning: Unrecognized field: reliability\n" + json.dumps(offers.read_offers(OFFERS)))
         if c.what == "rent":
             return sl.Result(0, json.dumps(dict(success=True, new_contract=f"77{n}")))
         if c.argv[:3] == ("vastai", "show", "instance"):
