@@ -1,5 +1,5 @@
 """Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
-compare-backends}.
+compare-backends, survey}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
     python -m fightlab train --resume runs/train/latest.pt --segment-s 540
@@ -10,6 +10,7 @@ compare-backends}.
     python -m fightlab batch --job 'train --body simple' --grid seed=1,2,3,4 --concurrent 4
     python -m fightlab sweep [--body simple] [--nworld-list 128,256,...] [--publish] [--solve]
     python -m fightlab compare-backends [--body simple] [--nworld 1024] [--gpu-device cpu] [--publish]
+    python -m fightlab survey launch --gpus RTX4090,L40S [--infra vast] [--picker sky|vastai] [--dry-run]
 
 Bad input (unknown body, nworld not a positive integer, a CUDA device on a machine without
 one, an unreadable checkpoint) ends with one line `fightlab: error: …` naming the value and
@@ -260,7 +261,50 @@ def _parser() -> argparse.ArgumentParser:
     _sweep_parser(sub, fmt)
     _bench_parser(sub, fmt)
     _compare_parser(sub, fmt)
+    _survey_parser(sub, fmt)
     return p
+
+
+def _survey_parser(sub, fmt) -> None:
+    # defaults live in fightlab.survey_launch (imported when the command runs, not by the parser)
+    sv = sub.add_parser("survey", formatter_class=fmt, help="the GPU survey on rented machines (SkyPilot)",
+                        description="The GPU survey (issue 19): `survey launch` rents one host per GPU type "
+                        "in parallel, runs `python -m fightlab bench` there and collects its rows into "
+                        "data/survey/bench/<survey id>/. See fightlab/survey_launch.py.")
+    ssub = sv.add_subparsers(dest="survey_cmd", required=True, metavar="ACTION")
+    la = ssub.add_parser("launch", formatter_class=fmt, help="one cluster per GPU type, bench on each",
+                         description="Per GPU type, at once: rent a host (SkyPilot, or with --picker vastai "
+                         "the cheapest Vast offer that passes fightlab's filter), give up on one that does "
+                         "not answer within 5 minutes, run the task fightlab/survey/bench.sky.yaml (setup: "
+                         "host check, pip install -e .; run: bench), collect the rows, and always tear "
+                         "the host down (autostop -i N --down, and sky down / vastai destroy in finally); "
+                         "a failed host is replaced by the next, up to --tries. --dry-run prints every "
+                         "command and runs nothing.")
+    la.add_argument("--gpus", required=True, help="comma-separated GPU types, e.g. RTX4090,L40S "
+                    "(fightlab.survey.cost.GPU_TYPES; case and spaces ignored)")
+    la.add_argument("--infra", default="vast", help="where to rent: vast, runpod, lambda or aws, "
+                    "optionally /region (SkyPilot's --infra)")
+    la.add_argument("--picker", default="sky", help="who picks the host: sky (SkyPilot, any infra) or "
+                    "vastai (fightlab: the vastai SDK's search, filtered on driver, CUDA, bandwidth and "
+                    "price, cheapest first; --infra vast only)")
+    la.add_argument("--bodies", default="simple,muscular-fast", help="bench's bodies, comma-separated")
+    la.add_argument("--tries", type=int, default=None, help="hosts tried per GPU type (default 2)")
+    la.add_argument("--min-cuda", default=None, help="the driver's CUDA version, at least, e.g. 13.4; '' "
+                    "not checked (default: warp's CUDA toolkit, bench's rule)")
+    la.add_argument("--min-driver", default=None, help="the NVIDIA driver version, at least, e.g. "
+                    "580.65.06 (default: not checked)")
+    la.add_argument("--min-mbit-s", type=float, default=None, help="download bandwidth, at least "
+                    "[Mbit/s] (default 500)")
+    la.add_argument("--max-price", type=float, default=None, help="--picker vastai: $/h at most")
+    la.add_argument("--bandwidth-url", default=None, help="what the host check downloads to time "
+                    "the bandwidth (default: Cloudflare's speed test)")
+    la.add_argument("--time-limit-s", type=float, default=None,
+                    help="bench's hard limit per host [s] (default: twice its shortest)")
+    la.add_argument("--offers-json", default=None, metavar="FILE",
+                    help="--picker vastai: a recorded offer list (vastai search offers --raw) instead "
+                         "of a live search (for a dry run)")
+    la.add_argument("--survey-id", default=None, help="1-16 of a-z 0-9 (default: a new id)")
+    la.add_argument("--dry-run", action="store_true", help="print every command it would run, run nothing")
 
 
 def _bench_parser(sub, fmt) -> None:
@@ -941,6 +985,30 @@ def cmd_batch(a) -> int:
     return 1 if unfinished else 0
 
 
+def cmd_survey(a) -> int:
+    from fightlab import survey_launch as sl
+
+    o = sl.make_options(
+        a.gpus, infra=a.infra, picker=a.picker, bodies=a.bodies, tries=_given(a.tries, sl.TRIES),
+        min_cuda=_given(a.min_cuda, "warp"), min_driver=a.min_driver,
+        min_mbit_s=_given(a.min_mbit_s, sl.offers.MIN_MBIT_S), max_usd_per_h=a.max_price,
+        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=a.time_limit_s,
+        survey_id=a.survey_id, offers_json=a.offers_json)
+    if a.dry_run:
+        state = sl.run_survey(o, dry_run=True, log=lambda s: None)
+        print(sl.format_plan(o, state["calls"], upload=sl.check_upload()))
+        return 0
+    try:
+        state = sl.run_survey(o)
+    except KeyboardInterrupt:
+        print(f"fightlab: survey interrupted; check for clusters left running: sky status "
+              f"(or vastai show instances); {sl.SURVEY_DATA / o.survey_id / 'survey.json'} lists them",
+              file=sys.stderr)
+        return 130
+    print("\n".join(sl.summary_lines(state)))
+    return 0 if all(t and t[-1]["status"] == "done" for t in state["results"].values()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
@@ -952,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
                 "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep, "bench": cmd_bench,
-                "compare-backends": cmd_compare_backends}[args.cmd](args)
+                "compare-backends": cmd_compare_backends, "survey": cmd_survey}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2

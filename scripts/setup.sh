@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up fightlab on a fresh Linux machine with python3 >= 3.11: a .venv in the repository root
-# with fightlab installed editable plus the test extra. Idempotent: re-running reuses the .venv and
-# skips pip when pyproject.toml is unchanged since the last successful install (FORCE=1 reinstalls).
+# with fightlab installed editable plus the test extra (EXTRAS=test,survey adds the survey
+# launcher's: scripts/test.sh does). Idempotent: re-running reuses the .venv and skips pip when
+# pyproject.toml and EXTRAS are unchanged since the last successful install (FORCE=1 reinstalls).
 # Works from any directory. Override the interpreter with PYTHON=/path/to/python3.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 PYTHON="${PYTHON:-python3}"
+EXTRAS="${EXTRAS:-test}"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.fightlab-installed"
 
@@ -66,7 +68,7 @@ if ! "$PY" -c 'import sys, pip; v = tuple(int(x) for x in pip.__version__.split(
   "$PY" -m pip install --upgrade pip
 fi
 
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) [$EXTRAS]"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 # installed, editable, from this folder? (reads metadata only: never imports fightlab)
 installed_here() {
@@ -80,10 +82,10 @@ PYEOF
 }
 
 if [ "${FORCE:-0}" != "1" ] && [ "$want" = "$have" ] && installed_here; then
-  say "fightlab already installed and pyproject.toml unchanged: skipping pip install (FORCE=1 to redo)"
+  say "fightlab already installed and pyproject.toml and extras [$EXTRAS] unchanged: skipping pip install (FORCE=1 to redo)"
 else
-  say "pip install -e '.[test]' (pinned versions from pyproject.toml)"
-  "$PY" -m pip install -e '.[test]'
+  say "pip install -e '.[$EXTRAS]' (pinned versions from pyproject.toml)"
+  "$PY" -m pip install -e ".[$EXTRAS]"
   echo "$want" > "$STAMP"
 fi
 

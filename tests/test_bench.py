@@ -1,15 +1,17 @@
 """python -m fightlab bench (fightlab.measure.bench) at smoke size on the CPU."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
 
-from fightlab import cli, results
+from fightlab import cli, hosts, results
 from fightlab.config import ConfigError
 from fightlab.measure import bench
 from fightlab.measure.report import headline, published_runs, solve_summary
 from fightlab.paths import REPO_ROOT
+from fightlab.survey.cost import GPU_TYPES
 
 
 def test_smoke_rows_written(tmp_path):
@@ -130,3 +132,37 @@ def test_time_limit_too_short(capsys, tmp_path):
 ])
 def test_bad_input_one_line(capsys, tmp_path, argv, said):
     assert said in _err(capsys, ["bench", "--device", "cpu", "--out", str(tmp_path / "b"), *argv])
+
+
+def test_bandwidth_fallback_rule():
+    good, line, info = bench.bandwidth_check("NVIDIA GeForce RTX 4090", 900.0, launch_us=4.2)
+    assert good is True and "0.89 × the RTX 4090's published 1008 GB/s" in line and "4.2 µs (not judged)" in line
+    assert info["published_gb_per_s"] == hosts.PUBLISHED_BANDWIDTH_GB_S["RTX 4090"] and "1,008 GB/s" in info["source"]
+    bad, line, _ = bench.bandwidth_check("NVIDIA GeForce RTX 4090", 0.1 * 1008.0)  # 1/10: the study's 4090
+    assert bad is False and line.startswith("bad host: ")
+    assert bench.bandwidth_check("NVIDIA A100-SXM4-80GB", 1400.0)[0] is True  # vs the slowest A100 variant
+    assert bench.bandwidth_check("cpu", 20.0)[0] is None and bench.bandwidth_check("GTX 1080", 300.0)[0] is None
+    assert set(hosts.PUBLISHED_BANDWIDTH_GB_S) == set(hosts.BANDWIDTH_SOURCES) == set(GPU_TYPES)
+    for t in GPU_TYPES:  # every figure is the first one its source quotes
+        num, unit = re.search(r"([\d,.]+)\+? (GB|TB)/s", hosts.BANDWIDTH_SOURCES[t]).groups()
+        assert float(num.replace(",", "")) * (1000 if unit == "TB" else 1) == hosts.PUBLISHED_BANDWIDTH_GB_S[t], t
+
+
+@pytest.mark.parametrize("copy_gb_per_s, ok", [(90.0, False), (950.0, True)])
+def test_bad_host_falls_back_to_published_bandwidth(tmp_path, monkeypatch, copy_gb_per_s, ok):
+    """No earlier rows of the card: the probe's copy bandwidth against the published peak
+    decides (fake numbers: a 4090 probed at 90 GB/s is a bad host, at 950 it trains)."""
+    def point(body, n, device, **k):
+        return dict(compile_s=1.0, first_iter_s=0.5, iterations=2, s_per_iter=1.0, rollout_s_per_iter=0.8,
+                    update_s_per_iter=0.2, env_steps_per_s=10.0)
+
+    trained, probes = [], []
+    monkeypatch.setattr(bench.meta, "gpu_name", lambda device: "NVIDIA GeForce RTX 4090")
+    rows = bench.run_bench(["simple", "muscular-fast"], "cpu", nworld=8, size="smoke", train_s=2.0,
+                           out=tmp_path / "b", progress=False, log=lambda s: None, point=point,
+                           train=lambda *a: trained.append(a) or dict(train_iterations=1, train_s_per_iter=1.0),
+                           probe=lambda d: probes.append(d) or dict(copy_gb_per_s=copy_gb_per_s, launch_us=5.0))
+    params = json.loads(rows[0]["params"])
+    assert params["bandwidth_reference"]["published_gb_per_s"] == 1008.0 and len(probes) == 1  # once per job
+    assert rows[0]["ok"] is ok and bool(trained) is ok
+    assert ("bad host" in params.get("reason", "")) is (not ok)

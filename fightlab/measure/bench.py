@@ -13,7 +13,12 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
 3. **Bad host**: the speed test's env steps/s below `BAD_HOST_FRACTION` of the expected ends the
    job early (the study's RTX 4090 ran at 1/10 speed). Expected = the median env steps/s of
    earlier rows of the same GPU name, body and nworld in the repository's data/ (``bench`` rows,
-   and solo ``train`` rows); with none, "no reference" (no card figures are invented).
+   and solo ``train`` rows). With none, the fallback (`bandwidth_check`): the primer's
+   device-to-device copy bandwidth (`primer.vector_sweep`, measured once per job) against the
+   card's published peak (`fightlab.hosts.PUBLISHED_BANDWIDTH_GB_S`, sources cited there),
+   bad below the same fraction; the primer's launch latency (an empty kernel, launch + wait) is
+   recorded beside it but not judged (makers publish no per-card launch figure). A GPU the table
+   does not know, or a CPU: "no reference" (no card figures are invented).
 4. Per body, a **timed training** (default `TRAIN_S` = 120 s; `Trainer` with ``segment_s``).
 5. One ``bench`` row per body (`results.EXPERIMENTS["bench"]`: GPU name, driver, warp /
    mujoco_warp / torch versions, commit in the metadata columns; CUDA driver / toolkit versions,
@@ -43,7 +48,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from fightlab import meta, results
+from fightlab import hosts, meta, results
 from fightlab.config import (ConfigError, PPOConfig, TrainConfig, check_publish, validate_body,
                              validate_nworld, validate_size)
 from fightlab.paths import REPO_ROOT, RUNS
@@ -126,6 +131,41 @@ def bad_host(measured: float, expected: float | None,
     return (ratio >= fraction), ("bad host: " + line if ratio < fraction else line)
 
 
+def bandwidth_check(gpu: str, copy_gb_per_s: float, launch_us: float | None = None,
+                    fraction: float = BAD_HOST_FRACTION) -> tuple[bool | None, str, dict]:
+    """The bad-host fallback without earlier rows: (False, line, info) when the measured
+    device-to-device copy bandwidth [GB/s, bytes read + written per second] is below
+    ``fraction`` of the card's published peak (`fightlab.hosts.published_bandwidth`), (True, …)
+    when not, (None, …) for a GPU name the table does not know. ``launch_us`` (an empty kernel's
+    launch + wait [µs]) goes into the line and ``info`` unjudged. ``info``: the figures, for
+    the row's params."""
+    pub = hosts.published_bandwidth(gpu)
+    info = dict(copy_gb_per_s=copy_gb_per_s, launch_us=launch_us, published_gb_per_s=None, gpu_type=None)
+    lat = "" if launch_us is None or launch_us != launch_us else f"; launch + wait {launch_us:.1f} µs (not judged)"
+    if pub is None or not (copy_gb_per_s == copy_gb_per_s and copy_gb_per_s > 0):
+        return None, (f"copy bandwidth {copy_gb_per_s:.0f} GB/s; no published figure for {gpu!r}: not "
+                      f"judged{lat}"), info
+    key, peak = pub
+    ratio = copy_gb_per_s / peak
+    info.update(published_gb_per_s=peak, gpu_type=key, ratio=ratio, source=hosts.BANDWIDTH_SOURCES[key])
+    line = (f"copy bandwidth {copy_gb_per_s:.0f} GB/s = {ratio:.2f} × the {key}'s published "
+            f"{peak:.0f} GB/s (bad host below {fraction:g} ×){lat}")
+    return ratio >= fraction, ("bad host: " + line if ratio < fraction else line), info
+
+
+def probe_bandwidth(device: str) -> dict:
+    """The primer's probes on ``device`` (`primer.vector_sweep` at 2^26 floats, 256 MB per
+    array): ``copy_gb_per_s`` (device-to-device copy, bytes read + written) and ``launch_us``
+    (an empty kernel's launch + wait, median)."""
+    from fightlab.measure.primer import vector_sweep
+
+    df = vector_sweep([2**26], [device], repeats=10, warmup=2, include_numpy=False)
+    copy = df[df["op"] == "copy"]["gb_per_s"]
+    empty = df[df["op"] == "empty_kernel"]["median_s"]
+    return dict(copy_gb_per_s=float(copy.iloc[0]) if len(copy) else float("nan"),
+                launch_us=float(empty.iloc[0]) * 1e6 if len(empty) else None)
+
+
 def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame) -> tuple[float | None, float | None, dict]:
     """(iterations to solve, estimated time to solve [s], source): the median iterations to
     solve of the committed headline group of ``body`` (`report.headline`) × ``s_per_iter``;
@@ -154,20 +194,9 @@ def min_time_limit(n_bodies: int, train_s: float, size: str) -> float:
 
 def measure_bandwidth(url: str, max_bytes: int = BANDWIDTH_BYTES,
                       timeout_s: float = BANDWIDTH_TIMEOUT_S) -> float:
-    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url``. Raises OSError on failure."""
-    import urllib.request
-
-    t0, n = time.perf_counter(), 0
-    with urllib.request.urlopen(url, timeout=timeout_s) as f:  # noqa: S310 - a URL the user gave
-        while n < max_bytes and time.perf_counter() - t0 < timeout_s:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            n += len(chunk)
-    dt = time.perf_counter() - t0
-    if n == 0:
-        raise OSError(f"{url}: no bytes read")
-    return n / dt / 1e6
+    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url`` (`hosts.download_mb_per_s`).
+    Raises OSError on failure."""
+    return hosts.download_mb_per_s(url, max_bytes, timeout_s)
 
 
 def host_check(device: str, bandwidth_url: str | None = None) -> dict:
@@ -261,11 +290,12 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
               time_limit_s: float | None = None, out: Path | str | None = None, publish: bool = False,
               bandwidth_url: str | None = None, root: Path | str = REPO_ROOT, progress: bool = True,
               log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
-              train: Callable[..., dict] | None = None, check: Callable[..., dict] | None = None) -> list[dict]:
+              train: Callable[..., dict] | None = None, check: Callable[..., dict] | None = None,
+              probe: Callable[[str], dict] | None = None) -> list[dict]:
     """The bench job (module docstring). Returns the rows (one per body), also written to
     ``out`` (default runs/bench/<run id>) as CSV and JSON, and with ``publish`` to ``root``'s
-    data/. ``point``, ``train``, ``check``: the speed test, the timed training and the host
-    check (tests pass fakes).
+    data/. ``point``, ``train``, ``check``, ``probe``: the speed test, the timed training, the
+    host check and the bandwidth probe of the fallback (`probe_bandwidth`; tests pass fakes).
 
     Raises:
       ConfigError: a bad option, before anything runs: bodies, nworld ("auto" on a CPU device),
@@ -306,6 +336,8 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
 
     check_location(out)
     point, train, check = point or time_point, train or _train, check or host_check
+    probe = probe or probe_bandwidth
+    probed: dict = {}  # the fallback's probe, once per job
     base = _base_cfg(size)
     it, skip = SPEED_ITERATIONS[size]
     t_job = time.perf_counter()
@@ -355,8 +387,16 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
                          speed_iterations=r["iterations"], s_per_iter=r["s_per_iter"],
                          rollout_s_per_iter=r["rollout_s_per_iter"], update_s_per_iter=r["update_s_per_iter"],
                          env_steps_per_s=r["env_steps_per_s"])
-                exp, n_ref = expected_speed(meta.gpu_name(device), body, n, bench_rows, train_rows)
+                gpu = meta.gpu_name(device)
+                exp, n_ref = expected_speed(gpu, body, n, bench_rows, train_rows)
                 good, line = bad_host(r["env_steps_per_s"], exp)
+                if exp is None and hosts.published_bandwidth(gpu) is not None:  # the fallback
+                    if not probed:
+                        probed.update(probe(device))
+                    good, bw_line, info["bandwidth_reference"] = bandwidth_check(
+                        gpu, probed["copy_gb_per_s"], probed.get("launch_us"))
+                    line = (f"speed: {r['env_steps_per_s']:.0f} env steps/s; no earlier rows of this GPU, body "
+                            f"and nworld: judged by the primer's probe: {bw_line}")
                 log(f"bench: {body}: {line}")
                 info.update(speed=line, reference_rows=n_ref)
                 m.update(expected_env_steps_per_s=exp,
@@ -419,5 +459,6 @@ def _fmt(v) -> str:
 
 
 __all__ = ["TRAIN_S", "BAD_HOST_FRACTION", "SETUP_ALLOWANCE_S", "INSTALL_ENV", "TimeLimit",
-           "cuda_version", "driver_check", "expected_speed", "bad_host", "estimate", "min_time_limit",
-           "measure_bandwidth", "host_check", "install_s", "run_bench"]
+           "cuda_version", "driver_check", "expected_speed", "bad_host", "bandwidth_check",
+           "probe_bandwidth", "estimate", "min_time_limit", "measure_bandwidth", "host_check",
+           "install_s", "run_bench"]

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab.config import BODY_NAMES, DEFAULT_TASK, ConfigError
+from fightlab.hosts import same_gpu
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
@@ -103,17 +104,16 @@ SURVEY_COLUMNS: tuple[str, ...] = (
 # --- names -------------------------------------------------------------------------------------
 
 def gpu_type(name: str) -> str:
-    """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"NVIDIA H200"`` (a row's ``gpu``,
-    vendor prefixes "NVIDIA" / "GeForce" dropped) -> ``"H200"``; case and spacing ignored.
+    """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"RTX5080"``, ``"NVIDIA H200"``,
+    ``"NVIDIA H100 SXM5 80GB"`` (a row's ``gpu``) -> its type, by `fightlab.hosts.same_gpu`
+    (vendor words dropped; case, spaces and a variant after the model ignored; SkyPilot
+    spells ``RTX4090``).
 
     Raises:
       ConfigError: an unknown GPU name (names it and the known types).
     """
-    key = re.sub(r"\s+", " ", str(name)).strip()
-    key = re.sub(r"^(nvidia\s+)?(geforce\s+)?", "", key, flags=re.I)
-    key = re.sub(r"\s+(sxm\S*|pcie|nvl)\b.*$", "", key, flags=re.I)  # "H100 SXM5 80GB" -> "H100"
-    for known in GPU_TYPES:
-        if key.lower() == known.lower():
+    for known in sorted(GPU_TYPES, key=len, reverse=True):
+        if same_gpu(known, name):
             return known
     raise ConfigError(f"unknown GPU {name!r}; known GPU types: {', '.join(GPU_TYPES)} "
                       "(add one to fightlab.survey.cost.GPU_TYPES)")
