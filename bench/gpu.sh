@@ -27,7 +27,7 @@ declare -A STUDY=(
   [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
   [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid seed=1,2,3,4"
   [klB]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.01,0.02,0.04,0.08 --grid seed=1,2"
-  [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.02,0.04 --grid seed=1,2"
+  [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )
 ok() { RESULT+=("PASS $1"); }

@@ -340,18 +340,19 @@ def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple
 
 
 def warp_cuda() -> str | None:
-    """warp's CUDA toolkit as ``"13.4"`` (what a host's driver must support: bench's rule), or
-    None when warp does not say."""
+    """The oldest driver CUDA version that runs this warp, as ``"13.0"`` (bench's rule,
+    `fightlab.measure.bench.min_driver_cuda` of warp's CUDA toolkit), or None when warp does not
+    say."""
     import warp as wp
 
-    from fightlab.measure.bench import cuda_version
+    from fightlab.measure.bench import cuda_version, min_driver_cuda
 
     level, wp.config.log_level = wp.config.log_level, max(wp.config.log_level, wp.LOG_WARNING)
     try:  # no greeting: this reads a version, nothing runs on warp
         v = cuda_version(wp.get_cuda_toolkit_version())
     finally:
         wp.config.log_level = level
-    return None if v is None else f"{v:.1f}"
+    return None if v is None else f"{min_driver_cuda(v):.1f}"
 
 
 def accelerator(gpu: str) -> str:

@@ -89,7 +89,12 @@ def test_expected_speed_same_gpu_only():
 
 def test_driver_check():
     assert bench.cuda_version(12080) == pytest.approx(12.8)
-    assert bench.driver_check(12.2, 12.8) and "older" in bench.driver_check(12.2, 12.8)
+    # warp's rule: minor-version compatibility, the toolkit's major .0 (11.4 for CUDA 11)
+    assert bench.min_driver_cuda(13.4) == 13.0 and bench.min_driver_cuda(12.8) == 12.0
+    assert bench.min_driver_cuda(11.8) == 11.4
+    assert bench.driver_check(13.0, 13.4) is None  # the H200: driver 13.0 runs warp's 13.4 build
+    assert bench.driver_check(12.9, 13.4) and "older than 13.0" in bench.driver_check(12.9, 13.4)
+    assert bench.driver_check(11.2, 11.8) and bench.driver_check(11.4, 11.8) is None
     assert bench.driver_check(12.8, 12.8) is None and bench.driver_check(None, 12.8) is None
 
 

@@ -144,12 +144,14 @@ def test_hostcheck_rules():
                               ("RTX 3090", "NVIDIA GeForce RTX 3090 Ti", False), ("RTX 5090", "RTX 5090 D", False),
                               ("RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", True)):
         assert hosts.same_gpu(asked, name) is same, (asked, name)
-    for have in ("12.4", "12.8", "13.0", "13.4", "13.10", "14.0"):  # the same rule as bench's
-        for need in ("12.8", "13.4"):
-            ours = hostcheck.cuda_check(have, need) is None
+    for have in ("11.8", "12.4", "12.8", "13.0", "13.4", "13.10", "14.0"):  # the same rule as bench's
+        for toolkit in (12.8, 13.4):
+            ours = hostcheck.cuda_check(have, f"{bench.min_driver_cuda(toolkit):.1f}") is None
             major, minor = (int(x) for x in have.split("."))
-            theirs = bench.driver_check(major + minor / 10, float(need)) is None if minor < 10 else True
-            assert ours is theirs, (have, need)
+            theirs = bench.driver_check(major + minor / 10, toolkit) is None if minor < 10 else True
+            assert ours is theirs, (have, toolkit)
+    # warp's minor-version compatibility: its 13.4 build runs on a driver of CUDA 13.0 (the H200's)
+    assert hostcheck.cuda_check("13.0", "13.0") is None and hostcheck.cuda_check("12.9", "13.0")
     assert hostcheck.driver_check("570.133.07", "580.65.06") and hostcheck.driver_check("580.65.06", "580.65.06") is None
     assert hostcheck.cuda_check(None, "13.4") is None  # unknown: not judged here (bench judges after install)
 

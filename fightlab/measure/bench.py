@@ -89,14 +89,25 @@ def cuda_version(v) -> float | None:
     return None
 
 
+def min_driver_cuda(toolkit: float) -> float:
+    """The oldest driver CUDA version (e.g. 13.0) that runs warp built with CUDA toolkit
+    ``toolkit`` (13.4): warp's own rule (warp/_src/context.py, ``Runtime.min_driver_version``)
+    for builds with CUDA minor-version compatibility, as warp's PyPI wheels are: the toolkit's
+    major version .0, and 11.4 for CUDA 11 (seen: warp 1.19.0, toolkit 13.4, on the H200's
+    driver 13.0)."""
+    major = int(toolkit)
+    return float(major) if major > 11 else 11.4
+
+
 def driver_check(driver: float | None, toolkit: float | None) -> str | None:
     """Why the CUDA driver cannot run warp's toolkit (a sentence), or None when it can (or when
-    either version is unknown)."""
+    either version is unknown): the driver must support at least `min_driver_cuda` (toolkit)."""
     if driver is None or toolkit is None:
         return None
-    if (int(driver), round(driver % 1 * 10)) < (int(toolkit), round(toolkit % 1 * 10)):
-        return (f"CUDA driver {driver:.1f} is older than warp's CUDA toolkit {toolkit:.1f}: update the "
-                "NVIDIA driver or install a warp built for an older CUDA")
+    need = min_driver_cuda(toolkit)
+    if (int(driver), round(driver % 1 * 10)) < (int(need), round(need % 1 * 10)):
+        return (f"CUDA driver {driver:.1f} is older than {need:.1f}, the oldest that runs warp's CUDA "
+                f"toolkit {toolkit:.1f}: update the NVIDIA driver or install a warp built for an older CUDA")
     return None
 
 
@@ -228,8 +239,9 @@ def host_check(device: str, bandwidth_url: str | None = None) -> dict:
             if why:
                 fail(why)
             else:
-                out["lines"].append(f"CUDA driver {out['cuda_driver_version']} >= warp's toolkit "
-                                    f"{out['cuda_toolkit_version']}")
+                out["lines"].append(f"CUDA driver {out['cuda_driver_version']} runs warp's toolkit "
+                                    f"{out['cuda_toolkit_version']} (needs >= "
+                                    f"{min_driver_cuda(out['cuda_toolkit_version']):.1f})")
     else:
         out["lines"].append(f"device {device}: no GPU asked (GPU and driver checks not run)")
     if bandwidth_url:

@@ -10,8 +10,9 @@ Checks, each from an environment variable the task sets (unset or empty: not che
 - ``FIGHTLAB_GPU``: the GPU type asked for (a ``fightlab.survey.cost.GPU_TYPES`` name) is the
   one ``nvidia-smi`` names (``fightlab.hosts.same_gpu``).
 - ``FIGHTLAB_MIN_CUDA``: the highest CUDA version the driver supports (``nvidia-smi``'s "CUDA
-  Version") is at least this, e.g. ``13.4``: the launcher passes warp's CUDA toolkit, the same
-  rule as ``fightlab.measure.bench.driver_check`` (which bench applies again after the install).
+  Version") is at least this, e.g. ``13.0``: the launcher passes the oldest driver CUDA that runs
+  its warp (``fightlab.measure.bench.min_driver_cuda``: warp's minor-version compatibility), the
+  rule of ``fightlab.measure.bench.driver_check`` (which bench applies again after the install).
 - ``FIGHTLAB_MIN_DRIVER``: the driver version (e.g. ``580.65.06``) is at least this.
 - ``FIGHTLAB_MIN_MBIT_S`` with ``FIGHTLAB_BANDWIDTH_URL``: download bandwidth [Mbit/s] of up to
   `BANDWIDTH_BYTES` read from the URL (the study required >= 500 Mbit/s hosts).
@@ -70,9 +71,9 @@ def parse_gpus(query_text):
 
 
 def cuda_check(driver_cuda, need):
-    """Why the driver's CUDA version ``driver_cuda`` ("13.0") cannot run a toolkit ``need``
-    ("13.4"), or None when it can (or either is unknown): the rule of
-    ``fightlab.measure.bench.driver_check`` (major.minor, the driver not older)."""
+    """Why the driver's CUDA version ``driver_cuda`` ("12.8") is older than ``need`` ("13.0",
+    the oldest driver CUDA that runs fightlab's warp), or None when it is not (or either is
+    unknown): major.minor compared, as ``fightlab.measure.bench.driver_check`` does."""
     have, want = version_tuple(driver_cuda), version_tuple(need)
     if have is None or want is None:
         return None
