@@ -1,5 +1,16 @@
 """python -m fightlab …: see fightlab.cli."""
 
-from fightlab.cli import main
+import os
+import sys
+
+# `python -m` puts the working directory first on sys.path; run from inside the package (say
+# fightlab/measure), fightlab's own modules there (profile.py, nvtx.py) would shadow the standard
+# library's and installed packages of the same name (warp imports cProfile, which imports
+# profile). Drop such entries: fightlab itself is found through its install or the repository.
+_PKG = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path
+               if not (os.path.abspath(p or os.curdir) + os.sep).startswith(_PKG + os.sep)]
+
+from fightlab.cli import main  # noqa: E402 (after the sys.path fix above)
 
 raise SystemExit(main())

@@ -198,3 +198,19 @@ def test_graph_flags_set_each_graph(flags, want, tmp_path):
                  "--run-dir", str(d), "--no-progress", *flags]) == 0
     cfg = torch.load(d / "latest.pt", weights_only=False)["config"]
     assert {k: cfg[k] for k in want} == want
+
+
+def test_runs_from_inside_the_package(tmp_path):
+    """`python -m fightlab` from fightlab/measure: its profile.py must not shadow the standard
+    library's (warp imports cProfile, which imports profile): a tiny training runs."""
+    from pathlib import Path
+
+    import fightlab
+
+    inside = Path(fightlab.__file__).parent / "measure"
+    r = subprocess.run([sys.executable, "-m", "fightlab", "train", "--nworld", "2", "--device", "cpu",
+                        "--max-iterations", "1", "--set", "ppo.num_steps=4", "--no-progress",
+                        "--run-dir", str(tmp_path / "run")], cwd=inside, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "iterations=1" in r.stdout and "Traceback" not in r.stderr
