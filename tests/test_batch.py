@@ -380,6 +380,8 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
     with pytest.raises(ConfigError, match="until=1 must be above skip=1"):
         packing.batch_row(folder, skip=1, until=1)
     assert packing.main([str(folder), "--skip", "1", "--until", "1"]) == 2
+    with pytest.raises(ConfigError, match="skip=-1 must be >= 0"):
+        packing.batch_row(folder, skip=-1)
 
 
 def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):

@@ -50,11 +50,13 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
       a row dict (metadata from the first run's checkpoint config: body, nworld, device).
 
     Raises:
-      ConfigError: no batch.json, no training with more than `skip` iterations, `until` not
-        above `skip`, trainings of different bodies or world counts in one batch.
+      ConfigError: no batch.json, a negative `skip`, no training with more than `skip`
+        iterations, `until` not above `skip`, trainings of different bodies or world counts in one batch.
     """
     import torch
 
+    if skip < 0:
+        raise ConfigError(f"skip={skip} must be >= 0 (iterations left out at the start)")
     if until is not None and until <= skip:
         raise ConfigError(f"until={until} must be above skip={skip} (iterations skip+1 … until are counted)")
     runs = batch_runs(folder)  # refuses a folder without batch.json
