@@ -288,18 +288,18 @@ def _survey_parser(sub, fmt) -> None:
                     "vastai (fightlab: the vastai SDK's search, filtered on driver, CUDA, bandwidth and "
                     "price, cheapest first; --infra vast only)")
     la.add_argument("--bodies", default="simple,muscular-fast", help="bench's bodies, comma-separated")
-    la.add_argument("--tries", type=int, default=None, help="hosts tried per GPU type, 1-10 (default 2)")
+    la.add_argument("--tries", default=None, help="hosts tried per GPU type, 1-10 (default 2)")
     la.add_argument("--min-cuda", default=None, help="the driver's CUDA version x.y, at least, e.g. 13.0; "
                     "'' not checked (default: warp's CUDA toolkit, bench's rule)")
     la.add_argument("--min-driver", default=None, help="the NVIDIA driver version, at least, e.g. "
                     "580.65.06 (default: not checked)")
-    la.add_argument("--min-mbit-s", type=float, default=None, help="download bandwidth, at least "
+    la.add_argument("--min-mbit-s", default=None, help="download bandwidth, at least "
                     "[Mbit/s] (default 500)")
-    la.add_argument("--max-price", type=float, default=None, help="--picker vastai only: $/h at most, > 0 "
+    la.add_argument("--max-price", default=None, help="--picker vastai only: $/h at most, > 0 "
                     "(SkyPilot's Vast backend cannot filter by price)")
     la.add_argument("--bandwidth-url", default=None, help="an http(s) URL the host check downloads to "
                     "time the bandwidth (default: Cloudflare's speed test; '' not timed on the host)")
-    la.add_argument("--time-limit-s", type=float, default=None,
+    la.add_argument("--time-limit-s", default=None,
                     help="bench's hard limit per host [s], at least bench's shortest for the "
                          "bodies (default: twice that)")
     la.add_argument("--offers-json", default=None, metavar="FILE",
@@ -994,11 +994,21 @@ def cmd_survey(a) -> int:
     if len(a.gpus) > 1:
         raise ConfigError(f"--gpus given twice ({' and '.join(map(repr, a.gpus))}): give one comma-separated "
                           "list, e.g. --gpus RTX4090,L40S")
+    def num(flag, text, kind=float):  # argparse's own type error would print its usage too
+        if text is None:
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, "
+                              f"got {text!r}") from None
     o = sl.make_options(
-        a.gpus[0], infra=a.infra, picker=a.picker, bodies=a.bodies, tries=_given(a.tries, sl.TRIES),
+        a.gpus[0], infra=a.infra, picker=a.picker, bodies=a.bodies,
+        tries=_given(num("--tries", a.tries, int), sl.TRIES),
         min_cuda=_given(a.min_cuda, "warp"), min_driver=a.min_driver,
-        min_mbit_s=_given(a.min_mbit_s, sl.offers.MIN_MBIT_S), max_usd_per_h=a.max_price,
-        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=a.time_limit_s,
+        min_mbit_s=_given(num("--min-mbit-s", a.min_mbit_s), sl.offers.MIN_MBIT_S),
+        max_usd_per_h=num("--max-price", a.max_price),
+        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=num("--time-limit-s", a.time_limit_s),
         survey_id=a.survey_id, offers_json=a.offers_json)
     if a.dry_run:
         state = sl.run_survey(o, dry_run=True, log=lambda s: None)
