@@ -280,26 +280,28 @@ def _survey_parser(sub, fmt) -> None:
                          "the host down (autostop -i N --down, and sky down / vastai destroy in finally); "
                          "a failed host is replaced by the next, up to --tries. --dry-run prints every "
                          "command and runs nothing.")
-    la.add_argument("--gpus", required=True, help="comma-separated GPU types, e.g. RTX4090,L40S "
-                    "(fightlab.survey.cost.GPU_TYPES; case and spaces ignored)")
+    la.add_argument("--gpus", required=True, action="append", help="comma-separated GPU types, e.g. "
+                    "RTX4090,L40S (fightlab.survey.cost.GPU_TYPES; case and spaces ignored; once)")
     la.add_argument("--infra", default="vast", help="where to rent: vast, runpod, lambda or aws, "
-                    "optionally /region (SkyPilot's --infra)")
+                    "optionally /region[/zone] (SkyPilot's --infra)")
     la.add_argument("--picker", default="sky", help="who picks the host: sky (SkyPilot, any infra) or "
                     "vastai (fightlab: the vastai SDK's search, filtered on driver, CUDA, bandwidth and "
                     "price, cheapest first; --infra vast only)")
     la.add_argument("--bodies", default="simple,muscular-fast", help="bench's bodies, comma-separated")
-    la.add_argument("--tries", type=int, default=None, help="hosts tried per GPU type (default 2)")
-    la.add_argument("--min-cuda", default=None, help="the driver's CUDA version, at least, e.g. 13.4; '' "
-                    "not checked (default: warp's CUDA toolkit, bench's rule)")
+    la.add_argument("--tries", default=None, help="hosts tried per GPU type, 1-10 (default 2)")
+    la.add_argument("--min-cuda", default=None, help="the driver's CUDA version x.y, at least, e.g. 13.0; "
+                    "'' not checked (default: warp's CUDA toolkit, bench's rule)")
     la.add_argument("--min-driver", default=None, help="the NVIDIA driver version, at least, e.g. "
                     "580.65.06 (default: not checked)")
-    la.add_argument("--min-mbit-s", type=float, default=None, help="download bandwidth, at least "
+    la.add_argument("--min-mbit-s", default=None, help="download bandwidth, at least "
                     "[Mbit/s] (default 500)")
-    la.add_argument("--max-price", type=float, default=None, help="--picker vastai: $/h at most")
-    la.add_argument("--bandwidth-url", default=None, help="what the host check downloads to time "
-                    "the bandwidth (default: Cloudflare's speed test)")
-    la.add_argument("--time-limit-s", type=float, default=None,
-                    help="bench's hard limit per host [s] (default: twice its shortest)")
+    la.add_argument("--max-price", default=None, help="--picker vastai only: $/h at most, > 0 "
+                    "(SkyPilot's Vast backend cannot filter by price)")
+    la.add_argument("--bandwidth-url", default=None, help="an http(s) URL the host check downloads to "
+                    "time the bandwidth (default: Cloudflare's speed test; '' not timed on the host)")
+    la.add_argument("--time-limit-s", default=None,
+                    help="bench's hard limit per host [s], at least bench's shortest for the "
+                         "bodies (default: twice that)")
     la.add_argument("--offers-json", default=None, metavar="FILE",
                     help="--picker vastai: a recorded offer list (vastai search offers --raw) instead "
                          "of a live search (for a dry run)")
@@ -987,25 +989,42 @@ def cmd_batch(a) -> int:
 
 def cmd_survey(a) -> int:
     from fightlab import survey_launch as sl
+    from fightlab.config import ConfigError
 
+    if len(a.gpus) > 1:
+        raise ConfigError(f"--gpus given twice ({' and '.join(map(repr, a.gpus))}): give one comma-separated "
+                          "list, e.g. --gpus RTX4090,L40S")
+    def num(flag, text, kind=float):  # argparse's own type error would print its usage too
+        if text is None:
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, "
+                              f"got {text!r}") from None
     o = sl.make_options(
-        a.gpus, infra=a.infra, picker=a.picker, bodies=a.bodies, tries=_given(a.tries, sl.TRIES),
+        a.gpus[0], infra=a.infra, picker=a.picker, bodies=a.bodies,
+        tries=_given(num("--tries", a.tries, int), sl.TRIES),
         min_cuda=_given(a.min_cuda, "warp"), min_driver=a.min_driver,
-        min_mbit_s=_given(a.min_mbit_s, sl.offers.MIN_MBIT_S), max_usd_per_h=a.max_price,
-        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=a.time_limit_s,
+        min_mbit_s=_given(num("--min-mbit-s", a.min_mbit_s), sl.offers.MIN_MBIT_S),
+        max_usd_per_h=num("--max-price", a.max_price),
+        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=num("--time-limit-s", a.time_limit_s),
         survey_id=a.survey_id, offers_json=a.offers_json)
     if a.dry_run:
         state = sl.run_survey(o, dry_run=True, log=lambda s: None)
-        print(sl.format_plan(o, state["calls"], upload=sl.check_upload()))
-        return 0
+        print(sl.format_plan(o, state["calls"], upload=sl.check_upload(), results=state["results"]))
+        return 2 if sl.no_offer(state) else 0
+    warn = (f"fightlab: survey interrupted; check for clusters left running: sky status "
+            f"(or vastai show instances); {sl.SURVEY_DATA / o.survey_id / 'survey.json'} lists them")
     try:
         state = sl.run_survey(o)
     except KeyboardInterrupt:
-        print(f"fightlab: survey interrupted; check for clusters left running: sky status "
-              f"(or vastai show instances); {sl.SURVEY_DATA / o.survey_id / 'survey.json'} lists them",
-              file=sys.stderr)
+        print(warn, file=sys.stderr)
         return 130
     print("\n".join(sl.summary_lines(state)))
+    if state.get("interrupted"):
+        print(warn, file=sys.stderr)
+        return 130
     return 0 if all(t and t[-1]["status"] == "done" for t in state["results"].values()) else 1
 
 
@@ -1029,8 +1048,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("fightlab: interrupted; a training's run folder is free again: continue it with "
-              "--resume <run folder>/latest.pt", file=sys.stderr)
+        print("fightlab: interrupted" + ("; a training's run folder is free again: continue it with "
+              "--resume <run folder>/latest.pt" if args.cmd == "train" else ""), file=sys.stderr)
         return 130
 
 

@@ -21,7 +21,8 @@ SkyPilot picks the host and launches it (the ``sky`` CLI, skypilot 0.14.1):
    CUDA vs warp's toolkit, driver, download bandwidth; fails fast) and ``pip install -e .``,
    ``run`` = ``python -m fightlab bench``.
 3. collect: ``rsync`` of bench.json and bench.csv into ``data/survey/bench/<survey id>/<gpu>-<try>/``
-   (a folder this command makes; nothing it did not write is touched).
+   (a folder this command makes; nothing it did not write is touched); a failed rsync after
+   bench ran ends the GPU type ("collect failed": a local problem, not the host's).
 4. finally, always: ``sky down C -y``. Autostop (``-i N --down``) is the safety net if this
    process dies: ``sky launch --down`` alone does not tear down when provisioning, sync or setup
    fails ("for debugging purposes", its --help).
@@ -36,6 +37,11 @@ is rented (``vastai create instance``), waited for (SSH within 5 min), given the
 (``rsync`` with .skyignore as its filter, SkyPilot's rule), the task YAML's setup and run over
 ``ssh``, collected, and destroyed in ``finally`` (``vastai destroy instance ID -y``; no autostop
 here: the survey's survey.json lists every rented instance before its task starts).
+
+Before anything is written or rented: every value (`make_options`), the local tools
+(`check_tools`), the cloud access (`preflight`: ``sky check CLOUD -o json`` / ``vastai show
+user``); a local SkyPilot API server this run started is stopped at the end (``sky api stop``).
+Ctrl-C: every running step stopped, every host torn down, the state says ``interrupted``.
 
 The runner is injected (`Runner`: a `Call` in, a `Result` out): `SubprocessRunner` runs the
 commands (logs under runs/survey/<id>/), `DryRunner` records them for ``--dry-run`` and tests.
@@ -69,9 +75,11 @@ __all__ = [
     "TASK_YAML", "SKYIGNORE", "UPLOAD_LIMIT_BYTES", "UPLOAD_DATA_FILES", "INFRAS", "PICKERS",
     "GIVE_UP_S", "AUTOSTOP_MIN", "TRIES", "SETUP_TIMEOUT_S", "BANDWIDTH_URL", "REMOTE_WORKDIR",
     "VAST_IMAGE", "SURVEY_DATA", "Call", "Result", "Runner", "DryRunner", "SubprocessRunner",
-    "SurveyOptions", "parse_gpus", "validate_infra", "make_options", "accelerator", "cluster_name",
+    "SurveyOptions", "parse_gpus", "validate_infra", "validate_cuda", "validate_url", "parse_bodies",
+    "MAX_TRIES", "make_options", "accelerator", "cluster_name",
     "read_task", "task_envs", "task_script", "upload_set", "check_upload", "warp_cuda", "run_survey",
-    "format_plan", "summary_lines",
+    "format_plan", "no_offer", "summary_lines", "check_tools", "preflight",
+    "local_sky_server_up", "TOOLS",
 ]
 
 #: the survey's SkyPilot task (workdir, disk, envs, setup, run)
@@ -113,8 +121,9 @@ SSH_OPTS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/nul
 _SKY_CANCEL = re.compile(r"sky api cancel ([0-9a-zA-Z-]+)")
 #: seconds between polls of a renting instance
 POLL_S = 10.0
-#: statuses after which no further host is tried for the GPU type ("planned": a dry run's try)
-FINAL = ("done", "no offer", "error", "planned")
+#: statuses after which no further host is tried for the GPU type ("planned": a dry run's try;
+#: "collect failed": the rows' rsync failed after bench ran, not the host's fault)
+FINAL = ("done", "no offer", "error", "planned", "collect failed")
 
 
 # --- commands and runners ------------------------------------------------------------------
@@ -268,25 +277,99 @@ def parse_gpus(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def validate_infra(infra: str) -> str:
-    """``vast``, ``aws/us-east-1``, …: a cloud of `INFRAS`, optionally ``/region``.
+    """``vast``, ``aws/us-east-1``, ``aws/us-east-1/us-east-1a``: a cloud of `INFRAS`,
+    optionally ``/region`` and ``/zone``, each part non-empty.
 
     Raises:
       ConfigError: another cloud or a malformed value (naming it and the valid clouds).
     """
     s = str(infra or "").strip().lower()
-    cloud, _, region = s.partition("/")
-    if cloud not in INFRAS or (region and not re.fullmatch(r"[a-z0-9][a-z0-9._/-]*", region)):
-        raise ConfigError(f"--infra must be one of {', '.join(INFRAS)} (optionally /region), got {infra!r}")
+    parts = s.split("/")
+    if parts[0] not in INFRAS or len(parts) > 3 or \
+            not all(re.fullmatch(r"[a-z0-9][a-z0-9._-]*", x) for x in parts[1:]):
+        raise ConfigError(f"--infra must be one of {', '.join(INFRAS)}, optionally /region[/zone] with "
+                          f"non-empty parts, got {infra!r}")
     return s
 
 
-def _number(name: str, v, lo: float = 0.0, integer: bool = False):
+#: the most hosts tried per GPU type (--tries)
+MAX_TRIES = 10
+
+
+def _number(name: str, v, lo: float = 0.0, integer: bool = False, hi: float | None = None):
     ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > lo
     if ok and integer:
         ok = float(v).is_integer()
+    if ok and hi is not None:
+        ok = v <= hi
     if not ok:
-        raise ConfigError(f"{name} must be a {'positive integer' if integer else 'positive number'}, got {v!r}")
+        kind = "an integer" if integer else "a number"
+        rng = f" in {lo + 1:g}..{hi:g}" if integer and hi is not None else (
+            f" > {lo:g}" if hi is None else f" in ({lo:g}, {hi:g}]")
+        raise ConfigError(f"{name} must be {kind}{rng}, got {v!r}")
     return int(v) if integer else float(v)
+
+
+def _at_least(name: str, v, lo: float = 0.0) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+        raise ConfigError(f"{name} must be a number >= {lo:g}, got {v!r}")
+    return float(v)
+
+
+def validate_cuda(v: str, name: str = "--min-cuda") -> str:
+    """A CUDA version ``x.y`` with x in 11..20 (``"13.0"``).
+
+    Raises:
+      ConfigError: naming ``name``, the value and the form.
+    """
+    m = re.fullmatch(r"([0-9]+)\.([0-9]+)", str(v).strip())
+    if not m or not 11 <= int(m.group(1)) <= 20:
+        raise ConfigError(f"{name} must be a CUDA version x.y with x in 11..20 (e.g. 13.0), or '' for not "
+                          f"checked, got {v!r}")
+    return f"{int(m.group(1))}.{int(m.group(2))}"
+
+
+def validate_url(v: str, name: str = "--bandwidth-url") -> str:
+    """``v`` when it is an http(s) URL with a host, or "" (not checked).
+
+    Raises:
+      ConfigError: anything else, naming ``name`` and the value.
+    """
+    from urllib.parse import urlsplit
+
+    s = str(v or "").strip()
+    if not s:
+        return ""
+    try:
+        u = urlsplit(s)
+        ok = u.scheme in ("http", "https") and bool(u.hostname) and not re.search(r"\s", s)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{name} must be an http:// or https:// URL (or '' for no bandwidth check), got {v!r}")
+    return s
+
+
+def parse_bodies(bodies) -> tuple[str, ...]:
+    """``"simple,muscular-fast"`` -> a tuple of bench's bodies.
+
+    Raises:
+      ConfigError: empty, an unknown body (listing the valid ones), or a body named twice.
+    """
+    items = bodies.split(",") if isinstance(bodies, str) else list(bodies or [])
+    items = [str(b).strip() for b in items if str(b).strip()]
+    if not items:
+        raise ConfigError(f"--bodies must name one or more of {', '.join(BODY_NAMES)}")
+    out: list[str] = []
+    for b in items:
+        if b not in BODY_NAMES:
+            raise ConfigError(f"--bodies: unknown body {b!r}; valid: {', '.join(BODY_NAMES)}")
+        if b in out:
+            raise ConfigError(f"--bodies names {b} twice")
+        out.append(validate_body(b))
+    return tuple(out)
 
 
 def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple", "muscular-fast"),
@@ -296,14 +379,16 @@ def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple
                  survey_id: str | None = None, offers_json: Path | str | None = None,
                  give_up_s: float = GIVE_UP_S, autostop_min: int = AUTOSTOP_MIN) -> SurveyOptions:
     """Validated `SurveyOptions`; ``min_cuda`` ``"warp"`` = warp's CUDA toolkit (`warp_cuda`,
-    read after every other value passed), None = not checked; ``time_limit_s`` None = twice
+    read after every other value passed), None or "" = not checked; ``time_limit_s`` None = twice
     bench's shortest accepted limit for the bodies at full size
-    (`fightlab.measure.bench.min_time_limit`).
+    (`fightlab.measure.bench.min_time_limit`, also the least accepted); ``bandwidth_url`` ""
+    = the host's bandwidth is not timed.
 
     Raises:
-      ConfigError: any bad value, naming it and the valid choices (GPU types, infra, picker,
+      ConfigError: any bad value, naming its flag and the valid choices (GPU types, infra, picker,
         bodies, numbers, versions, a survey id that is not 1–16 of a-z 0-9, a --picker vastai
-        outside Vast, an --offers-json with another picker or that is not a list of offers).
+        outside Vast, --max-price or --offers-json without --picker vastai, an --offers-json that
+        is not a list of offers).
     """
     from fightlab.measure import bench
 
@@ -315,26 +400,42 @@ def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple
         raise ConfigError(f"--picker vastai rents from Vast only; got --infra {infra!r} (use --infra vast)")
     if offers_json is not None and picker != "vastai":
         raise ConfigError("--offers-json is the vastai picker's recorded search: give --picker vastai")
-    items = bodies.split(",") if isinstance(bodies, str) else list(bodies or [])
-    items = [b.strip() for b in items if b.strip()]
-    if not items:
-        raise ConfigError(f"--bodies must name one or more of {', '.join(BODY_NAMES)}")
-    bodies = tuple(validate_body(b) for b in items)
+    if max_usd_per_h is not None and picker != "vastai":
+        raise ConfigError(f"--max-price {max_usd_per_h:g} needs --picker vastai: SkyPilot's Vast backend "
+                          "cannot filter by price (it rents the first offer of its own search)")
+    bodies = parse_bodies(bodies)
+    tries = _number("--tries", tries, integer=True, hi=MAX_TRIES)
+    if min_cuda not in (None, "", "warp"):
+        min_cuda = validate_cuda(min_cuda)
+    if min_driver not in (None, "") and hostcheck.version_tuple(min_driver) is None:
+        raise ConfigError(f"--min-driver must be a driver version such as 580.65.06, or '' for not checked, "
+                          f"got {min_driver!r}")
+    min_mbit_s = _at_least("--min-mbit-s", min_mbit_s)
+    if max_usd_per_h is not None:
+        max_usd_per_h = _number("--max-price", max_usd_per_h)
+    bandwidth_url = validate_url(bandwidth_url)
+    need = bench.min_time_limit(len(bodies), bench.TRAIN_S, "full")
+    if time_limit_s is None:
+        time_limit_s = 2 * need
+    time_limit_s = _number("--time-limit-s", time_limit_s)
+    if time_limit_s < need:
+        raise ConfigError(f"--time-limit-s {time_limit_s:g} is too short for bench of {len(bodies)} bod"
+                          f"{'y' if len(bodies) == 1 else 'ies'}: at least {need:g} s "
+                          f"(fightlab.measure.bench.min_time_limit)")
     req = offers.OfferRequirements(min_cuda=None if min_cuda in ("warp", "") else min_cuda,
                                    min_driver=min_driver or None, min_mbit_s=min_mbit_s,
                                    max_usd_per_h=max_usd_per_h)
-    if time_limit_s is None:
-        time_limit_s = 2 * bench.min_time_limit(len(bodies), bench.TRAIN_S, "full")
     sid = survey_id if survey_id is not None else meta.new_run_id()
     if not re.fullmatch(r"[a-z0-9]{1,16}", str(sid)):
         raise ConfigError(f"--survey-id must be 1–16 characters of a-z and 0-9, got {sid!r}")
+    if offers_json is not None and not str(offers_json).strip():
+        raise ConfigError("--offers-json is empty: give the path of a recorded offer list (JSON)")
     found = None if offers_json is None else tuple(offers.read_offers(offers_json))
     if min_cuda == "warp":
         req = dataclasses.replace(req, min_cuda=warp_cuda())
     return SurveyOptions(gpus=gpus, survey_id=str(sid), infra=infra, picker=picker, bodies=bodies,
-                         tries=_number("--tries", tries, integer=True), requirements=req,
-                         bandwidth_url=bandwidth_url or "", time_limit_s=_number("--time-limit-s", time_limit_s),
-                         give_up_s=_number("--give-up-s", give_up_s),
+                         tries=tries, requirements=req, bandwidth_url=bandwidth_url,
+                         time_limit_s=time_limit_s, give_up_s=_number("--give-up-s", give_up_s),
                          autostop_min=_number("--autostop-min", autostop_min, integer=True),
                          offers_found=found)
 
@@ -619,8 +720,11 @@ class _Survey:
         ok, bad = offers.rank_offers(found, gpu, o.requirements)
         self.log(f"survey: {gpu}: {len(ok)} of {len(found)} offers pass ({q})")
         if not ok:
+            why: dict[str, int] = {}
+            for _, w in bad:
+                why[w] = why.get(w, 0) + 1
             t.status, t.reason = "no offer", f"none of {len(found)} offers passes" + (
-                f", e.g. {bad[0][1]}" if bad else "")
+                ": " + "; ".join(f"{w} ({n}x)" for w, n in list(why.items())[:3]) if why else "")
             return None
         return ok
 
@@ -739,6 +843,10 @@ class _Survey:
             dest.rmdir()  # the empty folder this made
         rows_file = dest / "bench.json"
         if r.rc or not rows_file.is_file():
+            if r.rc and (r.rc == 127 or not t.reason):  # a local tool or the transfer, not the host:
+                t.status = "collect failed"             # no other host of the type is rented
+                t.reason = f"rsync of the rows failed (exit {r.rc}): {_tail(r.out)}" + (f"; {t.reason}" if t.reason else "")
+                return
             t.reason = t.reason or f"no rows collected (rsync exit {r.rc}): {_tail(r.out)}"
             return
         try:
@@ -762,21 +870,104 @@ class _Survey:
 
 # --- the survey ------------------------------------------------------------------------------
 
+#: the local binaries each picker's path runs
+TOOLS = {"sky": ("sky", "rsync"), "vastai": ("vastai", "ssh", "rsync")}
+_INSTALL = {"sky": "pip install 'skypilot[vast]==0.14.1'", "vastai": "pip install vastai-sdk",
+            "rsync": "apt-get install rsync", "ssh": "apt-get install openssh-client"}
+
+
+def check_tools(picker: str, which: Callable[[str], str | None] | None = None) -> None:
+    """Every local binary ``picker``'s path runs (`TOOLS`) is on PATH.
+
+    Raises:
+      ConfigError: naming the missing ones and how to install them.
+    """
+    missing = [t for t in TOOLS[picker] if (which or shutil.which)(t) is None]
+    if missing:
+        raise ConfigError(f"not on PATH: {', '.join(missing)} (--picker {picker} runs "
+                          f"{', '.join(TOOLS[picker])}); install: {'; '.join(_INSTALL[t] for t in missing)}; "
+                          "see README 'Rented-GPU survey'")
+
+
+def local_sky_server_up(timeout_s: float = 2.0) -> bool | None:
+    """Whether SkyPilot's local API server answers (``http://127.0.0.1:<port>/api/health``,
+    port ``SKYPILOT_API_SERVER_PORT`` or 46580); None when ``SKYPILOT_API_SERVER_ENDPOINT``
+    names another server (not this run's to stop). An endpoint set in ~/.sky/config.yaml is
+    not read: a ``sky api stop`` then refuses a remote server, harmlessly."""
+    import urllib.request
+
+    if os.environ.get("SKYPILOT_API_SERVER_ENDPOINT"):
+        return None
+    port = os.environ.get("SKYPILOT_API_SERVER_PORT", "46580")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def preflight(o: SurveyOptions, runner: Runner) -> None:
+    """One cheap call that proves the picker's cloud access: ``sky check CLOUD -o json``
+    (CLOUD enabled), or ``vastai show user --raw`` (an API key that works).
+
+    Raises:
+      ConfigError: one line naming the problem and the command to fix it.
+    """
+    if o.picker == "sky":
+        cloud = o.infra.split("/")[0]
+        r = runner(Call("preflight", "check", ("sky", "check", cloud, "-o", "json"), 300.0,
+                        f"SkyPilot's access to {cloud}"))
+        if r.rc:
+            raise ConfigError(f"`sky check {cloud}` failed (exit {r.rc}): {_tail(r.out) or 'no output'}; "
+                              f"set up {cloud}'s credentials (sky check {cloud}) before a survey")
+        try:
+            data = _json(r.out)
+        except ValueError:
+            raise ConfigError(f"`sky check {cloud} -o json` printed no JSON: {_tail(r.out) or 'no output'}") from None
+        enabled = {str(c).lower() for ws in (data.values() if isinstance(data, dict) else [])
+                   if isinstance(ws, dict) for c in ws}
+        if cloud not in enabled:
+            raise ConfigError(f"SkyPilot has no access to {cloud} (enabled: {', '.join(sorted(enabled)) or 'none'}): "
+                              f"run `sky check {cloud}` and set up its credentials")
+    else:
+        r = runner(Call("preflight", "check", ("vastai", "show", "user", "--raw"), 120.0, "the Vast API key"))
+        try:
+            ok = r.rc == 0 and isinstance(_json(r.out), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"`vastai show user` failed (exit {r.rc}): {_tail(r.out) or 'no output'}; "
+                              "set the key with `vastai set api-key KEY`")
+
+
+def _wait_all(futures) -> None:
+    """Waits in short steps, so that a Ctrl-C reaches this (the main) thread at once."""
+    from concurrent.futures import wait
+
+    while not all(f.done() for f in futures):
+        wait(futures, timeout=0.5)
+
+
 def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = False,
                data_dir: Path | str | None = None, log: Callable[[str], None] = print,
-               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> dict:
+               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+               check: bool | None = None, sky_server_up: Callable[[], bool | None] | None = None) -> dict:
     """Run the survey (module docstring): every GPU type at once, each in its own thread.
     Returns the state (``results``: per GPU type its tries, each with cluster, status, reason,
-    offer, instance, files, teardown), also ``data_dir/<survey id>/survey.json``.
+    offer, instance, files, teardown; ``interrupted``: a Ctrl-C stopped it, every teardown run),
+    also ``data_dir/<survey id>/survey.json``.
 
     ``runner`` default: `SubprocessRunner` (logs in runs/survey/<id>/), or with ``dry_run`` a
     `DryRunner` (nothing runs, nothing is written; the state's ``calls`` list every command).
-    ``data_dir`` default `SURVEY_DATA`.
+    ``data_dir`` default `SURVEY_DATA`. ``check`` (default: when ``runner`` is None and not a dry
+    run): `preflight` before anything is written or rented, and with ``--picker sky`` a local
+    SkyPilot API server this run started (``sky_server_up``, default `local_sky_server_up`, False
+    before the first call) is stopped (``sky api stop``) at the end.
 
     Raises:
       ConfigError: before anything runs: ``data_dir/<survey id>`` exists; not dry: recorded
-        offers (``--offers-json``), the upload check (`check_upload`), or ``sky`` / ``vastai``
-        not on PATH.
+        offers (``--offers-json``), the upload check (`check_upload`), a local tool not on PATH
+        (`check_tools`), no cloud access (`preflight`).
     """
     dest = Path(data_dir if data_dir is not None else SURVEY_DATA) / o.survey_id
     if dest.exists():
@@ -786,29 +977,52 @@ def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = F
         raise ConfigError("--offers-json is for --dry-run: a survey rents from a live search, never "
                           "from a recorded list")
     task = read_task()
+    if check is None:
+        check = runner is None and not dry_run
     if runner is None:
         if dry_run:
             runner = DryRunner(list(o.offers_found) if o.offers_found is not None else None)
         else:
             check_upload()
-            tool = "vastai" if o.picker == "vastai" else "sky"
-            if shutil.which(tool) is None:
-                raise ConfigError(f"{tool!r} is not on PATH: pip install 'skypilot[vast]==0.14.1' (sky) or "
-                                  "'vastai-sdk' (vastai), see README 'Rented-GPU survey'")
+            check_tools(o.picker)
             runner = SubprocessRunner(RUNS / "survey" / o.survey_id)
+    started_server = False
+    if check and o.picker == "sky":
+        started_server = (sky_server_up or local_sky_server_up)() is False
+    try:
+        if check:
+            preflight(o, runner)
+        return _run(o, runner, dest, dry_run, log, task, sleep, clock)
+    finally:
+        if started_server:
+            r = runner(Call("preflight", "api-stop", ("sky", "api", "stop"), 120.0,
+                            "the local SkyPilot API server this run started"))
+            if r.rc:
+                log(f"survey: `sky api stop` failed (exit {r.rc}): {_tail(r.out)}")
+
+
+def _run(o, runner, dest, dry_run, log, task, sleep, clock) -> dict:
     if not dry_run:
         dest.mkdir(parents=True)
     s = _Survey(o, runner, dest, dry_run, log, task, sleep=sleep, clock=clock)
     with ThreadPoolExecutor(max_workers=len(o.gpus), thread_name_prefix="survey") as pool:
-        futures = [pool.submit(s.gpu, g) for g in o.gpus]
+        pending: list = []  # a Ctrl-C while the threads start: held until every one has started
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, lambda *a: pending.append(a)) if main else None
         try:
-            for f in futures:
-                f.exception()
+            futures = [pool.submit(s.gpu, g) for g in o.gpus]
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
+        try:
+            if pending:
+                raise KeyboardInterrupt
+            _wait_all(futures)
         except KeyboardInterrupt:
             log("survey: interrupted: stopping the running steps and tearing every cluster down")
+            s.state["interrupted"] = True
             s.stop.set()
-            for f in futures:
-                f.exception()
+            _wait_all(futures)  # a second Ctrl-C goes up; the pool still waits for the teardowns
     for f, g in zip(futures, o.gpus):
         if f.exception() is not None:  # outside a try (a bug): said, the others' results kept
             s.state["results"][g].append(dict(cluster="", status="error", reason=repr(f.exception())))
@@ -821,19 +1035,29 @@ def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = F
 
 
 def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int] | None = None,
-                data_dir: Path | str | None = None) -> str:
-    """The ``--dry-run`` text: the survey's settings, then per GPU type every command of its
-    first try in order (with its limit and why), teardown included, and what a failed try does."""
+                data_dir: Path | str | None = None, results: dict | None = None) -> str:
+    """The ``--dry-run`` text: the survey's settings (what is checked, and where), then per GPU
+    type every command of its first try in order (with its limit and why), teardown included,
+    and what a failed try does; a type whose ``results`` (the dry run's state) found no offer
+    says "no offer passes: nothing would be rented" with the reasons."""
     r = o.requirements
     dest = Path(data_dir if data_dir is not None else SURVEY_DATA) / o.survey_id
-    who = ("SkyPilot picks each host and launches it" if o.picker == "sky"
+    vast = o.picker == "vastai"
+    who = ("SkyPilot picks each host and launches it" if not vast
            else "fightlab picks each host (vastai SDK search, cheapest offer that passes) and rents it")
+    where = "offer filter and host check" if vast else "host check"
+    if r.min_mbit_s is None:
+        down = "download: not checked"
+    else:
+        host = (f"timed on the host from {o.bandwidth_url}" if o.bandwidth_url
+                else "not timed on the host (--bandwidth-url '')")
+        down = f"download >= {r.min_mbit_s:g} Mbit/s ({'offer filter; ' if vast else ''}{host})"
     lines = [f"survey {o.survey_id} (dry run: nothing runs): {len(o.gpus)} GPU type(s) in parallel on "
              f"{o.infra}; {who}; up to {o.tries} host(s) per type",
              f"every command runs in {REPO_ROOT}",
-             f"host requirements: CUDA >= {r.min_cuda or 'any'}, driver >= {r.min_driver or 'any'}, download >= "
-             f"{'any' if r.min_mbit_s is None else f'{r.min_mbit_s:g}'} Mbit/s"
-             + (f", <= ${r.max_usd_per_h:g}/h" if r.max_usd_per_h is not None else "")
+             f"host requirements: CUDA >= {r.min_cuda or 'any'} ({where}), driver >= {r.min_driver or 'any'}"
+             + (f" ({where})" if r.min_driver else "") + f", {down}"
+             + (f", <= ${r.max_usd_per_h:g}/h (offer filter)" if r.max_usd_per_h is not None else "")
              + f"; bench {','.join(o.bodies)} under {o.time_limit_s:g} s",
              f"rows: {dest}/<gpu>-<try>/ (bench.json, bench.csv) and {dest}/survey.json"]
     if upload is not None:
@@ -841,15 +1065,24 @@ def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int]
                      ".skyignore)")
     for g in o.gpus:
         mine = [c for c in calls if c.cluster == cluster_name(o.survey_id, g, 1)]
+        first = ((results or {}).get(g) or [{}])[0]
         lines.append("")
         lines.append(f"[{g}] {cluster_name(o.survey_id, g, 1)}")
         for c in mine:
             lim = "" if c.timeout_s is None else f"limit {c.timeout_s:g} s"
             lines.append(f"  {c.what:<9} ({'; '.join(x for x in (lim, c.note) if x)})")
             lines.append(f"    $ {shlex.join(c.argv)}" + (f" < {c.stdin}" if c.stdin else ""))
+        if first.get("status") == "no offer":
+            lines.append(f"  no offer passes: nothing would be rented ({first.get('reason', '')})")
+            continue
         lines.append(f"  a failed try (no answer, host check, bad host): the same again as "
                      f"{cluster_name(o.survey_id, g, 2)}, up to {o.tries} tries")
     return "\n".join(lines)
+
+
+def no_offer(state: dict) -> list[str]:
+    """The GPU types whose first try found no offer that passes."""
+    return [g for g, tries in state["results"].items() if tries and tries[0]["status"] == "no offer"]
 
 
 def summary_lines(state: dict) -> list[str]:

@@ -5,6 +5,7 @@ shape), and the launcher's runs with a fake runner (teardown always, clusters in
 collected without touching anything else). Nothing here reaches a cloud."""
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -427,11 +428,31 @@ def test_vastai_gives_up_on_a_silent_host(tmp_path):
     (["--gpus", "L40S", "--infra", "gcp"], "--infra must be one of vast, runpod, lambda, aws"),
     (["--gpus", "L40S", "--infra", "aws", "--picker", "vastai"], "--picker vastai rents from Vast only"),
     (["--gpus", "L40S", "--picker", "cheapest"], "--picker must be one of sky, vastai"),
-    (["--gpus", "L40S", "--min-driver", "latest"], "min_driver must be a version"),
+    (["--gpus", "L40S", "--min-driver", "latest"], "--min-driver must be a driver version"),
     (["--gpus", "L40S", "--survey-id", "A B"], "--survey-id must be"),
+    (["--gpus", "L40S", "--infra", "vast/"], "--infra must be one of vast, runpod, lambda, aws"),
+    (["--gpus", "L40S", "--infra", "vast/a//b"], "got 'vast/a//b'"),
+    (["--gpus", "L40S", "--gpus", "T4"], "--gpus given twice ('L40S' and 'T4')"),
+    (["--gpus", "L40S", "--time-limit-s", "100"], "--time-limit-s 100 is too short for bench of 2 bodies: at least"),
+    (["--gpus", "L40S", "--bodies", "simple,simple"], "--bodies names simple twice"),
+    (["--gpus", "L40S", "--bodies", "simple,nosuch"], "--bodies: unknown body 'nosuch'; valid: "),
+    (["--gpus", "L40S", "--bandwidth-url", "ftp://example.com/x"], "--bandwidth-url must be an http:// or https:// URL"),
+    (["--gpus", "L40S", "--bandwidth-url", "speed.cloudflare.com"], "got 'speed.cloudflare.com'"),
+    (["--gpus", "L40S", "--min-cuda", "99"], "--min-cuda must be a CUDA version x.y with x in 11..20"),
+    (["--gpus", "L40S", "--min-cuda", "13"], "got '13'"),
+    (["--gpus", "L40S", "--tries", "11"], "--tries must be an integer in 1..10, got 11"),
+    (["--gpus", "L40S", "--tries", "0"], "--tries must be an integer in 1..10, got 0"),
+    (["--gpus", "L40S", "--tries", "x"], "--tries must be an integer, got 'x'"),
+    (["--gpus", "L40S", "--time-limit-s", "1h"], "--time-limit-s must be a number, got '1h'"),
+    (["--gpus", "L40S", "--min-mbit-s", "nan"], "--min-mbit-s must be a number >= 0, got nan"),
+    (["--gpus", "L40S", "--max-price", "1"], "--max-price 1 needs --picker vastai"),
+    (["--gpus", "L40S", "--picker", "vastai", "--max-price", "0"], "--max-price must be a number > 0, got 0.0"),
+    (["--gpus", "L40S", "--min-mbit-s", "-1"], "--min-mbit-s must be a number >= 0"),
+    (["--gpus", "L40S", "--picker", "vastai", "--offers-json", ""], "--offers-json is empty"),
+    (["--gpus", "L40S", "--picker", "vastai", "--offers-json", "tests"], "tests: a folder, not an offer list"),
 ])
 def test_bad_input_is_one_line(args, want, capsys):
-    assert cli.main(["survey", "launch", *args, "--min-cuda", "13.4", "--dry-run"]) == 2
+    assert cli.main(["survey", "launch", "--min-cuda", "13.4", *args, "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fightlab: error: ") and want in err[0], err
 
@@ -441,3 +462,140 @@ def test_cli_dry_run_prints_the_plan(capsys):
     out = capsys.readouterr().out
     assert out.count("$ sky down fl-d1-") == 9 and out.count("--down -y") == 18
     assert not (sl.SURVEY_DATA / "d1").exists()
+
+
+def test_flags_not_internal_fields_in_errors():
+    for k, v in (("min_mbit_s", -1.0), ("max_usd_per_h", -2.0), ("min_cuda", "x"), ("min_driver", "y")):
+        kw = dict(picker="vastai") if k == "max_usd_per_h" else {}
+        with pytest.raises(ConfigError) as e:
+            options(**{k: v}, **kw)
+        assert "--" + k.replace("max_usd_per_h", "max_price").replace("_", "-") in str(e.value)
+        assert k not in str(e.value)
+
+
+def test_non_utf8_offers_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "offers.json"
+    bad.write_bytes(b"\xff\xfe[{\"id\": 1}]")
+    assert cli.main(["survey", "launch", "--gpus", "L40S", "--picker", "vastai", "--min-cuda", "13.4",
+                     "--offers-json", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fightlab: error: ") and "not UTF-8" in err[0] and str(bad) in err[0]
+
+
+# --- up-front checks: local tools, cloud access, the API server ----------------------------------
+
+def test_local_tools_are_checked_before_anything_is_rented(tmp_path, monkeypatch, capsys):
+    with pytest.raises(ConfigError, match="not on PATH: ssh .*--picker vastai runs vastai, ssh, rsync"):
+        sl.check_tools("vastai", which=lambda t: None if t == "ssh" else "/usr/bin/" + t)
+    sl.check_tools("sky", which=lambda t: "/usr/bin/" + t)
+    monkeypatch.setattr(sl.shutil, "which", lambda t: None if t == "rsync" else "/usr/bin/" + t)
+    with pytest.raises(ConfigError, match="not on PATH: rsync"):
+        sl.run_survey(options(), data_dir=tmp_path, log=lambda s: None)
+    assert not list(tmp_path.iterdir())
+    assert cli.main(["survey", "launch", "--gpus", "RTX4090", "--min-cuda", "13.4", "--survey-id", "zq9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fightlab: error: not on PATH: rsync") and "apt-get install rsync" in err[0]
+    assert not (sl.SURVEY_DATA / "zq9").exists()
+
+
+@pytest.mark.parametrize("rc", [127, 23])
+def test_a_collect_failure_rents_no_other_host(tmp_path, rc):
+    fake = Fake(lambda c, n: sl.Result(rc, "rsync: command not found") if c.what == "collect" else None)
+    state = sl.run_survey(options("RTX4090", tries=3), runner=fake, data_dir=tmp_path, log=lambda s: None)
+    (t,) = state["results"]["RTX 4090"]
+    assert t["status"] == "collect failed" and f"rsync of the rows failed (exit {rc})" in t["reason"]
+    assert len(fake.argvs("provision")) == 1 and t["teardown"] == "ok"
+
+
+def sky_check(enabled=("Vast",), rc=0):
+    out = "Checking credentials\n" + json.dumps({"default": {c: ["compute"] for c in enabled}})
+    return lambda c, n: sl.Result(rc, out if rc == 0 else "Error: no cloud access") if c.what == "check" else None
+
+
+def test_no_cloud_access_stops_before_anything_is_written(tmp_path):
+    for script, want in ((sky_check(rc=1), "`sky check vast` failed (exit 1): Error: no cloud access"),
+                         (sky_check(("AWS",)), "SkyPilot has no access to vast (enabled: aws)")):
+        fake = Fake(script)
+        with pytest.raises(ConfigError, match=re.escape(want)):
+            sl.run_survey(options(), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True,
+                          sky_server_up=lambda: True)
+        assert [c.what for c in fake.calls] == ["check"] and not list(tmp_path.iterdir())
+    fake = Fake(lambda c, n: sl.Result(1, "failed with error 401") if c.what == "check" else None)
+    with pytest.raises(ConfigError, match="vastai show user.*vastai set api-key"):
+        sl.run_survey(options(picker="vastai"), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True)
+    assert fake.argvs("check") == [("vastai", "show", "user", "--raw")] and not list(tmp_path.iterdir())
+
+
+def test_the_api_server_this_run_started_is_stopped(tmp_path):
+    fake = Fake(sky_check())
+    state = sl.run_survey(options(survey_id="a1"), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True,
+                          sky_server_up=lambda: False)
+    assert state["results"]["RTX 4090"][-1]["status"] == "done"
+    assert [c.what for c in fake.calls][0] == "check" and fake.calls[-1].argv == ("sky", "api", "stop")
+    fake = Fake(sky_check(rc=1))  # stopped when the check fails too
+    with pytest.raises(ConfigError):
+        sl.run_survey(options(survey_id="a2"), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True,
+                      sky_server_up=lambda: False)
+    assert [c.what for c in fake.calls] == ["check", "api-stop"]
+    for up in (True, None):  # running before, or another server: not this run's to stop
+        fake = Fake(sky_check())
+        sl.run_survey(options(survey_id=f"b{up}".lower()), runner=fake, data_dir=tmp_path, log=lambda s: None,
+                      check=True, sky_server_up=lambda: up)
+        assert not fake.argvs("api-stop")
+
+
+# --- what the plan says --------------------------------------------------------------------------
+
+def test_plan_says_what_is_checked(capsys):
+    assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"download >= 500 Mbit/s (timed on the host from {sl.BANDWIDTH_URL})" in out and "$" not in out.split("\n")[2]
+    assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--bandwidth-url", "", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "download >= 500 Mbit/s (not timed on the host (--bandwidth-url ''))" in out
+    assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--picker", "vastai",
+                     "--max-price", "0.5", "--dry-run"]) == 0
+    line = capsys.readouterr().out.splitlines()[2]
+    assert "<= $0.5/h (offer filter)" in line and "(offer filter; timed on the host" in line
+
+
+def test_dry_run_without_a_passing_offer_says_so(tmp_path, capsys):
+    empty = tmp_path / "none.json"
+    empty.write_text("[]")
+    for f, extra, why in ((empty, [], "none of 0 offers passes"),
+                          (OFFERS, ["--max-price", "0.01"], "/h > $0.01/h")):
+        assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--picker", "vastai",
+                         "--offers-json", str(f), *extra, "--dry-run"]) == 2
+        out = capsys.readouterr().out
+        assert "no offer passes: nothing would be rented" in out and why in out and "vastai create" not in out
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------------
+
+def test_ctrl_c_tears_down_and_says_so(tmp_path, monkeypatch, capsys):
+    import _thread
+
+    stop = threading.Event()
+
+    def script(c, n):
+        if c.what == "provision":
+            _thread.interrupt_main()
+            stop.wait(20)
+            return sl.Result(130, "")
+    fake = Fake(script)
+    fake.stop = stop
+    state = sl.run_survey(options("RTX4090", tries=3), runner=fake, data_dir=tmp_path, log=lambda s: None)
+    assert state["interrupted"] and fake.argvs("teardown") == [("sky", "down", "fl-t1-rtx4090-1", "-y")]
+    assert len(state["results"]["RTX 4090"]) == 1
+    monkeypatch.setattr(sl, "run_survey", lambda o, **k: state)
+    assert cli.main(["survey", "launch", "--gpus", "RTX4090", "--min-cuda", "13.4", "--survey-id", "t1"]) == 130
+    assert "check for clusters left running" in capsys.readouterr().err
+
+
+def test_interrupted_dry_run_does_not_talk_of_resume(monkeypatch, capsys):
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(sl, "run_survey", stop)
+    assert cli.main(["survey", "launch", "--gpus", "RTX4090", "--min-cuda", "13.4", "--dry-run"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "fightlab: interrupted" and "--resume" not in err

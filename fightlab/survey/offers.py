@@ -209,12 +209,18 @@ def read_offers(path: Path | str) -> list[dict]:
     or ``{"offers": [...]}``).
 
     Raises:
-      FileNotFoundError: no such file. ConfigError: not JSON, not a list of objects, or an
-        offer without an ``id``.
+      FileNotFoundError: no such file. ConfigError: an empty path, a folder, not UTF-8, not
+        JSON, not a list of objects, or an offer without an ``id``.
     """
+    if not str(path).strip():
+        raise ConfigError("the offers file's path is empty: give a recorded offer list (JSON)")
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not an offer list (JSON file)")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}), not an offer list (JSON)") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from None
     if isinstance(data, dict) and isinstance(data.get("offers"), list):
