@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from fightlab import meta
-from fightlab.config import BODY_NAMES, ConfigError, validate_body
+from fightlab.config import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.survey import hostcheck, offers
 from fightlab.survey.cost import GPU_TYPES, gpu_type
@@ -353,23 +353,16 @@ def validate_url(v: str, name: str = "--bandwidth-url") -> str:
 
 
 def parse_bodies(bodies) -> tuple[str, ...]:
-    """``"simple,muscular-fast"`` -> a tuple of bench's bodies.
+    """``"simple,muscular-fast"`` (or a sequence) -> a tuple of bench's bodies, checked by bench's
+    own rule (`fightlab.measure.bench.validate_bodies`) before anything is rented.
 
     Raises:
       ConfigError: empty, an unknown body (listing the valid ones), or a body named twice.
     """
+    from fightlab.measure.bench import validate_bodies
+
     items = bodies.split(",") if isinstance(bodies, str) else list(bodies or [])
-    items = [str(b).strip() for b in items if str(b).strip()]
-    if not items:
-        raise ConfigError(f"--bodies must name one or more of {', '.join(BODY_NAMES)}")
-    out: list[str] = []
-    for b in items:
-        if b not in BODY_NAMES:
-            raise ConfigError(f"--bodies: unknown body {b!r}; valid: {', '.join(BODY_NAMES)}")
-        if b in out:
-            raise ConfigError(f"--bodies names {b} twice")
-        out.append(validate_body(b))
-    return tuple(out)
+    return tuple(validate_bodies([str(b).strip() for b in items if str(b).strip()]))
 
 
 def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple", "muscular-fast"),

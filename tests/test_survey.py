@@ -4,6 +4,8 @@ guide, bad input as clear errors, Figure 3 drawn, notebook 07 at smoke size (CPU
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -128,7 +130,7 @@ def test_bad_input_is_a_clear_error(ref, tmp_path):
 
 def _runs(gpu="NVIDIA H200"):
     """A published_runs-like table: three solo solved seeds per body and one packed run."""
-    from fightlab.measure.report import SUMMARY_KEYS  # noqa: F401 (the columns below are its keys)
+    from fightlab.measure.report import SUMMARY_KEYS, learner_id  # noqa: F401 (SUMMARY_KEYS: the columns below)
 
     rows = []
     for body, tts, it in (("simple", 100.0, 500), ("muscular-fast", 240.0, 740)):
@@ -142,7 +144,8 @@ def _runs(gpu="NVIDIA H200"):
     # a learner-study variant packed beside it: another learner than the headline's
     rows.append(dict(rows[0], run_id="variant", concurrent=4, time_to_solve_s=300.0, mps=True,
                      params='{"ppo": {"init_std": 0.2}}', config="c2"))
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    return df.assign(learner=[learner_id(json.loads(p)) for p in df["params"]])  # as published_runs
 
 
 def test_our_rows_are_priced(ref):

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import hosts, meta, results
-from fightlab.config import (ConfigError, PPOConfig, TrainConfig, check_publish, validate_body,
+from fightlab.config import (BODY_NAMES, ConfigError, PPOConfig, TrainConfig, check_publish,
                              validate_nworld, validate_size)
 from fightlab.paths import REPO_ROOT, RUNS
 
@@ -196,6 +196,25 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame) -> tuple[fl
     return it, t, src
 
 
+def validate_bodies(bodies) -> list[str]:
+    """bench's bodies, a sequence of names (``["simple", "muscular-fast"]``), as a list; the
+    survey launcher checks its ``--bodies`` with this before it rents a host.
+
+    Raises:
+      ConfigError: none, an unknown body (listing the valid ones), a body named twice.
+    """
+    out: list[str] = []
+    for b in list(bodies or []):
+        if b not in BODY_NAMES:
+            raise ConfigError(f"--bodies: unknown body {b!r}; valid: {', '.join(BODY_NAMES)}")
+        if b in out:
+            raise ConfigError(f"--bodies names {b} twice")
+        out.append(b)
+    if not out:
+        raise ConfigError(f"--bodies must name one or more of {', '.join(BODY_NAMES)}, got {bodies!r}")
+    return out
+
+
 def min_time_limit(n_bodies: int, train_s: float, size: str) -> float:
     """The shortest --time-limit-s the job accepts: bodies × (train_s + `SETUP_ALLOWANCE_S`)."""
     return n_bodies * (train_s + SETUP_ALLOWANCE_S[size])
@@ -319,11 +338,9 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
     from fightlab.measure.sweep import auto_nworld, time_point
 
     size = validate_size(size)
-    if isinstance(bodies, str) or not bodies:
+    if isinstance(bodies, str):
         raise ConfigError(f"--bodies must name one or more bodies, got {bodies!r}")
-    bodies = [validate_body(b) for b in bodies]
-    if len(set(bodies)) != len(bodies):
-        raise ConfigError(f"--bodies {','.join(bodies)} names a body twice")
+    bodies = validate_bodies(bodies)
     if isinstance(train_s, bool) or not isinstance(train_s, (int, float)) or not (train_s > 0 and math.isfinite(train_s)):
         raise ConfigError(f"--train-s must be a positive number of seconds, got {train_s!r}")
     auto = isinstance(nworld, str) and nworld.strip().lower() == "auto"

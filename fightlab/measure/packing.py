@@ -65,7 +65,8 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
     cfgs = []
     for r in runs:
         rows = pd.read_csv(r / "rows.csv")
-        rows = rows[(rows["iteration"] > skip) & ((rows["iteration"] <= until) if until is not None else True)]
+        last = until if until is not None else np.inf
+        rows = rows[(rows["iteration"] > skip) & (rows["iteration"] <= last)]
         if len(rows):
             med.append(float(np.median(rows["wall_s"])))
             ck = torch.load(r / "latest.pt", map_location="cpu", weights_only=False)

@@ -215,8 +215,8 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     (bool: those jobs ran under CUDA MPS; False where not recorded), `gpu_jobs` (jobs at once on
     the host over all its GPUs, from params.gpu_jobs or the older host_jobs; 1 where not
     recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
-    names), `setup` (the mass matrix factor path, :func:`factor_setup`) and `config`
-    (:func:`config_id`)."""
+    names), `setup` (the mass matrix factor path, :func:`factor_setup`), `config`
+    (:func:`config_id`), `task` (:func:`task_of`) and `learner` (:func:`learner_id`)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
@@ -228,6 +228,7 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
     df["config"] = [config_id(p) for p in params]
     df["task"] = [task_of(p) for p in params]
+    df["learner"] = [learner_id(p) for p in params]
     return df
 
 
@@ -347,7 +348,7 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
         if not {"stage", "event"} <= set(curve.columns):
             continue  # a curve without the curriculum columns (not a training's rows.csv)
         for stage, n in stage_iterations(curve).items():
-            rows.append(dict(run_id=r.run_id, body=r.body, learner=learner_id(json.loads(r.params or "{}")),
+            rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner,
                              commit=r.commit, seed=r.seed, concurrent=int(r.concurrent), stage=int(stage),
                              amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
                              iterations=int(n)))

@@ -23,7 +23,6 @@ trivially and check nothing).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -450,7 +449,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, learner_id, packed_throughput, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary
 
     if host_setup_s is None:
         if setup is None:
@@ -492,13 +491,11 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     head_learners = {}
     for keys, _h in heads.iterrows():
         g = gpu_runs[np.logical_and.reduce([gpu_runs[c] == v for c, v in zip(SUMMARY_KEYS, keys)])]
-        head_learners.setdefault(dict(zip(SUMMARY_KEYS, keys))["body"], set()).update(
-            learner_id(json.loads(p or "{}")) for p in g["params"])
+        head_learners.setdefault(dict(zip(SUMMARY_KEYS, keys))["body"], set()).update(g["learner"])
     shared = gpu_runs[pd.to_numeric(gpu_runs["concurrent"], errors="coerce") > 1]
     shared = shared[shared["task"] == DEFAULT_TASK]
     if not shared.empty:
-        same = [learner_id(json.loads(p or "{}")) in head_learners.get(b, set())
-                for b, p in zip(shared["body"], shared["params"])]
+        same = [lrn in head_learners.get(b, set()) for b, lrn in zip(shared["body"], shared["learner"])]
         if not all(same):
             log(f"survey: {len(same) - sum(same)} packed train row(s) of another learner than their "
                 "body's headline left out (learner-study variants)")
