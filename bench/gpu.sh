@@ -22,12 +22,14 @@ export FIGHTLAB_COMMIT
 O="${OUT:-/tmp}"
 stamp=$(mktemp); touch "$stamp"; sleep 1
 declare -a RESULT
-# study batches: NAME -> "K|job|grid flags"
+# study batches: NAME -> "K|job|grid flags" (job "@FILE": a jobs file, one job per line)
 declare -A STUDY=(
   [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
   [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid seed=1,2,3,4"
   [klB]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.01,0.02,0.04,0.08 --grid seed=1,2"
   [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
+  [klC]="8|@bench/studies/klC.jobs|--grid seed=1,2"
+  [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )
 ok() { RESULT+=("PASS $1"); }
@@ -100,8 +102,9 @@ PYEOF
       if [ -f "$dir/batch.json" ]; then
         cmd=($PY -m fightlab batch --resume "$dir" --budget-s "$b" --min-left-s 60 --no-progress)
       else
+        if [[ $job == @* ]]; then jobarg=(--jobs "${job#@}"); else jobarg=(--job "$job"); fi
         # shellcheck disable=SC2206
-        cmd=($PY -m fightlab batch --job "$job" $grid --concurrent "$K" --batch-dir "$dir" --budget-s "$b" \
+        cmd=($PY -m fightlab batch "${jobarg[@]}" $grid --concurrent "$K" --batch-dir "$dir" --budget-s "$b" \
              --min-left-s 60 --with-checkpoints --no-progress)
       fi
       { "${cmd[@]}"; echo "rc=$?"; cat "$dir/summary.txt" 2>/dev/null; } >> "$log" 2>&1
