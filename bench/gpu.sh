@@ -14,6 +14,8 @@
 #   study:NAME:BUDGET  one of the learner-study / packed-solve batches below (--publish: train rows
 #                record the packing), solved or stopped with a checkpoint at BUDGET s; run again
 #                (same NAME) it resumes the batch: finished jobs skipped, trainings continued
+#   backends[:ITERS]  issue 18's `compare-backends --publish` (both bodies; needs warp's CPU
+#                compiler restored: carry .gpu/clang, xz -d it into /opt/flsite/warp/bin/)
 #   packrow:NAME:UNTIL  the packing row of study NAME over iterations 25 … UNTIL (all K running)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote).
 set -uo pipefail
@@ -29,6 +31,7 @@ declare -A STUDY=(
   [klB]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.01,0.02,0.04,0.08 --grid seed=1,2"
   [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
   [klC]="8|@bench/studies/klC.jobs|--grid seed=1,2"
+  [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )
@@ -125,6 +128,10 @@ print(pd.DataFrame(out).to_string(index=False))
 PYEOF
       mkdir -p "$O/batch"; cp "$dir/summary.txt" "$O/batch/$a-summary.txt" 2>/dev/null
       if grep -q "^rc=0" "$log"; then ok "$step"; else bad "$step $(grep '^rc=' "$log" | tail -1)"; fi
+      ;;
+    backends)  # issue 18: CPU backend (every core) vs MuJoCo Warp on the GPU, both bodies, published
+      if timeout 560 $PY -m fightlab compare-backends --publish --no-progress ${a:+--iterations $a} > "$log" 2>&1; then
+        ok "$step: $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; else bad "$step $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
       ;;
     packrow)
       if $PY -m fightlab.measure.packing "runs/batch/study-$a" --skip 24 --until "$b" --publish > "$log" 2>&1; then
