@@ -18,6 +18,8 @@ from fightlab.paths import RUNS
 # the bodies of the registry fightlab.bodies.BODIES, in its order (config is the bottom layer and
 # does not import bodies; tests/test_bodies.py checks that the two agree)
 BODY_NAMES = ("muscular-fast", "simple")
+#: float fields whose default None stands for a rule given in their docstring (PPOConfig.desired_kl)
+OPTIONAL_FIELDS = ("desired_kl",)
 
 
 class ConfigError(ValueError):
@@ -94,11 +96,17 @@ class PPOConfig:
       num_minibatches, update_epochs: the batch of num_steps × nworld samples is split into
         num_minibatches per epoch.
       learning_rate: Adam step size; with `adaptive_lr` it is scaled ×1.5 / ÷1.5 to keep the
-        policy KL near `desired_kl` (rsl_rl, Rudin et al. 2022, "Learning to walk in minutes").
+        policy KL near the KL target (rsl_rl, Rudin et al. 2022, "Learning to walk in minutes").
+      desired_kl: the KL target, or None (the default): `desired_kl_per_action` × the action
+        count nu (`kl_target`), so bodies with more actions move each action's mean alike (the
+        KL of a diagonal Gaussian is a sum over actions). 0.002 per action: issue 16's study
+        (bench/NOTES.md, session 8), simple's best 0.08 (nu 37) and muscular-fast's 0.16 (nu 83)
+        at init_std 0.3, against 0.01 for both before.
       gamma, gae_lambda: discount and GAE λ (Schulman et al. 2016).
       clip_coef: PPO ratio clip (Schulman et al. 2017); vf_coef, ent_coef: loss weights.
       max_grad_norm: global gradient-norm clip.
-      hidden: actor and critic MLP hidden sizes; init_std: initial action std.
+      hidden: actor and critic MLP hidden sizes; init_std: initial action std (0.3: issue 16's
+        study; 0.5 before).
     """
 
     num_steps: int = 32
@@ -106,7 +114,8 @@ class PPOConfig:
     update_epochs: int = 5
     learning_rate: float = 1e-3
     adaptive_lr: bool = True
-    desired_kl: float = 0.01
+    desired_kl: float | None = None
+    desired_kl_per_action: float = 0.002
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_coef: float = 0.2
@@ -114,7 +123,12 @@ class PPOConfig:
     ent_coef: float = 0.0
     max_grad_norm: float = 1.0
     hidden: tuple[int, ...] = (256, 128, 64)
-    init_std: float = 0.5
+    init_std: float = 0.3
+
+    def kl_target(self, nu: int) -> float:
+        """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else
+        `desired_kl_per_action` × nu (dimensionless, nats)."""
+        return float(self.desired_kl) if self.desired_kl is not None else self.desired_kl_per_action * nu
 
 
 @dataclass(frozen=True)
@@ -496,9 +510,12 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"PPOConfig.{name} must be a positive integer, got {v!r}")
     for name, lo, hi in (("learning_rate", 0.0, 1.0), ("gamma", 0.0, 1.0), ("gae_lambda", 0.0, 1.0),
-                         ("clip_coef", 0.0, 1.0), ("desired_kl", 0.0, 1.0), ("init_std", 0.0, 10.0),
+                         ("clip_coef", 0.0, 1.0), ("desired_kl", 0.0, 1.0),
+                         ("desired_kl_per_action", 0.0, 1.0), ("init_std", 0.0, 10.0),
                          ("max_grad_norm", 0.0, 1e6)):
         v = getattr(p, name)
+        if v is None and name in OPTIONAL_FIELDS:
+            continue
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo < v <= hi):
             raise ConfigError(f"PPOConfig.{name} must be a number in ({lo:g}, {hi:g}], got {v!r}")
     for name in ("vf_coef", "ent_coef"):
@@ -576,7 +593,7 @@ def coerce_field(cls, name: str, raw):
         if isinstance(val, int) and not isinstance(val, bool):
             return val
         raise bad("an integer")
-    if isinstance(default, float) or (default is None and name.endswith("_s")):
+    if isinstance(default, float) or (default is None and (name.endswith("_s") or name in OPTIONAL_FIELDS)):
         if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
             return float(val)
         if default is None and val is None:

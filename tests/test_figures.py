@@ -9,6 +9,7 @@ import pytest
 
 from fightlab import figures, results
 from fightlab.cli import main
+from fightlab.config import PPOConfig
 from fightlab.measure import profile as prof
 
 
@@ -418,7 +419,18 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
     assert sorted(v.index) == ["defaults", "ppo.learning_rate=0.0003"]
     assert v.loc["defaults", "n"] == 2 and v.loc["defaults", "seeds"] == "1, 3"
     assert v.loc["defaults", "iterations_median"] == len(c) and v.loc["defaults", "stage0_median"] == got[0]
-    assert report.learner_changes({"ppo": {"init_std": 0.5, "hidden": [256, 128, 64]}}) == "defaults"
+    d = PPOConfig()
+    assert report.learner_changes({"ppo": {"init_std": d.init_std, "hidden": list(d.hidden)}}) == "defaults"
+    # the fixed KL target of the old defaults reads as a change; the per-action field it overrides does not
+    assert report.learner_changes({"ppo": {"desired_kl": 0.01, "desired_kl_per_action": 0.002,
+                                           "init_std": 0.5}}) == "ppo.desired_kl=0.01, ppo.init_std=0.5"
+    assert report.learner_changes({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}}) \
+        == "ppo.desired_kl_per_action=0.003"
+    # a run that sets the old fixed target shares the learner of the rows that stored no per-action field
+    assert report.learner_id({"ppo": {"desired_kl": 0.01, "desired_kl_per_action": 0.002}}) \
+        == report.learner_id({"ppo": {"desired_kl": 0.01}})
+    assert report.learner_id({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.002}}) \
+        != report.learner_id({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}})
     assert report.learner_changes({"ppo": {"desired_kl": 0.02}, "env": {"w_pose": 2.0, "timestep": 0.002}}) \
         == "ppo.desired_kl=0.02, env.w_pose=2.0"  # timestep is the task's, not the learner's
     drawn = figures.draw(["stage_iterations"], tmp_path, log=lambda s: None)

@@ -287,3 +287,26 @@ def test_a_policy_that_holds_the_pelvis_still_is_never_solved():
     assert events == {"wait", "hold"} and not c.solved and c.stage == 0
     c = Curriculum(stages=(1.0,), wait=32)
     assert "solved" not in {c.update(_summary(tracking=0.0)) for _ in range(400)}
+
+
+def test_kl_target_is_per_action_by_default_and_fixed_when_set():
+    from fightlab.config import ConfigError, coerce_field, validate_train
+    from fightlab.rl.ppo import PPOUpdate
+    d = PPOConfig()
+    assert d.desired_kl is None and d.kl_target(37) == pytest.approx(37 * d.desired_kl_per_action)
+    assert d.kl_target(83) == pytest.approx(83 * d.desired_kl_per_action)
+    assert PPOConfig(desired_kl=0.01).kl_target(83) == 0.01  # a set target ignores nu
+    # the update uses the target of its policy's action count
+    agent = ActorCritic(4, 5, hidden=(8,), init_std=0.3)
+    buf = RolloutStorage(2, 3, 4, 5, "cpu")
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+    upd = PPOUpdate(agent, opt, torch.tensor(1e-3), buf, PPOConfig(num_minibatches=1, desired_kl_per_action=0.01))
+    assert upd.desired_kl == pytest.approx(0.05)
+    # --set: a number, or null for the rule; anything else and out-of-range values are one-line errors
+    assert coerce_field(PPOConfig, "desired_kl", "0.04") == 0.04
+    assert coerce_field(PPOConfig, "desired_kl", "null") is None
+    with pytest.raises(ConfigError, match="desired_kl must be a finite number"):
+        coerce_field(PPOConfig, "desired_kl", "high")
+    for bad in (dict(desired_kl=0.0), dict(desired_kl_per_action=-1.0), dict(desired_kl_per_action=None)):
+        with pytest.raises(ConfigError, match="PPOConfig.desired_kl"):
+            validate_train(TrainConfig(body="simple", nworld=2, device="cpu", ppo=PPOConfig(**bad)))

@@ -265,6 +265,15 @@ def stage_iterations(curve: pd.DataFrame) -> pd.Series:
     return stage.value_counts().sort_index().rename("iterations").rename_axis("stage")
 
 
+def _effective_ppo(ppo: dict) -> dict:
+    """A row's PPO fields less those that do not act: `desired_kl_per_action` when `desired_kl`
+    is set (PPOConfig.kl_target), so a run that sets the old fixed target hashes as the older
+    rows that stored no per-action field."""
+    if ppo.get("desired_kl") is not None:
+        return {k: v for k, v in ppo.items() if k != "desired_kl_per_action"}
+    return dict(ppo)
+
+
 def learner_id(params: dict) -> str:
     """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
     fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
@@ -273,7 +282,7 @@ def learner_id(params: dict) -> str:
     import hashlib
 
     env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
-    key = json.dumps(dict(ppo=params.get("ppo") or {}, env=env), sort_keys=True)
+    key = json.dumps(dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env), sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
@@ -291,6 +300,8 @@ def learner_changes(params: dict) -> str:
     out = []
     for part in ("ppo", "env"):
         have = params.get(part) or {}
+        if part == "ppo":
+            have = _effective_ppo(have)
         for k, d in sorted(ref[part].items()):
             if (part == "env" and f"env.{k}" in TASK_FIELDS) or k not in have:
                 continue

@@ -71,7 +71,7 @@ class ActorCritic(nn.Module):
     Shapes: obs [B, obs_dim] float32 → action mean [B, act_dim], value [B].
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.5,
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.3,
                  obs_min_std=None):
         super().__init__()
         self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)

@@ -33,7 +33,7 @@ def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> Non
 
     Args:
       lr: 0-d float tensor (Adam's learning rate, updated in place); kl: 0-d tensor, the approximate
-        KL of the epoch's last minibatch; desired_kl: the target (PPOConfig.desired_kl).
+        KL of the epoch's last minibatch; desired_kl: the target (PPOConfig.kl_target).
     """
     down = torch.clamp(lr / LR_FACTOR, min=LR_MIN)
     up = torch.clamp(lr * LR_FACTOR, max=LR_MAX)
@@ -96,6 +96,8 @@ class PPOUpdate:
                  buf: RolloutStorage, cfg: PPOConfig, generator: torch.Generator | None = None):
         self.agent, self.optimizer, self.lr, self.buf, self.cfg = agent, optimizer, lr, buf, cfg
         self.generator = generator
+        #: the KL target of the adaptive rate (PPOConfig.kl_target of this policy's action count)
+        self.desired_kl = cfg.kl_target(agent.actor_logstd.numel())
         T, N = buf.rewards.shape
         self.B = T * N
         self.mb = self.B // cfg.num_minibatches
@@ -145,7 +147,7 @@ class PPOUpdate:
                 count += 1
             if cfg.adaptive_lr:  # the last minibatch's KL sets the next epoch's rate, on the device
                 with torch.no_grad():
-                    kl_adaptive_lr(self.lr, approx_kl, cfg.desired_kl)
+                    kl_adaptive_lr(self.lr, approx_kl, self.desired_kl)
         self.stats[:5].copy_(acc / count)
         self.stats[5].copy_(self.lr)
 
