@@ -16,6 +16,11 @@
 #                (same NAME) it resumes the batch: finished jobs skipped, trainings continued
 #   backends[:ITERS]  issue 18's `compare-backends --publish` (both bodies; needs warp's CPU
 #                compiler restored: carry .gpu/clang, xz -d it into /opt/flsite/warp/bin/)
+#   eval:BODY:SEED  the solo run's policy (runs/train/s6-BODY-sSEED) at a = 1, at 0.004 s and
+#                at 0.002 s (issue 16's honesty rows, published); zero:BODY  the zero-action policy
+#   ckpt:BODY:SEED  copy that run's latest.pt to $OUT/ckpt/ (render the GIF on a CPU)
+#   cpusolve:BUDGET[:BODY]  issue 18's CPU-backend solve (default simple, 1024 worlds, every
+#                core) in segments of BUDGET s; the same step again continues it (same machine)
 #   packrow:NAME:UNTIL  the packing row of study NAME over iterations 25 … UNTIL (all K running)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote).
 set -uo pipefail
@@ -132,6 +137,31 @@ PYEOF
     backends)  # issue 18: CPU backend (every core) vs MuJoCo Warp on the GPU, both bodies, published
       if timeout 560 $PY -m fightlab compare-backends --publish --no-progress ${a:+--iterations $a} > "$log" 2>&1; then
         ok "$step: $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; else bad "$step $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
+      ;;
+    eval)  # eval:BODY:SEED — the solo headline run's policy at a = 1, timestep 0.004 then 0.002 (published)
+      ck="runs/train/s6-$a-s$b/latest.pt"
+      if [ -f "$ck" ] && timeout 280 $PY -m fightlab evaluate "$ck" --publish --no-progress > "$log" 2>&1 \
+           && timeout 280 $PY -m fightlab evaluate "$ck" --timestep 0.002 --publish --no-progress >> "$log" 2>&1; then
+        ok "$step: $(grep -i 'fall' "$log" | tail -n 2 | tr '\n' ' ' | cut -c1-220)"; else bad "$step $(tail -n 2 "$log" 2>/dev/null | cut -c1-160) ($ck)"; fi
+      ;;
+    zero)  # zero:BODY — the zero-action policy at a = 1 (published)
+      if timeout 280 $PY -m fightlab evaluate --zero-action --body "$a" --publish --no-progress > "$log" 2>&1; then
+        ok "$step: $(tail -n 1 "$log" | cut -c1-200)"; else bad "$step $(tail -n 2 "$log" | cut -c1-160)"; fi
+      ;;
+    ckpt)  # ckpt:BODY:SEED — bring the solo run's checkpoint back (for `fightlab render` on a CPU)
+      mkdir -p "$O/ckpt" && cp "runs/train/s6-$a-s$b/latest.pt" "$O/ckpt/$a-s$b.pt" && ok "$step" || bad "$step"
+      ;;
+    cpusolve)  # cpusolve:BUDGET[:BODY] — issue 18: a CPU-backend solve (every core, 1024 worlds), in
+      # segments of BUDGET s: run again on the same machine to continue (--resume), published
+      body=${b:-simple}; R="runs/train/s8-cpu-$body"
+      if [ -f "$R/latest.pt" ]; then
+        cmd=($PY -m fightlab train --resume "$R/latest.pt" --segment-s "$a" --publish --no-progress)
+      else
+        cmd=($PY -m fightlab train --body "$body" --nworld 1024 --backend cpu --device cpu --seed 1 \
+             --run-dir "$R" --segment-s "$a" --publish --no-progress)
+      fi
+      if timeout $((a + 120)) "${cmd[@]}" >> "$log" 2>&1; then
+        ok "$step: $(tail -n 1 "$log" | cut -c1-200)"; else bad "$step $(tail -n 2 "$log" | cut -c1-160)"; fi
       ;;
     packrow)
       if $PY -m fightlab.measure.packing "runs/batch/study-$a" --skip 24 --until "$b" --publish > "$log" 2>&1; then

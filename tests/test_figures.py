@@ -335,7 +335,7 @@ def test_committed_figures_have_their_data():
     from fightlab.survey import cost
 
     for name in figures.FIGURES:
-        table = {"stage_iterations": "train", "figure2_world_sweep": "sweep"}.get(name, name.split("_")[0])  # train, profile, factor, ...
+        table = {"stage_iterations": "train", "learner_study": "train", "figure2_world_sweep": "sweep"}.get(name, name.split("_")[0])  # train, profile, factor, ...
         path = (cost.reference_path(REPO_ROOT) if name == "figure3_survey"  # data/survey/, not a results table
                 else results.results_path(table, REPO_ROOT))
         if not path.exists() or len(path.read_text().splitlines()) < 2:
@@ -433,5 +433,6 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
         != report.learner_id({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}})
     assert report.learner_changes({"ppo": {"desired_kl": 0.02}, "env": {"w_pose": 2.0, "timestep": 0.002}}) \
         == "ppo.desired_kl=0.02, env.w_pose=2.0"  # timestep is the task's, not the learner's
-    drawn = figures.draw(["stage_iterations"], tmp_path, log=lambda s: None)
+    drawn = figures.draw(["stage_iterations", "learner_study"], tmp_path, log=lambda s: None)
     assert [p.suffix for p in drawn["stage_iterations"]] == [".png", ".svg"]
+    assert [p.suffix for p in drawn["learner_study"]] == [".png", ".svg"]

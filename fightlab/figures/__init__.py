@@ -53,7 +53,7 @@ from fightlab.paths import REPO_ROOT
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
-                             "stage_iterations", "figure2_world_sweep", "figure3_survey")
+                             "stage_iterations", "learner_study", "figure2_world_sweep", "figure3_survey")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -428,18 +428,37 @@ def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
 def _stage_iterations(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.config import TrainConfig
     from fightlab.figures.training import plot_stage_iterations
-    from fightlab.measure.report import published_runs, stage_table
+    from fightlab.measure.report import learner_labels, published_runs, stage_table
 
     if _rows("train", root, "stage_iterations", log) is None:
         return []
     runs = published_runs(root)
     fig = plot_stage_iterations(stage_table(runs, root), wait=TrainConfig().curriculum_wait,
+                                labels=learner_labels(runs),
                                 title="iterations per curriculum stage, solo solved runs, "
                                       + ", ".join(dict.fromkeys(runs["gpu"])))
     if fig is None:
         log("figures: skip stage_iterations: no solo solved run of the task has a curve in data/curves/")
         return []
     return _save(fig, "stage_iterations", root, log)
+
+
+def _learner_study(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.config import TrainConfig
+    from fightlab.figures.training import plot_learner_study
+    from fightlab.measure.report import published_runs, variant_table
+
+    if _rows("train", root, "learner_study", log) is None:
+        return []
+    runs = published_runs(root)
+    c = TrainConfig()
+    fig = plot_learner_study(variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
+                             title="learner variants (issue 16), solved runs packed and solo, "
+                                   + ", ".join(dict.fromkeys(runs["gpu"])))
+    if fig is None:
+        log("figures: skip learner_study: no solved run of the task has a curve in data/curves/")
+        return []
+    return _save(fig, "learner_study", root, log)
 
 
 def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -485,6 +504,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
     "graphs_split": _graphs_split,
     "packing_throughput": _packing_throughput,
     "stage_iterations": _stage_iterations,
+    "learner_study": _learner_study,
     "figure2_world_sweep": _figure2_world_sweep,
     "figure3_survey": _figure3_survey,
 }

@@ -52,7 +52,7 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
     return fig
 
 
-def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
+def plot_stage_iterations(table, wait: int | None = None, title: str = "", labels: dict | None = None):
     """Iterations per curriculum stage: one panel per body, grouped bars per learner (median over
     its runs, the bar's whisker min–max), the stage's amplitude on the x axis.
 
@@ -61,6 +61,8 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
         amplitude, iterations).
       wait: the curriculum wait W, drawn as the floor a stage cannot go under (dashed).
       title: figure title.
+      labels: optional learner id → legend text (``report.learner_labels``: the fields changed
+        from today's defaults); a learner without one is named by its id.
     Returns:
       the matplotlib Figure, or None when ``table`` is empty.
     """
@@ -69,6 +71,7 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
 
     from fightlab.figures.style import COLORS
 
+    labels = labels or {}
     if table.empty:
         return None
     bodies = list(dict.fromkeys(table["body"]))
@@ -85,7 +88,8 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
                 x = np.arange(len(stages)) + (j - (len(learners) - 1) / 2) * width
                 n = t.loc[t["learner"] == lr, "run_id"].nunique()
                 ax.bar(x, med, width, color=COLORS[j % len(COLORS)],
-                       yerr=[med - lo, hi - med], capsize=2, label=f"learner {lr}: {n} runs")
+                       yerr=[med - lo, hi - med], capsize=2,
+                       label=f"{labels.get(lr) or 'learner ' + str(lr)}: {n} runs")
             amp = t.groupby("stage")["amplitude"].first().reindex(stages)
             ax.set_xticks(np.arange(len(stages)), [f"{a:g}" for a in amp])
             if wait:
@@ -96,4 +100,50 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = ""):
         if title:
             fig.suptitle(title)
         fig.tight_layout()
+    return fig
+
+
+def plot_learner_study(variants, title: str = "", floor: int | None = None):
+    """A learner study: per body, one horizontal bar per learner variant, its median stage-0
+    iterations (the first stage, a = 0.1) and, behind it, its median iterations to solve, the
+    whiskers min–max over its runs, the best variant at the top.
+
+    Args:
+      variants: ``fightlab.measure.report.variant_table`` (body, changes, n, stage0_*,
+        iterations_*).
+      title: figure title.
+      floor: the curriculum's floor (stages × wait) drawn dashed: no learner solves in fewer.
+    Returns:
+      the matplotlib Figure, or None when ``variants`` is empty.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from fightlab.figures.style import COLORS
+
+    if variants.empty:
+        return None
+    bodies = list(dict.fromkeys(variants["body"]))
+    most = max(int((variants["body"] == b).sum()) for b in bodies)
+    with use_style():
+        fig, axes = plt.subplots(1, len(bodies), figsize=(6.5 * len(bodies), 1.2 + 0.42 * most),
+                                 squeeze=False)
+        for ax, body in zip(axes[0], bodies):
+            v = variants[variants["body"] == body].sort_values("iterations_median", ascending=False)
+            y = np.arange(len(v))
+            for col, color, lab in (("iterations", COLORS[1], "iterations to solve"),
+                                    ("stage0", COLORS[0], "stage-0 iterations (a = 0.1)")):
+                med = v[f"{col}_median"].to_numpy(float)
+                err = [med - v[f"{col}_min"].to_numpy(float), v[f"{col}_max"].to_numpy(float) - med]
+                ax.barh(y, med, 0.7 if col == "iterations" else 0.45, xerr=err, color=color,
+                        capsize=2, label=lab)
+            ax.set_yticks(y, [f"{c} ({n} runs)" for c, n in zip(v["changes"], v["n"])], fontsize=7)
+            if floor:
+                ax.axvline(floor, color="k", lw=0.8, ls="--", label=f"the curriculum's floor ({floor})")
+            label(ax, x="iterations [count]", y=None, title=body)
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, fontsize=8, loc="lower center", ncol=len(names), frameon=False)
+        fig.suptitle((title + "\n" if title else "")
+                     + "each variant named by the fields it changes from today's defaults", fontsize=10)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

@@ -311,6 +311,16 @@ def learner_changes(params: dict) -> str:
     return ", ".join(out) or "defaults"
 
 
+def learner_labels(runs: pd.DataFrame) -> dict:
+    """Learner id (:func:`learner_id`) → :func:`learner_changes` of its first row in ``runs``
+    (:func:`published_runs`): a legend that says what a learner changed from today's defaults."""
+    out: dict = {}
+    for r in runs.itertuples():
+        if r.learner not in out:
+            out[r.learner] = learner_changes(json.loads(r.params or "{}"))
+    return out
+
+
 def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
     """A learner study's table: per (body, learner) over the solved runs of the task in ``runs``
     (:func:`published_runs`), packed or solo (packing changes wall time, not iterations), that
