@@ -97,6 +97,7 @@ def test_notebook_paths_come_from_the_repository():
     ("07", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
     ("07", dict(price_per_hour=0), "price_per_hour must be a positive number, got 0.0"),
     ("07", dict(price_per_hour=-2.5), "price_per_hour must be a positive number, got -2.5"),
+    ("07", dict(cpu_price_per_hour=0), "cpu_price_per_hour must be a positive number, got 0.0"),
     ("07", dict(bands=[0, 2, 1]), "bands must increase: 1 follows 2"),
     ("07", dict(tol=0), "tol must be a relative tolerance in (0, 1)"),
 ])

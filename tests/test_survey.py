@@ -185,6 +185,139 @@ def test_our_rows_are_priced(ref):
         cost.our_rows(_runs(), price_per_hour=0, setup=setup)
 
 
+def _backends(cpu_rows, gpu_rows=()):
+    """backends rows (data/results/backends.csv's columns this needs): (run_id, time, body,
+    nworld, s_per_iter, env steps/s, compare_id) per CPU-backend row, then per MuJoCo Warp row."""
+    rows = []
+    for backend, gpu, spec in (("cpu", "CPU Test CPU (16 cores)", cpu_rows), ("gpu", "NVIDIA H200", gpu_rows)):
+        for rid, t, body, nw, sp, eps, cid in spec:
+            rows.append(dict(run_id=rid, time=f"2026-12-01T{t}:00:00+00:00", commit="cde0b70", gpu=gpu, body=body,
+                             nworld=nw, params=json.dumps(dict(backend=backend, compare_id=cid, learner=_LEARNER)),
+                             s_per_iter=sp, env_steps_per_s=eps, compile_s=0.5))
+    return pd.DataFrame(rows)
+
+
+_LEARNER = "00000000"  # not the synthetic headline's learner: the note says so
+
+
+def _varied_runs():
+    """:func:`_runs` with simple's iterations 480 / 500 / 530 over its seeds (median 500) and
+    muscular-fast's 700 / 740 / 800 (median 740)."""
+    r = _runs()
+    for body, its in (("simple", (480, 500, 530)), ("muscular-fast", (700, 740, 800))):
+        solo = (r["body"] == body) & (r["concurrent"] == 1)
+        r.loc[solo, "iterations"] = its
+    return r
+
+
+def test_cpu_backend_time_to_solve_is_estimated(ref):
+    from fightlab.measure import backends
+
+    setup = cost.fit_setup(ref)
+    host = setup.loc["vast.ai GPU", "setup_s"]
+    bk = _backends([("old", "01", "simple", 1024, 2.0, 1e4, "c1"), ("new", "03", "simple", 1024, 1.5, 1.4e4, "c2"),
+                    ("mf", "03", "muscular-fast", 512, 3.0, 5e3, "c2")])
+    said = []
+    est = backends.estimated_time_to_solve(bk, _varied_runs(), log=said.append)
+    assert est["body"].tolist() == ["simple"] and est["run_id"].tolist() == ["new"]  # the newest row, not "old"
+    assert est["time_to_solve_s"].iloc[0] == pytest.approx(1.5 * 500)  # s/iteration × headline median iterations
+    # muscular-fast's row ran another nworld than its headline (1024): left out, said
+    assert any("muscular-fast: backends row mf ran 512 worlds, the headline 1024" in x for x in said), said
+    ours = cost.our_rows(_varied_runs(), price_per_hour=3.6, setup=setup, cpu_price_per_hour=0.8, backends=bk,
+                         log=said.append)
+    cpu = ours[ours["kind"] == "cpu"]
+    assert len(cpu) == 1
+    r = cpu.iloc[0]
+    assert (r["body"], r["group"], r["mode"], bool(r["time_estimated"])) == ("simple", "fightlab CPU", "solo", True)
+    assert r["time_to_solve_s"] == pytest.approx(750.0) and r["usd_per_h"] == 0.8
+    assert r["setup_s"] == pytest.approx(host + 0.5)  # host set-up + the backends row's compile_s
+    assert r["cost_per_solve_usd"] == pytest.approx((750.0 + host + 0.5) * 0.8 / 3600)
+    assert r["note"].startswith("estimated: backends row new (commit cde0b70) s/iteration × headline 500 "
+                                "iterations to solve (GPU runs, commit abc1234)"), r["note"]
+    assert f"learner {_LEARNER}, the headline's" in r["note"]
+    # the GPU rows are untouched by the backends rows
+    base = cost.our_rows(_varied_runs(), price_per_hour=3.6, setup=setup, log=lambda _: None)
+    pd.testing.assert_frame_equal(ours[ours["kind"] == "gpu"].reset_index(drop=True), base)
+    # without a CPU price: left out, said
+    said.clear()
+    none = cost.our_rows(_varied_runs(), price_per_hour=3.6, setup=setup, backends=bk, log=said.append)
+    assert (none["kind"] == "gpu").all()
+    assert "survey: 1 estimated CPU-backend row(s) (simple) left out: no cpu_price_per_hour given" in said, said
+
+
+def test_a_measured_cpu_backend_solve_wins_over_the_estimate(ref):
+    setup = cost.fit_setup(ref)
+    runs = _varied_runs()
+    cpu_label = "CPU Test CPU (16 cores)"
+    measured = [dict(runs.iloc[0], run_id=f"cpu{i}", gpu=cpu_label, params='{"backend": "cpu"}', seed=i,
+                     time_to_solve_s=900.0 + 10 * i, iterations=600, time=f"2026-12-02T0{i}:00:00+00:00")
+                for i in range(2)]
+    runs = pd.concat([runs, pd.DataFrame(measured)], ignore_index=True)
+    bk = _backends([("sim", "03", "simple", 1024, 1.5, 1.4e4, "c2"), ("mf", "03", "muscular-fast", 1024, 3.0, 5e3, "c2")])
+    said = []
+    ours = cost.our_rows(runs, price_per_hour=3.6, setup=setup, cpu_price_per_hour=0.8, backends=bk, log=said.append)
+    cpu = ours[ours["kind"] == "cpu"].set_index("body")
+    assert sorted(cpu.index) == ["muscular-fast", "simple"]  # one row per body, never both
+    assert not cpu.loc["simple", "time_estimated"] and cpu.loc["simple", "time_to_solve_s"] == 905.0  # measured median
+    assert cpu.loc["simple", "note"].startswith("CPU backend headline")
+    assert cpu.loc["muscular-fast", "time_estimated"]
+    assert cpu.loc["muscular-fast", "time_to_solve_s"] == pytest.approx(3.0 * 740)
+    assert any("CPU backend simple: a measured solve (train rows) wins over the estimate from backends row sim" in x
+               for x in said), said
+    # the measured CPU-backend rows never become the GPU headline
+    solo_gpu = ours[(ours["kind"] == "gpu") & (ours["mode"] == "solo")].set_index("body")
+    assert solo_gpu.loc["simple", "time_to_solve_s"] == 101.0
+
+
+def test_backend_ratios_and_their_refusals():
+    from fightlab.measure import backends
+    from fightlab.measure.report import headline, solve_summary
+
+    bk = _backends([("c1", "01", "simple", 1024, 1.5, 2e4, "a"), ("c2", "02", "simple", 1024, 1.4, 2.2e4, "b")],
+                   [("g1", "01", "simple", 1024, 0.2, 1.6e5, "a"), ("g2", "02", "simple", 8192, 0.6, 4.4e5, "b"),
+                    ("lone", "02", "muscular-fast", 1024, 0.3, 1e5, "b")])
+    r = backends.backend_ratios(bk)
+    assert r["compare_id"].tolist() == ["a", "b"]  # the GPU row without a CPU row in its comparison: left out
+    assert r["env_steps_ratio"].tolist() == pytest.approx([8.0, 20.0])
+    assert r["s_per_iter_ratio"].tolist() == pytest.approx([0.2 / 1.5, 0.6 / 1.4])
+    assert r[["cpu_nworld", "gpu_nworld"]].values.tolist() == [[1024, 1024], [1024, 8192]]
+    with pytest.raises(ConfigError, match=r"backends rows need column\(s\) env_steps_per_s"):
+        backends.backend_ratios(bk.drop(columns=["env_steps_per_s"]))
+    with pytest.raises(ConfigError, match=r"backends row c1: params must be a JSON object with backend 'cpu' or 'gpu'"):
+        backends.backend_ratios(bk.assign(params=['{"compare_id": "a"}'] + list(bk["params"][1:])))
+    twice = pd.concat([bk, bk.iloc[[0]].assign(run_id="c1b")], ignore_index=True)
+    with pytest.raises(ConfigError, match=r"backends comparison 'a', simple: 2 CPU-backend rows \(c1, c1b\); expected one"):
+        backends.backend_ratios(twice)
+    with pytest.raises(ConfigError, match=r"headline backend must be 'gpu' or 'cpu', got 'tpu'"):
+        headline(solve_summary(_runs()), backend="tpu")
+
+
+def test_the_committed_backends_rows():
+    """data/results/backends.csv (H200 host, 16 cores, commit cde0b70): the ratios the rows
+    store are the table's, and without a CPU price the estimates are said, not priced."""
+    from fightlab import results
+    from fightlab.measure import backends
+    from fightlab.paths import REPO_ROOT
+
+    rows = results.read_rows("backends", REPO_ROOT)
+    r = backends.backend_ratios(rows)
+    gpu = rows[[json.loads(p)["backend"] == "gpu" for p in rows["params"]]].set_index("time")
+    assert len(r) == len(gpu) >= 4
+    assert r["env_steps_ratio"].to_numpy() == pytest.approx(
+        gpu.loc[r["time"], "env_steps_ratio_vs_cpu_backend"].to_numpy())
+    h200 = r[r["commit"] == "cde0b70"].set_index(["body", "gpu_nworld"])["env_steps_ratio"].round(1)
+    assert h200.to_dict() == {("muscular-fast", 1024): 7.3, ("simple", 1024): 8.8,
+                              ("muscular-fast", 8192): 18.2, ("simple", 8192): 20.6}
+    said = []
+    s = cost.load_survey(log=said.append)
+    assert (s.ours["kind"] != "cpu").all() and len(s.backends) == len(rows)
+    assert any("estimated CPU-backend row(s)" in x and "no cpu_price_per_hour given" in x for x in said), said
+    priced = cost.load_survey(cpu_price_per_hour=1.0, log=lambda _: None).ours
+    cpu = priced[priced["kind"] == "cpu"]
+    assert set(cpu["body"]) == {"simple", "muscular-fast"} and cpu["time_estimated"].all()
+    assert cpu["note"].str.startswith("estimated: backends row ").all()
+
+
 def test_buying_guide_on_a_small_table():
     def row(machine, price, tts, c, body="simple", mode="solo", origin="reference"):
         return dict(origin=origin, machine=machine, provider="vast.ai", kind="gpu", gpu=machine, group="vast.ai GPU",
@@ -250,3 +383,8 @@ def test_notebook_07_at_smoke_size(tmp_path):
     assert "INCONSISTENT: the 'same' 96-vCPU EC2 machine" in out
     assert "rows outside the 5% tolerance: 2" in out and "c8i.24xlarge" in out
     assert "assumed $3.00/h for one H200" in out and "cheapest" in out and "image/png" in out
+    # the CPU backend: the committed ratios (H200 at 1024 and 8192 worlds vs 16 cores at 1024) and
+    # the estimated time to solve, unpriced without a cpu_price_per_hour (said)
+    for ratio in ("7.3x", "8.8x", "18.2x", "20.6x"):
+        assert f"{ratio} the CPU backend's env steps/s" in out, ratio
+    assert "CPU backend time to solve" in out and "no cpu_price_per_hour given" in out

@@ -24,6 +24,11 @@ MuJoCo Warp on warp's CPU device never). The hardware: the `gpu` column names th
 GPU row and the CPU model and cores for a CPU-backend row (`fightlab.meta.cpu_label`); params
 hold backend, device, layout, workers, worlds_per_worker, cores and cpu (the CPU's model) on
 every row, so each row names the machine's CPU.
+
+Reading the rows (pure pandas): `backend_ratios` (per comparison and body, MuJoCo Warp's env
+steps/s and seconds per iteration over the CPU backend's, the world count of each) and
+`estimated_time_to_solve` (the CPU backend's time to solve, estimated: its seconds per
+iteration × the MuJoCo Warp headline's median iterations to solve, at the same nworld only).
 """
 
 from __future__ import annotations
@@ -275,3 +280,129 @@ def summary_lines(rows: pd.DataFrame) -> list[str]:
                    f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s, "
                    f"{x['s_per_iter_ratio_vs_cpu_backend']:.2f}x s/iteration")
     return out
+
+
+# --- reading the rows: ratios and the CPU backend's time to solve --------------------------------
+
+#: the columns :func:`backend_ratios` and :func:`estimated_time_to_solve` read
+_NEEDED = ("run_id", "time", "commit", "gpu", "body", "nworld", "params", "s_per_iter", "env_steps_per_s")
+
+
+def _checked(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``backend``, ``compare_id`` and ``learner`` from params. Raises ConfigError
+    (one line) when a needed column is missing or a params is not a JSON object with a backend."""
+    import json
+
+    missing = [c for c in _NEEDED if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"backends rows need column(s) {', '.join(missing)} "
+                          "(data/results/backends.csv, results.read_rows('backends', root))")
+    params = []
+    for rid, p in zip(rows["run_id"], rows["params"]):
+        try:
+            d = json.loads(p)
+        except (TypeError, ValueError):
+            d = None
+        if not isinstance(d, dict) or d.get("backend") not in ("cpu", "gpu"):
+            raise ConfigError(f"backends row {rid}: params must be a JSON object with backend 'cpu' or "
+                              f"'gpu', got {p!r}")
+        params.append(d)
+    return rows.assign(backend=[d["backend"] for d in params],
+                       compare_id=[str(d.get("compare_id") or "") for d in params],
+                       learner=[str(d.get("learner") or "") for d in params])
+
+
+def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
+    """MuJoCo Warp against the CPU backend, from ``backends`` rows (data/results/backends.csv):
+    one line per MuJoCo Warp row, beside the CPU-backend row of the same comparison
+    (params.compare_id) and body. Columns: compare_id, time (the GPU row's), commit, body,
+    cpu (the CPU row's `gpu` column: model and cores), cpu_nworld, cpu_env_steps_per_s,
+    cpu_s_per_iter [s], gpu, gpu_nworld, gpu_env_steps_per_s, gpu_s_per_iter [s],
+    env_steps_ratio (GPU env steps/s over the CPU backend's: above 1, MuJoCo Warp is faster) and
+    s_per_iter_ratio (GPU seconds per iteration over the CPU backend's). A MuJoCo Warp row
+    without a CPU-backend row in its comparison is left out. Oldest comparison first.
+
+    Raises:
+      ConfigError: a missing column or a params without a backend (:func:`_checked`); a
+        comparison with more than one CPU-backend row of a body.
+    """
+    cols = ["compare_id", "time", "commit", "body", "cpu", "cpu_nworld", "cpu_env_steps_per_s",
+            "cpu_s_per_iter", "gpu", "gpu_nworld", "gpu_env_steps_per_s", "gpu_s_per_iter",
+            "env_steps_ratio", "s_per_iter_ratio"]
+    if rows is None or rows.empty:
+        return pd.DataFrame(columns=cols)
+    t = _checked(rows)
+    out = []
+    for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
+        cpu = g[g["backend"] == "cpu"]
+        if len(cpu) > 1:
+            raise ConfigError(f"backends comparison {cid!r}, {body}: {len(cpu)} CPU-backend rows "
+                              f"({', '.join(cpu['run_id'])}); expected one")
+        if cpu.empty:
+            continue
+        c = cpu.iloc[0]
+        for _, x in g[g["backend"] == "gpu"].iterrows():
+            out.append(dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=c["gpu"],
+                            cpu_nworld=int(c["nworld"]), cpu_env_steps_per_s=float(c["env_steps_per_s"]),
+                            cpu_s_per_iter=float(c["s_per_iter"]), gpu=x["gpu"], gpu_nworld=int(x["nworld"]),
+                            gpu_env_steps_per_s=float(x["env_steps_per_s"]), gpu_s_per_iter=float(x["s_per_iter"]),
+                            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]),
+                            s_per_iter_ratio=float(x["s_per_iter"]) / float(c["s_per_iter"])))
+    if not out:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
+
+
+def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
+                            log: Callable[[str], None] = print) -> pd.DataFrame:
+    """The CPU backend's time to solve per body, estimated: the newest CPU-backend ``backends``
+    row of the body (``rows``: data/results/backends.csv; the newest by its time, nworld as
+    recorded) × the body's headline median iterations to solve on MuJoCo Warp
+    (`report.headline` of `report.solve_summary` of ``runs``, `report.published_runs`).
+    Iterations to solve depend on nworld: a body whose newest CPU-backend row has another
+    nworld than its headline group is left out, and so is a body without a headline; each said
+    through ``log`` in one line.
+
+    Returns:
+      one row per body estimated: body, run_id, commit, time (the backends row's), cpu (its
+      `gpu` column: CPU model and cores), nworld, s_per_iter [s], compile_s [s], learner (its
+      params.learner), iterations_to_solve (the headline's median), headline_commit,
+      headline_nworld, headline_n_solo, headline_learner (the headline group's learner ids,
+      joined by "/"), time_to_solve_s [s] = s_per_iter × iterations_to_solve.
+
+    Raises:
+      ConfigError: as :func:`backend_ratios` for bad rows.
+    """
+    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
+
+    cols = ["body", "run_id", "commit", "time", "cpu", "nworld", "s_per_iter", "compile_s", "learner",
+            "iterations_to_solve", "headline_commit", "headline_nworld", "headline_n_solo",
+            "headline_learner", "time_to_solve_s"]
+    if rows is None or rows.empty:
+        return pd.DataFrame(columns=cols)
+    t = _checked(rows)
+    cpu = t[t["backend"] == "cpu"].sort_values("time", kind="stable").drop_duplicates("body", keep="last")
+    heads = headline(solve_summary(runs)) if runs is not None and not runs.empty else pd.DataFrame()
+    by_body = {k[SUMMARY_KEYS.index("body")]: (dict(zip(SUMMARY_KEYS, k)), h) for k, h in heads.iterrows()}
+    out = []
+    for _, r in cpu.iterrows():
+        body = r["body"]
+        if body not in by_body:
+            log(f"CPU backend {body}: no MuJoCo Warp headline (solo solved runs of the task in "
+                f"train.csv) for its iterations to solve; backends row {r['run_id']} not estimated")
+            continue
+        k, h = by_body[body]
+        if int(r["nworld"]) != int(k["nworld"]):
+            log(f"CPU backend {body}: backends row {r['run_id']} ran {int(r['nworld'])} worlds, the "
+                f"headline {int(k['nworld'])}: iterations to solve depend on nworld, not estimated")
+            continue
+        g = runs[np.logical_and.reduce([runs[c] == v for c, v in k.items()])]
+        learners = "/".join(sorted(set(g["learner"]))) if "learner" in g else ""
+        it = float(h["iterations_median"])
+        out.append(dict(body=body, run_id=r["run_id"], commit=r["commit"], time=r["time"], cpu=r["gpu"],
+                        nworld=int(r["nworld"]), s_per_iter=float(r["s_per_iter"]),
+                        compile_s=float(r["compile_s"]) if "compile_s" in r else float("nan"),
+                        learner=r["learner"], iterations_to_solve=it, headline_commit=k["commit"],
+                        headline_nworld=int(k["nworld"]), headline_n_solo=int(h["n_solo"]),
+                        headline_learner=learners, time_to_solve_s=float(r["s_per_iter"]) * it))
+    return pd.DataFrame(out, columns=cols)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import DEFAULT_TASK, TASK_FIELDS, task_id, to_dict
+from fightlab.config import DEFAULT_TASK, TASK_FIELDS, ConfigError, task_id, to_dict
 from fightlab.paths import REPO_ROOT, RUNS
 
 
@@ -450,18 +450,24 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out.set_index(list(SUMMARY_KEYS))
 
 
-def headline(summary: pd.DataFrame) -> pd.DataFrame:
+def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
     """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
     among groups with as many, the newest commit (latest run). Bodies without a solo solved run
     have no headline, and only runs of the task itself count (task :data:`DEFAULT_TASK`: a run that
-    changed a Fixed field solved another task), on MuJoCo Warp (a CPU-backend group, its `gpu`
-    naming a CPU, `fightlab.meta.is_cpu_label`, is the CPU baseline: `python -m fightlab
-    compare-backends` compares it). Returns the chosen rows (same index)."""
+    changed a Fixed field solved another task), on MuJoCo Warp (``backend="gpu"``, the default; a
+    CPU-backend group, its `gpu` naming a CPU, `fightlab.meta.is_cpu_label`, is the CPU baseline:
+    `python -m fightlab compare-backends` compares it) or, with ``backend="cpu"``, among those
+    CPU-backend groups only (the CPU baseline's own headline). Returns the chosen rows (same index).
+
+    Raises:
+      ConfigError: a backend other than "gpu" / "cpu"."""
     from fightlab.meta import is_cpu_label
 
+    if backend not in ("gpu", "cpu"):
+        raise ConfigError(f"headline backend must be 'gpu' or 'cpu', got {backend!r}")
     s = summary[summary["n_solo"] > 0]
     s = s[s.index.get_level_values("task") == DEFAULT_TASK]
-    s = s[[not is_cpu_label(g) for g in s.index.get_level_values("gpu")]]
+    s = s[[is_cpu_label(g) == (backend == "cpu") for g in s.index.get_level_values("gpu")]]
     if s.empty:
         return s
     order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],

@@ -422,7 +422,8 @@ def validate_price(value, name: str = "price_per_hour", allow_none: bool = True)
 
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
              host_setup_s: float | None = None, packing: pd.DataFrame | None = None,
-             cpu_price_per_hour: float | None = None, log=print) -> pd.DataFrame:
+             cpu_price_per_hour: float | None = None, backends: pd.DataFrame | None = None,
+             log=print) -> pd.DataFrame:
     """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced.
 
     - solo: the headline per body (:func:`fightlab.measure.report.headline` of
@@ -435,11 +436,22 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       GPU, nworld, K and MPS): solves per GPU-hour =
       aggregate iterations/s × 3600 / the body's headline median iterations to solve, time to
       solve = those iterations × the packed seconds per iteration (``time_estimated`` true);
-    - CPU backend rows (params' segments say backend "cpu"): their headline, priced at
-      ``cpu_price_per_hour``; left out (said through ``log``) without a price.
+    - CPU backend, measured (train rows whose params' segments say backend "cpu"): their
+      headline (`report.headline` with ``backend="cpu"``), priced at ``cpu_price_per_hour``;
+    - CPU backend, estimated (``backends``: data/results/backends.csv rows), for each body
+      without a measured CPU-backend solve (a measured one always wins, said through ``log``):
+      time to solve = the newest CPU-backend row's seconds per iteration × the body's MuJoCo
+      Warp headline median iterations to solve, at the same nworld only
+      (:func:`fightlab.measure.backends.estimated_time_to_solve`; ``time_estimated`` true);
+      set-up = host set-up + that row's compile_s. CPU rows of either kind are left out (said
+      through ``log``) without a ``cpu_price_per_hour``.
 
     Args:
       runs: :func:`~fightlab.measure.report.published_runs`.
+      backends: ``backends`` rows (`results.read_rows("backends", root)`); None: no estimated
+        CPU-backend rows.
+      cpu_price_per_hour: the CPU backend's machine price [$/h]; None: CPU rows left out (no
+        price with a source exists for the 16-core host the committed rows ran on).
       price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` for its type
         (an assumption, :data:`ASSUMED_PRICE_SOURCE`).
       setup / host_setup_s: the paid host set-up [s]: ``host_setup_s``, else the fitted
@@ -539,20 +551,44 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                             solves_per_setup=K,
                             note=f"estimated: packing row {p['run_id']} (commit {p['commit']}) "
                             f"aggregate it/s × headline {n_it:.0f} iterations to solve; {said}"))
-    # our CPU backend
+    # our CPU backend: measured solves first; an estimate only for a body without one
+    from fightlab.measure.backends import estimated_time_to_solve
+
     cpu_runs = runs[backend == "cpu"]
-    if not cpu_runs.empty:
-        if cpu_price_per_hour is None:
+    cpu_heads = headline(solve_summary(cpu_runs), backend="cpu") if not cpu_runs.empty else pd.DataFrame()
+    measured = {dict(zip(SUMMARY_KEYS, keys))["body"] for keys in cpu_heads.index}
+    est = estimated_time_to_solve(backends, gpu_runs, log=lambda line: log(f"survey: {line}"))
+    for body, rid in zip(est["body"], est["run_id"]):
+        if body in measured:
+            log(f"survey: CPU backend {body}: a measured solve (train rows) wins over the estimate "
+                f"from backends row {rid}")
+    est = est[~est["body"].isin(measured)]
+    if cpu_price_per_hour is None:
+        if not cpu_runs.empty:
             log(f"survey: {len(cpu_runs)} CPU-backend train row(s) left out: no cpu_price_per_hour given")
-        else:
-            for keys, h in headline(solve_summary(cpu_runs)).iterrows():
-                k = dict(zip(SUMMARY_KEYS, keys))
-                out.append(dict(origin="fightlab", machine=f"CPU backend ({k['gpu']} host)", provider="fightlab",
-                                kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
-                                usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
-                                time_estimated=False,
-                                setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
-                                note=f"CPU backend headline, commit {k['commit']}; price ${cpu_price_per_hour:.2f}/h given"))
+        if not est.empty:
+            log(f"survey: {len(est)} estimated CPU-backend row(s) ({', '.join(est['body'])}) left out: "
+                "no cpu_price_per_hour given")
+    else:
+        given = f"price ${cpu_price_per_hour:.2f}/h given"
+        for keys, h in cpu_heads.iterrows():
+            k = dict(zip(SUMMARY_KEYS, keys))
+            out.append(dict(origin="fightlab", machine=f"CPU backend ({k['gpu']} host)", provider="fightlab",
+                            kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
+                            usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
+                            time_estimated=False,
+                            setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
+                            note=f"CPU backend headline, commit {k['commit']}; {given}"))
+        for _, e in est.iterrows():
+            other = ("" if e["learner"] in e["headline_learner"].split("/") else
+                     f"; learner {e['learner'] or 'unrecorded'}, the headline's {e['headline_learner']}")
+            out.append(dict(origin="fightlab", machine=f"CPU backend ({e['cpu']} host)", provider="fightlab",
+                            kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
+                            usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
+                            time_estimated=True, setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
+                            note=f"estimated: backends row {e['run_id']} (commit {e['commit']}) s/iteration × "
+                            f"headline {e['iterations_to_solve']:.0f} iterations to solve (GPU runs, commit "
+                            f"{e['headline_commit']}), {e['nworld']} worlds{other}; {given}"))
     if not out:
         return pd.DataFrame(columns=cols)
     t = pd.DataFrame(out)
@@ -660,12 +696,15 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
 @dataclass(frozen=True)
 class Survey:
     """:func:`load_survey`'s answer: the reference table, the set-up constants, our rows, all rows
-    (:func:`survey_table`) and the price of our GPU used [$/h] with what it rests on."""
+    (:func:`survey_table`), the price of our GPU used [$/h] with what it rests on, and the
+    ``backends`` rows read (data/results/backends.csv; empty without them: the CPU backend
+    against MuJoCo Warp, `fightlab.measure.backends.backend_ratios`)."""
     reference: pd.DataFrame
     setup: pd.DataFrame
     ours: pd.DataFrame
     table: pd.DataFrame
     price_note: str
+    backends: pd.DataFrame
 
 
 def reference_path(root: Path | str | None = None) -> Path:
@@ -678,7 +717,8 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
                 log=print) -> Survey:
     """The survey from ``root/data`` alone (default: the repository): the reference table
     (data/survey/reference.csv), the set-up fit, and our rows from data/results/train.csv and
-    data/results/packing.csv when they exist (:func:`our_rows`; prices [$/h], set-up [s]).
+    data/results/packing.csv and data/results/backends.csv when they exist (:func:`our_rows`;
+    prices [$/h], set-up [s]).
 
     Raises:
       FileNotFoundError: no reference table; ConfigError: as :func:`read_reference`, :func:`our_rows`.
@@ -693,11 +733,12 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
         results.results_path(e, root).read_text().splitlines()) > 1
     runs = published_runs(root) if have("train") else None
     packing = results.read_rows("packing", root) if have("packing") else None
+    backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
-                    packing=packing, cpu_price_per_hour=cpu_price_per_hour, log=log)
+                    packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log)
     if price_per_hour is not None:
         note = f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)"
     else:
         note = "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE
     return Survey(reference=ref, setup=setup, ours=ours, table=survey_table(ref, ours, setup),
-                  price_note=note)
+                  price_note=note, backends=backends)
