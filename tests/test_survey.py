@@ -294,7 +294,7 @@ def test_backend_ratios_and_their_refusals():
 
 def test_the_committed_backends_rows():
     """data/results/backends.csv (H200 host, 16 cores, commit cde0b70): the ratios the rows
-    store are the table's, and without a CPU price the estimates are said, not priced."""
+    store are the table's, and the CPU backend's estimated rows reach the survey."""
     from fightlab import results
     from fightlab.measure import backends
     from fightlab.paths import REPO_ROOT
@@ -308,10 +308,10 @@ def test_the_committed_backends_rows():
     h200 = r[r["commit"] == "cde0b70"].set_index(["body", "gpu_nworld"])["env_steps_ratio"].round(1)
     assert h200.to_dict() == {("muscular-fast", 1024): 7.3, ("simple", 1024): 8.8,
                               ("muscular-fast", 8192): 18.2, ("simple", 8192): 20.6}
-    said = []
-    s = cost.load_survey(log=said.append)
-    assert (s.ours["kind"] != "cpu").all() and len(s.backends) == len(rows)
-    assert any("estimated CPU-backend row(s)" in x and "no cpu_price_per_hour given" in x for x in said), said
+    s = cost.load_survey(log=lambda _: None)  # priced at the assumed CPU price (its own test)
+    assert len(s.backends) == len(rows)
+    est = s.ours.loc[s.ours["kind"] == "cpu", "time_estimated"]
+    assert len(est) == 2 and est.all()
     priced = cost.load_survey(cpu_price_per_hour=1.0, log=lambda _: None).ours
     cpu = priced[priced["kind"] == "cpu"]
     assert set(cpu["body"]) == {"simple", "muscular-fast"} and cpu["time_estimated"].all()
@@ -384,7 +384,37 @@ def test_notebook_07_at_smoke_size(tmp_path):
     assert "rows outside the 5% tolerance: 2" in out and "c8i.24xlarge" in out
     assert "assumed $3.00/h for one H200" in out and "cheapest" in out and "image/png" in out
     # the CPU backend: the committed ratios (H200 at 1024 and 8192 worlds vs 16 cores at 1024) and
-    # the estimated time to solve, unpriced without a cpu_price_per_hour (said)
+    # the estimated time to solve, priced at the assumed CPU price (said)
     for ratio in ("7.3x", "8.8x", "18.2x", "20.6x"):
         assert f"{ratio} the CPU backend's env steps/s" in out, ratio
-    assert "CPU backend time to solve" in out and "no cpu_price_per_hour given" in out
+    assert "CPU backend time to solve" in out and "CPU-backend rows: assumed $0.22/h: 16 vCPU" in out
+
+
+def test_assumed_cpu_price_is_the_reference_lowest_per_vcpu_times_cores():
+    import pandas as pd
+    from fightlab.config import ConfigError
+    ref = pd.DataFrame(dict(machine=["RTX 4090", "c8a.24xlarge, 96 vCPU", "c8a.48xlarge, 192 vCPU"],
+                            usd_per_h=[0.4, 1.44, 3.65]))
+    price, why = cost.assumed_cpu_price_per_hour(ref, 16)
+    assert price == pytest.approx(16 * 1.44 / 96) and "16 vCPU" in why and "c8a.24xlarge" in why
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ConfigError, match="cores must be a positive integer"):
+            cost.assumed_cpu_price_per_hour(ref, bad)
+    with pytest.raises(ConfigError, match="no reference row names its vCPUs"):
+        cost.assumed_cpu_price_per_hour(ref.iloc[:1], 16)
+    assert cost._cpu_machine("CPU Intel(R) Xeon(R) Processor (16 cores)") == \
+        "CPU backend, Intel Xeon Processor (16 cores)"
+
+
+def test_committed_survey_prices_the_cpu_backend_rows_by_default():
+    """From the committed data: the CPU-backend rows (estimated from data/results/backends.csv)
+    are priced at the assumed CPU price unless one is given, and the note says which."""
+    s = cost.load_survey(log=lambda m: None)
+    cpu = s.ours[s.ours["group"] == "fightlab CPU"]
+    if cpu.empty:
+        pytest.skip("no CPU-backend rows committed")
+    price, _ = cost.assumed_cpu_price_per_hour(s.reference, 16)
+    assert (cpu["usd_per_h"] == price).all() and "CPU-backend rows: assumed" in s.price_note
+    given = cost.load_survey(cpu_price_per_hour=0.5, log=lambda m: None)
+    assert (given.ours.loc[given.ours["group"] == "fightlab CPU", "usd_per_h"] == 0.5).all()
+    assert "$0.50/h given" in given.price_note

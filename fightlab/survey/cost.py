@@ -89,6 +89,32 @@ ASSUMED_PRICE_SOURCE = ("assumed $3.00/h for one H200: inside the $2.50–3.50/h
                         "'long-tail' providers for the H200 SXM5 in mercatus-ai.com/blog/cloud-gpu-pricing "
                         "(May 2026); spheron.network quotes $4.54/h on-demand (17 March 2026)")
 
+def assumed_cpu_price_per_hour(ref: pd.DataFrame, cores: int) -> tuple[float, str]:
+    """($/h, its source) for a CPU machine of ``cores`` vCPUs: ``cores`` × the lowest price per
+    vCPU of the reference's EC2 CPU rows (machine names like "c8a.24xlarge, 96 vCPU"; the
+    original study's spot prices). An assumption for fightlab's CPU-backend rows, which ran on a
+    GPU host's cores that nobody priced; a logical CPU counts as one vCPU.
+
+    Raises:
+      ConfigError: ``cores`` not a positive integer, or no reference row names its vCPUs.
+    """
+    if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores <= 0:
+        raise ConfigError(f"cores must be a positive integer, got {cores!r}")
+    best = None
+    for m, p in zip(ref["machine"], ref["usd_per_h"]):
+        hit = re.search(r"(\d+)\s*vCPU", str(m))
+        if hit and float(p) > 0:
+            per = float(p) / int(hit.group(1))
+            if best is None or per < best[0]:
+                best = (per, str(m), float(p))
+    if best is None:
+        raise ConfigError("no reference row names its vCPUs (e.g. 'c8a.24xlarge, 96 vCPU'): give cpu_price_per_hour")
+    per, m, p = best
+    price = round(per * int(cores), 4)
+    return price, (f"assumed ${price:.2f}/h: {int(cores)} vCPU at the reference's lowest EC2 spot price per "
+                   f"vCPU ({m}: ${p:.2f}/h)")
+
+
 #: budget bands of the buying guide: edges [$/h], [0, 1), [1, 2), [2, 4), [4, inf)
 DEFAULT_BANDS: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0)
 
@@ -573,7 +599,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         given = f"price ${cpu_price_per_hour:.2f}/h given"
         for keys, h in cpu_heads.iterrows():
             k = dict(zip(SUMMARY_KEYS, keys))
-            out.append(dict(origin="fightlab", machine=f"CPU backend ({k['gpu']} host)", provider="fightlab",
+            out.append(dict(origin="fightlab", machine=_cpu_machine(k['gpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
                             time_estimated=False,
@@ -582,7 +608,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         for _, e in est.iterrows():
             other = ("" if e["learner"] in e["headline_learner"].split("/") else
                      f"; learner {e['learner'] or 'unrecorded'}, the headline's {e['headline_learner']}")
-            out.append(dict(origin="fightlab", machine=f"CPU backend ({e['cpu']} host)", provider="fightlab",
+            out.append(dict(origin="fightlab", machine=_cpu_machine(e['cpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
                             time_estimated=True, setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
@@ -734,11 +760,45 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     runs = published_runs(root) if have("train") else None
     packing = results.read_rows("packing", root) if have("packing") else None
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
+    cpu_note = ""
+    if cpu_price_per_hour is None:  # an assumption from the reference, for the cores the CPU rows ran on
+        cores = _cpu_cores(runs, backends)
+        if cores:
+            cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
+    else:
+        cpu_note = f"${cpu_price_per_hour:.2f}/h given"
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
                     packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log)
     if price_per_hour is not None:
         note = f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)"
     else:
         note = "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE
+    if cpu_note:
+        note += f"; fightlab's CPU-backend rows: {cpu_note}"
     return Survey(reference=ref, setup=setup, ours=ours, table=survey_table(ref, ours, setup),
                   price_note=note, backends=backends)
+
+
+def _cpu_machine(label: str) -> str:
+    """A survey row's machine for a CPU-backend row of CPU ``label`` ("CPU Intel(R) Xeon(R)
+    Processor (16 cores)" → "CPU backend, Intel Xeon Processor (16 cores)")."""
+    name = re.sub(r"\((R|TM)\)", "", str(label)).strip()
+    return "CPU backend, " + re.sub(r"^CPU\s+", "", name)
+
+
+def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
+    """The most cores any CPU-backend row (train or backends) ran on (params ``cores``), or None."""
+    import json
+
+    found = []
+    for df in (runs, backends):
+        if df is None or df.empty or "params" not in df:
+            continue
+        for raw in df["params"]:
+            try:
+                p = json.loads(raw) if isinstance(raw, str) and raw else {}
+            except ValueError:
+                continue
+            if p.get("backend") == "cpu" and isinstance(p.get("cores"), int) and p["cores"] > 0:
+                found.append(p["cores"])
+    return max(found) if found else None
