@@ -29,12 +29,14 @@ export FIGHTLAB_COMMIT
 O="${OUT:-/tmp}"
 stamp=$(mktemp); touch "$stamp"; sleep 1
 declare -a RESULT
-# study batches: NAME -> "K|job|grid flags" (job "@FILE": a jobs file, one job per line)
+# study batches: NAME -> "K|job|grid flags" (job "@FILE": a jobs file, one job per line). Each
+# names every learner field it studies, so it runs the same learner whatever today's defaults are
+# (sessions 7-8 ran them under σ 0.5 and KL 0.01, the defaults until commit f097997)
 declare -A STUDY=(
-  [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
-  [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid seed=1,2,3,4"
-  [klB]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.01,0.02,0.04,0.08 --grid seed=1,2"
-  [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
+  [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.desired_kl=0.01|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
+  [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.desired_kl=0.01 --set ppo.init_std=0.5|--grid seed=1,2,3,4"
+  [klB]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.init_std=0.5|--grid ppo.desired_kl=0.01,0.02,0.04,0.08 --grid seed=1,2"
+  [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.init_std=0.5|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
   [klC]="8|@bench/studies/klC.jobs|--grid seed=1,2"
   [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
@@ -132,7 +134,9 @@ for j in st["jobs"]:
 print(pd.DataFrame(out).to_string(index=False))
 PYEOF
       mkdir -p "$O/batch"; cp "$dir/summary.txt" "$O/batch/$a-summary.txt" 2>/dev/null
-      if grep -q "^rc=0" "$log"; then ok "$step"; else bad "$step $(grep '^rc=' "$log" | tail -1)"; fi
+      # the log grows when a study is resumed: only this run's (the last) rc line counts
+      last=$(grep '^rc=' "$log" | tail -n 1)
+      if [ "$last" = "rc=0" ]; then ok "$step"; else bad "$step ${last:-no rc}"; fi
       ;;
     backends)  # issue 18: CPU backend (every core) vs MuJoCo Warp on the GPU, both bodies, published
       if timeout 560 $PY -m fightlab compare-backends --publish --no-progress ${a:+--iterations $a} > "$log" 2>&1; then
@@ -153,6 +157,9 @@ PYEOF
       ;;
     cpusolve)  # cpusolve:BUDGET[:BODY] — issue 18: a CPU-backend solve (every core, 1024 worlds), in
       # segments of BUDGET s: run again on the same machine to continue (--resume), published
+      if ! [[ ${a:-} =~ ^[0-9]+$ ]] || [ "$a" -lt 60 ]; then
+        bad "$step: BUDGET must be whole seconds >= 60, got '${a:-}' (cpusolve:BUDGET[:BODY])"; continue
+      fi
       body=${b:-simple}; R="runs/train/s8-cpu-$body"
       if [ -f "$R/latest.pt" ]; then
         cmd=($PY -m fightlab train --resume "$R/latest.pt" --segment-s "$a" --publish --no-progress)

@@ -438,7 +438,7 @@ def _sweep_parser(sub, fmt) -> None:
     sw.add_argument("--no-progress", action="store_true", help="no tqdm bar per point")
 
 
-def _apply_overrides(cfg, items: list[str]):
+def apply_overrides(cfg, items: list[str]):
     """Apply KEY=VALUE overrides to a TrainConfig, each parsed into its field's type
     (config.coerce_field); ConfigError names a bad key or value."""
     from fightlab.config import ConfigError, EnvConfig, PPOConfig, TrainConfig, coerce_field
@@ -462,6 +462,10 @@ def _apply_overrides(cfg, items: list[str]):
             cfg = dataclasses.replace(cfg, **{key: coerce_field(TrainConfig, key, raw)})
         else:
             raise ConfigError(f"unknown field {key!r}; use a TrainConfig field, env.<field> or ppo.<field>")
+    keys = {item.split("=", 1)[0] for item in items}
+    if {"ppo.desired_kl", "ppo.desired_kl_per_action"} <= keys and cfg.ppo.desired_kl is not None:
+        print(f"fightlab: warning: ppo.desired_kl_per_action is ignored: ppo.desired_kl={cfg.ppo.desired_kl:g} "
+              "sets the KL target (ppo.desired_kl=null uses the per-action rule)", file=sys.stderr, flush=True)
     return cfg
 
 
@@ -551,7 +555,7 @@ def cmd_train(a) -> int:
             if backend != "gpu" or a.workers is not None or a.worlds_per_worker is not None or a.cpu_layout:
                 raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
                                   "--backend cpu give --nworld or --workers / --worlds-per-worker")
-            probe = _apply_overrides(TrainConfig(body=body, device=device, seed=seed, **_graph_flags(a),
+            probe = apply_overrides(TrainConfig(body=body, device=device, seed=seed, **_graph_flags(a),
                                                  tree_factor=not a.no_tree_factor), a.set)
             nworld, nworld_auto = auto_nworld(probe, progress=not a.no_progress)
             layout = {}
@@ -566,7 +570,7 @@ def cmd_train(a) -> int:
                           checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
                           **_graph_flags(a), tree_factor=not a.no_tree_factor,
                           backend=backend, **layout)
-        cfg = _apply_overrides(cfg, a.set)
+        cfg = apply_overrides(cfg, a.set)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
             trainer.segments[-1]["nworld_auto"] = nworld_auto
@@ -874,7 +878,7 @@ def cmd_compare_backends(a) -> int:
             gpu = None
     else:
         gpu = validate_device(a.gpu_device)
-    base = _apply_overrides(TrainConfig(), a.set)  # the learner only: train's --set rules
+    base = apply_overrides(TrainConfig(), a.set)  # the learner only: train's --set rules
     if base.backend != "gpu" or base.workers is not None:
         raise ConfigError("--set cannot set the backend or its layout; use --workers / --worlds-per-worker")
     fixed = a.cpu_layout == "original" or (a.workers is not None and a.worlds_per_worker is not None)
@@ -926,7 +930,7 @@ def check_job_argv(argv: list[str]) -> str | None:
         return None
     if a.cmd == "train" and a.set:  # every --set key and value, before any job runs
         try:
-            _apply_overrides(TrainConfig(), a.set)
+            apply_overrides(TrainConfig(), a.set)
         except ConfigError as e:
             return str(e)
     return None

@@ -20,6 +20,10 @@ from fightlab.paths import RUNS
 BODY_NAMES = ("muscular-fast", "simple")
 #: float fields whose default None stands for a rule given in their docstring (PPOConfig.desired_kl)
 OPTIONAL_FIELDS = ("desired_kl",)
+#: the most actions of a fightlab body (muscular-fast: 83) and the per-action KL target that keeps
+#: its total ≤ 1, desired_kl's own bound
+BIGGEST_NU = 83
+MAX_KL_PER_ACTION = 0.012
 
 
 class ConfigError(ValueError):
@@ -518,6 +522,11 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             continue
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo < v <= hi):
             raise ConfigError(f"PPOConfig.{name} must be a number in ({lo:g}, {hi:g}], got {v!r}")
+    if p.desired_kl is None and isinstance(p.desired_kl_per_action, (int, float)) \
+            and p.desired_kl_per_action > MAX_KL_PER_ACTION:
+        raise ConfigError(f"PPOConfig.desired_kl_per_action must be a number in (0, {MAX_KL_PER_ACTION:g}] "
+                          f"(× nu, up to {BIGGEST_NU} actions, a KL target ≤ 1 as desired_kl's), "
+                          f"got {p.desired_kl_per_action!r}")
     for name in ("vf_coef", "ent_coef"):
         v = getattr(p, name)
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
@@ -596,9 +605,9 @@ def coerce_field(cls, name: str, raw):
     if isinstance(default, float) or (default is None and (name.endswith("_s") or name in OPTIONAL_FIELDS)):
         if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
             return float(val)
-        if default is None and val is None:
+        if default is None and (val is None or (isinstance(val, str) and val.strip().lower() == "none")):
             return None
-        raise bad("a finite number")
+        raise bad("a finite number" + (" or null (the rule in its docstring)" if name in OPTIONAL_FIELDS else ""))
     if isinstance(default, tuple):
         if not isinstance(val, (list, tuple)) or not all(
                 isinstance(x, (int, float)) and not isinstance(x, bool) for x in val):

@@ -307,6 +307,30 @@ def test_kl_target_is_per_action_by_default_and_fixed_when_set():
     assert coerce_field(PPOConfig, "desired_kl", "null") is None
     with pytest.raises(ConfigError, match="desired_kl must be a finite number"):
         coerce_field(PPOConfig, "desired_kl", "high")
-    for bad in (dict(desired_kl=0.0), dict(desired_kl_per_action=-1.0), dict(desired_kl_per_action=None)):
+    assert coerce_field(PPOConfig, "desired_kl", "None") is None
+    with pytest.raises(ConfigError, match="or null"):
+        coerce_field(PPOConfig, "desired_kl", "0.01x")
+    for bad in (dict(desired_kl=0.0), dict(desired_kl_per_action=-1.0), dict(desired_kl_per_action=None),
+                dict(desired_kl_per_action=0.5)):  # 0.5 × 83 actions: a KL target of 41.5
         with pytest.raises(ConfigError, match="PPOConfig.desired_kl"):
             validate_train(TrainConfig(body="simple", nworld=2, device="cpu", ppo=PPOConfig(**bad)))
+    # a set desired_kl makes any per-action value moot: allowed (the CLI warns when both are given)
+    validate_train(TrainConfig(body="simple", nworld=2, device="cpu",
+                               ppo=PPOConfig(desired_kl=0.05, desired_kl_per_action=0.5)))
+
+
+def test_the_per_action_bound_covers_the_biggest_body():
+    from fightlab import bodies
+    from fightlab.config import BIGGEST_NU, MAX_KL_PER_ACTION
+    nus = {b: bodies.build(b).nu for b in bodies.BODIES}  # the policy's actions: one per actuator
+    assert max(nus.values()) == BIGGEST_NU and MAX_KL_PER_ACTION * BIGGEST_NU <= 1.0
+
+
+def test_train_warns_when_both_kl_fields_are_set(capsys):
+    from fightlab.cli import apply_overrides
+    cfg = apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu"),
+                           ["ppo.desired_kl=0.05", "ppo.desired_kl_per_action=0.003"])
+    assert cfg.ppo.kl_target(37) == 0.05
+    assert "ppo.desired_kl_per_action is ignored: ppo.desired_kl=0.05" in capsys.readouterr().err
+    apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu"), ["ppo.desired_kl_per_action=0.003"])
+    assert "ignored" not in capsys.readouterr().err

@@ -402,7 +402,7 @@ def test_assumed_cpu_price_is_the_reference_lowest_per_vcpu_times_cores():
             cost.assumed_cpu_price_per_hour(ref, bad)
     with pytest.raises(ConfigError, match="no reference row names its vCPUs"):
         cost.assumed_cpu_price_per_hour(ref.iloc[:1], 16)
-    assert cost._cpu_machine("CPU Intel(R) Xeon(R) Processor (16 cores)") == \
+    assert cost.cpu_machine_name("CPU Intel(R) Xeon(R) Processor (16 cores)") == \
         "CPU backend, Intel Xeon Processor (16 cores)"
 
 
@@ -415,6 +415,9 @@ def test_committed_survey_prices_the_cpu_backend_rows_by_default():
         pytest.skip("no CPU-backend rows committed")
     price, _ = cost.assumed_cpu_price_per_hour(s.reference, 16)
     assert (cpu["usd_per_h"] == price).all() and "CPU-backend rows: assumed" in s.price_note
+    for bad in ("abc", True, [1], 0, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="cpu_price_per_hour must be"):
+            cost.load_survey(cpu_price_per_hour=bad, log=lambda m: None)
     given = cost.load_survey(cpu_price_per_hour=0.5, log=lambda m: None)
     assert (given.ours.loc[given.ours["group"] == "fightlab CPU", "usd_per_h"] == 0.5).all()
     assert "$0.50/h given" in given.price_note

@@ -453,6 +453,7 @@ def _learner_study(root: Path, log: Callable[[str], None]) -> list[Path]:
     runs = published_runs(root)
     c = TrainConfig()
     fig = plot_learner_study(variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
+                             stage_floor=c.curriculum_wait,
                              title="learner variants (issue 16), solved runs packed and solo, "
                                    + ", ".join(dict.fromkeys(runs["gpu"])))
     if fig is None:

@@ -103,7 +103,7 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
     return fig
 
 
-def plot_learner_study(variants, title: str = "", floor: int | None = None):
+def plot_learner_study(variants, title: str = "", floor: int | None = None, stage_floor: int | None = None):
     """A learner study: per body, one horizontal bar per learner variant, its median stage-0
     iterations (the first stage, a = 0.1) and, behind it, its median iterations to solve, the
     whiskers min–max over its runs, the best variant at the top.
@@ -112,7 +112,8 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None):
       variants: ``fightlab.measure.report.variant_table`` (body, changes, n, stage0_*,
         iterations_*).
       title: figure title.
-      floor: the curriculum's floor (stages × wait) drawn dashed: no learner solves in fewer.
+      floor: the curriculum's floor (stages × wait) drawn dashed: no learner solves in fewer;
+      stage_floor: a stage's floor (the wait W), dotted: stage 0 cannot pass in fewer.
     Returns:
       the matplotlib Figure, or None when ``variants`` is empty.
     """
@@ -139,7 +140,9 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None):
                         capsize=2, label=lab)
             ax.set_yticks(y, [f"{c} ({n} runs)" for c, n in zip(v["changes"], v["n"])], fontsize=7)
             if floor:
-                ax.axvline(floor, color="k", lw=0.8, ls="--", label=f"the curriculum's floor ({floor})")
+                ax.axvline(floor, color="k", lw=0.8, ls="--", label=f"fewest iterations to solve ({floor})")
+            if stage_floor:
+                ax.axvline(stage_floor, color="k", lw=0.8, ls=":", label=f"fewest in a stage ({stage_floor})")
             label(ax, x="iterations [count]", y=None, title=body)
         handles, names = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, names, fontsize=8, loc="lower center", ncol=len(names), frameon=False)

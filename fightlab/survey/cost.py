@@ -43,6 +43,7 @@ __all__ = [
     "cost_per_solve", "packed_cost_per_solve", "backsolve_setup", "fit_setup", "reproduce",
     "ec2_cpu_inconsistency", "inconsistency_lines", "reference_rows", "our_rows", "survey_table",
     "setup_breakdown", "validate_bands", "validate_price", "buying_guide", "Survey", "load_survey",
+    "assumed_cpu_price_per_hour", "cpu_machine_name",
 ]
 
 #: the original's survey table, committed (data/survey/README.md says its source and columns)
@@ -430,6 +431,8 @@ def _backend(params: str) -> str:
 
 
 def _price(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{name} must be a positive number [$/h], got {value!r}")
     return float(_check(name, value, positive=True))
 
 
@@ -441,7 +444,7 @@ def validate_price(value, name: str = "price_per_hour", allow_none: bool = True)
     """
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{name} must be a positive number [$/h]{' or None' if allow_none else ''}, got {value!r}")
     return _price(name, value)
 
@@ -599,7 +602,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         given = f"price ${cpu_price_per_hour:.2f}/h given"
         for keys, h in cpu_heads.iterrows():
             k = dict(zip(SUMMARY_KEYS, keys))
-            out.append(dict(origin="fightlab", machine=_cpu_machine(k['gpu']), provider="fightlab",
+            out.append(dict(origin="fightlab", machine=cpu_machine_name(k['gpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
                             time_estimated=False,
@@ -608,7 +611,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         for _, e in est.iterrows():
             other = ("" if e["learner"] in e["headline_learner"].split("/") else
                      f"; learner {e['learner'] or 'unrecorded'}, the headline's {e['headline_learner']}")
-            out.append(dict(origin="fightlab", machine=_cpu_machine(e['cpu']), provider="fightlab",
+            out.append(dict(origin="fightlab", machine=cpu_machine_name(e['cpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
                             time_estimated=True, setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
@@ -760,6 +763,8 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     runs = published_runs(root) if have("train") else None
     packing = results.read_rows("packing", root) if have("packing") else None
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
+    price_per_hour = validate_price(price_per_hour, "price_per_hour")
+    cpu_price_per_hour = validate_price(cpu_price_per_hour, "cpu_price_per_hour")
     cpu_note = ""
     if cpu_price_per_hour is None:  # an assumption from the reference, for the cores the CPU rows ran on
         cores = _cpu_cores(runs, backends)
@@ -779,7 +784,7 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
                   price_note=note, backends=backends)
 
 
-def _cpu_machine(label: str) -> str:
+def cpu_machine_name(label: str) -> str:
     """A survey row's machine for a CPU-backend row of CPU ``label`` ("CPU Intel(R) Xeon(R)
     Processor (16 cores)" → "CPU backend, Intel Xeon Processor (16 cores)")."""
     name = re.sub(r"\((R|TM)\)", "", str(label)).strip()
