@@ -39,6 +39,8 @@ declare -A STUDY=(
   [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.init_std=0.5|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
   [klC]="8|@bench/studies/klC.jobs|--grid seed=1,2"
   [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
+  [clipS]="8|@bench/studies/clipS.jobs|--grid seed=1,2"
+  [clipM]="4|@bench/studies/clipM.jobs|--grid seed=1,2"
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )
