@@ -421,19 +421,23 @@ def reference_rows(ref: pd.DataFrame, setup: pd.DataFrame | dict) -> pd.DataFram
     return t[list(SURVEY_COLUMNS)].reset_index(drop=True)
 
 
+def _backend_and_cores(p: dict) -> tuple[str, int | None]:
+    """(physics backend, cores) of a row's params: a train row's last segment (sim.cpu's
+    backend_record), else the params themselves (backends rows); "gpu" for rows from before the
+    CPU backend."""
+    seg = (p.get("segments") or [{}])[-1]
+    return str(seg.get("backend") or p.get("backend") or "gpu"), seg.get("cores") or p.get("cores")
+
+
 def _backend(params: str) -> str:
     """A train row's physics backend ("gpu" / "cpu"; rows from before the CPU backend: "gpu")."""
     import json
 
-    p = json.loads(params) if params else {}
-    segs = p.get("segments") or [{}]
-    return str(segs[-1].get("backend") or p.get("backend") or "gpu")
+    return _backend_and_cores(json.loads(params) if params else {})[0]
 
 
 def _price(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{name} must be a positive number [$/h], got {value!r}")
-    return float(_check(name, value, positive=True))
+    return validate_price(value, name, allow_none=False)
 
 
 def validate_price(value, name: str = "price_per_hour", allow_none: bool = True) -> float | None:
@@ -446,7 +450,7 @@ def validate_price(value, name: str = "price_per_hour", allow_none: bool = True)
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{name} must be a positive number [$/h]{' or None' if allow_none else ''}, got {value!r}")
-    return _price(name, value)
+    return float(_check(name, value, positive=True))
 
 
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
@@ -792,7 +796,7 @@ def cpu_machine_name(label: str) -> str:
 
 
 def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
-    """The most cores any CPU-backend row (train or backends) ran on (params ``cores``), or None."""
+    """The most cores any CPU-backend row (train or backends) ran on (``_backend_and_cores``), or None."""
     import json
 
     found = []
@@ -804,6 +808,7 @@ def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
                 p = json.loads(raw) if isinstance(raw, str) and raw else {}
             except ValueError:
                 continue
-            if p.get("backend") == "cpu" and isinstance(p.get("cores"), int) and p["cores"] > 0:
-                found.append(p["cores"])
+            backend, cores = _backend_and_cores(p)
+            if backend == "cpu" and isinstance(cores, int) and cores > 0:
+                found.append(cores)
     return max(found) if found else None
