@@ -7,7 +7,11 @@
 #                read per iteration under sync-debug "error"), a resumed simple run on CUDA
 #                (checkpoint at 2, resumed to 4: one read, no fallback), notebook 05 at size
 #                full, published (the direct step split)
-#   solo:BODY:SEED   one solo headline training (defaults, 1024 worlds, --publish)
+#   solo:BODY:SEED   one solo headline training (defaults, 1024 worlds, --publish), with the
+#                `--set`s of runs/pick/BODY.sets when a `pick` step wrote one
+#   pick:NAME[+NAME]  report.pick_variant over the runs of those studies (per body: the best mean
+#                iterations to solve, adopted if > 5 % better than today's defaults); writes
+#                runs/pick/BODY.sets (one key=value per line; empty: the defaults stay)
 #   kscan:K:MPS[:BODY[:ITERS]]  one K-scan point: a `fightlab batch` of K trainings (BODY,
 #                default simple) at 1024 worlds, ITERS (default 70) iterations, --concurrent K,
 #                MPS on|off, then `measure.packing --skip 24 --publish` (one packing.csv row)
@@ -39,7 +43,7 @@ declare -A STUDY=(
   [klmf]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.init_std=0.5|--grid ppo.desired_kl=0.04,0.08 --grid seed=1,2"
   [klC]="8|@bench/studies/klC.jobs|--grid seed=1,2"
   [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
-  [clipS]="8|@bench/studies/clipS.jobs|--grid seed=1,2"
+  [clipS]="6|@bench/studies/clipS.jobs|--grid seed=1,2"
   [clipM]="4|@bench/studies/clipM.jobs|--grid seed=1,2"
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
@@ -89,9 +93,13 @@ if len(df):
 PYEOF
       ;;
     solo)
+      sets=(); picked=""
+      if [ -f "runs/pick/$a.sets" ]; then
+        while IFS= read -r kv; do [ -n "$kv" ] && sets+=(--set "$kv") && picked="$picked $kv"; done < "runs/pick/$a.sets"
+      fi
       if timeout 590 $PY -m fightlab train --body "$a" --seed "$b" --nworld 1024 --device cuda:0 --publish \
-           --run-dir "runs/train/s6-$a-s$b" --no-progress > "$log" 2>&1; then
-        ok "$step: $(tail -n 1 "$log" | cut -c1-160)"
+           --run-dir "runs/train/s6-$a-s$b" --no-progress "${sets[@]}" > "$log" 2>&1; then
+        ok "$step${picked:+ (picked:$picked)}: $(tail -n 1 "$log" | cut -c1-160)"
       else bad "$step rc=$? $(tail -n 1 "$log" | cut -c1-160)"; fi
       ;;
     kscan)
@@ -139,6 +147,27 @@ PYEOF
       # the log grows when a study is resumed: only this run's (the last) rc line counts
       last=$(grep '^rc=' "$log" | tail -n 1)
       if [ "$last" = "rc=0" ]; then ok "$step"; else bad "$step ${last:-no rc}"; fi
+      ;;
+    pick)
+      $PY - "${a//+/ }" > "$log" 2>&1 <<'PYEOF'
+import json, sys
+from pathlib import Path
+import pandas as pd
+from fightlab.measure import report
+frames = []
+for name in sys.argv[1].split():
+    st = json.loads(Path(f"runs/batch/study-{name}/batch.json").read_text())
+    frames += [report.published_runs(Path(j["run_dir"])) for j in st["jobs"]]
+runs = pd.concat(frames, ignore_index=True)
+print(runs[["body", "seed", "solved", "iterations", "learner"]].to_string(index=False))
+picks = report.pick_variant(runs)
+Path("runs/pick").mkdir(parents=True, exist_ok=True)
+for r in picks.itertuples():
+    Path(f"runs/pick/{r.body}.sets").write_text("".join(f"{kv}\n" for kv in r.sets))
+    print(f"PICK {r.body}: {r.best} ({r.best_mean:.1f}) vs defaults ({r.defaults_mean:.1f}) -> "
+          f"{'adopt ' + ' '.join(r.sets) if r.adopt else 'defaults stay'}; variants {r.variants}")
+PYEOF
+      if [ $? = 0 ]; then ok "$step: $(grep '^PICK' "$log" | tr '\n' ' ' | cut -c1-300)"; else bad "$step $(tail -n 2 "$log" | cut -c1-200)"; fi
       ;;
     backends)  # issue 18: CPU backend (every core) vs MuJoCo Warp on the GPU, both bodies, published
       if timeout 560 $PY -m fightlab compare-backends --publish --no-progress ${a:+--iterations $a} > "$log" 2>&1; then

@@ -286,10 +286,10 @@ def learner_id(params: dict) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
-def learner_changes(params: dict) -> str:
+def learner_diff(params: dict) -> list[tuple[str, object]]:
     """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
-    ``config.TASK_FIELDS``) that differ from today's defaults, as ``"ppo.init_std=0.2,
-    env.w_pose=2"`` (sorted); ``"defaults"`` when none differ. A field a row does not store
+    ``config.TASK_FIELDS``) that differ from today's defaults, as sorted ``("ppo.init_std", 0.2)``
+    pairs (values as the row stores them; [] when none differ). A field a row does not store
     reads as its default; list-valued fields compare as tuples."""
     from fightlab.config import TrainConfig
 
@@ -307,8 +307,52 @@ def learner_changes(params: dict) -> str:
                 continue
             v = have[k]
             if norm(v) != norm(d):
-                out.append(f"{part}.{k}={v}")
-    return ", ".join(out) or "defaults"
+                out.append((f"{part}.{k}", v))
+    return out
+
+
+def learner_changes(params: dict) -> str:
+    """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; ``"defaults"`` when
+    no learner field differs from today's defaults."""
+    return ", ".join(f"{k}={v}" for k, v in learner_diff(params)) or "defaults"
+
+
+def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
+    """A learner study's decision rule (bench/NOTES.md, sessions 8-9), per body of ``runs``
+    (:func:`published_runs` rows of one study, packed or not): among the learners whose every run
+    solved the task with ≥ 2 seeds, the lowest mean iterations to solve wins, and replaces
+    today's defaults only if it beats their mean by more than ``margin`` (default 5 %, about the
+    seed spread of the session-7 solves); otherwise the defaults stay.
+
+    Returns:
+      one row per body: ``defaults_mean`` and ``best_mean`` (iterations), ``best`` (its
+      :func:`learner_changes`), ``adopt`` (bool), ``sets`` (``key=value`` for ``--set``, values
+      as JSON, that run the chosen learner under today's defaults: list of str, [] when the
+      defaults stay) and ``variants`` (changes → mean iterations, over the eligible learners).
+    Raises:
+      ConfigError: ``margin`` outside [0, 1), or a body whose study has no eligible run of
+        today's defaults (nothing to compare against).
+    """
+    if not (isinstance(margin, (int, float)) and 0 <= margin < 1):
+        raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
+    runs = runs[runs["task"] == DEFAULT_TASK]
+    out = []
+    for body, g in runs.groupby("body", sort=True):
+        params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
+        g = g.assign(changes=[learner_changes(params[i]) for i in g["run_id"]])
+        means, sets = {}, {}
+        for changes, v in g.groupby("changes", sort=False):
+            if len(v) >= 2 and (v["solved"] == True).all():  # noqa: E712
+                means[changes] = float(v["iterations"].mean())
+                sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]])]
+        if "defaults" not in means:
+            raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
+                              f">= 2 solved seeds (have {sorted(means) or 'none'})")
+        best = min(means, key=means.get)
+        adopt = best != "defaults" and means[best] < (1 - margin) * means["defaults"]
+        out.append(dict(body=body, defaults_mean=means["defaults"], best=best, best_mean=means[best],
+                        adopt=adopt, sets=sets[best] if adopt else [], variants=means))
+    return pd.DataFrame(out, columns=["body", "defaults_mean", "best", "best_mean", "adopt", "sets", "variants"])
 
 
 def learner_labels(runs: pd.DataFrame) -> dict:
