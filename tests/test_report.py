@@ -7,6 +7,7 @@ import math
 import pytest
 
 from fightlab import results
+from fightlab.config import PPOConfig
 from fightlab.measure import report
 from test_figures import train_row  # synthetic rows (pytest puts tests/ on sys.path)
 
@@ -331,32 +332,35 @@ def test_a_task_typed_with_integers_is_the_same_task():
 def test_pick_variant_rule(tmp_path):
     """The study's decision rule: the lowest mean of the learners whose every seed solved, adopted
     only past the margin; what it adopts is the `--set`s that run it (values as JSON)."""
-    clip = lambda c: dict(ppo={"clip_coef": c})  # noqa: E731
+    d = PPOConfig().clip_coef  # today's default, whatever it is: the "defaults" learner
+    clip = lambda c: dict(ppo={"clip_coef": round(d + c, 3)})  # noqa: E731
     rows = []
-    for seed, (a, b, c, d) in enumerate([(440, 400, 300, 430), (450, 410, 330, 425)], start=1):
-        rows += [train_row("simple", seed=seed, params=clip(0.2), iterations=a),        # defaults: 445
-                 train_row("simple", seed=seed, params=clip(0.3), iterations=b),        # 405 (-9 %)
-                 train_row("simple", seed=seed, params=clip(0.5), iterations=c,         # one seed unsolved
+    for seed, (a, b, c, e) in enumerate([(440, 400, 300, 430), (450, 410, 330, 425)], start=1):
+        rows += [train_row("simple", seed=seed, params=clip(0), iterations=a),         # defaults: 445
+                 train_row("simple", seed=seed, params=clip(0.1), iterations=b),       # 405 (-9 %)
+                 train_row("simple", seed=seed, params=clip(0.3), iterations=c,        # one seed unsolved
                            solved=seed == 1),
-                 train_row("muscular-fast", seed=seed, params=clip(0.2), iterations=600),
-                 train_row("muscular-fast", seed=seed, params=clip(0.3), iterations=d * 1.35)]  # 577 (-4 %)
-    rows.append(train_row("simple", seed=3, params=clip(0.4), iterations=100))           # one seed only
+                 train_row("muscular-fast", seed=seed, params=clip(0), iterations=600),
+                 train_row("muscular-fast", seed=seed, params=clip(0.1), iterations=e * 1.35)]  # 577 (-4 %)
+    rows.append(train_row("simple", seed=3, params=clip(0.2), iterations=100))           # one seed only
     picks = report.pick_variant(_write(tmp_path, rows)).set_index("body")
     s, m = picks.loc["simple"], picks.loc["muscular-fast"]
-    assert s["adopt"] and s["best"] == "ppo.clip_coef=0.3" and s["sets"] == ["ppo.clip_coef=0.3"]
+    want = f"ppo.clip_coef={round(d + 0.1, 3)}"
+    assert s["adopt"] and s["best"] == want and s["sets"] == [want]
     assert s["best_mean"] == 405 and s["defaults_mean"] == 445
-    assert set(s["variants"]) == {"defaults", "ppo.clip_coef=0.3"}  # 0.5 and 0.4 are not eligible
-    assert m["best"] == "ppo.clip_coef=0.3" and not m["adopt"] and m["sets"] == []  # within 5 %
+    assert set(s["variants"]) == {"defaults", want}  # the unsolved and the one-seed learners are not eligible
+    assert m["best"] == want and not m["adopt"] and m["sets"] == []  # within 5 %
     assert report.pick_variant(report.published_runs(tmp_path), margin=0.03).set_index("body").loc[
         "muscular-fast", "adopt"]
-    # None goes out as JSON null (what --set reads back)
-    assert report.learner_diff({"ppo": {"desired_kl": None, "clip_coef": 0.3}}) == [("ppo.clip_coef", 0.3)]
+    assert report.learner_diff({"ppo": {"desired_kl": None, "clip_coef": d}}) == []
+    assert report.learner_diff({"ppo": {"init_std": 0.7}}) == [("ppo.init_std", 0.7)]
     with pytest.raises(report.ConfigError, match="margin must be a fraction"):
         report.pick_variant(report.published_runs(tmp_path), margin=1.5)
 
 
 def test_pick_variant_needs_the_defaults(tmp_path):
-    runs = _write(tmp_path, [train_row("simple", seed=s, params=dict(ppo={"clip_coef": 0.3})) for s in (1, 2)]
-                  + [train_row("simple", seed=3, params=dict(ppo={"clip_coef": 0.2}))])
+    d = PPOConfig().clip_coef
+    runs = _write(tmp_path, [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.1})) for s in (1, 2)]
+                  + [train_row("simple", seed=3, params=dict(ppo={"clip_coef": d}))])
     with pytest.raises(report.ConfigError, match="no learner of today's defaults with >= 2 solved seeds"):
         report.pick_variant(runs)
