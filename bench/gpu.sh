@@ -26,6 +26,12 @@
 #   cpusolve:BUDGET[:BODY]  issue 18's CPU-backend solve (default simple, 1024 worlds, every
 #                core) in segments of BUDGET s; the same step again continues it (same machine)
 #   packrow:NAME:UNTIL  the packing row of study NAME over iterations 25 … UNTIL (all K running)
+#   sweep[:BODY]  issue 17's timing sweep (`fightlab sweep --publish`, 128 … 16384 worlds; both
+#                bodies unless BODY), resumable: the same step again skips finished points
+#   sweepsolve:BUDGET  issue 17's trainings to the solve criterion over nworld (`sweep --solve
+#                --run`, packed), in a batch stopped at BUDGET s; the same step again resumes it
+#   auto:BODY:SEED  a solo training at `--nworld auto` (issue 17's acceptance), published
+#   bench         issue 19's `fightlab bench --publish` (both bodies, host check, 2-min trainings)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote).
 set -uo pipefail
 [ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)"; exit 2; }
@@ -204,6 +210,37 @@ PYEOF
     packrow)
       if $PY -m fightlab.measure.packing "runs/batch/study-$a" --skip 24 --until "$b" --publish > "$log" 2>&1; then
         ok "$step: $(tail -n 1 "$log" | cut -c1-160)"; else bad "$step $(tail -n 2 "$log" | cut -c1-160)"; fi
+      ;;
+    sweep)
+      bodies=(); [ -n "${a:-}" ] && bodies=(--body "$a")
+      if timeout 580 $PY -m fightlab sweep "${bodies[@]}" --device cuda:0 --publish --no-progress >> "$log" 2>&1; then
+        ok "$step: $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-200)"; else bad "$step $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
+      ;;
+    sweepsolve)
+      if ! [[ ${a:-} =~ ^[0-9]+$ ]] || [ "$a" -lt 60 ]; then
+        bad "$step: BUDGET must be whole seconds >= 60, got '${a:-}' (sweepsolve:BUDGET)"; continue
+      fi
+      dir="runs/batch/sweep-solve"
+      if [ -f "$dir/batch.json" ]; then
+        cmd=($PY -m fightlab batch --resume "$dir" --budget-s "$a" --min-left-s 60 --no-progress)
+      else
+        # the batch the sweep prints (measure.sweep.solve_batch_argv: its world counts, seeds, K)
+        mapfile -t args < <($PY -c "from fightlab.measure import sweep; print('\n'.join('ARG ' + x for x in sweep.solve_batch_argv(batch_dir='$dir')))" 2>/dev/null | sed -n 's/^ARG //p')
+        [ ${#args[@]} -gt 3 ] || { bad "$step: measure.sweep.solve_batch_argv gave no batch"; continue; }
+        cmd=($PY -m fightlab "${args[@]}" --budget-s "$a" --min-left-s 60 --no-progress)
+      fi
+      { echo "${cmd[*]}"; "${cmd[@]}"; echo "rc=$?"; cat "$dir/summary.txt" 2>/dev/null; } >> "$log" 2>&1
+      last=$(grep '^rc=' "$log" | tail -n 1)
+      if [ "$last" = "rc=0" ]; then ok "$step"; else bad "$step ${last:-no rc}"; fi
+      ;;
+    auto)
+      if timeout 590 $PY -m fightlab train --body "$a" --seed "$b" --nworld auto --device cuda:0 --publish \
+           --run-dir "runs/train/s9-auto-$a-s$b" --no-progress > "$log" 2>&1; then
+        ok "$step: $(tail -n 1 "$log" | cut -c1-200)"; else bad "$step $(tail -n 2 "$log" | cut -c1-160)"; fi
+      ;;
+    bench)
+      if timeout 590 $PY -m fightlab bench --publish --no-progress > "$log" 2>&1; then
+        ok "$step: $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-200)"; else bad "$step $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
       ;;
     *) bad "unknown step $step" ;;
   esac
