@@ -483,6 +483,7 @@ def test_a_rented_hosts_rows_and_the_offer_price_recorded_for_them(ref, tmp_path
     assert len(s.bench) == 4 and (s.ours["time_source"] == "bench estimate").sum() == 3
     assert "rented bench rows: the offer's $/h where the launcher recorded it" in s.price_note
     svg = figures.draw(["figure3_survey"], tmp_path)["figure3_survey"][1].read_text()
+    assert "fightlab bench estimate" in svg and "RTX 4090 vast.ai" in svg
     # a torn bench.csv in a survey folder is refused, naming the file and line
     with (cost.survey_bench_path(tmp_path) / "s2" / "rtx3090-1" / "bench.csv").open("a") as f:
         f.write("torn,row\n")
