@@ -545,16 +545,13 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         return pd.DataFrame(columns=cols)
     backend = runs["params"].map(_backend)
 
-    def gpu_price(gpu: str) -> tuple[float, str]:
-        return _gpu_price(gpu, price_per_hour)
-
     out = []
     gpu_runs = runs[backend == "gpu"]
     heads = headline(solve_summary(gpu_runs)) if not gpu_runs.empty else pd.DataFrame()
     for keys, h in heads.iterrows():
         k = dict(zip(SUMMARY_KEYS, keys))
         gpu = gpu_type(k["gpu"])
-        price, said = gpu_price(gpu)
+        price, said = _gpu_price(gpu, price_per_hour)
         s = host_setup_s + float(np.nan_to_num(h["compile_s_median"]))
         out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                         group="fightlab GPU", body=k["body"], mode="solo", usd_per_h=price,
@@ -581,7 +578,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             if not r["n_solved"]:
                 continue
             gpu = gpu_type(k["gpu"])
-            price, said = gpu_price(gpu)
+            price, said = _gpu_price(gpu, price_per_hour)
             K = int(k["concurrent"])
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                             group="fightlab GPU", body=k["body"],
@@ -604,7 +601,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                     "for its iterations to solve, left out")
                 continue
             gpu = gpu_type(p["gpu"])
-            price, said = gpu_price(gpu)
+            price, said = _gpu_price(gpu, price_per_hour)
             K, mps = int(p["concurrent"]), _bool(p["mps"]) or False
             n_it = iters[p["body"]]
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
@@ -818,8 +815,7 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
       ConfigError: a bad ``price_per_hour`` or set-up, neither ``setup`` nor ``host_setup_s``.
     """
     host_setup_s = _host_setup("bench_rows", setup, host_setup_s)
-    if price_per_hour is not None:
-        price_per_hour = _price("price_per_hour", price_per_hour)
+    price_per_hour = validate_price(price_per_hour, "price_per_hour")
     cols = list(SURVEY_COLUMNS)
     if bench is None or bench.empty:
         return pd.DataFrame(columns=cols)
