@@ -47,6 +47,7 @@ __all__ = [
     "publish_lock",
     "MalformedRowError",
     "read_rows",
+    "read_file",
     "results_path",
     "write_curve",
     "read_curve",
@@ -702,8 +703,15 @@ def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
         ValueError: unknown experiment, or the file's header differs from the schema;
             MalformedRowError: a torn or malformed line (file and line named), never NaNs.
     """
+    return read_file(experiment, results_path(experiment, root))
+
+
+def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
+    """:func:`read_rows` of a results file at any ``path`` (e.g. the ``bench.csv`` a survey
+    collected into data/survey/bench/<survey id>/<try>/), checked against ``experiment``'s
+    schema the same way. Raises as :func:`read_rows`."""
     cols = columns(experiment)
-    path = results_path(experiment, root)
+    path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in _META_STR else float) for c in cols})
     added = _older_schema(path, experiment) or []  # an older schema: its new columns read empty

@@ -69,7 +69,7 @@ from fightlab import meta
 from fightlab.config import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.survey import hostcheck, offers
-from fightlab.survey.cost import GPU_TYPES, gpu_type
+from fightlab.survey.cost import GPU_TYPES, gpu_type, survey_bench_path
 
 __all__ = [
     "TASK_YAML", "SKYIGNORE", "UPLOAD_LIMIT_BYTES", "UPLOAD_DATA_FILES", "INFRAS", "PICKERS",
@@ -112,8 +112,8 @@ BANDWIDTH_URL = "https://speed.cloudflare.com/__down?bytes=100000000"
 REMOTE_WORKDIR = "~/sky_workdir"
 #: the image of a vastai-picked host: SkyPilot 0.14.1's default for Vast (sky/clouds/vast.py)
 VAST_IMAGE = "vastai/base:0.0.2"
-#: the collected rows: data/survey/bench/<survey id>/
-SURVEY_DATA = REPO_ROOT / "data" / "survey" / "bench"
+#: the collected rows: data/survey/bench/<survey id>/ (where the survey's cost reads them back)
+SURVEY_DATA = survey_bench_path(REPO_ROOT)
 #: ssh options for vastai-picked hosts (Vast's proxy ports are reused: no known-hosts pinning)
 SSH_OPTS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30")

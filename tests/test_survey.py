@@ -320,8 +320,9 @@ def test_the_committed_backends_rows():
 
 def test_buying_guide_on_a_small_table():
     def row(machine, price, tts, c, body="simple", mode="solo", origin="reference"):
-        return dict(origin=origin, machine=machine, provider="vast.ai", kind="gpu", gpu=machine, group="vast.ai GPU",
-                    body=body, mode=mode, usd_per_h=price, time_to_solve_s=tts, time_estimated=False, setup_s=60.0,
+        return dict(origin=origin, machine=machine, provider="vast.ai" if origin == "reference" else origin,
+                    kind="gpu", gpu=machine, group="vast.ai GPU", body=body, mode=mode, usd_per_h=price,
+                    time_to_solve_s=tts, time_estimated=False, time_source="measured solve", setup_s=60.0,
                     cost_per_solve_usd=c, solves_per_hour=1.0, note="")
     t = pd.DataFrame([row("A", 0.2, 400, 0.03), row("B", 0.7, 180, 0.05), row("C", 1.5, 150, 0.09),
                       row("H200", 3.0, 100, 0.05, mode="packed x8 MPS", origin="fightlab")])
@@ -334,6 +335,185 @@ def test_buying_guide_on_a_small_table():
     assert g.loc[("$0–1/h", "packed"), "cheapest"] == "none" and g.loc[("≥ $2/h", "solo"), "n_rows"] == 0
     with pytest.raises(ConfigError, match="buying_guide needs a survey table"):
         cost.buying_guide(t.drop(columns=["usd_per_h"]))
+
+
+# --- bench rows: ours (data/results/bench.csv) and a rented survey's (data/survey/bench/) ------------
+
+def _bench_row(body="simple", gpu="NVIDIA H200", ok=True, est=600.0, iters=500.0, compile_s=20.0, first=3.0,
+               install=None, hour=1, size="full", reason="", run_id=None):
+    """One bench row (fightlab.results' schema) as `python -m fightlab bench` writes it."""
+    from fightlab import results
+
+    params = dict(size=size, device="cuda:0", bench_id="b1")
+    if reason:
+        params["reason"] = reason
+    s_it = est / iters if est is not None and est == est else 1.0
+    row = dict.fromkeys(results.columns("bench"))
+    row.update(results.run_metadata(body=body, nworld=1024, seed=0, params=params, device="cpu"))
+    row.update(run_id=run_id or f"b{hour}-{body}-{gpu[-4:].replace(' ', '')}", time=f"2026-12-02T0{hour}:00:00+00:00",
+               gpu=gpu, commit="abc1234", ok=ok, install_s=install, compile_s=compile_s, first_iter_s=first,
+               s_per_iter=s_it, train_s_per_iter=s_it,
+               iterations_to_solve_reference=iters, estimated_time_to_solve_s=est)
+    return row
+
+
+def _rented(root, survey_id, folder, rows, offer_usd_per_h=None, infra="vast"):
+    """A rented try as the launcher leaves it: data/survey/bench/<id>/<folder>/bench.csv (rows
+    written with results.append_row, then collected) and survey.json naming its offer and files."""
+    import shutil
+
+    from fightlab import results
+
+    host = root / "host" / folder
+    for r in rows:
+        results.append_row("bench", r, host)
+    d = cost.survey_bench_path(root) / survey_id
+    (d / folder).mkdir(parents=True)
+    shutil.move(results.results_path("bench", host), d / folder / "bench.csv")
+    state_path = d / "survey.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else dict(survey_id=survey_id, infra=infra, results={})
+    offer = None if offer_usd_per_h is None else dict(id=1, machine_id=2, dph_total=offer_usd_per_h)
+    state["results"].setdefault(folder, []).append(dict(cluster=f"fl-{survey_id}-{folder}", status="done", offer=offer,
+                                                        files=[f"{folder}/bench.csv", f"{folder}/bench.json"]))
+    state_path.write_text(json.dumps(state))
+
+
+def test_a_bench_row_becomes_a_survey_row(ref, tmp_path):
+    from fightlab import results
+
+    setup = cost.fit_setup(ref)
+    host = setup.loc["vast.ai GPU", "setup_s"]
+    results.append_row("bench", _bench_row(hour=1, est=700.0), tmp_path)  # older: superseded
+    results.append_row("bench", _bench_row(hour=2), tmp_path)
+    bench = cost.read_bench(tmp_path)
+    assert len(bench) == 2 and set(bench["source"]) == {cost.BENCH_SOURCE} and set(bench["provider"]) == {"fightlab"}
+    said = []
+    rows = cost.bench_rows(bench, setup=setup, log=said.append)
+    (r,) = rows.to_dict("records")
+    assert list(rows.columns) == list(cost.SURVEY_COLUMNS)
+    assert (r["machine"], r["gpu"], r["body"], r["mode"], r["origin"]) == ("H200", "H200", "simple", "solo", "fightlab")
+    assert r["time_source"] == "bench estimate" and r["time_estimated"] and r["time_to_solve_s"] == 600.0
+    # set-up: install (not measured on our machine: the host set-up) + compile + first iteration
+    assert r["setup_s"] == pytest.approx(host + 20.0 + 3.0)
+    assert r["usd_per_h"] == cost.ASSUMED_PRICE_PER_HOUR["H200"]  # the assumed price, as our other H200 rows
+    assert r["cost_per_solve_usd"] == pytest.approx((600.0 + host + 23.0) * 3.0 / 3600)
+    assert r["note"].startswith("bench estimate: fightlab bench row b2-simple-H200 (commit abc1234, 1024 worlds): "
+                                "500 headline iterations × 1.2 s/iteration; set-up = host set-up (install not "
+                                "measured)"), r["note"]
+    assert said == ["survey: fightlab bench: 1 older bench row(s) superseded by a newer one of the same GPU type "
+                    "and body: b1-simple-H200"]
+    # a given price is the parameter our H200 rows take
+    assert cost.bench_rows(bench, price_per_hour=4.5, setup=setup, log=lambda _: None)["usd_per_h"].tolist() == [4.5]
+    with pytest.raises(ConfigError, match="price_per_hour must be a positive number, got -1.0"):
+        cost.bench_rows(bench, price_per_hour=-1.0, setup=setup)
+    with pytest.raises(ConfigError, match=r"bench_rows needs the fitted set-up"):
+        cost.bench_rows(bench)
+    assert cost.bench_rows(cost.read_bench(tmp_path / "nothing"), setup=setup).empty
+
+
+def test_bench_rows_not_ok_or_with_bad_values_are_left_out_and_counted(ref, tmp_path):
+    from fightlab import results
+
+    setup = cost.fit_setup(ref)
+    for r in (_bench_row(run_id="good"),
+              _bench_row(run_id="badhost", body="muscular-fast", ok=False, est=None,
+                         reason="bad host: speed: 100 env steps/s = 0.05 × the expected 2000"),
+              _bench_row(run_id="noest", body="muscular-fast", est=float("nan")),
+              _bench_row(run_id="negcompile", gpu="NVIDIA GeForce RTX 4090", compile_s=-1.0),
+              _bench_row(run_id="neginstall", gpu="NVIDIA L40S", install=-5.0),
+              _bench_row(run_id="smoke", gpu="NVIDIA A100", size="smoke"),
+              _bench_row(run_id="odd", gpu="NVIDIA Quadro X")):
+        results.append_row("bench", r, tmp_path)
+    said = []
+    rows = cost.bench_rows(cost.read_bench(tmp_path), setup=setup, log=said.append)
+    assert rows["body"].tolist() == ["simple"] and rows["gpu"].tolist() == ["H200"]  # "good" alone
+    (line,) = said
+    assert line.startswith("survey: fightlab bench: 6 bench row(s) left out: badhost (ok false (bad host: speed:")
+    for why in ("noest (estimated_time_to_solve_s = nan, not a positive number)",
+                "negcompile (compile_s = -1.0, not a number >= 0)", "neginstall (install_s = -5.0, not a number >= 0)",
+                "smoke (size 'smoke', not full)", "odd (unknown GPU 'NVIDIA Quadro X')"):
+        assert why in line, (why, line)
+    # a GPU type without a price (none recorded, given or assumed): left out, said, never an error
+    results.append_row("bench", _bench_row(run_id="l4", gpu="NVIDIA L4"), tmp_path / "l4")
+    said.clear()
+    assert cost.bench_rows(cost.read_bench(tmp_path / "l4"), setup=setup, log=said.append).empty
+    assert said == ["survey: fightlab bench: 1 bench row(s) left out: l4 (no offer price recorded; no price for GPU "
+                    "'L4': give price_per_hour [$/h] (assumed prices exist for H200))"]
+
+
+def test_a_rented_hosts_rows_and_the_offer_price_recorded_for_them(ref, tmp_path):
+    from fightlab import results
+
+    setup = cost.fit_setup(ref)
+    # --picker vastai: survey.json records the offer's $/h; it wins over a given price
+    _rented(tmp_path, "s1", "rtx4090-1", [_bench_row(gpu="NVIDIA GeForce RTX 4090", install=240.0, est=300.0),
+                                          _bench_row(gpu="NVIDIA GeForce RTX 4090", body="muscular-fast",
+                                                     install=240.0, est=800.0, iters=740.0)],
+            offer_usd_per_h=0.35)
+    # a host that failed: its rows are not ok
+    _rented(tmp_path, "s1", "l40s-1", [_bench_row(gpu="NVIDIA L40S", ok=False, est=None, reason="bad host: …")],
+            offer_usd_per_h=0.6)
+    # --picker sky: no offer recorded
+    _rented(tmp_path, "s2", "rtx3090-1", [_bench_row(gpu="NVIDIA GeForce RTX 3090", install=200.0)], infra="runpod")
+    bench = cost.read_bench(tmp_path)
+    assert sorted(set(bench["source"])) == ["survey s1", "survey s2"]
+    assert bench.set_index("path")["offer_usd_per_h"].fillna(0).to_dict() == {
+        "data/survey/bench/s1/l40s-1/bench.csv": 0.6, "data/survey/bench/s1/rtx4090-1/bench.csv": 0.35,
+        "data/survey/bench/s2/rtx3090-1/bench.csv": 0.0}
+    said = []
+    rows = cost.bench_rows(bench, price_per_hour=2.0, setup=setup, log=said.append).set_index(["gpu", "body"])
+    assert sorted(rows.index) == [("RTX 3090", "simple"), ("RTX 4090", "muscular-fast"), ("RTX 4090", "simple")]
+    r = rows.loc[("RTX 4090", "simple")]
+    assert r["usd_per_h"] == 0.35 and r["provider"] == "vast.ai"  # the offer's price, not the given 2.0
+    assert r["setup_s"] == pytest.approx(240.0 + 20.0 + 3.0)  # install measured by the launcher: no host set-up
+    assert r["cost_per_solve_usd"] == pytest.approx((300.0 + 263.0) * 0.35 / 3600)
+    assert "the rented offer's $0.35/h (survey.json)" in r["note"] and "survey s1 row" in r["note"]
+    assert rows.loc[("RTX 3090", "simple"), "usd_per_h"] == 2.0  # no offer recorded: the given price
+    assert rows.loc[("RTX 3090", "simple"), "provider"] == "runpod"
+    assert any(x.startswith("survey: survey s1: 1 bench row(s) left out: ") and "ok false (bad host" in x
+               for x in said), said
+    # end to end: load_survey reads them, Figure 3 draws them with their own marker
+    import shutil
+
+    from fightlab import figures
+
+    cost.reference_path(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(cost.REFERENCE_PATH, cost.reference_path(tmp_path))
+    s = cost.load_survey(tmp_path, price_per_hour=2.0, log=lambda _: None)
+    assert len(s.bench) == 4 and (s.ours["time_source"] == "bench estimate").sum() == 3
+    assert "rented bench rows: the offer's $/h where the launcher recorded it" in s.price_note
+    svg = figures.draw(["figure3_survey"], tmp_path)["figure3_survey"][1].read_text()
+    assert "fightlab bench estimate" in svg and "RTX 4090 vast.ai" in svg
+    # a torn bench.csv in a survey folder is refused, naming the file and line
+    with (cost.survey_bench_path(tmp_path) / "s2" / "rtx3090-1" / "bench.csv").open("a") as f:
+        f.write("torn,row\n")
+    with pytest.raises(results.MalformedRowError, match=r"s2/rtx3090-1/bench.csv:3: malformed row"):
+        cost.read_bench(tmp_path)
+
+
+def test_the_guide_counts_a_measured_solve_not_its_bench_estimate_too(ref, tmp_path):
+    from fightlab import results
+
+    setup = cost.fit_setup(ref)
+    ours = cost.our_rows(_runs(), setup=setup, log=lambda _: None)  # measured H200 solves of both bodies
+    results.append_row("bench", _bench_row(est=60.0, iters=500.0), tmp_path)  # H200 simple: cheaper, estimated
+    results.append_row("bench", _bench_row(gpu="NVIDIA GeForce RTX 4090", est=250.0), tmp_path)
+    est = cost.bench_rows(cost.read_bench(tmp_path), setup=setup, price_per_hour=3.0, log=lambda _: None)
+    table = cost.survey_table(ref, pd.concat([ours, est], ignore_index=True), setup)
+    sup = cost.superseded(table)
+    assert table.loc[sup, ["gpu", "body", "time_source"]].values.tolist() == [["H200", "simple", "bench estimate"]]
+    # the original's measured RTX 4090 rows (another trainer) do not supersede fightlab's estimate
+    assert not sup[(table["gpu"] == "RTX 4090") & (table["origin"] == "fightlab")].any()
+    g = cost.buying_guide(table).set_index(["band", "body", "packing"])
+    top = g.loc[("$2–4/h", "simple", "solo")]
+    assert top["n_superseded"] == 1 and top["cheapest"] == top["fastest"] == "H200 (fightlab)"  # measured, not estimate
+    inband = (table["body"] == "simple") & (table["mode"] == "solo") & table["usd_per_h"].between(2, 4, inclusive="left")
+    assert top["n_rows"] == inband.sum() - 1  # every row of the band but the superseded estimate
+    assert (g.drop(index=("$2–4/h", "simple", "solo"))["n_superseded"] == 0).all()
+    # kept in the table (and Figure 3), labelled as an estimate where the guide shows one
+    assert (table["time_source"] == "bench estimate").sum() == 2
+    alone = cost.buying_guide(table[~((table["gpu"] == "H200") & (table["time_source"] == "measured solve"))])
+    assert "H200 (fightlab) (bench estimate)" in set(alone["cheapest"])
 
 
 def test_the_committed_survey_and_its_guide(ref):
@@ -388,6 +568,7 @@ def test_notebook_07_at_smoke_size(tmp_path):
     for ratio in ("7.3x", "8.8x", "18.2x", "20.6x"):
         assert f"{ratio} the CPU backend's env steps/s" in out, ratio
     assert "CPU backend time to solve" in out and "CPU-backend rows: assumed $0.22/h: 16 vCPU" in out
+    assert "bench rows read: " in out and "time_source" in out  # the bench section runs on whatever rows exist
 
 
 def test_assumed_cpu_price_is_the_reference_lowest_per_vcpu_times_cores():

@@ -35,8 +35,10 @@ Figures (:data:`FIGURES`):
                      nworld, both bodies, the original's point marked, per GPU
   figure3_survey     Figure 3: cost per solve against time to solve, every machine of the
                      original's survey (data/survey/reference.csv) and fightlab's rows
-                     (data/results/train.csv, packing.csv) at the assumed price of its GPU
-                     (fightlab.survey.cost.ASSUMED_PRICE_PER_HOUR), both bodies
+                     (data/results/train.csv, packing.csv, backends.csv, bench.csv and the
+                     rented hosts' data/survey/bench/) at the assumed price of its GPU
+                     (fightlab.survey.cost.ASSUMED_PRICE_PER_HOUR; a rented host's offer
+                     where recorded), both bodies
 """
 
 from __future__ import annotations
@@ -488,8 +490,9 @@ def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
         s = cost.load_survey(root, log=log)
     except ConfigError as e:
         raise DataFileError(str(e)) from None
+    own = s.ours[s.ours["provider"] == "fightlab"]  # our machine's price; rented rows carry their offer's
     price = ", ".join(f"{g} ${p:.2f}/h" for g, p in dict.fromkeys(
-        zip(s.ours["gpu"], s.ours["usd_per_h"])) if isinstance(g, str)) if not s.ours.empty else ""
+        zip(own["gpu"], own["usd_per_h"])) if isinstance(g, str)) if not own.empty else ""
     title = "Figure 3: cost per solve against time to solve" + (f"\n(fightlab: {price}, an assumed price)"
                                                                if price else "")
     fig = survey_figures.plot_survey(s.table, title=title, note=s.price_note)

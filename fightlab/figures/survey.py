@@ -5,8 +5,9 @@
 
 Colour: the body. Marker: where the row comes from — the original's vast.ai GPUs (circles), its
 EC2 GPUs (squares), its EC2 CPU machines (crosses), fightlab's solo rows (stars), fightlab's
-packed rows (plus signs), fightlab's CPU-backend rows (diamonds). Hollow: the time to solve was
-estimated, not measured. Both axes log.
+packed rows (plus signs), fightlab's bench estimates (triangles: ``python -m fightlab bench``
+rows, ours and rented hosts', `fightlab.survey.cost.bench_rows`), fightlab's CPU-backend rows
+(diamonds). Hollow: the time to solve was estimated, not measured. Both axes log.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ MARKERS: dict[str, tuple[str, str]] = {
     "EC2 CPU": ("X", "original: EC2 CPU (contrast)"),
     "fightlab solo": ("*", "fightlab, solo"),
     "fightlab packed": ("P", "fightlab, packed K per GPU"),
+    "fightlab bench": ("^", "fightlab bench estimate (bench rows)"),
     "fightlab CPU": ("D", "fightlab CPU backend (contrast)"),
 }
 
@@ -30,6 +32,8 @@ def marker_of(row) -> str:
     """The :data:`MARKERS` key of a survey row."""
     if row["origin"] == "reference":
         return row["group"]
+    if row["time_source"] == "bench estimate":
+        return "fightlab bench"
     if row["kind"] == "cpu":
         return "fightlab CPU"
     return "fightlab solo" if row["mode"] == "solo" else "fightlab packed"
@@ -39,6 +43,8 @@ def _short(row) -> str:
     name = row["gpu"] if isinstance(row["gpu"], str) and row["gpu"] else str(row["machine"]).split(",")[0]
     if row["origin"] != "reference" and row["mode"] != "solo":
         name += f" {row['mode'].replace('packed ', '')}"
+    if row["origin"] != "reference" and row["provider"] not in ("fightlab", row["origin"]):
+        name += f" {row['provider']}"  # a rented host's bench row
     return name
 
 

@@ -5,7 +5,8 @@ buying guide per budget (issue 19, part 2; notebook 07, Figure 3). Pure pandas: 
     setup = fit_setup(ref)                         # ONE paid set-up [s] per group of rows
     rep = reproduce(ref, setup)                    # the cost column again, errors, the misses
     ours = our_rows(published_runs(), price_per_hour=3.0, setup=setup, packing=rows)
-    guide = buying_guide(survey_table(ref, ours, setup), bands=[0, 1, 2, 4])
+    est = bench_rows(read_bench(), setup=setup)    # bench rows, ours and rented: estimates
+    guide = buying_guide(survey_table(ref, pd.concat([ours, est]), setup), bands=[0, 1, 2, 4])
 
 The formula (shared/reference/original-study.md, "Survey"):
 
@@ -23,6 +24,7 @@ trivially and check nothing).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -43,7 +45,8 @@ __all__ = [
     "cost_per_solve", "packed_cost_per_solve", "backsolve_setup", "fit_setup", "reproduce",
     "ec2_cpu_inconsistency", "inconsistency_lines", "reference_rows", "our_rows", "survey_table",
     "setup_breakdown", "validate_bands", "validate_price", "buying_guide", "Survey", "load_survey",
-    "assumed_cpu_price_per_hour", "cpu_machine_name",
+    "assumed_cpu_price_per_hour", "cpu_machine_name", "TIME_SOURCES", "BENCH_SOURCE",
+    "survey_bench_path", "read_bench", "bench_rows", "superseded",
 ]
 
 #: the original's survey table, committed (data/survey/README.md says its source and columns)
@@ -122,9 +125,21 @@ DEFAULT_BANDS: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0)
 #: the columns of a survey table (reference rows and fightlab's), :func:`survey_table`
 SURVEY_COLUMNS: tuple[str, ...] = (
     "origin", "machine", "provider", "kind", "gpu", "group", "body", "mode", "usd_per_h",
-    "time_to_solve_s", "time_estimated", "setup_s", "cost_per_solve_usd", "solves_per_hour",
-    "note",
+    "time_to_solve_s", "time_estimated", "time_source", "setup_s", "cost_per_solve_usd",
+    "solves_per_hour", "note",
 )
+
+#: what a survey row's time to solve rests on (its ``time_source``; ``time_estimated`` is true
+#: for all but "measured solve")
+TIME_SOURCES: dict[str, str] = {
+    "measured solve": "trainings timed to the solve criterion (the original's measured rows, "
+                      "fightlab's train rows)",
+    "study estimate": "the original study's own estimate (reference rows with time_estimated true)",
+    "packing estimate": "a packing row's aggregate iterations/s and the headline's iterations to solve",
+    "backends estimate": "a CPU-backend backends row's s/iteration × the MuJoCo Warp headline's iterations",
+    "bench estimate": "a `python -m fightlab bench` row's estimated_time_to_solve_s: the headline's "
+                      "iterations to solve × that machine's s/iteration",
+}
 
 
 # --- names -------------------------------------------------------------------------------------
@@ -415,6 +430,7 @@ def reference_rows(ref: pd.DataFrame, setup: pd.DataFrame | dict) -> pd.DataFram
         origin="reference", machine=ref["machine"], provider=ref["provider"], kind=ref["kind"],
         gpu=ref["gpu"], group=ref["group"], body=ref["body"], mode="solo", usd_per_h=ref["usd_per_h"],
         time_to_solve_s=ref["time_to_solve_s"], time_estimated=ref["time_estimated"],
+        time_source=np.where(ref["time_estimated"].astype(bool), "study estimate", "measured solve"),
         setup_s=_setup_of(ref["group"], setup), cost_per_solve_usd=ref["cost_per_solve_usd"]))
     t["solves_per_hour"] = 3600.0 / (t["time_to_solve_s"] + t["setup_s"])
     t["note"] = [f"original study, table {s}" for s in ref["source_table"]]
@@ -431,8 +447,6 @@ def _backend_and_cores(p: dict) -> tuple[str, int | None]:
 
 def _backend(params: str) -> str:
     """A train row's physics backend ("gpu" / "cpu"; rows from before the CPU backend: "gpu")."""
-    import json
-
     return _backend_and_cores(json.loads(params) if params else {})[0]
 
 
@@ -451,6 +465,31 @@ def validate_price(value, name: str = "price_per_hour", allow_none: bool = True)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{name} must be a positive number [$/h]{' or None' if allow_none else ''}, got {value!r}")
     return float(_check(name, value, positive=True))
+
+
+def _host_setup(who: str, setup, host_setup_s) -> float:
+    """The paid host set-up [s] of fightlab's rows: ``host_setup_s``, else the fitted "vast.ai GPU"
+    constant of ``setup``. Raises ConfigError: neither, or a negative or non-number set-up."""
+    if host_setup_s is None:
+        if setup is None:
+            raise ConfigError(f"{who} needs the fitted set-up (setup=fit_setup(ref)) or host_setup_s [s]")
+        host_setup_s = float(_setup_of(pd.Series(["vast.ai GPU"]), setup).iloc[0])
+    return float(_check("host_setup_s", host_setup_s, positive=False))
+
+
+def _gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
+    """($/h, what it rests on) of a fightlab GPU row without a price of its own: ``price_per_hour``
+    when given, else :data:`ASSUMED_PRICE_PER_HOUR` of its type (:data:`ASSUMED_PRICE_SOURCE`).
+
+    Raises:
+      ConfigError: no price given and none assumed for ``gpu``.
+    """
+    if price_per_hour is not None:
+        return price_per_hour, f"price ${price_per_hour:.2f}/h given"
+    if gpu not in ASSUMED_PRICE_PER_HOUR:
+        raise ConfigError(f"no price for GPU {gpu!r}: give price_per_hour [$/h] (assumed prices "
+                          f"exist for {', '.join(ASSUMED_PRICE_PER_HOUR)})")
+    return ASSUMED_PRICE_PER_HOUR[gpu], ASSUMED_PRICE_SOURCE.split(":")[0]
 
 
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
@@ -496,11 +535,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     """
     from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary
 
-    if host_setup_s is None:
-        if setup is None:
-            raise ConfigError("our_rows needs the fitted set-up (setup=fit_setup(ref)) or host_setup_s [s]")
-        host_setup_s = float(_setup_of(pd.Series(["vast.ai GPU"]), setup).iloc[0])
-    host_setup_s = float(_check("host_setup_s", host_setup_s, positive=False))
+    host_setup_s = _host_setup("our_rows", setup, host_setup_s)
     if price_per_hour is not None:
         price_per_hour = _price("price_per_hour", price_per_hour)
     if cpu_price_per_hour is not None:
@@ -510,26 +545,18 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         return pd.DataFrame(columns=cols)
     backend = runs["params"].map(_backend)
 
-    def gpu_price(gpu: str) -> tuple[float, str]:
-        if price_per_hour is not None:
-            return price_per_hour, f"price ${price_per_hour:.2f}/h given"
-        if gpu not in ASSUMED_PRICE_PER_HOUR:
-            raise ConfigError(f"no price for GPU {gpu!r}: give price_per_hour [$/h] (assumed prices "
-                              f"exist for {', '.join(ASSUMED_PRICE_PER_HOUR)})")
-        return ASSUMED_PRICE_PER_HOUR[gpu], ASSUMED_PRICE_SOURCE.split(":")[0]
-
     out = []
     gpu_runs = runs[backend == "gpu"]
     heads = headline(solve_summary(gpu_runs)) if not gpu_runs.empty else pd.DataFrame()
     for keys, h in heads.iterrows():
         k = dict(zip(SUMMARY_KEYS, keys))
         gpu = gpu_type(k["gpu"])
-        price, said = gpu_price(gpu)
+        price, said = _gpu_price(gpu, price_per_hour)
         s = host_setup_s + float(np.nan_to_num(h["compile_s_median"]))
         out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                         group="fightlab GPU", body=k["body"], mode="solo", usd_per_h=price,
                         time_to_solve_s=float(h["time_to_solve_median_s"]), time_estimated=False,
-                        setup_s=s, note=f"headline, {int(h['n_solo'])} solo seeds, commit {k['commit']}, "
+                        time_source="measured solve", setup_s=s, note=f"headline, {int(h['n_solo'])} solo seeds, commit {k['commit']}, "
                         f"{k['setup']}, {k['nworld']} worlds; {said}"))
     # packed, measured solves (train rows that shared the GPU), of the headline's learner only:
     # a learner study packs its variants (another init_std, another KL target), not a buying choice
@@ -551,13 +578,14 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             if not r["n_solved"]:
                 continue
             gpu = gpu_type(k["gpu"])
-            price, said = gpu_price(gpu)
+            price, said = _gpu_price(gpu, price_per_hour)
             K = int(k["concurrent"])
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                             group="fightlab GPU", body=k["body"],
                             mode=f"packed x{K}{' MPS' if k['mps'] else ''}", usd_per_h=price,
                             time_to_solve_s=float(r["time_to_solve_median_s"]), time_estimated=False,
-                            setup_s=host_setup_s, solves_per_hour=float(r["solves_per_gpu_hour"]),
+                            time_source="measured solve", setup_s=host_setup_s,
+                            solves_per_hour=float(r["solves_per_gpu_hour"]),
                             solves_per_setup=K,
                             note=f"{int(r['n_solved'])} packed solves (train rows), commit {k['commit']}; {said}"))
     # packed, estimated from the aggregate rate of packing rows
@@ -573,13 +601,13 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                     "for its iterations to solve, left out")
                 continue
             gpu = gpu_type(p["gpu"])
-            price, said = gpu_price(gpu)
+            price, said = _gpu_price(gpu, price_per_hour)
             K, mps = int(p["concurrent"]), _bool(p["mps"]) or False
             n_it = iters[p["body"]]
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                             group="fightlab GPU", body=p["body"], mode=f"packed x{K}{' MPS' if mps else ''}",
                             usd_per_h=price, time_to_solve_s=n_it * float(p["s_per_iter"]),
-                            time_estimated=True, setup_s=host_setup_s,
+                            time_estimated=True, time_source="packing estimate", setup_s=host_setup_s,
                             solves_per_hour=float(p["it_per_s_aggregate"]) * 3600.0 / n_it,
                             solves_per_setup=K,
                             note=f"estimated: packing row {p['run_id']} (commit {p['commit']}) "
@@ -609,7 +637,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             out.append(dict(origin="fightlab", machine=cpu_machine_name(k['gpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
-                            time_estimated=False,
+                            time_estimated=False, time_source="measured solve",
                             setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
                             note=f"CPU backend headline, commit {k['commit']}; {given}"))
         for _, e in est.iterrows():
@@ -618,7 +646,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             out.append(dict(origin="fightlab", machine=cpu_machine_name(e['cpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
-                            time_estimated=True, setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
+                            time_estimated=True, time_source="backends estimate",
+                            setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
                             note=f"estimated: backends row {e['run_id']} (commit {e['commit']}) s/iteration × "
                             f"headline {e['iterations_to_solve']:.0f} iterations to solve (GPU runs, commit "
                             f"{e['headline_commit']}), {e['nworld']} worlds{other}; {given}"))
@@ -637,6 +666,222 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         t["solves_per_hour"] = np.nan
     t.loc[solo, "solves_per_hour"] = 3600.0 / (t.loc[solo, "time_to_solve_s"] + t.loc[solo, "setup_s"])
     return t[cols].reset_index(drop=True)
+
+# --- bench rows: fightlab's own and a rented survey's -----------------------------------------------
+
+#: the source of fightlab's own bench rows (data/results/bench.csv: ``python -m fightlab bench
+#: --publish`` on the GPU machine); a rented survey's rows are ``"survey <survey id>"``
+BENCH_SOURCE = "fightlab bench"
+
+#: survey.json's ``infra`` (the launcher's SkyPilot cloud) -> the provider name, spelled as the
+#: reference table spells it where it has it
+_INFRA_PROVIDERS = {"vast": "vast.ai"}
+
+
+def survey_bench_path(root: Path | str | None = None) -> Path:
+    """``root/data/survey/bench`` (default root: the repository): where ``python -m fightlab survey
+    launch`` collects each rented host's rows, ``<survey id>/<gpu>-<try>/bench.csv`` (and
+    bench.json), beside ``<survey id>/survey.json`` (the tries, each with its offer and files)."""
+    return (Path(root) if root is not None else REPO_ROOT) / "data" / "survey" / "bench"
+
+
+def _offer_prices(state: dict) -> dict[str, float]:
+    """{a try's file, relative to its survey folder ("rtx4090-1/bench.csv"): the $/h of the offer
+    rented for it} from a survey.json state: the offer's ``dph_total``, which the launcher records
+    with ``--picker vastai`` only (SkyPilot's picker says no price)."""
+    out: dict[str, float] = {}
+    for tries in (state.get("results") or {}).values():
+        for t in tries if isinstance(tries, list) else []:
+            offer = t.get("offer") if isinstance(t, dict) else None
+            price = offer.get("dph_total") if isinstance(offer, dict) else None
+            if isinstance(price, (int, float)) and not isinstance(price, bool) and math.isfinite(price) and price > 0:
+                out.update({str(f): float(price) for f in t.get("files") or []})
+    return out
+
+
+def read_bench(root: Path | str | None = None, log=print) -> pd.DataFrame:
+    """Every bench row under ``root/data`` (default: the repository), one table: fightlab's own,
+    ``data/results/bench.csv`` (source :data:`BENCH_SOURCE`, provider "fightlab"), and each
+    rented host's, ``data/survey/bench/<survey id>/<try>/bench.csv`` (source "survey <survey id>",
+    provider from its survey.json's ``infra``, "vast" -> "vast.ai").
+
+    Returns:
+      DataFrame: the bench schema's columns (`fightlab.results.EXPERIMENTS["bench"]` after the
+      metadata) + ``source``, ``provider``, ``offer_usd_per_h`` (the rented offer's $/h,
+      survey.json's ``dph_total`` for that try; NaN where none is recorded: our own rows,
+      ``--picker sky``) and ``path`` (the file, relative to ``root``). Empty without rows.
+    Raises:
+      ValueError / fightlab.results.MalformedRowError: a bench.csv torn or of another schema
+        (file and line named). A survey.json that is absent or not JSON is said through ``log``
+        (its rows keep no offer price), never fatal.
+    """
+    from fightlab import results
+
+    root = Path(root) if root is not None else REPO_ROOT
+    parts = []
+    own = results.read_rows("bench", root)
+    if not own.empty:
+        parts.append(own.assign(source=BENCH_SOURCE, provider="fightlab", offer_usd_per_h=np.nan,
+                                path=results.results_path("bench", root).relative_to(root).as_posix()))
+    base = survey_bench_path(root)
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        files = sorted(folder.glob("*/bench.csv"))
+        if not files:
+            continue
+        try:
+            state = json.loads((folder / "survey.json").read_text())
+        except (OSError, ValueError) as e:
+            log(f"survey: {folder / 'survey.json'} unreadable ({type(e).__name__}): its rows get no offer price")
+            state = {}
+        state = state if isinstance(state, dict) else {}
+        prices = _offer_prices(state)
+        infra = str(state.get("infra") or "").split("/")[0]
+        for f in files:
+            rel = f.relative_to(folder).as_posix()
+            df = results.read_file("bench", f)
+            if not df.empty:
+                parts.append(df.assign(source=f"survey {folder.name}", provider=_INFRA_PROVIDERS.get(infra, infra or "unknown"),
+                                       offer_usd_per_h=prices.get(rel, np.nan), path=f.relative_to(root).as_posix()))
+    cols = [*results.columns("bench"), "source", "provider", "offer_usd_per_h", "path"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def _true(v) -> bool:
+    """A bench row's ``ok`` read back (True, "True", 1, 1.0) as a bool; empty or other: False."""
+    if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)):
+        return bool(v == 1)
+    return _bool(v) is True
+
+
+def _finite(v, positive: bool) -> bool:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and (x > 0 if positive else x >= 0)
+
+
+def _bench_problem(r) -> str | None:
+    """Why a bench row cannot be a survey row (a few words), or None when it can."""
+    try:
+        params = json.loads(r["params"]) if isinstance(r["params"], str) and r["params"] else {}
+    except ValueError:
+        params = {}
+    if not _true(r["ok"]):
+        return f"ok false ({params.get('reason') or 'no reason recorded'})"
+    if params.get("size", "full") != "full":
+        return f"size {params.get('size')!r}, not full"
+    try:
+        gpu_type(r["gpu"])
+    except ConfigError:
+        return f"unknown GPU {r['gpu']!r}"
+    if not _finite(r["estimated_time_to_solve_s"], positive=True):
+        note = (params.get("estimate") or {}).get("note", "") if isinstance(params.get("estimate"), dict) else ""
+        return f"estimated_time_to_solve_s = {r['estimated_time_to_solve_s']!r}, not a positive number" + (
+            f" ({note})" if note else "")
+    for col in ("compile_s", "first_iter_s"):
+        if not _finite(r[col], positive=False):
+            return f"{col} = {r[col]!r}, not a number >= 0"
+    if pd.notna(r["install_s"]) and not _finite(r["install_s"], positive=False):
+        return f"install_s = {r['install_s']!r}, not a number >= 0"
+    return None
+
+
+def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
+               setup: pd.DataFrame | dict | None = None, host_setup_s: float | None = None,
+               log=print) -> pd.DataFrame:
+    """Bench rows (:func:`read_bench`) as survey rows (:data:`SURVEY_COLUMNS`): one per (GPU
+    type, body, source), from the newest usable row (older ones are counted through ``log``).
+
+    - time to solve [s] = the row's ``estimated_time_to_solve_s`` (the headline's iterations to
+      solve × this machine's s/iteration, `fightlab.measure.bench.estimate`): ``time_source``
+      "bench estimate", ``time_estimated`` true; mode "solo".
+    - paid set-up [s] = install + ``compile_s`` + ``first_iter_s``, the phases bench timed;
+      install = ``install_s`` where the launcher measured it (rented hosts: the venv and ``pip
+      install -e .``), else the host set-up the other fightlab GPU rows pay (``host_setup_s``,
+      else the fitted "vast.ai GPU" constant of ``setup``). Renting, the SSH wait and the
+      upload are not measured and not counted: a rented row's set-up is a lower bound.
+    - price [$/h] = the rented offer's (``offer_usd_per_h``) where the launcher recorded it,
+      else fightlab's GPU rule: ``price_per_hour`` when given, else :data:`ASSUMED_PRICE_PER_HOUR`
+      of the type.
+
+    Left out and counted through ``log``, one line per source, never an error (rows arrive from
+    hosts): ok false (a failed check, a bad host, the time limit: params.reason), a size other
+    than full, a GPU name :func:`gpu_type` does not know, an estimate that is not a positive
+    number (NaN: the body had no headline), a compile / first-iteration / install time that is
+    negative or not a number (install may be empty), no price (none recorded, given or assumed).
+
+    Raises:
+      ConfigError: a bad ``price_per_hour`` or set-up, neither ``setup`` nor ``host_setup_s``.
+    """
+    host_setup_s = _host_setup("bench_rows", setup, host_setup_s)
+    price_per_hour = validate_price(price_per_hour, "price_per_hour")
+    cols = list(SURVEY_COLUMNS)
+    if bench is None or bench.empty:
+        return pd.DataFrame(columns=cols)
+    left: dict[str, list[str]] = {}
+    usable = []
+    for _, r in bench.iterrows():
+        why = _bench_problem(r)
+        price, said = None, ""
+        if why is None:
+            if _finite(r["offer_usd_per_h"], positive=True):
+                price, said = float(r["offer_usd_per_h"]), f"the rented offer's ${float(r['offer_usd_per_h']):.2f}/h (survey.json)"
+            else:
+                try:
+                    price, said = _gpu_price(gpu_type(r["gpu"]), price_per_hour)
+                except ConfigError as e:
+                    why = f"no offer price recorded; {e}"
+        if why is not None:
+            left.setdefault(r["source"], []).append(f"{r['run_id']} ({why})")
+            continue
+        usable.append(dict(r, _gpu=gpu_type(r["gpu"]), _price=price, _said=said))
+    for source, why in left.items():
+        log(f"survey: {source}: {len(why)} bench row(s) left out: {'; '.join(why)}")
+    if not usable:
+        return pd.DataFrame(columns=cols)
+    u = pd.DataFrame(usable).sort_values("time", kind="stable")
+    newest = u.drop_duplicates(["_gpu", "body", "source"], keep="last")
+    old = u.loc[~u.index.isin(newest.index)]
+    for source, g in old.groupby("source"):
+        log(f"survey: {source}: {len(g)} older bench row(s) superseded by a newer one of the same GPU type "
+            f"and body: {', '.join(g['run_id'])}")
+    out = []
+    for _, r in newest.iterrows():
+        measured = pd.notna(r["install_s"])
+        install = float(r["install_s"]) if measured else host_setup_s
+        t = float(r["estimated_time_to_solve_s"])
+        iters = float(r["iterations_to_solve_reference"])
+        how = (f"{iters:.0f} headline iterations × {t / iters:.3g} s/iteration" if _finite(iters, positive=True)
+               else "the row's estimate")
+        out.append(dict(origin="fightlab", machine=r["_gpu"], provider=r["provider"], kind="gpu", gpu=r["_gpu"],
+                        group="fightlab GPU", body=r["body"], mode="solo", usd_per_h=r["_price"],
+                        time_to_solve_s=t, time_estimated=True, time_source="bench estimate",
+                        setup_s=install + float(r["compile_s"]) + float(r["first_iter_s"]),
+                        note=f"bench estimate: {r['source']} row {r['run_id']} (commit {r['commit']}, "
+                        f"{r['nworld']} worlds): {how}; set-up = "
+                        f"{'install' if measured else 'host set-up (install not measured)'} {install:.0f} s "
+                        f"+ compile {float(r['compile_s']):.0f} s + first iteration {float(r['first_iter_s']):.1f} s; "
+                        f"{r['_said']}"))
+    t = pd.DataFrame(out)
+    t["cost_per_solve_usd"] = cost_per_solve(t["time_to_solve_s"], t["setup_s"], t["usd_per_h"])
+    t["solves_per_hour"] = 3600.0 / (t["time_to_solve_s"] + t["setup_s"])
+    return t[cols].reset_index(drop=True)
+
+
+def superseded(table: pd.DataFrame) -> pd.Series:
+    """Per survey row (same index): True for a bench estimate (``time_source`` "bench estimate")
+    of a GPU type and body that fightlab also solved (a solo "measured solve" row of origin
+    "fightlab", same ``gpu`` and ``body``). Measured beats estimate: :func:`buying_guide` counts
+    the measured solve and leaves such an estimate out, so one GPU type is not counted twice;
+    the table and Figure 3 keep both. The original's measured rows supersede nothing: they time
+    another trainer."""
+    fl = table[(table["origin"] == "fightlab") & (table["time_source"] == "measured solve")
+               & (table["mode"] == "solo")]
+    solved = set(zip(fl["gpu"], fl["body"]))
+    return pd.Series([s == "bench estimate" and (g, b) in solved
+                      for s, g, b in zip(table["time_source"], table["gpu"], table["body"])],
+                     index=table.index, dtype=bool, name="superseded")
 
 
 def survey_table(ref: pd.DataFrame, ours: pd.DataFrame | None, setup: pd.DataFrame | dict) -> pd.DataFrame:
@@ -683,11 +928,24 @@ def _band_label(lo: float, hi: float) -> str:
     return f"${lo:g}–{hi:g}/h" if math.isfinite(hi) else f"≥ ${lo:g}/h"
 
 
+def _guide_label(r) -> str:
+    """A buying-guide machine label: "RTX 3090 (vast.ai)", "H200 (fightlab, packed x8 MPS)",
+    "RTX 4090 (fightlab on vast.ai) (bench estimate)"."""
+    who = (r["provider"] if r["origin"] == "reference" else
+           r["origin"] if r["provider"] in ("fightlab", r["origin"]) else f"{r['origin']} on {r['provider']}")
+    mode = "" if r["mode"] == "solo" else f", {r['mode']}"
+    est = (" (bench estimate)" if r["time_source"] == "bench estimate" else
+           " (time estimated)" if bool(r["time_estimated"]) else "")
+    return f"{r['machine']} ({who}{mode}){est}"
+
+
 def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) -> pd.DataFrame:
     """For each budget band of price [$/h], body and mode (solo, packed), from whatever rows
     ``table`` holds (:func:`survey_table`): the cheapest per solve (its cost [$] and price) and
     the fastest (its time to solve [s] and cost). A machine label says its origin, provider and
-    mode, and "(time estimated)" where the time was. A band without rows reads "none".
+    mode, and "(bench estimate)" or "(time estimated)" where the time was estimated. A band
+    without rows reads "none". Measured beats estimate: a bench estimate of a GPU type and body
+    fightlab solved (:func:`superseded`) is left out, counted in ``n_superseded``.
 
     Raises:
       ConfigError: bad bands (:func:`validate_bands`); a table without the survey columns.
@@ -698,17 +956,18 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
         raise ConfigError(f"buying_guide needs a survey table (survey_table); missing column(s) {', '.join(missing)}")
     t = table.copy()
     t["packing"] = np.where(t["mode"] == "solo", "solo", "packed")
-    label = (t["machine"] + " (" + t["origin"].where(t["origin"] != "reference", t["provider"])
-             + np.where(t["mode"] == "solo", "", ", " + t["mode"]) + ")"
-             + np.where(t["time_estimated"].astype(bool), " (time estimated)", ""))
-    t["label"] = label
+    t["label"] = [_guide_label(r) for _, r in t.iterrows()]
+    t["superseded"] = superseded(t)
     rows = []
     for lo, hi in spans:
-        inb = t[(t["usd_per_h"] >= lo) & (t["usd_per_h"] < hi)]
+        band = t[(t["usd_per_h"] >= lo) & (t["usd_per_h"] < hi)]
+        inb = band[~band["superseded"]]
         for body in sorted(set(t["body"])):
             for packing in ("solo", "packed"):
                 g = inb[(inb["body"] == body) & (inb["packing"] == packing)]
-                row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g))
+                n_sup = int((band["superseded"] & (band["body"] == body) & (band["packing"] == packing)).sum())
+                row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g),
+                           n_superseded=n_sup)
                 if g.empty:
                     row.update(cheapest="none", fastest="none")
                 else:
@@ -719,7 +978,7 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
                                fastest_time_to_solve_s=f["time_to_solve_s"],
                                fastest_usd_per_solve=f["cost_per_solve_usd"])
                 rows.append(row)
-    cols = ["band", "body", "packing", "n_rows", "cheapest", "cheapest_usd_per_solve",
+    cols = ["band", "body", "packing", "n_rows", "n_superseded", "cheapest", "cheapest_usd_per_solve",
             "cheapest_usd_per_h", "fastest", "fastest_time_to_solve_s", "fastest_usd_per_solve"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
@@ -729,15 +988,17 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
 @dataclass(frozen=True)
 class Survey:
     """:func:`load_survey`'s answer: the reference table, the set-up constants, our rows, all rows
-    (:func:`survey_table`), the price of our GPU used [$/h] with what it rests on, and the
+    (:func:`survey_table`), the price of our GPU used [$/h] with what it rests on, the
     ``backends`` rows read (data/results/backends.csv; empty without them: the CPU backend
-    against MuJoCo Warp, `fightlab.measure.backends.backend_ratios`)."""
+    against MuJoCo Warp, `fightlab.measure.backends.backend_ratios`) and the ``bench`` rows read
+    (:func:`read_bench`: ours and the rented survey's, usable or not; empty without them)."""
     reference: pd.DataFrame
     setup: pd.DataFrame
     ours: pd.DataFrame
     table: pd.DataFrame
     price_note: str
     backends: pd.DataFrame
+    bench: pd.DataFrame
 
 
 def reference_path(root: Path | str | None = None) -> Path:
@@ -749,12 +1010,14 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
                 host_setup_s: float | None = None, cpu_price_per_hour: float | None = None,
                 log=print) -> Survey:
     """The survey from ``root/data`` alone (default: the repository): the reference table
-    (data/survey/reference.csv), the set-up fit, and our rows from data/results/train.csv and
-    data/results/packing.csv and data/results/backends.csv when they exist (:func:`our_rows`;
-    prices [$/h], set-up [s]).
+    (data/survey/reference.csv), the set-up fit, our rows from data/results/train.csv,
+    data/results/packing.csv and data/results/backends.csv when they exist (:func:`our_rows`),
+    and the bench rows, ours (data/results/bench.csv) and the rented survey's
+    (data/survey/bench/, :func:`read_bench`, :func:`bench_rows`); prices [$/h], set-up [s].
 
     Raises:
-      FileNotFoundError: no reference table; ConfigError: as :func:`read_reference`, :func:`our_rows`.
+      FileNotFoundError: no reference table; ConfigError: as :func:`read_reference`,
+        :func:`our_rows`, :func:`bench_rows`; ValueError: a torn bench.csv (:func:`read_bench`).
     """
     from fightlab import results
     from fightlab.measure.report import published_runs
@@ -778,14 +1041,20 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
         cpu_note = f"${cpu_price_per_hour:.2f}/h given"
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
                     packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log)
+    bench = read_bench(root, log=log)
+    benched = bench_rows(bench, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s, log=log)
+    if not benched.empty:
+        ours = pd.concat([x for x in (ours, benched) if not x.empty], ignore_index=True)
     if price_per_hour is not None:
         note = f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)"
     else:
         note = "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE
     if cpu_note:
         note += f"; fightlab's CPU-backend rows: {cpu_note}"
+    if (benched["provider"] != "fightlab").any():
+        note += "; rented bench rows: the offer's $/h where the launcher recorded it, else as fightlab's GPU rows"
     return Survey(reference=ref, setup=setup, ours=ours, table=survey_table(ref, ours, setup),
-                  price_note=note, backends=backends)
+                  price_note=note, backends=backends, bench=bench)
 
 
 def cpu_machine_name(label: str) -> str:
@@ -797,8 +1066,6 @@ def cpu_machine_name(label: str) -> str:
 
 def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
     """The most cores any CPU-backend row (train or backends) ran on (``_backend_and_cores``), or None."""
-    import json
-
     found = []
     for df in (runs, backends):
         if df is None or df.empty or "params" not in df:
