@@ -99,6 +99,7 @@ if len(df):
 PYEOF
       ;;
     solo)
+      [[ -n "${a:-}" && ${b:-} =~ ^[0-9]+$ ]] || { bad "$step: want solo:BODY:SEED (SEED a whole number)"; continue; }
       sets=(); picked=""
       if [ -f "runs/pick/$a.sets" ]; then
         while IFS= read -r kv; do [ -n "$kv" ] && sets+=(--set "$kv") && picked="$picked $kv"; done < "runs/pick/$a.sets"
@@ -106,7 +107,7 @@ PYEOF
       if timeout 590 $PY -m fightlab train --body "$a" --seed "$b" --nworld 1024 --device cuda:0 --publish \
            --run-dir "runs/train/s6-$a-s$b" --no-progress "${sets[@]}" > "$log" 2>&1; then
         ok "$step${picked:+ (picked:$picked)}: $(tail -n 1 "$log" | cut -c1-160)"
-      else bad "$step rc=$? $(tail -n 1 "$log" | cut -c1-160)"; fi
+      else bad "$step${picked:+ (picked:$picked)} rc=$? $(tail -n 1 "$log" | cut -c1-160)"; fi
       ;;
     kscan)
       dir="runs/batch/k$a-$b"; rm -rf "$dir"
@@ -155,25 +156,42 @@ PYEOF
       if [ "$last" = "rc=0" ]; then ok "$step"; else bad "$step ${last:-no rc}"; fi
       ;;
     pick)
-      $PY - "${a//+/ }" > "$log" 2>&1 <<'PYEOF'
+      # only this step writes runs/pick/: the files of an earlier pick go first, so a solo never
+      # runs with a stale pick; every body of the studies gets a file (empty: the defaults stay)
+      rm -f runs/pick/*.sets
+      $PY - "${a:-}" > "$log" 2>&1 <<'PYEOF'
 import json, sys
 from pathlib import Path
 import pandas as pd
+from fightlab.config import ConfigError
 from fightlab.measure import report
+names = [n for n in sys.argv[1].split("+") if n]
+if not names:
+    sys.exit("pick: name one or more studies, pick:NAME[+NAME]")
 frames = []
-for name in sys.argv[1].split():
-    st = json.loads(Path(f"runs/batch/study-{name}/batch.json").read_text())
-    frames += [report.published_runs(Path(j["run_dir"])) for j in st["jobs"]]
+for name in names:
+    state = Path(f"runs/batch/study-{name}/batch.json")
+    if not state.is_file():
+        sys.exit(f"pick: no study {name!r} on this machine ({state} is absent)")
+    jobs = json.loads(state.read_text())["jobs"]
+    started = [j for j in jobs if j.get("run_dir")]
+    print(f"study {name}: {len(started)} of {len(jobs)} jobs started")
+    frames += [report.published_runs(Path(j["run_dir"])) for j in started]
+if not frames:
+    sys.exit(f"pick: no job of {names} has run")
 runs = pd.concat(frames, ignore_index=True)
 print(runs[["body", "seed", "solved", "iterations", "learner"]].to_string(index=False))
-picks = report.pick_variant(runs)
+try:
+    picks = report.pick_variant(runs)
+except ConfigError as e:
+    sys.exit(f"pick: {e}")
 Path("runs/pick").mkdir(parents=True, exist_ok=True)
 for r in picks.itertuples():
     Path(f"runs/pick/{r.body}.sets").write_text("".join(f"{kv}\n" for kv in r.sets))
     print(f"PICK {r.body}: {r.best} ({r.best_mean:.1f}) vs defaults ({r.defaults_mean:.1f}) -> "
           f"{'adopt ' + ' '.join(r.sets) if r.adopt else 'defaults stay'}; variants {r.variants}")
 PYEOF
-      if [ $? = 0 ]; then ok "$step: $(grep '^PICK' "$log" | tr '\n' ' ' | cut -c1-300)"; else bad "$step $(tail -n 2 "$log" | cut -c1-200)"; fi
+      if [ $? = 0 ]; then ok "$step: $(grep '^PICK' "$log" | tr '\n' ' ' | cut -c1-300)"; else bad "$step $(tail -n 1 "$log" | cut -c1-200)"; fi
       ;;
     backends)  # issue 18: CPU backend (every core) vs MuJoCo Warp on the GPU, both bodies, published
       if timeout 560 $PY -m fightlab compare-backends --publish --no-progress ${a:+--iterations $a} > "$log" 2>&1; then
@@ -225,8 +243,8 @@ PYEOF
         cmd=($PY -m fightlab batch --resume "$dir" --budget-s "$a" --min-left-s 60 --no-progress)
       else
         # the batch the sweep prints (measure.sweep.solve_batch_argv: its world counts, seeds, K)
-        mapfile -t args < <($PY -c "from fightlab.measure import sweep; print('\n'.join('ARG ' + x for x in sweep.solve_batch_argv(batch_dir='$dir')))" 2>/dev/null | sed -n 's/^ARG //p')
-        [ ${#args[@]} -gt 3 ] || { bad "$step: measure.sweep.solve_batch_argv gave no batch"; continue; }
+        mapfile -t args < <($PY -c "from fightlab.measure import sweep; print('\n'.join('ARG ' + x for x in sweep.solve_batch_argv(batch_dir='$dir')))" 2>>"$log" | sed -n 's/^ARG //p')
+        [ ${#args[@]} -gt 3 ] || { bad "$step: measure.sweep.solve_batch_argv gave no batch: $(tail -n 1 "$log" | cut -c1-160)"; continue; }
         cmd=($PY -m fightlab "${args[@]}" --budget-s "$a" --min-left-s 60 --no-progress)
       fi
       { echo "${cmd[*]}"; "${cmd[@]}"; echo "rc=$?"; cat "$dir/summary.txt" 2>/dev/null; } >> "$log" 2>&1

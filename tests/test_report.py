@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from fightlab import results
@@ -364,3 +365,27 @@ def test_pick_variant_needs_the_defaults(tmp_path):
                   + [train_row("simple", seed=3, params=dict(ppo={"clip_coef": d}))])
     with pytest.raises(report.ConfigError, match="no learner of today's defaults with >= 2 solved seeds"):
         report.pick_variant(runs)
+
+
+def test_pick_variant_counts_seeds_and_known_counts(tmp_path):
+    """Eligibility is over distinct seeds with every iteration count known; ties keep the defaults;
+    bad margins and empty or foreign input are one-line errors."""
+    d = PPOConfig().clip_coef
+    rows = [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d}), iterations=400) for s in (1, 2)]
+    rows += [train_row("simple", seed=1, params=dict(ppo={"clip_coef": d + 0.1}), iterations=300)] * 2  # one seed twice
+    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.2}), iterations=it)
+             for s, it in ((1, 250), (2, float("nan")))]  # a solved row without its count
+    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.3}), iterations=400) for s in (1, 2)]  # a tie
+    p = report.pick_variant(_write(tmp_path, rows)).iloc[0]
+    assert set(p["variants"]) == {"defaults", f"ppo.clip_coef={round(d + 0.3, 3)}"}
+    assert p["best"] == "defaults" and not p["adopt"]
+    runs = report.published_runs(tmp_path)
+    for bad in (False, True, -0.1, 1.0, "0.05", float("nan"), None):
+        with pytest.raises(report.ConfigError, match="margin must be a fraction"):
+            report.pick_variant(runs, margin=bad)
+    import numpy as np
+    assert len(report.pick_variant(runs, margin=np.float32(0.05))) == 1
+    with pytest.raises(report.ConfigError, match="needs published_runs rows"):
+        report.pick_variant(pd.DataFrame())
+    with pytest.raises(report.ConfigError, match="no runs of task 'default'"):
+        report.pick_variant(runs.assign(task="custom-1"))

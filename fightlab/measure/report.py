@@ -320,9 +320,10 @@ def learner_changes(params: dict) -> str:
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
     """A learner study's decision rule (bench/NOTES.md, sessions 8-9), per body of ``runs``
     (:func:`published_runs` rows of one study, packed or not): among the learners whose every run
-    solved the task with ≥ 2 seeds, the lowest mean iterations to solve wins, and replaces
-    today's defaults only if it beats their mean by more than ``margin`` (default 5 %, about the
-    seed spread of the session-7 solves); otherwise the defaults stay.
+    solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
+    iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
+    it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
+    session-7 solves); otherwise the defaults stay.
 
     Returns:
       one row per body: ``defaults_mean`` and ``best_mean`` (iterations), ``best`` (its
@@ -330,25 +331,37 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
       as JSON, that run the chosen learner under today's defaults: list of str, [] when the
       defaults stay) and ``variants`` (changes → mean iterations, over the eligible learners).
     Raises:
-      ConfigError: ``margin`` outside [0, 1), or a body whose study has no eligible run of
-        today's defaults (nothing to compare against).
+      ConfigError: ``margin`` not a number in [0, 1); ``runs`` without published_runs' columns
+        or without a run of the task; a body whose study has no eligible learner of today's
+        defaults (nothing to compare against).
     """
-    if not (isinstance(margin, (int, float)) and 0 <= margin < 1):
+    import numbers
+
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
+    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task"}
+    if not need <= set(runs.columns):
+        raise ConfigError(f"pick_variant needs published_runs rows (columns {sorted(need)}), "
+                          f"missing {sorted(need - set(runs.columns))}")
+    tasks = sorted(set(map(str, runs["task"])))
     runs = runs[runs["task"] == DEFAULT_TASK]
+    if runs.empty:
+        raise ConfigError(f"pick_variant: no runs of task {DEFAULT_TASK!r} (tasks seen: {tasks or 'none'})")
     out = []
     for body, g in runs.groupby("body", sort=True):
         params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
         g = g.assign(changes=[learner_changes(params[i]) for i in g["run_id"]])
         means, sets = {}, {}
         for changes, v in g.groupby("changes", sort=False):
-            if len(v) >= 2 and (v["solved"] == True).all():  # noqa: E712
-                means[changes] = float(v["iterations"].mean())
+            # eligible: every run solved with a known count, over >= 2 distinct seeds
+            if (v["seed"].nunique() >= 2 and (v["solved"] == True).all()  # noqa: E712
+                    and pd.to_numeric(v["iterations"], errors="coerce").notna().all()):
+                means[changes] = float(pd.to_numeric(v["iterations"]).mean())
                 sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]])]
         if "defaults" not in means:
             raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
                               f">= 2 solved seeds (have {sorted(means) or 'none'})")
-        best = min(means, key=means.get)
+        best = min(means, key=lambda k: (means[k], k != "defaults"))  # a tie keeps the defaults
         adopt = best != "defaults" and means[best] < (1 - margin) * means["defaults"]
         out.append(dict(body=body, defaults_mean=means["defaults"], best=best, best_mean=means[best],
                         adopt=adopt, sets=sets[best] if adopt else [], variants=means))
