@@ -602,3 +602,30 @@ def test_committed_survey_prices_the_cpu_backend_rows_by_default():
     given = cost.load_survey(cpu_price_per_hour=0.5, log=lambda m: None)
     assert (given.ours.loc[given.ours["group"] == "fightlab CPU", "usd_per_h"] == 0.5).all()
     assert "$0.50/h given" in given.price_note
+
+
+def test_a_train_row_alone_gives_the_cpu_price_its_cores(tmp_path):
+    """A measured CPU-backend solve with no backends rows: its cores come from the train row's last
+    segment (sim.cpu.backend_record; train rows store none at the params' top level), so
+    load_survey prices it at the reference's assumed $/h for those cores."""
+    import shutil
+    import sys
+
+    from fightlab import results
+    from fightlab.paths import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from test_figures import train_row
+
+    (tmp_path / "data" / "survey").mkdir(parents=True)
+    shutil.copy(cost.reference_path(REPO_ROOT), cost.reference_path(tmp_path))
+    seg = dict(backend="cpu", physics="MuJoCo's C engine", cores=12, threads=12)
+    for seed in (1, 2):
+        results.append_row("train", train_row("simple", seed=seed, tts=700.0 + seed, gpu="CPU Test CPU (12 cores)",
+                                               params=dict(segments=[dict(backend="gpu", cores=64), seg])), tmp_path)
+    s = cost.load_survey(tmp_path, log=lambda m: None)
+    want, source = cost.assumed_cpu_price_per_hour(s.reference, 12)
+    cpu = s.ours[s.ours["kind"] == "cpu"]
+    assert len(cpu) == 1 and cpu["body"].iloc[0] == "simple" and not cpu["time_estimated"].iloc[0]
+    assert cpu["usd_per_h"].iloc[0] == pytest.approx(want) and source in s.price_note
+    assert cpu["time_to_solve_s"].iloc[0] == pytest.approx(701.5)
