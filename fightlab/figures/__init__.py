@@ -427,41 +427,45 @@ def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
         rows, title=f"packed trainings, {gpu}"), root, log)
 
 
+def _from_train_runs(name: str, root: Path, log: Callable[[str], None], plot: Callable,
+                     empty: str) -> list[Path]:
+    """Figure ``name`` from the published train runs (`measure.report.published_runs`):
+    ``plot(runs, gpus)`` (gpus: the runs' GPU names, joined) draws it, or returns None and the
+    figure is skipped, said with ``empty``. Skipped too without train rows."""
+    from fightlab.measure.report import published_runs
+
+    if _rows("train", root, name, log) is None:
+        return []
+    runs = published_runs(root)
+    fig = plot(runs, ", ".join(dict.fromkeys(runs["gpu"])))
+    if fig is None:
+        log(f"figures: skip {name}: {empty}")
+        return []
+    return _save(fig, name, root, log)
+
+
 def _stage_iterations(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.config import TrainConfig
     from fightlab.figures.training import plot_stage_iterations
-    from fightlab.measure.report import learner_labels, published_runs, stage_table
+    from fightlab.measure.report import learner_labels, stage_table
 
-    if _rows("train", root, "stage_iterations", log) is None:
-        return []
-    runs = published_runs(root)
-    fig = plot_stage_iterations(stage_table(runs, root), wait=TrainConfig().curriculum_wait,
-                                labels=learner_labels(runs),
-                                title="iterations per curriculum stage, solo solved runs, "
-                                      + ", ".join(dict.fromkeys(runs["gpu"])))
-    if fig is None:
-        log("figures: skip stage_iterations: no solo solved run of the task has a curve in data/curves/")
-        return []
-    return _save(fig, "stage_iterations", root, log)
+    return _from_train_runs("stage_iterations", root, log, lambda runs, gpus: plot_stage_iterations(
+        stage_table(runs, root), wait=TrainConfig().curriculum_wait, labels=learner_labels(runs),
+        title=f"iterations per curriculum stage, solo solved runs, {gpus}"),
+        "no solo solved run of the task has a curve in data/curves/")
 
 
 def _learner_study(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.config import TrainConfig
     from fightlab.figures.training import plot_learner_study
-    from fightlab.measure.report import published_runs, variant_table
+    from fightlab.measure.report import variant_table
 
-    if _rows("train", root, "learner_study", log) is None:
-        return []
-    runs = published_runs(root)
     c = TrainConfig()
-    fig = plot_learner_study(variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
-                             stage_floor=c.curriculum_wait,
-                             title="learner variants (issue 16), solved runs packed and solo, "
-                                   + ", ".join(dict.fromkeys(runs["gpu"])))
-    if fig is None:
-        log("figures: skip learner_study: no solved run of the task has a curve in data/curves/")
-        return []
-    return _save(fig, "learner_study", root, log)
+    return _from_train_runs("learner_study", root, log, lambda runs, gpus: plot_learner_study(
+        variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
+        stage_floor=c.curriculum_wait,
+        title=f"learner variants (issue 16), solved runs packed and solo, {gpus}"),
+        "no solved run of the task has a curve in data/curves/")
 
 
 def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
