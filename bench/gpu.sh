@@ -32,7 +32,8 @@
 #                --run`, packed), in a batch stopped at BUDGET s; the same step again resumes it
 #   auto:BODY:SEED  a solo training at `--nworld auto` (issue 17's acceptance), published
 #   bench         issue 19's `fightlab bench --publish` (both bodies, host check, 2-min trainings)
-# Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote).
+# Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote) and
+# result.txt (the table so far), both rewritten after every step.
 set -uo pipefail
 [ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)"; exit 2; }
 export FIGHTLAB_COMMIT
@@ -263,7 +264,9 @@ PYEOF
     *) bad "unknown step $step" ;;
   esac
   RESULT[-1]="${RESULT[-1]} [$((SECONDS - t0)) s]"
+  # after every step, so a call cut at the device's limit still brings back what finished
+  find data -type f -newer "$stamp" | tar czf "$O/data.tgz" -T - 2>/dev/null
+  printf '%s\n' "${RESULT[@]}" > "$O/result.txt"
 done
-find data -type f -newer "$stamp" | tar czf "$O/data.tgz" -T - 2>/dev/null
 echo "data written: $(tar tzf "$O/data.tgz" 2>/dev/null | wc -l) files"
 printf '%s\n' "${RESULT[@]}"
