@@ -415,3 +415,35 @@ def test_notebook_04_at_smoke_size(tmp_path):
     folders = [p for p in sweep.SWEEP_ROOT.iterdir() if p.name.startswith("cpu-")]
     shown = [f for f in folders if f"'sweep_dir': '{f}'" in out]
     assert len(shown) == 1 and (shown[0] / sweep.STATE).is_file(), out[:2000]
+
+
+def _curve(stage0: int, wait: int = 2) -> pd.DataFrame:
+    """A training's curve: ``stage0`` iterations in the first stage, then 9 stages of ``wait``
+    (the last row of a stage is its widening, the stage it left; the solving row the last's)."""
+    stage, event = [], []
+    for s, n in enumerate([stage0] + [wait] * 9):
+        for i in range(n):
+            widen = i == n - 1 and s < 9
+            stage.append(s + 1 if widen else s)
+            event.append("widen" if widen else ("solved" if s == 9 and i == n - 1 else "wait"))
+    return pd.DataFrame({"iteration": range(len(stage)), "stage": stage, "event": event})
+
+
+def test_stage0_by_nworld_splits_the_first_stage_from_the_rest(tmp_path):
+    """Stage 0 against nworld, from the curves: seeds and packed runs pool, an unsolved run or a
+    run without a curve does not count, and the world-iterations are nworld × stage 0."""
+    for n, seed, s0, conc in ((512, 1, 30, 1), (1024, 1, 20, 1), (1024, 2, 24, 4), (4096, 1, 8, 1)):
+        row = train_row("simple", n, seed, s0 + 18, concurrent=conc)
+        results.append_row("train", row, tmp_path)
+        results.write_curve(row["run_id"], _curve(s0), tmp_path)
+    results.append_row("train", train_row("simple", 2048, 1, 99), tmp_path)  # no curve: left out
+    lost = train_row("simple", 512, 3, 60, solved=False)
+    results.append_row("train", lost, tmp_path)
+    results.write_curve(lost["run_id"], _curve(40), tmp_path)
+    t = sweep.stage0_by_nworld(published_runs(tmp_path), tmp_path).set_index("nworld")
+    assert t.index.tolist() == [512, 1024, 4096]
+    assert t.loc[1024, "n"] == 2 and t.loc[1024, "seeds"] == "1,2"
+    assert t.loc[1024, "stage0_median"] == 22 and t.loc[1024, "stage0_min"] == 20
+    assert (t["later_median"] == 18).all()
+    assert t.loc[512, "iterations_median"] == 48 and t.loc[512, "stage0_world_iterations_median"] == 512 * 30
+    assert sweep.stage0_by_nworld(published_runs(tmp_path / "none"), tmp_path / "none").empty

@@ -408,7 +408,7 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
     """Iterations per curriculum stage of every solo solved run of the task itself in ``runs``
     (:func:`published_runs`) that has its curve under ``root`` (default: the repository), one row
     per (run, stage): run_id, body, learner (:func:`learner_id`: old and new learner defaults
-    are different groups), commit, seed, concurrent, stage, amplitude, iterations. Curves
+    are different groups), commit, nworld, seed, concurrent, stage, amplitude, iterations. Curves
     without the ``stage`` and ``event`` columns are left out. ``packed=True`` keeps packed runs
     too (a learner study packs its variants: packing changes wall time, not iterations)."""
     from fightlab.config import TrainConfig
@@ -426,12 +426,12 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
         if not {"stage", "event"} <= set(curve.columns):
             continue  # a curve without the curriculum columns (not a training's rows.csv)
         for stage, n in stage_iterations(curve).items():
-            rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner,
-                             commit=r.commit, seed=r.seed, concurrent=int(r.concurrent), stage=int(stage),
+            rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner, commit=r.commit,
+                             nworld=int(r.nworld), seed=r.seed, concurrent=int(r.concurrent), stage=int(stage),
                              amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
                              iterations=int(n)))
-    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "seed", "concurrent", "stage",
-                                       "amplitude", "iterations"])
+    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "nworld", "seed", "concurrent",
+                                       "stage", "amplitude", "iterations"])
 
 
 #: params that do not change what a run measures (where it ran, its seed, how it was launched)

@@ -526,6 +526,42 @@ def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
+def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.DataFrame:
+    """Where the iterations go at each world count: per (body, learner, nworld), over the
+    solved train rows of the task with curves (`report.stage_table`, packed runs included:
+    packing changes wall time, not iterations), the first stage's iterations (a = 0.1, where the
+    policy first learns to stand through pushes) and the later stages', and the first stage in
+    world-iterations (nworld × its iterations: samples / num_steps), any commit.
+
+    Returns:
+      DataFrame body, learner, nworld, n, seeds (text), stage0_median / _min / _max, later_median
+      (iterations of stages 1 …), iterations_median (total), stage0_world_iterations_median;
+      sorted by body, learner, nworld. Empty (same columns) without such runs.
+    """
+    from fightlab.measure.report import stage_table
+
+    cols = ["body", "learner", "nworld", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
+            "later_median", "iterations_median", "stage0_world_iterations_median"]
+    t = stage_table(runs, Path(root) if root else None, packed=True) if not runs.empty else pd.DataFrame()
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    first = t["stage"] == 0
+    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
+                                      nworld=("nworld", "first"), seed=("seed", "first"),
+                                      iterations=("iterations", "sum"))
+    per_run["stage0"] = t[first].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
+    per_run["later"] = per_run["iterations"] - per_run["stage0"]
+    out = []
+    for (body, learner, nworld), g in per_run.groupby(["body", "learner", "nworld"], sort=True):
+        out.append(dict(body=body, learner=learner, nworld=int(nworld), n=len(g),
+                        seeds=",".join(str(x) for x in sorted(g["seed"])),
+                        stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
+                        stage0_max=g["stage0"].max(), later_median=g["later"].median(),
+                        iterations_median=g["iterations"].median(),
+                        stage0_world_iterations_median=float(nworld) * g["stage0"].median()))
+    return pd.DataFrame(out, columns=cols)
+
+
 def findings(table: pd.DataFrame) -> list[str]:
     """Lines a notebook prints about the curve (`time_to_solve_table`), per (gpu, body): the
     fastest measured point and its time, against the original's point (1024 worlds), and how
@@ -704,6 +740,6 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 __all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
            "AUTO_TOLERANCE", "parse_nworld_list", "parse_seed_list", "time_point", "sweep_options",
            "sweep_id", "validate_sweep_id", "int_text", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
-           "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check",
+           "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check", "stage0_by_nworld",
            "findings", "interp_iterations", "pick_nworld", "known_iterations", "auto_nworld",
            "auto_vs_sweep"]
