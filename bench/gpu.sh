@@ -52,6 +52,7 @@ declare -A STUDY=(
   [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
   [clipS]="6|@bench/studies/clipS.jobs|--grid seed=1,2"
   [clipM]="4|@bench/studies/clipM.jobs|--grid seed=1,2"
+  [solveA]="4|@bench/studies/solveA.jobs|"  # issue 17's missing solve points (each job names its seed)
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )

@@ -536,3 +536,28 @@ def test_packed_throughput_leaves_out_runs_without_a_wall_time(capsys):
     assert out.index[0][-1] is False or out.index[0][-1] == False  # noqa: E712 — "False" is not True
     assert r["n_runs"] == 2 and r["n_solved"] == 2
     assert r["gpu_hours"] == pytest.approx(2 * 210 / 4 / 3600)
+
+
+def test_every_committed_study_jobs_file_is_a_valid_batch():
+    """bench/studies/*.jobs (the GPU sessions' learner studies and solve batches): each line a
+    train job the command line accepts (flags, --set keys and values), so a GPU call never
+    fails on a typo. With the seed grid bench/gpu.sh gives a file, or none where its lines name
+    their seeds."""
+    import re
+
+    from fightlab import batch
+    from fightlab.cli import JOB_COMMANDS, check_job_argv
+    from fightlab.paths import REPO_ROOT
+
+    script = (REPO_ROOT / "bench" / "gpu.sh").read_text()
+    files = sorted((REPO_ROOT / "bench" / "studies").glob("*.jobs"))
+    assert files
+    for f in files:
+        spec = re.search(r'\[\w+\]="\d+\|@bench/studies/' + re.escape(f.name) + r'\|([^"]*)"', script)
+        assert spec, f"{f.name} is not a study of bench/gpu.sh"
+        grid = batch.parse_grid(re.findall(r"--grid (\S+)", spec.group(1)))
+        jobs = batch.make_jobs(batch.read_jobs_file(f), grid, [], JOB_COMMANDS, check_argv=check_job_argv)
+        assert jobs and all(j.argv[0] == "train" for j in jobs), f.name
+        seeds = [j.argv[j.argv.index("--seed") + 1] if "--seed" in j.argv else None for j in jobs]
+        assert len(jobs) == len(set(map(tuple, (j.argv for j in jobs)))), f"{f.name}: a job twice"
+        assert all(s is not None for s in seeds) or grid, f"{f.name}: no seed given"

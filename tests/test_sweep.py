@@ -282,9 +282,23 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert s.loc[1024, "n_runs"] == 3 and s.loc[1024, "n_solved"] == 2  # the unsolved run: counted, not timed
     assert pd.isna(s.loc[512, "time_to_solve_s"]) and s.loc[512, "n_runs"] == 0
     assert s.loc[1024, "env_steps_per_s"] == pytest.approx(1024 * 32 / 0.2)
-    # another commit's train rows never pair with these sweep rows
-    other = published_runs(root).assign(commit="fff0000")
+    # another commit's train rows pool (iterations are the learner's, as for --nworld auto) and are
+    # listed; another learner's never pair with these sweep rows
+    runs = published_runs(root)
+    later = runs[(runs["body"] == "simple") & (runs["nworld"] == 4096)].assign(
+        commit="fff0000", iterations=500, time="2099-01-01T00:00:00+00:00")
+    pooled = sweep.time_to_solve_table(results.read_rows("sweep", root), pd.concat([runs, later]))
+    p = pooled[pooled["body"] == "simple"].set_index("nworld")
+    assert p.loc[4096, "n_solved"] == 4 and p.loc[4096, "commits"] == "abc1234,fff0000"
+    assert p.loc[4096, "iterations_median"] == pytest.approx((470 + 500) / 2)  # of 450, 470, 500, 500
+    assert p.loc[1024, "commits"] == "abc1234"
+    other = runs.assign(params=[json.dumps({**json.loads(x), "ppo": {"clip_coef": 0.11}}) for x in runs["params"]])
     assert sweep.time_to_solve_table(results.read_rows("sweep", root), other)["time_to_solve_s"].isna().all()
+    # a point measured again replaces the older measurement
+    again = results.read_rows("sweep", root).iloc[[0]].assign(s_per_iter=9.0, time="2099-01-01T00:00:00+00:00",
+                                                            commit="fff0000")
+    t2 = sweep.time_to_solve_table(pd.concat([results.read_rows("sweep", root), again]), runs)
+    assert len(t2) == 8 and (t2["s_per_iter"] == 9.0).sum() == 1 and (t2["commit"] == "fff0000").sum() == 1
     lines = sweep.findings(t)
     assert any(line.startswith("simple on NVIDIA H200: fastest solve at 1024 worlds") for line in lines), lines
     check = sweep.packing_check(published_runs(root))

@@ -19,9 +19,11 @@ Two measurements, kept apart:
   wall time, not iterations — `packing_check` compares a point run both ways) that publishes
   ``train`` rows.
 
-`time_to_solve_table` joins them: per (body, nworld), the median iterations to solve of the
-train rows (any packing; same commit and learner as the sweep rows) × the solo seconds per
-iteration of the sweep row (same commit, GPU). Figure 2 (`fightlab.figures.sweep`) draws it.
+`time_to_solve_table` joins them: per (GPU, body, learner, nworld), the median iterations to
+solve of the train rows of the same body, learner and nworld (any packing, commit and GPU: the
+iterations are the learner's and the curriculum's, as for `--nworld auto`; the commits pooled
+are listed) × the solo seconds per iteration of the newest sweep row of that GPU. Figure 2
+(`fightlab.figures.sweep`) draws it.
 
 **The `--nworld auto` rule** (`pick_nworld`, `auto_nworld`): time a short ramp of solo
 iterations at a few world counts on the machine at hand, predict time to solve(n) =
@@ -428,18 +430,20 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
-    """Iterations to solve per (body, commit, learner, nworld) from train rows of the task
-    (`report.published_runs`; any packing: packing changes wall time, not iterations).
+    """Iterations to solve per (body, learner, nworld) from train rows of the task
+    (`report.published_runs`; any packing: packing changes wall time, not iterations; any commit
+    and GPU: the iterations are the learner's and the curriculum's, as `known_iterations` has
+    them for `--nworld auto`).
 
     Returns:
-      DataFrame with body, commit, learner, nworld, n_runs, n_solved, seeds (solved, text),
-      iterations_median / _min / _max (solved runs only; NaN when none solved), packed (the
-      packings seen, text such as "1,4").
+      DataFrame with body, learner, nworld, n_runs, n_solved, seeds (solved, text), commits (of
+      the solved runs, oldest first, text), iterations_median / _min / _max (solved runs only;
+      NaN when none solved), packed (the packings seen, text such as "1,4").
     """
     from fightlab.config import DEFAULT_TASK
     from fightlab.measure.report import learner_id
 
-    cols = ["body", "commit", "learner", "nworld", "n_runs", "n_solved", "seeds", "iterations_median",
+    cols = ["body", "learner", "nworld", "n_runs", "n_solved", "seeds", "commits", "iterations_median",
             "iterations_min", "iterations_max", "packed"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -447,11 +451,12 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
     if "task" in runs:
         runs = runs[runs["task"] == DEFAULT_TASK]
     out = []
-    for (body, commit, learner, nworld), g in runs.groupby(["body", "commit", "learner", "nworld"], sort=True):
-        s = g[g["solved"] == True]  # noqa: E712
+    for (body, learner, nworld), g in runs.groupby(["body", "learner", "nworld"], sort=True):
+        s = g[g["solved"] == True].sort_values("time", kind="stable")  # noqa: E712
         conc = pd.to_numeric(g.get("concurrent", pd.Series(1, index=g.index)), errors="coerce")
-        out.append(dict(body=body, commit=commit, learner=learner, nworld=int(nworld), n_runs=len(g),
+        out.append(dict(body=body, learner=learner, nworld=int(nworld), n_runs=len(g),
                         n_solved=len(s), seeds=",".join(str(x) for x in sorted(s["seed"])),
+                        commits=",".join(dict.fromkeys(map(str, s["commit"]))),
                         iterations_median=s["iterations"].median() if len(s) else math.nan,
                         iterations_min=s["iterations"].min() if len(s) else math.nan,
                         iterations_max=s["iterations"].max() if len(s) else math.nan,
@@ -460,21 +465,22 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
-    """The newest ``sweep`` row per (gpu, commit, learner, body, nworld), with a ``learner``
-    column (from params; "" for rows without one)."""
+    """The newest ``sweep`` row per (gpu, learner, body, nworld), with a ``learner`` column
+    (from params; "" for rows without one): a point measured again, at the same or a later
+    commit, replaces the older measurement."""
     if sweep.empty:
         return sweep.assign(learner=pd.Series(dtype=object))
     sweep = sweep.assign(learner=[p.get("learner", "") for p in _params(sweep)])
     return (sweep.sort_values("time", kind="stable")
-            .drop_duplicates(["gpu", "commit", "learner", "body", "nworld"], keep="last")
+            .drop_duplicates(["gpu", "learner", "body", "nworld"], keep="last")
             .sort_values(["gpu", "body", "nworld"], kind="stable").reset_index(drop=True))
 
 
 def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Predicted time to solve against nworld: per sweep point (gpu, commit, learner, body,
-    nworld; the newest row), the median iterations to solve of the train rows of the same body,
-    commit, learner and nworld (`iterations_to_solve`, any packing) × the point's solo seconds
-    per iteration.
+    """Predicted time to solve against nworld: per sweep point (gpu, learner, body, nworld; the
+    newest row, `latest_sweep_rows`), the median iterations to solve of the train rows of the same
+    body, learner and nworld (`iterations_to_solve`: any packing, commit and GPU) × the point's
+    solo seconds per iteration.
 
         time_to_solve_s     = iterations_median × s_per_iter                      [s]
         time_to_solve_min_s = iterations_min × s_per_iter; _max_s likewise         [s]
@@ -483,17 +489,17 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
       sweep: ``sweep`` rows (`results.read_rows("sweep", root)`); runs: train rows
         (`report.published_runs(root)`).
     Returns:
-      DataFrame, one row per sweep point: gpu, commit, learner, body, nworld, s_per_iter,
-      rollout_s_per_iter, update_s_per_iter, env_steps_per_s, n_runs, n_solved, seeds,
-      iterations_median / _min / _max, packed, time_to_solve_s / _min_s / _max_s (NaN where no
-      train row of that point solved).
+      DataFrame, one row per sweep point: gpu, commit (the sweep row's), learner, body, nworld,
+      s_per_iter, rollout_s_per_iter, update_s_per_iter, env_steps_per_s, n_runs, n_solved,
+      seeds, commits (the train rows'), iterations_median / _min / _max, packed,
+      time_to_solve_s / _min_s / _max_s (NaN where no train row of that point solved).
     """
     pts = latest_sweep_rows(sweep)
     keep = ["gpu", "commit", "learner", "body", "nworld", "s_per_iter", "rollout_s_per_iter",
             "update_s_per_iter", "env_steps_per_s"]
     pts = pts[keep] if not pts.empty else pd.DataFrame(columns=keep)
     its = iterations_to_solve(runs)
-    out = pts.merge(its, on=["body", "commit", "learner", "nworld"], how="left")
+    out = pts.merge(its, on=["body", "learner", "nworld"], how="left")
     out["n_runs"] = out["n_runs"].fillna(0).astype(int)
     out["n_solved"] = out["n_solved"].fillna(0).astype(int)
     for suffix, col in (("", "iterations_median"), ("_min", "iterations_min"), ("_max", "iterations_max")):
