@@ -115,8 +115,9 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     # machine it ran on; ok 1/0 (the checks passed and the training ran; params.reason says why
     # not); set-up phases apart (install_s from the launcher, compile_s, first_iter_s); the speed
     # test's medians (as "sweep"); expected_env_steps_per_s from earlier rows of the same GPU
-    # (empty: no reference); the timed training; estimated_time_to_solve_s = the committed
-    # headline's median iterations to solve × train_s_per_iter (an estimate; params.estimate);
+    # (empty: no reference); the timed training; estimated_time_to_solve_s = committed iterations
+    # to solve (this learner and nworld, else the headline's) × train_s_per_iter (an estimate;
+    # params.estimate.basis says which);
     # CUDA versions as 12.8; bandwidth_mb_per_s in 10^6 bytes/s (empty: not measured)
     "bench": (
         "ok", "install_s", "compile_s", "first_iter_s", "speed_iterations", "s_per_iter",

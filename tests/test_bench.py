@@ -171,3 +171,37 @@ def test_bad_host_falls_back_to_published_bandwidth(tmp_path, monkeypatch, copy_
     assert params["bandwidth_reference"]["published_gb_per_s"] == 1008.0 and len(probes) == 1  # once per job
     assert rows[0]["ok"] is ok and bool(trained) is ok
     assert ("bad host" in params.get("reason", "")) is (not ok)
+
+
+def test_estimate_prefers_the_same_learner_and_nworld(tmp_path):
+    """The bench's own learner at its nworld first (any commit, packed runs too), then
+    interpolated between two of its world counts, then the headline; the basis is recorded."""
+    from fightlab.config import TrainConfig, to_dict
+    from fightlab.measure.report import learner_id
+
+    def row(nworld, seed, iterations, concurrent=1, commit="abc1234", **ppo):
+        cfg = to_dict(TrainConfig(body="simple", nworld=nworld, seed=seed))
+        cfg["ppo"].update(ppo)
+        r = results.run_metadata(body="simple", nworld=nworld, seed=seed, device="cpu",
+                                 params={**cfg, "concurrent": concurrent, "task": "default"})
+        r.update(gpu="NVIDIA H200", commit=commit, time_to_solve_s=iterations * 0.2, iterations=iterations,
+                 compile_s=1.0, env_steps_per_s=1e5, physics_steps_per_s=5e5, rollout_s_per_iter=0.18,
+                 update_s_per_iter=0.02, solved=True, final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0,
+                 overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.95,
+                 tracking_survived=0.95)
+        return r
+
+    for r in (row(1024, 1, 400), row(1024, 2, 420, concurrent=4, commit="def5678"), row(4096, 1, 300),
+              row(1024, 1, 900, clip_coef=0.11), row(1024, 2, 910, clip_coef=0.11), row(1024, 3, 920, clip_coef=0.11)):
+        results.append_row("train", r, tmp_path)
+    df = published_runs(tmp_path)
+    mine = learner_id(to_dict(TrainConfig()))
+    it, t, src = bench.estimate("simple", 0.5, df, learner=mine, nworld=1024)
+    assert it == 410 and t == pytest.approx(205.0) and src["basis"] == "learner and nworld"
+    it2, _, src2 = bench.estimate("simple", 0.5, df, learner=mine, nworld=2048)
+    assert it2 == pytest.approx(355.0) and src2["basis"].endswith("interpolated in log2(nworld)")
+    # outside that learner's world counts, or another learner: the headline (most solo seeds: the
+    # clip-0.11 group), said so
+    it3, _, src3 = bench.estimate("simple", 0.5, df, learner=mine, nworld=16384)
+    assert src3["basis"] == "headline" and it3 == 910 and "no committed solve of this learner" in src3["note"]
+    assert bench.estimate("simple", 0.5, df, learner="00000000", nworld=1024)[0] == 910

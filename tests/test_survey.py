@@ -398,7 +398,7 @@ def test_a_bench_row_becomes_a_survey_row(ref, tmp_path):
     assert r["usd_per_h"] == cost.ASSUMED_PRICE_PER_HOUR["H200"]  # the assumed price, as our other H200 rows
     assert r["cost_per_solve_usd"] == pytest.approx((600.0 + host + 23.0) * 3.0 / 3600)
     assert r["note"].startswith("bench estimate: fightlab bench row b2-simple-H200 (commit abc1234, 1024 worlds): "
-                                "500 headline iterations × 1.2 s/iteration; set-up = host set-up (install not "
+                                "500 iterations to solve × 1.2 s/iteration; set-up = host set-up (install not "
                                 "measured)"), r["note"]
     assert said == ["survey: fightlab bench: 1 older bench row(s) superseded by a newer one of the same GPU type "
                     "and body: b1-simple-H200"]

@@ -26,12 +26,12 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    params), written to ``--out`` as CSV (``<out>/data/results/bench.csv``) and JSON
    (``<out>/bench.json``); with ``--publish`` (`config.check_publish`) also to data/.
 
-**Estimated time to solve** = the median iterations to solve of the committed headline run of the
-body (`report.headline` over `report.solve_summary` of the train rows read from the
-repository's data/results/train.csv) × the measured seconds per iteration of the timed training
-(the speed test's where the training timed none). The row's params.estimate names the headline
-group (commit, GPU, nworld, seeds) and says "estimated": iterations depend on the learner and
-the world count, so at another nworld than the headline's it is an estimate in two ways.
+**Estimated time to solve** = iterations to solve × the measured seconds per iteration of the
+timed training (the speed test's where the training timed none). The iterations are read from
+the repository's data/results/train.csv (`estimate`): the committed runs of the bench's own
+learner at its nworld (any commit and packing), else interpolated between two world counts of
+that learner, else the body's headline group (`report.headline`). The row's params.estimate
+says which (``basis``) and "estimated": iterations depend on the learner and the world count.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import hosts, meta, results
-from fightlab.config import (BODY_NAMES, ConfigError, PPOConfig, TrainConfig, check_publish,
+from fightlab.config import (BODY_NAMES, ConfigError, PPOConfig, TrainConfig, check_publish, to_dict,
                              validate_nworld, validate_size)
 from fightlab.paths import REPO_ROOT, RUNS
 
@@ -177,23 +177,44 @@ def probe_bandwidth(device: str) -> dict:
                 launch_us=float(empty.iloc[0]) * 1e6 if len(empty) else None)
 
 
-def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame) -> tuple[float | None, float | None, dict]:
-    """(iterations to solve, estimated time to solve [s], source): the median iterations to
-    solve of the committed headline group of ``body`` (`report.headline`) × ``s_per_iter``;
-    (None, None, {"note": …}) when the body has no headline. ``train_rows``: `report.published_runs`."""
-    from fightlab.measure.report import headline, solve_summary
+def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: str | None = None,
+             nworld: int | None = None) -> tuple[float | None, float | None, dict]:
+    """(iterations to solve, estimated time to solve [s], source) for ``body`` at ``s_per_iter``.
 
+    The iterations, first found wins: (1) with ``learner`` (`report.learner_id`) and ``nworld``,
+    the median iterations to solve of the committed solved runs of that body, learner and world
+    count (`sweep.known_iterations`: any commit and packing); (2) between two committed world
+    counts of that learner, interpolated in log2(nworld) (`sweep.interp_iterations`); (3) the
+    committed headline group of ``body`` (`report.headline`), whatever its learner and nworld.
+    Time = iterations × ``s_per_iter``. (None, None, {"note": …}) when the body has no solved
+    run at all. ``train_rows``: `report.published_runs`. The source's ``basis`` says which."""
+    from fightlab.measure.report import headline, solve_summary
+    from fightlab.measure.sweep import interp_iterations, known_iterations
+
+    def timed(it):
+        return it * s_per_iter if s_per_iter == s_per_iter and s_per_iter > 0 else None
+
+    tail = " × this machine's seconds per iteration (read from the repository's data/results/train.csv)"
+    if learner and nworld and not train_rows.empty:
+        known = known_iterations(train_rows, body, learner)
+        it = known.get(int(nworld), interp_iterations(int(nworld), known) if len(known) >= 2 else math.nan)
+        if it == it:
+            basis = "learner and nworld" if int(nworld) in known else "learner, interpolated in log2(nworld)"
+            return it, timed(it), dict(body=body, learner=learner, nworld=int(nworld), basis=basis,
+                                       iterations_median=it,
+                                       known_iterations={str(k): v for k, v in sorted(known.items())},
+                                       note=f"estimated: the committed runs' median iterations to solve of this "
+                                            f"{basis}" + tail)
     h = headline(solve_summary(train_rows)) if not train_rows.empty else pd.DataFrame()
     if h.empty or body not in h.index.get_level_values("body"):
         return None, None, dict(note=f"no committed solo solved run of {body} in data/results/train.csv")
     keys, r = next((k, r) for k, r in h.iterrows() if k[0] == body)
     src = dict(zip(("body", "setup", "commit", "gpu", "nworld", "config", "task"), keys))
     it = float(r["iterations_median"])
-    src.update(n_solo=int(r["n_solo"]), iterations_median=it,
-               note="estimated: the headline's median iterations to solve × this machine's seconds "
-                    "per iteration (read from the repository's data/results/train.csv)")
-    t = it * s_per_iter if s_per_iter == s_per_iter and s_per_iter > 0 else None
-    return it, t, src
+    src.update(n_solo=int(r["n_solo"]), iterations_median=it, basis="headline",
+               note="estimated: the headline's median iterations to solve" + tail
+                    + ("" if not learner else "; no committed solve of this learner at or around this nworld"))
+    return it, timed(it), src
 
 
 def validate_bodies(bodies) -> list[str]:
@@ -334,7 +355,7 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
     """
     from tqdm.auto import tqdm
 
-    from fightlab.measure.report import published_runs
+    from fightlab.measure.report import learner_id, published_runs
     from fightlab.measure.sweep import auto_nworld, time_point
 
     size = validate_size(size)
@@ -442,7 +463,8 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
                 bar.update(1)
                 m.update(tr)
                 s_it = tr.get("train_s_per_iter") or r["s_per_iter"]
-                iters, t, src = estimate(body, s_it, train_rows)
+                iters, t, src = estimate(body, s_it, train_rows, learner=learner_id(to_dict(
+                    dataclasses.replace(base, body=body))), nworld=n)
                 m.update(iterations_to_solve_reference=iters, estimated_time_to_solve_s=t, ok=True)
                 info["estimate"] = src
             except _Stop as e:

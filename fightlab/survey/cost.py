@@ -793,8 +793,8 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
     """Bench rows (:func:`read_bench`) as survey rows (:data:`SURVEY_COLUMNS`): one per (GPU
     type, body, source), from the newest usable row (older ones are counted through ``log``).
 
-    - time to solve [s] = the row's ``estimated_time_to_solve_s`` (the headline's iterations to
-      solve × this machine's s/iteration, `fightlab.measure.bench.estimate`): ``time_source``
+    - time to solve [s] = the row's ``estimated_time_to_solve_s`` (committed iterations to solve
+      × this machine's s/iteration, `fightlab.measure.bench.estimate`): ``time_source``
       "bench estimate", ``time_estimated`` true; mode "solo".
     - paid set-up [s] = install + ``compile_s`` + ``first_iter_s``, the phases bench timed;
       install = ``install_s`` where the launcher measured it (rented hosts: the venv and ``pip
@@ -852,7 +852,7 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
         install = float(r["install_s"]) if measured else host_setup_s
         t = float(r["estimated_time_to_solve_s"])
         iters = float(r["iterations_to_solve_reference"])
-        how = (f"{iters:.0f} headline iterations × {t / iters:.3g} s/iteration" if _finite(iters, positive=True)
+        how = (f"{iters:.0f} iterations to solve × {t / iters:.3g} s/iteration" if _finite(iters, positive=True)
                else "the row's estimate")
         out.append(dict(origin="fightlab", machine=r["_gpu"], provider=r["provider"], kind="gpu", gpu=r["_gpu"],
                         group="fightlab GPU", body=r["body"], mode="solo", usd_per_h=r["_price"],
