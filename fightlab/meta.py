@@ -7,6 +7,7 @@ row can not fail because of the environment.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import socket
@@ -67,6 +68,37 @@ def git_commit(root: Path | str | None = None) -> str:
     sha = sha[:7]  # always 7 characters (--short grows when 7 are ambiguous), as the override
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd)
     return f"{sha}-dirty" if status else sha
+
+
+#: the code a training runs and times itself with: the bodies, the physics and its kernels, the
+#: env, the trainer and the clock. Two commits whose files here are identical ran the same
+#: experiment for the same params (the config's values are in every row's params; see
+#: `fightlab.measure.report.config_id`), so their seeds pool (`training_code_id`).
+TRAINING_CODE = ("fightlab/bodies", "fightlab/sim", "fightlab/kernels", "fightlab/envs", "fightlab/rl",
+                 "fightlab/timing.py")
+
+
+@functools.lru_cache(maxsize=512)
+def training_code_id(commit: str, root: str | None = None) -> str | None:
+    """8 hex characters naming the :data:`TRAINING_CODE` of ``commit`` (a row's commit, e.g.
+    ``"55b4d46"``): a sha1 over the git blob ids and paths of its ``.py`` files there
+    (``git ls-tree -r``), so commits that changed only docs, figures, the survey or defaults
+    (recorded in params) share it. None where it cannot be known: no git, ``root`` (default:
+    fightlab's source tree) not a repository, a commit it does not hold (a shallow clone, a
+    synthetic row), a ``-dirty`` or ``unknown`` commit."""
+    import hashlib
+
+    if not isinstance(commit, str) or not commit or commit == "unknown" or commit.endswith("-dirty") \
+            or not all(c in "0123456789abcdef" for c in commit.lower()):
+        return None
+    cwd = Path(root) if root is not None else REPO_ROOT
+    if not (cwd / ".git").exists():
+        return None
+    out = _run(["git", "ls-tree", "-r", "--full-tree", f"{commit}^{{commit}}", "--", *TRAINING_CODE], cwd=cwd)
+    if not out:
+        return None
+    lines = sorted(ln for ln in out.splitlines() if ln.endswith(".py"))
+    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:8] if lines else None
 
 
 def host_name() -> str:

@@ -9,7 +9,7 @@ import pytest
 from fightlab import cli, hosts, results
 from fightlab.config import ConfigError
 from fightlab.measure import bench
-from fightlab.measure.report import headline, published_runs, solve_summary
+from fightlab.measure.report import SUMMARY_KEYS, headline, published_runs, solve_summary
 from fightlab.paths import REPO_ROOT
 from fightlab.survey.cost import GPU_TYPES
 
@@ -102,7 +102,7 @@ def test_estimate_synthetic_train_rows():
     df = published_runs(REPO_ROOT)
     keys = headline(solve_summary(df)).xs("simple", level="body", drop_level=False).index[0]
     m = pd.Series(True, index=df.index)
-    for k, v in zip(("body", "setup", "commit", "gpu", "nworld", "config", "task"), keys):
+    for k, v in zip(SUMMARY_KEYS, keys):
         m &= df[k] == v
     m &= (df["solved"] == True) & (df["concurrent"] == 1)  # noqa: E712
     df = df.copy()

@@ -59,9 +59,10 @@ def test_solve_summary_never_pools_commits_or_setups(tmp_path):
     ])
     s = report.solve_summary(runs)
     assert s.index.names == list(report.SUMMARY_KEYS)
-    assert [k[:3] for k in s.index] == [("muscular-fast", "tree factor, global", "bbb2222"),
-                                        ("muscular-fast", "stock factor", "bbb2222"),
-                                        ("simple", "dense", "aaa1111"), ("simple", "dense", "bbb2222")]
+    # these synthetic commits are in no git history: each is its own training code
+    assert [k[:3] for k in s.index] == [("muscular-fast", "tree factor, global", "commit bbb2222"),
+                                        ("muscular-fast", "stock factor", "commit bbb2222"),
+                                        ("simple", "dense", "commit aaa1111"), ("simple", "dense", "commit bbb2222")]
     a, b = _grp(s, "simple", "dense", "aaa1111"), _grp(s, "simple", "dense", "bbb2222")
     assert (a["n_solo"], a["time_to_solve_median_s"], a["n_shared"], a["host_jobs"]) == (2, 105.0, 0, 1)
     assert (b["n_solo"], b["time_to_solve_median_s"], b["time_to_solve_max_s"]) == (3, 220.0, 240.0)
@@ -75,12 +76,66 @@ def test_solve_summary_never_pools_commits_or_setups(tmp_path):
 
     # headline: most solo seeds per body, the newest group among equals
     h = report.headline(s)
-    assert [k[:3] for k in h.index] == [("muscular-fast", "tree factor, global", "bbb2222"),
-                                        ("simple", "dense", "bbb2222")]
+    assert [k[:3] for k in h.index] == [("muscular-fast", "tree factor, global", "commit bbb2222"),
+                                        ("simple", "dense", "commit bbb2222")]
     c = report.original_comparison(s).set_index("body")
     assert c.loc["simple", "original_rtx5090_s"] == 185.0 and c.loc["simple", "original_ec2_96vcpu_s"] == 404.0
     assert c.loc["simple", "rtx5090_over_ours"] == pytest.approx(185.0 / 220.0)
     assert c.loc["muscular-fast", "ec2_96vcpu_over_ours"] == pytest.approx(714.0 / 360.0)
+
+
+def test_training_code_id_from_git_history(tmp_path):
+    """Commits that changed no training code (meta.TRAINING_CODE) share an id; a change under
+    it, a dirty, unknown or missing commit does not (None)."""
+    import subprocess
+
+    from fightlab import meta
+
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    (tmp_path / "fightlab" / "envs").mkdir(parents=True)
+    (tmp_path / "fightlab" / "envs" / "stance.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("a\n")
+    git("add", "-A"), git("commit", "-qm", "one")
+    c1 = git("rev-parse", "--short=7", "HEAD")
+    (tmp_path / "README.md").write_text("b\n")
+    (tmp_path / "fightlab" / "config.py").write_text("clip = 0.3\n")  # defaults: recorded in params
+    git("add", "-A"), git("commit", "-qm", "docs")
+    c2 = git("rev-parse", "--short=7", "HEAD")
+    (tmp_path / "fightlab" / "envs" / "stance.py").write_text("x = 2\n")
+    git("add", "-A"), git("commit", "-qm", "env")
+    c3 = git("rev-parse", "--short=7", "HEAD")
+    ids = [meta.training_code_id(c, str(tmp_path)) for c in (c1, c2, c3)]
+    assert ids[0] is not None and ids[0] == ids[1] != ids[2] and len(ids[0]) == 8
+    for bad in (c1 + "-dirty", "unknown", "fff0000", "", "not hex"):
+        assert meta.training_code_id(bad, str(tmp_path)) is None
+    assert meta.training_code_id(c1, str(tmp_path / "fightlab")) is None  # not a repository root
+
+
+def test_solve_summary_pools_commits_of_the_same_training_code(tmp_path, monkeypatch):
+    """Seeds of two commits with the same training code are one group (commits listed, the
+    newest solo run's commit); a third commit with other code stays apart."""
+    from fightlab import meta
+
+    monkeypatch.setattr(meta, "training_code_id", lambda c, root=None: {"aaa1111": "c0de0001",
+                                                                       "bbb2222": "c0de0001"}.get(c))
+    t = "2026-11-30T0{}:00:00+00:00".format
+    runs = _write(tmp_path, [
+        train_row("simple", seed=1, tts=100.0, commit="aaa1111", time=t(1)),
+        train_row("simple", seed=2, tts=110.0, commit="bbb2222", time=t(2)),
+        train_row("simple", seed=3, tts=120.0, commit="bbb2222", time=t(3)),
+        train_row("simple", seed=4, tts=900.0, commit="ccc3333", time=t(4)),
+    ])
+    assert list(runs["code"]) == ["c0de0001"] * 3 + ["commit ccc3333"]
+    s = report.solve_summary(runs).reset_index().set_index("code")
+    assert s.loc["c0de0001", "n_solo"] == 3 and s.loc["c0de0001", "time_to_solve_median_s"] == 110.0
+    assert s.loc["c0de0001", "commits"] == "aaa1111 bbb2222" and s.loc["c0de0001", "commit"] == "bbb2222"
+    assert s.loc["commit ccc3333", "n_solo"] == 1
+    h = report.headline(report.solve_summary(runs))
+    assert h.reset_index()["code"].tolist() == ["c0de0001"]  # 3 seeds beat the newer single seed
 
 
 def _grp(s, body, setup, commit):
@@ -114,7 +169,8 @@ def test_headline_prefers_newer_among_equal_seed_counts(tmp_path):
                   # a later shared-GPU run does not make the old group the newest
                   + [train_row("simple", seed=9, tts=50.0, commit="old0000", time=t(4), shared_gpu=3)])
     h = report.headline(report.solve_summary(runs))
-    assert [k[:3] for k in h.index] == [("simple", "dense", "new1111")]
+    assert [k[:3] for k in h.index] == [("simple", "dense", "commit new1111")]
+    assert h["commit"].tolist() == ["new1111"]
 
 
 def test_summary_of_shared_runs_only(tmp_path):

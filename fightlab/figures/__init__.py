@@ -126,7 +126,7 @@ def _save_per_gpu(df: pd.DataFrame, name: str, plot: Callable, root: Path,
 # --- training -------------------------------------------------------------------------------
 
 def train_curve_labels(runs: pd.DataFrame) -> list[str]:
-    """One legend label per published run's group: body, factor setup and commit, the seeds of
+    """One legend label per published run's group: body, factor setup and commit(s), the seeds of
     the group, and "shared GPU ×N" for runs that shared the GPU (not headline times). Runs of one
     group (:data:`fightlab.measure.report.SUMMARY_KEYS`, solo or shared alike) get the same label."""
     import pandas as pd
@@ -141,12 +141,14 @@ def train_curve_labels(runs: pd.DataFrame) -> list[str]:
 
     keys = [tuple(getattr(r, k) for k in SUMMARY_KEYS) + (shared(r),) for r in runs.itertuples()]
     seeds: dict[tuple, list[str]] = {}
+    commits: dict[tuple, dict[str, None]] = {}  # a group may pool commits of the same training code
     for key, r in zip(keys, runs.itertuples()):
         seeds.setdefault(key, []).append(str(r.seed))
+        commits.setdefault(key, {})[str(r.commit or "no commit")] = None
     labels = []
     for key, r in zip(keys, runs.itertuples()):
         ss = seeds[key]
-        labels.append(f"{r.body}, {r.setup}, {r.commit or 'no commit'}: seed{'s' if len(ss) > 1 else ''} "
+        labels.append(f"{r.body}, {r.setup}, {'+'.join(commits[key])}: seed{'s' if len(ss) > 1 else ''} "
                       f"{', '.join(ss)}{key[-1]}")
     return labels
 

@@ -373,7 +373,7 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     Raises:
       ConfigError: as :func:`backend_ratios` for bad rows.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary, with_code
 
     cols = ["body", "run_id", "commit", "time", "cpu", "nworld", "s_per_iter", "compile_s", "learner",
             "iterations_to_solve", "headline_commit", "headline_nworld", "headline_n_solo",
@@ -382,6 +382,7 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
         return pd.DataFrame(columns=cols)
     t = _checked(rows)
     cpu = t[t["backend"] == "cpu"].sort_values("time", kind="stable").drop_duplicates("body", keep="last")
+    runs = with_code(runs) if runs is not None and not runs.empty else runs
     heads = headline(solve_summary(runs)) if runs is not None and not runs.empty else pd.DataFrame()
     by_body = {k[SUMMARY_KEYS.index("body")]: (dict(zip(SUMMARY_KEYS, k)), h) for k, h in heads.iterrows()}
     out = []
@@ -402,7 +403,7 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
         out.append(dict(body=body, run_id=r["run_id"], commit=r["commit"], time=r["time"], cpu=r["gpu"],
                         nworld=int(r["nworld"]), s_per_iter=float(r["s_per_iter"]),
                         compile_s=float(r["compile_s"]) if "compile_s" in r else float("nan"),
-                        learner=r["learner"], iterations_to_solve=it, headline_commit=k["commit"],
+                        learner=r["learner"], iterations_to_solve=it, headline_commit=h["commits"],
                         headline_nworld=int(k["nworld"]), headline_n_solo=int(h["n_solo"]),
                         headline_learner=learners, time_to_solve_s=float(r["s_per_iter"]) * it))
     return pd.DataFrame(out, columns=cols)

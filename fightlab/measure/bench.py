@@ -188,7 +188,7 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
     committed headline group of ``body`` (`report.headline`), whatever its learner and nworld.
     Time = iterations × ``s_per_iter``. (None, None, {"note": …}) when the body has no solved
     run at all. ``train_rows``: `report.published_runs`. The source's ``basis`` says which."""
-    from fightlab.measure.report import headline, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
     from fightlab.measure.sweep import interp_iterations, known_iterations
 
     def timed(it):
@@ -209,7 +209,7 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
     if h.empty or body not in h.index.get_level_values("body"):
         return None, None, dict(note=f"no committed solo solved run of {body} in data/results/train.csv")
     keys, r = next((k, r) for k, r in h.iterrows() if k[0] == body)
-    src = dict(zip(("body", "setup", "commit", "gpu", "nworld", "config", "task"), keys))
+    src = dict(zip(SUMMARY_KEYS, keys), commit=r["commits"])
     it = float(r["iterations_median"])
     src.update(n_solo=int(r["n_solo"]), iterations_median=it, basis="headline",
                note="estimated: the headline's median iterations to solve" + tail

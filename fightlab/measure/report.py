@@ -215,7 +215,8 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     (bool: those jobs ran under CUDA MPS; False where not recorded), `gpu_jobs` (jobs at once on
     the host over all its GPUs, from params.gpu_jobs or the older host_jobs; 1 where not
     recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
-    names), `setup` (the mass matrix factor path, :func:`factor_setup`), `config`
+    names), `setup` (the mass matrix factor path, :func:`factor_setup`), `code` (the training
+    code of the row's commit, :func:`code_of`), `config`
     (:func:`config_id`), `task` (:func:`task_of`) and `learner` (:func:`learner_id`)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
@@ -229,6 +230,7 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["config"] = [config_id(p) for p in params]
     df["task"] = [task_of(p) for p in params]
     df["learner"] = [learner_id(p) for p in params]
+    df["code"] = [code_of(c) for c in df["commit"]]
     return df
 
 
@@ -446,7 +448,7 @@ def config_id(params: dict) -> str:
     """8 hex characters identifying a run's configuration: a hash of its params without
     :data:`VOLATILE_PARAMS` (so seeds pool, but a changed reward weight, learning rate or nworld
     does not). The factor switch and the per-segment record (commit, kernel variant, sharing) are
-    volatile here because :data:`SUMMARY_KEYS` keeps them apart already (``setup``, ``commit``),
+    volatile here because :data:`SUMMARY_KEYS` keeps them apart already (``setup``, ``code``),
     so runs with and without the tree factor share a config id and can be compared."""
     import hashlib
 
@@ -454,9 +456,30 @@ def config_id(params: dict) -> str:
     return hashlib.sha1(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:8]
 
 
-#: solve_summary's grouping: rows of different bodies, factor paths, code commits, GPUs, world
+#: solve_summary's grouping: rows of different bodies, factor paths, training code (``code``:
+#: `fightlab.meta.training_code_id` of the row's commit, else the commit itself), GPUs, world
 #: counts, configurations or tasks are never pooled
-SUMMARY_KEYS = ("body", "setup", "commit", "gpu", "nworld", "config", "task")
+SUMMARY_KEYS = ("body", "setup", "code", "gpu", "nworld", "config", "task")
+
+
+def code_of(commit) -> str:
+    """A train row's ``code`` key: `fightlab.meta.training_code_id` of its commit (commits whose
+    training code is identical share it), else ``"commit <commit>"`` (never pooled with another
+    commit: no git history here, a dirty or unknown commit, a synthetic row)."""
+    from fightlab.meta import training_code_id
+
+    return training_code_id(str(commit)) or f"commit {commit}"
+
+
+def with_code(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``code`` column (:func:`code_of` of each row's commit) where it has none."""
+    return df if "code" in df.columns else df.assign(code=[code_of(c) for c in df["commit"]])
+
+
+def _commits(g: pd.DataFrame) -> str:
+    """The commits of rows ``g``, oldest run first, once each, space-separated."""
+    when = pd.to_datetime(g["time"], utc=True, format="ISO8601", errors="coerce")
+    return " ".join(dict.fromkeys(map(str, g.assign(_w=when).sort_values("_w", kind="stable")["commit"])))
 
 
 def _solve_times(runs: pd.DataFrame) -> dict:
@@ -468,10 +491,12 @@ def _solve_times(runs: pd.DataFrame) -> dict:
 
 
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per :data:`SUMMARY_KEYS` group (body, factor setup, commit, GPU, nworld, config id, task:
-    rows that differ in any of these are never pooled into one median), over solved runs that
+    """Per :data:`SUMMARY_KEYS` group (body, factor setup, training code, GPU, nworld, config
+    id, task: rows that differ in any of these are never pooled into one median; commits that
+    changed no training code pool, and ``commits`` lists them), over solved runs that
     had the GPU to themselves (concurrent == 1): number of solo runs (n_solo, one per seed in
-    practice), median / min / max time to solve (s), median / min / max iterations, median
+    practice), ``commits`` (of the group's rows, oldest first) and ``commit`` (the newest solo
+    run's, else the newest run's), median / min / max time to solve (s), median / min / max iterations, median
     compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs
     that ran on the host beside any of them (gpu_jobs, and its older name host_jobs), and the
     newest solo run's time (latest; the newest run of any kind where there is no solo run). Runs
@@ -484,12 +509,17 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
       a DataFrame indexed by :data:`SUMMARY_KEYS`, sorted by body and newest run last.
     """
+    df = with_code(df)
     rows = []
     for keys, g in df.groupby(list(SUMMARY_KEYS), sort=False):
         solved = g["solved"] == True  # noqa: E712
         alone = g["concurrent"] == 1
         solo = g[solved & alone]
-        rows.append(dict(zip(SUMMARY_KEYS, keys), n_solo=len(solo),
+        newest = (solo if len(solo) else g).assign(
+            _w=lambda x: pd.to_datetime(x["time"], utc=True, format="ISO8601", errors="coerce")
+        ).sort_values("_w", kind="stable")
+        rows.append(dict(zip(SUMMARY_KEYS, keys), commits=_commits(g), commit=str(newest["commit"].iloc[-1]),
+                         n_solo=len(solo),
                          n_shared=int((~alone).sum()),
                          n_unsolved=int((~solved & alone).sum()),
                          **_solve_times(solo), iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
@@ -675,7 +705,8 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
             and math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
         raise ValueError(f"price_per_gpu_hour must be a positive number (price of one GPU-hour), "
                          f"got {price_per_gpu_hour!r}")
-    runs = df[pd.to_numeric(df["concurrent"], errors="coerce").notna()]
+    runs = with_code(df)
+    runs = runs[pd.to_numeric(runs["concurrent"], errors="coerce").notna()]
     mps = runs["mps"].map(lambda v: v.strip().lower() == "true" if isinstance(v, str) else bool(v))
     runs = runs.assign(concurrent=runs["concurrent"].astype(int), mps=mps,
                        _gpu_s=run_wall_s(runs) / runs["concurrent"].astype(float))
@@ -690,7 +721,7 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
         hours = g["_gpu_s"].sum() / 3600.0
         n = int(solved.sum())
         rate = n / hours if hours > 0 else float("nan")
-        row = dict(zip(PACKING_KEYS, keys), n_runs=len(g), n_solved=n, gpu_hours=hours,
+        row = dict(zip(PACKING_KEYS, keys), commits=_commits(g), n_runs=len(g), n_solved=n, gpu_hours=hours,
                    solves_per_gpu_hour=rate,
                    time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
         if price_per_gpu_hour is not None:

@@ -533,7 +533,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary, with_code
 
     host_setup_s = _host_setup("our_rows", setup, host_setup_s)
     if price_per_hour is not None:
@@ -543,6 +543,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     cols = list(SURVEY_COLUMNS)
     if runs is None or runs.empty:
         return pd.DataFrame(columns=cols)
+    runs = with_code(runs)
     backend = runs["params"].map(_backend)
 
     out = []
@@ -556,7 +557,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                         group="fightlab GPU", body=k["body"], mode="solo", usd_per_h=price,
                         time_to_solve_s=float(h["time_to_solve_median_s"]), time_estimated=False,
-                        time_source="measured solve", setup_s=s, note=f"headline, {int(h['n_solo'])} solo seeds, commit {k['commit']}, "
+                        time_source="measured solve", setup_s=s, note=f"headline, {int(h['n_solo'])} solo seeds, commit {h['commits']}, "
                         f"{k['setup']}, {k['nworld']} worlds; {said}"))
     # packed, measured solves (train rows that shared the GPU), of the headline's learner only:
     # a learner study packs its variants (another init_std, another KL target), not a buying choice
@@ -587,7 +588,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                             time_source="measured solve", setup_s=host_setup_s,
                             solves_per_hour=float(r["solves_per_gpu_hour"]),
                             solves_per_setup=K,
-                            note=f"{int(r['n_solved'])} packed solves (train rows), commit {k['commit']}; {said}"))
+                            note=f"{int(r['n_solved'])} packed solves (train rows), commit {r['commits']}; {said}"))
     # packed, estimated from the aggregate rate of packing rows
     if packing is not None and not packing.empty:
         iters = {kb[SUMMARY_KEYS.index("body")]: float(h["iterations_median"]) for kb, h in heads.iterrows()}
@@ -639,7 +640,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
                             time_estimated=False, time_source="measured solve",
                             setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
-                            note=f"CPU backend headline, commit {k['commit']}; {given}"))
+                            note=f"CPU backend headline, commit {h['commits']}; {given}"))
         for _, e in est.iterrows():
             other = ("" if e["learner"] in e["headline_learner"].split("/") else
                      f"; learner {e['learner'] or 'unrecorded'}, the headline's {e['headline_learner']}")
