@@ -33,7 +33,8 @@
 #   auto:BODY:SEED  a solo training at `--nworld auto` (issue 17's acceptance), published
 #   bench         issue 19's `fightlab bench --publish` (both bodies, host check, 2-min trainings)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote) and
-# result.txt (the table so far), both rewritten after every step.
+# result.txt (the table so far), both rewritten before every step and at the end. Exit status 1
+# when any step failed.
 set -uo pipefail
 [ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)"; exit 2; }
 export FIGHTLAB_COMMIT
@@ -58,10 +59,19 @@ declare -A STUDY=(
 )
 ok() { RESULT+=("PASS $1"); }
 bad() { RESULT+=("FAIL $1"); }
-PY=python3
+# the GPU machine: its python3 with the bundle on PYTHONPATH (gpu-env.sh); here: .venv when there is one
+PY=${FIGHTLAB_PY:-python3}; [ -z "${FIGHTLAB_PY:-}" ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$O/gpu.txt"
 
+# data.tgz (every data/ file this call wrote) and result.txt (the table so far), written through a
+# temporary file and renamed, before every step and after the last: a step refused with
+# `continue`, or a call cut at the device's limit, still brings back what finished
+flush() {
+  find data -type f -newer "$stamp" | tar czf "$O/data.tgz.part" -T - 2>/dev/null && mv -f "$O/data.tgz.part" "$O/data.tgz"
+  printf '%s\n' "${RESULT[@]}" > "$O/result.txt.part" && mv -f "$O/result.txt.part" "$O/result.txt"
+}
 for step in "$@"; do
+  flush
   t0=$SECONDS
   IFS=: read -r kind a b c d <<< "$step"
   log="$O/${step//:/_}.log"
@@ -265,9 +275,9 @@ PYEOF
     *) bad "unknown step $step" ;;
   esac
   RESULT[-1]="${RESULT[-1]} [$((SECONDS - t0)) s]"
-  # after every step, so a call cut at the device's limit still brings back what finished
-  find data -type f -newer "$stamp" | tar czf "$O/data.tgz" -T - 2>/dev/null
-  printf '%s\n' "${RESULT[@]}" > "$O/result.txt"
 done
+flush
 echo "data written: $(tar tzf "$O/data.tgz" 2>/dev/null | wc -l) files"
 printf '%s\n' "${RESULT[@]}"
+# the exit status says whether every step passed (1: at least one FAIL)
+! printf '%s\n' "${RESULT[@]}" | grep -q '^FAIL'

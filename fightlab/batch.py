@@ -78,7 +78,7 @@ RERUN = ("pending", "running", "paused", "timeout", "budget", "interrupted")
 TAIL_LINES = 5
 
 __all__ = ["BatchError", "Job", "Lane", "Mps", "split_values", "parse_grid", "parse_sets", "expand",
-           "parse_job", "read_jobs_file", "make_jobs", "notebook_path", "check_notebook_params",
+           "parse_job", "read_jobs_file", "check_devices", "make_jobs", "notebook_path", "check_notebook_params",
            "discover_gpus", "make_lanes", "job_command", "archive", "summary_table", "run_batch",
            "resolve_batch_dir"]
 
@@ -382,6 +382,32 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
     if out.returncode != 0:
         return []
     return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out.stdout, re.M)]
+
+
+def _job_device(argv: list[str]) -> str | None:
+    """The ``--device`` a fightlab job's argv names (``--device X`` or ``--device=X``), or None."""
+    for i, a in enumerate(argv):
+        if a == "--device" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--device="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
+    """Refuse, before any job starts, jobs that ask for a CUDA device on a host whose only lane
+    is the CPU (no GPU found): each would fail after its start-up.
+
+    Raises:
+      BatchError: naming the first such job, its device and how many there are.
+    """
+    if any(lane.gpu is not None for lane in lanes):
+        return
+    cuda = [j for j in jobs if j.kind == "fightlab" and str(_job_device(j.argv) or "").startswith("cuda")]
+    if cuda:
+        raise BatchError(f"job {cuda[0].label()!r} asks for --device {_job_device(cuda[0].argv)} but this host "
+                         f"has no GPU (nvidia-smi lists none; {len(cuda)} of {len(jobs)} job(s) do): run the "
+                         "batch on a GPU host, or give the jobs --device cpu")
 
 
 def make_lanes(gpus: str | None, found: list[int], concurrent: int) -> list[Lane]:
@@ -716,6 +742,8 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         raise BatchError(f"--min-left-s must be a number of seconds >= 0, got {min_left_s!r}")
     t0 = time.monotonic()
     lanes = make_lanes(gpus, discover(), concurrent)
+    if jobs is not None:
+        check_devices(jobs, lanes)
     folder = Path(folder)
     with _claim(folder, fresh=not resume):
         if resume:
@@ -723,6 +751,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
             if state.get("format") != FORMAT:
                 raise BatchError(f"{folder / STATE}: not a fightlab batch state ({FORMAT})")
             jobs = [Job(**j) for j in state["jobs"]]
+            check_devices([j for j in jobs if j.status in RERUN or (retry_failed and j.status == "failed")], lanes)
             state["resumes"] = state.get("resumes", 0) + 1
         else:
             state = dict(format=FORMAT, batch_id=folder.name, created=time.strftime(

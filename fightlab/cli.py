@@ -810,7 +810,9 @@ def cmd_sweep(a) -> int:
         from fightlab.paths import REPO_ROOT
 
         given = [f for f, on in (("--solve", a.solve), ("--publish", a.publish),
-                                 ("--device", a.device is not None)) if on]
+                                 ("--device", a.device is not None), ("--body", a.body is not None),
+                                 ("--nworld-list", a.nworld_list is not None),
+                                 ("--sweep-id", a.sweep_id is not None)) if on]
         if given:
             raise ConfigError(f"sweep --summary only reads data/ (no measurement); it does not take "
                               f"{', '.join(given)}: run those without --summary")

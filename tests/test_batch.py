@@ -561,3 +561,20 @@ def test_every_committed_study_jobs_file_is_a_valid_batch():
         seeds = [j.argv[j.argv.index("--seed") + 1] if "--seed" in j.argv else None for j in jobs]
         assert len(jobs) == len(set(map(tuple, (j.argv for j in jobs)))), f"{f.name}: a job twice"
         assert all(s is not None for s in seeds) or grid, f"{f.name}: no seed given"
+
+
+def test_cuda_jobs_on_a_host_without_gpu_are_refused_before_any_start(tmp_path, capsys, fakebin):
+    """A batch whose jobs ask for --device cuda… on a host with no GPU stops at once with one
+    line naming the job and its device, and writes no batch folder; with a GPU it is not refused."""
+    fakebin(gpus=0)
+    jobs = tmp_path / "gpu.jobs"
+    jobs.write_text("train --body simple --nworld 2 --device cuda:0 --max-iterations 1\n"
+                    "train --body simple --nworld 2 --device=cuda --max-iterations 1\n"
+                    "train --body simple --nworld 2 --device cpu --max-iterations 1\n")
+    rc = main(["batch", "--jobs", str(jobs), "--batch-dir", str(tmp_path / "b"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and "asks for --device cuda:0 but this host has no GPU" in err and "2 of 3 job(s)" in err, err
+    assert not (tmp_path / "b").exists()
+    parsed = batch.read_jobs_file(jobs)
+    batch.check_devices(parsed[2:], batch.make_lanes(None, [], 1))        # a CPU job on the CPU lane
+    batch.check_devices(parsed, batch.make_lanes(None, [0], 1))          # a GPU lane: not refused

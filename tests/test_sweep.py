@@ -121,7 +121,8 @@ def test_sweep_id_folder_must_sit_directly_under_the_sweep_root(tmp_path):
 def test_sweep_refuses_ignored_and_unsafe_flag_combinations(monkeypatch, capsys):
     import fightlab.cli as cli
 
-    for extra in (["--solve"], ["--publish"], ["--device", "cpu"]):
+    for extra in (["--solve"], ["--publish"], ["--device", "cpu"], ["--body", "simple"], ["--nworld-list", "128,x"],
+                  ["--sweep-id", "s1"]):
         assert main(["sweep", "--summary", *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert f"does not take {extra[0]}" in err and len(err.splitlines()) == 1, err
@@ -294,6 +295,17 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert p.loc[1024, "commits"] == "abc1234"
     other = runs.assign(params=[json.dumps({**json.loads(x), "ppo": {"clip_coef": 0.11}}) for x in runs["params"]])
     assert sweep.time_to_solve_table(results.read_rows("sweep", root), other)["time_to_solve_s"].isna().all()
+    # another learner's sweep rows (a later default change): the table keeps the newest
+    # learner's points per body, never a mix; learner=None keeps both
+    sw = results.read_rows("sweep", root)
+    newer = sw[sw["body"] == "simple"].assign(
+        params=[json.dumps({**json.loads(x), "learner": "0ther000"}) for x in sw[sw["body"] == "simple"]["params"]],
+        time="2099-01-01T00:00:00+00:00", s_per_iter=7.0)
+    mixed = sweep.time_to_solve_table(pd.concat([sw, newer]), runs)
+    assert mixed.groupby("body")["learner"].nunique().max() == 1 and len(mixed) == 8
+    assert set(mixed[mixed["body"] == "simple"]["learner"]) == {"0ther000"}
+    assert mixed[mixed["body"] == "simple"]["time_to_solve_s"].isna().all()  # no train row of that learner
+    assert len(sweep.time_to_solve_table(pd.concat([sw, newer]), runs, learner=None)) == 12
     # a point measured again replaces the older measurement
     again = results.read_rows("sweep", root).iloc[[0]].assign(s_per_iter=9.0, time="2099-01-01T00:00:00+00:00",
                                                             commit="fff0000")
@@ -451,11 +463,15 @@ def test_stage0_by_nworld_splits_the_first_stage_from_the_rest(tmp_path):
         results.append_row("train", row, tmp_path)
         results.write_curve(row["run_id"], _curve(s0), tmp_path)
     results.append_row("train", train_row("simple", 2048, 1, 99), tmp_path)  # no curve: left out
+    old = train_row("simple", 8192, 1, 30)  # a row from before packing was recorded (concurrent NaN)
+    old["params"] = json.dumps({k: v for k, v in json.loads(old["params"]).items() if k != "concurrent"})
+    results.append_row("train", old, tmp_path)
+    results.write_curve(old["run_id"], _curve(12), tmp_path)
     lost = train_row("simple", 512, 3, 60, solved=False)
     results.append_row("train", lost, tmp_path)
     results.write_curve(lost["run_id"], _curve(40), tmp_path)
     t = sweep.stage0_by_nworld(published_runs(tmp_path), tmp_path).set_index("nworld")
-    assert t.index.tolist() == [512, 1024, 4096]
+    assert t.index.tolist() == [512, 1024, 4096, 8192] and t.loc[8192, "stage0_median"] == 12
     assert t.loc[1024, "n"] == 2 and t.loc[1024, "seeds"] == "1,2"
     assert t.loc[1024, "stage0_median"] == 22 and t.loc[1024, "stage0_min"] == 20
     assert (t["later_median"] == 18).all()

@@ -429,7 +429,9 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
             continue  # a curve without the curriculum columns (not a training's rows.csv)
         for stage, n in stage_iterations(curve).items():
             rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner, commit=r.commit,
-                             nworld=int(r.nworld), seed=r.seed, concurrent=int(r.concurrent), stage=int(stage),
+                             nworld=int(r.nworld), seed=r.seed,
+                             concurrent=int(r.concurrent) if r.concurrent == r.concurrent else None,  # NaN: unrecorded
+                             stage=int(stage),
                              amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
                              iterations=int(n)))
     return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "nworld", "seed", "concurrent",
@@ -476,10 +478,17 @@ def with_code(df: pd.DataFrame) -> pd.DataFrame:
     return df if "code" in df.columns else df.assign(code=[code_of(c) for c in df["commit"]])
 
 
+def _by_time(g: pd.DataFrame) -> pd.Series:
+    """The commits of rows ``g``, oldest run first (row order without a ``time`` column)."""
+    if "time" in g:
+        g = g.assign(_w=pd.to_datetime(g["time"], utc=True, format="ISO8601", errors="coerce")).sort_values(
+            "_w", kind="stable")
+    return g["commit"].astype(str)
+
+
 def _commits(g: pd.DataFrame) -> str:
     """The commits of rows ``g``, oldest run first, once each, space-separated."""
-    when = pd.to_datetime(g["time"], utc=True, format="ISO8601", errors="coerce")
-    return " ".join(dict.fromkeys(map(str, g.assign(_w=when).sort_values("_w", kind="stable")["commit"])))
+    return " ".join(dict.fromkeys(_by_time(g)))
 
 
 def _solve_times(runs: pd.DataFrame) -> dict:
@@ -515,10 +524,8 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
         solved = g["solved"] == True  # noqa: E712
         alone = g["concurrent"] == 1
         solo = g[solved & alone]
-        newest = (solo if len(solo) else g).assign(
-            _w=lambda x: pd.to_datetime(x["time"], utc=True, format="ISO8601", errors="coerce")
-        ).sort_values("_w", kind="stable")
-        rows.append(dict(zip(SUMMARY_KEYS, keys), commits=_commits(g), commit=str(newest["commit"].iloc[-1]),
+        rows.append(dict(zip(SUMMARY_KEYS, keys), commits=_commits(g),
+                         commit=_by_time(solo if len(solo) else g).iloc[-1],
                          n_solo=len(solo),
                          n_shared=int((~alone).sum()),
                          n_unsolved=int((~solved & alone).sum()),

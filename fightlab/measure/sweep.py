@@ -476,11 +476,13 @@ def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
             .sort_values(["gpu", "body", "nworld"], kind="stable").reset_index(drop=True))
 
 
-def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | None = "newest") -> pd.DataFrame:
     """Predicted time to solve against nworld: per sweep point (gpu, learner, body, nworld; the
     newest row, `latest_sweep_rows`), the median iterations to solve of the train rows of the same
     body, learner and nworld (`iterations_to_solve`: any packing, commit and GPU) × the point's
-    solo seconds per iteration.
+    solo seconds per iteration. With ``learner="newest"`` (the default) only the points of the
+    learner of the newest sweep row per (gpu, body) are kept, so a curve never mixes learners
+    (Figure 2, `findings`, `auto_vs_sweep`); a learner id keeps that learner's; None keeps all.
 
         time_to_solve_s     = iterations_median × s_per_iter                      [s]
         time_to_solve_min_s = iterations_min × s_per_iter; _max_s likewise         [s]
@@ -495,9 +497,14 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
       time_to_solve_s / _min_s / _max_s (NaN where no train row of that point solved).
     """
     pts = latest_sweep_rows(sweep)
+    if not pts.empty and learner == "newest":
+        newest = pts.sort_values("time", kind="stable").groupby(["gpu", "body"])["learner"].last()
+        pts = pts[[newest[(g, b)] == lrn for g, b, lrn in zip(pts["gpu"], pts["body"], pts["learner"])]]
+    elif not pts.empty and learner is not None:
+        pts = pts[pts["learner"] == learner]
     keep = ["gpu", "commit", "learner", "body", "nworld", "s_per_iter", "rollout_s_per_iter",
             "update_s_per_iter", "env_steps_per_s"]
-    pts = pts[keep] if not pts.empty else pd.DataFrame(columns=keep)
+    pts = pts[keep].reset_index(drop=True) if not pts.empty else pd.DataFrame(columns=keep)
     its = iterations_to_solve(runs)
     out = pts.merge(its, on=["body", "learner", "nworld"], how="left")
     out["n_runs"] = out["n_runs"].fillna(0).astype(int)
