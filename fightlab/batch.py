@@ -384,16 +384,6 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out.stdout, re.M)]
 
 
-def _job_device(argv: list[str]) -> str | None:
-    """The ``--device`` a fightlab job's argv names (``--device X`` or ``--device=X``), or None."""
-    for i, a in enumerate(argv):
-        if a == "--device" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--device="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
     """Refuse, before any job starts, jobs that ask for a CUDA device on a host whose only lane
     is the CPU (no GPU found): each would fail after its start-up.
@@ -403,9 +393,10 @@ def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
     """
     if any(lane.gpu is not None for lane in lanes):
         return
-    cuda = [j for j in jobs if j.kind == "fightlab" and str(_job_device(j.argv) or "").startswith("cuda")]
+    cuda = [(j, d) for j in jobs if j.kind == "fightlab" for d in [_opt(j.argv, "--device") or ""]
+            if d.startswith("cuda")]
     if cuda:
-        raise BatchError(f"job {cuda[0].label()!r} asks for --device {_job_device(cuda[0].argv)} but this host "
+        raise BatchError(f"job {cuda[0][0].label()!r} asks for --device {cuda[0][1]} but this host "
                          f"has no GPU (nvidia-smi lists none; {len(cuda)} of {len(jobs)} job(s) do): run the "
                          "batch on a GPU host, or give the jobs --device cpu")
 

@@ -88,8 +88,7 @@ def training_code_id(commit: str, root: str | None = None) -> str | None:
     synthetic row), a ``-dirty`` or ``unknown`` commit."""
     import hashlib
 
-    if not isinstance(commit, str) or not commit or commit == "unknown" or commit.endswith("-dirty") \
-            or not all(c in "0123456789abcdef" for c in commit.lower()):
+    if not commit or not all(c in "0123456789abcdef" for c in commit.lower()):  # "unknown", "-dirty"
         return None
     cwd = Path(root) if root is not None else REPO_ROOT
     if not (cwd / ".git").exists():

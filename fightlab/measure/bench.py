@@ -197,7 +197,7 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
     tail = " × this machine's seconds per iteration (read from the repository's data/results/train.csv)"
     if learner and nworld and not train_rows.empty:
         known = known_iterations(train_rows, body, learner)
-        it = known.get(int(nworld), interp_iterations(int(nworld), known) if len(known) >= 2 else math.nan)
+        it = known.get(int(nworld), interp_iterations(int(nworld), known))  # NaN outside their range
         if it == it:
             basis = "learner and nworld" if int(nworld) in known else "learner, interpolated in log2(nworld)"
             return it, timed(it), dict(body=body, learner=learner, nworld=int(nworld), basis=basis,

@@ -388,12 +388,9 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
     to solve. Sorted by body, then median iterations. Empty (same columns) without such runs."""
     cols = ["body", "learner", "changes", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
             "iterations_median", "iterations_min", "iterations_max"]
-    t = stage_table(runs, root, packed=True)
-    if t.empty:
+    per_run = run_stages(runs, root)
+    if per_run.empty:
         return pd.DataFrame(columns=cols)
-    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
-                                      seed=("seed", "first"), iterations=("iterations", "sum"))
-    per_run["stage0"] = t[t["stage"] == 0].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
     changes = {r.run_id: learner_changes(json.loads(r.params or "{}")) for r in runs.itertuples()}
     per_run["changes"] = [changes.get(i, "") for i in per_run.index]
     rows = []
@@ -404,6 +401,21 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
                          stage0_max=g["stage0"].max(), iterations_median=g["iterations"].median(),
                          iterations_min=g["iterations"].min(), iterations_max=g["iterations"].max()))
     return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median"]).reset_index(drop=True)
+
+
+def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """Per solved run of the task with a curve, packed or solo (:func:`stage_table` with
+    ``packed=True``): body, learner, nworld, seed, iterations (to solve, summed over the stages)
+    and stage0 (the first stage's; 0 where the curve has none), indexed by run_id. Empty
+    without such runs."""
+    t = stage_table(runs, root, packed=True) if not runs.empty else pd.DataFrame()
+    if t.empty:
+        return pd.DataFrame(columns=["body", "learner", "nworld", "seed", "iterations", "stage0"])
+    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
+                                      nworld=("nworld", "first"), seed=("seed", "first"),
+                                      iterations=("iterations", "sum"))
+    per_run["stage0"] = t[t["stage"] == 0].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
+    return per_run
 
 
 def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = False) -> pd.DataFrame:
@@ -478,7 +490,7 @@ def with_code(df: pd.DataFrame) -> pd.DataFrame:
     return df if "code" in df.columns else df.assign(code=[code_of(c) for c in df["commit"]])
 
 
-def _by_time(g: pd.DataFrame) -> pd.Series:
+def commits_by_time(g: pd.DataFrame) -> pd.Series:
     """The commits of rows ``g``, oldest run first (row order without a ``time`` column)."""
     if "time" in g:
         g = g.assign(_w=pd.to_datetime(g["time"], utc=True, format="ISO8601", errors="coerce")).sort_values(
@@ -486,9 +498,9 @@ def _by_time(g: pd.DataFrame) -> pd.Series:
     return g["commit"].astype(str)
 
 
-def _commits(g: pd.DataFrame) -> str:
-    """The commits of rows ``g``, oldest run first, once each, space-separated."""
-    return " ".join(dict.fromkeys(_by_time(g)))
+def commits_in(g: pd.DataFrame, sep: str = " ") -> str:
+    """The commits of rows ``g``, oldest run first, once each, joined by ``sep``."""
+    return sep.join(dict.fromkeys(commits_by_time(g)))
 
 
 def _solve_times(runs: pd.DataFrame) -> dict:
@@ -524,8 +536,8 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
         solved = g["solved"] == True  # noqa: E712
         alone = g["concurrent"] == 1
         solo = g[solved & alone]
-        rows.append(dict(zip(SUMMARY_KEYS, keys), commits=_commits(g),
-                         commit=_by_time(solo if len(solo) else g).iloc[-1],
+        rows.append(dict(zip(SUMMARY_KEYS, keys), commits=commits_in(g),
+                         commit=commits_by_time(solo if len(solo) else g).iloc[-1],
                          n_solo=len(solo),
                          n_shared=int((~alone).sum()),
                          n_unsolved=int((~solved & alone).sum()),
@@ -728,7 +740,7 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
         hours = g["_gpu_s"].sum() / 3600.0
         n = int(solved.sum())
         rate = n / hours if hours > 0 else float("nan")
-        row = dict(zip(PACKING_KEYS, keys), commits=_commits(g), n_runs=len(g), n_solved=n, gpu_hours=hours,
+        row = dict(zip(PACKING_KEYS, keys), commits=commits_in(g), n_runs=len(g), n_solved=n, gpu_hours=hours,
                    solves_per_gpu_hour=rate,
                    time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
         if price_per_gpu_hour is not None:

@@ -441,7 +441,7 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
       NaN when none solved), packed (the packings seen, text such as "1,4").
     """
     from fightlab.config import DEFAULT_TASK
-    from fightlab.measure.report import learner_id
+    from fightlab.measure.report import commits_in, learner_id
 
     cols = ["body", "learner", "nworld", "n_runs", "n_solved", "seeds", "commits", "iterations_median",
             "iterations_min", "iterations_max", "packed"]
@@ -452,11 +452,11 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
         runs = runs[runs["task"] == DEFAULT_TASK]
     out = []
     for (body, learner, nworld), g in runs.groupby(["body", "learner", "nworld"], sort=True):
-        s = g[g["solved"] == True].sort_values("time", kind="stable")  # noqa: E712
+        s = g[g["solved"] == True]  # noqa: E712
         conc = pd.to_numeric(g.get("concurrent", pd.Series(1, index=g.index)), errors="coerce")
         out.append(dict(body=body, learner=learner, nworld=int(nworld), n_runs=len(g),
                         n_solved=len(s), seeds=",".join(str(x) for x in sorted(s["seed"])),
-                        commits=",".join(dict.fromkeys(map(str, s["commit"]))),
+                        commits=commits_in(s, sep=","),
                         iterations_median=s["iterations"].median() if len(s) else math.nan,
                         iterations_min=s["iterations"].min() if len(s) else math.nan,
                         iterations_max=s["iterations"].max() if len(s) else math.nan,
@@ -541,7 +541,7 @@ def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
 
 def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.DataFrame:
     """Where the iterations go at each world count: per (body, learner, nworld), over the
-    solved train rows of the task with curves (`report.stage_table`, packed runs included:
+    solved train rows of the task with curves (`report.run_stages`, packed runs included:
     packing changes wall time, not iterations), the first stage's iterations (a = 0.1, where the
     policy first learns to stand through pushes) and the later stages', and the first stage in
     world-iterations (nworld × its iterations: samples / num_steps), any commit.
@@ -551,18 +551,13 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
       (iterations of stages 1 …), iterations_median (total), stage0_world_iterations_median;
       sorted by body, learner, nworld. Empty (same columns) without such runs.
     """
-    from fightlab.measure.report import stage_table
+    from fightlab.measure.report import run_stages
 
     cols = ["body", "learner", "nworld", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
             "later_median", "iterations_median", "stage0_world_iterations_median"]
-    t = stage_table(runs, Path(root) if root else None, packed=True) if not runs.empty else pd.DataFrame()
-    if t.empty:
+    per_run = run_stages(runs, Path(root) if root else None)
+    if per_run.empty:
         return pd.DataFrame(columns=cols)
-    first = t["stage"] == 0
-    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
-                                      nworld=("nworld", "first"), seed=("seed", "first"),
-                                      iterations=("iterations", "sum"))
-    per_run["stage0"] = t[first].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
     per_run["later"] = per_run["iterations"] - per_run["stage0"]
     out = []
     for (body, learner, nworld), g in per_run.groupby(["body", "learner", "nworld"], sort=True):
