@@ -313,6 +313,13 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert len(t2) == 8 and (t2["s_per_iter"] == 9.0).sum() == 1 and (t2["commit"] == "fff0000").sum() == 1
     lines = sweep.findings(t)
     assert any(line.startswith("simple on NVIDIA H200: fastest solve at 1024 worlds") for line in lines), lines
+    # each count's median against the original's 350-500 (910 and 510 outside, 460 inside), and the
+    # flat bottom: 1024 alone within 2 % (256: 910 x 0.125 = 113.75 s against 510 x 0.2 = 102 s)
+    assert ("simple on NVIDIA H200: median iterations to solve by nworld 256: 910, 1024: 510, 4096: 460 "
+            "(the original: 350–500 at any world count; outside that here: 256, 1024)") in lines, lines
+    assert "simple on NVIDIA H200: within 2% of the fastest: 1024 worlds; the others 256: +11.5%, 4096: +125.5%" in lines
+    assert any(line.startswith("simple on NVIDIA H200: within 20% of the fastest: 256, 1024 worlds")
+               for line in sweep.findings(t, tolerance=0.2))
     check = sweep.packing_check(published_runs(root))
     assert check.empty  # no seed ran both solo and packed here
     both = published_runs(root)

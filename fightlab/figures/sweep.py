@@ -44,8 +44,8 @@ def plot_world_sweep(table: pd.DataFrame, title: str = ""):
                 ax_t.errorbar(t["nworld"], t["time_to_solve_s"], yerr=err, marker="o", color=c,
                               capsize=3, label=f"{body} (this GPU)")
                 best = t.loc[t["time_to_solve_s"].idxmin()]
-                ax_t.annotate(f"{int(best['nworld'])}", (best["nworld"], best["time_to_solve_s"]),
-                              textcoords="offset points", xytext=(10, -12), ha="left", fontsize=8, color=c)
+                ax_t.annotate(f"fastest: {int(best['nworld'])}", (best["nworld"], best["time_to_solve_s"]),
+                              textcoords="offset points", xytext=(8, 6), ha="left", fontsize=8, color=c)
             else:
                 empty.append(body)
             orig = ORIGINAL_STUDY_S.get(body, {}).get("rtx5090")
@@ -64,7 +64,11 @@ def plot_world_sweep(table: pd.DataFrame, title: str = ""):
         plots.label(ax_t, x="worlds, nworld [count]", y="time to solve [s]", title="time to solve")
         plots.label(ax_s, x="worlds, nworld [count]", y="env steps per second [1/s]",
                     title="throughput, short solo runs")
-        ax_t.legend(fontsize=7)
+        # room above the highest point or star for the legend, so it hides neither
+        tops = [ln.get_ydata() for ln in ax_t.get_lines() if len(ln.get_ydata())]
+        if tops:
+            ax_t.set_ylim(0, 1.45 * float(np.nanmax(np.concatenate([np.asarray(y, float) for y in tops]))))
+        ax_t.legend(fontsize=7, loc="upper right")
         ax_s.legend(fontsize=8)
         if title:
             fig.suptitle(title)

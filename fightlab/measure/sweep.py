@@ -570,11 +570,18 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
     return pd.DataFrame(out, columns=cols)
 
 
-def findings(table: pd.DataFrame) -> list[str]:
+#: the original study's iterations to solve, "about 350–500 on any machine" at any world count
+#: (../shared/reference/original-study.md, "Task and solve criterion")
+ORIGINAL_ITERATIONS = (350, 500)
+
+
+def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str]:
     """Lines a notebook prints about the curve (`time_to_solve_table`), per (gpu, body): the
-    fastest measured point and its time, against the original's point (1024 worlds), and how
-    iterations to solve change from the fewest to the most worlds with solves. Empty without
-    solved points."""
+    fastest measured point and its time, against the original's point (1024 worlds); how
+    iterations to solve change from the fewest to the most worlds with solves, each world count's
+    median against the original's 350–500 at any count; and the world counts whose time to solve
+    is within ``tolerance`` (a fraction) of the fastest (the flat bottom of the curve, the set
+    `--nworld auto` chooses the fewest of). Empty without solved points."""
     lines = []
     t = table.dropna(subset=["time_to_solve_s"])
     for (gpu, body), g in t.groupby(["gpu", "body"], sort=True):
@@ -593,6 +600,18 @@ def findings(table: pd.DataFrame) -> list[str]:
                          f"({hi['iterations_median'] / lo['iterations_median']:.2f}×); seconds per "
                          f"iteration {lo['s_per_iter']:.3f} → {hi['s_per_iter']:.3f} s "
                          f"({hi['s_per_iter'] / lo['s_per_iter']:.2f}×)")
+            a, b = ORIGINAL_ITERATIONS
+            per = ", ".join(f"{int(r.nworld)}: {r.iterations_median:.0f}" for r in g.itertuples())
+            outside = [int(r.nworld) for r in g.itertuples() if not a <= r.iterations_median <= b]
+            lines.append(f"{body} on {gpu}: median iterations to solve by nworld {per} (the original: "
+                         f"{a}–{b} at any world count; outside that here: "
+                         f"{', '.join(map(str, outside)) or 'none'})")
+            flat = g[g["time_to_solve_s"] <= best["time_to_solve_s"] * (1.0 + tolerance)]
+            others = ", ".join(f"{int(r.nworld)}: +{r.time_to_solve_s / best['time_to_solve_s'] - 1:.1%}"
+                               for r in g.itertuples() if r.nworld not in set(flat["nworld"]))
+            lines.append(f"{body} on {gpu}: within {tolerance:.0%} of the fastest: "
+                         f"{', '.join(str(int(n)) for n in flat['nworld'])} worlds; the others "
+                         f"{others or 'none'}")
     return lines
 
 
