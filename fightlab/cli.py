@@ -50,7 +50,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 #: named from the flags, always matches the run
 FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
                "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
-               "backend", "workers", "worlds_per_worker")
+               "backend", "workers", "worlds_per_worker", "policy_device")
 
 #: the flag of each boolean TrainConfig field that has one
 _BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
@@ -114,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
                         "worlds = 432 (no --workers / --worlds-per-worker, --nworld only 432); "
                         "'all-cores' (the default) = W every core (no --workers)")
+    t.add_argument("--policy-device", default=None,
+                   help="CPU backend: where torch's policy and PPO update run, e.g. cuda:0 (the env's "
+                        "observation, reward and done copied there and the action back at every env "
+                        "step; default: on the CPU, as on the original's GPU-less CPU machine)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
                         "--set env.push_impulse_ns=[20,40]; fields with their own flag "
@@ -386,6 +390,10 @@ def _compare_parser(sub, fmt) -> None:
     cb.add_argument("--worlds-per-worker", default=None, help="CPU backend: worlds K per worker")
     cb.add_argument("--cpu-layout", default=None,
                     help="CPU backend preset: 'original' (72 × 6) or 'all-cores' (the default)")
+    cb.add_argument("--cpu-policy-device", default=None,
+                    help="also time the CPU backend with its policy and update on this device (cuda:N; "
+                         "cpu: the same copies on the CPU, a smoke check; none: not at all) "
+                         "(default: the GPU of --gpu-device when it is one, else none)")
     cb.add_argument("--iterations", type=int, default=None, help="iterations per training (default 8)")
     cb.add_argument("--skip", type=int, default=None,
                     help="iterations left out of the medians, warm-up (default 3)")
@@ -485,7 +493,7 @@ def cmd_train(a) -> int:
     from pathlib import Path
 
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_backend,
-                                 validate_body, validate_device, validate_nworld)
+                                 validate_body, validate_device, validate_nworld, validate_policy_device)
     from fightlab.measure.report import finish_run
     from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
     from fightlab.rl.runner import Trainer
@@ -508,6 +516,7 @@ def cmd_train(a) -> int:
         raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
                           f"and the policy run on the CPU), got --device {a.device!r}")
     device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
+    policy_device = validate_policy_device(a.policy_device, backend)
     check_publish(a.publish, device, "the training row", backend=backend)
     dflt = TrainConfig()
     auto = a.nworld is not None and a.nworld.strip().lower() == "auto"
@@ -530,6 +539,7 @@ def cmd_train(a) -> int:
             tree_factor=False if a.no_tree_factor else None,
             workers=_positive("--workers", a.workers),
             worlds_per_worker=_positive("--worlds-per-worker", a.worlds_per_worker),
+            policy_device=policy_device,
             run_dir=None if a.run_dir is None else str(Path(a.run_dir).resolve())).items()
             if v is not None}
         saved_dir = str(Path(a.resume).resolve().parent)
@@ -569,7 +579,7 @@ def cmd_train(a) -> int:
                           run_dir=run_dir, segment_s=a.segment_s,
                           checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
                           **_graph_flags(a), tree_factor=not a.no_tree_factor,
-                          backend=backend, **layout)
+                          backend=backend, policy_device=policy_device, **layout)
         cfg = apply_overrides(cfg, a.set)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
@@ -891,7 +901,14 @@ def cmd_compare_backends(a) -> int:
         n, lay = _cpu_layout(ns, "cpu")  # train's layout rules (fightlab.sim.cpu.layout)
     except ConfigError as e:
         raise ConfigError(str(e).replace("--nworld", "--cpu-nworld").replace("nworld must", "--cpu-nworld must")) from None
+    pol = "auto" if a.cpu_policy_device is None else a.cpu_policy_device.strip().lower()
+    if pol not in ("auto", "none"):
+        try:
+            pol = validate_device(pol)
+        except ConfigError as e:
+            raise ConfigError(f"--cpu-policy-device: {e} (or none)") from None
     rows = backends.compare(a.body, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
+                            cpu_policy_device=None if pol == "none" else pol,
                             iterations=_given(a.iterations, backends.ITERATIONS),
                             skip=_given(a.skip, backends.SKIP), seed=a.seed, publish=a.publish,
                             base=base, progress=not a.no_progress)

@@ -173,6 +173,11 @@ class TrainConfig:
         core; K = nworld / W, or None where W does not divide nworld: the workers' shares then
         differ by one, and rows record worlds_per_worker_max = ceil(nworld / W); given both,
         nworld must be W × K). Unused by "gpu".
+      policy_device: where torch's policy, rollout buffer and PPO update run on the "cpu"
+        backend (None: on `device`, the CPU, as on the original's GPU-less CPU machine; "cuda:N":
+        a GPU beside the CPU physics, the env's observation, reward and done copied to it and the
+        action back at every env step, `fightlab.rl.runner.PolicyIO`; the action's copy is a
+        counted host read). Only with backend "cpu": MuJoCo Warp's policy runs on its `device`.
     """
 
     body: str = "simple"
@@ -197,6 +202,7 @@ class TrainConfig:
     backend: str = "gpu"
     workers: int | None = None
     worlds_per_worker: int | None = None
+    policy_device: str | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
@@ -573,7 +579,25 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                              and math.isfinite(a) for a in stages) \
             or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
         raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")
-    return dataclasses.replace(cfg, nworld=nworld, device=device)
+    policy_device = validate_policy_device(cfg.policy_device, cfg.backend)
+    return dataclasses.replace(cfg, nworld=nworld, device=device, policy_device=policy_device)
+
+
+def validate_policy_device(policy_device, backend) -> str | None:
+    """Return the canonical `TrainConfig.policy_device` ("cpu", "cuda:N" or None).
+
+    Raises ConfigError: a device `validate_device` refuses, or a policy device on the "gpu"
+    backend (MuJoCo Warp's policy runs on its own device), naming the value and the choices."""
+    if policy_device is None:
+        return None
+    if backend != "cpu":
+        raise ConfigError(f"policy_device {policy_device!r} is the CPU backend's option (the env on the "
+                          "CPU, the policy on a GPU); with backend gpu the policy runs on --device: "
+                          "drop it, or use backend cpu")
+    try:
+        return validate_device(policy_device)
+    except ConfigError as e:
+        raise ConfigError(f"policy_device: {e}") from None
 
 
 def coerce_field(cls, name: str, raw):

@@ -234,10 +234,13 @@ def test_cpu_reset_is_reset_data(mask):
 # --- compare-backends (fightlab.measure.backends) ----------------------------------------------
 
 def _fake_point(body, nworld, device, iterations, skip, seed, run_dir, progress, base, **kw):
-    """A timing of `measure.sweep.time_point`'s shape, without training (CPU backend 2× slower)."""
+    """A timing of `measure.sweep.time_point`'s shape, without training (CPU backend 2× slower;
+    with its policy on another device its update 4× faster)."""
     s = 2.0 if kw.get("backend") == "cpu" else 1.0
-    return dict(s_per_iter=s, s_per_iter_min=s, s_per_iter_max=s, rollout_s_per_iter=s / 2,
-                update_s_per_iter=s / 2, env_steps_per_s=nworld * 4 / s, host_reads_per_iter=1.0,
+    upd = s / 8 if kw.get("policy_device") else s / 2
+    s = s / 2 + upd
+    return dict(s_per_iter=s, s_per_iter_min=s, s_per_iter_max=s, rollout_s_per_iter=s - upd,
+                update_s_per_iter=upd, env_steps_per_s=nworld * 4 / s, host_reads_per_iter=1.0,
                 graph_fallbacks=0, iterations=iterations - skip, num_steps=4, compile_s=0.1,
                 learner="fake")
 
@@ -291,6 +294,45 @@ def test_compare_backends_cli_without_a_gpu(tmp_path, monkeypatch, capsys):
     (folder,) = tmp_path.iterdir()
     rows = pd_read(folder)
     assert len(rows) == 1 and rows["nworld"][0] == 8
+
+
+def test_compare_backends_with_the_policy_on_another_device(tmp_path, monkeypatch, capsys):
+    """`--cpu-policy-device` adds the CPU backend with its policy elsewhere (here the CPU itself:
+    the same copies); the ratios still divide by the CPU-policy row, `policy_device_effect` sets
+    the two side by side, the estimate of the CPU backend's time to solve ignores it, and a bad
+    device is one line."""
+    import json
+
+    from fightlab.config import ConfigError
+    from fightlab.measure import backends, sweep
+
+    monkeypatch.setattr(sweep, "time_point", _fake_point)
+    monkeypatch.setattr(backends, "ROOT", tmp_path)
+    assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--gpu-device", "cpu",
+                 "--cpu-policy-device", "cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("simple: CPU backend with its policy on cpu:") and "1.60x env steps/s" in out, out
+    (folder,) = tmp_path.iterdir()
+    rows = pd_read(folder)
+    ps = [json.loads(p) for p in rows["params"]]
+    assert [(p["backend"], p["policy_device"]) for p in ps] == [("cpu", None), ("cpu", "cpu"), ("gpu", None)]
+    assert rows["env_steps_ratio_vs_cpu_backend"].tolist() == pytest.approx([1.0, 2.0 / 1.25, 2.0])
+    eff = backends.policy_device_effect(rows)
+    assert len(eff) == 1 and eff["policy_device"][0] == "cpu" and eff["policy_gpu"][0] == "cpu"
+    assert eff["cpu_policy_update_s"][0] == 1.0 and eff["gpu_policy_update_s"][0] == 0.25
+    assert eff["env_steps_ratio"][0] == pytest.approx(2.0 / 1.25)
+    ratios = backends.backend_ratios(rows)  # one MuJoCo Warp line, over the CPU-policy row
+    assert len(ratios) == 1 and ratios["cpu_s_per_iter"][0] == 2.0
+    assert backends.policy_device_effect(rows[[not p["policy_device"] for p in ps]]).empty
+    with pytest.raises(ConfigError, match="need column\\(s\\) update_s_per_iter"):
+        backends.policy_device_effect(rows.drop(columns=["update_s_per_iter"]))
+    # "auto" (the default) adds the point only beside a CUDA MuJoCo Warp device
+    assert [p["policy_device"] for p in backends.plan(["simple"], "cuda:0", 8, (2, None, 8), "cuda:0")] \
+        == [None, "cuda:0", None]
+    assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--gpu-device", "cpu",
+                 "--cpu-policy-device", "tpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: --cpu-policy-device: device must be") and "(or none)" in err, err
 
 
 def pd_read(folder):
@@ -480,3 +522,59 @@ def test_copy_options_names_a_field_that_did_not_copy(monkeypatch):
                         lambda a, b: False if float(np.asarray(a).ravel()[0]) == 0.003 else real(a, b))
     with pytest.raises(RuntimeError, match=r"MjOption.timestep did not copy"):
         cpu.copy_options(src, dst)
+
+
+def test_policy_device_copies_train_the_same(tmp_path):
+    """`TrainConfig.policy_device` (the CPU backend's policy on another device: on a GPU machine a
+    GPU) goes through `PolicyIO`'s copies at every env step. With policy_device "cpu" the copies
+    are the only difference, so the run is bitwise the run without it: same losses, rewards,
+    curriculum and env state; its segments name the policy device, its row's params keep it
+    (config_id apart) while a run without one keeps the params it had before the field."""
+    import dataclasses
+    import json
+
+    from fightlab.config import PPOConfig, TrainConfig
+    from fightlab.measure.report import config_id, train_row
+    from fightlab.rl.runner import PolicyIO, Trainer
+
+    base = TrainConfig(body="simple", nworld=4, backend="cpu", workers=2, device="cpu", seed=5,
+                       max_iterations=3, checkpoint_every=0, stop_when_solved=False,
+                       ppo=PPOConfig(num_steps=8, num_minibatches=2, update_epochs=1))
+    out = {}
+    for name, pd in (("direct", None), ("copied", "cpu")):
+        cfg = dataclasses.replace(base, run_dir=str(tmp_path / name), policy_device=pd)
+        with Trainer(cfg, progress=False) as tr:
+            res = tr.train()
+            assert (tr.io is tr.env) == (pd is None) and tr.policy_device == "cpu"
+            if pd:
+                assert isinstance(tr.io, PolicyIO) and tr.io.obs.data_ptr() != tr.env.obs.data_ptr()
+                assert torch.equal(tr.io.obs, tr.env.obs)  # pulled after the last step
+                assert tr.segments[-1]["policy_device"] == "cpu" and tr.segments[-1]["policy_gpu"] == "cpu"
+            else:
+                assert "policy_device" not in tr.segments[-1]
+            state = tr.env.state_dict()
+            out[name] = (res, state, train_row(tr, res))
+    (ra, sa, rowa), (rb, sb, rowb) = out["direct"], out["copied"]
+    keys = ["reward", "policy_loss", "value_loss", "approx_kl", "learning_rate", "stage", "episodes"]
+    assert len(ra["rows"]) == len(rb["rows"]) == 3 and all(k in ra["rows"][0] for k in keys)
+    for a, b in zip(ra["rows"], rb["rows"]):
+        assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in keys if k in a), (a, b)
+    for k in sa:
+        assert np.array_equal(sa[k], sb[k]), k
+    pa, pb = json.loads(rowa["params"]), json.loads(rowb["params"])
+    assert "policy_device" not in pa and pb["policy_device"] == "cpu" and pb["policy_gpu"] == "cpu"
+    assert config_id(pa) != config_id(pb)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["train", "--policy-device", "cpu"], "policy_device 'cpu' is the CPU backend's option"),
+    (["train", "--backend", "cpu", "--policy-device", "tpu:0"],
+     "policy_device: device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu:0'"),
+    (["train", "--backend", "cpu", "--policy-device", "cuda:9"], "policy_device: device 'cuda:9'"),
+    (["train", "--backend", "cpu", "--set", "policy_device=cpu"], "'policy_device' has its own flag"),
+])
+def test_policy_device_errors(args, expect, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: ") and expect in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -277,6 +277,24 @@ def test_cuda_iterations_read_the_host_once(tmp_path):
     assert all(0 < r["update_s"] < r["wall_s"] and 0 < r["rollout_s"] < r["wall_s"] for r in rows)
 
 
+@cuda
+def test_cpu_backend_with_its_policy_on_cuda_reads_as_counted(tmp_path):
+    """The CPU backend with its policy on the GPU (`TrainConfig.policy_device`): under the strict
+    guard the only reads are the summary and the action copied out at each env step (the
+    observation goes in without a wait): num_steps + 1 per iteration; the policy and update
+    graphs capture (no fallback); the policy's tensors live on the GPU."""
+    cfg = _cfg(tmp_path, device="cpu", backend="cpu", workers=2, policy_device="cuda:0", nworld=64,
+               max_iterations=3, ppo=PPOConfig(num_steps=8, num_minibatches=2))
+    with Trainer(cfg, progress=False) as tr:
+        tr._reads = HostReads("cuda:0", strict=True)
+        rows = tr.train()["rows"]
+        assert tr.io.obs.is_cuda and tr.buf.obs.is_cuda and not tr.env.obs.is_cuda
+        assert torch.equal(tr.io.obs.cpu(), tr.env.obs)
+    assert [r["host_reads"] for r in rows] == [8 + 1] * 3
+    assert all(r["graph_fallbacks"] == 0 for r in rows)
+    assert all(0 < r["update_s"] < r["wall_s"] for r in rows)
+
+
 def test_notebook_05_smoke_runs_on_the_cpu_and_writes_nothing_in_data(tmp_path):
     """Notebook 05 at size smoke through `reproduce` (papermill, run in notebooks/): its rows go
     to runs/graphs/, the figure is drawn from them, data/ is untouched."""

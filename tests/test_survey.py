@@ -267,6 +267,17 @@ def test_a_measured_cpu_backend_solve_wins_over_the_estimate(ref):
     # the measured CPU-backend rows never become the GPU headline
     solo_gpu = ours[(ours["kind"] == "gpu") & (ours["mode"] == "solo")].set_index("body")
     assert solo_gpu.loc["simple", "time_to_solve_s"] == 101.0
+    # a CPU-backend solve with its policy on a GPU is no CPU baseline: left out, said; the
+    # estimate stands for simple again
+    gpu_policy = runs.assign(params=['{"backend": "cpu", "policy_device": "cuda:0"}' if r.startswith("cpu") else p
+                                     for r, p in zip(runs["run_id"], runs["params"])])
+    said.clear()
+    ours = cost.our_rows(gpu_policy, price_per_hour=3.6, setup=setup, cpu_price_per_hour=0.8, backends=bk,
+                         log=said.append)
+    cpu = ours[ours["kind"] == "cpu"].set_index("body")
+    assert cpu.loc["simple", "time_estimated"] and cpu.loc["simple", "time_to_solve_s"] == pytest.approx(1.5 * 500)
+    assert "survey: 2 CPU-backend train row(s) with the policy on a GPU left out (a CPU + GPU machine: not the " \
+           "CPU baseline, and not priced)" in said, said
 
 
 def test_backend_ratios_and_their_refusals():

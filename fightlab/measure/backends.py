@@ -9,7 +9,11 @@ first 3, as `measure.sweep.time_point` and `measure.graphs` time them):
   layout, W workers × K worlds (default: every core, the worlds spread over them);
 - **gpu**: MuJoCo Warp at ``nworld`` worlds (default 1024) on a CUDA device; on a machine
   without one this point is left out with one line, unless MuJoCo Warp on warp's CPU device is
-  asked for (``gpu_device="cpu"``: a smoke check, never published).
+  asked for (``gpu_device="cpu"``: a smoke check, never published);
+- **cpu, policy on the GPU** (where there is one, ``cpu_policy_device``): the CPU backend's
+  layout with torch's policy and update on the GPU (`TrainConfig.policy_device`: the
+  observation copied there and the action back at every env step), the original's CPU machine
+  had no GPU, so the **cpu** row (policy on the CPU) stays the baseline every ratio divides by.
 
 Each gives seconds per iteration (rollout / update apart) and env steps/s; the ratios are each
 row's over the CPU backend's of the same body (`env_steps_ratio_vs_cpu_backend`,
@@ -42,7 +46,7 @@ import pandas as pd
 
 from fightlab import results
 from fightlab.config import BODY_NAMES, ConfigError, TrainConfig, check_publish, validate_body
-from fightlab.meta import cpu_count, cpu_model, new_run_id
+from fightlab.meta import cpu_count, cpu_model, gpu_name, new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
 
 #: MuJoCo Warp's world count on the GPU (the original study's best, its Figure 2)
@@ -112,16 +116,19 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
 
 
 def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,
-         cpu_layout: tuple[int, int | None, int] | None = None) -> list[dict]:
+         cpu_layout: tuple[int, int | None, int] | None = None,
+         cpu_policy_device: str | None = None) -> list[dict]:
     """The trainings to time, CPU backend first per body: dicts of body, backend ("cpu" /
     "gpu"), device, nworld, workers, worlds_per_worker (None on "gpu"; K None: nworld spread
-    over W, the last worker short).
+    over W, the last worker short), policy_device (None: the policy on the run's device).
 
     Args:
       bodies: body names (default every body); gpu_device: MuJoCo Warp's device ("cuda:N";
         "cpu" = warp's CPU device; None: no MuJoCo Warp point); nworld: MuJoCo Warp's worlds;
       cpu_layout: (workers, worlds_per_worker, nworld) of the CPU backend (default every core,
-        `nworld` worlds spread over them: `fightlab.sim.cpu.layout`).
+        `nworld` worlds spread over them: `fightlab.sim.cpu.layout`);
+      cpu_policy_device: also the CPU backend with its policy on this device ("cuda:N"; "cpu":
+        the same copies on the CPU, a smoke check of the path), after its CPU-policy point.
 
     Raises:
       ConfigError: an unknown body or a body named twice, a bad nworld.
@@ -138,11 +145,14 @@ def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORL
     w, k, n = cpu_layout
     out = []
     for b in bodies:
-        out.append(dict(body=b, backend="cpu", device="cpu", nworld=int(n), workers=int(w),
-                        worlds_per_worker=None if k is None else int(k)))
+        cpu = dict(body=b, backend="cpu", device="cpu", nworld=int(n), workers=int(w),
+                   worlds_per_worker=None if k is None else int(k), policy_device=None)
+        out.append(cpu)
+        if cpu_policy_device is not None:
+            out.append(dict(cpu, policy_device=cpu_policy_device))
         if gpu_device is not None:
             out.append(dict(body=b, backend="gpu", device=gpu_device, nworld=nworld, workers=None,
-                            worlds_per_worker=None))
+                            worlds_per_worker=None, policy_device=None))
     return out
 
 
@@ -155,7 +165,8 @@ def check_plan_publish(points: list[dict], publish: bool) -> None:
 
 
 def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,
-            cpu_layout: tuple[int, int | None, int] | None = None, iterations: int = ITERATIONS,
+            cpu_layout: tuple[int, int | None, int] | None = None,
+            cpu_policy_device: str | None = "auto", iterations: int = ITERATIONS,
             skip: int = SKIP, seed: int = 0, publish: bool = False, root: Path | str = REPO_ROOT,
             out_dir: Path | str | None = None, base: TrainConfig | None = None,
             progress: bool = False, log: Callable[[str], None] = print,
@@ -164,7 +175,9 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
     one ``backends`` row per (body, backend).
 
     Args:
-      bodies, gpu_device, nworld, cpu_layout: the plan (`plan`); iterations (> skip), skip,
+      bodies, gpu_device, nworld, cpu_layout: the plan (`plan`); cpu_policy_device: the plan's
+        (`plan`), "auto" (the default): ``gpu_device`` when it is a CUDA device, else none;
+      iterations (> skip), skip,
         seed: each training (`measure.sweep.time_point`); base: a TrainConfig whose learner (ppo,
         env) every training keeps (e.g. a tiny PPOConfig at smoke size);
       publish: also write the repository's data/results/backends.csv (`check_plan_publish`);
@@ -182,7 +195,9 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
     from fightlab.measure.sweep import time_point, validate_timing
 
     validate_timing(iterations, skip)
-    points = plan(bodies, gpu_device, nworld, cpu_layout)
+    if cpu_policy_device == "auto":
+        cpu_policy_device = gpu_device if str(gpu_device).startswith("cuda") else None
+    points = plan(bodies, gpu_device, nworld, cpu_layout, cpu_policy_device)
     check_plan_publish(points, publish)
     if publish:
         results.read_rows("backends", root)  # a torn results file: said before any training
@@ -204,20 +219,27 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
                 f"{e['reward']:.1e} (MuJoCo Warp's own 1-ulp change: qpos {e['ulp_qpos']:.1e}, "
                 f"qvel {e['ulp_qvel']:.1e})")
         kw: dict[str, Any] = {}
+        name = f"{body}-{p['backend']}"
         if p["backend"] == "cpu":
             kw = dict(backend="cpu", workers=p["workers"], worlds_per_worker=p["worlds_per_worker"])
+            if p["policy_device"] is not None:
+                kw["policy_device"] = p["policy_device"]
+                name += "-policy-" + p["policy_device"].replace(":", "")
         r = point(body, p["nworld"], p["device"], iterations=iterations, skip=skip, seed=seed,
-                  run_dir=out_dir / "runs" / f"{body}-{p['backend']}", progress=progress,
+                  run_dir=out_dir / "runs" / name, progress=progress,
                   base=dataclasses.replace(base, backend="gpu", workers=None, worlds_per_worker=None),
                   **kw)
         rows.append(_row(p, r, errors[body], iterations, skip, seed, compare_id, cores, model,
                          substeps=base.env.substeps))
         name = "CPU backend" if p["backend"] == "cpu" else f"MuJoCo Warp on {p['device']}"
+        if p["policy_device"] is not None:
+            name += f", policy on {p['policy_device']}"
         log(f"compare-backends {body}, {name}, {p['nworld']} worlds: {r['s_per_iter']:.3f} s/iteration "
             f"(rollout {r['rollout_s_per_iter']:.3f} + update {r['update_s_per_iter']:.3f}), "
             f"{r['env_steps_per_s']:.0f} env steps/s")
-    for row in rows:  # the ratios: each row over the CPU backend's of its body
-        cpu = next(x for x in rows if x["body"] == row["body"] and _backend(x) == "cpu")
+    for row in rows:  # the ratios: each row over the CPU backend's (its policy on the CPU) of its body
+        cpu = next(x for x in rows if x["body"] == row["body"] and _backend(x) == "cpu"
+                   and _policy_device(x) is None)
         row["env_steps_ratio_vs_cpu_backend"] = row["env_steps_per_s"] / cpu["env_steps_per_s"]
         row["s_per_iter_ratio_vs_cpu_backend"] = row["s_per_iter"] / cpu["s_per_iter"]
     for row in rows:
@@ -236,12 +258,20 @@ def _backend(row: dict) -> str:
     return json.loads(row["params"])["backend"]
 
 
+def _policy_device(row: dict) -> str | None:
+    import json
+
+    return json.loads(row["params"]).get("policy_device")
+
+
 def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, compare_id: str,
          cores: int, model: str, substeps: int) -> dict:
     from fightlab.sim.cpu import layout_record
 
     layout = layout_record(p["workers"], p["nworld"]) if p["backend"] == "cpu" else None
-    params = dict(compare_id=compare_id, backend=p["backend"], device=p["device"], layout=layout,
+    params = dict(compare_id=compare_id, backend=p["backend"], device=p["device"],
+                  policy_device=p.get("policy_device"),
+                  policy_gpu=gpu_name(p["policy_device"]) if p.get("policy_device") else None, layout=layout,
                   workers=p["workers"], worlds_per_worker=p["worlds_per_worker"], cores=cores,
                   cpu=model, iterations=iterations, skip=skip, num_steps=r["num_steps"],
                   learner=r["learner"], same_state_device=err["device"],
@@ -261,24 +291,36 @@ def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, com
 
 def summary_lines(rows: pd.DataFrame) -> list[str]:
     """Per body, the ratio line: MuJoCo Warp's env steps/s and seconds per iteration against
-    the CPU backend's (one line per body; 'CPU backend only' where no MuJoCo Warp row)."""
+    the CPU backend's (one line per body; 'CPU backend only' where no MuJoCo Warp row), then a
+    line per CPU-backend row with its policy on another device against the CPU-policy row."""
     import json
 
     out = []
     for body, g in rows.groupby("body", sort=False):
-        be = [json.loads(p)["backend"] for p in g["params"]]
-        cpu = g[[b == "cpu" for b in be]].iloc[0]
+        ps = [json.loads(p) for p in g["params"]]
+        be = [p["backend"] for p in ps]
+        pol = [p.get("policy_device") for p in ps]
+        cpu = g[[b == "cpu" and d is None for b, d in zip(be, pol)]].iloc[0]
         gpu = g[[b == "gpu" for b in be]]
         head = (f"{body}: CPU backend ({cpu['gpu']}, {cpu['nworld']} worlds) "
                 f"{cpu['env_steps_per_s']:.0f} env steps/s, {cpu['s_per_iter']:.3f} s/iteration")
+        extra = []
+        for (_, x), d in zip(g.iterrows(), pol):
+            if d is not None:
+                extra.append(f"{body}: CPU backend with its policy on {d}: {x['env_steps_per_s']:.0f} env "
+                           f"steps/s, {x['s_per_iter']:.3f} s/iteration (rollout {x['rollout_s_per_iter']:.3f} "
+                           f"+ update {x['update_s_per_iter']:.3f}; policy on the CPU: "
+                           f"{cpu['rollout_s_per_iter']:.3f} + {cpu['update_s_per_iter']:.3f}): "
+                           f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s")
         if gpu.empty:
             out.append(head + "; no MuJoCo Warp row (CPU backend only)")
-            continue
-        x = gpu.iloc[0]
-        out.append(head + f"; MuJoCo Warp ({x['gpu']}, {x['nworld']} worlds) {x['env_steps_per_s']:.0f} "
-                   f"env steps/s, {x['s_per_iter']:.3f} s/iteration: ratio "
-                   f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s, "
-                   f"{x['s_per_iter_ratio_vs_cpu_backend']:.2f}x s/iteration")
+        else:
+            x = gpu.iloc[0]
+            out.append(head + f"; MuJoCo Warp ({x['gpu']}, {x['nworld']} worlds) {x['env_steps_per_s']:.0f} "
+                       f"env steps/s, {x['s_per_iter']:.3f} s/iteration: ratio "
+                       f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s, "
+                       f"{x['s_per_iter_ratio_vs_cpu_backend']:.2f}x s/iteration")
+        out += extra
     return out
 
 
@@ -309,13 +351,15 @@ def _checked(rows: pd.DataFrame) -> pd.DataFrame:
         params.append(d)
     return rows.assign(backend=[d["backend"] for d in params],
                        compare_id=[str(d.get("compare_id") or "") for d in params],
-                       learner=[str(d.get("learner") or "") for d in params])
+                       learner=[str(d.get("learner") or "") for d in params],
+                       policy_device=[str(d.get("policy_device") or "") for d in params])
 
 
 def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     """MuJoCo Warp against the CPU backend, from ``backends`` rows (data/results/backends.csv):
     one line per MuJoCo Warp row, beside the CPU-backend row of the same comparison
-    (params.compare_id) and body. Columns: compare_id, time (the GPU row's), commit, body,
+    (params.compare_id) and body whose policy ran on the CPU (the baseline; a CPU-backend row with
+    its policy on a GPU is `policy_device_effect`'s). Columns: compare_id, time (the GPU row's), commit, body,
     cpu (the CPU row's `gpu` column: model and cores), cpu_nworld, cpu_env_steps_per_s,
     cpu_s_per_iter [s], gpu, gpu_nworld, gpu_env_steps_per_s, gpu_s_per_iter [s],
     env_steps_ratio (GPU env steps/s over the CPU backend's: above 1, MuJoCo Warp is faster) and
@@ -334,7 +378,7 @@ def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     t = _checked(rows)
     out = []
     for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
-        cpu = g[g["backend"] == "cpu"]
+        cpu = g[(g["backend"] == "cpu") & (g["policy_device"] == "")]
         if len(cpu) > 1:
             raise ConfigError(f"backends comparison {cid!r}, {body}: {len(cpu)} CPU-backend rows "
                               f"({', '.join(cpu['run_id'])}); expected one")
@@ -353,10 +397,59 @@ def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
 
 
+def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
+    """The CPU backend with its policy on the CPU against the same with its policy on a GPU
+    (`TrainConfig.policy_device`), from ``backends`` rows of one comparison and body.
+
+    Returns:
+      one line per CPU-backend row with a policy device, beside its comparison's CPU-policy row:
+      compare_id, time, commit, body, cpu (the `gpu` column: CPU model and cores), nworld,
+      policy_device, policy_gpu, cpu_policy_s_per_iter, cpu_policy_rollout_s, cpu_policy_update_s,
+      gpu_policy_s_per_iter, gpu_policy_rollout_s, gpu_policy_update_s [s per iteration] and
+      env_steps_ratio (policy on the GPU over on the CPU: above 1, the GPU policy is faster);
+      oldest comparison first. Empty (same columns) without such rows.
+
+    Raises:
+      ConfigError: as :func:`backend_ratios` for bad rows.
+    """
+    import json
+
+    cols = ["compare_id", "time", "commit", "body", "cpu", "nworld", "policy_device", "policy_gpu",
+            "cpu_policy_s_per_iter", "cpu_policy_rollout_s", "cpu_policy_update_s", "gpu_policy_s_per_iter",
+            "gpu_policy_rollout_s", "gpu_policy_update_s", "env_steps_ratio"]
+    if rows is None or rows.empty:
+        return pd.DataFrame(columns=cols)
+    missing = [c for c in ("rollout_s_per_iter", "update_s_per_iter") if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"backends rows need column(s) {', '.join(missing)} "
+                          "(data/results/backends.csv, results.read_rows('backends', root))")
+    t = _checked(rows)
+    out = []
+    for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
+        ref = g[(g["backend"] == "cpu") & (g["policy_device"] == "")]
+        if ref.empty:
+            continue
+        c = ref.iloc[0]
+        for _, x in g[(g["backend"] == "cpu") & (g["policy_device"] != "")].iterrows():
+            out.append(dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=x["gpu"],
+                            nworld=int(x["nworld"]), policy_device=x["policy_device"],
+                            policy_gpu=json.loads(x["params"]).get("policy_gpu"),
+                            cpu_policy_s_per_iter=float(c["s_per_iter"]),
+                            cpu_policy_rollout_s=float(c["rollout_s_per_iter"]),
+                            cpu_policy_update_s=float(c["update_s_per_iter"]),
+                            gpu_policy_s_per_iter=float(x["s_per_iter"]),
+                            gpu_policy_rollout_s=float(x["rollout_s_per_iter"]),
+                            gpu_policy_update_s=float(x["update_s_per_iter"]),
+                            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"])))
+    if not out:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
+
+
 def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
                             log: Callable[[str], None] = print) -> pd.DataFrame:
     """The CPU backend's time to solve per body, estimated: the newest CPU-backend ``backends``
-    row of the body (``rows``: data/results/backends.csv; the newest by its time, nworld as
+    row of the body with its policy on the CPU (the GPU-less baseline) (``rows``: data/results/backends.csv; the newest by its time, nworld as
     recorded) × the body's headline median iterations to solve on MuJoCo Warp
     (`report.headline` of `report.solve_summary` of ``runs``, `report.published_runs`).
     Iterations to solve depend on nworld: a body whose newest CPU-backend row has another
@@ -381,7 +474,8 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     if rows is None or rows.empty:
         return pd.DataFrame(columns=cols)
     t = _checked(rows)
-    cpu = t[t["backend"] == "cpu"].sort_values("time", kind="stable").drop_duplicates("body", keep="last")
+    cpu = t[(t["backend"] == "cpu") & (t["policy_device"] == "")]  # the baseline: no GPU at all
+    cpu = cpu.sort_values("time", kind="stable").drop_duplicates("body", keep="last")
     runs = with_code(runs) if runs is not None and not runs.empty else runs
     heads = headline(solve_summary(runs)) if runs is not None and not runs.empty else pd.DataFrame()
     by_body = {k[SUMMARY_KEYS.index("body")]: (dict(zip(SUMMARY_KEYS, k)), h) for k, h in heads.iterrows()}

@@ -20,6 +20,13 @@ def train_row(trainer, res: dict) -> dict:
     """One data/results/train.csv row (metadata columns + train metrics) for a finished run."""
     cfg = trainer.cfg
     params = to_dict(cfg)
+    # the CPU backend's policy on a GPU (TrainConfig.policy_device) is part of the configuration
+    # (config_id keeps it apart) and names its GPU; unset it stays out, so the config ids of runs
+    # that never had the field do not change
+    if params.get("policy_device") is None:
+        params.pop("policy_device", None)
+    else:
+        params["policy_gpu"] = trainer.segments[-1].get("policy_gpu")
     # Trainer.segments holds what every segment ran with, this process's last (read from the
     # launcher's environment when the Trainer started, results.packing_from_env): concurrent =
     # jobs at once on the run's GPU (only concurrent == 1 rows are headlines), mps = those jobs

@@ -36,6 +36,43 @@ def _sync(device: str):
     default_sync(device)()
 
 
+class PolicyIO:
+    """The env's step tensors on the policy's device, for a CPU-backend env whose policy runs on
+    another device (`TrainConfig.policy_device`): obs [nworld, obs_dim], reward, done, timeout
+    [nworld] (float32 views of one buffer on that device, copied from the env's) and action
+    [nworld, nu] (copied to the env's).
+
+    Args:
+      env: a `StanceEnv` (its obs / reward / done / timeout / action views, float32, on the
+        CPU); device: the policy's torch device ("cpu", "cuda:N").
+
+    `pull()` (after a reset, a load or a step) packs the env's outputs into one host buffer
+    (pinned on CUDA) and copies it to the device without waiting: the buffer is written again
+    only at the next pull, after a `push()` has waited for the device. `push()` (before a step)
+    copies the action to the env and waits for it: on CUDA one host read per env step.
+    """
+
+    def __init__(self, env, device: str):
+        dev = torch.device(device)
+        n, k = int(env.obs.shape[0]), int(env.obs.shape[1])
+        self.env, self._k = env, k
+        self._host = torch.zeros((n, k + 3), dtype=torch.float32, pin_memory=dev.type == "cuda")
+        self._dev = torch.zeros((n, k + 3), dtype=torch.float32, device=dev)
+        self.obs = self._dev[:, :k]
+        self.reward, self.done, self.timeout = (self._dev[:, k + i] for i in range(3))
+        self.action = torch.zeros(tuple(env.action.shape), dtype=env.action.dtype, device=dev)
+
+    def pull(self) -> None:
+        """The env's obs, reward, done and timeout to the device (one copy, not waited for)."""
+        e = self.env
+        torch.cat([e.obs, e.reward[:, None], e.done[:, None], e.timeout[:, None]], dim=1, out=self._host)
+        self._dev.copy_(self._host, non_blocking=True)
+
+    def push(self) -> None:
+        """The action to the env (waits for the device: the env reads it on the host next)."""
+        self.env.action.copy_(self.action)
+
+
 class Trainer:
     """Owns the env, agent, optimizer, curriculum and the iteration loop of one training run.
 
@@ -45,7 +82,10 @@ class Trainer:
 
     Attributes (besides env, agent, optimizer, lr, buf, update, curriculum): policy_graphs (the
     num_steps + 1 torch graphs of the rollout, `fightlab.rl.graphs.TorchGraph`), ppo_graph (the
-    update's), graph_fallbacks (torch graphs asked for that run eager).
+    update's), graph_fallbacks (torch graphs asked for that run eager); policy_device (where
+    torch runs: `cfg.policy_device`, else `cfg.device`) and io (what the policy reads and writes:
+    the env itself, or a `PolicyIO` when `cfg.policy_device` is set: then an iteration reads the
+    host num_steps + 1 times on CUDA, each action out and the summary).
     """
 
     def __init__(self, cfg: TrainConfig, progress: bool = True):
@@ -85,12 +125,15 @@ class Trainer:
 
     def _build(self, cfg, progress, resume_ck, StanceEnv):
         self.device = cfg.device
+        self.policy_device = cfg.policy_device or cfg.device
         self.progress = progress
         torch.manual_seed(cfg.seed)
         self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                              graph=cfg.graph, tree_factor=cfg.tree_factor,
                              backend=cfg.backend, threads=cfg.workers)
-        dev = torch.device(self.device)
+        # the policy's view of the env: the env's own tensors, or copies on cfg.policy_device
+        self.io = PolicyIO(self.env, cfg.policy_device) if cfg.policy_device else self.env
+        dev = torch.device(self.policy_device)
         self.agent = ActorCritic(self.env.obs_dim, self.env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=self.env.obs_min_std).to(dev)
         self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev)
@@ -109,7 +152,7 @@ class Trainer:
         self._torch_ptrs: tuple = ()
         self.graph_fallbacks = 0   # graphs asked for that run eager (each said with a warning)
         self.graph_recaptures = 0
-        self._reads = HostReads(cfg.device)
+        self._reads = HostReads(self.policy_device)
         self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(3)]
                         if dev.type == "cuda" else None)
         self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
@@ -133,6 +176,8 @@ class Trainer:
                               **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
                               device=cfg.device, gpu=gpu_name(cfg.device),
                               **backend_record(self.env),
+                              **({"policy_device": cfg.policy_device, "policy_gpu": gpu_name(cfg.policy_device)}
+                                 if cfg.policy_device else {}),
                               max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
                               start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]
         self.run_dir = self.rundir.path
@@ -158,10 +203,11 @@ class Trainer:
             self.env.warmup()
             self.obs = self.env.reset(stagger=True)
             self.env.set_amplitude(self.curriculum.amplitude, immediate=True)
+            self._pull()
             # warm up torch (cuBLAS handles, allocator) outside the timed loop
             with torch.no_grad():
-                self.agent.get_action_and_value(self.obs)
-            _sync(self.device)
+                self.agent.get_action_and_value(self.io.obs)
+            self._sync()
             self.compile_s = time.perf_counter() - t0
         rows_csv = self.run_dir / "rows.csv"
         if self._resume_ck is not None:
@@ -170,11 +216,31 @@ class Trainer:
                 _write_rows(rows_csv, self.history)
             elif rows_csv.exists():  # older checkpoints: drop rows past the checkpoint
                 _truncate_rows(rows_csv, self.iteration)
+            self._pull()  # the loaded observation
         with shared_stream(self.device):
             t0 = time.perf_counter()
             self._capture_torch()  # after a resume's load: the graphs see the loaded tensors
-            _sync(self.device)
+            self._sync()
             self.compile_s += time.perf_counter() - t0
+
+    def _sync(self) -> None:
+        """Wait for the env's device and, when it differs, the policy's."""
+        _sync(self.device)
+        if self.policy_device != self.device:
+            _sync(self.policy_device)
+
+    def _pull(self) -> None:
+        """The env's outputs to the policy's device (a `PolicyIO`; nothing when the policy reads
+        the env's own tensors); a read the iteration expects."""
+        if self.io is not self.env:
+            with self._reads.expected():
+                self.io.pull()
+
+    def _push(self) -> None:
+        """The policy's action to the env (a `PolicyIO`; nothing otherwise); an expected read."""
+        if self.io is not self.env:
+            with self._reads.expected():
+                self.io.push()
 
     # ------------------------------------------------------------------------------------------
     def _policy_step(self, s: int) -> None:
@@ -183,7 +249,7 @@ class Trainer:
         as in rsl_rl) and done; then, for s < num_steps, sample step s's action from the env's
         observation into the buffer and the env's action; for s = num_steps, the bootstrap value,
         GAE and the mean reward."""
-        cfg, env, buf, agent = self.cfg, self.env, self.buf, self.agent
+        cfg, env, buf, agent = self.cfg, self.io, self.buf, self.agent
         gamma, T = cfg.ppo.gamma, cfg.ppo.num_steps
         if s > 0:
             buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
@@ -215,8 +281,8 @@ class Trainer:
         """Storage pointers of every tensor the torch graphs read or write (checked once per
         iteration: a replaced tensor re-captures)."""
         ts = [*self.agent.state_dict().values(), self.lr, self.update.perm, self.update.stats,
-              self._reward_mean, *vars(self.buf).values(), self.env.obs, self.env.action,
-              self.env.reward, self.env.done, self.env.timeout]
+              self._reward_mean, *vars(self.buf).values(), self.io.obs, self.io.action,
+              self.io.reward, self.io.done, self.io.timeout]
         ts += [p.grad for p in self.agent.parameters() if p.grad is not None]
         ts += [v for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
         return tuple(t.data_ptr() for t in ts)
@@ -228,7 +294,7 @@ class Trainer:
         graphs = [g for g in (*self.policy_graphs, self.ppo_graph) if g.enabled]
         if not graphs:
             return
-        dev = torch.device(self.device)
+        dev = torch.device(self.policy_device)
         with torch.no_grad():
             weights = {k: v.clone() for k, v in self.agent.state_dict().items()}
             adam = {id(p): {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
@@ -284,7 +350,9 @@ class Trainer:
             for s in range(T):
                 with nvtx_range("policy"):
                     self.policy_graphs[s]()
+                self._push()
                 env.step()
+                self._pull()
             with nvtx_range("policy"):
                 self.policy_graphs[T]()
             if ev:
@@ -368,7 +436,8 @@ class Trainer:
                   obs=self.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
                   gen_state=self.gen.get_state().cpu(), run_id=self.run_id,
                   segments=self.segments, history=self.history,
-                  cuda_rng=torch.cuda.get_rng_state(torch.device(self.device)) if self.device.startswith("cuda") else None)
+                  cuda_rng=torch.cuda.get_rng_state(torch.device(self.policy_device))
+                  if self.policy_device.startswith("cuda") else None)
         tmp = path.with_suffix(".tmp")
         inside = path.resolve().parent == self.run_dir
         if inside:  # recorded first, so that a kill -9 mid-write leaves nothing unlisted
@@ -415,15 +484,15 @@ class Trainer:
         self.obs.copy_(ck["obs"].to(self.obs.device))
         torch.set_rng_state(ck["torch_rng"])
         try:
-            self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.device == "cpu" else ck["gen_state"])
+            self.gen.set_state(ck["gen_state"].to(self.gen.device) if self.policy_device == "cpu" else ck["gen_state"])
         except RuntimeError:
             # a checkpoint of another device type (a CPU generator's state does not fit a CUDA
             # one): the permutations continue from a seed of the run and its iteration, said here
             self.gen.manual_seed(self.cfg.seed + 12345 + self.iteration)
             print(f"resume: the minibatch permutation RNG comes from another device type; it "
                   f"continues from seed {self.cfg.seed + 12345 + self.iteration}", flush=True)
-        if ck.get("cuda_rng") is not None and self.device.startswith("cuda"):
-            torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(self.device))
+        if ck.get("cuda_rng") is not None and self.policy_device.startswith("cuda"):
+            torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(self.policy_device))
 
     # ------------------------------------------------------------------------------------------
     def train(self) -> dict:

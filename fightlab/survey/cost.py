@@ -617,6 +617,13 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     from fightlab.measure.backends import estimated_time_to_solve
 
     cpu_runs = runs[backend == "cpu"]
+    # a CPU-backend run with its policy on a GPU (TrainConfig.policy_device) ran on a CPU + GPU
+    # machine that no survey row prices: said and left out
+    gpu_policy = cpu_runs["params"].map(lambda p: bool(json.loads(p).get("policy_device")) if p else False)
+    if gpu_policy.any():
+        log(f"survey: {int(gpu_policy.sum())} CPU-backend train row(s) with the policy on a GPU left out "
+            "(a CPU + GPU machine: not the CPU baseline, and not priced)")
+        cpu_runs = cpu_runs[~gpu_policy]
     cpu_heads = headline(solve_summary(cpu_runs), backend="cpu") if not cpu_runs.empty else pd.DataFrame()
     measured = {dict(zip(SUMMARY_KEYS, keys))["body"] for keys in cpu_heads.index}
     est = estimated_time_to_solve(backends, gpu_runs, log=lambda line: log(f"survey: {line}"))
