@@ -32,6 +32,7 @@
 #                --run`, packed), in a batch stopped at BUDGET s; the same step again resumes it
 #   auto:BODY:SEED  a solo training at `--nworld auto` (issue 17's acceptance), published
 #   bench         issue 19's `fightlab bench --publish` (both bodies, host check, 2-min trainings)
+#   gputest:PATTERN  the CUDA tests (`pytest -m gpu`) whose names match PATTERN (pytest -k)
 # Back in $OUT: one log per step, data.tgz (every file under data/ this call wrote) and
 # result.txt (the table so far), both rewritten before every step and at the end. Exit status 1
 # when any step failed.
@@ -271,6 +272,11 @@ PYEOF
     bench)
       if timeout 590 $PY -m fightlab bench --publish --no-progress > "$log" 2>&1; then
         ok "$step: $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-200)"; else bad "$step $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
+      ;;
+    gputest)
+      [ -n "${a:-}" ] || { bad "$step: want gputest:PATTERN (pytest -k)"; continue; }
+      if timeout 300 $PY -m pytest -q -p no:cacheprovider -m gpu -k "$a" tests/ -rA > "$log" 2>&1; then
+        ok "$step: $(tail -n 1 "$log" | cut -c1-160)"; else bad "$step $(tail -n 1 "$log" | cut -c1-160)"; fi
       ;;
     *) bad "unknown step $step" ;;
   esac

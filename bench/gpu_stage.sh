@@ -11,7 +11,11 @@
 #   run  command: source .gpu/boot.sh || exit $?; ...   carry: [".gpu/kI", ".gpu/boot.sh", ".gpu/gpu-env.sh"]
 # Later calls on the same machine carry only .gpu/boot.sh and .gpu/gpu-env.sh.
 # The kernel cache is .gpu/warpcache.tar.xz when there is one (gpu_env_save_cache's, brought back),
-# else the bundle's starter cache. Nothing in the project depends on .gpu/ (git-ignored).
+# else the bundle's starter cache. The bundle lacks warp's CPU compiler (warp/bin/warp-clang.so),
+# which the CPU backend's env kernels need on the GPU machine (compare-backends, a CPU-backend
+# training): it rides along, xz-compressed, from this machine's warp-lang of the same version
+# (.venv), and boot.sh puts it into the installed warp. Nothing in the project depends on .gpu/
+# (git-ignored).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SRC=${1:-../shared/gpu}
@@ -28,6 +32,13 @@ blob=$(mktemp -d)
 trap 'rm -rf "$blob"' EXIT
 cp "$SRC"/bundle/a/* "$SRC"/bundle/b/* "$blob"/
 if [ -f .gpu/warpcache.tar.xz ]; then cp .gpu/warpcache.tar.xz "$blob"/; else cp "$SRC/warpcache-starter.tar.xz" "$blob/warpcache.tar.xz"; fi
+clang=$(ls .venv/lib/python3*/site-packages/warp/bin/warp-clang.so 2>/dev/null | head -n 1 || true)
+if [ -n "$clang" ]; then
+  [ -f .gpu/warp-clang.so.xz ] || xz -T0 -9 -c "$clang" > .gpu/warp-clang.so.xz
+  cp .gpu/warp-clang.so.xz "$blob"/
+else
+  echo "gpu_stage: no warp-clang.so in .venv (bash scripts/setup.sh): the CPU backend will not run there" >&2
+fi
 (cd "$blob" && sha256sum part_aa part_ab > sums)
 rm -rf .gpu/k[0-9]*
 (cd .gpu && tar cf - -C "$blob" . | split -b "${chunk}M" -d - chunk)
@@ -48,7 +59,11 @@ if [ ! -f /opt/flsite/.ok ]; then
     echo "boot: staged \$(ls \$_s/chunks | tr '\n' ' ')(of $n)"; return 0 2>/dev/null || exit 0
   fi
 fi
-source .gpu/gpu-env.sh
+source .gpu/gpu-env.sh || { return \$? 2>/dev/null || exit \$?; }
+# warp's CPU compiler for the CPU backend (not in the bundle), once
+if [ -f \$_s/warp-clang.so.xz ] && [ ! -f /opt/flsite/warp/bin/warp-clang.so ]; then
+  xz -d -T0 < \$_s/warp-clang.so.xz > /opt/flsite/warp/bin/warp-clang.so && echo "boot: warp's CPU compiler restored"
+fi
 EOF
 echo "gpu_stage: tree $((tree / 1048576)) MiB, $n chunks of ≤ $chunk MiB:"
 for ((i = 0; i < n; i++)); do
