@@ -402,7 +402,7 @@ def validate_size(size) -> str:
 
 
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
-                  gpu: bool = True, backend: str = "gpu") -> None:
+                  gpu: bool = True, backend: str = "gpu", policy_device: str | None = None) -> None:
     """The one rule for what may write the committed data/, as the code below checks it:
 
     - size: only ``"full"`` (or None, for what has no size) publishes;
@@ -411,6 +411,8 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
     - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
       (`validate_layout` refuses any other); its rows name the CPU model and cores in the `gpu`
       column (`fightlab.meta.cpu_label`, checked again by `fightlab.results.append_row`);
+    - the CPU backend with a ``policy_device`` publishes only with the policy on a CUDA device:
+      ``"cpu"`` is the same run as without it plus copies, a check of that path;
     - a rendering (Figure 1) measures nothing and passes ``gpu=False``: only its size is checked.
 
     Args:
@@ -419,7 +421,8 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
       device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
       size: the run's size (:data:`SIZES`) where it has one, else None;
       gpu: whether what is written is a measurement (False only for renderings);
-      backend: the run's physics backend (:data:`BACKENDS`).
+      backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
+        `TrainConfig.policy_device` (None: the policy on the run's device).
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a
         bool (e.g. the string "False" from papermill's -r), or an unknown backend.
@@ -434,6 +437,10 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
                           f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
                           "device is a smoke check (drop --publish: the row still goes under runs/; "
                           "the CPU baseline publishes with --backend cpu)")
+    if gpu and policy_device is not None and not str(policy_device).startswith("cuda"):
+        raise ConfigError(f"--publish writes {what} under data/; policy device {policy_device!r} is not a "
+                          "GPU: the CPU backend with its policy on the CPU through the copies is a check of "
+                          "that path, the same run as without it (drop --publish, or put the policy on cuda:N)")
     if size is not None and size != "full":
         raise ConfigError(f"--publish writes {what} under data/, which holds full-size measurements; "
                           f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")
@@ -597,7 +604,8 @@ def validate_policy_device(policy_device, backend) -> str | None:
     try:
         return validate_device(policy_device)
     except ConfigError as e:
-        raise ConfigError(f"policy_device: {e}") from None
+        why = str(e).split("; use device")[0]  # validate_device's hint names --device, not this
+        raise ConfigError(f"policy_device: {why} (choices: cpu, cuda, cuda:N of this machine)") from None
 
 
 def coerce_field(cls, name: str, raw):

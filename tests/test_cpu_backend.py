@@ -332,7 +332,13 @@ def test_compare_backends_with_the_policy_on_another_device(tmp_path, monkeypatc
     assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--gpu-device", "cpu",
                  "--cpu-policy-device", "tpu", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("fightlab: error: --cpu-policy-device: device must be") and "(or none)" in err, err
+    assert err.startswith("fightlab: error: --cpu-policy-device 'tpu': device must be") and \
+        "(choices: auto, none, cpu, cuda, cuda:N)" in err and len(err.strip().splitlines()) == 1, err
+    # the policy on the CPU through the copies is a check of that path: it never publishes
+    assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--cpu-policy-device", "cpu",
+                 "--publish", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "policy device 'cpu' is not a GPU" in err and len(err.strip().splitlines()) == 1, err
 
 
 def pd_read(folder):
@@ -566,8 +572,40 @@ def test_policy_device_copies_train_the_same(tmp_path):
     assert config_id(pa) != config_id(pb)
 
 
+def test_a_gpu_policy_checkpoint_opens_on_a_machine_without_that_gpu(tmp_path, capsys):
+    """A checkpoint whose run had its policy on a GPU (here: a CPU run's config set to cuda:3)
+    passes the file check anywhere (it is not damaged); evaluate runs it on the CPU; a resume
+    says in one line that the policy device is not here; a resume of a policy-on-CPU check
+    refuses --publish before any training."""
+    rd = tmp_path / "run"
+    assert main(["train", "--backend", "cpu", "--policy-device", "cpu", "--workers", "2", "--nworld", "4",
+                 "--max-iterations", "2", "--run-dir", str(rd), "--no-progress",
+                 "--set", "ppo.num_steps=8", "--set", "ppo.num_minibatches=2"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(rd / "latest.pt"), "--max-iterations", "3", "--publish"]) == 2
+    err = capsys.readouterr().err
+    assert "policy device 'cpu' is not a GPU" in err and len(err.strip().splitlines()) == 1, err
+    ck = torch.load(rd / "latest.pt", weights_only=False)
+    ck["config"]["policy_device"] = "cuda:3"
+    torch.save(ck, tmp_path / "gpu.pt")
+    from fightlab.rl.checkpoint import load_checkpoint
+
+    assert load_checkpoint(str(tmp_path / "gpu.pt"))["config"]["policy_device"] == "cuda:3"
+    assert main(["evaluate", str(tmp_path / "gpu.pt"), "--nworld", "4", "--device", "cpu", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "gpu.pt"), "--max-iterations", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: policy_device: device 'cuda:3'") and "damaged" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "--device cpu" not in err, err
+    ck["config"]["policy_device"] = "tpu"  # a value no fightlab writes: that is damage
+    torch.save(ck, tmp_path / "bad.pt")
+    assert main(["train", "--resume", str(tmp_path / "bad.pt"), "--max-iterations", "3"]) == 2
+    assert "is damaged or hand-edited" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, expect", [
     (["train", "--policy-device", "cpu"], "policy_device 'cpu' is the CPU backend's option"),
+    (["train", "--backend", "cpu", "--policy-device", "cpu", "--publish"], "policy device 'cpu' is not a GPU"),
     (["train", "--backend", "cpu", "--policy-device", "tpu:0"],
      "policy_device: device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu:0'"),
     (["train", "--backend", "cpu", "--policy-device", "cuda:9"], "policy_device: device 'cuda:9'"),

@@ -161,7 +161,7 @@ def check_plan_publish(points: list[dict], publish: bool) -> None:
     Raises ConfigError naming the first that may not (MuJoCo Warp on warp's CPU device)."""
     for p in points:
         what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
-        check_publish(publish, p["device"], what, backend=p["backend"])
+        check_publish(publish, p["device"], what, backend=p["backend"], policy_device=p.get("policy_device"))
 
 
 def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,

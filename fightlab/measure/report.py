@@ -99,7 +99,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
                   f"training (amplitude {res['final_amplitude']:.1f}); continue with "
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
-        check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend)
+        check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend,
+                      policy_device=trainer.cfg.policy_device)
         row = train_row(trainer, res)
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"

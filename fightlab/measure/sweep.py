@@ -582,6 +582,9 @@ def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str
     median against the original's 350–500 at any count; and the world counts whose time to solve
     is within ``tolerance`` (a fraction) of the fastest (the flat bottom of the curve, the set
     `--nworld auto` chooses the fewest of). Empty without solved points."""
+    def its(x) -> str:  # a median of an even count may end in .5: said as it is, not rounded
+        return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
     lines = []
     t = table.dropna(subset=["time_to_solve_s"])
     for (gpu, body), g in t.groupby(["gpu", "body"], sort=True):
@@ -591,17 +594,17 @@ def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str
         ref = (f"; at {ORIGINAL_NWORLD} worlds (the original's best, {ORIGINAL_GPU}) "
                f"{at['time_to_solve_s'].iloc[0]:.1f} s" if len(at) else "")
         lines.append(f"{body} on {gpu}: fastest solve at {int(best['nworld'])} worlds, "
-                     f"{best['time_to_solve_s']:.1f} s ({best['iterations_median']:.0f} iterations × "
-                     f"{best['s_per_iter']:.3f} s){ref}")
+                     f"{best['time_to_solve_s']:.1f} s = {its(best['iterations_median'])} iterations (median) × "
+                     f"{best['s_per_iter']:.3f} s (the sweep's solo s/iteration){ref}")
         lo, hi = g.iloc[0], g.iloc[-1]
         if len(g) > 1:
-            lines.append(f"{body} on {gpu}: iterations to solve {lo['iterations_median']:.0f} at "
-                         f"{int(lo['nworld'])} worlds, {hi['iterations_median']:.0f} at {int(hi['nworld'])} "
+            lines.append(f"{body} on {gpu}: iterations to solve {its(lo['iterations_median'])} at "
+                         f"{int(lo['nworld'])} worlds, {its(hi['iterations_median'])} at {int(hi['nworld'])} "
                          f"({hi['iterations_median'] / lo['iterations_median']:.2f}×); seconds per "
                          f"iteration {lo['s_per_iter']:.3f} → {hi['s_per_iter']:.3f} s "
                          f"({hi['s_per_iter'] / lo['s_per_iter']:.2f}×)")
             a, b = ORIGINAL_ITERATIONS
-            per = ", ".join(f"{int(r.nworld)}: {r.iterations_median:.0f}" for r in g.itertuples())
+            per = ", ".join(f"{int(r.nworld)}: {its(r.iterations_median)}" for r in g.itertuples())
             outside = [int(r.nworld) for r in g.itertuples() if not a <= r.iterations_median <= b]
             lines.append(f"{body} on {gpu}: median iterations to solve by nworld {per} (the original: "
                          f"{a}–{b} at any world count; outside that here: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,14 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     if not isinstance(ck["config"], dict):
         raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
     try:
-        validate_train(dataclasses.replace(from_dict(ck["config"]), device="cpu"))
+        cfg = from_dict(ck["config"])
+        # the file's own types, not this machine's devices: a run of another machine's GPU (its
+        # device, its policy device) is checked as if it were on the CPU; whether the GPU is here
+        # is said when the run resumes
+        pd = cfg.policy_device
+        if isinstance(pd, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", pd.strip().lower()):
+            pd = "cpu"
+        validate_train(dataclasses.replace(cfg, device="cpu", policy_device=pd))
     except (ConfigError, TypeError, ValueError) as e:
         raise bad(f"config: {e}") from None
     it = ck["iteration"]

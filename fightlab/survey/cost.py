@@ -619,7 +619,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     cpu_runs = runs[backend == "cpu"]
     # a CPU-backend run with its policy on a GPU (TrainConfig.policy_device) ran on a CPU + GPU
     # machine that no survey row prices: said and left out
-    gpu_policy = cpu_runs["params"].map(lambda p: bool(json.loads(p).get("policy_device")) if p else False)
+    gpu_policy = cpu_runs["params"].map(
+        lambda p: str(json.loads(p).get("policy_device") or "").startswith("cuda") if p else False)
     if gpu_policy.any():
         log(f"survey: {int(gpu_policy.sum())} CPU-backend train row(s) with the policy on a GPU left out "
             "(a CPU + GPU machine: not the CPU baseline, and not priced)")
