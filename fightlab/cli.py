@@ -504,7 +504,8 @@ def cmd_train(a) -> int:
         if not a.resume.strip():
             raise ConfigError(f"--resume must name a checkpoint file, got {a.resume!r}")
         ck = load_checkpoint(a.resume)  # clear error before building anything
-        saved_backend = from_dict(ck["config"]).backend
+        saved = from_dict(ck["config"])
+        saved_backend = saved.backend
         if backend is not None and backend != saved_backend:
             raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved_backend}): "
                               "a resumed run keeps its physics backend (only --device, --max-iterations, "
@@ -517,7 +518,9 @@ def cmd_train(a) -> int:
                           f"and the policy run on the CPU), got --device {a.device!r}")
     device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
     policy_device = validate_policy_device(a.policy_device, backend)
-    check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device)
+    # a resume keeps its checkpoint's policy device (a CPU-policy check never publishes)
+    check_publish(a.publish, device, "the training row", backend=backend,
+                  policy_device=saved.policy_device if ck is not None else policy_device)
     dflt = TrainConfig()
     auto = a.nworld is not None and a.nworld.strip().lower() == "auto"
     if auto and a.resume is not None:
@@ -530,9 +533,6 @@ def cmd_train(a) -> int:
 
         results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
     if a.resume is not None:
-        saved = from_dict(ck["config"])
-        # the run's own policy device (a resume keeps it): a CPU-policy check never publishes
-        check_publish(a.publish, device, "the training row", backend=backend, policy_device=saved.policy_device)
         if a.set:
             raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
         given = {k: v for k, v in dict(
@@ -906,10 +906,9 @@ def cmd_compare_backends(a) -> int:
     pol = "auto" if a.cpu_policy_device is None else a.cpu_policy_device.strip().lower()
     if pol not in ("auto", "none"):
         try:
-            pol = validate_device(pol)
+            pol = validate_device(pol, hint="")
         except ConfigError as e:
-            why = str(e).split("; use device")[0]  # validate_device's hint names --device
-            raise ConfigError(f"--cpu-policy-device {a.cpu_policy_device!r}: {why} (choices: auto, none, cpu, "
+            raise ConfigError(f"--cpu-policy-device {a.cpu_policy_device!r}: {e} (choices: auto, none, cpu, "
                               "cuda, cuda:N)") from None
     rows = backends.compare(a.body, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
                             cpu_policy_device=None if pol == "none" else pol,

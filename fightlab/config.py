@@ -446,11 +446,13 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
                           f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")
 
 
-def validate_device(device) -> str:
+def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the command line)") -> str:
     """Return a canonical device string ("cpu" or "cuda:N").
 
     Raises ValueError if `device` is not "cpu", "cuda" or "cuda:N", or names a CUDA device that
-    this machine does not have (the message says which devices exist).
+    this machine does not have (the message says which devices exist; on a machine without a
+    GPU it ends with ``hint``, by default the way to the CPU through ``--device``: callers whose
+    setting has another flag pass their own, or "").
     """
     if not isinstance(device, str):
         raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
@@ -462,7 +464,7 @@ def validate_device(device) -> str:
         cuda = [str(x) for x in wp.get_cuda_devices()]
         if not cuda:
             raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
-                             "(warp sees none); use device 'cpu' (--device cpu on the command line)")
+                             f"(warp sees none){hint}")
         d = "cuda:0" if d == "cuda" else d
         if d not in cuda:
             raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
@@ -602,10 +604,9 @@ def validate_policy_device(policy_device, backend) -> str | None:
                           "CPU, the policy on a GPU); with backend gpu the policy runs on --device: "
                           "drop it, or use backend cpu")
     try:
-        return validate_device(policy_device)
+        return validate_device(policy_device, hint="")
     except ConfigError as e:
-        why = str(e).split("; use device")[0]  # validate_device's hint names --device, not this
-        raise ConfigError(f"policy_device: {why} (choices: cpu, cuda, cuda:N of this machine)") from None
+        raise ConfigError(f"policy_device: {e} (choices: cpu, cuda, cuda:N of this machine)") from None
 
 
 def coerce_field(cls, name: str, raw):

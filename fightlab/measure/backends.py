@@ -331,7 +331,8 @@ _NEEDED = ("run_id", "time", "commit", "gpu", "body", "nworld", "params", "s_per
 
 
 def _checked(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``backend``, ``compare_id`` and ``learner`` from params. Raises ConfigError
+    """``rows`` with ``backend``, ``compare_id``, ``learner``, ``policy_device`` ("" for none)
+    from params and ``baseline`` (the CPU backend with its policy on the CPU). Raises ConfigError
     (one line) when a needed column is missing or a params is not a JSON object with a backend."""
     import json
 
@@ -352,7 +353,9 @@ def _checked(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(backend=[d["backend"] for d in params],
                        compare_id=[str(d.get("compare_id") or "") for d in params],
                        learner=[str(d.get("learner") or "") for d in params],
-                       policy_device=[str(d.get("policy_device") or "") for d in params])
+                       policy_device=[str(d.get("policy_device") or "") for d in params],
+                       # the CPU baseline: the CPU backend with its policy on the CPU too
+                       baseline=[d["backend"] == "cpu" and not d.get("policy_device") for d in params])
 
 
 def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
@@ -378,7 +381,7 @@ def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     t = _checked(rows)
     out = []
     for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
-        cpu = g[(g["backend"] == "cpu") & (g["policy_device"] == "")]
+        cpu = g[g["baseline"]]
         if len(cpu) > 1:
             raise ConfigError(f"backends comparison {cid!r}, {body}: {len(cpu)} CPU-backend rows "
                               f"({', '.join(cpu['run_id'])}); expected one")
@@ -426,7 +429,7 @@ def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
     t = _checked(rows)
     out = []
     for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
-        ref = g[(g["backend"] == "cpu") & (g["policy_device"] == "")]
+        ref = g[g["baseline"]]
         if ref.empty:
             continue
         c = ref.iloc[0]
@@ -474,8 +477,7 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     if rows is None or rows.empty:
         return pd.DataFrame(columns=cols)
     t = _checked(rows)
-    cpu = t[(t["backend"] == "cpu") & (t["policy_device"] == "")]  # the baseline: no GPU at all
-    cpu = cpu.sort_values("time", kind="stable").drop_duplicates("body", keep="last")
+    cpu = t[t["baseline"]].sort_values("time", kind="stable").drop_duplicates("body", keep="last")
     runs = with_code(runs) if runs is not None and not runs.empty else runs
     heads = headline(solve_summary(runs)) if runs is not None and not runs.empty else pd.DataFrame()
     by_body = {k[SUMMARY_KEYS.index("body")]: (dict(zip(SUMMARY_KEYS, k)), h) for k, h in heads.iterrows()}

@@ -609,9 +609,10 @@ def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str
             lines.append(f"{body} on {gpu}: median iterations to solve by nworld {per} (the original: "
                          f"{a}–{b} at any world count; outside that here: "
                          f"{', '.join(map(str, outside)) or 'none'})")
-            flat = g[g["time_to_solve_s"] <= best["time_to_solve_s"] * (1.0 + tolerance)]
+            within = g["time_to_solve_s"] <= best["time_to_solve_s"] * (1.0 + tolerance)
+            flat = g[within]
             others = ", ".join(f"{int(r.nworld)}: +{r.time_to_solve_s / best['time_to_solve_s'] - 1:.1%}"
-                               for r in g.itertuples() if r.nworld not in set(flat["nworld"]))
+                               for r in g[~within].itertuples())
             lines.append(f"{body} on {gpu}: within {tolerance:.0%} of the fastest: "
                          f"{', '.join(str(int(n)) for n in flat['nworld'])} worlds; the others "
                          f"{others or 'none'}")

@@ -55,7 +55,7 @@ class PolicyIO:
     def __init__(self, env, device: str):
         dev = torch.device(device)
         n, k = int(env.obs.shape[0]), int(env.obs.shape[1])
-        self.env, self._k = env, k
+        self.env = env
         self._host = torch.zeros((n, k + 3), dtype=torch.float32, pin_memory=dev.type == "cuda")
         self._dev = torch.zeros((n, k + 3), dtype=torch.float32, device=dev)
         self.obs = self._dev[:, :k]
