@@ -13,10 +13,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from fightlab import reproduce as rep
+from fightlab import results
 from fightlab.config import ConfigError
 from fightlab.paths import NOTEBOOKS, REPO_ROOT, RUNS
 from fightlab.reproduce import notebooks, reproduce
@@ -143,12 +143,12 @@ def test_train_notebook_from_its_own_folder(tmp_path):
     # what it wrote: this run's folder under the repository's runs/, nothing in notebooks/
     run_dir = RUNS / "train" / "nb06-simple-4-s0-smoke"
     assert (run_dir / "rows.csv").stat().st_mtime >= t0 - 1
-    row = pd.read_csv(run_dir / "data" / "results" / "train.csv")
+    row = results.read_rows("train", run_dir)  # ids as text (an all-digit id too)
     assert len(row) == 1 and row["run_id"][0] in outputs
     assert stray_before or not stray.exists(), f"{stray} was written (a path from the cwd)"
     assert _tracked_changes() == before
     # what it read: every committed published run, and the with/without-the-kernel table
-    published = pd.read_csv(REPO_ROOT / "data" / "results" / "train.csv")
+    published = results.read_rows("train", REPO_ROOT)
     assert len(published) > 0
     assert all(run_id in outputs for run_id in published["run_id"])
     assert "solved" in outputs and "env_steps_per_s" in outputs

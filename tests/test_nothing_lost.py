@@ -75,11 +75,11 @@ def test_fresh_run_removes_only_its_manifests_files(tmp_path):
     assert any(f.startswith("data/curves/") for f in listed)
     (d / "notes.txt").write_text("the user's own file")
     (d / "data" / "mine.txt").write_text("also the user's")
-    old_id = pd.read_csv(d / "data" / "results" / "train.csv")["run_id"].item()
+    old_id = results.read_rows("train", d)["run_id"].item()  # ids as text (an all-digit id too)
     assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0
     assert (d / "notes.txt").read_text() == "the user's own file"
     assert (d / "data" / "mine.txt").read_text() == "also the user's"
-    new = pd.read_csv(d / "data" / "results" / "train.csv")
+    new = results.read_rows("train", d)
     assert len(new) == 1 and new["run_id"].item() != old_id
     assert not (d / "data" / "curves" / f"{old_id}.csv").exists()
 
@@ -214,7 +214,7 @@ def test_resume_keeps_every_setting_and_records_segments(tmp_path, capsys):
     assert [s["device"] for s in saved["segments"]] == ["cpu", "cpu"]
     # the finished, unsolved run resumed once more: still one row for its run_id, the latest
     assert main(["train", "--resume", ck, "--max-iterations", "3", "--device", "cpu", "--no-progress"]) == 0
-    rows = pd.read_csv(d / "data" / "results" / "train.csv")
+    rows = results.read_rows("train", d)  # the reader that keeps ids as text (an all-digit id too)
     assert len(rows) == 1 and rows["iterations"].item() == 3
     assert rows["run_id"].item() == saved["run_id"]
     curve = pd.read_csv(d / "data" / "curves" / f"{saved['run_id']}.csv")
@@ -331,7 +331,7 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
                  "--device", "cpu", "--no-progress"]) == 0
     rows = pd.read_csv(d / "rows.csv")
     assert rows["iteration"].tolist() == list(range(1, n + 2))
-    assert pd.read_csv(d / "data" / "results" / "train.csv")["run_id"].tolist() == [ck["run_id"]]
+    assert results.read_rows("train", d)["run_id"].tolist() == [ck["run_id"]]
 
 
 
