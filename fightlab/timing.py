@@ -688,7 +688,7 @@ class HostReads:
     def _drain(self) -> None:
         """Count torch's sync warnings recorded so far (and drop the other warnings' records,
         re-issued so nothing is swallowed)."""
-        if not self.cuda:
+        if not self.cuda or self._depth == 0:  # not recording: nothing to count
             return
         log, self._log[:] = list(self._log), []
         for w in log:
@@ -721,7 +721,11 @@ class HostReads:
 
     @contextlib.contextmanager
     def expected(self):
-        """The sanctioned read(s): counted in `count`, not in `unexpected`, never refused."""
+        """The sanctioned read(s): counted in `count`, not in `unexpected`, never refused. Outside
+        the `with` (nothing is recorded there, e.g. the runner's start) it changes nothing."""
+        if self._depth == 0:
+            yield
+            return
         self._drain()
         self._sanctioned += 1
         if self.cuda:

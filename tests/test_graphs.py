@@ -417,6 +417,22 @@ def test_host_reads_reissue_other_warnings_and_nest(monkeypatch):
     wp.zeros(2, device="cpu").numpy()  # no guard left behind
 
 
+def test_host_reads_expected_outside_the_guard_changes_nothing(monkeypatch):
+    """The runner's start pulls the env's outputs (an expected read) before any iteration enters
+    the guard; on CUDA that once raised AttributeError (no recording yet) on the H200."""
+    modes = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    h = HostReads("cuda:0", strict=True)
+    with h.expected():
+        pass
+    assert modes == [] and h.take() == 0  # torch's mode untouched, nothing counted
+    with h:
+        with h.expected():
+            pass
+    assert modes == ["error", "warn", "error", 0]  # enter, expected in/out, restore at exit
+
+
 def test_eager_ppo_update_moves_the_rate_adam_uses():
     from fightlab.rl.models import ActorCritic
     from fightlab.rl.storage import RolloutStorage
