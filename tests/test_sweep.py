@@ -418,6 +418,46 @@ def test_auto_nworld_ramps_inside_the_committed_range_and_records_it(tmp_path):
     assert vs.loc["simple", "auto_nworld"] == vs.loc["simple", "best_nworld"] == 1024
 
 
+def test_auto_runs_are_judged_against_the_sweep_without_themselves(tmp_path):
+    """Issue 17's acceptance: a solo auto training's time to solve against the best point's seeds'
+    spread (simple: 1024 worlds, 500 / 520 iterations × 0.2 s = 100–104 s), the sweep as the
+    rule saw it (auto rows and CPU-backend rows never enter the iterations)."""
+    root = synthetic_root(tmp_path)
+
+    def auto(nworld, time_s, its=300, solved=True, concurrent=1, seed=5):
+        row = train_row("simple", nworld, seed, its, solved=solved, concurrent=concurrent)
+        p = json.loads(row["params"])
+        p["nworld_auto"] = dict(chosen=nworld, ramp=[dict(nworld=nworld, s_per_iter=0.2, iterations=510,
+                                                          predicted_s=102.0)])
+        row.update(params=json.dumps(p), time_to_solve_s=time_s)
+        results.append_row("train", row, root)
+
+    auto(1024, 101.0)                     # within 100-104 s
+    auto(512, 95.0)                       # faster than the best point's fastest run
+    auto(1024, 110.0)                     # slower
+    auto(1024, 90.0, concurrent=4)        # packed: not a time to solve
+    auto(1024, None, solved=False)
+    cpu = train_row("simple", 1024, 7, 100)  # the C engine's solve: not a MuJoCo Warp iteration count
+    cpu["params"] = json.dumps({**json.loads(cpu["params"]), "backend": "cpu"})
+    results.append_row("train", cpu, root)
+    runs, sw = published_runs(root), results.read_rows("sweep", root)
+    a = sweep.auto_runs(sw, runs)
+    assert len(a) == 5 and (a["best_nworld"] == 1024).all()
+    assert a["best_time_to_solve_s"].tolist() == pytest.approx([102.0] * 5)  # median 510: without 300s, 100
+    assert a["best_min_s"].tolist() == pytest.approx([100.0] * 5) and a["best_max_s"].tolist() == pytest.approx([104.0] * 5)
+    assert a["ok"].tolist() == [True, True, False, False, False]
+    assert a["verdict"].iloc[0].startswith("within") and a["verdict"].iloc[1].startswith("faster")
+    assert a["verdict"].iloc[2] == "slower than the best point's slowest run (104.0 s): +5.8%"
+    assert a["verdict"].iloc[3].startswith("packed") and a["verdict"].iloc[4] == "not solved"
+    assert a["predicted_s"].tolist() == pytest.approx([102.0] * 5)
+    # the figure's pool does take the auto runs (they are trainings of the learner), never the CPU row
+    t = sweep.time_to_solve_table(sw, runs).set_index(["body", "nworld"])
+    assert t.loc[("simple", 1024), "n_solved"] == 5 and t.loc[("simple", 1024), "iterations_min"] == 300
+    assert sweep.known_iterations(runs, "simple", LEARNER)[1024] == 300.0  # 300 ×3, 500, 520
+    assert sweep.warp_runs(runs)["run_id"].tolist() == runs["run_id"].iloc[:-1].tolist()
+    assert sweep.auto_runs(sw, runs.iloc[:0]).empty
+
+
 def test_train_nworld_auto_records_the_ramp_in_the_row(tmp_path, monkeypatch):
     record = dict(rule="test", chosen=4, ramp=[dict(nworld=4, s_per_iter=0.01)])
     seen = {}

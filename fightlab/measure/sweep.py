@@ -429,6 +429,15 @@ def _params(df: pd.DataFrame) -> list[dict]:
     return [json.loads(p) if isinstance(p, str) and p else {} for p in df["params"]]
 
 
+def warp_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The train rows of MuJoCo Warp trainings: rows whose params.backend is "cpu" (the C engine,
+    issue 18) left out, so the sweep's curve and `--nworld auto`'s iterations are GPU-backend
+    trainings only (rows from before the CPU backend name none and are all MuJoCo Warp)."""
+    if runs.empty:
+        return runs
+    return runs[[p.get("backend", "gpu") != "cpu" for p in _params(runs)]]
+
+
 def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
     """Iterations to solve per (body, learner, nworld) from train rows of the task
     (`report.published_runs`; any packing: packing changes wall time, not iterations; any commit
@@ -445,6 +454,7 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
 
     cols = ["body", "learner", "nworld", "n_runs", "n_solved", "seeds", "commits", "iterations_median",
             "iterations_min", "iterations_max", "packed"]
+    runs = warp_runs(runs)
     if runs.empty:
         return pd.DataFrame(columns=cols)
     runs = runs.assign(learner=[learner_id(p) for p in _params(runs)])
@@ -524,6 +534,7 @@ def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
 
     cols = ["body", "nworld", "seed", "commit", "iterations_solo", "iterations_packed", "concurrent",
             "iterations_diff"]
+    runs = warp_runs(runs)
     if runs.empty:
         return pd.DataFrame(columns=cols)
     runs = runs[runs["solved"] == True]  # noqa: E712
@@ -555,7 +566,7 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
 
     cols = ["body", "learner", "nworld", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
             "later_median", "iterations_median", "stage0_world_iterations_median"]
-    per_run = run_stages(runs, Path(root) if root else None)
+    per_run = run_stages(warp_runs(runs), Path(root) if root else None)
     if per_run.empty:
         return pd.DataFrame(columns=cols)
     per_run["later"] = per_run["iterations"] - per_run["stage0"]
@@ -682,6 +693,7 @@ def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, f
     from fightlab.config import DEFAULT_TASK
     from fightlab.measure.report import learner_id
 
+    runs = warp_runs(runs)
     if runs.empty:
         return {}
     lrn = [learner_id(p) for p in _params(runs)]
@@ -768,9 +780,69 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
                                       "best_time_to_solve_s", "note"])
 
 
+def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Issue 17's acceptance: each training at `--nworld auto`'s pick (a train row with
+    params.nworld_auto) against the sweep's best point, the sweep as the rule saw it: the
+    `time_to_solve_table` of ``sweep_rows`` and the *other* train rows (an auto run never judges
+    itself). The run passes (``ok``) when it solved, ran solo (concurrent 1: a packed time is not
+    a time to solve) and its time to solve is at most the slowest run of the best point (the
+    best point's min … max is its seeds' spread; faster than its fastest counts as a pass).
+
+    Returns:
+      DataFrame, one row per auto run: run_id, gpu, body, commit, seed, auto_nworld, predicted_s
+      (the ramp's prediction at the pick) [s], iterations, time_to_solve_s [s], concurrent,
+      best_nworld, best_time_to_solve_s, best_min_s, best_max_s [s], verdict (text), ok (bool).
+    """
+    from fightlab.measure.report import learner_id
+
+    cols = ["run_id", "gpu", "body", "commit", "seed", "auto_nworld", "predicted_s", "iterations",
+            "time_to_solve_s", "concurrent", "best_nworld", "best_time_to_solve_s", "best_min_s",
+            "best_max_s", "verdict", "ok"]
+    runs = warp_runs(runs)
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    params = _params(runs)
+    is_auto = pd.Series([bool(p.get("nworld_auto")) for p in params], index=runs.index)
+    table = time_to_solve_table(sweep_rows, runs[~is_auto])
+    out = []
+    for (i, r), p in zip(runs.iterrows(), params):
+        rec = p.get("nworld_auto")
+        if not rec:
+            continue
+        chosen = [x for x in rec.get("ramp", []) if x.get("nworld") == rec.get("chosen")]
+        conc = pd.to_numeric(pd.Series([r.get("concurrent", 1)]), errors="coerce").iloc[0]
+        row = dict(run_id=r["run_id"], gpu=r["gpu"], body=r["body"], commit=r["commit"], seed=r["seed"],
+                   auto_nworld=int(r["nworld"]),
+                   predicted_s=float(chosen[0]["predicted_s"]) if chosen else math.nan,
+                   iterations=r["iterations"], time_to_solve_s=float(r["time_to_solve_s"]),
+                   concurrent=conc, best_nworld=pd.NA, best_time_to_solve_s=math.nan,
+                   best_min_s=math.nan, best_max_s=math.nan, verdict="", ok=False)
+        g = table[(table["gpu"] == r["gpu"]) & (table["body"] == r["body"])
+                  & (table["learner"] == learner_id(p))].dropna(subset=["time_to_solve_s"])
+        if g.empty:
+            row["verdict"] = "no solved sweep point of this GPU, body and learner"
+        else:
+            b = g.loc[g["time_to_solve_s"].idxmin()]
+            lo, hi, t = float(b["time_to_solve_min_s"]), float(b["time_to_solve_max_s"]), row["time_to_solve_s"]
+            row.update(best_nworld=int(b["nworld"]), best_time_to_solve_s=float(b["time_to_solve_s"]),
+                       best_min_s=lo, best_max_s=hi)
+            if r["solved"] != True:  # noqa: E712
+                row["verdict"] = "not solved"
+            elif not conc == 1:
+                row["verdict"] = f"packed (concurrent {conc}): not a solo time to solve"
+            elif t < lo:
+                row.update(verdict=f"faster than the best point's fastest run ({lo:.1f} s)", ok=True)
+            elif t <= hi:
+                row.update(verdict=f"within the best point's spread ({lo:.1f}–{hi:.1f} s)", ok=True)
+            else:
+                row["verdict"] = f"slower than the best point's slowest run ({hi:.1f} s): +{t / hi - 1:.1%}"
+        out.append(row)
+    return pd.DataFrame(out, columns=cols)
+
+
 __all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
            "AUTO_TOLERANCE", "parse_nworld_list", "parse_seed_list", "time_point", "sweep_options",
            "sweep_id", "validate_sweep_id", "int_text", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
            "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check", "stage0_by_nworld",
            "findings", "interp_iterations", "pick_nworld", "known_iterations", "auto_nworld",
-           "auto_vs_sweep"]
+           "auto_vs_sweep", "auto_runs", "warp_runs"]
