@@ -579,6 +579,11 @@ def test_notebook_07_at_smoke_size(tmp_path):
     for ratio in ("7.3x", "8.8x", "18.2x", "20.6x"):
         assert f"{ratio} the CPU backend's env steps/s" in out, ratio
     assert "CPU backend time to solve" in out and "CPU-backend rows: assumed $0.22/h: 16 vCPU" in out
+    # simple's CPU-backend solve was measured (session 12): said as measured, its estimate marked as
+    # not the one the survey prices; muscular-fast's stays an estimate
+    assert "simple: CPU backend time to solve 812.4 s (measured: 1 solo solve(s), 430 iterations" in out
+    assert "the survey takes the measured solve" in out
+    assert "muscular-fast: CPU backend time to solve \\u2248" in out  # ≈, as json.dumps escapes it
     assert "bench rows read: " in out and "time_source" in out  # the bench section runs on whatever rows exist
 
 
