@@ -49,6 +49,7 @@ __all__ = [
     "resolve_device",
     "cuda_available",
     "HostReads",
+    "SYNC_WARNING",
     "HostReadError",
 ]
 
@@ -593,7 +594,8 @@ class HostReadError(RuntimeError):
     """A device→host read happened where `HostReads(strict=True)` forbids one."""
 
 
-_SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's sync-debug message
+#: the text of torch's sync-debug warning (torch.cuda.set_sync_debug_mode("warn")), which HostReads counts
+SYNC_WARNING = "called a synchronizing CUDA operation"
 _WARP_READS = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
 
 
@@ -692,7 +694,7 @@ class HostReads:
             return
         log, self._log[:] = list(self._log), []
         for w in log:
-            if _SYNC_WARNING in str(w.message):
+            if SYNC_WARNING in str(w.message):
                 self._seen(f"torch sync at {w.filename}:{w.lineno}")
             else:
                 self._others.append(w)
@@ -700,16 +702,17 @@ class HostReads:
     def __exit__(self, *exc) -> None:
         import warp as wp
 
-        self._depth -= 1
-        if self._depth > 0:
+        if self._depth > 1:  # an inner `with`: the outermost one restores
+            self._depth -= 1
             return
         try:
             if self.cuda:
                 import torch
 
                 torch.cuda.set_sync_debug_mode(self._torch_saved)
-                self._drain()
+                self._drain()  # still recording: the reads and warnings since the last drain
         finally:
+            self._depth = 0
             if self.cuda:
                 self._warn.__exit__(*exc)
             wp.array.numpy = self._saved["numpy"]
@@ -721,8 +724,9 @@ class HostReads:
 
     @contextlib.contextmanager
     def expected(self):
-        """The sanctioned read(s): counted in `count`, not in `unexpected`, never refused. Outside
-        the `with` (nothing is recorded there, e.g. the runner's start) it changes nothing."""
+        """The sanctioned read(s): counted in `count`, not in `unexpected`, never refused (an
+        exception inside still counts them). Outside the `with` (nothing is recorded there, e.g.
+        the runner's start) it changes nothing."""
         if self._depth == 0:
             yield
             return
@@ -732,10 +736,10 @@ class HostReads:
             self._torch_mode()
         try:
             yield
-            self._drain()
         finally:
+            self._drain()  # a no-op when the guard closed inside: its exit drained
             self._sanctioned -= 1
-            if self.cuda:
+            if self.cuda and self._depth:  # torch's mode is the guard's to set while it is open
                 self._torch_mode()
 
     def take(self) -> int:

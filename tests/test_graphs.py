@@ -433,6 +433,40 @@ def test_host_reads_expected_outside_the_guard_changes_nothing(monkeypatch):
     assert modes == ["error", "warn", "error", 0]  # enter, expected in/out, restore at exit
 
 
+def test_host_reads_count_what_comes_after_the_last_drain(monkeypatch):
+    """torch's sync warnings and the caller's own warnings recorded after the last `expected()` are
+    counted (or re-issued) at the guard's exit; an exception inside `expected()` still counts its
+    read as sanctioned; a guard closed inside `expected()` leaves torch's mode as it found it."""
+    import warnings
+
+    from fightlab.timing import SYNC_WARNING
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    h = HostReads("cuda:0")
+    with pytest.warns(UserWarning, match="the caller's late warning"):
+        with h:
+            with h.expected():
+                warnings.warn(f"x {SYNC_WARNING} y")  # the summary read
+            warnings.warn(f"x {SYNC_WARNING} z")  # a read after it
+            warnings.warn("the caller's late warning")
+    assert (h.count, h.unexpected) == (2, 1)
+    h.take()
+    with h:
+        with pytest.raises(RuntimeError):
+            with h.expected():
+                warnings.warn(f"x {SYNC_WARNING} y")
+                raise RuntimeError("inside")
+        assert (h.take(), h.unexpected) == (1, 0)
+    modes.clear()
+    ctx = h.expected()
+    with h:
+        ctx.__enter__()
+    ctx.__exit__(None, None, None)
+    assert modes[-1] == 0  # the saved mode, not the guard's
+
+
 def test_eager_ppo_update_moves_the_rate_adam_uses():
     from fightlab.rl.models import ActorCritic
     from fightlab.rl.storage import RolloutStorage

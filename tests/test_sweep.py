@@ -447,7 +447,7 @@ def test_auto_runs_are_judged_against_the_sweep_without_themselves(tmp_path):
     assert a["best_min_s"].tolist() == pytest.approx([100.0] * 5) and a["best_max_s"].tolist() == pytest.approx([104.0] * 5)
     assert a["ok"].tolist() == [True, True, False, False, False]
     assert a["verdict"].iloc[0].startswith("within") and a["verdict"].iloc[1].startswith("faster")
-    assert a["verdict"].iloc[2] == "slower than the best point's slowest run (104.0 s): +5.8%"
+    assert a["verdict"].iloc[2] == "slower than the best point's slowest seed (104.0 s): +5.8%"
     assert a["verdict"].iloc[3].startswith("packed") and a["verdict"].iloc[4] == "not solved"
     assert a["predicted_s"].tolist() == pytest.approx([102.0] * 5)
     # the figure's pool does take the auto runs (they are trainings of the learner), never the CPU row
@@ -456,6 +456,24 @@ def test_auto_runs_are_judged_against_the_sweep_without_themselves(tmp_path):
     assert sweep.known_iterations(runs, "simple", LEARNER)[1024] == 300.0  # 300 ×3, 500, 520
     assert sweep.warp_runs(runs)["run_id"].tolist() == runs["run_id"].iloc[:-1].tolist()
     assert sweep.auto_runs(sw, runs.iloc[:0]).empty
+    # rows read raw (no published_runs columns): packing from params, so the packed row stays packed
+    raw = sweep.auto_runs(sw, results.read_rows("train", root))
+    assert raw["ok"].tolist() == [True, True, False, False, False] and raw["verdict"].iloc[3].startswith("packed")
+    # another task, a solved row without a time, unrecorded packing: never a pass
+    odd = runs[runs["run_id"] == a["run_id"].iloc[0]].copy()
+    odd = pd.concat([odd.assign(run_id="t", params=[json.dumps({**json.loads(odd["params"].iloc[0]),
+                                                                "task": "other"})]),
+                     odd.assign(run_id="n", time_to_solve_s=float("nan")),
+                     odd.assign(run_id="c", concurrent=float("nan"))])
+    v = sweep.auto_runs(sw, pd.concat([runs[~runs["run_id"].isin(a["run_id"])], odd])).set_index("run_id")
+    assert not v["ok"].any()
+    assert v.loc["t", "verdict"].startswith("another task") and v.loc["n", "verdict"].startswith("solved, but no time")
+    assert v.loc["c", "verdict"].startswith("packing not recorded")
+    # a newer sweep of another learner on that GPU does not hide this learner's points
+    newer = sw[sw["body"] == "simple"].assign(
+        params=[json.dumps({**json.loads(x), "learner": "0ther000"}) for x in sw[sw["body"] == "simple"]["params"]],
+        time="2099-01-01T00:00:00+00:00")
+    assert sweep.auto_runs(pd.concat([sw, newer]), runs)["ok"].tolist() == [True, True, False, False, False]
 
 
 def test_train_nworld_auto_records_the_ramp_in_the_row(tmp_path, monkeypatch):
@@ -484,6 +502,8 @@ def test_notebook_04_at_smoke_size(tmp_path):
     nb = json.loads((tmp_path / "04_world_sweep-smoke.ipynb").read_text())
     out = json.dumps([c.get("outputs", []) for c in nb["cells"]])
     assert "s_per_iter" in out and "python -m fightlab batch" in out and "nworld auto" in out
+    # the committed auto trainings (H200) are listed; the smoke sweep (warp's CPU) cannot judge them
+    assert "--nworld auto picked" in out and "no solved sweep point of this GPU, body and learner" in out
     # the parameters cell prints the folder the sweep really ran in
     folders = [p for p in sweep.SWEEP_ROOT.iterdir() if p.name.startswith("cpu-")]
     shown = [f for f in folders if f"'sweep_dir': '{f}'" in out]

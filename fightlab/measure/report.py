@@ -225,7 +225,8 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
     names), `setup` (the mass matrix factor path, :func:`factor_setup`), `code` (the training
     code of the row's commit, :func:`code_of`), `config`
-    (:func:`config_id`), `task` (:func:`task_of`) and `learner` (:func:`learner_id`)."""
+    (:func:`config_id`), `task` (:func:`task_of`), `learner` (:func:`learner_id`) and `backend`
+    (:func:`physics_backend`: "gpu" MuJoCo Warp, "cpu" MuJoCo's C engine)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
@@ -239,7 +240,37 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["task"] = [task_of(p) for p in params]
     df["learner"] = [learner_id(p) for p in params]
     df["code"] = [code_of(c) for c in df["commit"]]
+    df["backend"] = [physics_backend(p) for p in params]
     return df
+
+
+def physics_backend(params: dict) -> str:
+    """A row's physics backend from its params: "gpu" (MuJoCo Warp, on any device) or "cpu"
+    (MuJoCo's C engine, issue 18): a train row's last segment's (`sim.cpu`'s backend record),
+    else params.backend; rows from before the CPU backend name none and are "gpu"."""
+    seg = (params.get("segments") or [{}])[-1]
+    return str(seg.get("backend") or params.get("backend") or "gpu")
+
+
+def cpu_baseline_runs(runs: pd.DataFrame, log=None) -> pd.DataFrame:
+    """The CPU baseline's train rows (:func:`published_runs`): CPU-backend rows whose policy ran on
+    the CPU too, as on the original's GPU-less machine. A CPU-backend row with its policy on a GPU
+    (`TrainConfig.policy_device`) ran on a CPU + GPU machine: left out, and counted through
+    ``log`` (a callable taking one line) when given."""
+    cpu = runs[runs["backend"] == "cpu"]
+    on_gpu = pd.Series([str(json.loads(p).get("policy_device") or "").startswith("cuda") if p else False
+                        for p in cpu["params"]], index=cpu.index, dtype=bool)
+    if on_gpu.any() and log is not None:
+        log(f"{int(on_gpu.sum())} CPU-backend train row(s) with the policy on a GPU left out "
+            "(a CPU + GPU machine: not the CPU baseline, and not priced)")
+    return cpu[~on_gpu]
+
+
+def cpu_headline(runs: pd.DataFrame, log=None) -> pd.DataFrame:
+    """The CPU baseline's headline per body: :func:`headline` with ``backend="cpu"`` over
+    :func:`cpu_baseline_runs` (its index: SUMMARY_KEYS). Empty without a CPU-baseline run."""
+    base = cpu_baseline_runs(runs, log)
+    return headline(solve_summary(base), backend="cpu") if not base.empty else pd.DataFrame()
 
 
 def task_of(params: dict) -> str:
@@ -329,7 +360,7 @@ def learner_changes(params: dict) -> str:
 
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
     """A learner study's decision rule (bench/NOTES.md, sessions 8-9), per body of ``runs``
-    (:func:`published_runs` rows of one study, packed or not): among the learners whose every run
+    (:func:`published_runs` rows of one study, packed or not; MuJoCo Warp's): among the learners whose every run
     solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
     iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
     it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
@@ -349,12 +380,12 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
 
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
-    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task"}
+    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task", "backend"}
     if not need <= set(runs.columns):
         raise ConfigError(f"pick_variant needs published_runs rows (columns {sorted(need)}), "
                           f"missing {sorted(need - set(runs.columns))}")
     tasks = sorted(set(map(str, runs["task"])))
-    runs = runs[runs["task"] == DEFAULT_TASK]
+    runs = runs[(runs["task"] == DEFAULT_TASK) & (runs["backend"] == "gpu")]  # MuJoCo Warp trainings
     if runs.empty:
         raise ConfigError(f"pick_variant: no runs of task {DEFAULT_TASK!r} (tasks seen: {tasks or 'none'})")
     out = []
@@ -432,13 +463,14 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
     per (run, stage): run_id, body, learner (:func:`learner_id`: old and new learner defaults
     are different groups), commit, nworld, seed, concurrent, stage, amplitude, iterations. Curves
     without the ``stage`` and ``event`` columns are left out. ``packed=True`` keeps packed runs
-    too (a learner study packs its variants: packing changes wall time, not iterations)."""
+    too (a learner study packs its variants: packing changes wall time, not iterations).
+    MuJoCo Warp trainings only (`backend` "gpu"): the CPU backend's solves are its own headline's."""
     from fightlab.config import TrainConfig
 
     root = Path(root) if root else REPO_ROOT
     solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
     keep = runs[(runs["solved"] == True) & solo  # noqa: E712
-                & (runs["task"] == DEFAULT_TASK)]
+                & (runs["task"] == DEFAULT_TASK) & (runs["backend"] == "gpu")]
     amps = TrainConfig().curriculum_stages
     rows = []
     for r in keep.itertuples():

@@ -430,19 +430,21 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def warp_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The train rows of MuJoCo Warp trainings: rows whose params.backend is "cpu" (the C engine,
-    issue 18) left out, so the sweep's curve and `--nworld auto`'s iterations are GPU-backend
-    trainings only (rows from before the CPU backend name none and are all MuJoCo Warp)."""
+    """The train rows of MuJoCo Warp trainings: CPU-backend rows (MuJoCo's C engine, issue 18;
+    `report.physics_backend`) left out, so the sweep's curve and `--nworld auto`'s iterations
+    are GPU-backend trainings only (rows from before the CPU backend name none: MuJoCo Warp)."""
+    from fightlab.measure.report import physics_backend
+
     if runs.empty:
         return runs
-    return runs[[p.get("backend", "gpu") != "cpu" for p in _params(runs)]]
+    return runs[[physics_backend(p) == "gpu" for p in _params(runs)]]
 
 
 def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
-    """Iterations to solve per (body, learner, nworld) from train rows of the task
-    (`report.published_runs`; any packing: packing changes wall time, not iterations; any commit
-    and GPU: the iterations are the learner's and the curriculum's, as `known_iterations` has
-    them for `--nworld auto`).
+    """Iterations to solve per (body, learner, nworld) from MuJoCo Warp train rows of the task
+    (`report.published_runs`, `warp_runs`; any packing: packing changes wall time, not
+    iterations; any commit and GPU: the iterations are the learner's and the curriculum's, as
+    `known_iterations` has them for `--nworld auto`).
 
     Returns:
       DataFrame with body, learner, nworld, n_runs, n_solved, seeds (solved, text), commits (of
@@ -490,7 +492,7 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | 
     """Predicted time to solve against nworld: per sweep point (gpu, learner, body, nworld; the
     newest row, `latest_sweep_rows`), the median iterations to solve of the train rows of the same
     body, learner and nworld (`iterations_to_solve`: any packing, commit and GPU) × the point's
-    solo seconds per iteration. With ``learner="newest"`` (the default) only the points of the
+    solo seconds per iteration (CPU-backend train rows left out: `warp_runs`). With ``learner="newest"`` (the default) only the points of the
     learner of the newest sweep row per (gpu, body) are kept, so a curve never mixes learners
     (Figure 2, `findings`, `auto_vs_sweep`); a learner id keeps that learner's; None keeps all.
 
@@ -525,8 +527,8 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | 
 
 
 def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
-    """Points run both solo and packed (same body, nworld, seed, commit, learner, solved both
-    ways): iterations of each, and their difference. Packing should change wall time only.
+    """Points run both solo and packed (MuJoCo Warp train rows of the same body, nworld, seed,
+    commit, learner, solved both ways): iterations of each, and their difference. Packing should change wall time only.
 
     Returns a DataFrame: body, nworld, seed, commit, iterations_solo, iterations_packed,
     concurrent (the packed run's K), iterations_diff (packed − solo)."""
@@ -687,9 +689,9 @@ def pick_nworld(ramp: dict[int, float], known: dict[int, float],
 
 
 def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, float]:
-    """{nworld: median iterations to solve} of the solved train rows of the task for ``body``
-    and ``learner`` (`report.learner_id`), any commit and packing (iterations are the learner's
-    and the curriculum's, not the code's)."""
+    """{nworld: median iterations to solve} of the solved MuJoCo Warp train rows of the task for
+    ``body`` and ``learner`` (`report.learner_id`; `warp_runs`), any commit and packing
+    (iterations are the learner's and the curriculum's, not the code's)."""
     from fightlab.config import DEFAULT_TASK
     from fightlab.measure.report import learner_id
 
@@ -781,19 +783,23 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 
 
 def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Issue 17's acceptance: each training at `--nworld auto`'s pick (a train row with
-    params.nworld_auto) against the sweep's best point, the sweep as the rule saw it: the
-    `time_to_solve_table` of ``sweep_rows`` and the *other* train rows (an auto run never judges
-    itself). The run passes (``ok``) when it solved, ran solo (concurrent 1: a packed time is not
-    a time to solve) and its time to solve is at most the slowest run of the best point (the
-    best point's min … max is its seeds' spread; faster than its fastest counts as a pass).
+    """Issue 17's acceptance: each MuJoCo Warp training at `--nworld auto`'s pick (a train row
+    with params.nworld_auto) against the sweep's best point of its GPU, body and learner, computed
+    without the auto runs (`time_to_solve_table` of ``sweep_rows`` and the other train rows, all
+    of them as committed now: an auto run never judges itself, but a later solve can move the
+    best point). The best point's spread is its solved seeds' iterations min … max × the
+    sweep's solo s/iteration there. The run passes (``ok``) when it solved the default task, ran
+    solo (concurrent 1: a packed time is not a time to solve) and its time to solve (the
+    training's, the ramp's seconds not included) is at most that spread's top; faster than its
+    bottom passes too.
 
     Returns:
       DataFrame, one row per auto run: run_id, gpu, body, commit, seed, auto_nworld, predicted_s
       (the ramp's prediction at the pick) [s], iterations, time_to_solve_s [s], concurrent,
       best_nworld, best_time_to_solve_s, best_min_s, best_max_s [s], verdict (text), ok (bool).
     """
-    from fightlab.measure.report import learner_id
+    from fightlab.config import DEFAULT_TASK
+    from fightlab.measure.report import learner_id, task_of
 
     cols = ["run_id", "gpu", "body", "commit", "seed", "auto_nworld", "predicted_s", "iterations",
             "time_to_solve_s", "concurrent", "best_nworld", "best_time_to_solve_s", "best_min_s",
@@ -802,40 +808,50 @@ def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=cols)
     params = _params(runs)
-    is_auto = pd.Series([bool(p.get("nworld_auto")) for p in params], index=runs.index)
-    table = time_to_solve_table(sweep_rows, runs[~is_auto])
+    is_auto = pd.Series([isinstance(p.get("nworld_auto"), dict) for p in params], index=runs.index)
+    table = time_to_solve_table(sweep_rows, runs[~is_auto], learner=None)
     out = []
-    for (i, r), p in zip(runs.iterrows(), params):
+    for (_, r), p in zip(runs.iterrows(), params):
         rec = p.get("nworld_auto")
-        if not rec:
+        if not isinstance(rec, dict):
             continue
-        chosen = [x for x in rec.get("ramp", []) if x.get("nworld") == rec.get("chosen")]
-        conc = pd.to_numeric(pd.Series([r.get("concurrent", 1)]), errors="coerce").iloc[0]
+        chosen = [x for x in rec.get("ramp") or [] if isinstance(x, dict) and x.get("nworld") == rec.get("chosen")]
+        conc = pd.to_numeric(pd.Series([r["concurrent"] if "concurrent" in r
+                                        else results.packing_of(p, default_concurrent=math.nan)["concurrent"]]),
+                             errors="coerce").iloc[0]
+        t = pd.to_numeric(pd.Series([r.get("time_to_solve_s")]), errors="coerce").iloc[0]
         row = dict(run_id=r["run_id"], gpu=r["gpu"], body=r["body"], commit=r["commit"], seed=r["seed"],
                    auto_nworld=int(r["nworld"]),
-                   predicted_s=float(chosen[0]["predicted_s"]) if chosen else math.nan,
-                   iterations=r["iterations"], time_to_solve_s=float(r["time_to_solve_s"]),
-                   concurrent=conc, best_nworld=pd.NA, best_time_to_solve_s=math.nan,
-                   best_min_s=math.nan, best_max_s=math.nan, verdict="", ok=False)
+                   predicted_s=float(chosen[0].get("predicted_s", math.nan)) if chosen else math.nan,
+                   iterations=r["iterations"], time_to_solve_s=float(t), concurrent=conc,
+                   best_nworld=pd.NA, best_time_to_solve_s=math.nan, best_min_s=math.nan,
+                   best_max_s=math.nan, verdict="", ok=False)
         g = table[(table["gpu"] == r["gpu"]) & (table["body"] == r["body"])
                   & (table["learner"] == learner_id(p))].dropna(subset=["time_to_solve_s"])
         if g.empty:
             row["verdict"] = "no solved sweep point of this GPU, body and learner"
+            out.append(row)
+            continue
+        b = g.loc[g["time_to_solve_s"].idxmin()]
+        lo, hi = float(b["time_to_solve_min_s"]), float(b["time_to_solve_max_s"])
+        row.update(best_nworld=int(b["nworld"]), best_time_to_solve_s=float(b["time_to_solve_s"]),
+                   best_min_s=lo, best_max_s=hi)
+        if task_of(p) != DEFAULT_TASK:
+            row["verdict"] = f"another task ({task_of(p)}): not a solve of the task"
+        elif r["solved"] != True:  # noqa: E712
+            row["verdict"] = "not solved"
+        elif t != t:
+            row["verdict"] = "solved, but no time to solve recorded"
+        elif conc != conc:
+            row["verdict"] = "packing not recorded: not known to be a solo time to solve"
+        elif conc != 1:
+            row["verdict"] = f"packed (concurrent {conc:g}): not a solo time to solve"
+        elif t < lo:
+            row.update(verdict=f"faster than the best point's fastest seed ({lo:.1f} s)", ok=True)
+        elif t <= hi:
+            row.update(verdict=f"within the best point's spread ({lo:.1f}–{hi:.1f} s)", ok=True)
         else:
-            b = g.loc[g["time_to_solve_s"].idxmin()]
-            lo, hi, t = float(b["time_to_solve_min_s"]), float(b["time_to_solve_max_s"]), row["time_to_solve_s"]
-            row.update(best_nworld=int(b["nworld"]), best_time_to_solve_s=float(b["time_to_solve_s"]),
-                       best_min_s=lo, best_max_s=hi)
-            if r["solved"] != True:  # noqa: E712
-                row["verdict"] = "not solved"
-            elif not conc == 1:
-                row["verdict"] = f"packed (concurrent {conc}): not a solo time to solve"
-            elif t < lo:
-                row.update(verdict=f"faster than the best point's fastest run ({lo:.1f} s)", ok=True)
-            elif t <= hi:
-                row.update(verdict=f"within the best point's spread ({lo:.1f}–{hi:.1f} s)", ok=True)
-            else:
-                row["verdict"] = f"slower than the best point's slowest run ({hi:.1f} s): +{t / hi - 1:.1%}"
+            row["verdict"] = f"slower than the best point's slowest seed ({hi:.1f} s): +{t / hi - 1:.1%}"
         out.append(row)
     return pd.DataFrame(out, columns=cols)
 

@@ -441,8 +441,10 @@ def _backend_and_cores(p: dict) -> tuple[str, int | None]:
     """(physics backend, cores) of a row's params: a train row's last segment (sim.cpu's
     backend_record), else the params themselves (backends rows); "gpu" for rows from before the
     CPU backend."""
+    from fightlab.measure.report import physics_backend
+
     seg = (p.get("segments") or [{}])[-1]
-    return str(seg.get("backend") or p.get("backend") or "gpu"), seg.get("cores") or p.get("cores")
+    return physics_backend(p), seg.get("cores") or p.get("cores")
 
 
 def _backend(params: str) -> str:
@@ -533,7 +535,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, packed_throughput, solve_summary, with_code
+    from fightlab.measure.report import (SUMMARY_KEYS, cpu_baseline_runs, headline, packed_throughput,
+                                         solve_summary, with_code)
 
     host_setup_s = _host_setup("our_rows", setup, host_setup_s)
     if price_per_hour is not None:
@@ -616,15 +619,9 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     # our CPU backend: measured solves first; an estimate only for a body without one
     from fightlab.measure.backends import estimated_time_to_solve
 
-    cpu_runs = runs[backend == "cpu"]
     # a CPU-backend run with its policy on a GPU (TrainConfig.policy_device) ran on a CPU + GPU
-    # machine that no survey row prices: said and left out
-    gpu_policy = cpu_runs["params"].map(
-        lambda p: str(json.loads(p).get("policy_device") or "").startswith("cuda") if p else False)
-    if gpu_policy.any():
-        log(f"survey: {int(gpu_policy.sum())} CPU-backend train row(s) with the policy on a GPU left out "
-            "(a CPU + GPU machine: not the CPU baseline, and not priced)")
-        cpu_runs = cpu_runs[~gpu_policy]
+    # machine that no survey row prices: said and left out (report.cpu_baseline_runs)
+    cpu_runs = cpu_baseline_runs(runs.assign(backend=backend), log=lambda line: log(f"survey: {line}"))
     cpu_heads = headline(solve_summary(cpu_runs), backend="cpu") if not cpu_runs.empty else pd.DataFrame()
     measured = {dict(zip(SUMMARY_KEYS, keys))["body"] for keys in cpu_heads.index}
     est = estimated_time_to_solve(backends, gpu_runs, log=lambda line: log(f"survey: {line}"))
