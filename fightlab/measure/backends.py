@@ -244,6 +244,7 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
         row["s_per_iter_ratio_vs_cpu_backend"] = row["s_per_iter"] / cpu["s_per_iter"]
     for row in rows:
         results.append_row("backends", row, out_dir)
+    log(f"compare-backends: {len(rows)} rows in {results.results_path('backends', out_dir)}")
     if publish:
         with results.publish_lock(root):
             for row in rows:
