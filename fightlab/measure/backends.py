@@ -219,14 +219,14 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
                 f"{e['reward']:.1e} (MuJoCo Warp's own 1-ulp change: qpos {e['ulp_qpos']:.1e}, "
                 f"qvel {e['ulp_qvel']:.1e})")
         kw: dict[str, Any] = {}
-        name = f"{body}-{p['backend']}"
+        run_name = f"{body}-{p['backend']}"
         if p["backend"] == "cpu":
             kw = dict(backend="cpu", workers=p["workers"], worlds_per_worker=p["worlds_per_worker"])
             if p["policy_device"] is not None:
                 kw["policy_device"] = p["policy_device"]
-                name += "-policy-" + p["policy_device"].replace(":", "")
+                run_name += "-policy-" + p["policy_device"].replace(":", "")
         r = point(body, p["nworld"], p["device"], iterations=iterations, skip=skip, seed=seed,
-                  run_dir=out_dir / "runs" / name, progress=progress,
+                  run_dir=out_dir / "runs" / run_name, progress=progress,
                   base=dataclasses.replace(base, backend="gpu", workers=None, worlds_per_worker=None),
                   **kw)
         rows.append(_row(p, r, errors[body], iterations, skip, seed, compare_id, cores, model,
@@ -294,25 +294,19 @@ def summary_lines(rows: pd.DataFrame) -> list[str]:
     """Per body, the ratio line: MuJoCo Warp's env steps/s and seconds per iteration against
     the CPU backend's (one line per body; 'CPU backend only' where no MuJoCo Warp row), then a
     line per CPU-backend row with its policy on another device against the CPU-policy row."""
-    import json
-
     out = []
-    for body, g in rows.groupby("body", sort=False):
-        ps = [json.loads(p) for p in g["params"]]
-        be = [p["backend"] for p in ps]
-        pol = [p.get("policy_device") for p in ps]
-        cpu = g[[b == "cpu" and d is None for b, d in zip(be, pol)]].iloc[0]
-        gpu = g[[b == "gpu" for b in be]]
+    for body, g in _checked(rows).groupby("body", sort=False):
+        cpu = g[g["baseline"]].iloc[0]
+        gpu = g[g["backend"] == "gpu"]
         head = (f"{body}: CPU backend ({cpu['gpu']}, {cpu['nworld']} worlds) "
                 f"{cpu['env_steps_per_s']:.0f} env steps/s, {cpu['s_per_iter']:.3f} s/iteration")
         extra = []
-        for (_, x), d in zip(g.iterrows(), pol):
-            if d is not None:
-                extra.append(f"{body}: CPU backend with its policy on {d}: {x['env_steps_per_s']:.0f} env "
-                           f"steps/s, {x['s_per_iter']:.3f} s/iteration (rollout {x['rollout_s_per_iter']:.3f} "
-                           f"+ update {x['update_s_per_iter']:.3f}; policy on the CPU: "
-                           f"{cpu['rollout_s_per_iter']:.3f} + {cpu['update_s_per_iter']:.3f}): "
-                           f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s")
+        for _, x in g[g["policy_device"] != ""].iterrows():
+            extra.append(f"{body}: CPU backend with its policy on {x['policy_device']}: {x['env_steps_per_s']:.0f} "
+                         f"env steps/s, {x['s_per_iter']:.3f} s/iteration (rollout {x['rollout_s_per_iter']:.3f} "
+                         f"+ update {x['update_s_per_iter']:.3f}; policy on the CPU: "
+                         f"{cpu['rollout_s_per_iter']:.3f} + {cpu['update_s_per_iter']:.3f}): "
+                         f"{x['env_steps_ratio_vs_cpu_backend']:.2f}x env steps/s")
         if gpu.empty:
             out.append(head + "; no MuJoCo Warp row (CPU backend only)")
         else:
