@@ -7,16 +7,21 @@ rented host's check, ``fightlab/survey/hostcheck.py``, imports it before fightla
   its maker publishes it, the reference of bench's bad-host check when no earlier rows of the
   card exist (``fightlab.measure.bench.bandwidth_check``).
 - `download_mb_per_s`: the download rate from a URL (bench's host check, the rented host's).
+- `GpuMemoryPeak`: the peak device memory in use while a block runs, sampled with ``nvidia-smi``
+  (the main job's GPU-memory column).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import threading
 import time
 import urllib.request
 
 __all__ = ["gpu_words", "same_gpu", "PUBLISHED_BANDWIDTH_GB_S", "BANDWIDTH_SOURCES", "published_bandwidth",
-           "download_mb_per_s"]
+           "download_mb_per_s", "GpuMemoryPeak"]
 
 #: words a GPU's name carries that say nothing of the model
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla")
@@ -95,3 +100,54 @@ def download_mb_per_s(url, max_bytes, timeout_s):
     if n == 0:
         raise OSError("{}: no bytes read".format(url))
     return n / dt / 1e6
+
+
+class GpuMemoryPeak:
+    """The most device memory in use [MiB] on one GPU while the ``with`` block runs.
+
+    A thread reads ``nvidia-smi --query-gpu=memory.used`` every ``interval_s`` seconds: memory
+    used by every process on that GPU (what a rented card must hold), to the sampling interval's
+    resolution (a shorter spike can be missed). ``peak_mib`` is None where there is no
+    ``nvidia-smi``, the index is not a GPU, or no read succeeded.
+
+        with GpuMemoryPeak(0) as mem:
+            run()
+        mem.peak_mib        # e.g. 6143.0, or None
+    """
+
+    def __init__(self, index: int | None, interval_s: float = 0.5):
+        self.index, self.interval_s = index, float(interval_s)
+        self.peak_mib: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._smi = shutil.which("nvidia-smi") if index is not None else None
+
+    def _read(self) -> float | None:
+        try:
+            out = subprocess.run([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                  "-i", str(self.index)], capture_output=True, text=True, timeout=10)
+            return float(out.stdout.strip().splitlines()[0]) if out.returncode == 0 else None
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            return None
+
+    def _sample(self) -> None:
+        while True:
+            v = self._read()
+            if v is not None:
+                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> "GpuMemoryPeak":
+        if self._smi:
+            self._thread = threading.Thread(target=self._sample, name="gpu-memory-peak", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            v = self._read()  # the state at the end, after the last interval
+            if v is not None:
+                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)

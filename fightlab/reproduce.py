@@ -10,6 +10,13 @@ runs them: every path in them resolves from the repository (`fightlab.paths`).
 
 Each notebook shows a progress bar over its cells; `log_output=True` streams the cells' output
 (a training's own progress bar included) instead.
+
+What the job measured of itself: one ``reproduce`` row per notebook (its wall time, whether it
+ran, the peak GPU memory in use, the figures it drew and how many differ from the committed ones)
+in ``<out_dir>/data/results/reproduce.csv``; with ``publish_times`` (full size on a GPU) also in
+the repository's ``data/results/reproduce.csv``. After the notebooks it compares every figure
+they wrote under runs/ with the committed figure of the same name (`compare_figures`): one line
+per figure, and for a PNG that differs the two side by side in ``<out_dir>/compare/``.
 """
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ import sys
 import time
 from pathlib import Path
 
+from fightlab import paths, results
 from fightlab.config import ConfigError, check_publish, validate_size
+from fightlab.hosts import GpuMemoryPeak
+from fightlab.meta import new_run_id
 from fightlab.paths import NOTEBOOKS as NOTEBOOK_DIR
-from fightlab.paths import RUNS
+from fightlab.paths import REPO_ROOT, RUNS
 
 OUT_DIR = RUNS / "notebooks"
 
@@ -42,19 +52,22 @@ def notebooks() -> dict[str, Path]:
 
 def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool = False,
               device: str = "cpu", out_dir: Path | None = None, extra: dict | None = None,
-              log_output: bool = False) -> int:
-    """Execute notebooks with papermill.
+              log_output: bool = False, publish_times: bool = False) -> int:
+    """Execute notebooks with papermill, time each, then compare the figures they drew.
 
     Args:
       only: notebook numbers ("06"), default all; size: "smoke" or "full"; publish: let the
         notebooks write data/ and figures/ (config.check_publish: full size on a GPU, or a
         rendering at full size); device: "cpu"/"cuda:N";
       out_dir: where executed copies go (default runs/notebooks); extra: more parameters;
-      log_output: stream the cells' output instead of a progress bar per notebook.
+      log_output: stream the cells' output instead of a progress bar per notebook;
+      publish_times: also write the job's ``reproduce`` rows (one per notebook: wall time,
+        peak GPU memory) into the repository's data/results/reproduce.csv (full size on a GPU).
 
     Returns:
       0 when every notebook ran. Raises ConfigError for an unknown notebook/size or a publish
-      the rule refuses (before any notebook runs); NotebookError when a cell fails.
+      the rule refuses (before any notebook runs); NotebookError when a cell fails (its row,
+      ``ok`` 0, is written first).
     """
     import papermill as pm
 
@@ -71,24 +84,117 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     for key in chosen:  # every refusal before the first notebook starts
         check_publish(publish, device, f"notebook {nbs[key].stem}'s results", size,
                       gpu=key not in RENDER_ONLY)
+    check_publish(publish_times, device, "the main job's times", size)
     out = (Path(out_dir) if out_dir else OUT_DIR).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    gpu_index = int(device.split(":")[1]) if re.fullmatch(r"cuda:[0-9]+", device) else None
+    job, total, drawn_all = new_run_id(), 0.0, []  # the job's id, in each of its rows' params
     for key in chosen:
         src = nbs[key]
         dst = out / f"{src.stem}-{size}.ipynb"
         params = dict(size=size, device=device, publish=publish, **(extra or {}))
-        t0 = time.perf_counter()
+        t0_wall, t0 = time.time(), time.perf_counter()
         print(f"[reproduce] {src.name} size={size} device={device} publish={publish} -> {dst}",
               flush=True)
         stream = dict(stdout_file=sys.stdout, stderr_file=sys.stderr) if log_output else {}
-        try:
-            pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(NOTEBOOK_DIR),
-                                kernel_name="python3", log_output=False,
-                                progress_bar=False if log_output else dict(desc=src.stem, leave=True),
-                                **stream)
-        except pm.PapermillExecutionError as e:
-            raise NotebookError(f"notebook {src.name} failed at In [{e.exec_count}] ({e.ename}: "
-                                f"{e.evalue}); the executed notebook, with the traceback, is "
-                                f"{dst}") from None
-        print(f"[reproduce] {src.name} done in {time.perf_counter() - t0:.1f} s: {dst}", flush=True)
+        failure = None
+        with GpuMemoryPeak(gpu_index) as mem:
+            try:
+                pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(NOTEBOOK_DIR),
+                                    kernel_name="python3", log_output=False,
+                                    progress_bar=False if log_output else dict(desc=src.stem, leave=True),
+                                    **stream)
+            except pm.PapermillExecutionError as e:
+                failure = NotebookError(f"notebook {src.name} failed at In [{e.exec_count}] ({e.ename}: "
+                                        f"{e.evalue}); the executed notebook, with the traceback, is {dst}")
+        wall = time.perf_counter() - t0
+        total += wall
+        drawn = drawn_figures(since=t0_wall, exclude=out)
+        drawn_all += drawn
+        pngs = [p for p in drawn if p.suffix == ".png"]
+        differ = [p for p in pngs if (REPO_ROOT / "figures" / p.name).is_file()
+                  and not _same_bytes(p, REPO_ROOT / "figures" / p.name)]
+        meta = results.run_metadata(body="none", nworld=1, seed=0, device=device,
+                                    params=dict(notebook=src.stem, size=size, publish=publish,
+                                                job=job, extra=extra or {}))
+        row = {**meta, "wall_s": round(wall, 2), "ok": failure is None,
+               "gpu_mem_peak_mib": mem.peak_mib, "figures_drawn": len(pngs),
+               "figures_differ": len(differ)}
+        results.append_row("reproduce", row, out)
+        if publish_times:
+            results.append_row("reproduce", row, REPO_ROOT)
+        if failure is not None:
+            raise failure
+        mem_s = f", peak GPU memory {mem.peak_mib:.0f} MiB" if mem.peak_mib is not None else ""
+        print(f"[reproduce] {src.name} done in {wall:.1f} s{mem_s}: {dst}", flush=True)
+    print(f"[reproduce] {len(chosen)} notebook(s) in {total:.1f} s; times in "
+          f"{results.results_path('reproduce', out)}", flush=True)
+    for line in compare_figures(drawn_all, out / "compare"):
+        print(f"[reproduce] {line}", flush=True)
+    if publish:
+        print("[reproduce] published figures were written over figures/: `git diff --stat figures/` "
+              "shows which changed", flush=True)
     return 0
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+
+
+def drawn_figures(since: float, runs: Path | None = None, exclude: Path | None = None) -> list[Path]:
+    """The figures (``*/figures/*.png`` and ``.svg``, as `fightlab.figures.style.savefig` writes
+    them) under ``runs`` (default `fightlab.paths.RUNS`) modified at or after ``since`` (a
+    ``time.time()``), ``exclude`` and its contents left out; sorted by path."""
+    runs = Path(runs or paths.RUNS)
+    if not runs.is_dir():
+        return []
+    skip = exclude.resolve() if exclude is not None else None
+    found = []
+    for p in runs.rglob("figures/*"):
+        if p.suffix not in (".png", ".svg") or not p.is_file() or p.stat().st_mtime < since - 1:
+            continue
+        if skip is not None and (p.resolve() == skip or skip in p.resolve().parents):
+            continue
+        found.append(p)
+    return sorted(found)
+
+
+def compare_figures(drawn: list[Path], compare_dir: Path, committed: Path | None = None) -> list[str]:
+    """One line per figure in ``drawn`` against the committed figure of the same file name under
+    ``committed`` (default the repository's figures/): "same as", "differs from" or "no committed
+    figure". For each PNG that differs, the committed figure (left) and this run's (right) are
+    written side by side to ``compare_dir/<name>.png`` (created only when needed; a file there of
+    the same name is replaced: the folder holds this job's comparisons)."""
+    committed = Path(committed or REPO_ROOT / "figures")
+    lines = []
+    for p in drawn:
+        ref = committed / p.name
+        if not ref.is_file():
+            lines.append(f"{p}: no committed figure of this name")
+        elif _same_bytes(p, ref):
+            lines.append(f"{p}: same as the committed figure {ref.relative_to(ref.parent.parent)}")
+        elif p.suffix == ".png":
+            side = _side_by_side(ref, p, compare_dir / p.name)
+            lines.append(f"{p}: differs from the committed figure {ref.relative_to(ref.parent.parent)}; "
+                         f"side by side: {side}")
+        else:
+            lines.append(f"{p}: differs from the committed figure {ref.relative_to(ref.parent.parent)}")
+    return lines
+
+
+def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
+    """The committed figure and this run's, side by side on white, each captioned."""
+    from PIL import Image, ImageDraw
+
+    a, b = Image.open(left).convert("RGB"), Image.open(right).convert("RGB")
+    pad, cap = 20, 28
+    w, h = a.width + b.width + 3 * pad, max(a.height, b.height) + cap + 2 * pad
+    img = Image.new("RGB", (w, h), "white")
+    img.paste(a, (pad, pad + cap))
+    img.paste(b, (2 * pad + a.width, pad + cap))
+    d = ImageDraw.Draw(img)
+    d.text((pad, pad // 2), f"committed: figures/{left.name}", fill="black")
+    d.text((2 * pad + a.width, pad // 2), f"this run: {right}", fill="black")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    img.save(dst)
+    return dst

@@ -1,0 +1,124 @@
+"""The main job's own measurements: a row per notebook, the figure comparison, the GPU sampler."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from fightlab import hosts, results
+from fightlab import reproduce as rep
+from fightlab.config import ConfigError
+
+
+def _figure_notebook(folder: Path, runs: Path) -> Path:
+    """98_fig.ipynb: draws one figure named like a committed one and one that is not committed."""
+    meta = json.loads(rep.notebooks()["06"].read_text())["metadata"]
+    src = (
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "from fightlab.figures.style import savefig\n"
+        f"root = {str(runs / 'fig' / 'nb98')!r}\n"
+        "fig, ax = plt.subplots(); ax.plot([0, 1], [0, 1])\n"
+        "savefig(fig, 'train_curves', root=root)\n"
+        "savefig(fig, 'not_a_committed_figure', root=root)\n"
+    )
+    cells = [dict(cell_type="markdown", id="m", metadata={}, source="# fig"),
+             dict(cell_type="code", id="p", metadata={"tags": ["parameters"]}, execution_count=None,
+                  outputs=[], source="size = 'full'\ndevice = 'cpu'\npublish = False"),
+             dict(cell_type="code", id="c", metadata={}, execution_count=None, outputs=[], source=src)]
+    path = folder / "98_fig.ipynb"
+    path.write_text(json.dumps(dict(cells=cells, metadata=meta, nbformat=4, nbformat_minor=5)))
+    return path
+
+
+def test_reproduce_writes_a_row_per_notebook_and_compares_its_figures(tmp_path, monkeypatch, capsys):
+    nbdir, runs, out = tmp_path / "notebooks", tmp_path / "runs", tmp_path / "runs" / "notebooks"
+    nbdir.mkdir()
+    _figure_notebook(nbdir, runs)
+    monkeypatch.setattr(rep, "NOTEBOOK_DIR", nbdir)
+    monkeypatch.setattr(rep.paths, "RUNS", runs)
+    assert rep.reproduce(only=["98"], size="smoke", device="cpu", out_dir=out) == 0
+    printed = capsys.readouterr().out
+    rows = results.read_rows("reproduce", out)
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    params = json.loads(row["params"])
+    assert params["notebook"] == "98_fig" and params["size"] == "smoke" and params["job"]
+    assert row["ok"] == 1 and row["wall_s"] > 0
+    assert pd_isna(row["gpu_mem_peak_mib"])  # no GPU here
+    assert row["figures_drawn"] == 2 and row["figures_differ"] == 1  # a line plot is not the committed one
+    drawn = runs / "fig" / "nb98" / "figures"
+    assert f"{drawn / 'train_curves.png'}: differs from the committed figure figures/train_curves.png" in printed
+    assert f"{drawn / 'not_a_committed_figure.png'}: no committed figure of this name" in printed
+    side = out / "compare" / "train_curves.png"
+    assert side.is_file() and f"side by side: {side}" in printed
+    from PIL import Image
+
+    committed = Image.open(rep.REPO_ROOT / "figures" / "train_curves.png")
+    assert Image.open(side).width > committed.width  # the two, side by side
+    assert "1 notebook(s) in" in printed
+    # the repository's data/ is untouched without publish_times
+    assert not (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").exists() or \
+        "98_fig" not in (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").read_text()
+
+
+def pd_isna(v) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
+def test_compare_figures_same_bytes(tmp_path):
+    committed = tmp_path / "figures"
+    committed.mkdir()
+    (committed / "a.png").write_bytes(b"\x89PNG same")
+    (committed / "b.svg").write_text("<svg>old</svg>")
+    new = tmp_path / "runs" / "x" / "figures"
+    new.mkdir(parents=True)
+    (new / "a.png").write_bytes(b"\x89PNG same")
+    (new / "b.svg").write_text("<svg>new</svg>")
+    lines = rep.compare_figures([new / "a.png", new / "b.svg"], tmp_path / "cmp", committed)
+    assert lines == [f"{new / 'a.png'}: same as the committed figure figures/a.png",
+                     f"{new / 'b.svg'}: differs from the committed figure figures/b.svg"]
+    assert not (tmp_path / "cmp").exists()  # nothing to show side by side
+
+
+def test_drawn_figures_only_new_and_not_excluded(tmp_path):
+    old = tmp_path / "a" / "figures" / "old.png"
+    new = tmp_path / "b" / "figures" / "new.svg"
+    skip = tmp_path / "notebooks" / "compare" / "figures" / "x.png"
+    for p in (old, new, skip):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    since = time.time() - 60
+    assert rep.drawn_figures(since, tmp_path, exclude=tmp_path / "notebooks") == [new]
+
+
+def test_publish_times_follows_the_publish_rule():
+    with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
+        rep.reproduce(only=["07"], size="full", device="cpu", publish_times=True)
+    with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):
+        rep.reproduce(only=["07"], size="smoke", device="cuda:0", publish_times=True)
+
+
+def test_gpu_memory_peak_reads_the_largest_sample(tmp_path, monkeypatch):
+    # a stand-in nvidia-smi printing a rising then falling memory use, one value per call
+    counter = tmp_path / "n"
+    counter.write_text("0")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nn=$(cat %s); echo $((n + 1)) > %s\n"
+                   "case $n in 0) echo 100;; 1) echo 700;; *) echo 300;; esac\n" % (counter, counter))
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with hosts.GpuMemoryPeak(0, interval_s=0.05) as mem:
+        time.sleep(0.4)
+    assert mem.peak_mib == 700.0
+    with hosts.GpuMemoryPeak(None) as none:  # not a GPU: nothing sampled
+        pass
+    assert none.peak_mib is None
