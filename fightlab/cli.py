@@ -186,6 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--log-output", action="store_true",
                    help="stream the cells' output (a training's progress bar included) instead of "
                         "a progress bar over each notebook's cells")
+    r.add_argument("--publish-times", action="store_true",
+                   help="also write the job's own rows (each notebook's wall time and peak GPU "
+                        "memory) to data/results/reproduce.csv (full size on a GPU only; they always "
+                        "go to runs/notebooks/data/results/)")
 
     d = sub.add_parser("describe", help="print a body's facts", formatter_class=fmt)
     d.add_argument("body", help=f"one of: {bodies}")
@@ -745,7 +749,7 @@ def cmd_reproduce(a) -> int:
     size = a.size or ("full" if device.startswith("cuda") else "smoke")
     try:
         return reproduce(only=a.only, size=size, publish=a.publish, device=device,
-                         log_output=a.log_output)
+                         log_output=a.log_output, publish_times=a.publish_times)
     except NotebookError as e:  # the cell's traceback is in the executed notebook
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 1

@@ -127,6 +127,14 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "cuda_driver_version", "cuda_toolkit_version", "cpu_cores", "bandwidth_mb_per_s",
         "time_limit_s", "job_wall_s",
     ),
+    # the main job (fightlab.reproduce): one row per notebook run; params.notebook / size /
+    # job (an id shared by the job's notebooks); wall_s of the notebook
+    # under papermill, kernel start included; ok 1/0; gpu_mem_peak_mib the device memory in use
+    # (every process, nvidia-smi every 0.5 s; empty on a CPU); figures_drawn the PNG figures it
+    # wrote, figures_differ those not byte-identical to the committed figure of the same name
+    "reproduce": (
+        "wall_s", "ok", "gpu_mem_peak_mib", "figures_drawn", "figures_differ",
+    ),
     # contacts / constraint rows per world of bodies pushed over (fightlab.bodies.describe)
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",
