@@ -198,3 +198,43 @@ def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
     img.save(dst)
     return dst
+
+
+def job_times(root: Path | str = REPO_ROOT, gpu: str | None = None) -> "pd.DataFrame":
+    """The main job's time on a GPU, notebook by notebook, from ``root``'s reproduce rows.
+
+    Per GPU name (``gpu``: only that one), the newest full-size CUDA row of each notebook that
+    ran (``ok`` 1), in notebook order, with a ``total`` row summing wall_s over them and taking
+    the largest ``gpu_mem_peak_mib``. The notebooks of one job may come from several calls
+    (``params.job`` differs), so the table lists each row's commit and job.
+
+    Returns:
+      DataFrame with columns gpu, driver, notebook, commit, job, time, wall_s, gpu_mem_peak_mib;
+      empty when there are no such rows.
+    """
+    import json
+
+    import pandas as pd
+
+    cols = ["gpu", "driver", "notebook", "commit", "job", "time", "wall_s", "gpu_mem_peak_mib"]
+    rows = results.read_rows("reproduce", root)
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    params = rows["params"].map(json.loads)
+    rows = rows.assign(notebook=params.map(lambda p: p.get("notebook")),
+                       size=params.map(lambda p: p.get("size")), job=params.map(lambda p: p.get("job")))
+    keep = (rows["size"] == "full") & (rows["ok"] == 1) & ~rows["gpu"].isin(["", "cpu", "unknown"])
+    if gpu is not None:
+        keep &= rows["gpu"] == gpu
+    rows = rows[keep].sort_values("time")
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for name, g in rows.groupby("gpu", sort=True):
+        last = g.groupby("notebook").tail(1).sort_values("notebook")[cols]
+        total = dict(gpu=name, driver=", ".join(sorted(set(last["driver"]))), notebook="total",
+                     commit=", ".join(dict.fromkeys(last["commit"])), job=", ".join(dict.fromkeys(last["job"])),
+                     time=last["time"].max(), wall_s=last["wall_s"].sum(),
+                     gpu_mem_peak_mib=last["gpu_mem_peak_mib"].max())
+        out += [last, pd.DataFrame([total])]
+    return pd.concat(out, ignore_index=True)

@@ -122,3 +122,28 @@ def test_gpu_memory_peak_reads_the_largest_sample(tmp_path, monkeypatch):
     with hosts.GpuMemoryPeak(None) as none:  # not a GPU: nothing sampled
         pass
     assert none.peak_mib is None
+
+
+def _row(notebook, wall, gpu="NVIDIA H200", size="full", ok=True, job="j1", when="2026-12-02T10:00:00+00:00",
+         mem=1000.0):
+    meta = results.run_metadata(body="none", nworld=1, seed=0, device="cpu",
+                                params=dict(notebook=notebook, size=size, publish=False, job=job, extra={}))
+    meta.update(gpu=gpu, driver="580.1" if gpu != "cpu" else "", time=when)
+    return {**meta, "wall_s": wall, "ok": ok, "gpu_mem_peak_mib": mem, "figures_drawn": 1, "figures_differ": 1}
+
+
+def test_job_times_takes_the_newest_full_gpu_row_per_notebook(tmp_path):
+    for r in (_row("00_gpu_primer", 30.0, when="2026-12-02T10:00:00+00:00"),
+              _row("00_gpu_primer", 40.0, job="j2", when="2026-12-02T11:00:00+00:00", mem=3000.0),  # newer
+              _row("06_train", 100.0, mem=2000.0),
+              _row("06_train", 999.0, ok=False, when="2026-12-02T12:00:00+00:00"),   # failed: not counted
+              _row("04_world_sweep", 999.0, size="smoke"),                           # not full size
+              _row("04_world_sweep", 999.0, gpu="cpu", mem=None)):                  # not a GPU
+        results.append_row("reproduce", r, tmp_path)
+    t = rep.job_times(tmp_path)
+    assert list(t["notebook"]) == ["00_gpu_primer", "06_train", "total"]
+    assert list(t["wall_s"]) == [40.0, 100.0, 140.0]
+    total = t.iloc[-1]
+    assert total["gpu_mem_peak_mib"] == 3000.0 and total["job"] == "j2, j1"
+    assert rep.job_times(tmp_path, gpu="NVIDIA A100").empty
+    assert rep.job_times(tmp_path / "none").empty
