@@ -436,3 +436,24 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
     drawn = figures.draw(["stage_iterations", "learner_study"], tmp_path, log=lambda s: None)
     assert [p.suffix for p in drawn["stage_iterations"]] == [".png", ".svg"]
     assert [p.suffix for p in drawn["learner_study"]] == [".png", ".svg"]
+
+
+def test_committed_figures_equal_a_redraw(tmp_path):
+    """What the README promises: `python -m fightlab figures` on a clone changes nothing. Every
+    data-driven figure drawn from a copy of the committed data/ is byte-identical to the file under
+    figures/ (PNG and SVG), and no committed file of a data-driven figure is left undrawn."""
+    import shutil
+
+    committed = figures.REPO_ROOT / "figures"
+    shutil.copytree(figures.REPO_ROOT / "data", tmp_path / "data")
+    drawn = {p.name: p for paths in figures.draw(root=tmp_path, log=lambda _: None).values() for p in paths}
+    assert drawn, "no figure drawn from the committed data"
+    missing = sorted(n for n in drawn if not (committed / n).exists())
+    differ = sorted(n for n in drawn if (committed / n).exists()
+                    and (committed / n).read_bytes() != drawn[n].read_bytes())
+    assert not missing and not differ, (
+        f"committed figures differ from a redraw: {differ}, not committed: {missing}; "
+        "redraw with `.venv/bin/python -m fightlab figures` and commit figures/")
+    stale = sorted(p.name for p in committed.iterdir() if p.suffix in (".png", ".svg")
+                   and any(p.stem.startswith(f) for f in figures.FIGURES) and p.name not in drawn)
+    assert not stale, f"committed figures no redraw writes (their data is gone): {stale}"
