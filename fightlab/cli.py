@@ -562,11 +562,22 @@ def cmd_train(a) -> int:
                               "per segment)")
         cfg = TrainConfig(resume=a.resume, device=device, segment_s=a.segment_s,
                           max_iterations=_given(a.max_iterations, saved.max_iterations))
+        # full size (config.training_size_problem) with the segment's max_iterations
+        check_publish(a.publish, device, "the training row", backend=backend,
+                      policy_device=saved.policy_device,
+                      training=dataclasses.replace(saved, max_iterations=cfg.max_iterations))
     else:
         body = validate_body(_given(a.body, dflt.body))
         seed = _given(a.seed, dflt.seed)
         if auto:  # a ramp on this GPU against the committed sweep (fightlab.measure.sweep)
+            from fightlab.config import MIN_PUBLISH_NWORLD
             from fightlab.measure.sweep import auto_nworld
+
+            # the iterations before the ramp's work (the ramp's world counts are all full size)
+            check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device,
+                          training=apply_overrides(TrainConfig(
+                              nworld=MIN_PUBLISH_NWORLD,
+                              max_iterations=_given(a.max_iterations, dflt.max_iterations)), a.set))
 
             if backend != "gpu" or a.workers is not None or a.worlds_per_worker is not None or a.cpu_layout:
                 raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
@@ -587,6 +598,8 @@ def cmd_train(a) -> int:
                           **_graph_flags(a), tree_factor=not a.no_tree_factor,
                           backend=backend, policy_device=policy_device, **layout)
         cfg = apply_overrides(cfg, a.set)
+        check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device,
+                      training=cfg)  # full size (config.training_size_problem), before any work
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
             trainer.segments[-1]["nworld_auto"] = nworld_auto

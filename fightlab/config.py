@@ -401,11 +401,44 @@ def validate_size(size) -> str:
     return size
 
 
+#: a training that publishes runs at least this many worlds: the smallest world count of any
+#: committed training study (the sweep's solve trainings and the --nworld auto ramp start at 256;
+#: every row of data/results/train.csv has at least 256, tests/test_sweep.py checks both). Fewer
+#: worlds is a check of the code path, not the task's measurement.
+MIN_PUBLISH_NWORLD = 256
+
+
+def min_publish_iterations(cfg: "TrainConfig") -> int:
+    """The fewest `max_iterations` with which a training can solve at all: the curriculum waits
+    `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
+    × 32 = 320 for the task's defaults); a run stopped sooner cannot solve by construction."""
+    return len(tuple(cfg.curriculum_stages)) * int(cfg.curriculum_wait)
+
+
+def training_size_problem(cfg: "TrainConfig") -> str | None:
+    """Why a training is not full size (one clause naming the value and the bound), or None.
+
+    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`
+    and max_iterations >= :func:`min_publish_iterations` (on either backend)."""
+    if cfg.nworld < MIN_PUBLISH_NWORLD:
+        return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
+                "committed training studies")
+    need = min_publish_iterations(cfg)
+    if cfg.max_iterations < need:
+        return (f"max_iterations {cfg.max_iterations} is below {need} ({len(tuple(cfg.curriculum_stages))} "
+                f"curriculum stages × the {cfg.curriculum_wait}-iteration wait): the run could not solve")
+    return None
+
+
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
-                  gpu: bool = True, backend: str = "gpu", policy_device: str | None = None) -> None:
+                  gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
+                  training: "TrainConfig | None" = None) -> None:
     """The one rule for what may write the committed data/, as the code below checks it:
 
     - size: only ``"full"`` (or None, for what has no size) publishes;
+    - a training (``training``, its TrainConfig) publishes only at full size,
+      :func:`training_size_problem`: at least :data:`MIN_PUBLISH_NWORLD` worlds and room for the
+      curriculum to solve (:func:`min_publish_iterations`), on either backend;
     - ``backend="gpu"`` (MuJoCo Warp) publishes only on a CUDA device ("cuda:N"): MuJoCo Warp on
       warp's CPU device is a smoke check, not a measurement, whatever its folder or flags;
     - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
@@ -422,7 +455,8 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
       size: the run's size (:data:`SIZES`) where it has one, else None;
       gpu: whether what is written is a measurement (False only for renderings);
       backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
-        `TrainConfig.policy_device` (None: the policy on the run's device).
+        `TrainConfig.policy_device` (None: the policy on the run's device);
+      training: the training's config when what is written is a training's row, else None.
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a
         bool (e.g. the string "False" from papermill's -r), or an unknown backend.
@@ -444,6 +478,9 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
     if size is not None and size != "full":
         raise ConfigError(f"--publish writes {what} under data/, which holds full-size measurements; "
                           f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")
+    if training is not None and (problem := training_size_problem(training)) is not None:
+        raise ConfigError(f"--publish writes {what} under data/, which holds full-size trainings; "
+                          f"{problem} (drop --publish: the row still goes under runs/)")
 
 
 def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the command line)") -> str:

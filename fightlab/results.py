@@ -566,7 +566,8 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     obey the one publish rule (:func:`fightlab.config.check_publish`): a measurement on a CUDA
     device (the row's ``gpu`` is a GPU's name, never ``"cpu"``) or on the CPU MuJoCo backend
     (params ``backend: "cpu"``, its ``gpu`` column naming the CPU and cores,
-    `fightlab.meta.cpu_label`), at full size where the row records a size."""
+    `fightlab.meta.cpu_label`), at full size where the row records a size; a train row at a
+    training's full size (its nworld and params' max_iterations and curriculum)."""
     from fightlab.config import ConfigError, check_publish
 
     if not _in_repo_data(results_path(experiment, root)):
@@ -579,8 +580,18 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
                           f"its CPU and cores in the gpu column ('CPU <model> (<n> cores)'), got {gpu!r}")
     device = "cpu" if gpu in ("", "cpu", "unknown") or backend == "cpu" else "cuda"
     size = params.get("size")
+    training = None
+    if experiment == "train":  # a training publishes at full size (config.training_size_problem)
+        import types
+
+        from fightlab.config import TrainConfig
+
+        dflt = TrainConfig()
+        training = types.SimpleNamespace(**{k: params.get(k, getattr(dflt, k)) for k in (
+            "nworld", "max_iterations", "curriculum_stages", "curriculum_wait")})
+        training.nworld = int(row.get("nworld", training.nworld))
     check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None,
-                  backend=backend)
+                  backend=backend, training=training)
 
 
 def _older_schema(path: Path, experiment: str) -> list[str] | None:

@@ -544,3 +544,23 @@ def test_stage0_by_nworld_splits_the_first_stage_from_the_rest(tmp_path):
     assert (t["later_median"] == 18).all()
     assert t.loc[512, "iterations_median"] == 48 and t.loc[512, "stage0_world_iterations_median"] == 512 * 30
     assert sweep.stage0_by_nworld(published_runs(tmp_path / "none"), tmp_path / "none").empty
+
+
+def test_every_committed_training_is_full_size_and_the_studies_start_at_the_bound():
+    """The publish rule's full size (config.training_size_problem) holds for every committed train
+    row, and the training studies' smallest world counts are not below its bound."""
+    import types
+
+    from fightlab.config import MIN_PUBLISH_NWORLD, training_size_problem
+    from fightlab.paths import REPO_ROOT
+
+    rows = results.read_rows("train", REPO_ROOT)
+    assert len(rows) > 0
+    dflt = TrainConfig()
+    for _, r in rows.iterrows():
+        p = json.loads(r["params"])
+        cfg = types.SimpleNamespace(nworld=int(r["nworld"]), **{k: p.get(k, getattr(dflt, k)) for k in (
+            "max_iterations", "curriculum_stages", "curriculum_wait")})
+        assert training_size_problem(cfg) is None, (r["run_id"], training_size_problem(cfg))
+    assert min(sweep.SOLVE_NWORLDS) == MIN_PUBLISH_NWORLD == min(sweep.RAMP_NWORLDS)
+    assert min(rows["nworld"].astype(int)) == MIN_PUBLISH_NWORLD

@@ -86,8 +86,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     one-line summary. Returns the row (None when the segment ended before the run did).
 
     Raises:
-      ConfigError: `publish` from a run that may not publish (config.check_publish), checked
-        before anything is written.
+      ConfigError: `publish` from a run that may not publish (config.check_publish: a training
+        at full size, config.training_size_problem), checked before anything is written.
     """
     from fightlab.config import check_publish
 
@@ -100,7 +100,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
         check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend,
-                      policy_device=trainer.cfg.policy_device)
+                      policy_device=trainer.cfg.policy_device, training=trainer.cfg)
         row = train_row(trainer, res)
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"
