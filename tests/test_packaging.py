@@ -97,3 +97,58 @@ def test_test_sh_fails_on_no_tests():
     text = (ROOT / "scripts/test.sh").read_text()
     assert re.search(r'"\$rc"\s*-eq\s*5', text) and "exit 5" in text
     assert "bash scripts/setup.sh" in text and '"$@"' in text
+
+
+def test_test_sh_keeps_skypilot_out_of_the_project_venv():
+    """.venv is set up as scripts/run.sh sets it up (same extras, same stamp: neither reinstalls
+    after the other); SkyPilot goes into .venv-survey from pyproject.toml's survey pin (never .venv:
+    it downgrades click), and the launcher's tests are told to use it."""
+    test_sh = (ROOT / "scripts/test.sh").read_text()
+    run_sh = (ROOT / "scripts/run.sh").read_text()
+    setup_line = re.compile(r"^(.*)bash scripts/setup\.sh(.*)$", re.M)
+    assert setup_line.findall(test_sh) == setup_line.findall(run_sh) == [("", "")]
+    assert "EXTRAS" not in re.sub(r"#.*", "", test_sh)
+    assert '"optional-dependencies"]["survey"]' in test_sh and "skypilot==" not in test_sh
+    assert 'SURVEY_VENV="$ROOT/.venv-survey"' in test_sh and "FORCE" in test_sh
+    assert 'export FIGHTLAB_SURVEY_PYTHON="$SURVEY_VENV/bin/python"' in test_sh
+    survey = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["survey"]
+    assert [r for r in survey if r.startswith("skypilot")] == ["skypilot==0.14.1"]
+    assert ".venv-survey/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert "/.venv-survey" in (ROOT / ".skyignore").read_text().splitlines()  # never uploaded
+
+
+# --- the suite never writes the user's runs/ (tests/conftest.py) ---------------------------------
+
+def test_the_suite_runs_in_a_temporary_runs_folder():
+    import subprocess
+    import sys
+
+    import conftest
+    from fightlab import paths
+
+    assert paths.RUNS == conftest.TEST_RUNS and os.environ[paths.RUNS_ENV] == str(conftest.TEST_RUNS)
+    assert ROOT not in paths.RUNS.parents and paths.RUNS.name == "runs"
+    # what the suite starts (papermill's kernels, python -m fightlab) inherits it
+    out = subprocess.run([sys.executable, "-c", "from fightlab.paths import RUNS; print(RUNS)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(conftest.TEST_RUNS)
+    assert paths.runs_folder("") == paths.runs_folder("  ") == ROOT / "runs"
+    assert paths.runs_folder("/x/runs") == paths.Path("/x/runs")
+    assert paths.runs_folder("runs/alt") == ROOT / "runs" / "alt"
+    assert paths.runs_folder("~/runs") == paths.Path.home() / "runs"
+
+
+def test_the_runs_check_sees_what_was_created_changed_or_removed(tmp_path):
+    import conftest
+
+    (tmp_path / "train" / "a").mkdir(parents=True)
+    (tmp_path / "train" / "a" / "rows.csv").write_text("x\n1\n")
+    (tmp_path / "old.txt").write_text("keep")
+    before = conftest.tree_state(tmp_path)
+    assert conftest.state_changes(before, conftest.tree_state(tmp_path)) == []
+    (tmp_path / "train" / "a" / "rows.csv").write_text("x\n1\n2\n")
+    (tmp_path / "train" / "b").mkdir()
+    (tmp_path / "old.txt").unlink()
+    assert conftest.state_changes(before, conftest.tree_state(tmp_path)) == [
+        "created train/b", "changed train/a/rows.csv", "removed old.txt"]
+    assert conftest.tree_state(tmp_path / "absent") == {}
