@@ -34,36 +34,93 @@ def options(gpus="RTX4090", **k):
 
 
 # --- the task YAML, read by SkyPilot itself ---------------------------------------------------
+# SkyPilot lives in its own environment (.venv-survey, made by scripts/test.sh from pyproject.toml's
+# survey extra): it pins click < 8.2, which .venv must not get. These tests send it JSON requests
+# and check its answers here. Without that environment they skip, naming it; scripts/test.sh sets
+# FIGHTLAB_SURVEY_PYTHON, and then a missing interpreter fails instead.
 
-def test_task_yaml_valid_for_skypilot(monkeypatch):
-    sky = pytest.importorskip("sky")
-    monkeypatch.chdir(REPO_ROOT)  # the workdir "." is the repository, as the launcher runs sky
-    task = sky.Task.from_yaml(str(sl.TASK_YAML))
-    assert task.workdir == "." and task.name == "fightlab-bench"
-    assert task.setup.index("fightlab/survey/hostcheck.py") < task.setup.index("pip install -q -e .")
-    assert "python\" -m fightlab bench" in task.run
+#: run by SkyPilot's interpreter: a JSON list of requests on stdin, a JSON list of answers on stdout
+SKY_PROBE = r"""
+import json, sys
+import sky
+from sky.data import storage_utils
+
+def summary(task):
     (res,) = task.resources
-    assert res.disk_size == sl.read_task()["resources"]["disk_size"]
+    return dict(workdir=task.workdir, name=task.name, setup=task.setup, run=task.run, envs=dict(task.envs),
+                disk_size=res.disk_size, accelerators=sorted(res.accelerators or {}))
+
+out = []
+for q in json.load(sys.stdin):
+    try:
+        if q["op"] == "yaml":
+            out.append(summary(sky.Task.from_yaml(q["path"])))
+        elif q["op"] == "config":
+            out.append(summary(sky.Task.from_yaml_config(q["config"], env_overrides=[tuple(e) for e in q["envs"]])))
+        elif q["op"] == "zip":
+            storage_utils.zip_files_and_folders([q["root"]], q["zip"])
+            out.append(None)
+    except Exception as e:  # a refusal is an answer
+        out.append({"error": f"{type(e).__name__}: {e}"})
+print(json.dumps(out))
+"""
+
+
+def survey_python() -> str:
+    """SkyPilot's interpreter: $FIGHTLAB_SURVEY_PYTHON (scripts/test.sh sets it: must exist), else
+    .venv-survey/bin/python (a skip without it)."""
+    import os
+
+    want = os.environ.get("FIGHTLAB_SURVEY_PYTHON", "")
+    path = Path(want) if want else REPO_ROOT / ".venv-survey" / "bin" / "python"
+    if not path.is_file():
+        if want:
+            pytest.fail(f"FIGHTLAB_SURVEY_PYTHON={want!r} is not a file (scripts/test.sh makes .venv-survey)")
+        pytest.skip(f"SkyPilot's environment {path.parent.parent} is missing: bash scripts/test.sh makes it")
+    return str(path)
+
+
+def sky_answers(requests: list[dict]) -> list:
+    """SkyPilot's answers to ``requests`` (:data:`SKY_PROBE`), run from the repository (the task's
+    workdir "." is the repository, as the launcher runs sky)."""
+    r = subprocess.run([survey_python(), "-c", SKY_PROBE], input=json.dumps(requests), cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_task_yaml_valid_for_skypilot():
     o = options(NINE)
-    assert {k for k, _ in sl.task_envs(o, "RTX 4090")} == set(task.envs)  # every --env is declared
     cfg = sl.read_task()
-    for gpu in o.gpus:  # what the launcher's command line adds, per GPU type
-        t = sky.Task.from_yaml_config(
-            dict(cfg, resources=dict(cfg["resources"], infra="vast", accelerators=f"{sl.accelerator(gpu)}:1")),
-            env_overrides=sl.task_envs(o, gpu))
-        assert t.envs["FIGHTLAB_GPU"] == gpu and t.envs["FIGHTLAB_MIN_CUDA"] == "13.4"
-        assert list(list(t.resources)[0].accelerators) == [sl.accelerator(gpu)]
+    per_gpu = [dict(op="config", envs=sl.task_envs(o, gpu),  # what the launcher's command line adds
+                    config=dict(cfg, resources=dict(cfg["resources"], infra="vast",
+                                                    accelerators=f"{sl.accelerator(gpu)}:1")))
+               for gpu in o.gpus]
+    task, *gpus = sky_answers([dict(op="yaml", path=str(sl.TASK_YAML)), *per_gpu])
+    assert "error" not in task, task
+    assert task["workdir"] == "." and task["name"] == "fightlab-bench"
+    assert task["setup"].index("fightlab/survey/hostcheck.py") < task["setup"].index("pip install -q -e .")
+    assert "python\" -m fightlab bench" in task["run"]
+    assert task["disk_size"] == cfg["resources"]["disk_size"]
+    assert {k for k, _ in sl.task_envs(o, "RTX 4090")} == set(task["envs"])  # every --env is declared
+    assert len(gpus) == len(o.gpus) == 9
+    for gpu, t in zip(o.gpus, gpus):
+        assert "error" not in t, (gpu, t)
+        assert t["envs"]["FIGHTLAB_GPU"] == gpu and t["envs"]["FIGHTLAB_MIN_CUDA"] == "13.4"
+        assert t["accelerators"] == [sl.accelerator(gpu)]
 
 
 def test_skypilot_refuses_a_broken_task(tmp_path):
-    sky = pytest.importorskip("sky")
     text = sl.TASK_YAML.read_text()
-    for bad in (text.replace("\nsetup:", "\nsetpu:"), text.replace("disk_size: 40", "disk_size: -40"),
-                text + "resources:\n  infra: nosuchcloud\n"):
-        p = tmp_path / "bad.yaml"
-        p.write_text(bad)
-        with pytest.raises(Exception):
-            sky.Task.from_yaml(str(p))
+    paths = []
+    for i, bad in enumerate((text.replace("\nsetup:", "\nsetpu:"), text.replace("disk_size: 40", "disk_size: -40"),
+                             text + "resources:\n  infra: nosuchcloud\n")):
+        assert bad != text
+        paths.append(tmp_path / f"bad{i}.yaml")
+        paths[-1].write_text(bad)
+    good, *bad = sky_answers([dict(op="yaml", path=str(p)) for p in (sl.TASK_YAML, *paths)])
+    assert "error" not in good, good  # the probe tells a good task from a broken one
+    assert all("error" in b for b in bad), bad
 
 
 def test_read_task_refuses_a_task_without_setup(tmp_path):
@@ -83,16 +140,13 @@ def test_upload_is_small_and_only_what_bench_needs():
                  "fightlab/survey/bench.sky.yaml", "data/results/train.csv"):
         assert need in names, need
     tops = {p.split("/")[0] for p in names}
-    assert not tops & {"runs", "tests", "notebooks", "figures", "bench", ".venv", ".git"}
+    assert not tops & {"runs", "tests", "notebooks", "figures", "bench", ".venv", ".venv-survey", ".git"}
     assert not [p for p in names if p.endswith(".pyc") or "__pycache__" in p]
 
 
 def test_upload_set_is_what_skypilot_zips(tmp_path):
-    pytest.importorskip("sky")
-    from sky.data import storage_utils
-
     z = tmp_path / "up.zip"
-    storage_utils.zip_files_and_folders([str(REPO_ROOT)], z)  # what `sky launch` uploads (0.14.1)
+    assert sky_answers([dict(op="zip", root=str(REPO_ROOT), zip=str(z))]) == [None]  # what `sky launch` uploads (0.14.1)
     top = str(REPO_ROOT).lstrip("/") + "/"  # the zip names files by their full path
     with zipfile.ZipFile(z) as f:
         zipped = {n[len(top):] for n in f.namelist() if n.startswith(top) and not n.endswith("/")}
