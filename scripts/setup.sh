@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up fightlab on a fresh Linux machine with python3 >= 3.11: a .venv in the repository root
-# with fightlab installed editable plus the test extra (EXTRAS=... picks others; scripts/run.sh and
-# scripts/test.sh both use the default, and test.sh puts SkyPilot in its own .venv-survey). Idempotent: re-running reuses the .venv and skips pip when
-# pyproject.toml and EXTRAS are unchanged since the last successful install (FORCE=1 reinstalls).
+# with fightlab installed editable plus the test extra (EXTRAS=... picks others; scripts/run.sh
+# and scripts/test.sh both use the default; test.sh puts SkyPilot in its own .venv-survey).
+# Idempotent: re-running reuses the .venv and skips pip when pyproject.toml and EXTRAS are
+# unchanged since the last successful install (FORCE=1 reinstalls).
 # Works from any directory. Override the interpreter with PYTHON=/path/to/python3.
 set -euo pipefail
 
