@@ -381,15 +381,18 @@ def test_publish_rule_cpu_backend():
         check_publish(True, "cpu", "rows", backend="tpu")
 
 
-def test_cpu_backend_rows_reach_the_repositorys_data_naming_the_cpu():
+def test_cpu_backend_rows_reach_the_repositorys_data_naming_the_cpu(tmp_path, monkeypatch):
     """A CPU-backend row (its gpu column the CPU model and cores) may enter the repository's
-    data/; one that does not name its CPU, or a row of MuJoCo Warp on warp's CPU, may not."""
+    data/; one that does not name its CPU, or a row of MuJoCo Warp on warp's CPU, may not. The
+    repository is a temporary folder here (the rule reads results.REPO_ROOT): the suite never
+    writes the real data/."""
     import json
 
     from fightlab import meta, results
     from fightlab.config import ConfigError
-    from fightlab.paths import REPO_ROOT
 
+    monkeypatch.setattr(results, "REPO_ROOT", tmp_path)
+    REPO_ROOT = tmp_path
     name = "zz_test_cpu_guard"
     results.register_experiment(name, ("x_s",))
     path = results.results_path(name, REPO_ROOT)
