@@ -584,7 +584,7 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
 
 
 #: the original study's iterations to solve, "about 350–500 on any machine" at any world count
-#: (../shared/reference/original-study.md, "Task and solve criterion")
+#: (data/reference/original-study.md, "Task and solve criterion")
 ORIGINAL_ITERATIONS = (350, 500)
 
 

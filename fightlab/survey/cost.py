@@ -8,7 +8,7 @@ buying guide per budget (issue 19, part 2; notebook 07, Figure 3). Pure pandas: 
     est = bench_rows(read_bench(), setup=setup)    # bench rows, ours and rented: estimates
     guide = buying_guide(survey_table(ref, pd.concat([ours, est]), setup), bands=[0, 1, 2, 4])
 
-The formula (shared/reference/original-study.md, "Survey"):
+The formula (data/reference/original-study.md, "Survey"):
 
     cost per solve [$] = (time to solve [s] + paid set-up [s]) × price [$/h] / 3600
 
