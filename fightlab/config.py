@@ -509,6 +509,28 @@ def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the
     raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
+#: the widest hidden layer PPOConfig.hidden may ask for: 16 × the default's widest (256). The
+#: update holds minibatch × width float32 activations per layer: at 16384 worlds (the sweep's
+#: largest), 32 steps and 4 minibatches, 131072 × 4096 × 4 B = 2 GiB each
+MAX_HIDDEN_WIDTH = 4096
+#: the most weights and biases the actor and critic may hold together (for the body of the most
+#: actions, BIGGEST_NU): 40 million, ~180 × the default network's (two 4096-wide layers fit);
+#: Adam keeps four float32 copies (weights, gradients, two moments), 640 MB, a checkpoint three
+MAX_NETWORK_PARAMS = 40_000_000
+
+
+def network_params(hidden, nu: int = BIGGEST_NU) -> int:
+    """Weights and biases of the actor [obs, *hidden, nu] and critic [obs, *hidden, 1] MLPs plus the
+    action log-std (fightlab.rl.models.ActorCritic), for a body of `nu` actions whose observation
+    has 13 + 3·nu features (fightlab.envs.stance's layout)."""
+    obs = 13 + 3 * nu
+
+    def mlp(sizes):
+        return sum(a * b + b for a, b in zip(sizes, sizes[1:]))
+
+    return mlp([obs, *hidden, nu]) + mlp([obs, *hidden, 1]) + nu
+
+
 #: most physics substeps per control step a config may ask for (a tiny timestep would otherwise
 #: run for hours without a word); the task's default is 5
 MAX_SUBSTEPS = 1000
@@ -588,6 +610,12 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
+    if max(p.hidden) > MAX_HIDDEN_WIDTH:
+        raise ConfigError(f"PPOConfig.hidden's layers must be at most {MAX_HIDDEN_WIDTH} wide (the update's "
+                          f"activations grow with minibatch × width), got {max(p.hidden)} in {list(p.hidden)}")
+    if (n := network_params(p.hidden)) > MAX_NETWORK_PARAMS:
+        raise ConfigError(f"PPOConfig.hidden {list(p.hidden)} gives {n:,} network parameters (actor and critic, "
+                          f"{BIGGEST_NU} actions); at most {MAX_NETWORK_PARAMS:,}")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**31:
         raise ConfigError(f"seed must be an integer in [0, 2**31), got {cfg.seed!r}")
     for name in ("graph", "policy_graph", "update_graph", "tree_factor", "stop_when_solved"):

@@ -334,3 +334,18 @@ def test_train_warns_when_both_kl_fields_are_set(capsys):
     assert "ppo.desired_kl_per_action is ignored: ppo.desired_kl=0.05" in capsys.readouterr().err
     apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu"), ["ppo.desired_kl_per_action=0.003"])
     assert "ignored" not in capsys.readouterr().err
+
+
+def test_network_size_bound_counts_the_models_parameters():
+    """config.network_params, the bound's count, is ActorCritic's parameter count for a body's
+    real observation size (the env's 13 + 3·nu layout)."""
+    from fightlab.bodies import BODIES, build
+    from fightlab.config import network_params
+    from fightlab.envs.stance import OBS_FIXED, OBS_NBLOCK
+
+    assert (OBS_FIXED, OBS_NBLOCK) == (13, 3)
+    for name in BODIES:
+        nu = build(name).nu
+        for hidden in ((256, 128, 64), (7,)):
+            model = ActorCritic(OBS_FIXED + OBS_NBLOCK * nu, nu, hidden)
+            assert network_params(hidden, nu) == sum(p.numel() for p in model.parameters())
