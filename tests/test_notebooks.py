@@ -80,21 +80,23 @@ def test_notebook_paths_come_from_the_repository():
 
 
 @pytest.mark.parametrize("key, params, refused", [
-    ("00", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
+    ("00", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("01", dict(publish=True, device="cpu"), "size 'smoke' is not 'full'"),
     ("01", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
-    ("02", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
-    ("03", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
-    ("04", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
+    ("02", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("03", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("04", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
     ("04", dict(nworlds=[128, 128], device="cpu"), "nworlds: 128 is listed twice"),
     ("04", dict(iterations=3, skip=3, device="cpu"), "iterations must exceed skip"),
-    ("05", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
+    ("05", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
     ("05", dict(settings=["all", "fast"], device="cpu"), "unknown graph setting 'fast'"),
     ("05", dict(bodies=[], device="cpu"), "bodies must be a non-empty list"),
     ("05", dict(iterations=3, skip=3, device="cpu"), "iterations must exceed skip"),
     ("06", dict(publish=True, size="full", device="cpu"), "device 'cpu' is not a GPU"),
-    ("06", dict(size="medium", device="cpu"), "size must be one of 'smoke', 'full', got 'medium'"),
+    ("06", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("06", dict(size="medium", device="cpu"), "size must be one of 'auto', 'smoke', 'full', got 'medium'"),
     ("06", dict(video_seconds=0, device="cpu"), "seconds must be a number in (0, 600]"),
-    ("07", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
+    ("07", dict(publish=True, device="cpu"), "size 'smoke' is not 'full'"),
     ("07", dict(price_per_hour=0), "price_per_hour must be a positive number, got 0.0"),
     ("07", dict(price_per_hour=-2.5), "price_per_hour must be a positive number, got -2.5"),
     ("07", dict(cpu_price_per_hour=0), "cpu_price_per_hour must be a positive number, got 0.0"),
@@ -102,7 +104,9 @@ def test_notebook_paths_come_from_the_repository():
     ("07", dict(tol=0), "tol must be a relative tolerance in (0, 1)"),
 ])
 def test_every_refusal_comes_in_the_first_code_cell(key, params, refused, tmp_path):
-    """Before any work: the cell after the parameters raises ConfigError, nothing else ran."""
+    """Before any work: the cell after the parameters raises ConfigError, nothing else ran; its
+    first output line, before the refusal, is the size it chose and why (size "auto", the
+    default, is smoke on this CPU device)."""
     import papermill as pm
 
     src = notebooks()[key]
@@ -112,9 +116,55 @@ def test_every_refusal_comes_in_the_first_code_cell(key, params, refused, tmp_pa
         pm.execute_notebook(str(src), str(out), parameters=params, cwd=str(NOTEBOOKS),
                             kernel_name="python3", progress_bar=False)
     assert e.value.ename == "ConfigError" and refused in e.value.evalue, e.value.evalue
-    failed = [c["id"] for c in json.loads(out.read_text())["cells"]
-              if c.get("metadata", {}).get("papermill", {}).get("status") == "failed"]
+    cells = json.loads(out.read_text())["cells"]
+    failed = [c["id"] for c in cells if c.get("metadata", {}).get("papermill", {}).get("status") == "failed"]
     assert failed == [first]
+    if "size" in params:
+        return  # a size given: its own line (or its refusal) is test_size_note's
+    [cell] = [c for c in cells if c["id"] == first]
+    text = "".join("".join(o["text"]) for o in cell["outputs"]
+                   if o["output_type"] == "stream" and o["name"] == "stdout")
+    assert text.splitlines()[0] == \
+        "size = smoke (auto: no GPU, device cpu): a check of the code path, not a measurement", text
+
+
+def test_every_notebook_defaults_to_size_auto_and_prints_it_first():
+    """size = "auto" in every parameters cell; the first code cell resolves it with the config's
+    one rule and prints the line before any other statement can print."""
+    for key, path in notebooks().items():
+        params, first = _code(json.loads(path.read_text()))[:2]
+        assert re.search(r'^size = "auto" ', _src(params), re.M), f"notebook {key}: size is not \"auto\""
+        body = [ln for ln in _src(first).splitlines() if ln.strip() and not ln.startswith(("#", "from ", "import ", " "))]
+        assert body[:3] == ["device = resolve_device(device)",
+                            f"print(size_note(size, device{', needs_gpu=False' if key in ('01', '07') else ''}))",
+                            "size = resolve_size(size, device)"], f"notebook {key}: {body[:3]}"
+
+
+@pytest.mark.parametrize("size, device, resolved, line", [
+    ("auto", "cpu", "smoke", "size = smoke (auto: no GPU, device cpu): a check of the code path, not a measurement"),
+    ("auto", "cuda:0", "full", "size = full (auto: GPU, device cuda:0): the measurement"),
+    ("auto", "cuda:1", "full", "size = full (auto: GPU, device cuda:1): the measurement"),
+    ("smoke", "cuda:0", "smoke", "size = smoke (as set: GPU, device cuda:0): a check of the code path, not a measurement"),
+    ("full", "cpu", "full", "size = full (as set: no GPU, device cpu): the GPU measurement's sizes on a CPU: "
+                            "slow, and not a measurement (size 'smoke' or 'auto' checks the code path)"),
+])
+def test_size_note(size, device, resolved, line):
+    from fightlab.config import resolve_size, size_note
+
+    assert resolve_size(size, device) == resolved
+    assert size_note(size, device) == line
+    # a rendering or a table at full size on a CPU is the result itself
+    assert size_note(size, device, needs_gpu=False).endswith(
+        "a check of the code path, not a measurement" if resolved == "smoke" else "the full-size result")
+
+
+@pytest.mark.parametrize("bad", ["medium", "AUTO", "", None, 1])
+def test_resolve_size_refuses_in_one_line(bad):
+    from fightlab.config import resolve_size
+
+    with pytest.raises(ConfigError) as e:
+        resolve_size(bad, "cpu")
+    assert str(e.value) == f"size must be one of 'auto', 'smoke', 'full', got {bad!r}"
 
 
 def _tracked_changes() -> str:
