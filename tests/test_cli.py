@@ -222,3 +222,24 @@ def test_runs_from_inside_the_package(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "iterations=1" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_optimizer_state_of_the_wrong_shape_is_one_line_at_load(tiny_run, tmp_path, capsys):
+    import torch
+
+    from fightlab.rl.checkpoint import policy_parameter_names
+    from fightlab.rl.models import ActorCritic
+
+    ck = torch.load(tiny_run / "latest.pt", weights_only=False)
+    names = policy_parameter_names(ck["agent"])
+    obs, nu = ck["agent"]["obs_norm.mean"].shape[0], ck["agent"]["actor_logstd"].shape[0]
+    assert names == [n for n, _ in ActorCritic(obs, nu, tuple(ck["config"]["ppo"]["hidden"])).named_parameters()]
+    i = ck["optimizer"]["param_groups"][0]["params"][2]
+    ck["optimizer"]["state"][i]["exp_avg"] = torch.zeros(3)
+    torch.save(ck, tmp_path / "bad-opt.pt")
+    for args in (["evaluate", str(tmp_path / "bad-opt.pt"), "--nworld", "2", "--device", "cpu"],
+                 ["train", "--resume", str(tmp_path / "bad-opt.pt"), "--max-iterations", "2", "--device", "cpu"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"optimizer: exp_avg of parameter {i} ({names[2]}) has shape [3], the policy's parameter" in err, err

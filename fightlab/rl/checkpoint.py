@@ -21,7 +21,7 @@ from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 
 __all__ = ["CheckpointError", "load_checkpoint", "SEGMENT_FIELDS", "resume_conflicts",
-           "resume_config", "load_policy", "policy_agent"]
+           "resume_config", "load_policy", "policy_agent", "policy_parameter_names"]
 
 
 class CheckpointError(ValueError):
@@ -66,6 +66,9 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     if not (isinstance(opt.get("state"), dict) and isinstance(opt.get("param_groups"), list)
             and all(isinstance(g, dict) for g in opt["param_groups"])):
         raise bad("optimizer must be a torch optimizer state dict (state, param_groups)")
+    problem = _optimizer_problem(ck["agent"], opt)
+    if problem:
+        raise bad(f"optimizer: {problem}")
     cur = ck["curriculum"]
     if not isinstance(cur, dict):
         raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
@@ -115,12 +118,46 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
         raise bad(f"history must hold the rows of iterations 1..{it} in order")
 
 
+def policy_parameter_names(agent_state: dict) -> list[str]:
+    """The names of an ActorCritic state dict's parameters in the optimizer's order (the state
+    dict's order without the observation normaliser's buffers, ``obs_norm.*``)."""
+    return [k for k in agent_state if not k.startswith("obs_norm.")]
+
+
+def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
+    """Why an optimizer state dict does not fit the policy's parameters (one clause), or None:
+    one parameter group listing one index per parameter, and each parameter's Adam moments
+    (``exp_avg``, ``exp_avg_sq``) tensors of that parameter's shape."""
+    names = policy_parameter_names(agent_state)
+    ids = [i for g in opt["param_groups"] for i in (g.get("params") or [])]
+    if len(ids) != len(names):
+        return f"{len(ids)} parameters listed, the policy has {len(names)}"
+    for i, name in zip(ids, names):
+        st = opt["state"].get(i, {})
+        if not isinstance(st, dict):
+            return f"the state of parameter {i} ({name}) must be a dict, got {type(st).__name__}"
+        want = tuple(agent_state[name].shape)
+        for k in ("exp_avg", "exp_avg_sq"):
+            v = st.get(k)
+            if v is None:
+                continue
+            if not isinstance(v, torch.Tensor):
+                return f"{k} of parameter {i} ({name}) must be a tensor, got {type(v).__name__}"
+            if tuple(v.shape) != want:
+                return (f"{k} of parameter {i} ({name}) has shape {list(v.shape)}, the policy's "
+                        f"parameter {list(want)}")
+            if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+                return f"{k} of parameter {i} ({name}) is not all finite"
+    return None
+
+
 def load_checkpoint(path) -> dict:
     """Load a fightlab checkpoint (torch.save dict) and check the type of everything it holds.
 
     Raises:
       CheckpointError: naming the path: missing, unreadable, truncated, not a fightlab
-        checkpoint, or damaged / hand-edited (a field of the wrong type or out of range).
+        checkpoint, or damaged / hand-edited (a field of the wrong type or out of range, an
+        optimizer state whose shapes do not fit the policy's parameters).
     """
     p = Path(path)
     if not p.is_file():
