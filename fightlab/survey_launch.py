@@ -879,7 +879,7 @@ def check_tools(picker: str, which: Callable[[str], str | None] | None = None) -
     if missing:
         raise ConfigError(f"not on PATH: {', '.join(missing)} (--picker {picker} runs "
                           f"{', '.join(TOOLS[picker])}); install: {'; '.join(_INSTALL[t] for t in missing)}; "
-                          "see README 'Rented-GPU survey'")
+                          "see docs/survey.md")
 
 
 def local_sky_server_up(timeout_s: float = 2.0) -> bool | None:
