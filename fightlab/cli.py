@@ -820,7 +820,7 @@ def cmd_figures(a) -> int:
         drawn = draw(only=a.only, root=a.root)
     except DataFileError as e:  # the other figures were drawn; this data needs fixing first
         print(f"fightlab: error: {e}", file=sys.stderr)
-        return 1
+        return 2
     skipped = [name for name, paths in drawn.items() if not paths]
     print(f"figures: drew {len(drawn) - len(skipped)} of {len(drawn)}"
           + (f" (skipped: {', '.join(skipped)})" if skipped else ""))

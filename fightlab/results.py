@@ -18,6 +18,7 @@ import contextlib
 import csv
 import dataclasses
 import fcntl
+import io
 import json
 import math
 import numbers
@@ -504,13 +505,26 @@ def results_path(experiment: str, root: Path | str) -> Path:
     return Path(root) / "data" / "results" / f"{experiment}.csv"
 
 
-def _header(path: Path) -> list[str]:
-    with path.open(newline="") as f:
-        return next(csv.reader(f), [])
-
-
 class MalformedRowError(ValueError):
     """A results file with a torn or malformed line (the message names the file and line)."""
+
+
+def _text(path: Path) -> str:
+    """The UTF-8 text of a results or curve file. Raises MalformedRowError naming the file, the
+    line and the byte of the first one that is not UTF-8 (a hand edit in another encoding, a
+    damaged copy), never UnicodeDecodeError."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise MalformedRowError(f"{path}:{line}: byte {data[e.start]:#04x} at offset {e.start} is not "
+                                "UTF-8; fix or remove that line by hand (fightlab writes its data files as UTF-8)") from None
+
+
+def _header(path: Path) -> list[str]:
+    text = _text(path)
+    return next(csv.reader(io.StringIO(text, newline="")), [])
 
 
 _LOCKS: dict[str, list] = {}  # resolved data/ folder -> [fd, depth]: the lock is reentrant
@@ -639,7 +653,7 @@ def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], l
     Raises:
       MalformedRowError: naming the file and the first bad line (a torn or hand-broken row).
     """
-    text = path.read_text()
+    text = _text(path)
     lines = text.splitlines()
     ids = []
     for n, line in enumerate(lines[1:], start=2):

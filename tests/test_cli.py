@@ -243,3 +243,19 @@ def test_optimizer_state_of_the_wrong_shape_is_one_line_at_load(tiny_run, tmp_pa
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert f"optimizer: exp_avg of parameter {i} ({names[2]}) has shape [3], the policy's parameter" in err, err
+
+
+def test_publish_over_a_results_file_that_is_not_utf8_is_one_line_before_training(tmp_path, monkeypatch, capsys):
+    import fightlab.paths
+    from fightlab import results
+
+    path = results.results_path("train", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(results.results_path("train", fightlab.paths.REPO_ROOT).read_bytes()[:3000] + b"\xff\n")
+    monkeypatch.setattr(fightlab.paths, "REPO_ROOT", tmp_path)
+    args = ["train", "--backend", "cpu", "--nworld", "256", "--max-iterations", "320", "--publish",
+            "--run-dir", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fightlab: error: {path}:") and "is not UTF-8" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()  # refused before any work

@@ -188,19 +188,38 @@ def test_missing_or_empty_data_is_skipped_with_a_reason(tmp_path, capsys):
     assert f"drew 0 of {len(figures.FIGURES)}" in out and not _files(tmp_path)
 
 
-def test_missing_curves_are_skipped(tmp_path, capsys):
-    r = train_row()
-    results.append_row("train", r, tmp_path)  # a row without its curve file
-    f = factor_row(traj_steps=10)
-    results.append_row("factor", f, tmp_path)  # trajectory row whose curve is missing
-    results.append_row("factor", factor_row(nworld=4096), tmp_path)
-    drawn = figures.draw(["train_curves", "factor_trajectory", "factor_time"], tmp_path)
-    out = capsys.readouterr().out
-    assert drawn["train_curves"] == [] and drawn["factor_trajectory"] == []
-    assert len(drawn["factor_time"]) == 2
-    assert f"run {r['run_id']} (simple seed 0) has no curve" in out
-    assert f"row {f['run_id']} (muscular-fast) has no curve" in out
-    assert "skip train_curves: no published run has a curve" in out
+def test_a_missing_curve_refuses_its_figures_after_drawing_the_others(root, capsys):
+    """A curve file that a train or trajectory row names but that is missing: the figures that
+    read it are not drawn (a line naming the file), the others are, and the command exits 2."""
+    train = results.read_rows("train", root)
+    lost = results.curve_path(train["run_id"].iloc[0], root)
+    lost.unlink()
+    factor = results.read_rows("factor", root)
+    lost_traj = results.curve_path(factor["run_id"].iloc[0], root)  # the row with traj_steps > 0
+    lost_traj.unlink()
+    assert main(["figures", "--root", str(root)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("fightlab: error: not drawn: train_curves, stage_iterations, learner_study: "
+                          f"{lost} is missing: the rows of data/results/train.csv list a curve")
+    assert f"factor_trajectory: {lost_traj} is missing: the trajectory rows of data/results/factor.csv" in err
+    assert f"cannot draw train_curves: {lost} is missing" in out
+    names = _files(root)
+    assert "train_curves.png" not in names and "factor_trajectory.png" not in names
+    assert "factor_time.png" in names and "profile_stages.png" in names
+
+
+def test_a_byte_that_is_not_utf8_is_one_line_naming_the_file_and_line(root, capsys):
+    run_id = results.read_rows("train", root)["run_id"].iloc[0]
+    curve = results.curve_path(run_id, root)
+    curve.write_bytes(curve.read_bytes() + b"1,2\xff\n")
+    lines = curve.read_bytes().count(b"\n")
+    with pytest.raises(results.MalformedRowError, match=f"{curve}:{lines}: byte 0xff at offset"):
+        results.read_curve(run_id, root)
+    assert main(["figures", "--root", str(root), "--only", "train_curves"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "UnicodeDecodeError" not in err
+    assert f"not drawn: train_curves: {curve}:{lines}: byte 0xff" in err and "is not UTF-8" in err
 
 
 def test_one_figure_per_gpu(tmp_path):
@@ -318,11 +337,11 @@ def test_check_names():
 def test_unreadable_data_fails_after_drawing_the_rest(root, capsys):
     path = results.results_path("profile", root)
     path.write_text(path.read_text().replace("kernel_ms_per_step", "old_column", 1))
-    assert main(["figures", "--root", str(root)]) == 1
+    assert main(["figures", "--root", str(root)]) == 2
     out, err = capsys.readouterr()
     assert "cannot draw profile_stages:" in out and "does not match the 'profile' schema" in out
-    assert err == "fightlab: error: not drawn, their data file does not match its schema (reasons above): " \
-                  "profile_stages\n"
+    assert err.startswith(f"fightlab: error: not drawn: profile_stages: {path}:1: header does not match "
+                          "the 'profile' schema") and err.count("\n") == 1
     assert "Traceback" not in err
     assert "profile_stages.png" not in _files(root) and "factor_time.png" in _files(root)
 

@@ -367,3 +367,21 @@ def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):
     assert path.read_text().splitlines()[0] == ",".join(results.columns("train"))
     df = results.read_rows("train", tmp_path)
     assert len(df) == 2 and df["graph_fallbacks"].isna().tolist() == [True, False]
+
+
+def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    """Reading or appending to a results file with a non-UTF-8 byte: MalformedRowError naming the
+    file, line and byte (never UnicodeDecodeError); a header line's byte too."""
+    results.append_row("train", _row(run_id="aaa111"), tmp_path)
+    results.append_row("train", _row(run_id="bbb222"), tmp_path)
+    path = results.results_path("train", tmp_path)
+    data = path.read_bytes()
+    third = data.index(b"bbb222")  # line 3
+    path.write_bytes(data[:third + 3] + b"\xe9" + data[third + 4:])
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:3: byte 0xe9 at offset {third + 3} is not UTF-8"):
+        results.read_rows("train", tmp_path)
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:3: byte 0xe9"):
+        results.append_row("train", _row(run_id="ccc333"), tmp_path)
+    path.write_bytes(b"\xff" + data)
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:1: byte 0xff at offset 0"):
+        results.read_rows("train", tmp_path)

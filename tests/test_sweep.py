@@ -564,3 +564,26 @@ def test_every_committed_training_is_full_size_and_the_studies_start_at_the_boun
         assert training_size_problem(cfg) is None, (r["run_id"], training_size_problem(cfg))
     assert min(sweep.SOLVE_NWORLDS) == MIN_PUBLISH_NWORLD == min(sweep.RAMP_NWORLDS)
     assert min(rows["nworld"].astype(int)) == MIN_PUBLISH_NWORLD
+
+
+@pytest.mark.parametrize("name", ["sweep", "train"])
+def test_summary_with_a_byte_that_is_not_utf8_is_one_line(name, tmp_path, monkeypatch, capsys):
+    """sweep --summary over a data/results file with a non-UTF-8 byte: one line naming the file
+    and line, exit 2 (the same read guards train --publish, tests/test_cli.py)."""
+    import shutil
+
+    import fightlab.paths
+
+    for e in ("sweep", "train"):
+        dst = results.results_path(e, tmp_path)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(results.results_path(e, fightlab.paths.REPO_ROOT), dst)
+    path = results.results_path(name, tmp_path)
+    data = path.read_bytes()
+    second = data.index(b"\n") + 1
+    path.write_bytes(data[:second + 2] + b"\xe9" + data[second + 3:])
+    monkeypatch.setattr(fightlab.paths, "REPO_ROOT", tmp_path)
+    assert main(["sweep", "--summary"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fightlab: error: {path}:2: byte 0xe9 at offset {second + 2} is not UTF-8; fix or remove " \
+                  "that line by hand (fightlab writes its data files as UTF-8)\n"

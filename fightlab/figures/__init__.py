@@ -9,7 +9,10 @@
 
 Each figure reads only ``root/data/results/<experiment>.csv`` (and ``root/data/curves/``) and is
 saved with :func:`fightlab.figures.style.savefig` as ``root/figures/<name>.png`` and ``.svg``. A figure
-whose data file is absent or has no rows is skipped with a printed reason, not an error.
+whose data file is absent or has no rows is skipped with a printed reason, not an error. A figure
+whose data cannot be used (a header of another schema, a torn line, a byte that is not UTF-8, a
+curve file that a listed row names but that is missing) is not drawn: the others are, then
+`draw` raises :class:`DataFileError` naming the figures and the file.
 Rows of several GPUs give one figure per GPU, named ``<name>_<gpu slug>``
 (``profile_stages_nvidia-h200``); with one GPU the name stays plain.
 
@@ -98,6 +101,23 @@ def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) ->
         log(f"figures: skip {name}: {path} has no rows")
         return None
     return df
+
+
+def _require_curves(run_ids: Iterable[str], root: Path, name: str, rows: str) -> None:
+    """Refuse figure ``name`` when a row it lists (``rows``: which, for the message) has no curve
+    file: a figure drawn from fewer runs than its rows say would differ silently.
+
+    Raises:
+        DataFileError: naming the first missing file and how many are missing.
+    """
+    from fightlab import results
+
+    missing = [results.curve_path(r, root) for r in dict.fromkeys(run_ids)
+               if not results.curve_path(r, root).exists()]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise DataFileError(f"{missing[0]} is missing{more}: {rows} list a curve for each run "
+                            "(restore it from git, or remove that run's row by hand)")
 
 
 def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -195,7 +215,9 @@ def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:
 
     if _rows("train", root, "train_curves", log) is None:
         return []
-    fig = plot_train_curves(published_runs(root), root, log)
+    runs = published_runs(root)
+    _require_curves(runs["run_id"], root, "train_curves", "the rows of data/results/train.csv")
+    fig = plot_train_curves(runs, root, log)
     if fig is None:
         log("figures: skip train_curves: no published run has a curve in data/curves/")
         return []
@@ -379,6 +401,9 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
         log(f"figures: skip factor_trajectory: no row of {results.results_path('factor', root)} "
             "ran the trajectories (traj_steps == 0 everywhere)")
         return []
+    _require_curves(_latest(df, ["body", "gpu"])["run_id"], root, "factor_trajectory",
+                    "the trajectory rows of data/results/factor.csv")
+
     def plot(_, rows, name):
         pairs = factor_curves(rows, root, log)
         if not pairs:
@@ -396,10 +421,12 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
     df = _rows("primer", root, "primer_vector_sweep", log)
     if df is None:
         return []
+    # a primer row from before the sweep was kept has no curve: the newest row with one is drawn
     df = df[[results.curve_path(r, root).exists() for r in df["run_id"]]]
     if df.empty:
         log("figures: skip primer_vector_sweep: no primer row has its sweep in data/curves/")
         return []
+
     def plot(gpu, rows, _):
         return primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
                                          title=f"vector sweep, {gpu}")
@@ -439,6 +466,7 @@ def _from_train_runs(name: str, root: Path, log: Callable[[str], None], plot: Ca
     if _rows("train", root, name, log) is None:
         return []
     runs = published_runs(root)
+    _require_curves(runs["run_id"], root, name, "the rows of data/results/train.csv")
     fig = plot(runs, ", ".join(dict.fromkeys(runs["gpu"])))
     if fig is None:
         log(f"figures: skip {name}: {empty}")
@@ -550,8 +578,9 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
       {name: written paths}; an empty list for a skipped figure (absent or empty data).
     Raises:
       ConfigError: an unknown figure name, or ``root`` is not a folder (before drawing anything).
-      DataFileError: after drawing the others, when a data file could not be read (names the
-        figures; the reasons went to ``log``).
+      DataFileError: after drawing the others, when a data file could not be read or a listed
+        curve file is missing (names the figures, and the file when it is one reason; every
+        reason went to ``log``).
     """
     from fightlab.config import ConfigError
 
@@ -559,17 +588,21 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
     root = Path(root) if root is not None else REPO_ROOT
     if not root.is_dir():
         raise ConfigError(f"--root {str(root)!r} is not a folder")
-    drawn, failed = {}, []
+    from fightlab.results import MalformedRowError
+
+    drawn, failed = {}, {}
     for name in names:
         try:
             drawn[name] = _DRAW[name](root, log)
-        except DataFileError as e:
+        except (DataFileError, MalformedRowError) as e:  # a curve's torn line or bad byte too
             log(f"figures: cannot draw {name}: {e}")
             drawn[name] = []
-            failed.append(name)
+            failed[name] = str(e)
     if failed:
-        raise DataFileError(f"not drawn, their data file does not match its schema (reasons above): "
-                            f"{', '.join(failed)}")
+        by_reason: dict[str, list[str]] = {}
+        for name, reason in failed.items():
+            by_reason.setdefault(reason, []).append(name)
+        raise DataFileError("not drawn: " + "; ".join(f"{', '.join(n)}: {r}" for r, n in by_reason.items()))
     return drawn
 
 

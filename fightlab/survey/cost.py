@@ -1032,7 +1032,7 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     ref = read_reference(reference_path(root))
     setup = fit_setup(ref)
     have = lambda e: results.results_path(e, root).exists() and len(  # noqa: E731
-        results.results_path(e, root).read_text().splitlines()) > 1
+        results.results_path(e, root).read_bytes().splitlines()) > 1
     runs = published_runs(root) if have("train") else None
     packing = results.read_rows("packing", root) if have("packing") else None
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
