@@ -135,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {bodies}")
     e.add_argument("--seed", type=int, default=1, help="env seed of the fresh worlds")
     e.add_argument("--publish", action="store_true", help="GPU only: append the row to data/results/evaluate.csv")
-    e.add_argument("--nworld", default="256", help="parallel worlds")
+    e.add_argument("--nworld", default=None, help="parallel worlds (default: the checkpoint's nworld; "
+                   "without a checkpoint, --zero-action: 256)")
     e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     e.add_argument("--episodes", type=float, default=1.0,
                    help="how long each world runs, in episode lengths (10 s each), >= 1; a world that "
@@ -695,7 +696,9 @@ def cmd_evaluate(a) -> int:
     from fightlab.rl.checkpoint import load_checkpoint
     from fightlab.rl.evaluate import evaluate, evaluate_zero_action
 
-    nworld = validate_nworld(a.nworld)
+    from fightlab.rl.evaluate import DEFAULT_NWORLD
+
+    nworld = None if a.nworld is None else validate_nworld(a.nworld)  # None: the checkpoint's
     device = validate_device(_given(a.device, _default_device()))
     check_publish(a.publish, device, "the evaluation row")
     if not 0.0 <= a.amplitude <= 1.0:
@@ -712,7 +715,7 @@ def cmd_evaluate(a) -> int:
 
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
-        res = evaluate_zero_action(validate_body(a.body), nworld=nworld, device=device,
+        res = evaluate_zero_action(validate_body(a.body), nworld=_given(nworld, DEFAULT_NWORLD), device=device,
                                    episodes_per_world=a.episodes, amplitude=a.amplitude,
                                    seed=a.seed, timestep=a.timestep, progress=not a.no_progress)
     else:

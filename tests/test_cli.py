@@ -259,3 +259,11 @@ def test_publish_over_a_results_file_that_is_not_utf8_is_one_line_before_trainin
     err = capsys.readouterr().err
     assert err.startswith(f"fightlab: error: {path}:") and "is not UTF-8" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()  # refused before any work
+
+
+def test_evaluate_defaults_to_the_checkpoints_nworld(tiny_run, capsys):
+    ck = str(tiny_run / "latest.pt")  # trained with --nworld 2
+    assert main(["evaluate", ck, "--device", "cpu", "--no-progress"]) == 0
+    assert "; 2 worlds × 10 s" in capsys.readouterr().out
+    assert main(["evaluate", ck, "--device", "cpu", "--no-progress", "--nworld", "3"]) == 0
+    assert "; 3 worlds × 10 s" in capsys.readouterr().out  # the flag still overrides

@@ -12,10 +12,14 @@ from fightlab.config import from_dict
 from fightlab.rl.checkpoint import load_checkpoint, policy_agent
 from fightlab.rl.curriculum import ratio
 
-__all__ = ["evaluate", "evaluate_zero_action"]
+__all__ = ["DEFAULT_NWORLD", "evaluate", "evaluate_zero_action"]
 
 
-def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_world: float = 1.0,
+#: worlds of an evaluation that has no checkpoint to take its count from (the zero-action policy)
+DEFAULT_NWORLD = 256
+
+
+def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episodes_per_world: float = 1.0,
              timestep: float | None = None, zero_action: bool = False, amplitude: float = 1.0,
              seed: int = 1, graph: bool = True, progress: bool = True) -> dict:
     """Re-run a saved policy (its deterministic mean action) or the zero-action policy (the servos
@@ -24,7 +28,8 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
     Args:
       checkpoint: path of a fightlab checkpoint (its body, task config and policy are used;
         for the zero-action policy without a checkpoint see `evaluate_zero_action`).
-      nworld: worlds; episodes_per_world: how long to run, in episodes (10 s each);
+      nworld: worlds (None: the checkpoint's run's nworld); episodes_per_world: how long to
+        run, in episodes (10 s each);
       timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
         then takes control_dt / timestep substeps); zero_action: ignore the policy;
       amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps.
@@ -43,11 +48,12 @@ def evaluate(checkpoint, nworld: int = 256, device: str = "cpu", episodes_per_wo
     ck = load_checkpoint(checkpoint)
     cfg = from_dict(ck["config"])
     env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
+    nworld = cfg.nworld if nworld is None else nworld
     return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
                      amplitude, seed, graph, cfg.tree_factor, progress)
 
 
-def evaluate_zero_action(body: str, nworld: int = 256, device: str = "cpu",
+def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = "cpu",
                          episodes_per_world: float = 1.0, amplitude: float = 1.0, seed: int = 1,
                          env_cfg=None, graph: bool = True, timestep: float | None = None,
                          progress: bool = True) -> dict:
