@@ -692,13 +692,26 @@ def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path]
     return out
 
 
+#: characters of a job's log in the summary's ``tail`` column
+TAIL_CHARS = 100
+
+
+def summary_tail(job: Job, width: int = TAIL_CHARS) -> str:
+    """The summary's ``tail`` of ``job``: its log's last line (a training's: its run folder), and
+    for a failed or timed-out job its last lines joined with " | "; "" for a job that has not run.
+    Longer text keeps its end, marked with a leading "…"."""
+    lines = job.tail.splitlines()
+    text = " | ".join(lines) if job.status in ("failed", "timeout") else (lines[-1] if lines else "")
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
 def summary_table(jobs: list[Job]):
-    """pandas DataFrame: job, lane, status, seconds, rc, tail (the log's last lines, failures)."""
+    """pandas DataFrame: job, lane, status, seconds, rc, tail (:func:`summary_tail`: the log's
+    last line, a failure's last lines)."""
     import pandas as pd
 
     return pd.DataFrame([dict(job=j.id, lane=j.lane or "-", status=j.status, seconds=round(j.seconds, 1),
-                              rc=j.rc if j.rc is not None else pd.NA,
-                              tail=j.tail.replace("\n", " | ")[-160:] if j.status in ("failed", "timeout") else "")
+                              rc=j.rc if j.rc is not None else pd.NA, tail=summary_tail(j))
                          for j in jobs])
 
 

@@ -267,3 +267,10 @@ def test_evaluate_defaults_to_the_checkpoints_nworld(tiny_run, capsys):
     assert "; 2 worlds × 10 s" in capsys.readouterr().out
     assert main(["evaluate", ck, "--device", "cpu", "--no-progress", "--nworld", "3"]) == 0
     assert "; 3 worlds × 10 s" in capsys.readouterr().out  # the flag still overrides
+
+
+def test_trains_last_line_names_its_run_folder(tmp_path, capsys):
+    d = tmp_path / "named"
+    assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"run folder: {d.resolve()}" and lines[-2].startswith("run ")

@@ -83,7 +83,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     One row per run: a later segment of a resumed run replaces the run's row and curve. Per-
     iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's curve
     is complete. Publishing happens under one cross-process lock (results.publish_lock). Prints a
-    one-line summary. Returns the row (None when the segment ended before the run did).
+    one-line summary, then the run folder as the last line (a segment's end: one line with the
+    checkpoint to resume). Returns the row (None when the segment ended before the run did).
 
     Raises:
       ConfigError: `publish` from a run that may not publish (config.check_publish: a training
@@ -126,6 +127,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           + ("" if (task := task_id(trainer.cfg)) == DEFAULT_TASK
              else f" task={task} (another task: not a solve of this one)")
           + (" [published]" if publish else ""), flush=True)
+    print(f"run folder: {Path(trainer.run_dir)}", flush=True)  # the last line: where everything went
     return row
 
 
