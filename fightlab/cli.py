@@ -852,9 +852,11 @@ def cmd_sweep(a) -> int:
         if table.empty:
             print(f"sweep: no rows in {results.results_path('sweep', REPO_ROOT)} yet")
             return 0
-        with pd.option_context("display.width", 200, "display.max_columns", 30):
-            print(table.round(4).to_string(index=False))
-        print("\n".join(sweep.findings(table)))
+        import textwrap
+
+        print("\n".join(sweep.summary_lines(table)))
+        for line in sweep.findings(table):
+            print(textwrap.fill(line, sweep.SUMMARY_WIDTH, subsequent_indent="  "))
         return 0
     bodies = a.body or list(BODY_NAMES)
     if a.solve:

@@ -587,3 +587,19 @@ def test_summary_with_a_byte_that_is_not_utf8_is_one_line(name, tmp_path, monkey
     err = capsys.readouterr().err
     assert err == f"fightlab: error: {path}:2: byte 0xe9 at offset {second + 2} is not UTF-8; fix or remove " \
                   "that line by hand (fightlab writes its data files as UTF-8)\n"
+
+
+def test_summary_fits_100_columns_and_says_each_point(capsys):
+    """sweep --summary over the committed rows: every line within sweep.SUMMARY_WIDTH columns, one
+    line per sweep point under its (body, GPU) heading, the findings wrapped."""
+    from fightlab.paths import REPO_ROOT
+
+    assert main(["sweep", "--summary"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(map(len, out)) <= sweep.SUMMARY_WIDTH == 100
+    table = sweep.time_to_solve_table(results.read_rows("sweep", REPO_ROOT), published_runs(REPO_ROOT))
+    assert sum(1 for ln in out if ln.startswith(" nworld ")) == table.groupby(["gpu", "body"]).ngroups
+    for r in table.itertuples():
+        want = f"{r.nworld:>7} {r.s_per_iter:>7.4f} {r.env_steps_per_s:>11,.0f} {f'{r.n_solved}/{r.n_runs}':>7}"
+        assert sum(1 for ln in out if ln.startswith(want)) == 1, want
+    assert any(ln.startswith(sweep.findings(table)[0][:60]) for ln in out)

@@ -526,6 +526,43 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | 
     return out
 
 
+#: columns of the printed summary (`summary_lines`), a terminal's width
+SUMMARY_WIDTH = 100
+
+
+def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
+    """`time_to_solve_table` as short lines (``sweep --summary``), at most ``width`` columns:
+    per (gpu, body) a heading (the sweep row's commit and learner), one line per world count
+    (solo seconds per iteration, env steps/s, runs solved of run, iterations to solve median and
+    min–max, time to solve median and min–max, the packings), and the train rows' commits."""
+    import textwrap
+
+    def num(x, fmt):
+        return "-" if pd.isna(x) else format(float(x), fmt)
+
+    def span(med, lo, hi, fmt):
+        return "-" if pd.isna(med) else f"{num(med, fmt)} ({num(lo, fmt)}–{num(hi, fmt)})"
+
+    lines = []
+    for (gpu, body), rows in table.groupby(["gpu", "body"], sort=False):
+        heads = ", ".join(dict.fromkeys(f"sweep commit {c}, learner {lrn}"
+                                        for c, lrn in zip(rows["commit"], rows["learner"])))
+        lines += textwrap.wrap(f"{body} on {gpu} ({heads})", width)
+        lines.append(f"{'nworld':>7} {'s/iter':>7} {'env steps/s':>11} {'solved':>7}  "
+                     f"{'iterations (min–max)':<22} {'time to solve s (min–max)':<26} packed")
+        for r in rows.itertuples():
+            line = (f"{int(r.nworld):>7} {num(r.s_per_iter, '.4f'):>7} {num(r.env_steps_per_s, ',.0f'):>11} "
+                    f"{f'{r.n_solved}/{r.n_runs}':>7}  "
+                    f"{span(r.iterations_median, r.iterations_min, r.iterations_max, 'g'):<22} "
+                    f"{span(r.time_to_solve_s, r.time_to_solve_min_s, r.time_to_solve_max_s, '.1f'):<26} "
+                    f"{'-' if pd.isna(r.packed) else r.packed}")
+            lines.append(line.rstrip()[:width])
+        commits = ", ".join(dict.fromkeys(c for cs in rows["commits"].dropna() for c in str(cs).split(",") if c))
+        lines += textwrap.wrap(f"train rows of commits: {commits or '-'}", width, subsequent_indent="  ")
+        lines.append("")
+    return lines
+
+
 def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
     """Points run both solo and packed (MuJoCo Warp train rows of the same body, nworld, seed,
     commit, learner, solved both ways): iterations of each, and their difference. Packing should change wall time only.
@@ -856,7 +893,7 @@ def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-__all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
+__all__ = ["SUMMARY_WIDTH", "summary_lines", "NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "ORIGINAL_NWORLD", "ORIGINAL_GPU", "RAMP_NWORLDS",
            "AUTO_TOLERANCE", "parse_nworld_list", "parse_seed_list", "time_point", "sweep_options",
            "sweep_id", "validate_sweep_id", "int_text", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
            "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check", "stage0_by_nworld",
