@@ -209,7 +209,8 @@ def test_describe_values():
     assert sp["tree_depth"] == 6 + 3 + 3 + 3 + 2 + 2 == 19
     assert mf["n_ellipsoid_muscles"] == 63
     assert mf["n_colliding_geoms"] == 63 + 1 + 1 + 2 + 4   # muscles, floor, head, hands, feet+toes
-    assert set(mf) == {"nv", "nq", "nu", "nbody", "ngeom", "ntree", "tree_depth",
+    assert (mf["nbody_without_world"], sp["nbody_without_world"]) == (51, 19)  # MuJoCo's nbody − world
+    assert set(mf) == {"nv", "nq", "nu", "nbody_without_world", "ngeom", "ntree", "tree_depth",
                        "n_ellipsoid_muscles", "n_colliding_geoms", "mass_kg"}
 
 

@@ -18,7 +18,9 @@ def describe(model: mujoco.MjModel) -> dict:
     """Static facts of a compiled body model.
 
     Returns a dict of plain Python numbers:
-        nv, nq, nu, nbody, ngeom: MuJoCo sizes (nbody counts the world body).
+        nv, nq, nu, ngeom: MuJoCo sizes.
+        nbody_without_world: the body's own bodies (links), MuJoCo's ``nbody`` less its world
+            body 0, as the bodies table of Figure 1 (notebook 01) counts them.
         ntree: number of kinematic trees (1 for our bodies: one tree from the pelvis).
         tree_depth: levels of the sparse LDL^T factor = the longest chain of DOFs along
             ``dof_parentid`` (a free joint counts 6), i.e. the number of sequential level steps.
@@ -33,7 +35,7 @@ def describe(model: mujoco.MjModel) -> dict:
     )
     n_colliding = int(np.count_nonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0)))
     return {
-        "nv": int(m.nv), "nq": int(m.nq), "nu": int(m.nu), "nbody": int(m.nbody),
+        "nv": int(m.nv), "nq": int(m.nq), "nu": int(m.nu), "nbody_without_world": int(m.nbody) - 1,
         "ngeom": int(m.ngeom), "ntree": int(m.ntree), "tree_depth": _tree_depth(m),
         "n_ellipsoid_muscles": int(n_muscles), "n_colliding_geoms": n_colliding,
         "mass_kg": round(float(m.body_mass.sum()), 6),

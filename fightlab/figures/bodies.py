@@ -191,7 +191,7 @@ def bodies_table(root: Path | str = REPO_ROOT) -> "pd.DataFrame":  # noqa: F821
         cols[body] = {
             "nv [DOF]": info["nv"],
             "tree depth [DOF levels]": info["tree_depth"],
-            "bodies [count]": info["nbody"] - 1,
+            "bodies without the world body [count]": info["nbody_without_world"],
             "geoms [count]": info["ngeom"],
             "ellipsoid muscles [count]": info["n_ellipsoid_muscles"],
             "actuators [count]": info["nu"],
