@@ -333,3 +333,47 @@ def test_jupyterlab_serves_the_notebooks(tmp_path):
     with pytest.raises(OSError):  # stopped: nothing answers on the port
         urllib.request.urlopen(f"{url}/api?token={token}", timeout=3)
     shutil.rmtree(tmp_path / "runtime", ignore_errors=True)
+
+
+def _selenium_python() -> str | None:
+    """An interpreter with selenium: $FIGHTLAB_SELENIUM_PYTHON, else this one if it has it."""
+    given = os.environ.get("FIGHTLAB_SELENIUM_PYTHON", "").strip()
+    if given:
+        return given
+    import importlib.util
+
+    return sys.executable if importlib.util.find_spec("selenium") else None
+
+
+def _jupyterlab_check_missing() -> str | None:
+    missing = [p for p in ("/usr/bin/chromium", "/usr/bin/chromedriver") if not Path(p).exists()]
+    if missing:
+        return f"no {' or '.join(missing)} (apt-get install -y chromium chromium-driver)"
+    if _selenium_python() is None:
+        return ("no selenium: set FIGHTLAB_SELENIUM_PYTHON to a python that has it (python3 -m venv "
+                "/tmp/selvenv && /tmp/selvenv/bin/pip install selenium)")
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_jupyterlab_check_missing() is not None, reason=str(_jupyterlab_check_missing()))
+def test_jupyterlab_does_not_write_a_notebook_unasked(tmp_path):
+    """A real JupyterLab in headless chromium (tests/jupyterlab_check.py): notebook 06 opened,
+    Run All, 150 s (past autosave's 120 s), closed with Discard, the server stopped. Started by
+    scripts/lab.sh the committed file stays byte-identical and git status clean; plain
+    `jupyter lab` on a copy of it (the control) writes the copy, so the check can fail."""
+    script = Path(__file__).with_name("jupyterlab_check.py")
+    got = {}
+    for mode in ("lab-sh", "plain"):
+        out = tmp_path / f"{mode}.json"
+        r = subprocess.run([_selenium_python(), str(script), "--mode", mode, "--json", str(out)],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500)
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[mode] = json.loads(out.read_text())
+        assert got[mode]["ran_all"], got[mode]  # every cell ran, at size auto = smoke here
+        assert got[mode]["first_output_line"] == \
+            "size = smoke (auto: no GPU, device cpu): a check of the code path, not a measurement"
+    lab, plain = got["lab-sh"], got["plain"]
+    assert lab["file"] == str(NOTEBOOKS / "06_train.ipynb")
+    assert not lab["changed"] and lab["git_status_after"] == lab["git_status_before"], lab
+    assert plain["changed"], f"the control: plain jupyter lab did not autosave the copy ({plain})"
