@@ -349,3 +349,22 @@ def test_network_size_bound_counts_the_models_parameters():
         for hidden in ((256, 128, 64), (7,)):
             model = ActorCritic(OBS_FIXED + OBS_NBLOCK * nu, nu, hidden)
             assert network_params(hidden, nu) == sum(p.numel() for p in model.parameters())
+
+
+def test_a_build_announces_the_compile_once_per_body_and_device(tmp_path, monkeypatch, capsys):
+    """One stderr line before the env is built (warp compiles its kernels then), also without a
+    progress bar; an empty kernel cache says the compile is certain."""
+    import warp as wp
+
+    from fightlab.rl import runner
+
+    monkeypatch.setattr(runner, "_ANNOUNCED", set())
+    Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).close()
+    err = capsys.readouterr().err
+    assert err.count("compiling MuJoCo Warp kernels for simple on cpu: ") == 1, err
+    assert runner.announce_compile("simple", "cpu") is None  # once per process and build
+    monkeypatch.setattr(wp.config, "kernel_cache_dir", str(tmp_path / "no-cache"))
+    line = runner.announce_compile("muscular-fast", "cpu", backend="cpu")
+    assert line.startswith("compiling the env's warp kernels for muscular-fast on cpu: about a minute the "
+                           "first time (warp's kernel cache is empty)")
+    assert capsys.readouterr().err == line + "\n"

@@ -79,6 +79,9 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     device = validate_device(device)
     validate_body(body), validate_nworld(nworld), validate_env(env_cfg)  # before the bar opens
     nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
+    from fightlab.rl.runner import announce_compile
+
+    announce_compile(body, device)  # building the env compiles warp's kernels
     # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
     bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
     env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)

@@ -28,6 +28,37 @@ from fightlab.sim.nvtx import nvtx_range
 from fightlab.timing import HostReads
 
 
+#: (body, device, backend) builds this process has announced (`announce_compile`)
+_ANNOUNCED: set = set()
+
+
+def announce_compile(body: str, device: str, backend: str = "gpu") -> str | None:
+    """Say once per process and (body, device, backend), on stderr, before the env is built, that
+    warp may now compile its kernels: a cold compile is silent for about a minute otherwise. When
+    warp's kernel cache folder holds no module at all the compile is certain and said so; else it
+    may still miss (another device, or kernels that changed). Returns the line, or None when this
+    build was announced already."""
+    import sys
+
+    from fightlab.config import init_warp
+
+    key = (body, device, backend)
+    if key in _ANNOUNCED:
+        return None
+    _ANNOUNCED.add(key)
+    cache = Path(init_warp().config.kernel_cache_dir or "")
+    try:
+        empty = not any(cache.iterdir())
+    except OSError:  # no cache folder yet
+        empty = True
+    what = "MuJoCo Warp kernels" if backend == "gpu" else "the env's warp kernels"
+    when = ("about a minute the first time (warp's kernel cache is empty)" if empty
+            else "may take about a minute the first time")
+    line = f"compiling {what} for {body} on {device}: {when}; cache {cache}"
+    print(line, file=sys.stderr, flush=True)
+    return line
+
+
 def _sync(device: str):
     """Wait for the device (warp and torch), through fightlab.timing's one definition of a sync:
     the training wall clock is read only after the GPU work of the timed region has finished."""
@@ -128,6 +159,7 @@ class Trainer:
         self.policy_device = cfg.policy_device or cfg.device
         self.progress = progress
         torch.manual_seed(cfg.seed)
+        announce_compile(cfg.body, cfg.device, cfg.backend)  # building the env compiles warp's kernels
         self.env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                              graph=cfg.graph, tree_factor=cfg.tree_factor,
                              backend=cfg.backend, threads=cfg.workers)
