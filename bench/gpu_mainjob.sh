@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the GPU machine, a few notebooks per device call (each call is capped at 600 s):
 #
-#   source .gpu/boot.sh || exit $?; bash bench/gpu_mainjob.sh LIMIT_S NN [NN ...]
+#   source .gpu/boot.sh || exit $?; FIGHTLAB_COMMIT=<sha> bash bench/gpu_mainjob.sh LIMIT_S NN [NN ...]
 #
+# FIGHTLAB_COMMIT names the commit of the tree sent (the GPU machine's copy has no .git of this
+# checkout: without it the rows would name the last landed commit, "-dirty").
 # runs `python -m fightlab reproduce --only NN ... --size full --device cuda:0 --publish-times`
 # under `timeout LIMIT_S`, then copies what the lead commits back to $OUT: the job's rows
 # (data/results/reproduce.csv: one row per notebook, written as each finishes, so a call cut
@@ -12,6 +14,8 @@
 # machine has no imageio-ffmpeg, so notebook 06 prints its "no video" line instead of rendering.
 set -uo pipefail
 limit=${1:?limit in seconds}; shift
+[ -n "${FIGHTLAB_COMMIT:-}" ] || { echo "gpu_mainjob: set FIGHTLAB_COMMIT=<sha of the code sent> (rows record it)" >&2; exit 2; }
+export FIGHTLAB_COMMIT
 [ -d /opt/flsite ] || { echo "gpu_mainjob: not staged (source .gpu/boot.sh first)" >&2; exit 3; }
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -87,3 +87,24 @@ def test_readme_headline_is_the_current_one():
         assert want in rows[body], f"README's {body} row: {rows[body]!r}; the rows say {want!r}"
         for commit in str(r["commits"]).split():
             assert commit in text, f"README does not name commit {commit} of the headline's rows"
+
+
+def test_readme_rented_gpu_numbers_are_the_committed_main_job():
+    """The rented-GPU section's total time, cost, peak memory and driver are those of the newest
+    full main job in data/results/reproduce.csv (reproduce.job_times), at the stated price."""
+    from fightlab.reproduce import job_times
+    from fightlab.survey.cost import ASSUMED_PRICE_PER_HOUR
+
+    text = README.read_text()
+    times = job_times()
+    assert not times.empty, "data/results/reproduce.csv holds no full main job on a GPU"
+    total = times[(times["gpu"] == "NVIDIA H200") & (times["notebook"] == "total")].iloc[0]
+    price = ASSUMED_PRICE_PER_HOUR["H200"]
+    assert f"**{total['wall_s']:.0f} s ({total['wall_s'] / 60:.1f} min)**" in text
+    assert f"**${total['wall_s'] / 3600 * price:.2f} at ${price:.2f}/h**" in text
+    assert f"**{total['gpu_mem_peak_mib'] * 2**20 / 1e9:.1f} GB**" in text
+    assert f"driver {total['driver']}" in text
+    rows = times[times["notebook"] != "total"].set_index("notebook")
+    assert len(rows) == 8, "the main job has eight notebooks"
+    for nb in ("03_factor_kernel", "05_cuda_graphs"):
+        assert f"{rows.loc[nb, 'wall_s']:.0f} s" in text
