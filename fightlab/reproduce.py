@@ -184,17 +184,21 @@ def compare_figures(drawn: list[Path], compare_dir: Path, committed: Path | None
 
 def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
     """The committed figure and this run's, side by side on white, each captioned."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     a, b = Image.open(left).convert("RGB"), Image.open(right).convert("RGB")
-    pad, cap = 20, 28
+    try:
+        font = ImageFont.load_default(size=max(14, a.width // 60))  # Pillow >= 10.1: a scalable font
+    except TypeError:
+        font = ImageFont.load_default()
+    pad, cap = 20, max(28, a.width // 40)
     w, h = a.width + b.width + 3 * pad, max(a.height, b.height) + cap + 2 * pad
     img = Image.new("RGB", (w, h), "white")
     img.paste(a, (pad, pad + cap))
     img.paste(b, (2 * pad + a.width, pad + cap))
     d = ImageDraw.Draw(img)
-    d.text((pad, pad // 2), f"committed: figures/{left.name}", fill="black")
-    d.text((2 * pad + a.width, pad // 2), f"this run: {right}", fill="black")
+    d.text((pad, pad // 2), f"committed: figures/{left.name}", fill="black", font=font)
+    d.text((2 * pad + a.width, pad // 2), f"this run: {right}", fill="black", font=font)
     dst.parent.mkdir(parents=True, exist_ok=True)
     img.save(dst)
     return dst
