@@ -48,6 +48,7 @@ __all__ = [
     "publish_lock",
     "MalformedRowError",
     "read_rows",
+    "read_text",
     "read_file",
     "results_path",
     "write_curve",
@@ -509,10 +510,11 @@ class MalformedRowError(ValueError):
     """A results file with a torn or malformed line (the message names the file and line)."""
 
 
-def _text(path: Path) -> str:
-    """The UTF-8 text of a results or curve file. Raises MalformedRowError naming the file, the
-    line and the byte of the first one that is not UTF-8 (a hand edit in another encoding, a
-    damaged copy), never UnicodeDecodeError."""
+def read_text(path: Path | str) -> str:
+    """The UTF-8 text of a data file (results, curves, tables under data/). Raises
+    MalformedRowError naming the file, the line and the byte of the first one that is not UTF-8
+    (a hand edit in another encoding, a damaged copy), never UnicodeDecodeError."""
+    path = Path(path)
     data = path.read_bytes()
     try:
         return data.decode("utf-8")
@@ -523,7 +525,7 @@ def _text(path: Path) -> str:
 
 
 def _header(path: Path) -> list[str]:
-    text = _text(path)
+    text = read_text(path)
     return next(csv.reader(io.StringIO(text, newline="")), [])
 
 
@@ -653,7 +655,7 @@ def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], l
     Raises:
       MalformedRowError: naming the file and the first bad line (a torn or hand-broken row).
     """
-    text = _text(path)
+    text = read_text(path)
     lines = text.splitlines()
     ids = []
     for n, line in enumerate(lines[1:], start=2):

@@ -274,3 +274,25 @@ def test_trains_last_line_names_its_run_folder(tmp_path, capsys):
     assert main(["train", "--body", "simple", "--max-iterations", "1", "--run-dir", str(d), *TINY]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"run folder: {d.resolve()}" and lines[-2].startswith("run ")
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (lambda o: o["param_groups"][0].update(params=5), "param_groups' params must be lists of parameter indices"),
+    (lambda o: o["param_groups"][0].update(lr="fast"), "param_groups' lr must be a number, got 'fast'"),
+    (lambda o: o["param_groups"][0].update(betas=(0.9,)), "param_groups' betas must be a pair of numbers"),
+    (lambda o: o["state"][0].update(step="x"), "step of parameter 0 (actor_logstd) must be a number"),
+    (lambda o: o["state"][0].update(exp_avg_sq=o["state"][0]["exp_avg_sq"].double()),
+     "exp_avg_sq of parameter 0 (actor_logstd) is torch.float64, the policy's parameter torch.float32"),
+    (lambda o: o["state"][0].update(exp_avg=o["state"][0]["exp_avg"] * float("nan")),
+     "exp_avg of parameter 0 (actor_logstd) is not all finite"),
+    (lambda o: o["param_groups"][0]["params"].pop(), "parameters listed, the policy has"),
+])
+def test_hand_edited_optimizer_state_is_one_line(tiny_run, tmp_path, capsys, edit, expect):
+    import torch
+
+    ck = torch.load(tiny_run / "latest.pt", weights_only=False)
+    edit(ck["optimizer"])
+    torch.save(ck, tmp_path / "edited.pt")
+    assert main(["evaluate", str(tmp_path / "edited.pt"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is damaged or hand-edited: optimizer: " in err and expect in err, err

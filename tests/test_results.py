@@ -385,3 +385,18 @@ def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path):
     path.write_bytes(b"\xff" + data)
     with pytest.raises(results.MalformedRowError, match=rf"{path}:1: byte 0xff at offset 0"):
         results.read_rows("train", tmp_path)
+
+
+def test_read_text_is_the_one_utf8_read_of_a_data_file(tmp_path):
+    """results.read_text (the survey's reference table reads through it too): the text, or one
+    MalformedRowError naming file, line and byte."""
+    from fightlab.survey import cost
+
+    p = tmp_path / "t.csv"
+    p.write_bytes("a,b\n1,é\n".encode())
+    assert results.read_text(p) == "a,b\n1,é\n"
+    p.write_bytes(b"a,b\n1,2\n3,\xe9\n")
+    with pytest.raises(results.MalformedRowError, match=rf"{p}:3: byte 0xe9 at offset 10 is not UTF-8"):
+        results.read_text(p)
+    with pytest.raises(results.MalformedRowError, match=rf"{p}:3: byte 0xe9"):
+        cost.read_reference(p)

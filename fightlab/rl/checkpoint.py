@@ -126,10 +126,27 @@ def policy_parameter_names(agent_state: dict) -> list[str]:
 
 def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
     """Why an optimizer state dict does not fit the policy's parameters (one clause), or None:
-    one parameter group listing one index per parameter, and each parameter's Adam moments
-    (``exp_avg``, ``exp_avg_sq``) tensors of that parameter's shape."""
+    parameter groups listing one index per parameter (their lr, eps, weight_decay numbers, betas a
+    pair), each parameter's ``step`` a number and its
+    Adam moments (``exp_avg``, ``exp_avg_sq``) finite tensors of that parameter's shape and dtype."""
     names = policy_parameter_names(agent_state)
-    ids = [i for g in opt["param_groups"] for i in (g.get("params") or [])]
+    groups = [g.get("params") for g in opt["param_groups"]]
+    if not all(isinstance(ps, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ps)
+               for ps in groups):
+        return f"param_groups' params must be lists of parameter indices, got {groups!r}"[:200]
+    def number(v):
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            v = v.item()
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    for g in opt["param_groups"]:
+        for k in ("lr", "eps", "weight_decay"):
+            if k in g and not number(g[k]):
+                return f"param_groups' {k} must be a number, got {g[k]!r}"[:200]
+        if "betas" in g and not (isinstance(g["betas"], (tuple, list)) and len(g["betas"]) == 2
+                                 and all(number(b) for b in g["betas"])):
+            return f"param_groups' betas must be a pair of numbers, got {g['betas']!r}"[:200]
+    ids = [i for ps in groups for i in ps]
     if len(ids) != len(names):
         return f"{len(ids)} parameters listed, the policy has {len(names)}"
     for i, name in zip(ids, names):
@@ -137,6 +154,10 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
         if not isinstance(st, dict):
             return f"the state of parameter {i} ({name}) must be a dict, got {type(st).__name__}"
         want = tuple(agent_state[name].shape)
+        step = st.get("step")
+        if step is not None and not (isinstance(step, torch.Tensor) and step.numel() == 1) and not (
+                isinstance(step, (int, float)) and not isinstance(step, bool)):
+            return f"step of parameter {i} ({name}) must be a number, got {step!r}"[:200]
         for k in ("exp_avg", "exp_avg_sq"):
             v = st.get(k)
             if v is None:
@@ -146,6 +167,8 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
             if tuple(v.shape) != want:
                 return (f"{k} of parameter {i} ({name}) has shape {list(v.shape)}, the policy's "
                         f"parameter {list(want)}")
+            if v.dtype != agent_state[name].dtype:
+                return f"{k} of parameter {i} ({name}) is {v.dtype}, the policy's parameter {agent_state[name].dtype}"
             if v.is_floating_point() and not bool(torch.isfinite(v).all()):
                 return f"{k} of parameter {i} ({name}) is not all finite"
     return None

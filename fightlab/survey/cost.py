@@ -209,7 +209,12 @@ def read_reference(path: Path | str | None = None) -> pd.DataFrame:
     path = Path(path) if path is not None else REFERENCE_PATH
     if not path.exists():
         raise FileNotFoundError(f"survey reference table {path} is absent (data/survey/README.md)")
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    import io
+
+    from fightlab import results
+
+    # results.read_text: a byte that is not UTF-8 is one line naming the file and line
+    raw = pd.read_csv(io.StringIO(results.read_text(path)), dtype=str, keep_default_na=False)
     missing = [c for c in REFERENCE_COLUMNS if c not in raw.columns]
     odd = [c for c in raw.columns if c not in REFERENCE_COLUMNS]
     if missing or odd:
