@@ -697,17 +697,17 @@ TAIL_CHARS = 100
 
 
 def summary_tail(job: Job, width: int = TAIL_CHARS) -> str:
-    """The summary's ``tail`` of ``job``: its log's last line (a training's: its run folder), and
-    for a failed or timed-out job its last lines joined with " | "; "" for a job that has not run.
-    Longer text keeps its end, marked with a leading "…"."""
+    """The summary's ``tail`` of ``job``: its log's last line (a training's: its run folder; a
+    failure's: its error), "" for a job that has not run. A longer line keeps its start, cut
+    with a trailing "…" (the job's last lines are in batch.json and its log)."""
     lines = job.tail.splitlines()
-    text = " | ".join(lines) if job.status in ("failed", "timeout") else (lines[-1] if lines else "")
-    return text if len(text) <= width else "…" + text[-(width - 1):]
+    text = lines[-1] if lines else ""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def summary_table(jobs: list[Job]):
     """pandas DataFrame: job, lane, status, seconds, rc, tail (:func:`summary_tail`: the log's
-    last line, a failure's last lines)."""
+    last line)."""
     import pandas as pd
 
     return pd.DataFrame([dict(job=j.id, lane=j.lane or "-", status=j.status, seconds=round(j.seconds, 1),

@@ -580,15 +580,15 @@ def test_cuda_jobs_on_a_host_without_gpu_are_refused_before_any_start(tmp_path, 
     batch.check_devices(parsed, batch.make_lanes(None, [0], 1))          # a GPU lane: not refused
 
 
-def test_summary_tail_shows_every_jobs_last_line_and_a_failures_last_lines():
+def test_summary_tail_shows_every_jobs_last_line():
     from fightlab.batch import TAIL_CHARS, Job, summary_table, summary_tail
 
     done = Job(id="j1", kind="fightlab", status="done", tail="run x simple solved=True\nrun folder: runs/train/a")
-    failed = Job(id="j2", kind="python", status="failed", tail="Traceback …\nboom")
-    long = Job(id="j3", kind="python", status="done", tail="x" * 300 + "END")
+    failed = Job(id="j2", kind="python", status="failed", tail="Traceback …\nValueError: boom")
+    long = Job(id="j3", kind="python", status="failed", tail="fightlab: error: " + "x" * 300)
     assert summary_tail(done) == "run folder: runs/train/a"
-    assert summary_tail(failed) == "Traceback … | boom"
+    assert summary_tail(failed) == "ValueError: boom"
     assert summary_tail(Job(id="j4", kind="python")) == ""
     t = summary_tail(long)
-    assert len(t) == TAIL_CHARS and t.startswith("…") and t.endswith("END")
-    assert summary_table([done, failed])["tail"].tolist() == ["run folder: runs/train/a", "Traceback … | boom"]
+    assert len(t) == TAIL_CHARS and t.startswith("fightlab: error: xxx") and t.endswith("…")
+    assert summary_table([done, failed])["tail"].tolist() == ["run folder: runs/train/a", "ValueError: boom"]
