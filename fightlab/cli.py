@@ -277,7 +277,7 @@ def _parser() -> argparse.ArgumentParser:
 def _survey_parser(sub, fmt) -> None:
     # defaults live in fightlab.survey_launch (imported when the command runs, not by the parser)
     sv = sub.add_parser("survey", formatter_class=fmt, help="the GPU survey on rented machines (SkyPilot)",
-                        description="The GPU survey (issue 19): `survey launch` rents one host per GPU type "
+                        description="The GPU survey: `survey launch` rents one host per GPU type "
                         "in parallel, runs `python -m fightlab bench` there and collects its rows into "
                         "data/survey/bench/<survey id>/. See fightlab/survey_launch.py.")
     ssub = sv.add_subparsers(dest="survey_cmd", required=True, metavar="ACTION")
