@@ -289,14 +289,15 @@ def _free_port() -> int:
 
 
 def test_jupyterlab_serves_the_notebooks(tmp_path):
-    """README's command (`.venv/bin/jupyter lab`, with --allow-root as root) on a free loopback
-    port: the server starts, serves notebook 06 as the file on disk, and stops."""
+    """README's command (`bash scripts/lab.sh`, with --allow-root as root) on a free loopback
+    port: the server starts, serves notebook 06 as the file on disk with autosave off by default
+    (the repository's jupyter/ settings), and stops."""
     jupyter = Path(sys.executable).parent / "jupyter"
     if not jupyter.exists():
         pytest.skip(f"no {jupyter}")
     port, token = _free_port(), "fightlab-test"
-    cmd = [str(jupyter), "lab", "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT}"]
+    cmd = ["bash", str(REPO_ROOT / "scripts" / "lab.sh"), "--no-browser", "--ip", "127.0.0.1",
+           "--port", str(port), f"--IdentityProvider.token={token}"]
     if os.geteuid() == 0:
         cmd.append("--allow-root")  # jupyter lab exits at once as root without it (README)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
@@ -321,6 +322,11 @@ def test_jupyterlab_serves_the_notebooks(tmp_path):
         assert [c["id"] for c in doc["content"]["cells"]] == [c["id"] for c in on_disk["cells"]]
         with urllib.request.urlopen(f"{url}/lab/tree/notebooks/06_train.ipynb?token={token}", timeout=10) as r:
             assert r.status == 200 and "JupyterLab" in r.read().decode()
+        plugin = "@jupyterlab/docmanager-extension:plugin"
+        with urllib.request.urlopen(f"{url}/lab/api/settings/{plugin}?token={token}", timeout=10) as r:
+            settings = json.load(r)
+        assert settings["schema"]["properties"]["autosave"]["default"] is False, settings["schema"]
+        assert "autosave" not in settings["settings"]  # a default: the user's own settings may still set it
     finally:
         proc.terminate()
         try:
