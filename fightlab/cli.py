@@ -179,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
-    r.add_argument("--size", choices=("smoke", "full"), default=None,
-                   help="smoke (CPU-sized) or full (the measurement); default: full on a GPU, smoke on a CPU")
+    r.add_argument("--size", choices=("auto", "smoke", "full"), default=None,
+                   help="smoke (CPU-sized) or full (the measurement); auto, the default: full on a GPU, smoke on a CPU")
     r.add_argument("--publish", action="store_true",
                    help="let the notebooks write data/ and figures/ (GPU only, except 01's rendering)")
     r.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
@@ -336,9 +336,9 @@ def _bench_parser(sub, fmt) -> None:
                     help="hard wall-clock limit for the whole job (default: twice the shortest accepted)")
     bn.add_argument("--out", default=None, help="folder for bench.json and data/results/bench.csv "
                     "(default runs/bench/<id>)")
-    bn.add_argument("--size", choices=("smoke", "full"), default=None,
-                    help="smoke (tiny nworld, a few seconds, CPU-sized) or full; default full on a GPU, "
-                         "smoke on a CPU")
+    bn.add_argument("--size", choices=("auto", "smoke", "full"), default=None,
+                    help="smoke (tiny nworld, a few seconds, CPU-sized) or full; auto, the default: full on "
+                         "a GPU, smoke on a CPU")
     bn.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: the GPU if any)")
     bn.add_argument("--bandwidth-url", default=None, help="a URL to time a download from (else not measured)")
     bn.add_argument("--publish", action="store_true", help="GPU, full size: also append to data/results/bench.csv")
@@ -346,11 +346,11 @@ def _bench_parser(sub, fmt) -> None:
 
 
 def cmd_bench(a) -> int:
-    from fightlab.config import validate_device
+    from fightlab.config import resolve_size, validate_device
     from fightlab.measure import bench
 
     device = validate_device(_given(a.device, _default_device()))
-    size = _given(a.size, "full" if device.startswith("cuda") else "smoke")
+    size = resolve_size(_given(a.size, "auto"), device)
     bodies = [b.strip() for b in a.bodies.split(",") if b.strip()]
     nworld = a.nworld
     if nworld is not None and nworld.strip().lower() != "auto":
@@ -758,11 +758,11 @@ def cmd_render(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
-    from fightlab.config import validate_device
+    from fightlab.config import resolve_size, validate_device
     from fightlab.reproduce import NotebookError, reproduce
 
     device = validate_device(_given(a.device, _default_device()))
-    size = a.size or ("full" if device.startswith("cuda") else "smoke")
+    size = resolve_size(_given(a.size, "auto"), device)
     try:
         return reproduce(only=a.only, size=size, publish=a.publish, device=device,
                          log_output=a.log_output, publish_times=a.publish_times)
