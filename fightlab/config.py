@@ -103,17 +103,17 @@ class PPOConfig:
         policy KL near the KL target (rsl_rl, Rudin et al. 2022, "Learning to walk in minutes").
       desired_kl: the KL target, or None (the default): `desired_kl_per_action` × the action
         count nu (`kl_target`), so bodies with more actions move each action's mean alike (the
-        KL of a diagonal Gaussian is a sum over actions). 0.002 per action: issue 16's study
-        (bench/NOTES.md, session 8), simple's best 0.08 (nu 37) and muscular-fast's 0.16 (nu 83)
+        KL of a diagonal Gaussian is a sum over actions). 0.002 per action: a learner study
+        (bench/NOTES.md), simple's best 0.08 (nu 37) and muscular-fast's 0.16 (nu 83)
         at init_std 0.3, against 0.01 for both before.
       gamma, gae_lambda: discount and GAE λ (Schulman et al. 2016).
-      clip_coef: PPO ratio clip (Schulman et al. 2017; 0.2 there and before session 9). 0.3:
-        issue 16's clip study (bench/NOTES.md, session 9), at the KL targets above the 0.2 clip
+      clip_coef: PPO ratio clip (Schulman et al. 2017; 0.2 there). 0.3: a clip study
+        (bench/NOTES.md), at the KL targets above the 0.2 clip
         bound half of the samples; muscular-fast −6 % iterations, simple −2 % (within seeds).
       vf_coef, ent_coef: loss weights.
       max_grad_norm: global gradient-norm clip.
-      hidden: actor and critic MLP hidden sizes; init_std: initial action std (0.3: issue 16's
-        study; 0.5 before).
+      hidden: actor and critic MLP hidden sizes; init_std: initial action std (0.3: the learner
+        study in bench/NOTES.md).
     """
 
     num_steps: int = 32
@@ -207,7 +207,7 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
 
-#: The task's Fixed fields (README "The task"; issue 16): what a run must keep to count as a
+#: The task's Fixed fields (docs/task.md): what a run must keep to count as a
 #: solve of this task. Everything else in EnvConfig (reward weights, action scale), PPOConfig and
 #: TrainConfig (nworld, seeds, graphs, the factor path, budgets) belongs to the learner or to how a
 #: run is launched and is Free. The bodies and their servo gains are fixed in code (fightlab/bodies).

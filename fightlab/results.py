@@ -113,7 +113,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "same_state_obs_err", "same_state_reward_err", "ulp_qpos_sensitivity",
         "ulp_qvel_sensitivity",
     ),
-    # python -m fightlab bench (fightlab.measure.bench; issue 19 part 1): one row per body on the
+    # python -m fightlab bench (fightlab.measure.bench): one row per body on the
     # machine it ran on; ok 1/0 (the checks passed and the training ran; params.reason says why
     # not); set-up phases apart (install_s from the launcher, compile_s, first_iter_s); the speed
     # test's medians (as "sweep"); expected_env_steps_per_s from earlier rows of the same GPU

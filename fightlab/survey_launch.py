@@ -1,4 +1,4 @@
-"""``python -m fightlab survey launch``: the GPU survey on rented machines (issue 19, part 3).
+"""``python -m fightlab survey launch``: the GPU survey on rented machines.
 
     python -m fightlab survey launch --gpus RTX4090,L40S,RTX3090 [--infra vast] [--dry-run]
     python -m fightlab survey launch --gpus RTX4090 --picker vastai [--offers-json FILE] [--dry-run]

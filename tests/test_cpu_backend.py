@@ -1,4 +1,4 @@
-"""The CPU MuJoCo backend (fightlab.sim.cpu, issue 18) against MuJoCo Warp on warp's CPU device,
+"""The CPU MuJoCo backend (fightlab.sim.cpu) against MuJoCo Warp on warp's CPU device,
 at tiny sizes: one env step from the same state and actions, resets and pushes, the contact
 sensors, bad input, a short training."""
 

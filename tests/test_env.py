@@ -213,7 +213,7 @@ def test_state_dict_round_trip_gives_the_same_next_step():
         c.load_state_dict(state)
 
 
-# Recorded with the env before its kernels took a task struct and named layouts (issue 13):
+# Recorded with the env before its kernels took a task struct and named layouts:
 # the refactor must not change a single bit of a pushed, falling, timing-out rollout.
 _ROLLOUT_SHA256 = "8ea1c43fbe95c878848571bcb764569076d5b509580be1485207189df5b7e9bd"
 _ROLLOUT_SUMMARY = dict(episodes=6, falls=2, timeouts=4, tilt_falls=2,

@@ -1,5 +1,5 @@
 """Nothing lost: run folders, one writer, resume that keeps its settings, one row per run,
-sound CSVs and checkpoints (issue 11). CPU device, tiny sizes."""
+sound CSVs and checkpoints. CPU device, tiny sizes."""
 
 import hashlib
 import json

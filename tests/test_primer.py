@@ -264,7 +264,7 @@ def test_missing_cpu_compiler_is_named():
 
 
 def test_recovered_h200_sweep_matches_its_summary_row():
-    # session 3's H200 primer run predates the sweep curve; bench/recover_primer_sweep.py rebuilt
+    # the first H200 primer run predates the sweep curve; bench/recover_primer_sweep.py rebuilt
     # it from the executed notebook's printed table: it must agree with the row measured with it
     import importlib.util
     from pathlib import Path

@@ -308,7 +308,7 @@ def test_solves_per_gpu_hour_and_cost_per_solve(tmp_path):
         report.packed_throughput(runs, price_per_gpu_hour=0)
 
 
-# --- the task's Fixed fields (issue 16) -----------------------------------------------------------
+# --- the task's Fixed fields -----------------------------------------------------------
 
 def test_task_id_marks_a_changed_fixed_field_and_only_those():
     """Free fields (reward weights, PPO, nworld, seeds) keep the task; any Fixed field makes another

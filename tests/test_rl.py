@@ -279,7 +279,7 @@ def test_a_run_that_changes_the_task_says_so_and_its_row_is_marked(tmp_path, cap
 
 
 def test_a_policy_that_holds_the_pelvis_still_is_never_solved():
-    """Issue 16's honesty check: a pelvis held still (cancelling the bounce) has lock-in numerator
+    """The tracking measure's honesty check: a pelvis held still (cancelling the bounce) has lock-in numerator
     Σdz·r − Σdz·Σr/n = dz·(Σr − Σr) = 0, so tracking 0: it survives every episode to the time
     limit and still never widens nor solves, however long it runs."""
     c = Curriculum(stages=(0.1, 1.0), wait=32)

@@ -1,4 +1,4 @@
-"""fightlab.survey.cost (issue 19, part 2): the cost maths against the original's survey table,
+"""fightlab.survey.cost: the cost maths against the original's survey table,
 one set-up constant per group, the EC2 CPU inconsistency flagged, our rows priced, the buying
 guide, bad input as clear errors, Figure 3 drawn, notebook 07 at smoke size (CPU, tables only)."""
 
@@ -321,7 +321,7 @@ def test_the_committed_backends_rows():
                               ("muscular-fast", 8192): 18.2, ("simple", 8192): 20.6}
     s = cost.load_survey(log=lambda _: None)  # priced at the assumed CPU price (its own test)
     assert len(s.backends) == len(rows)
-    # simple's CPU-backend solve was measured (session 12, train row 9b54506bb40b): its row is the
+    # simple's CPU-backend solve was measured (train row 9b54506bb40b): its row is the
     # measured solve; muscular-fast's stays the estimate
     est = s.ours[s.ours["kind"] == "cpu"].set_index("body")["time_estimated"]
     assert est.to_dict() == {"simple": False, "muscular-fast": True}
@@ -583,7 +583,7 @@ def test_notebook_07_at_smoke_size(tmp_path):
     for ratio in ("7.3x", "8.8x", "18.2x", "20.6x"):
         assert f"{ratio} the CPU backend's env steps/s" in out, ratio
     assert "CPU backend time to solve" in out and "CPU-backend rows: assumed $0.22/h: 16 vCPU" in out
-    # simple's CPU-backend solve was measured (session 12): said as measured, its estimate marked as
+    # simple's CPU-backend solve was measured: said as measured, its estimate marked as
     # not the one the survey prices; muscular-fast's stays an estimate
     assert "simple: CPU backend time to solve 812.4 s (measured: 1 solo solve(s), 430 iterations" in out
     assert "the survey takes the measured solve" in out

@@ -1,4 +1,4 @@
-"""The GPU survey launcher (fightlab.survey_launch, issue 19 part 3), on the CPU and offline:
+"""The GPU survey launcher (fightlab.survey_launch), on the CPU and offline:
 the task YAML through SkyPilot's own parser, the upload set, the host check, the Vast offer
 filter on a recorded offer list (tests/data/vast_offers.json, hand-written in the vastai SDK's
 shape), and the launcher's runs with a fake runner (teardown always, clusters in parallel, rows

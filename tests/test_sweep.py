@@ -419,7 +419,7 @@ def test_auto_nworld_ramps_inside_the_committed_range_and_records_it(tmp_path):
 
 
 def test_auto_runs_are_judged_against_the_sweep_without_themselves(tmp_path):
-    """Issue 17's acceptance: a solo auto training's time to solve against the best point's seeds'
+    """`--nworld auto`'s acceptance: a solo auto training's time to solve against the best point's seeds'
     spread (simple: 1024 worlds, 500 / 520 iterations × 0.2 s = 100–104 s), the sweep as the
     rule saw it (auto rows and CPU-backend rows never enter the iterations)."""
     root = synthetic_root(tmp_path)

@@ -494,7 +494,7 @@ def _learner_study(root: Path, log: Callable[[str], None]) -> list[Path]:
     return _from_train_runs("learner_study", root, log, lambda runs, gpus: plot_learner_study(
         variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
         stage_floor=c.curriculum_wait,
-        title=f"learner variants (issue 16), solved runs packed and solo, {gpus}"),
+        title=f"learner variants, solved runs packed and solo, {gpus}"),
         "no solved run of the task has a curve in data/curves/")
 
 

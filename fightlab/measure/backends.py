@@ -1,4 +1,4 @@
-"""The CPU baseline against MuJoCo Warp on the GPU, on one machine, in one command (issue 18):
+"""The CPU baseline against MuJoCo Warp on the GPU, on one machine, in one command:
 ``python -m fightlab compare-backends``.
 
 Per body, two short solo trainings (default 8 iterations, medians of the iterations after the

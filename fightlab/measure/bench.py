@@ -1,4 +1,4 @@
-"""``python -m fightlab bench``: what this machine does with fightlab (issue 19, part 1).
+"""``python -m fightlab bench``: what this machine does with fightlab.
 
 On the machine it runs on, under one hard wall-clock limit for the whole job:
 

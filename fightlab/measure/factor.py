@@ -655,7 +655,7 @@ def amdahl_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     (the stock factor share), ``s`` = ``speedup_vs_stock``; bound = 1 / (1 − f + f / s)
     (Amdahl, 1967: only the factor share gets faster); gain = ``step_stock_us`` /
     ``step_tree_us`` (graph-captured whole steps from the same state); ``of_bound`` =
-    (gain − 1) / (bound − 1), the share of the possible gain obtained (issue 6's goal: ≥ 0.8).
+    (gain − 1) / (bound − 1), the share of the possible gain obtained (the kernel's goal: ≥ 0.8).
     Physics steps/s = nworld / step time.
 
     Args:

@@ -1,4 +1,4 @@
-"""Nsight Compute profiles of the mass-matrix factor kernels as result rows (issue 6: where the time goes).
+"""Nsight Compute profiles of the mass-matrix factor kernels as result rows: where the time goes.
 
 ``bench/gpu_batch.sh`` with ``NCU=NWORLD`` runs ``bench/factor_probe.py`` under ``ncu --csv``
 (sections SpeedOfLight, Occupancy, WarpStateStats, MemoryWorkloadAnalysis) and then publishes it:

@@ -1,4 +1,4 @@
-"""Throughput of K trainings packed on one GPU (issue 15's K-scan), from a finished batch folder.
+"""Throughput of K trainings packed on one GPU (the K-scan), from a finished batch folder.
 
     python -m fightlab batch --job 'train --body simple --nworld 1024 --max-iterations 70' \
         --grid seed=1,2,3,4 --concurrent 4 --batch-dir runs/batch/k4-mps

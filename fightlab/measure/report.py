@@ -248,7 +248,7 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
 
 def physics_backend(params: dict) -> str:
     """A row's physics backend from its params: "gpu" (MuJoCo Warp, on any device) or "cpu"
-    (MuJoCo's C engine, issue 18): a train row's last segment's (`sim.cpu`'s backend record),
+    (MuJoCo's C engine): a train row's last segment's (`sim.cpu`'s backend record),
     else params.backend; rows from before the CPU backend name none and are "gpu"."""
     seg = (params.get("segments") or [{}])[-1]
     return str(seg.get("backend") or params.get("backend") or "gpu")
@@ -645,7 +645,7 @@ FACTOR_SETUPS = ("stock factor", "tree factor, global", "tree factor, shared")
 
 def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataFrame:
     """Time to solve ``body`` with MuJoCo Warp's per-level factor vs fightlab's tree factor
-    (issue 6's "with vs without the kernel"), one row per setup of :data:`FACTOR_SETUPS`.
+    (the question "with vs without the kernel"), one row per setup of :data:`FACTOR_SETUPS`.
 
     Unlike :func:`solve_summary` this pools runs across commits (the ``commits`` column lists
     them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from

@@ -1,4 +1,4 @@
-"""The world-count sweep (issue 17, notebook 04, Figure 2) and the rule behind `--nworld auto`.
+"""The world-count sweep (notebook 04, Figure 2) and the rule behind `--nworld auto`.
 
 Time to solve = iterations to solve × seconds per iteration. The curriculum sets most of the
 iterations, so more worlds mostly make each iteration longer; the question is which world count
@@ -430,7 +430,7 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def warp_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The train rows of MuJoCo Warp trainings: CPU-backend rows (MuJoCo's C engine, issue 18;
+    """The train rows of MuJoCo Warp trainings: CPU-backend rows (MuJoCo's C engine;
     `report.physics_backend`) left out, so the sweep's curve and `--nworld auto`'s iterations
     are GPU-backend trainings only (rows from before the CPU backend name none: MuJoCo Warp)."""
     from fightlab.measure.report import physics_backend
@@ -820,7 +820,7 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 
 
 def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Issue 17's acceptance: each MuJoCo Warp training at `--nworld auto`'s pick (a train row
+    """The acceptance of `--nworld auto`: each MuJoCo Warp training at `--nworld auto`'s pick (a train row
     with params.nworld_auto) against the sweep's best point of its GPU, body and learner, computed
     without the auto runs (`time_to_solve_table` of ``sweep_rows`` and the other train rows, all
     of them as committed now: an auto run never judges itself, but a later solve can move the

@@ -1,4 +1,4 @@
-"""The survey of GPU types (issue 19): what a solve costs on each machine.
+"""The survey of GPU types: what a solve costs on each machine.
 
 ``cost``: the cost-per-solve formula and its packed variant, the original study's table
 (``data/survey/reference.csv``) reproduced with one set-up constant per group of rows, fightlab's

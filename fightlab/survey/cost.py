@@ -1,5 +1,5 @@
 """Cost per solve: the original study's survey table reproduced, fightlab's rows priced, and a
-buying guide per budget (issue 19, part 2; notebook 07, Figure 3). Pure pandas: it reads tables.
+buying guide per budget (notebook 07, Figure 3). Pure pandas: it reads tables.
 
     ref = read_reference()                         # data/survey/reference.csv, schema checked
     setup = fit_setup(ref)                         # ONE paid set-up [s] per group of rows

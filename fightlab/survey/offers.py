@@ -1,4 +1,4 @@
-"""Vast.ai offers: the search query and the filter fightlab applies itself (issue 19, part 3).
+"""Vast.ai offers: the search query and the filter fightlab applies itself.
 
 SkyPilot's Vast backend cannot choose the host: in skypilot 0.14.1
 ``sky/provision/vast/utils.py:launch`` builds its own query (GPU name and count, country, disk,
