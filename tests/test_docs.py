@@ -108,3 +108,17 @@ def test_readme_rented_gpu_numbers_are_the_committed_main_job():
     assert len(rows) == 8, "the main job has eight notebooks"
     for nb in ("03_factor_kernel", "05_cuda_graphs"):
         assert f"{rows.loc[nb, 'wall_s']:.0f} s" in text
+
+
+def test_no_issue_or_session_numbers_in_code_notebooks_or_tests():
+    """Which issue or session chose a value is git history and bench/NOTES.md, not the code."""
+    pattern = re.compile(r"\b(?:[Ii]ssues?|[Ss]essions?) #?[0-9]+")
+    hits = []
+    for folder in ("fightlab", "notebooks", "tests"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".ipynb", ".yaml", ".yml", ".json", ".sh") or not path.is_file():
+                continue
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if pattern.search(line):
+                    hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not hits, "issue/session numbers in the code:\n" + "\n".join(hits)

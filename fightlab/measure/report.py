@@ -361,7 +361,7 @@ def learner_changes(params: dict) -> str:
 
 
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
-    """A learner study's decision rule (bench/NOTES.md, sessions 8-9), per body of ``runs``
+    """A learner study's decision rule (bench/NOTES.md), per body of ``runs``
     (:func:`published_runs` rows of one study, packed or not; MuJoCo Warp's): among the learners whose every run
     solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
     iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
