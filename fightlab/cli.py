@@ -499,6 +499,7 @@ def cmd_train(a) -> int:
 
     from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_backend,
                                  validate_body, validate_device, validate_nworld, validate_policy_device)
+    from fightlab import results
     from fightlab.measure.report import finish_run
     from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
     from fightlab.rl.runner import Trainer
@@ -601,6 +602,8 @@ def cmd_train(a) -> int:
         cfg = apply_overrides(cfg, a.set)
         check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device,
                       training=cfg)  # full size (config.training_size_problem), before any work
+    if cfg.resume:  # a torn row file in the run folder: said now, not after the training
+        results.read_rows("train", Path(cfg.resume).resolve().parent)
     with Trainer(cfg, progress=not a.no_progress) as trainer:
         if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
             trainer.segments[-1]["nworld_auto"] = nworld_auto

@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from fightlab.paths import REPO_ROOT  # the source tree (kept importable from here)
 
@@ -207,3 +207,40 @@ def cpu_label(cores: int | None = None) -> str:
 def is_cpu_label(gpu: str) -> bool:
     """Whether a row's `gpu` column is a `cpu_label` (a CPU-backend measurement naming its CPU)."""
     return isinstance(gpu, str) and gpu.startswith(CPU_LABEL_PREFIX) and gpu.endswith(" cores)")
+
+
+#: the packing environment a launcher (``python -m fightlab batch``) sets for each job, with
+#: the older names still read: FIGHTLAB_CONCURRENT (jobs at once on this job's GPU; older name
+#: FIGHTLAB_SHARED_GPU), FIGHTLAB_MPS (1: those jobs run under CUDA MPS), FIGHTLAB_GPU_JOBS
+#: (jobs at once on the host over all its GPUs; older name FIGHTLAB_HOST_JOBS)
+PACKING_ENV = dict(concurrent=("FIGHTLAB_CONCURRENT", "FIGHTLAB_SHARED_GPU"), mps=("FIGHTLAB_MPS",),
+                   gpu_jobs=("FIGHTLAB_GPU_JOBS", "FIGHTLAB_HOST_JOBS"))
+
+
+def _count(v: Any) -> int | None:
+    """A job count (int >= 1) from an environment string or a params value; None when absent,
+    null, NaN, not a number or < 1."""
+    try:
+        n = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(n) if n == n and n >= 1 else None
+
+
+def _flag(v: Any) -> bool:
+    """A params / environment boolean: True for true, 1, "1", "true", "yes" (any case)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes")
+    return bool(v) and v == v  # NaN is not true
+
+
+def packing_from_env(environ: Mapping[str, str] | None = None) -> dict | None:
+    """The packing a launcher set (:data:`PACKING_ENV`): ``{"concurrent": int, "mps": bool,
+    "gpu_jobs": int}`` (counts default 1, mps False), or None when no packing variable is set
+    (a job started by hand: solo)."""
+    env = os.environ if environ is None else environ
+    if not any(env.get(n) for names in PACKING_ENV.values() for n in names):
+        return None
+    first = {k: next((env[n] for n in names if env.get(n)), None) for k, names in PACKING_ENV.items()}
+    return dict(concurrent=_count(first["concurrent"]) or 1, mps=_flag(first["mps"]),
+                gpu_jobs=_count(first["gpu_jobs"]) or 1)

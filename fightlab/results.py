@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import meta
+from fightlab.meta import PACKING_ENV, _count, _flag, packing_from_env  # noqa: F401  (re-exported)
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
@@ -292,44 +293,8 @@ def params_json(params: Mapping[str, Any] | Any) -> str:
     return json.dumps(dict(params), sort_keys=True, default=_json_default, allow_nan=True)
 
 
-#: the packing environment a launcher (``python -m fightlab batch``) sets for each job, with
-#: the older names still read: FIGHTLAB_CONCURRENT (jobs at once on this job's GPU; older name
-#: FIGHTLAB_SHARED_GPU), FIGHTLAB_MPS (1: those jobs run under CUDA MPS), FIGHTLAB_GPU_JOBS
-#: (jobs at once on the host over all its GPUs; older name FIGHTLAB_HOST_JOBS)
-PACKING_ENV = dict(concurrent=("FIGHTLAB_CONCURRENT", "FIGHTLAB_SHARED_GPU"), mps=("FIGHTLAB_MPS",),
-                   gpu_jobs=("FIGHTLAB_GPU_JOBS", "FIGHTLAB_HOST_JOBS"))
-
 #: a row's or segment's older packing keys, read as the new ones (mps unknown there: False)
 _OLD_PACKING = dict(concurrent="shared_gpu", gpu_jobs="host_jobs")
-
-
-def _count(v: Any) -> int | None:
-    """A job count (int >= 1) from an environment string or a params value; None when absent,
-    null, NaN, not a number or < 1."""
-    try:
-        n = float(v)
-    except (TypeError, ValueError):
-        return None
-    return int(n) if n == n and n >= 1 else None
-
-
-def _flag(v: Any) -> bool:
-    """A params / environment boolean: True for true, 1, "1", "true", "yes" (any case)."""
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes")
-    return bool(v) and v == v  # NaN is not true
-
-
-def packing_from_env(environ: Mapping[str, str] | None = None) -> dict | None:
-    """The packing a launcher set (:data:`PACKING_ENV`): ``{"concurrent": int, "mps": bool,
-    "gpu_jobs": int}`` (counts default 1, mps False), or None when no packing variable is set
-    (a job started by hand: solo)."""
-    env = os.environ if environ is None else environ
-    if not any(env.get(n) for names in PACKING_ENV.values() for n in names):
-        return None
-    first = {k: next((env[n] for n in names if env.get(n)), None) for k, names in PACKING_ENV.items()}
-    return dict(concurrent=_count(first["concurrent"]) or 1, mps=_flag(first["mps"]),
-                gpu_jobs=_count(first["gpu_jobs"]) or 1)
 
 
 def packing_of(params: Mapping[str, Any], default_concurrent: Any = 1) -> dict:

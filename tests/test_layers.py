@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "fightlab"
 
 
-def layers() -> list[tuple[str, list[str]]]:
-    """DESIGN.md's ```layers block: one line per layer, bottom first, `name: prefix prefix …`."""
+def layers(block: str = "layers") -> list[tuple[str, list[str]]]:
+    """DESIGN.md's ```layers (or ```wings) block: one line per layer, bottom first,
+    `name: prefix prefix …`."""
     text = (ROOT / "DESIGN.md").read_text()
-    m = re.search(r"```layers\n(.*?)```", text, re.S)
-    assert m, "DESIGN.md has no ```layers block"
+    m = re.search(rf"```{block}\n(.*?)```", text, re.S)
+    assert m, f"DESIGN.md has no ```{block} block"
     out = []
     for line in m.group(1).strip().splitlines():
         name, _, mods = line.partition(":")
@@ -91,6 +92,29 @@ def test_imports_point_down():
                 bad.append(f"{p.relative_to(ROOT)}:{line}: {me} ({table[mine][0]}) imports {target} "
                            f"({'no layer' if theirs is None else table[theirs][0]})")
     assert not bad, "imports pointing up:\n" + "\n".join(bad)
+
+
+def test_every_module_has_a_wing():
+    table = layers("wings")
+    missing = [module_name(p) for p in MODULES if layer_of(module_name(p), table) is None]
+    assert not missing, f"modules in no wing of DESIGN.md: {missing}"
+
+
+def test_the_core_imports_nothing_of_the_lab_or_operations():
+    """The wings block, bottom first: core, lab, operations, wiring; a module imports its own wing
+    and those below (the core only the core)."""
+    table = layers("wings")
+    assert [name for name, _ in table] == ["core", "lab", "ops", "wiring"]
+    bad = []
+    for p in MODULES:
+        me = module_name(p)
+        mine = layer_of(me, table)
+        for target, line in fightlab_imports(p):
+            theirs = layer_of(target, table)
+            if target != "fightlab" and (theirs is None or theirs > mine):
+                bad.append(f"{p.relative_to(ROOT)}:{line}: {me} ({table[mine][0]}) imports {target} "
+                           f"({'no wing' if theirs is None else table[theirs][0]})")
+    assert not bad, "imports across the wings:\n" + "\n".join(bad)
 
 
 def test_no_import_cycles():

@@ -14,6 +14,7 @@ from fightlab.cli import main
 from fightlab.config import ConfigError, PPOConfig, TrainConfig, to_dict
 from fightlab.measure import sweep
 from fightlab.measure.report import learner_id, published_runs
+from fightlab.rl import nworld as nworld_rule  # the --nworld auto rule (core); sweep measures for it
 
 TINY = dict(ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
 LEARNER = learner_id(to_dict(TrainConfig()))
@@ -356,7 +357,7 @@ KNOWN = {256: 900.0, 1024: 500.0, 4096: 450.0}
 
 def test_auto_rule_picks_the_minimum_of_predicted_time():
     ramp = {256: 0.10, 512: 0.11, 1024: 0.13, 2048: 0.2, 4096: 0.35}
-    n, t = sweep.pick_nworld(ramp, KNOWN)
+    n, t = nworld_rule.pick_nworld(ramp, KNOWN)
     assert n == 1024
     assert t.set_index("nworld").loc[512, "iterations"] == pytest.approx(700.0)  # log2-linear
     assert t["chosen"].sum() == 1 and t.loc[t["chosen"], "predicted_s"].iloc[0] == pytest.approx(65.0)
@@ -364,31 +365,31 @@ def test_auto_rule_picks_the_minimum_of_predicted_time():
 
 def test_auto_rule_flat_curve_takes_the_fewest_worlds():
     flat_known = {256: 1000.0, 4096: 1000.0}
-    n, _ = sweep.pick_nworld({256: 0.1, 1024: 0.1, 4096: 0.1}, flat_known)
+    n, _ = nworld_rule.pick_nworld({256: 0.1, 1024: 0.1, 4096: 0.1}, flat_known)
     assert n == 256
-    n, _ = sweep.pick_nworld({256: 0.1005, 1024: 0.1}, flat_known)  # within the tolerance
+    n, _ = nworld_rule.pick_nworld({256: 0.1005, 1024: 0.1}, flat_known)  # within the tolerance
     assert n == 256
 
 
 def test_auto_rule_minimum_at_either_edge_and_no_extrapolation():
-    assert sweep.pick_nworld({256: 0.01, 1024: 0.13, 4096: 0.35}, KNOWN)[0] == 256
-    assert sweep.pick_nworld({256: 1.0, 1024: 0.5, 4096: 0.1}, KNOWN)[0] == 4096
+    assert nworld_rule.pick_nworld({256: 0.01, 1024: 0.13, 4096: 0.35}, KNOWN)[0] == 256
+    assert nworld_rule.pick_nworld({256: 1.0, 1024: 0.5, 4096: 0.1}, KNOWN)[0] == 4096
     # outside the committed range: shown, never picked, however fast
-    n, t = sweep.pick_nworld({128: 1e-6, 1024: 0.13, 8192: 1e-6}, KNOWN)
+    n, t = nworld_rule.pick_nworld({128: 1e-6, 1024: 0.13, 8192: 1e-6}, KNOWN)
     assert n == 1024 and list(t["in_range"]) == [False, True, False]
 
 
 def test_auto_rule_refuses_missing_data():
     with pytest.raises(ConfigError, match="two or more world counts .*none.*pass --nworld N"):
-        sweep.pick_nworld({1024: 0.1}, {})
+        nworld_rule.pick_nworld({1024: 0.1}, {})
     with pytest.raises(ConfigError, match="two or more world counts"):
-        sweep.pick_nworld({1024: 0.1}, {1024: 500.0})
+        nworld_rule.pick_nworld({1024: 0.1}, {1024: 500.0})
     with pytest.raises(ConfigError, match="no ramp world count \\(8192\\) lies within"):
-        sweep.pick_nworld({8192: 0.1}, KNOWN)
+        nworld_rule.pick_nworld({8192: 0.1}, KNOWN)
     with pytest.raises(ConfigError, match="must be positive"):
-        sweep.pick_nworld({1024: 0.0}, KNOWN)
+        nworld_rule.pick_nworld({1024: 0.0}, KNOWN)
     with pytest.raises(ConfigError, match="measured no world count"):
-        sweep.pick_nworld({}, KNOWN)
+        nworld_rule.pick_nworld({}, KNOWN)
 
 
 def test_auto_nworld_ramps_inside_the_committed_range_and_records_it(tmp_path):

@@ -146,9 +146,6 @@ class Trainer:
             print(f"fresh run in {self.rundir.path}: removed {len(self.rundir.removed)} files of an "
                   "earlier run", flush=True)
         try:
-            from fightlab import results
-
-            results.read_rows("train", self.rundir.path)  # a torn row file: said now, not at the end
             self._build(cfg, progress, resume_ck, StanceEnv)
         except BaseException:
             self.rundir.release()
@@ -202,7 +199,7 @@ class Trainer:
         # row whose segments ran different code, kernels or devices says so (report.train_row)
         from fightlab.meta import git_commit, gpu_name
         from fightlab.sim.cpu import backend_record
-        from fightlab.results import packing_from_env
+        from fightlab.meta import packing_from_env
 
         self.segments = [dict(commit=git_commit(), tree_factor_variant=self.env.tree_factor_variant,
                               **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
