@@ -1,0 +1,74 @@
+"""A fixed-seed tiny training on warp's CPU device writes the same rows.csv, bit for bit.
+
+The fixtures in tests/data/golden_*.csv hold every rows.csv column that does not depend on the
+wall clock, as this code wrote them; a run compares only those columns (columns added later, such
+as per-term reward sums, pass). Python writes a float as its shortest repr, so equal text is equal
+bits. Regenerate after a deliberate change of behaviour only: `python tests/test_golden.py`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data"
+
+#: rows.csv columns that the wall clock sets (left out of the fixtures)
+TIMING = ("wall_s", "elapsed_s", "env_steps_per_s", "physics_steps_per_s", "rollout_s", "update_s")
+
+#: name: (body, fresh iterations, iterations after a resume from the fresh run's last checkpoint)
+CASES = {"simple": ("simple", 3, 5), "muscular-fast": ("muscular-fast", 3, None)}
+
+
+def _train(name: str, run_dir: Path) -> Path:
+    """Train the case into run_dir (fresh, then the resume if it has one); its rows.csv."""
+    from fightlab.config import TrainConfig
+    from fightlab.rl.runner import train
+
+    body, n, resumed = CASES[name]
+    cfg = TrainConfig(body=body, nworld=4, device="cpu", seed=0, max_iterations=n, run_dir=str(run_dir))
+    train(cfg, progress=False)
+    if resumed is not None:
+        train(dataclasses.replace(cfg, max_iterations=resumed, resume=str(run_dir / "latest.pt")),
+              progress=False)
+    return run_dir / "rows.csv"
+
+
+def _columns(path: Path, columns: list[str] | None = None) -> str:
+    """The CSV text of rows.csv's `columns` (default: all but TIMING), in that order."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    have = list(rows[0]) if rows else []
+    columns = columns or [c for c in have if c not in TIMING]
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise AssertionError(f"{path} lacks the fixture's columns {missing}")
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows([r[c] for c in columns] for r in rows)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_training_rows_are_bitwise_unchanged(name, tmp_path):
+    fixture = DATA / f"golden_{name}.csv"
+    want = fixture.read_text()
+    columns = want.splitlines()[0].split(",")
+    got = _columns(_train(name, tmp_path / "run"), columns)
+    assert got == want, f"rows.csv differs from {fixture.name}:\n{got}"
+
+
+if __name__ == "__main__":  # rewrite the fixtures from this code
+    import tempfile
+
+    for name in CASES:
+        with tempfile.TemporaryDirectory() as d:
+            text = _columns(_train(name, Path(d) / "run"))
+        (DATA / f"golden_{name}.csv").write_text(text)
+        print(f"wrote {DATA / f'golden_{name}.csv'}", file=sys.stderr)
