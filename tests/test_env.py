@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fightlab.config import EnvConfig
-from fightlab.envs.stance import StanceEnv
+from fightlab.envs.stance import REWARD_KEYS, StanceEnv
 
 NO_PUSH = EnvConfig(push_impulse_ns=(0.0, 0.0))
 
@@ -225,7 +225,7 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
     """3 worlds, 20 steps, fixed alternating actions, pushes every 0.04–0.1 s, 0.2 s episodes
     and a 15° tilt limit (falls and timeouts both happen), amplitude ramping to 1, staggered
     start: observations, rewards, done/fall/timeout of every step, the summary and the final
-    state hash to the value recorded before the issue-13 refactor."""
+    state hash to the value recorded before the kernels were refactored."""
     import hashlib
 
     cfg = EnvConfig(episode_s=0.2, push_interval_s=(0.04, 0.1), push_impulse_ns=(40.0, 80.0),
@@ -240,7 +240,7 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
         for t in (obs, rew, done, info["fall"], info["timeout"]):
             h.update(t.numpy().tobytes())
     s = env.read_summary()
-    added = ("track_num_survived", "track_den_survived")  # summary keys added after the recording
+    added = ("track_num_survived", "track_den_survived", *REWARD_KEYS)  # summary keys added after the recording
     h.update(repr(sorted((k, v) for k, v in s.items() if k not in added)).encode())
     for _, v in sorted(env.state_dict().items()):
         h.update(np.ascontiguousarray(v).tobytes())
@@ -292,3 +292,39 @@ def test_observation_layout_names_its_entries(env):
     assert obs.shape[1] == a0 + env.nu
     np.testing.assert_array_equal(obs[:, a0:], act.clamp(-1, 1).numpy())
     env.set_amplitude(0.0, immediate=True)
+
+
+def test_reward_terms_add_up_to_the_reward():
+    """read_summary's per-term sums (REWARD_KEYS, over every world's steps since the last
+    summary) add up to the rewards the steps returned; the fall penalty's is −fall_penalty per
+    fall; a zero weight zeroes its term; the summary clears them."""
+    from fightlab.envs.stance import REWARD_TERMS
+
+    cfg = EnvConfig(episode_s=0.2, push_interval_s=(0.04, 0.1), push_impulse_ns=(40.0, 80.0),
+                    tilt_fall_deg=15.0, w_upright=0.0)
+    assert [t.weight_of(cfg) for t in REWARD_TERMS] == [1.0, 1.0, 1.0, 0.0, 0.1]
+    assert dataclasses.replace(REWARD_TERMS[0], weight=0.25).weight_of(cfg) == 0.25
+    env = StanceEnv("simple", nworld=3, device="cpu", seed=11, cfg=cfg)
+    env.set_amplitude(1.0, ramp_s=0.1)
+    env.reset(stagger=True)
+    act = 0.5 * torch.sin(torch.arange(3 * env.nu, dtype=torch.float32).reshape(3, env.nu))
+    total = 0.0
+    for k in range(20):
+        total += env.step(act if k % 2 == 0 else -act)[1].double().sum().item()
+    s = env.read_summary()
+    assert s["falls"] > 0 and s["reward_fall"] == -cfg.fall_penalty * s["falls"], s
+    assert s["reward_upright"] == 0.0 and s["reward_action_rate"] < 0 < s["reward_pose"], s
+    assert s["reward_alive"] == pytest.approx(3 * 20 * cfg.control_dt * cfg.w_alive, rel=1e-6)
+    assert sum(s[k] for k in REWARD_KEYS) == pytest.approx(total, rel=1e-5, abs=1e-5)
+    assert [env.read_summary()[k] for k in REWARD_KEYS] == [0.0] * len(REWARD_KEYS)
+
+
+def test_default_learner_and_config_ids_are_unchanged():
+    """The defaults' learner and config ids (measure.report) are those their committed rows carry:
+    the reward weights stay the EnvConfig fields they were."""
+    from fightlab.config import TrainConfig, to_dict
+    from fightlab.measure.report import config_id, learner_id
+
+    for body, config in (("simple", "dcae98e0"), ("muscular-fast", "046d117e")):
+        params = to_dict(TrainConfig(body=body))
+        assert (learner_id(params), config_id(params)) == ("ea341b36", config), body

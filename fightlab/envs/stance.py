@@ -16,10 +16,10 @@ index constants below name these entries):
   OBS_PHASE_SIN, OBS_PHASE_COS: sin/cos of the rhythm phase; OBS_AMP: current amplitude a;
   OBS_FIXED + b·nu + i for actuator i, by block b: OBS_QERR_BLOCK joint angle minus reference
   target (rad), OBS_QVEL_BLOCK joint velocity × 0.1 (rad/s), OBS_PREV_ACTION_BLOCK previous action.
-Reward per env step (× control_dt, so an episode's return is O(10)):
-  w_alive + w_pose·exp(-mean((q − q_ref)²)/0.05) + w_bounce·exp(-((Δz − z_ref)/0.02)²)
-  + w_upright·(torso z-axis · world z) − w_action_rate·mean((a − a_prev)²); a fall adds
-  −fall_penalty.
+Reward per env step: control_dt · Σ weight · term over `REWARD_TERMS` (mjlab's reward manager:
+one function and one weight per term, summed in the list's order; × control_dt, so an episode's
+return is O(10)), each term's formula in its function's docstring; a fall adds −fall_penalty.
+`read_summary` gives each term's weighted sum over the iteration (`reward_<name>`, `reward_fall`).
 Fall: a geom of any body other than the support bodies (feet, toes) touches the floor, the torso
 tilts over `tilt_fall_deg`, qpos/qvel turn non-finite (NaN reset), or the world's constraint or
 contact slots overflow (d.overflow NEFC / NARROWPHASE / BROADPHASE). Each kind is counted.
@@ -27,6 +27,7 @@ contact slots overflow (d.overflow NEFC / NARROWPHASE / BROADPHASE). Each kind i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import mujoco
@@ -63,6 +64,104 @@ ACC_DZ_R, ACC_R_R, ACC_DZ, ACC_R, ACC_COUNT, ACC_RETURN, ACC_STEPS, ACC_N = 0, 1
 
 
 @wp.struct
+class _RewardIn:
+    """What a reward term reads of one world after the physics substeps (built in `_post_step`)."""
+
+    worldid: int
+    row: int                          # reference table row of the step's phase
+    amp: float                        # rhythm amplitude a
+    # Model:
+    act_qadr: wp.array[int]
+    ctrl_stance: wp.array[float]
+    table: wp.array2d[float]
+    torso_id: int
+    z_stance: float
+    # Data in:
+    qpos: wp.array2d[float]
+    qvel: wp.array2d[float]
+    xmat: wp.array2d[wp.mat33]
+    # In:
+    action: wp.array2d[float]         # this step's action (unclipped)
+    prev_action: wp.array2d[float]    # the previous step's (clipped)
+
+
+@wp.func
+def _alive(r: _RewardIn) -> float:
+    """1 per step lived."""
+    return 1.0
+
+
+@wp.func
+def _pose(r: _RewardIn) -> float:
+    """exp(−mean((q − q_ref)²) / 0.05): the actuated joints near the reference."""
+    nu = r.act_qadr.shape[0]
+    err = float(0.0)
+    for i in range(nu):
+        q = r.qpos[r.worldid, r.act_qadr[i]]
+        qref = r.ctrl_stance[i] + r.amp * r.table[r.row, i]
+        err += (q - qref) * (q - qref)
+    err = err / float(nu)
+    return wp.exp(-err / 0.05)
+
+
+@wp.func
+def _bounce(r: _RewardIn) -> float:
+    """exp(−((Δz − z_ref) / 0.02)²): the pelvis height Δz above the stance on the commanded bounce."""
+    nu = r.act_qadr.shape[0]
+    dz = r.qpos[r.worldid, 2] - r.z_stance
+    eb = (dz - r.amp * r.table[r.row, nu + COL_PELVIS]) / 0.02
+    return wp.exp(-eb * eb)
+
+
+@wp.func
+def _upright(r: _RewardIn) -> float:
+    """torso z-axis · world z."""
+    return r.xmat[r.worldid, r.torso_id][2, 2]
+
+
+@wp.func
+def _action_rate(r: _RewardIn) -> float:
+    """−mean((a − a_prev)²), a clipped to [−1, 1]: a penalty, so its weight is ≥ 0."""
+    nu = r.act_qadr.shape[0]
+    rate = float(0.0)
+    for i in range(nu):
+        da = wp.clamp(r.action[r.worldid, i], -1.0, 1.0) - r.prev_action[r.worldid, i]
+        rate += da * da
+    rate = rate / float(nu)
+    return -rate
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    """One reward term, after mjlab's `RewardTermCfg` (func, weight; mujocolab/mjlab,
+    mjlab/managers/reward_manager.py): `name` (the summary's `reward_<name>`), `func` (a
+    `@wp.func` of `_RewardIn` → float, unweighted) and `weight` (a number, or the name of the
+    EnvConfig field that holds it)."""
+
+    name: str
+    func: object
+    weight: float | str
+
+    def weight_of(self, cfg: EnvConfig) -> float:
+        """The term's weight under `cfg`."""
+        return float(getattr(cfg, self.weight) if isinstance(self.weight, str) else self.weight)
+
+
+#: the reward's terms, summed in this order (a new term: its function above and its entry here)
+REWARD_TERMS = (
+    RewardTerm("alive", _alive, "w_alive"),
+    RewardTerm("pose", _pose, "w_pose"),
+    RewardTerm("bounce", _bounce, "w_bounce"),
+    RewardTerm("upright", _upright, "w_upright"),
+    RewardTerm("action_rate", _action_rate, "w_action_rate"),
+)
+#: the summary's per-term keys: the terms', then the fall penalty's (`reward_fall`)
+REWARD_KEYS = tuple(f"reward_{t.name}" for t in REWARD_TERMS) + ("reward_fall",)
+_REWARD_FALL = len(REWARD_TERMS)  # the fall penalty's column of the per-term sums
+_RewardWeights = wp.types.vector(length=len(REWARD_TERMS), dtype=float)
+
+
+@wp.struct
 class _TaskParams:
     """The task's constants, one value per env (built from its EnvConfig by `_task_params`)."""
 
@@ -72,11 +171,7 @@ class _TaskParams:
     cos_tilt: float        # cos(tilt_fall_deg): a torso z·world z below this is a fall
     action_scale: float    # rad per unit action
     init_noise: float      # rad, uniform ± at reset
-    w_alive: float
-    w_pose: float
-    w_bounce: float
-    w_upright: float
-    w_rate: float          # w_action_rate
+    reward_w: _RewardWeights  # REWARD_TERMS' weights, in its order
     fall_penalty: float
     push_steps: int        # env steps a push lasts (≥ 1)
     push_duration: float   # s
@@ -95,11 +190,7 @@ def _task_params(cfg: EnvConfig) -> _TaskParams:
     p.cos_tilt = math.cos(math.radians(cfg.tilt_fall_deg))
     p.action_scale = cfg.action_scale_rad
     p.init_noise = cfg.init_noise_rad
-    p.w_alive = cfg.w_alive
-    p.w_pose = cfg.w_pose
-    p.w_bounce = cfg.w_bounce
-    p.w_upright = cfg.w_upright
-    p.w_rate = cfg.w_action_rate
+    p.reward_w = _RewardWeights(*[t.weight_of(cfg) for t in REWARD_TERMS])
     p.fall_penalty = cfg.fall_penalty
     p.push_steps = max(1, int(round(cfg.push_duration_s / cfg.control_dt)))
     p.push_duration = cfg.push_duration_s
@@ -236,6 +327,7 @@ def _post_step(
     ep_acc_out: wp.array2d[float],
     counters_out: wp.array[int],
     sums_out: wp.array[float],
+    reward_terms_out: wp.array2d[float],
     reward_out: wp.array[float],
     done_out: wp.array[float],
     fall_out: wp.array[float],
@@ -282,23 +374,18 @@ def _post_step(
     dz = float(0.0)
     zref = amp * table[row, nu + COL_PELVIS]
     if finite:
-        err = float(0.0)
-        rate = float(0.0)
+        r = _RewardIn(worldid, row, amp, act_qadr, ctrl_stance, table, torso_id, z_stance,
+                      qpos_in, qvel_in, xmat_in, action_in, prev_action_out)
+        # the terms in REWARD_TERMS' order (wp.static unrolls the loop: one fused kernel)
+        total = float(0.0)
+        for k in range(wp.static(len(REWARD_TERMS))):
+            term = task.reward_w[k] * wp.static(REWARD_TERMS[k].func)(r)
+            total = total + term
+            reward_terms_out[worldid, k] = reward_terms_out[worldid, k] + task.dt * term
+        reward = task.dt * total
         for i in range(nu):
-            q = qpos_in[worldid, act_qadr[i]]
-            qref = ctrl_stance[i] + amp * table[row, i]
-            err += (q - qref) * (q - qref)
-            a = wp.clamp(action_in[worldid, i], -1.0, 1.0)
-            da = a - prev_action_out[worldid, i]
-            rate += da * da
-            prev_action_out[worldid, i] = a
-        err = err / float(nu)
-        rate = rate / float(nu)
+            prev_action_out[worldid, i] = wp.clamp(action_in[worldid, i], -1.0, 1.0)
         dz = qpos_in[worldid, 2] - z_stance
-        eb = (dz - zref) / 0.02
-        reward = task.dt * (task.w_alive + task.w_pose * wp.exp(-err / 0.05)
-                            + task.w_bounce * wp.exp(-eb * eb) + task.w_upright * up
-                            - task.w_rate * rate)
 
     nan_reset = finite == 0
     slot_reset = nefc_over or con_over
@@ -306,6 +393,7 @@ def _post_step(
     timeout = (steps >= task.episode_steps) and not fall
     if fall:
         reward = reward - task.fall_penalty
+        reward_terms_out[worldid, _REWARD_FALL] = reward_terms_out[worldid, _REWARD_FALL] - task.fall_penalty
 
     # per-episode accumulators (the ACC_* columns)
     if finite:
@@ -608,6 +696,7 @@ class StanceEnv:
             self._ep_acc = z(n, ACC_N)
             self._counters = z(int(Counter.N), dtype=int)
             self._sums = z(SUM_N)
+            self._reward_terms = z(n, len(REWARD_KEYS))  # per world: each term's weighted sum since the summary
         t = wp.to_torch
         self.action = t(self._action)
         self.obs = t(self._obs)
@@ -663,7 +752,7 @@ class StanceEnv:
                   outputs=[d.overflow,
                            self._step_count, self._prev_action, self._ncon, self._bad_contact,
                            self._slot_seen, self._ep_acc, self._counters, self._sums,
-                           self._reward, self._done, self._fall, self._timeout, self._reset])
+                           self._reward_terms, self._reward, self._done, self._fall, self._timeout, self._reset])
 
     def _launch_reset(self, stagger: bool):
         d = self.d
@@ -768,6 +857,7 @@ class StanceEnv:
             self._launch_observe()
             self._counters.zero_()
             self._sums.zero_()
+            self._reward_terms.zero_()
             self._slot_seen.zero_()
         return self.obs
 
@@ -835,6 +925,7 @@ class StanceEnv:
             self._amp_target = float(state["amp_target"])
         self._counters.zero_()
         self._sums.zero_()
+        self._reward_terms.zero_()
 
     def read_summary(self, clear: bool = True, extra: torch.Tensor | None = None) -> dict:
         """Read the per-iteration counters — and `extra`, a caller's float tensor on the env's
@@ -846,30 +937,35 @@ class StanceEnv:
         contact_overflow (of the slot resets), contact_falls, tilt_falls (ints); episode_s_sum,
         return_sum, track_num, track_den (floats; over every finished episode),
         track_num_survived, track_den_survived (the same over the episodes that reached the time
-        limit); with `extra`, "extra": its values (float64 numpy [len(extra)]).
+        limit); `REWARD_KEYS` (floats: each term's weighted reward, × control_dt, and the fall
+        penalty's, summed over every world's env steps); with `extra`, "extra": its values
+        (float64 numpy [len(extra)]).
         """
         n_extra = 0 if extra is None else int(extra.numel())
+        c0, s0, r0 = 0, int(Counter.N), int(Counter.N) + SUM_N  # where each part starts in the copy
+        e0 = r0 + len(REWARD_KEYS)
         with physics.shared_stream(self.device):  # torch on warp's stream: ordered after the steps
-            if getattr(self, "_packed", None) is None or self._packed.numel() != int(Counter.N) + SUM_N + n_extra:
-                self._packed = torch.zeros(int(Counter.N) + SUM_N + n_extra, dtype=torch.float64,
-                                           device=self.obs.device)
+            if getattr(self, "_packed", None) is None or self._packed.numel() != e0 + n_extra:
+                self._packed = torch.zeros(e0 + n_extra, dtype=torch.float64, device=self.obs.device)
             pk = self._packed
-            pk[:int(Counter.N)].copy_(wp.to_torch(self._counters))  # int32 → float64: exact
-            pk[int(Counter.N):int(Counter.N) + SUM_N].copy_(wp.to_torch(self._sums))
+            pk[c0:s0].copy_(wp.to_torch(self._counters))  # int32 → float64: exact
+            pk[s0:r0].copy_(wp.to_torch(self._sums))
+            torch.sum(wp.to_torch(self._reward_terms), dim=0, dtype=torch.float64, out=pk[r0:e0])
             if n_extra:
-                pk[int(Counter.N) + SUM_N:].copy_(extra.reshape(-1))
+                pk[e0:].copy_(extra.reshape(-1))
             host = pk.cpu().numpy()  # the one read (a synchronising copy on CUDA)
             if clear:
                 self._counters.zero_()
                 self._sums.zero_()
+                self._reward_terms.zero_()
                 self._slot_seen.zero_()
-        c = host[:int(Counter.N)]
-        s = host[int(Counter.N):int(Counter.N) + SUM_N]
+        c, s = host[c0:s0], host[s0:r0]
         out = physics.describe_counters(c)
         out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
                    track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]),
                    track_num_survived=float(s[SUM_TRACK_NUM_SURVIVED]),
                    track_den_survived=float(s[SUM_TRACK_DEN_SURVIVED]))
+        out.update(zip(REWARD_KEYS, map(float, host[r0:e0])))
         if n_extra:
-            out["extra"] = host[int(Counter.N) + SUM_N:].copy()
+            out["extra"] = host[e0:].copy()
         return out
