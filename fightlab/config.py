@@ -56,8 +56,8 @@ class EnvConfig:
       tilt_fall_deg: a fall when the torso's z axis tilts more than this from vertical.
       action_scale_rad: action in [-1, 1] → position target offset ± this around the reference.
       init_noise_rad: joint-angle noise at reset (uniform ±).
-      w_alive, w_pose, w_bounce, w_upright, w_action_rate: the weights of the reward terms
-        `fightlab.envs.stance.REWARD_TERMS` names them by; fall_penalty: a fall's penalty.
+      w_alive, w_pose, w_bounce, w_upright, w_action_rate: reward term weights (their
+        `fightlab.envs.stance.REWARD_TERMS` entries name these fields); fall_penalty: per fall.
     """
 
     control_dt: float = 0.02
