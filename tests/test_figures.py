@@ -476,3 +476,24 @@ def test_committed_figures_equal_a_redraw(tmp_path):
     stale = sorted(p.name for p in committed.iterdir() if p.suffix in (".png", ".svg")
                    and any(p.stem.startswith(f) for f in figures.FIGURES) and p.name not in drawn)
     assert not stale, f"committed figures no redraw writes (their data is gone): {stale}"
+
+
+def test_training_figure_splits_the_reward_by_term_only_when_asked_and_the_curve_has_the_terms():
+    """plot_training's per-term panel (notebook 06's own run): a term's iteration sum per env step,
+    one line per reward_<term> column; without the flag or the columns, the 2×2 figure alone."""
+    import matplotlib.pyplot as plt
+
+    from fightlab.figures.training import plot_training
+
+    curve = pd.DataFrame(dict(iteration=[1, 2], env_steps=[128, 256], elapsed_s=[1.0, 2.0],
+                              reward=[0.01, 0.02], amplitude=[0.1, 0.1], window_fall_rate=[1.0, 0.5],
+                              window_episode_s=[1.0, 2.0], reward_alive=[2.56, 2.56],
+                              reward_fall=[-64.0, -32.0]))
+    fig = plot_training({"run": curve}, reward_terms=True)
+    terms = fig.axes[4]
+    lines = {ln.get_label(): list(ln.get_ydata()) for ln in terms.get_lines() if not ln.get_label().startswith("_")}
+    assert lines == {"alive": [0.02, 0.02], "fall": [-0.5, -0.25]}, lines
+    plt.close(fig)
+    for fig in (plot_training({"run": curve}), plot_training({"run": curve[curve.columns[:7]]}, reward_terms=True)):
+        assert len(fig.axes) == 4
+        plt.close(fig)

@@ -1,6 +1,7 @@
 """Figures of training runs (notebook 06): ``train_curves`` (reward, curriculum amplitude, fall
-rate and episode length against training wall time, from per-iteration curves) and
-``stage_iterations`` (iterations spent in each curriculum stage, by learner)."""
+rate and episode length against training wall time, from per-iteration curves; the reward by
+term for notebook 06's own run) and ``stage_iterations`` (iterations spent in each curriculum
+stage, by learner)."""
 
 from __future__ import annotations
 
@@ -9,25 +10,40 @@ from fightlab.figures.style import label, use_style
 __all__ = ["plot_training", "plot_stage_iterations"]
 
 
-def plot_training(curves: dict, title: str = "", styles: dict | None = None):
-    """Reward, amplitude, fall rate and episode length against training wall time.
+def plot_training(curves: dict, title: str = "", styles: dict | None = None, reward_terms: bool = False):
+    """Reward, amplitude, fall rate and episode length against training wall time; with
+    `reward_terms`, below them each reward term's mean per env step.
 
     Args:
       curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
-        window_fall_rate, window_episode_s)} — e.g. read from data/curves/<run_id>.csv.
+        window_fall_rate, window_episode_s; for the terms iteration, env_steps and the
+        ``reward_<term>`` sums of `fightlab.envs.stance.REWARD_KEYS`)} — e.g. read from
+        data/curves/<run_id>.csv.
       title: figure title.
       styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;
         a ``label`` there replaces the curve's legend entry ("_nolegend_": none, e.g. for the
         other seeds of a group).
+      reward_terms: add the per-term panel (drawn only when a curve has ``reward_<term>``
+        columns): a term's sum over an iteration divided by the iteration's env steps, so the
+        terms add up to the reward panel's curve.
     Returns:
-      the matplotlib Figure (2×2 axes, every one with its tick labels; with more than 6 legend
-      entries the legend sits below them).
+      the matplotlib Figure (2×2 axes, every one with its tick labels, and the per-term panel
+      across the bottom; with more than 6 legend entries the legend sits below them).
     """
     import matplotlib.pyplot as plt
+    import numpy as np
 
+    from fightlab.figures.style import COLORS
+
+    terms = list(dict.fromkeys(c for df in curves.values() for c in df.columns
+                               if c.startswith("reward_"))) if reward_terms else []
     with use_style():
         styles = styles or {}
-        fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+        if terms:
+            fig, ax = plt.subplot_mosaic([[0, 1], [2, 3], [4, 4]], figsize=(11, 10.5), sharex=True)
+            axes, term_ax = np.array([[ax[0], ax[1]], [ax[2], ax[3]]]), ax[4]
+        else:
+            fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
         panels = [("reward", "mean reward per env step [-]"),
                   ("amplitude", "rhythm amplitude a [-]"),
                   ("window_fall_rate", "fall rate, last W iterations [-]"),
@@ -41,6 +57,16 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None):
         axes[0, 1].set_ylim(0, 1.05)
         axes[1, 0].axhline(0.05, color="k", lw=0.8, ls="--")
         axes[1, 1].axhline(9.5, color="k", lw=0.8, ls="--")
+        if terms:
+            for j, (name, df) in enumerate(curves.items()):
+                per_iteration = df["env_steps"] / df["iteration"]  # nworld × rollout steps
+                for k, col in enumerate(c for c in terms if c in df):
+                    term_ax.plot(df["elapsed_s"], df[col] / per_iteration, color=COLORS[k % len(COLORS)],
+                                 ls=("-", "--", ":", "-.")[j % 4],
+                                 label=col.removeprefix("reward_") + ("" if len(curves) == 1 else f", {name}"))
+            term_ax.axhline(0.0, color="k", lw=0.8)
+            label(term_ax, x="training wall time [s]", y="mean reward per env step, by term [-]")
+            term_ax.legend(fontsize=8, ncol=3)
         if title:
             fig.suptitle(title)
         fig.tight_layout()
