@@ -450,11 +450,21 @@ def size_note(size, device, needs_gpu: bool = True) -> str:
 MIN_PUBLISH_NWORLD = 256
 
 
+def _publish_curriculum(cfg: "TrainConfig") -> tuple[int, int]:
+    """(stages, wait) of the longer of the task's curriculum (the defaults) and ``cfg``'s."""
+    task = TrainConfig()
+    return max(((len(tuple(c.curriculum_stages)), int(c.curriculum_wait)) for c in (task, cfg)),
+               key=lambda sw: sw[0] * sw[1])
+
+
 def min_publish_iterations(cfg: "TrainConfig") -> int:
-    """The fewest `max_iterations` with which a training can solve at all: the curriculum waits
+    """The fewest `max_iterations` a published training may have: the task's curriculum waits
     `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
-    × 32 = 320 for the task's defaults); a run stopped sooner cannot solve by construction."""
-    return len(tuple(cfg.curriculum_stages)) * int(cfg.curriculum_wait)
+    × 32 = 320), and a run stopped sooner cannot solve the task by construction. The task's own
+    curriculum (the defaults) sets the floor, not only ``cfg``'s: a run that shortens its
+    curriculum with ``--set`` changes the task, and is still no measurement below it."""
+    stages, wait = _publish_curriculum(cfg)
+    return stages * wait
 
 
 def training_size_problem(cfg: "TrainConfig") -> str | None:
@@ -467,8 +477,9 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
                 "committed training studies")
     need = min_publish_iterations(cfg)
     if cfg.max_iterations < need:
-        return (f"max_iterations {cfg.max_iterations} is below {need} ({len(tuple(cfg.curriculum_stages))} "
-                f"curriculum stages × the {cfg.curriculum_wait}-iteration wait): the run could not solve")
+        stages, wait = _publish_curriculum(cfg)
+        return (f"max_iterations {cfg.max_iterations} is below {need} ({stages} curriculum stages × the "
+                f"{wait}-iteration wait): the run could not solve")
     return None
 
 

@@ -296,3 +296,14 @@ def test_hand_edited_optimizer_state_is_one_line(tiny_run, tmp_path, capsys, edi
     assert main(["evaluate", str(tmp_path / "edited.pt"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is damaged or hand-edited: optimizer: " in err and expect in err, err
+
+
+def test_a_shortened_curriculum_does_not_lower_the_publish_floor(capsys):
+    """--set curriculum_stages / curriculum_wait change the task; the floor stays the task's 320."""
+    from fightlab.cli import main as cli_main
+
+    assert cli_main(["train", "--backend", "cpu", "--nworld", "256", "--max-iterations", "1",
+                     "--set", "curriculum_stages=[1.0]", "--set", "curriculum_wait=1", "--publish",
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "max_iterations 1 is below 320 (10 curriculum stages × the 32-iteration wait)" in err
