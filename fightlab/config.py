@@ -485,7 +485,7 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
 
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
                   gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
-                  training: "TrainConfig | None" = None) -> None:
+                  training: "TrainConfig | None" = None, flag: str = "--publish") -> None:
     """The one rule for what may write the committed data/, as the code below checks it:
 
     - size: only ``"full"`` (or None, for what has no size) publishes;
@@ -509,7 +509,8 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
       gpu: whether what is written is a measurement (False only for renderings);
       backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
         `TrainConfig.policy_device` (None: the policy on the run's device);
-      training: the training's config when what is written is a training's row, else None.
+      training: the training's config when what is written is a training's row, else None;
+      flag: the option that asked to publish, as the messages name it.
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a
         bool (e.g. the string "False" from papermill's -r), or an unknown backend.
@@ -520,20 +521,20 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
         return
     validate_backend(backend)
     if gpu and backend == "gpu" and not str(device).startswith("cuda"):
-        raise ConfigError(f"--publish writes {what} under data/, which holds GPU measurements and the "
+        raise ConfigError(f"{flag} writes {what} under data/, which holds GPU measurements and the "
                           f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
-                          "device is a smoke check (drop --publish: the row still goes under runs/; "
+                          f"device is a smoke check (drop {flag}: the row still goes under runs/; "
                           "the CPU baseline publishes with --backend cpu)")
     if gpu and policy_device is not None and not str(policy_device).startswith("cuda"):
-        raise ConfigError(f"--publish writes {what} under data/; policy device {policy_device!r} is not a "
+        raise ConfigError(f"{flag} writes {what} under data/; policy device {policy_device!r} is not a "
                           "GPU: the CPU backend with its policy on the CPU through the copies is a check of "
-                          "that path, the same run as without it (drop --publish, or put the policy on cuda:N)")
+                          f"that path, the same run as without it (drop {flag}, or put the policy on cuda:N)")
     if size is not None and size != "full":
-        raise ConfigError(f"--publish writes {what} under data/, which holds full-size measurements; "
-                          f"size {size!r} is not 'full' (drop --publish, or run at size 'full')")
+        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size measurements; "
+                          f"size {size!r} is not 'full' (drop {flag}, or run at size 'full')")
     if training is not None and (problem := training_size_problem(training)) is not None:
-        raise ConfigError(f"--publish writes {what} under data/, which holds full-size trainings; "
-                          f"{problem} (drop --publish: the row still goes under runs/)")
+        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size trainings; "
+                          f"{problem} (drop {flag}: the row still goes under runs/)")
 
 
 def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the command line)") -> str:

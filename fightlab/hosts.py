@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 __all__ = ["gpu_words", "same_gpu", "PUBLISHED_BANDWIDTH_GB_S", "BANDWIDTH_SOURCES", "published_bandwidth",
-           "download_mb_per_s", "GpuMemoryPeak"]
+           "download_mb_per_s", "GpuMemoryPeak", "visible_gpu"]
 
 #: words a GPU's name carries that say nothing of the model
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla")
@@ -102,8 +102,24 @@ def download_mb_per_s(url, max_bytes, timeout_s):
     return n / dt / 1e6
 
 
+def visible_gpu(index: int | None, environ=None) -> str | None:
+    """The GPU that CUDA calls ``index`` as ``nvidia-smi -i`` names it: CUDA numbers the devices
+    of ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs, comma-separated) from 0, nvidia-smi ignores
+    that variable. None for None, or an index past the visible list."""
+    import os
+
+    if index is None:
+        return None
+    env = os.environ if environ is None else environ
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        return str(index)
+    return visible[index] if 0 <= index < len(visible) else None
+
+
 class GpuMemoryPeak:
-    """The most device memory in use [MiB] on one GPU while the ``with`` block runs.
+    """The most device memory in use [MiB] on one GPU (CUDA's ``index``, `visible_gpu`) while
+    the ``with`` block runs.
 
     A thread reads ``nvidia-smi --query-gpu=memory.used`` every ``interval_s`` seconds: memory
     used by every process on that GPU (what a rented card must hold), to the sampling interval's
@@ -116,11 +132,11 @@ class GpuMemoryPeak:
     """
 
     def __init__(self, index: int | None, interval_s: float = 0.5):
-        self.index, self.interval_s = index, float(interval_s)
+        self.index, self.interval_s = visible_gpu(index), float(interval_s)
         self.peak_mib: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._smi = shutil.which("nvidia-smi") if index is not None else None
+        self._smi = shutil.which("nvidia-smi") if self.index is not None else None
 
     def _read(self) -> float | None:
         try:

@@ -21,6 +21,9 @@ per figure, and for a PNG that differs the two side by side in ``<out_dir>/compa
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
 import sys
 import time
@@ -69,8 +72,6 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
       the rule refuses (before any notebook runs); NotebookError when a cell fails (its row,
       ``ok`` 0, is written first).
     """
-    import papermill as pm
-
     size = validate_size(size)
     nbs = notebooks()
     bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
@@ -84,9 +85,22 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     for key in chosen:  # every refusal before the first notebook starts
         check_publish(publish, device, f"notebook {nbs[key].stem}'s results", size,
                       gpu=key not in RENDER_ONLY)
-    check_publish(publish_times, device, "the main job's times", size)
+    check_publish(publish_times, device, "the main job's times", size, flag="--publish-times")
     out = (Path(out_dir) if out_dir else OUT_DIR).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    with _one_job(paths.RUNS):
+        # the row files are read now, so a torn one is said before the first notebook, not after it
+        results.read_rows("reproduce", out)
+        if publish_times:
+            results.read_rows("reproduce", REPO_ROOT)
+        return _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_times)
+
+
+def _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_times) -> int:
+    """The notebooks of `reproduce`, checked already: each run, timed and written as a row; then
+    the figure comparison."""
+    import papermill as pm
+
     gpu_index = int(device.split(":")[1]) if re.fullmatch(r"cuda:[0-9]+", device) else None
     job, total, drawn_all = new_run_id(), 0.0, []  # the job's id, in each of its rows' params
     for key in chosen:
@@ -109,8 +123,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
                                         f"{e.evalue}); the executed notebook, with the traceback, is {dst}")
         wall = time.perf_counter() - t0
         total += wall
-        drawn = drawn_figures(since=t0_wall, exclude=out)
-        drawn_all += drawn
+        drawn = drawn_figures(since=t0_wall, until=time.time(), exclude=out)
+        drawn_all += [p for p in drawn if p not in drawn_all]
         pngs = [p for p in drawn if p.suffix == ".png"]
         differ = [p for p in pngs if (REPO_ROOT / "figures" / p.name).is_file()
                   and not _same_bytes(p, REPO_ROOT / "figures" / p.name)]
@@ -137,21 +151,51 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     return 0
 
 
+@contextlib.contextmanager
+def _one_job(runs: Path):
+    """One main job at a time per runs folder: its figures are found under it by time, and its
+    executed notebooks and comparisons share fixed names. A second job is refused, naming the
+    first's pid (the lock dies with its process, so a killed job leaves nothing to clear)."""
+    runs.mkdir(parents=True, exist_ok=True)
+    path = runs / ".fightlab-reproduce.lock"
+    f = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid = f.read().strip() or "?"
+            raise ConfigError(f"another main job (pid {pid}) is running on the runs folder {runs}; wait "
+                              f"for it, or give this one its own with FIGHTLAB_RUNS=/other/runs") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        yield
+    finally:
+        f.close()
+
+
 def _same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
 
 
-def drawn_figures(since: float, runs: Path | None = None, exclude: Path | None = None) -> list[Path]:
+def drawn_figures(since: float, runs: Path | None = None, exclude: Path | None = None,
+                  until: float | None = None) -> list[Path]:
     """The figures (``*/figures/*.png`` and ``.svg``, as `fightlab.figures.style.savefig` writes
-    them) under ``runs`` (default `fightlab.paths.RUNS`) modified at or after ``since`` (a
-    ``time.time()``), ``exclude`` and its contents left out; sorted by path."""
+    them) under ``runs`` (default `fightlab.paths.RUNS`) modified between ``since`` and ``until``
+    (``time.time()`` values, 1 s of slack each side; ``until`` default now: a file dated in the
+    future, e.g. copied from a host whose clock runs ahead, was not drawn by this job), ``exclude``
+    and its contents left out; sorted by path."""
+    until = time.time() if until is None else until
     runs = Path(runs or paths.RUNS)
     if not runs.is_dir():
         return []
     skip = exclude.resolve() if exclude is not None else None
     found = []
     for p in runs.rglob("figures/*"):
-        if p.suffix not in (".png", ".svg") or not p.is_file() or p.stat().st_mtime < since - 1:
+        if p.suffix not in (".png", ".svg") or not p.is_file() or \
+                not since - 1 <= p.stat().st_mtime <= until + 1:
             continue
         if skip is not None and (p.resolve() == skip or skip in p.resolve().parents):
             continue
@@ -169,17 +213,24 @@ def compare_figures(drawn: list[Path], compare_dir: Path, committed: Path | None
     lines = []
     for p in drawn:
         ref = committed / p.name
-        if not ref.is_file():
-            lines.append(f"{p}: no committed figure of this name")
-        elif _same_bytes(p, ref):
-            lines.append(f"{p}: same as the committed figure {ref.relative_to(ref.parent.parent)}")
-        elif p.suffix == ".png":
-            side = _side_by_side(ref, p, compare_dir / p.name)
-            lines.append(f"{p}: differs from the committed figure {ref.relative_to(ref.parent.parent)}; "
-                         f"side by side: {side}")
-        else:
-            lines.append(f"{p}: differs from the committed figure {ref.relative_to(ref.parent.parent)}")
+        try:
+            lines.append(_compare_one(p, ref, compare_dir))
+        except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a damaged image
+            lines.append(f"{p}: could not be compared with figures/{p.name} ({type(e).__name__}: {e})")
     return lines
+
+
+def _compare_one(p: Path, ref: Path, compare_dir: Path) -> str:
+    """One figure's line of `compare_figures` (the side-by-side PNG written when it differs)."""
+    name = f"figures/{ref.name}"
+    if not ref.is_file():
+        return f"{p}: no committed figure of this name"
+    if _same_bytes(p, ref):
+        return f"{p}: same as the committed figure {name}"
+    if p.suffix != ".png":
+        return f"{p}: differs from the committed figure {name}"
+    side = _side_by_side(ref, p, compare_dir / p.name)
+    return f"{p}: differs from the committed figure {name}; side by side: {side}"
 
 
 def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
@@ -208,29 +259,33 @@ def job_times(root: Path | str = REPO_ROOT, gpu: str | None = None) -> "pd.DataF
     """The main job's time on a GPU, notebook by notebook, from ``root``'s reproduce rows.
 
     Per GPU name (``gpu``: only that one), the newest full-size CUDA row of each notebook that
-    ran (``ok`` 1), in notebook order, with a ``total`` row summing wall_s over them and taking
-    the largest ``gpu_mem_peak_mib``. The notebooks of one job may come from several calls
-    (``params.job`` differs), so the table lists each row's commit and job.
+    ran (``ok`` 1), in notebook order, with a ``total`` row summing wall_s over them, taking the
+    largest ``gpu_mem_peak_mib`` and counting them (``notebooks``: a total over fewer notebooks
+    than the job has is a partial job). The notebooks of one job may come from several calls
+    (``params.job`` differs), so the table lists each row's commit and job. Rows whose params
+    lack a notebook, size or job, or hold other types, are not the main job's and are left out.
 
     Returns:
-      DataFrame with columns gpu, driver, notebook, commit, job, time, wall_s, gpu_mem_peak_mib;
-      empty when there are no such rows.
+      DataFrame with columns gpu, driver, notebook, commit, job, time, wall_s, gpu_mem_peak_mib,
+      notebooks; empty when there are no such rows.
     """
     import json
 
     import pandas as pd
 
-    cols = ["gpu", "driver", "notebook", "commit", "job", "time", "wall_s", "gpu_mem_peak_mib"]
+    cols = ["gpu", "driver", "notebook", "commit", "job", "time", "wall_s", "gpu_mem_peak_mib", "notebooks"]
     rows = results.read_rows("reproduce", root)
     if rows.empty:
         return pd.DataFrame(columns=cols)
     params = rows["params"].map(json.loads)
-    rows = rows.assign(notebook=params.map(lambda p: p.get("notebook")),
-                       size=params.map(lambda p: p.get("size")), job=params.map(lambda p: p.get("job")))
-    keep = (rows["size"] == "full") & (rows["ok"] == 1) & ~rows["gpu"].isin(["", "cpu", "unknown"])
+    text = lambda key: params.map(lambda p: p.get(key) if isinstance(p.get(key), str) else None)  # noqa: E731
+    rows = rows.assign(notebook=text("notebook"), size=text("size"), job=text("job"),
+                       stamp=pd.to_datetime(rows["time"], utc=True, errors="coerce"), notebooks=1)
+    keep = (rows["size"] == "full") & (rows["ok"] == 1) & rows["notebook"].notna() & rows["job"].notna() \
+        & rows["stamp"].notna() & ~rows["gpu"].isin(["", "cpu", "unknown"])
     if gpu is not None:
         keep &= rows["gpu"] == gpu
-    rows = rows[keep].sort_values("time")
+    rows = rows[keep].sort_values("stamp")
     if rows.empty:
         return pd.DataFrame(columns=cols)
     out = []
@@ -239,6 +294,6 @@ def job_times(root: Path | str = REPO_ROOT, gpu: str | None = None) -> "pd.DataF
         total = dict(gpu=name, driver=", ".join(sorted(set(last["driver"]))), notebook="total",
                      commit=", ".join(dict.fromkeys(last["commit"])), job=", ".join(dict.fromkeys(last["job"])),
                      time=last["time"].max(), wall_s=last["wall_s"].sum(),
-                     gpu_mem_peak_mib=last["gpu_mem_peak_mib"].max())
+                     gpu_mem_peak_mib=last["gpu_mem_peak_mib"].max(), notebooks=len(last))
         out += [last, pd.DataFrame([total])]
     return pd.concat(out, ignore_index=True)

@@ -147,3 +147,81 @@ def test_job_times_takes_the_newest_full_gpu_row_per_notebook(tmp_path):
     assert total["gpu_mem_peak_mib"] == 3000.0 and total["job"] == "j2, j1"
     assert rep.job_times(tmp_path, gpu="NVIDIA A100").empty
     assert rep.job_times(tmp_path / "none").empty
+
+
+def test_job_times_leaves_out_rows_that_are_not_the_main_jobs(tmp_path):
+    good = _row("00_gpu_primer", 10.0)
+    odd = [_row("06_train", 1.0), _row("07_survey", 1.0), _row("05_cuda_graphs", 1.0)]
+    odd[0]["params"] = json.dumps(dict(size="full", job="j1"))                      # no notebook
+    odd[1]["params"] = json.dumps(dict(notebook=5, size="full", job=["a"]))         # other types
+    odd[2]["time"] = "not a time"
+    for r in [good, *odd]:
+        results.append_row("reproduce", r, tmp_path) if r is good else _append_raw(tmp_path, r)
+    t = rep.job_times(tmp_path)
+    assert list(t["notebook"]) == ["00_gpu_primer", "total"]
+    assert t.iloc[-1]["notebooks"] == 1 and t.iloc[-1]["wall_s"] == 10.0  # a partial job, said
+
+
+def _append_raw(root, row):
+    """Append a row as a hand edit would (validate_row refuses a bad time)."""
+    import csv
+
+    path = results.results_path("reproduce", root)
+    with open(path, "a", newline="") as f:
+        csv.writer(f).writerow([row[c] for c in results.columns("reproduce")])
+
+
+def test_a_second_job_on_the_same_runs_folder_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep.paths, "RUNS", tmp_path / "runs")
+    with rep._one_job(tmp_path / "runs"):
+        with pytest.raises(ConfigError, match=r"another main job \(pid [0-9]+\) is running on the runs folder"):
+            with rep._one_job(tmp_path / "runs"):
+                pass
+    with rep._one_job(tmp_path / "runs"):  # free again once the first ends
+        pass
+
+
+def test_figures_dated_in_the_future_were_not_drawn_by_this_job(tmp_path):
+    future = tmp_path / "a" / "figures" / "future.png"
+    future.parent.mkdir(parents=True)
+    future.write_bytes(b"x")
+    later = time.time() + 86400
+    os.utime(future, (later, later))
+    assert rep.drawn_figures(time.time() - 60, tmp_path) == []
+
+
+def test_a_damaged_image_is_one_line_and_the_others_are_still_compared(tmp_path):
+    committed = tmp_path / "figures"
+    committed.mkdir()
+    good = (rep.REPO_ROOT / "figures" / "train_curves.png").read_bytes()
+    (committed / "a.png").write_bytes(good)
+    (committed / "b.png").write_bytes(good)
+    new = tmp_path / "runs" / "x" / "figures"
+    new.mkdir(parents=True)
+    (new / "a.png").write_bytes(good[:5000])  # torn
+    (new / "b.png").write_bytes(good)
+    lines = rep.compare_figures([new / "a.png", new / "b.png"], tmp_path / "cmp", committed)
+    assert lines[0].startswith(f"{new / 'a.png'}: could not be compared with figures/a.png (")
+    assert lines[1] == f"{new / 'b.png'}: same as the committed figure figures/b.png"
+
+
+def test_a_torn_row_file_is_said_before_the_first_notebook(tmp_path, monkeypatch):
+    nbdir, runs, out = tmp_path / "notebooks", tmp_path / "runs", tmp_path / "runs" / "notebooks"
+    nbdir.mkdir()
+    _figure_notebook(nbdir, runs)
+    monkeypatch.setattr(rep, "NOTEBOOK_DIR", nbdir)
+    monkeypatch.setattr(rep.paths, "RUNS", runs)
+    path = results.results_path("reproduce", out)
+    path.parent.mkdir(parents=True)
+    path.write_text(",".join(results.columns("reproduce")) + "\ntorn,abc\n")
+    with pytest.raises(results.MalformedRowError, match="reproduce.csv:2"):
+        rep.reproduce(only=["98"], size="smoke", device="cpu", out_dir=out)
+    assert not (out / "98_fig-smoke.ipynb").exists()  # nothing ran
+
+
+def test_visible_gpu_follows_cuda_visible_devices():
+    assert hosts.visible_gpu(0, {}) == "0"
+    assert hosts.visible_gpu(1, {"CUDA_VISIBLE_DEVICES": "3,5"}) == "5"
+    assert hosts.visible_gpu(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}) == "GPU-abc"
+    assert hosts.visible_gpu(2, {"CUDA_VISIBLE_DEVICES": "3,5"}) is None
+    assert hosts.visible_gpu(None, {}) is None
