@@ -1085,6 +1085,12 @@ def main(argv: list[str] | None = None) -> int:
     from fightlab.results import MalformedRowError
     from fightlab.rl.checkpoint import CheckpointError
 
+    from fightlab.paths import RUNS_ENV, runs_problem
+
+    if (problem := runs_problem()) is not None:
+        print(f"fightlab: error: {problem}: set {RUNS_ENV} to a folder named runs, or unset it for "
+              "the repository's runs/", file=sys.stderr)
+        return 2
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
                 "reproduce": cmd_reproduce,

@@ -36,9 +36,31 @@ def runs_folder(value: str | None = None) -> Path:
     return REPO_ROOT / Path(value).expanduser()  # an absolute path replaces REPO_ROOT
 
 
+def runs_problem(path: Path | None = None) -> str | None:
+    """Why ``path`` (default :data:`RUNS`) cannot be the runs folder, one clause naming
+    ``FIGHTLAB_RUNS`` and the value, or None. A runs folder is a folder (or not there yet) named
+    ``runs`` or below one (clean-ups refuse scratch folders elsewhere), inside the repository only
+    as its ``runs/`` (the rest is the source tree), and never the filesystem root, ``$HOME`` or a
+    folder holding the repository (fightlab would search and write there). The command line and
+    the main job refuse to start on one."""
+    path = Path(RUNS if path is None else path)
+    said = f"{RUNS_ENV}={os.environ.get(RUNS_ENV, '')!r} ({path})"
+    resolved, repo = path.resolve(), REPO_ROOT.resolve()
+    if resolved.exists() and not resolved.is_dir():
+        return f"{said} is a file, not a folder"
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve() or resolved in repo.parents \
+            or resolved == repo:
+        return f"{said} is the filesystem root, $HOME or a folder holding the repository"
+    if repo in resolved.parents and not (resolved == repo / "runs" or (repo / "runs") in resolved.parents):
+        return f"{said} is inside the repository's source tree (only its runs/ may hold runs)"
+    if "runs" not in resolved.parts:
+        return f"{said} is not a folder named runs nor inside one"
+    return None
+
+
 #: git-ignored run folders (executed notebooks, checkpoints, unpublished rows); FIGHTLAB_RUNS moves it
 RUNS = runs_folder()
 #: the numbered notebooks
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
-__all__ = ["NOTEBOOKS", "REPO_ROOT", "RUNS", "RUNS_ENV", "runs_folder"]
+__all__ = ["NOTEBOOKS", "REPO_ROOT", "RUNS", "RUNS_ENV", "runs_folder", "runs_problem"]

@@ -72,6 +72,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
       the rule refuses (before any notebook runs); NotebookError when a cell fails (its row,
       ``ok`` 0, is written first).
     """
+    if (problem := paths.runs_problem()) is not None:
+        raise ConfigError(f"{problem}: set {paths.RUNS_ENV} to a folder named runs, or unset it")
     size = validate_size(size)
     nbs = notebooks()
     bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
@@ -88,7 +90,7 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     check_publish(publish_times, device, "the main job's times", size, flag="--publish-times")
     out = (Path(out_dir) if out_dir else OUT_DIR).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    with _one_job(paths.RUNS):
+    with one_job(paths.RUNS):
         # the row files are read now, so a torn one is said before the first notebook, not after it
         results.read_rows("reproduce", out)
         if publish_times:
@@ -152,7 +154,7 @@ def _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_tim
 
 
 @contextlib.contextmanager
-def _one_job(runs: Path):
+def one_job(runs: Path):
     """One main job at a time per runs folder: its figures are found under it by time, and its
     executed notebooks and comparisons share fixed names. A second job is refused, naming the
     first's pid (the lock dies with its process, so a killed job leaves nothing to clear)."""

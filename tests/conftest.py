@@ -10,6 +10,7 @@ created, changed or removed there fails the session (exit code 1), its paths lis
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import sys
@@ -34,13 +35,19 @@ TEST_RUNS.mkdir()
 os.environ[ENV] = str(TEST_RUNS)
 
 
-def tree_state(root: Path) -> dict[str, tuple]:
+#: the suite's own temporary folders, never the user's even below a runs folder of theirs
+OWN = [_TMP.resolve(), (Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}").resolve()]
+
+
+def tree_state(root: Path, skip: list[Path] = ()) -> dict[str, tuple]:
     """{path relative to root: (kind, size, mtime_ns)} of everything under root (links not
-    followed; a missing root is empty). What a write, a new file or a removal changes."""
+    followed; a missing root is empty; folders in ``skip`` left out). What a write, a new file
+    or a removal changes."""
     state = {}
     if not root.is_dir():
         return state
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if (Path(dirpath) / d).resolve() not in skip]
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             try:
@@ -66,13 +73,13 @@ _BEFORE: dict[Path, dict[str, tuple]] = {}
 
 def pytest_sessionstart(session):
     for root in REAL_RUNS:
-        _BEFORE[root] = tree_state(root)
+        _BEFORE[root] = tree_state(root, OWN)
 
 
 def pytest_sessionfinish(session, exitstatus):
     found = []
     for root, before in _BEFORE.items():
-        found += [f"{root}: {line}" for line in state_changes(before, tree_state(root))]
+        found += [f"{root}: {line}" for line in state_changes(before, tree_state(root, OWN))]
     if found:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
 

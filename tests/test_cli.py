@@ -1,5 +1,6 @@
 """CLI errors: one clear line naming the bad value, exit code 2, no traceback."""
 
+import os
 import re
 import subprocess
 import sys
@@ -307,3 +308,27 @@ def test_a_shortened_curriculum_does_not_lower_the_publish_floor(capsys):
                      "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "max_iterations 1 is below 320 (10 curriculum stages × the 32-iteration wait)" in err
+
+
+@pytest.mark.parametrize("value, expect", [
+    ("/", "is the filesystem root, $HOME or a folder holding the repository"),
+    ("notebooks", "is inside the repository's source tree"),
+    ("/tmp", "is not a folder named runs nor inside one"),
+])
+def test_an_unusable_runs_folder_is_one_line(value, expect, tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "fightlab", "describe", "simple"], capture_output=True,
+                       text=True, env={**os.environ, "FIGHTLAB_RUNS": value}, timeout=300)
+    assert r.returncode == 2 and expect in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"fightlab: error: FIGHTLAB_RUNS={value!r}")
+
+
+def test_a_runs_folder_that_is_a_file_is_one_line(tmp_path):
+    from fightlab.paths import runs_problem
+
+    f = tmp_path / "runs"
+    f.write_text("x")
+    assert runs_problem(f).endswith("is a file, not a folder")
+    assert runs_problem(tmp_path / "new" / "runs") is None  # not there yet: made when needed

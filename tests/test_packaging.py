@@ -152,3 +152,29 @@ def test_the_runs_check_sees_what_was_created_changed_or_removed(tmp_path):
     assert conftest.state_changes(before, conftest.tree_state(tmp_path)) == [
         "created train/b", "changed train/a/rows.csv", "removed old.txt"]
     assert conftest.tree_state(tmp_path / "absent") == {}
+
+
+def test_the_session_fails_when_a_test_writes_the_users_runs_folder(tmp_path):
+    """The guard itself, end to end: a child pytest session with this suite's conftest whose one
+    test writes into the user's runs folder (here a FIGHTLAB_RUNS the caller set) exits 1 and
+    names the file; the same session writing nothing there passes."""
+    import subprocess
+    import sys
+
+    user_runs = tmp_path / "user" / "runs"
+    user_runs.mkdir(parents=True)
+    (tmp_path / "test_child.py").write_text(
+        "import os, pathlib\n"
+        "def test_writes():\n"
+        "    if os.environ.get('CHILD_WRITES'):\n"
+        "        (pathlib.Path(os.environ['CHILD_USER_RUNS']) / 'oops.txt').write_text('x')\n")
+    env = {**os.environ, "FIGHTLAB_RUNS": str(user_runs), "CHILD_USER_RUNS": str(user_runs),
+           "PYTHONPATH": str(ROOT / "tests")}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+           str(tmp_path / "test_child.py")]
+    quiet = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    loud = subprocess.run(cmd, env={**env, "CHILD_WRITES": "1"}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert loud.returncode == 1, loud.stdout + loud.stderr
+    assert "FAILED: the user's runs folder changed" in loud.stdout and "created oops.txt" in loud.stdout

@@ -173,11 +173,11 @@ def _append_raw(root, row):
 
 def test_a_second_job_on_the_same_runs_folder_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(rep.paths, "RUNS", tmp_path / "runs")
-    with rep._one_job(tmp_path / "runs"):
+    with rep.one_job(tmp_path / "runs"):
         with pytest.raises(ConfigError, match=r"another main job \(pid [0-9]+\) is running on the runs folder"):
-            with rep._one_job(tmp_path / "runs"):
+            with rep.one_job(tmp_path / "runs"):
                 pass
-    with rep._one_job(tmp_path / "runs"):  # free again once the first ends
+    with rep.one_job(tmp_path / "runs"):  # free again once the first ends
         pass
 
 
