@@ -799,15 +799,29 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
     return path
 
 
-def read_curve(run_id: str, root: Path | str) -> pd.DataFrame:
-    """Read ``root/data/curves/<run_id>.csv``. Raises FileNotFoundError if absent and
-    MalformedRowError for a torn or malformed line (file and line named)."""
+#: the columns of a training's curve (its rows.csv) that the training figures draw
+TRAIN_CURVE_COLUMNS = ("iteration", "elapsed_s", "reward", "amplitude", "window_fall_rate",
+                       "window_episode_s")
+
+
+def read_curve(run_id: str, root: Path | str, need: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read ``root/data/curves/<run_id>.csv``, which must hold the columns ``need`` and at least
+    one row when ``need`` is given. Raises FileNotFoundError if absent and MalformedRowError for
+    a torn or malformed line (file and line named) or a missing column or row (file named)."""
     path = curve_path(run_id, root)
     if path.exists():
         if path.stat().st_size == 0:
             raise MalformedRowError(f"{path}: empty curve file (no header); a torn write?")
-        _records(path, len(_header(path)), need_id=False)
-    return pd.read_csv(path)
+        header = _header(path)
+        _records(path, len(header), need_id=False)
+        missing = [c for c in need if c not in header]
+        if missing:
+            raise MalformedRowError(f"{path}: the curve lacks column(s) {', '.join(missing)} "
+                                    f"(it has {', '.join(header[:8])}{', …' if len(header) > 8 else ''})")
+    df = pd.read_csv(path)
+    if need and df.empty:
+        raise MalformedRowError(f"{path}: the curve has a header and no rows")
+    return df
 
 
 def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_root: Path | str,

@@ -222,6 +222,20 @@ def test_a_byte_that_is_not_utf8_is_one_line_naming_the_file_and_line(root, caps
     assert f"not drawn: train_curves: {curve}:{lines}: byte 0xff" in err and "is not UTF-8" in err
 
 
+@pytest.mark.parametrize("text", ["a,b\n1,2\n", "HEADER_ONLY"])
+def test_a_curve_without_the_training_columns_or_rows_is_refused(root, capsys, text):
+    """A curve whose columns are not a training's, or that holds only its header: train_curves
+    is not drawn, one line naming the file, exit 2 (never a silently different figure)."""
+    run_id = results.read_rows("train", root)["run_id"].iloc[0]
+    curve = results.curve_path(run_id, root)
+    curve.write_text(curve.read_text().splitlines()[0] + "\n" if text == "HEADER_ONLY" else text)
+    assert main(["figures", "--root", str(root), "--only", "train_curves"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"not drawn: train_curves: {curve}: the curve " in err
+    assert "train_curves.png" not in _files(root)
+
+
 def test_one_figure_per_gpu(tmp_path):
     for gpu in ("NVIDIA H200", "NVIDIA GeForce RTX 5090"):
         results.append_row("profile", profile_row(gpu=gpu), tmp_path)

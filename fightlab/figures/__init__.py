@@ -199,7 +199,7 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
     for label, r in zip(train_curve_labels(runs), runs.itertuples()):
         group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
         color = COLORS[groups.setdefault(group, len(groups)) % len(COLORS)]
-        curves[r.run_id] = results.read_curve(r.run_id, root)
+        curves[r.run_id] = results.read_curve(r.run_id, root, need=results.TRAIN_CURVE_COLUMNS)
         styles[r.run_id] = dict(color=color, lw=1.2, ls="-" if r.concurrent == 1 else ":",
                                 label=label if label not in labelled else "_nolegend_")
         labelled.add(label)
