@@ -368,3 +368,53 @@ def test_a_build_announces_the_compile_once_per_body_and_device(tmp_path, monkey
     assert line.startswith("compiling the env's warp kernels for muscular-fast on cpu: about a minute the "
                            "first time (warp's kernel cache is empty)")
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_the_loop_sees_the_env_only_through_its_protocol(tmp_path):
+    """TrainLoop trains an env that offers nothing but `TrainEnv`'s members (StanceEnv is one)."""
+    from fightlab.envs.stance import StanceEnv
+    from fightlab.rl.env_io import TrainEnv
+    from fightlab.rl.loop import TrainLoop
+
+    names = set(TrainEnv.__annotations__) | {k for k, v in vars(TrainEnv).items()
+                                             if callable(v) and not k.startswith("_")}
+
+    class Narrow:
+        def __init__(self, env):
+            self._env = env
+
+        def __getattr__(self, k):
+            if k not in names:
+                raise AttributeError(f"the loop read env.{k}, which TrainEnv does not name")
+            return getattr(self._env, k)
+
+    cfg = _tiny_cfg(tmp_path)
+    env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env)
+    assert isinstance(env, TrainEnv)
+    loop = TrainLoop(cfg, Narrow(env))
+    loop.warm_up()
+    loop.capture()
+    row = loop.iterate()
+    assert (row["iteration"], row["env_steps"], loop.rows) == (1, 16, [row])
+    assert set(loop.summary) >= {"episodes", "falls", "overflow_worlds"}
+
+
+def test_every_further_summary_field_is_a_row_column():
+    """A field an env adds to its summary reaches the row (and rows.csv) under its own name; the
+    fields shown through derived columns do not."""
+    from types import SimpleNamespace
+
+    from fightlab.rl.ppo import STATS
+    from fightlab.rl.rows import SUMMARY_INPUTS, iteration_row
+
+    cfg = _tiny_cfg("unused")
+    loop = SimpleNamespace(cfg=cfg, curriculum=Curriculum(cfg.curriculum_stages, cfg.curriculum_wait),
+                           iteration=1, elapsed_s=1.0, graph_fallbacks=0,
+                           env=SimpleNamespace(substeps=4, graph_fallbacks=0))
+    summary = dict.fromkeys(SUMMARY_INPUTS, 2.0) | dict.fromkeys(
+        ("episodes", "nefc_overflow", "contact_overflow", "nan_resets", "solver_iter_hits",
+         "solver_ls_hits", "contact_falls", "tilt_falls"), 1) | {"reward_new_term": 0.25}
+    row = iteration_row(loop, summary, [0.5] * (len(STATS) + 1), "wait", 2.0, 1.0, 1.0, 0)
+    assert row["reward_new_term"] == 0.25 and list(row)[-1] == "reward_new_term"
+    assert not SUMMARY_INPUTS & set(row)
+    assert (row["fall_rate"], row["reward"], row["env_steps_per_s"]) == (2.0, 0.5, 8.0)

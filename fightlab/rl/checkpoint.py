@@ -1,9 +1,11 @@
-"""Checkpoints of a training run: loading with every field type-checked, and the resume rule
-(a resumed run keeps every setting of its checkpoint except :data:`SEGMENT_FIELDS`).
+"""Checkpoints of a training run: saving, loading with every field type-checked, restoring,
+and the resume rule (a resumed run keeps every setting of its checkpoint except
+:data:`SEGMENT_FIELDS`).
 
 A checkpoint is a ``torch.save`` dict (format ``fightlab-ckpt-1``): config, agent, optimizer,
-curriculum, iteration, elapsed_s, the env's ``state_dict``, RNG states, run_id and per-segment
-records; ``Trainer.save`` writes it. Checkpoints are pickles: load only your own.
+curriculum, iteration, elapsed_s, the env's ``state_dict``, RNG states, run_id, per-segment
+records and the run's rows; `save_checkpoint` writes it, `load_checkpoint` reads it and
+`restore_checkpoint` puts it back into a run. Checkpoints are pickles: load only your own.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fightlab.config import ConfigError, TrainConfig, from_dict, validate_train
+from fightlab.config import ConfigError, TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
+from fightlab.rl.ppo import adopt_optimizer_state
 
-__all__ = ["CheckpointError", "load_checkpoint", "SEGMENT_FIELDS", "resume_conflicts",
-           "resume_config", "load_policy", "policy_agent", "policy_parameter_names"]
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint",
+           "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
+           "policy_parameter_names"]
 
 
 class CheckpointError(ValueError):
@@ -195,6 +199,96 @@ def load_checkpoint(path) -> dict:
                               f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
     _check_checkpoint(p, ck)
     return ck
+
+
+def save_checkpoint(run, path=None) -> Path:
+    """Write `run`'s checkpoint (a `fightlab.rl.runner.Trainer`: agent, optimizer, curriculum,
+    env state, RNG, counters, run_id, segments and rows) to `path`, default
+    ``ckpt_<iteration>.pt`` in its run folder, atomically; inside the run folder ``latest.pt``
+    then links to it. Returns the path."""
+    path = Path(path) if path else run.run_dir / f"ckpt_{run.iteration:06d}.pt"
+    ck = dict(format="fightlab-ckpt-1", config=to_dict(run.cfg), agent=run.agent.state_dict(),
+              optimizer=_float_lr(run.optimizer.state_dict()), curriculum=run.curriculum.state_dict(),
+              iteration=run.iteration, elapsed_s=run.elapsed_s, compile_s=run.compile_s,
+              time_to_solve_s=run.time_to_solve_s, solve_iteration=run.solve_iteration,
+              env_state=run.env.state_dict(), amp_target=run.env.amplitude_target,
+              obs=run.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
+              gen_state=run.gen.get_state().cpu(), run_id=run.run_id,
+              segments=run.segments, history=run.history,
+              cuda_rng=torch.cuda.get_rng_state(torch.device(run.policy_device))
+              if run.policy_device.startswith("cuda") else None)
+    tmp = path.with_suffix(".tmp")
+    inside = path.resolve().parent == run.run_dir
+    if inside:  # recorded first, so that a kill -9 mid-write leaves nothing unlisted
+        run.rundir.add(path.name, tmp.name, "latest.pt", "latest.pt.tmp")
+    torch.save(ck, tmp)
+    tmp.replace(path)
+    if not inside:
+        return path  # a copy elsewhere: not part of the run folder
+    link = run.run_dir / "latest.pt.tmp"
+    link.unlink(missing_ok=True)
+    try:
+        link.symlink_to(path.name)
+        link.replace(run.run_dir / "latest.pt")  # atomic: latest.pt is never missing
+    except OSError:
+        pass
+    return path
+
+
+def _float_lr(state: dict) -> dict:
+    """An optimizer state dict with each group's learning rate as a float (the file stays
+    readable by any device and by older fightlab; `adopt_optimizer_state` turns it back)."""
+    for g in state["param_groups"]:
+        g["lr"] = float(g["lr"])
+    return state
+
+
+def restore_checkpoint(run, ck: dict) -> None:
+    """Put a loaded checkpoint back into `run` (a `fightlab.rl.runner.Trainer` whose env is warm):
+    policy, optimizer, curriculum, counters, run_id, rows, segments (the checkpoint's, then the
+    run's own last), env state, observation and RNG states.
+
+    Raises:
+      CheckpointError: one line, when the checkpoint does not fit the run.
+    """
+    try:
+        _restore(run, ck)
+    except CheckpointError:
+        raise
+    except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"checkpoint {run.cfg.resume!r} could not be restored "
+                              f"({type(e).__name__}: {first})") from None
+
+
+def _restore(run, ck: dict) -> None:
+    load_policy(run.agent, ck, run.cfg.body, run.env, run.optimizer)
+    adopt_optimizer_state(run.optimizer, run.lr)  # the loaded rate, capturable, steps on device
+    run.curriculum.load_state_dict(ck["curriculum"])
+    run.iteration = int(ck["iteration"])
+    run.elapsed_s = float(ck["elapsed_s"])
+    run.time_to_solve_s = ck.get("time_to_solve_s")
+    run.solve_iteration = ck.get("solve_iteration")
+    run.run_id = ck["run_id"]
+    run.history = list(ck.get("history") or [])
+    run.segments = list(ck.get("segments") or [{"commit": "unknown"}]) + run.segments[-1:]
+    try:
+        run.env.load_state_dict({"amp_target": ck["amp_target"], **ck["env_state"]})
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint's {e}") from None
+    run.obs.copy_(ck["obs"].to(run.obs.device))
+    torch.set_rng_state(ck["torch_rng"])
+    seed = run.cfg.seed + 12345 + run.iteration
+    try:
+        run.gen.set_state(ck["gen_state"].to(run.gen.device) if run.policy_device == "cpu" else ck["gen_state"])
+    except RuntimeError:
+        # a checkpoint of another device type (a CPU generator's state does not fit a CUDA
+        # one): the permutations continue from a seed of the run and its iteration, said here
+        run.gen.manual_seed(seed)
+        print(f"resume: the minibatch permutation RNG comes from another device type; it "
+              f"continues from seed {seed}", flush=True)
+    if ck.get("cuda_rng") is not None and run.policy_device.startswith("cuda"):
+        torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(run.policy_device))
 
 
 #: TrainConfig fields a resumed segment may change (each is recorded in the segment's entry);

@@ -1,0 +1,73 @@
+"""The env as the training loop sees it: the `TrainEnv` protocol, and `PolicyIO`, a CPU-backend
+env's step tensors on the policy's device (`TrainConfig.policy_device`)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class TrainEnv(Protocol):
+    """What the loop uses of an env (`fightlab.envs.stance.StanceEnv` is one): sizes, the step's
+    tensors on the env's device (obs [nworld, obs_dim]; reward, done, timeout [nworld]; action
+    [nworld, nu], written before each step), the curriculum's amplitude and the summary."""
+
+    nworld: int
+    obs_dim: int
+    nu: int
+    substeps: int          # physics steps per env step
+    obs_min_std: object    # the observation normaliser's floor, [obs_dim]
+    graph_fallbacks: int
+    amplitude_target: float
+    obs: torch.Tensor
+    reward: torch.Tensor
+    done: torch.Tensor
+    timeout: torch.Tensor
+    action: torch.Tensor
+
+    def warmup(self) -> None: ...
+    def reset(self, stagger: bool = True) -> torch.Tensor: ...
+    def step(self, action: torch.Tensor | None = None): ...
+    def set_amplitude(self, target: float, ramp_s: float | None = None, immediate: bool = False): ...
+    def read_summary(self, clear: bool = True, extra: torch.Tensor | None = None) -> dict: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class PolicyIO:
+    """The env's step tensors on the policy's device, for a CPU-backend env whose policy runs on
+    another device (`TrainConfig.policy_device`): obs [nworld, obs_dim], reward, done, timeout
+    [nworld] (float32 views of one buffer on that device, copied from the env's) and action
+    [nworld, nu] (copied to the env's).
+
+    Args:
+      env: a `TrainEnv` (its obs / reward / done / timeout / action views, float32, on the
+        CPU); device: the policy's torch device ("cpu", "cuda:N").
+
+    `pull()` (after a reset, a load or a step) packs the env's outputs into one host buffer
+    (pinned on CUDA) and copies it to the device without waiting: the buffer is written again
+    only at the next pull, after a `push()` has waited for the device. `push()` (before a step)
+    copies the action to the env and waits for it: on CUDA one host read per env step.
+    """
+
+    def __init__(self, env, device: str):
+        dev = torch.device(device)
+        n, k = int(env.obs.shape[0]), int(env.obs.shape[1])
+        self.env = env
+        self._host = torch.zeros((n, k + 3), dtype=torch.float32, pin_memory=dev.type == "cuda")
+        self._dev = torch.zeros((n, k + 3), dtype=torch.float32, device=dev)
+        self.obs = self._dev[:, :k]
+        self.reward, self.done, self.timeout = (self._dev[:, k + i] for i in range(3))
+        self.action = torch.zeros(tuple(env.action.shape), dtype=env.action.dtype, device=dev)
+
+    def pull(self) -> None:
+        """The env's obs, reward, done and timeout to the device (one copy, not waited for)."""
+        e = self.env
+        torch.cat([e.obs, e.reward[:, None], e.done[:, None], e.timeout[:, None]], dim=1, out=self._host)
+        self._dev.copy_(self._host, non_blocking=True)
+
+    def push(self) -> None:
+        """The action to the env (waits for the device: the env reads it on the host next)."""
+        self.env.action.copy_(self.action)

@@ -1,0 +1,250 @@
+"""The training loop: rollouts, GAE, the PPO update, the curriculum and the torch graphs, over
+any env with the `TrainEnv` interface; one host read per iteration (the env's summary).
+
+After CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of run
+folders, ``rows.csv`` or checkpoints (`fightlab.rl.runner.Trainer` is the run around it).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import torch
+
+from fightlab.config import TrainConfig
+from fightlab.rl.curriculum import Curriculum
+from fightlab.rl.env_io import PolicyIO, TrainEnv
+from fightlab.rl.graphs import TorchGraph
+from fightlab.rl.models import ActorCritic
+from fightlab.rl.ppo import PPOUpdate, make_optimizer
+from fightlab.rl.rows import iteration_row
+from fightlab.rl.storage import RolloutStorage, compute_gae
+from fightlab.sim.nvtx import nvtx_range
+from fightlab.sim.physics import shared_stream
+from fightlab.timing import HostReads, default_sync
+
+
+class TrainLoop:
+    """The agent, optimizer, rollout buffer, curriculum and graphs of a training on `env`.
+
+    Attributes: policy_graphs (the num_steps + 1 torch graphs of the rollout, `TorchGraph`),
+    ppo_graph (the update's), graph_fallbacks (torch graphs asked for that run eager);
+    policy_device (`cfg.policy_device`, else `cfg.device`) and io (what the policy reads and
+    writes: the env, or a `PolicyIO` on `cfg.policy_device`: then an iteration reads the host
+    num_steps + 1 times on CUDA); iteration, elapsed_s (training wall clock, compile excluded),
+    compile_s, time_to_solve_s, solve_iteration, rows (this loop's), summary (the last).
+    """
+
+    def __init__(self, cfg: TrainConfig, env: TrainEnv):
+        self.cfg, self.env = cfg, env
+        self.device = cfg.device
+        self.policy_device = cfg.policy_device or cfg.device
+        torch.manual_seed(cfg.seed)
+        self.io = PolicyIO(env, cfg.policy_device) if cfg.policy_device else env
+        dev = torch.device(self.policy_device)
+        self.agent = ActorCritic(env.obs_dim, env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
+                                 obs_min_std=env.obs_min_std).to(dev)
+        self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev)
+        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev)
+        self.gen = torch.Generator(device=dev)
+        self.gen.manual_seed(cfg.seed + 12345)
+        self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen)
+        self._reward_mean = torch.zeros(1, device=dev)
+        me = weakref.ref(self)  # no reference cycle: a dropped loop frees what it holds at once
+        self.policy_graphs = [TorchGraph(lambda s=s: me()._policy_step(s), dev, enabled=cfg.policy_graph,
+                                         name="policy step") for s in range(cfg.ppo.num_steps + 1)]
+        self.ppo_graph = TorchGraph(lambda: me()._update_step(), dev, enabled=cfg.update_graph,
+                                    name="PPO update", warmup=2)
+        self._torch_ptrs: tuple = ()
+        self.graph_fallbacks = self.graph_recaptures = 0
+        self._reads = HostReads(self.policy_device)
+        self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                        if dev.type == "cuda" else None)
+        self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
+                                     cfg.min_tracking, cfg.min_episode_s)
+        self.iteration, self.elapsed_s, self.compile_s = 0, 0.0, 0.0
+        self.time_to_solve_s = self.solve_iteration = None
+        self.rows: list[dict] = []
+        self.summary: dict = {}
+
+    def warm_up(self) -> None:
+        """Compile and load the env's kernels, reset every world (staggered), warm torch up; the
+        time goes to compile_s."""
+        with shared_stream(self.device):
+            t0 = time.perf_counter()
+            self.env.warmup()
+            self.obs = self.env.reset(stagger=True)
+            self.env.set_amplitude(self.curriculum.amplitude, immediate=True)
+            self._pull()
+            with torch.no_grad():  # cuBLAS handles, the allocator: outside the timed loop
+                self.agent.get_action_and_value(self.io.obs)
+            self._sync()
+            self.compile_s = time.perf_counter() - t0
+
+    def capture(self) -> None:
+        """Capture the torch graphs (after a restore: they hold the tensors they see); the time
+        goes to compile_s."""
+        with shared_stream(self.device):
+            t0 = time.perf_counter()
+            self._capture_torch()
+            self._sync()
+            self.compile_s += time.perf_counter() - t0
+
+    def _sync(self) -> None:
+        """Wait for the env's device and, when it differs, the policy's (`fightlab.timing`)."""
+        default_sync(self.device)()
+        if self.policy_device != self.device:
+            default_sync(self.policy_device)()
+
+    def _pull(self) -> None:
+        """The env's outputs to a `PolicyIO` (an expected read); nothing without one."""
+        if self.io is not self.env:
+            with self._reads.expected():
+                self.io.pull()
+
+    def _push(self) -> None:
+        """The policy's action to the env from a `PolicyIO` (an expected read)."""
+        if self.io is not self.env:
+            with self._reads.expected():
+                self.io.push()
+
+    def _policy_step(self, s: int) -> None:
+        """Torch work between env steps s−1 and s (no host reads; captured as policy[s]): store
+        step s−1's reward (the value bootstrapped at time-outs: the episode was cut, not ended,
+        as in rsl_rl) and done; then, for s < num_steps, sample step s's action from the env's
+        observation into the buffer and the env's action; for s = num_steps, the bootstrap value,
+        GAE and the mean reward."""
+        cfg, env, buf, agent = self.cfg, self.io, self.buf, self.agent
+        gamma, T = cfg.ppo.gamma, cfg.ppo.num_steps
+        if s > 0:
+            buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
+            buf.dones[s - 1].copy_(env.done)
+        with torch.no_grad():
+            if s < T:  # buf.actions[s] holds this step's standard-normal noise (iterate draws it)
+                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s])
+                buf.obs[s].copy_(env.obs)
+                buf.actions[s].copy_(action)
+                buf.logprobs[s].copy_(logp)
+                buf.values[s].copy_(value)
+                env.action.copy_(action)
+            else:
+                next_value = agent.get_value(env.obs)
+                adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma,
+                                       cfg.ppo.gae_lambda)
+                buf.advantages.copy_(adv)
+                buf.returns.copy_(ret)
+                self._reward_mean.copy_(buf.rewards.mean().reshape(1))
+
+    def _update_step(self) -> None:
+        """The PPO update over the buffer (permutations drawn before it), then the normaliser
+        (it moves only between iterations, so the rollout's log-probs and the update see the
+        same normalisation). No host reads; captured as the update graph."""
+        self.update.run()
+        self.agent.obs_norm.update(self.buf.obs.reshape(-1, self.env.obs_dim))
+
+    def _torch_inputs(self) -> tuple:
+        """Storage pointers of every tensor the torch graphs read or write (checked once per
+        iteration: a replaced tensor re-captures)."""
+        ts = [*self.agent.state_dict().values(), self.lr, self.update.perm, self.update.stats,
+              self._reward_mean, *vars(self.buf).values(), self.io.obs, self.io.action,
+              self.io.reward, self.io.done, self.io.timeout]
+        ts += [p.grad for p in self.agent.parameters() if p.grad is not None]
+        ts += [v for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+        return tuple(t.data_ptr() for t in ts)
+
+    def _capture_torch(self) -> None:
+        """Warm up and capture the torch graphs (CUDA only, those enabled), then put back every
+        state the warm-up moved (weights, normaliser, Adam state, learning rate, RNG): the first
+        recorded iteration starts from the state the run had before capture."""
+        graphs = [g for g in (*self.policy_graphs, self.ppo_graph) if g.enabled]
+        if not graphs:
+            return
+        dev = torch.device(self.policy_device)
+        with torch.no_grad():
+            weights = {k: v.clone() for k, v in self.agent.state_dict().items()}
+            adam = {id(p): {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
+                    for p, st in self.optimizer.state.items()}
+            lr = self.lr.clone()
+        rng = torch.cuda.get_rng_state(dev)
+        pool = torch.cuda.graph_pool_handle()
+        for g in self.policy_graphs:
+            if g.enabled and not g.capture(pool):
+                for other in self.policy_graphs:  # one warning for the policy graphs, eager together
+                    other.enabled, other.graph = False, None
+                self.graph_fallbacks += 1
+                break
+        if self.ppo_graph.enabled and not self.ppo_graph.capture(pool):
+            self.graph_fallbacks += 1
+        with torch.no_grad():
+            for k, v in self.agent.state_dict().items():
+                v.copy_(weights[k])
+            for p, st in self.optimizer.state.items():
+                saved = adam.get(id(p), {})
+                for k, v in st.items():
+                    if torch.is_tensor(v):
+                        v.copy_(saved[k]) if k in saved else v.zero_()  # fresh Adam state: zeros
+            self.lr.copy_(lr)
+        torch.cuda.set_rng_state(rng, dev)
+        self._torch_ptrs = self._torch_inputs()
+
+    def _check_torch_graphs(self) -> None:
+        if any(g.graph is not None for g in (*self.policy_graphs, self.ppo_graph)) \
+                and self._torch_inputs() != self._torch_ptrs:
+            import sys
+
+            print("fightlab: warning: tensors of the torch graphs were replaced; re-capturing",
+                  file=sys.stderr, flush=True)
+            self.graph_recaptures += 1
+            self._capture_torch()
+
+    def iterate(self) -> dict:
+        """Run one iteration (rollout + update + curriculum) and return its row. One host read:
+        the summary (env counters, losses, reward, learning rate) after the update; the
+        rollout/update split comes from CUDA events read with it (host clock on the CPU)."""
+        env, T, ev = self.env, self.cfg.ppo.num_steps, self._events
+        with shared_stream(self.device), self._reads:
+            t0 = time.perf_counter()
+            self._check_torch_graphs()
+            if ev:
+                ev[0].record()
+            # the rollout's action noise in one launch (no RNG inside the captured policy steps)
+            torch.randn(self.buf.actions.shape, out=self.buf.actions)
+            for s in range(T):
+                with nvtx_range("policy"):
+                    self.policy_graphs[s]()
+                self._push()
+                env.step()
+                self._pull()
+            with nvtx_range("policy"):
+                self.policy_graphs[T]()
+            if ev:
+                ev[1].record()
+            t1 = time.perf_counter()
+            with nvtx_range("update"):
+                self.update.draw()
+                self.ppo_graph()
+            if ev:
+                ev[2].record()
+            t2 = time.perf_counter()
+            extra = torch.cat([self.update.stats, self._reward_mean])
+            with self._reads.expected():
+                summary = env.read_summary(extra=extra)
+            host_reads = self._reads.take()
+        vals = summary.pop("extra")
+        if ev:  # complete: the summary read waited for the stream
+            rollout_s, update_s = ev[0].elapsed_time(ev[1]) / 1e3, ev[1].elapsed_time(ev[2]) / 1e3
+        else:
+            rollout_s, update_s = t1 - t0, t2 - t1
+        event = self.curriculum.update(summary)
+        if event == "widen":
+            env.set_amplitude(self.curriculum.amplitude)
+        wall = time.perf_counter() - t0
+        self.iteration += 1
+        self.elapsed_s += wall
+        row = iteration_row(self, summary, vals, event, wall, rollout_s, update_s, host_reads)
+        if event == "solved" and self.time_to_solve_s is None:
+            self.time_to_solve_s, self.solve_iteration = self.elapsed_s, self.iteration
+        self.summary = summary
+        self.rows.append(row)
+        return row
