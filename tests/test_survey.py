@@ -589,6 +589,12 @@ def test_notebook_07_at_smoke_size(tmp_path):
     assert "the survey takes the measured solve" in out
     assert "muscular-fast: CPU backend time to solve \\u2248" in out  # ≈, as json.dumps escapes it
     assert "bench rows read: " in out and "time_source" in out  # the bench section runs on whatever rows exist
+    # at the default price its Figure 3 is the committed one, byte for byte (the main job's comparison)
+    from fightlab import paths
+    from fightlab.paths import REPO_ROOT
+
+    drawn = paths.RUNS / "survey" / "nb07-smoke" / "figures" / "figure3_survey.png"
+    assert drawn.read_bytes() == (REPO_ROOT / "figures" / "figure3_survey.png").read_bytes()
 
 
 def test_assumed_cpu_price_is_the_reference_lowest_per_vcpu_times_cores():

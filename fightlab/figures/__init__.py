@@ -524,12 +524,7 @@ def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
         s = cost.load_survey(root, log=log)
     except ConfigError as e:
         raise DataFileError(str(e)) from None
-    own = s.ours[s.ours["provider"] == "fightlab"]  # our machine's price; rented rows carry their offer's
-    price = ", ".join(f"{g} ${p:.2f}/h" for g, p in dict.fromkeys(
-        zip(own["gpu"], own["usd_per_h"])) if isinstance(g, str)) if not own.empty else ""
-    title = "Figure 3: cost per solve against time to solve" + (f"\n(fightlab: {price}, an assumed price)"
-                                                               if price else "")
-    fig = survey_figures.plot_survey(s.table, title=title, note=s.price_note)
+    fig = survey_figures.plot_survey(s.table, title=survey_figures.figure3_title(s.ours), note=s.price_note)
     return _save(fig, "figure3_survey", root, log)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["MARKERS", "marker_of", "plot_survey"]
+__all__ = ["MARKERS", "figure3_title", "marker_of", "plot_survey"]
 
 #: (origin, group / mode) -> (marker, legend text)
 MARKERS: dict[str, tuple[str, str]] = {
@@ -97,3 +97,15 @@ def plot_survey(table: pd.DataFrame, title: str | None = None, note: str | None 
         else:
             fig.tight_layout()
     return fig
+
+
+def figure3_title(ours, assumed: bool = True) -> str:
+    """Figure 3's title: the question, and fightlab's own machines' prices (``ours``: the survey's
+    rows of ours, `fightlab.survey.cost.load_survey`'s ``ours``; provider "fightlab", since a
+    rented host's rows carry their offer's price), said to be an assumption when ``assumed``
+    (the default price, as the committed figure has it)."""
+    own = ours[ours["provider"] == "fightlab"]
+    price = ", ".join(f"{g} ${p:.2f}/h" for g, p in dict.fromkeys(zip(own["gpu"], own["usd_per_h"]))
+                      if isinstance(g, str)) if not own.empty else ""
+    return "Figure 3: cost per solve against time to solve" + (
+        f"\n(fightlab: {price}{', an assumed price' if assumed else ''})" if price else "")
