@@ -28,7 +28,12 @@ MAX_KL_PER_ACTION = 0.012
 
 class ConfigError(ValueError):
     """A bad user-facing value (body, nworld, device, config field); the message names the value
-    and the valid choices. The CLI prints it as one line and exits with code 2."""
+    and the valid choices. The CLI prints it as one line and exits with code 2; IPython (a
+    notebook's cell) shows it as that one line too (`_render_traceback_`, IPython's hook for an
+    exception's own display), not a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ConfigError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -567,6 +572,12 @@ def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the
 #: update holds minibatch × width float32 activations per layer: at 16384 worlds (the sweep's
 #: largest), 32 steps and 4 minibatches, 131072 × 4096 × 4 B = 2 GiB each
 MAX_HIDDEN_WIDTH = 4096
+#: at most this many hidden layers (the default has 3): the update holds each layer's
+#: activations and launches kernels per layer, so depth costs memory and time as width does
+MAX_HIDDEN_LAYERS = 16
+#: the hidden layers' widths may add up to at most 4 of the widest (8 GiB of activations in the
+#: example above): a deep narrow network holds as much as a few wide layers
+MAX_HIDDEN_TOTAL = 4 * MAX_HIDDEN_WIDTH
 #: the most weights and biases the actor and critic may hold together (for the body of the most
 #: actions, BIGGEST_NU): 40 million, ~180 × the default network's (two 4096-wide layers fit);
 #: Adam keeps four float32 copies (weights, gradients, two moments), 640 MB, a checkpoint three
@@ -664,9 +675,14 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
+    if len(p.hidden) > MAX_HIDDEN_LAYERS:
+        raise ConfigError(f"PPOConfig.hidden may have at most {MAX_HIDDEN_LAYERS} layers, got {len(p.hidden)}")
     if max(p.hidden) > MAX_HIDDEN_WIDTH:
         raise ConfigError(f"PPOConfig.hidden's layers must be at most {MAX_HIDDEN_WIDTH} wide (the update's "
                           f"activations grow with minibatch × width), got {max(p.hidden)} in {list(p.hidden)}")
+    if sum(p.hidden) > MAX_HIDDEN_TOTAL:
+        raise ConfigError(f"PPOConfig.hidden's widths may add up to at most {MAX_HIDDEN_TOTAL} (the "
+                          f"update's activations grow with their sum), got {sum(p.hidden)}")
     if (n := network_params(p.hidden)) > MAX_NETWORK_PARAMS:
         raise ConfigError(f"PPOConfig.hidden {list(p.hidden)} gives {n:,} network parameters (actor and critic, "
                           f"{BIGGEST_NU} actions); at most {MAX_NETWORK_PARAMS:,}")

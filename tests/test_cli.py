@@ -332,3 +332,13 @@ def test_a_runs_folder_that_is_a_file_is_one_line(tmp_path):
     f.write_text("x")
     assert runs_problem(f).endswith("is a file, not a folder")
     assert runs_problem(tmp_path / "new" / "runs") is None  # not there yet: made when needed
+
+
+@pytest.mark.parametrize("hidden, expect", [
+    ("[1]*17", "at most 16 layers, got 17"),
+    ("[1024]*16", "add up to at most 16384"),
+])
+def test_deep_networks_are_bounded(hidden, expect, capsys):
+    assert main(["train", "--device", "cpu", "--set", f"ppo.hidden={eval(hidden)}"]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and err.count("\n") == 1

@@ -241,8 +241,11 @@ def test_primer_notebook_parameters_are_plain_literals():
         names.add(stmt.targets[0].id)
     assert {"size", "device", "publish", "repeats", "warmup", "vector_sizes"} <= names
     values = {s.targets[0].id: ast.literal_eval(s.value) for s in tree.body}
-    assert values["size"] == "full" and values["device"] == "auto" and values["publish"] is False
-    primer.params_for(**{k: v for k, v in values.items()})  # the committed values are valid
+    assert values["size"] == "auto" and values["device"] == "auto" and values["publish"] is False
+    from fightlab.config import resolve_size
+
+    # the committed values are valid once "auto" is resolved, as the notebook's first cell does
+    primer.params_for(**{**values, "size": resolve_size(values["size"], "cpu")})
 
 
 def test_primer_notebook_runs_at_smoke_size(tmp_path):
