@@ -1,7 +1,9 @@
 """GAE, PPO, curriculum and solve criterion, resume."""
 
+import copy
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -418,3 +420,41 @@ def test_every_further_summary_field_is_a_row_column():
     assert row["reward_new_term"] == 0.25 and list(row)[-1] == "reward_new_term"
     assert not SUMMARY_INPUTS & set(row)
     assert (row["fall_rate"], row["reward"], row["env_steps_per_s"]) == (2.0, 0.5, 8.0)
+
+
+def test_an_optimizer_state_out_of_adams_ranges_is_refused_at_load(tmp_path):
+    """Values torch's Adam would accept and turn into a NaN policy, or that another optimizer
+    wrote: refused at load in one line naming the field."""
+    import torch
+
+    from fightlab.config import TrainConfig
+    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
+    from fightlab.rl.runner import Trainer
+
+    cfg = TrainConfig(body="simple", nworld=2, device="cpu", seed=0, max_iterations=1,
+                      run_dir=str(tmp_path / "run"))
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+    good = torch.load(tmp_path / "run" / "latest.pt", weights_only=False)
+
+    def edited(fn):
+        ck = copy.deepcopy(good)
+        fn(ck["optimizer"])
+        path = tmp_path / "bad.pt"
+        torch.save(ck, path)
+        return path
+
+    first = lambda o: o["state"][0]  # noqa: E731
+    cases = [
+        (lambda o: first(o).__setitem__("exp_avg_sq", -first(o)["exp_avg_sq"] - 1), "exp_avg_sq of parameter 0"),
+        (lambda o: first(o).__setitem__("step", torch.tensor(float("nan"))), "step of parameter 0"),
+        (lambda o: o["param_groups"][0].__setitem__("lr", -1.0), "lr must be a number > 0"),
+        (lambda o: o["param_groups"][0].__setitem__("eps", -1.0), "eps must be a number > 0"),
+        (lambda o: o["param_groups"][0].__setitem__("betas", (2.0, 0.999)), "betas must be a pair of numbers in [0, 1)"),
+        (lambda o: o["param_groups"][0].pop("lr"), "lr is missing"),
+        (lambda o: o["param_groups"].append(dict(o["param_groups"][0], params=[])), "2 parameter groups"),
+    ]
+    for fn, expect in cases:
+        with pytest.raises(CheckpointError, match=re.escape(expect)):
+            load_checkpoint(edited(fn))
+    load_checkpoint(tmp_path / "run" / "latest.pt")  # the untouched one loads

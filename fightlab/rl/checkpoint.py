@@ -130,9 +130,10 @@ def policy_parameter_names(agent_state: dict) -> list[str]:
 
 def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
     """Why an optimizer state dict does not fit the policy's parameters (one clause), or None:
-    parameter groups listing one index per parameter (their lr, eps, weight_decay numbers, betas a
-    pair), each parameter's ``step`` a number and its
-    Adam moments (``exp_avg``, ``exp_avg_sq``) finite tensors of that parameter's shape and dtype."""
+    one parameter group listing one index per parameter (lr and eps > 0, weight_decay >= 0, betas
+    a pair in [0, 1), as torch.optim.Adam requires), each parameter's ``step`` a number >= 0 and
+    its Adam moments (``exp_avg``, ``exp_avg_sq`` >= 0) finite tensors of that parameter's shape
+    and dtype."""
     names = policy_parameter_names(agent_state)
     groups = [g.get("params") for g in opt["param_groups"]]
     if not all(isinstance(ps, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ps)
@@ -143,13 +144,20 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
             v = v.item()
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
+    if len(opt["param_groups"]) != 1:
+        return f"{len(opt['param_groups'])} parameter groups, fightlab's Adam has one"
     for g in opt["param_groups"]:
-        for k in ("lr", "eps", "weight_decay"):
-            if k in g and not number(g[k]):
-                return f"param_groups' {k} must be a number, got {g[k]!r}"[:200]
-        if "betas" in g and not (isinstance(g["betas"], (tuple, list)) and len(g["betas"]) == 2
-                                 and all(number(b) for b in g["betas"])):
-            return f"param_groups' betas must be a pair of numbers, got {g['betas']!r}"[:200]
+        for k, ok, rule in (("lr", lambda v: v > 0, "> 0"), ("eps", lambda v: v > 0, "> 0"),
+                            ("weight_decay", lambda v: v >= 0, ">= 0")):
+            if k not in g:
+                return f"param_groups' {k} is missing"
+            v = g[k].item() if isinstance(g[k], torch.Tensor) and g[k].numel() == 1 else g[k]
+            if not number(v) or not ok(v):
+                return f"param_groups' {k} must be a number {rule}, got {g[k]!r}"[:200]
+        if not (isinstance(g.get("betas"), (tuple, list)) and len(g["betas"]) == 2
+                and all(number(b) and 0 <= (b.item() if isinstance(b, torch.Tensor) else b) < 1
+                        for b in g["betas"])):
+            return f"param_groups' betas must be a pair of numbers in [0, 1), got {g.get('betas')!r}"[:200]
     ids = [i for ps in groups for i in ps]
     if len(ids) != len(names):
         return f"{len(ids)} parameters listed, the policy has {len(names)}"
@@ -159,9 +167,10 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
             return f"the state of parameter {i} ({name}) must be a dict, got {type(st).__name__}"
         want = tuple(agent_state[name].shape)
         step = st.get("step")
-        if step is not None and not (isinstance(step, torch.Tensor) and step.numel() == 1) and not (
-                isinstance(step, (int, float)) and not isinstance(step, bool)):
-            return f"step of parameter {i} ({name}) must be a number, got {step!r}"[:200]
+        if step is not None:
+            v = step.item() if isinstance(step, torch.Tensor) and step.numel() == 1 else step
+            if not number(v) or v < 0:
+                return f"step of parameter {i} ({name}) must be a number >= 0, got {step!r}"[:200]
         for k in ("exp_avg", "exp_avg_sq"):
             v = st.get(k)
             if v is None:
@@ -175,6 +184,8 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
                 return f"{k} of parameter {i} ({name}) is {v.dtype}, the policy's parameter {agent_state[name].dtype}"
             if v.is_floating_point() and not bool(torch.isfinite(v).all()):
                 return f"{k} of parameter {i} ({name}) is not all finite"
+            if k == "exp_avg_sq" and bool((v < 0).any()):
+                return f"exp_avg_sq of parameter {i} ({name}) has negative entries (a mean of squares)"
     return None
 
 

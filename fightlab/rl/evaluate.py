@@ -77,7 +77,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     from fightlab.sim.physics import shared_stream
 
     device = validate_device(device)
-    validate_body(body), validate_nworld(nworld), validate_env(env_cfg)  # before the bar opens
+    validate_body(body), validate_env(env_cfg)  # before the bar opens
+    nworld = validate_nworld(nworld)  # an int, whatever a checkpoint's config held
     nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
     from fightlab.rl.runner import announce_compile
 
