@@ -57,12 +57,19 @@ _BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
                "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, as every other error of the command
+    line (`fightlab: error: …`, exit 2), pointing at --help instead of printing the usage."""
+
+    def error(self, message):
+        self.exit(2, f"fightlab: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from fightlab.config import BODY_NAMES, TrainConfig
 
     fmt = _Formatter
-    p = argparse.ArgumentParser(prog="python -m fightlab", description=__doc__.split("\n\n")[0],
-                                formatter_class=fmt)
+    p = _Parser(prog="python -m fightlab", description=__doc__.split("\n\n")[0], formatter_class=fmt)
     sub = p.add_subparsers(dest="cmd", required=True)
     bodies = ", ".join(BODY_NAMES)
 
@@ -761,11 +768,11 @@ def cmd_render(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
-    from fightlab.config import resolve_size, validate_device
+    from fightlab.config import validate_device
     from fightlab.reproduce import NotebookError, reproduce
 
     device = validate_device(_given(a.device, _default_device()))
-    size = resolve_size(_given(a.size, "auto"), device)
+    size = _given(a.size, "auto")  # the notebooks resolve "auto" alike and say so first
     try:
         return reproduce(only=a.only, size=size, publish=a.publish, device=device,
                          log_output=a.log_output, publish_times=a.publish_times)

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from fightlab import paths, results
-from fightlab.config import ConfigError, check_publish, validate_size
+from fightlab.config import ConfigError, check_publish, resolve_size
 from fightlab.hosts import GpuMemoryPeak
 from fightlab.meta import new_run_id
 from fightlab.paths import NOTEBOOKS as NOTEBOOK_DIR
@@ -59,7 +59,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     """Execute notebooks with papermill, time each, then compare the figures they drew.
 
     Args:
-      only: notebook numbers ("06"), default all; size: "smoke" or "full"; publish: let the
+      only: notebook numbers ("06"), default all; size: "smoke", "full" or "auto" (full on a
+        GPU device, smoke otherwise; the notebooks get it as given and say what it chose); publish: let the
         notebooks write data/ and figures/ (config.check_publish: full size on a GPU, or a
         rendering at full size); device: "cpu"/"cuda:N";
       out_dir: where executed copies go (default runs/notebooks); extra: more parameters;
@@ -74,7 +75,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     """
     if (problem := paths.runs_problem()) is not None:
         raise ConfigError(f"{problem}: set {paths.RUNS_ENV} to a folder named runs, or unset it")
-    size = validate_size(size)
+    given = size  # what the notebooks get ("auto" resolves there to the same size, and says so)
+    size = resolve_size(size, device)
     nbs = notebooks()
     bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
     if bad:
@@ -95,10 +97,10 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
         results.read_rows("reproduce", out)
         if publish_times:
             results.read_rows("reproduce", REPO_ROOT)
-        return _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_times)
+        return _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publish_times)
 
 
-def _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_times) -> int:
+def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publish_times) -> int:
     """The notebooks of `reproduce`, checked already: each run, timed and written as a row; then
     the figure comparison."""
     import papermill as pm
@@ -108,7 +110,7 @@ def _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_tim
     for key in chosen:
         src = nbs[key]
         dst = out / f"{src.stem}-{size}.ipynb"
-        params = dict(size=size, device=device, publish=publish, **(extra or {}))
+        params = dict(size=given, device=device, publish=publish, **(extra or {}))
         t0_wall, t0 = time.time(), time.perf_counter()
         print(f"[reproduce] {src.name} size={size} device={device} publish={publish} -> {dst}",
               flush=True)
@@ -145,8 +147,18 @@ def _run(chosen, nbs, size, publish, device, out, extra, log_output, publish_tim
         print(f"[reproduce] {src.name} done in {wall:.1f} s{mem_s}: {dst}", flush=True)
     print(f"[reproduce] {len(chosen)} notebook(s) in {total:.1f} s; times in "
           f"{results.results_path('reproduce', out)}", flush=True)
-    for line in compare_figures(drawn_all, out / "compare"):
+    lines = compare_figures(drawn_all, out / "compare")
+    for line in lines:
         print(f"[reproduce] {line}", flush=True)
+    if lines:
+        count = {k: sum(f": {k}" in ln for ln in lines) for k in
+                 ("same as", "differs from", "no committed figure", "could not be compared")}
+        print(f"[reproduce] figure files (PNG and SVG): {count['same as']} the same as the committed ones, "
+              f"{count['differs from']} differ, {count['no committed figure']} have no committed twin, "
+              f"{count['could not be compared']} could not be compared"
+              + ("; at smoke size the measured figures differ by design (a check of the code path)"
+                 if size == "smoke" else "; new measurements differ from the committed ones: look at "
+                 f"{out / 'compare'}"), flush=True)
     if publish:
         print("[reproduce] published figures were written over figures/: `git diff --stat figures/` "
               "shows which changed", flush=True)

@@ -279,7 +279,7 @@ def test_trains_last_line_names_its_run_folder(tmp_path, capsys):
 
 @pytest.mark.parametrize("edit, expect", [
     (lambda o: o["param_groups"][0].update(params=5), "param_groups' params must be lists of parameter indices"),
-    (lambda o: o["param_groups"][0].update(lr="fast"), "param_groups' lr must be a number, got 'fast'"),
+    (lambda o: o["param_groups"][0].update(lr="fast"), "param_groups' lr must be a number > 0, got 'fast'"),
     (lambda o: o["param_groups"][0].update(betas=(0.9,)), "param_groups' betas must be a pair of numbers"),
     (lambda o: o["state"][0].update(step="x"), "step of parameter 0 (actor_logstd) must be a number"),
     (lambda o: o["state"][0].update(exp_avg_sq=o["state"][0]["exp_avg_sq"].double()),

@@ -276,7 +276,7 @@ def test_reproduce_guards():
         reproduce(only=["01", "02"], size="full", publish=True, device="cpu")
     with pytest.raises(ConfigError, match="unknown notebook 99"):
         reproduce(only=["99"], size="smoke")
-    with pytest.raises(ConfigError, match="size must be one of 'smoke', 'full', got 'huge'"):
+    with pytest.raises(ConfigError, match="size must be one of 'auto', 'smoke', 'full', got 'huge'"):
         reproduce(only=["06"], size="huge")
     with pytest.raises(ConfigError, match="publish must be True or False"):
         reproduce(only=["06"], size="full", publish="False", device="cpu")

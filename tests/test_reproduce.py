@@ -61,6 +61,8 @@ def test_reproduce_writes_a_row_per_notebook_and_compares_its_figures(tmp_path, 
     committed = Image.open(rep.REPO_ROOT / "figures" / "train_curves.png")
     assert Image.open(side).width > committed.width  # the two, side by side
     assert "1 notebook(s) in" in printed
+    assert ("figure files (PNG and SVG): 0 the same as the committed ones, 2 differ, 2 have no committed twin, 0 could not "
+            "be compared; at smoke size the measured figures differ by design") in printed
     # the repository's data/ is untouched without publish_times
     assert not (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").exists() or \
         "98_fig" not in (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").read_text()
