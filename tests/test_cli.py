@@ -313,12 +313,13 @@ def test_a_shortened_curriculum_does_not_lower_the_publish_floor(capsys):
 @pytest.mark.parametrize("value, expect", [
     ("/", "is the filesystem root, $HOME or a folder holding the repository"),
     ("notebooks", "is inside the repository's source tree"),
-    ("/tmp", "is not a folder named runs nor inside one"),
+    ("TMP/scratch", "is not a folder named runs nor inside one"),
 ])
 def test_an_unusable_runs_folder_is_one_line(value, expect, tmp_path):
     import subprocess
     import sys
 
+    value = value.replace("TMP", str(tmp_path))  # a folder that holds no repository, wherever the clone is
     r = subprocess.run([sys.executable, "-m", "fightlab", "describe", "simple"], capture_output=True,
                        text=True, env={**os.environ, "FIGHTLAB_RUNS": value}, timeout=300)
     assert r.returncode == 2 and expect in r.stderr and r.stderr.count("\n") == 1, r.stderr
