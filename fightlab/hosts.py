@@ -146,11 +146,14 @@ class GpuMemoryPeak:
         except (OSError, ValueError, IndexError, subprocess.SubprocessError):
             return None
 
+    def _take(self) -> None:
+        v = self._read()
+        if v is not None:
+            self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+
     def _sample(self) -> None:
         while True:
-            v = self._read()
-            if v is not None:
-                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+            self._take()
             if self._stop.wait(self.interval_s):
                 return
 
@@ -164,6 +167,4 @@ class GpuMemoryPeak:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=15)
-            v = self._read()  # the state at the end, after the last interval
-            if v is not None:
-                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+            self._take()  # the state at the end, after the last interval

@@ -106,7 +106,8 @@ def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publ
     import papermill as pm
 
     gpu_index = int(device.split(":")[1]) if re.fullmatch(r"cuda:[0-9]+", device) else None
-    job, total, drawn_all = new_run_id(), 0.0, []  # the job's id, in each of its rows' params
+    job, total = new_run_id(), 0.0  # the job's id, in each of its rows' params
+    verdicts: dict[Path, tuple[str, str]] = {}  # every figure the job drew: (verdict, line)
     for key in chosen:
         src = nbs[key]
         dst = out / f"{src.stem}-{size}.ipynb"
@@ -128,10 +129,10 @@ def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publ
         wall = time.perf_counter() - t0
         total += wall
         drawn = drawn_figures(since=t0_wall, until=time.time(), exclude=out)
-        drawn_all += [p for p in drawn if p not in drawn_all]
+        mine = dict(zip(drawn, figure_verdicts(drawn, out / "compare")))  # compared once, as drawn
+        verdicts.update(mine)
         pngs = [p for p in drawn if p.suffix == ".png"]
-        differ = [p for p in pngs if (REPO_ROOT / "figures" / p.name).is_file()
-                  and not _same_bytes(p, REPO_ROOT / "figures" / p.name)]
+        differ = [p for p in pngs if mine[p][0] in ("differs", "error")]
         meta = results.run_metadata(body="none", nworld=1, seed=0, device=device,
                                     params=dict(notebook=src.stem, size=size, publish=publish,
                                                 job=job, extra=extra or {}))
@@ -147,15 +148,13 @@ def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publ
         print(f"[reproduce] {src.name} done in {wall:.1f} s{mem_s}: {dst}", flush=True)
     print(f"[reproduce] {len(chosen)} notebook(s) in {total:.1f} s; times in "
           f"{results.results_path('reproduce', out)}", flush=True)
-    lines = compare_figures(drawn_all, out / "compare")
-    for line in lines:
+    for _, line in verdicts.values():
         print(f"[reproduce] {line}", flush=True)
-    if lines:
-        count = {k: sum(f": {k}" in ln for ln in lines) for k in
-                 ("same as", "differs from", "no committed figure", "could not be compared")}
-        print(f"[reproduce] figure files (PNG and SVG): {count['same as']} the same as the committed ones, "
-              f"{count['differs from']} differ, {count['no committed figure']} have no committed twin, "
-              f"{count['could not be compared']} could not be compared"
+    if verdicts:
+        count = {k: sum(v == k for v, _ in verdicts.values()) for k in VERDICTS}
+        print(f"[reproduce] figure files (PNG and SVG): {count['same']} the same as the committed ones, "
+              f"{count['differs']} differ, {count['none']} have no committed twin, "
+              f"{count['error']} could not be compared"
               + ("; at smoke size the measured figures differ by design (a check of the code path)"
                  if size == "smoke" else "; new measurements differ from the committed ones: look at "
                  f"{out / 'compare'}"), flush=True)
@@ -222,29 +221,40 @@ def compare_figures(drawn: list[Path], compare_dir: Path, committed: Path | None
     ``committed`` (default the repository's figures/): "same as", "differs from" or "no committed
     figure". For each PNG that differs, the committed figure (left) and this run's (right) are
     written side by side to ``compare_dir/<name>.png`` (created only when needed; a file there of
-    the same name is replaced: the folder holds this job's comparisons)."""
+    the same name is replaced: the folder holds this job's comparisons). `figure_verdicts` gives
+    each line's verdict too."""
+    return [line for _, line in figure_verdicts(drawn, compare_dir, committed)]
+
+
+#: `figure_verdicts`' verdicts, in the order the main job's summary line counts them
+VERDICTS = ("same", "differs", "none", "error")
+
+
+def figure_verdicts(drawn: list[Path], compare_dir: Path, committed: Path | None = None) -> list[tuple[str, str]]:
+    """(verdict, line) per figure of `compare_figures`: "same", "differs", "none" (no committed
+    figure of its name) or "error" (a damaged image: bytes that differ and cannot be shown)."""
     committed = Path(committed or REPO_ROOT / "figures")
-    lines = []
+    out = []
     for p in drawn:
         ref = committed / p.name
         try:
-            lines.append(_compare_one(p, ref, compare_dir))
+            out.append(_compare_one(p, ref, compare_dir))
         except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a damaged image
-            lines.append(f"{p}: could not be compared with figures/{p.name} ({type(e).__name__}: {e})")
-    return lines
+            out.append(("error", f"{p}: could not be compared with figures/{p.name} ({type(e).__name__}: {e})"))
+    return out
 
 
-def _compare_one(p: Path, ref: Path, compare_dir: Path) -> str:
-    """One figure's line of `compare_figures` (the side-by-side PNG written when it differs)."""
+def _compare_one(p: Path, ref: Path, compare_dir: Path) -> tuple[str, str]:
+    """One figure's (verdict, line) (the side-by-side PNG written when it differs)."""
     name = f"figures/{ref.name}"
     if not ref.is_file():
-        return f"{p}: no committed figure of this name"
+        return "none", f"{p}: no committed figure of this name"
     if _same_bytes(p, ref):
-        return f"{p}: same as the committed figure {name}"
+        return "same", f"{p}: same as the committed figure {name}"
     if p.suffix != ".png":
-        return f"{p}: differs from the committed figure {name}"
+        return "differs", f"{p}: differs from the committed figure {name}"
     side = _side_by_side(ref, p, compare_dir / p.name)
-    return f"{p}: differs from the committed figure {name}; side by side: {side}"
+    return "differs", f"{p}: differs from the committed figure {name}; side by side: {side}"
 
 
 def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
