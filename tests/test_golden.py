@@ -4,6 +4,10 @@ The fixtures in tests/data/golden_*.csv hold every rows.csv column that does not
 wall clock, as this code wrote them; a run compares only those columns (columns added later, such
 as per-term reward sums, pass). Python writes a float as its shortest repr, so equal text is equal
 bits. Regenerate after a deliberate change of behaviour only: `python tests/test_golden.py`.
+
+The training runs in a child process whose floats do not depend on the machine's x86-64 CPU
+(`PORTABLE_ENV`, `_portable_warp`): the same bits on an AMD or an Intel machine, with or without
+AVX-512 (torch, MKL, oneDNN and warp all pick code paths by the CPU's features by default).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,8 +31,36 @@ TIMING = ("wall_s", "elapsed_s", "env_steps_per_s", "physics_steps_per_s", "roll
 CASES = {"simple": ("simple", 3, 5), "muscular-fast": ("muscular-fast", 3, None)}
 
 
+#: torch's ATen kernels without SIMD dispatch; MKL's conditional numerical reproducibility
+#: (Intel's "MKL_CBWR", the same results on any x86 CPU); oneDNN at SSE4.1; one thread each
+PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _portable_warp() -> None:
+    """warp's CPU kernels for the baseline x86-64 target: its default flags less ``-march=native``
+    (the host's features: FMA contraction where the CPU has it)."""
+    import warp as wp
+
+    wp.config.cpu_compiler_flags = " ".join(f for f in wp.config.cpu_compiler_flags.split()
+                                            if f != "-march=native")
+
+
 def _train(name: str, run_dir: Path) -> Path:
-    """Train the case into run_dir (fresh, then the resume if it has one); its rows.csv."""
+    """Train the case into run_dir (fresh, then the resume if it has one) in a child process
+    with portable floats; its rows.csv."""
+    env = {**os.environ, **PORTABLE_ENV}
+    subprocess.run([sys.executable, __file__, "--train", name, str(run_dir)], env=env, check=True,
+                   cwd=Path(__file__).resolve().parent.parent)
+    return run_dir / "rows.csv"
+
+
+def _train_here(name: str, run_dir: Path) -> Path:
+    """The child's work: the case's trainings in this process."""
+    import torch
+
+    _portable_warp()
+    torch.set_num_threads(1)
     from fightlab.config import TrainConfig
     from fightlab.rl.runner import train
 
@@ -64,7 +98,9 @@ def test_training_rows_are_bitwise_unchanged(name, tmp_path):
     assert got == want, f"rows.csv differs from {fixture.name}:\n{got}"
 
 
-if __name__ == "__main__":  # rewrite the fixtures from this code
+if __name__ == "__main__" and sys.argv[1:2] == ["--train"]:  # the child of _train
+    _train_here(sys.argv[2], Path(sys.argv[3]))
+elif __name__ == "__main__":  # rewrite the fixtures from this code
     import tempfile
 
     for name in CASES:
