@@ -20,7 +20,6 @@ exit code 2, never a traceback from inside warp.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
@@ -29,8 +28,8 @@ from fightlab.paths import RUNS  # default run folders: the repository's runs/, 
 
 
 def _default_device() -> str:
-    """cuda:0 when warp sees a GPU, else cpu (the rule lives in fightlab.config.default_device)."""
-    from fightlab.config import default_device
+    """cuda:0 when warp sees a GPU, else cpu (the rule lives in fightlab.devices.default_device)."""
+    from fightlab.devices import default_device
 
     return default_device()
 
@@ -46,17 +45,6 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-#: TrainConfig fields that have their own `train` flag: refused in --set, so that the run folder,
-#: named from the flags, always matches the run
-FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
-               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
-               "backend", "workers", "worlds_per_worker", "policy_device")
-
-#: the flag of each boolean TrainConfig field that has one
-_BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
-               "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse's parser whose usage errors are one line, as every other error of the command
     line (`fightlab: error: …`, exit 2), pointing at --help instead of printing the usage."""
@@ -66,7 +54,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from fightlab.config import BODY_NAMES, TrainConfig
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.config import TrainConfig
+    from fightlab.rl.launch import FLAG_FIELDS
 
     fmt = _Formatter
     p = _Parser(prog="python -m fightlab", description=__doc__.split("\n\n")[0], formatter_class=fmt)
@@ -113,14 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                         "cpu = MuJoCo's C engine on a thread pool (the env's kernels and the policy "
                         "on the CPU; needs --device cpu, its default). Aliases: warp = gpu, "
                         "mujoco = cpu. Rows record backend gpu/cpu and physics in words")
-    t.add_argument("--workers", default=None,
-                   help="CPU backend: threads W of the C engine's pool (default: every core)")
-    t.add_argument("--worlds-per-worker", default=None,
-                   help="CPU backend: worlds K per worker; nworld = W × K (default: --nworld / W)")
-    t.add_argument("--cpu-layout", default=None,
-                   help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
-                        "worlds = 432 (no --workers / --worlds-per-worker, --nworld only 432); "
-                        "'all-cores' (the default) = W every core (no --workers)")
+    _cpu_layout_flags(t, "--nworld")
     t.add_argument("--policy-device", default=None,
                    help="CPU backend: where torch's policy and PPO update run, e.g. cuda:0 (the env's "
                         "observation, reward and done copied there and the action back at every env "
@@ -353,7 +336,8 @@ def _bench_parser(sub, fmt) -> None:
 
 
 def cmd_bench(a) -> int:
-    from fightlab.config import resolve_size, validate_device
+    from fightlab.devices import validate_device
+    from fightlab.sizes import resolve_size
     from fightlab.measure import bench
 
     device = validate_device(_given(a.device, _default_device()))
@@ -374,8 +358,21 @@ def cmd_bench(a) -> int:
     return 0 if all(r["ok"] for r in rows) else 1
 
 
+def _cpu_layout_flags(p, nworld_flag: str) -> None:
+    """The CPU backend's layout flags (train and compare-backends); `nworld_flag` names the
+    command's world count."""
+    p.add_argument("--workers", default=None,
+                   help="CPU backend: threads W of the C engine's pool (default: every core)")
+    p.add_argument("--worlds-per-worker", default=None,
+                   help=f"CPU backend: worlds K per worker; nworld = W × K (default: {nworld_flag} / W)")
+    p.add_argument("--cpu-layout", default=None,
+                   help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
+                        f"worlds = 432 (no --workers / --worlds-per-worker, {nworld_flag} only 432); "
+                        "'all-cores' (the default) = W every core (no --workers)")
+
+
 def _compare_parser(sub, fmt) -> None:
-    from fightlab.config import BODY_NAMES
+    from fightlab.bodies import BODY_NAMES
 
     # defaults live in fightlab.measure.backends (imported when the command runs, not by the parser)
     cb = sub.add_parser("compare-backends", formatter_class=fmt,
@@ -398,10 +395,7 @@ def _compare_parser(sub, fmt) -> None:
                     help="MuJoCo Warp's device: cuda, cuda:N, or cpu (warp's CPU device: a smoke "
                          "check) (default: cuda:0 if present, else none: the CPU backend only)")
     cb.add_argument("--cpu-nworld", default=None, help="the CPU backend's worlds (default --nworld)")
-    cb.add_argument("--workers", default=None, help="CPU backend: threads W (default: every core)")
-    cb.add_argument("--worlds-per-worker", default=None, help="CPU backend: worlds K per worker")
-    cb.add_argument("--cpu-layout", default=None,
-                    help="CPU backend preset: 'original' (72 × 6) or 'all-cores' (the default)")
+    _cpu_layout_flags(cb, "--cpu-nworld")
     cb.add_argument("--cpu-policy-device", default=None,
                     help="also time the CPU backend with its policy and update on this device (cuda:N; "
                          "cpu: the same copies on the CPU, a smoke check; none: not at all) "
@@ -419,7 +413,7 @@ def _compare_parser(sub, fmt) -> None:
 
 
 def _sweep_parser(sub, fmt) -> None:
-    from fightlab.config import BODY_NAMES
+    from fightlab.bodies import BODY_NAMES
 
     # defaults live in fightlab.measure.sweep (imported when the command runs, not by the parser)
     sw = sub.add_parser("sweep", help="the world-count sweep: seconds per iteration and env steps/s "
@@ -458,250 +452,53 @@ def _sweep_parser(sub, fmt) -> None:
     sw.add_argument("--no-progress", action="store_true", help="no tqdm bar per point")
 
 
-def apply_overrides(cfg, items: list[str]):
-    """Apply KEY=VALUE overrides to a TrainConfig, each parsed into its field's type
-    (config.coerce_field); ConfigError names a bad key or value."""
-    from fightlab.config import ConfigError, EnvConfig, PPOConfig, TrainConfig, coerce_field
-
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        key, raw = item.split("=", 1)
-        parts = key.split(".")
-        if len(parts) == 2 and parts[0] in ("env", "ppo"):
-            cls = EnvConfig if parts[0] == "env" else PPOConfig
-            val = coerce_field(cls, parts[1], raw)
-            sub = getattr(cfg, parts[0])
-            cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})
-        elif len(parts) == 1 and key in FLAG_FIELDS:
-            flag = "--" + key.replace("_", "-")
-            flag = _BOOL_FLAGS.get(key, flag)
-            raise ConfigError(f"--set {key}=… is refused: {key!r} has its own flag ({flag}); "
-                              f"fields with their own flag: {', '.join(FLAG_FIELDS)}")
-        elif len(parts) == 1 and parts[0] not in ("env", "ppo"):
-            cfg = dataclasses.replace(cfg, **{key: coerce_field(TrainConfig, key, raw)})
-        else:
-            raise ConfigError(f"unknown field {key!r}; use a TrainConfig field, env.<field> or ppo.<field>")
-    keys = {item.split("=", 1)[0] for item in items}
-    if {"ppo.desired_kl", "ppo.desired_kl_per_action"} <= keys and cfg.ppo.desired_kl is not None:
-        print(f"fightlab: warning: ppo.desired_kl_per_action is ignored: ppo.desired_kl={cfg.ppo.desired_kl:g} "
-              "sets the KL target (ppo.desired_kl=null uses the per-action rule)", file=sys.stderr, flush=True)
-    return cfg
-
-
 def _given(value, default):
     """`value` unless the flag was not given (None): an empty string is a value, not a default."""
     return default if value is None else value
 
 
-def _graph_flags(a, none_if_unset: bool = False) -> dict:
-    """graph / policy_graph / update_graph from --no-graph (all off) and the three single flags;
-    with `none_if_unset`, a graph whose flag was not given is None (a resume keeps the saved)."""
-    off = {"graph": a.no_env_graph, "policy_graph": a.no_policy_graph, "update_graph": a.no_update_graph}
-    return {k: False if (a.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+def _train_request(a):
+    """train's flags as a `rl.launch.TrainRequest`."""
+    from fightlab.rl.launch import TrainRequest
+
+    return TrainRequest(
+        body=a.body, nworld=a.nworld, seed=a.seed, device=a.device, backend=a.backend,
+        max_iterations=a.max_iterations, run_dir=a.run_dir, resume=a.resume, segment_s=a.segment_s,
+        checkpoint_every=a.checkpoint_every, no_graph=a.no_graph, no_env_graph=a.no_env_graph,
+        no_policy_graph=a.no_policy_graph, no_update_graph=a.no_update_graph,
+        no_tree_factor=a.no_tree_factor, workers=a.workers, worlds_per_worker=a.worlds_per_worker,
+        cpu_layout=a.cpu_layout, policy_device=a.policy_device, overrides=tuple(a.set), publish=a.publish)
 
 
 def cmd_train(a) -> int:
     from pathlib import Path
 
-    from fightlab.config import (ConfigError, TrainConfig, check_publish, from_dict, validate_backend,
-                                 validate_body, validate_device, validate_nworld, validate_policy_device)
     from fightlab import results
+    from fightlab.measure import sweep
     from fightlab.measure.report import finish_run
-    from fightlab.rl.checkpoint import load_checkpoint, resume_conflicts
+    from fightlab.paths import REPO_ROOT
+    from fightlab.rl.launch import plan_training
     from fightlab.rl.runner import Trainer
 
-    backend = None if a.backend is None else validate_backend(BACKEND_ALIASES.get(a.backend, a.backend))
-    ck = None
-    if a.resume is not None:
-        if not a.resume.strip():
-            raise ConfigError(f"--resume must name a checkpoint file, got {a.resume!r}")
-        ck = load_checkpoint(a.resume)  # clear error before building anything
-        saved = from_dict(ck["config"])
-        saved_backend = saved.backend
-        if backend is not None and backend != saved_backend:
-            raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved_backend}): "
-                              "a resumed run keeps its physics backend (only --device, --max-iterations, "
-                              "--segment-s and --no-progress may change per segment)")
-        backend = saved_backend
-    backend = _given(backend, "gpu")
-    if backend == "cpu" and a.device is not None and a.device.strip().lower() != "cpu":
-        # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
-        raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
-                          f"and the policy run on the CPU), got --device {a.device!r}")
-    device = validate_device(_given(a.device, "cpu" if backend == "cpu" else _default_device()))
-    policy_device = validate_policy_device(a.policy_device, backend)
-    # a resume keeps its checkpoint's policy device (a CPU-policy check never publishes)
-    check_publish(a.publish, device, "the training row", backend=backend,
-                  policy_device=saved.policy_device if ck is not None else policy_device)
-    dflt = TrainConfig()
-    auto = a.nworld is not None and a.nworld.strip().lower() == "auto"
-    if auto and a.resume is not None:
-        raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
-                          "checkpoint's")
-    nworld_auto = None
+    req = _train_request(a)
     if a.publish:
-        from fightlab import results
-        from fightlab.paths import REPO_ROOT
-
         results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
-    if a.resume is not None:
-        if a.set:
-            raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
-        given = {k: v for k, v in dict(
-            body=a.body, nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
-            checkpoint_every=a.checkpoint_every, **_graph_flags(a, none_if_unset=True),
-            tree_factor=False if a.no_tree_factor else None,
-            workers=_positive("--workers", a.workers),
-            worlds_per_worker=_positive("--worlds-per-worker", a.worlds_per_worker),
-            policy_device=policy_device,
-            run_dir=None if a.run_dir is None else str(Path(a.run_dir).resolve())).items()
-            if v is not None}
-        saved_dir = str(Path(a.resume).resolve().parent)
-        conflicts = resume_conflicts(dataclasses.replace(saved, run_dir=saved_dir), given)
-        if conflicts:
-            flag = dict(_BOOL_FLAGS)
-            if a.no_graph:  # the flag the user typed, not the three it stands for
-                flag.update(graph="--no-graph", policy_graph="--no-graph", update_graph="--no-graph")
-            said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
-                             else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
-                             for k, v, have in conflicts)
-            raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
-                              "--device, --max-iterations, --segment-s and --no-progress may change "
-                              "per segment)")
-        cfg = TrainConfig(resume=a.resume, device=device, segment_s=a.segment_s,
-                          max_iterations=_given(a.max_iterations, saved.max_iterations))
-        # full size (config.training_size_problem) with the segment's max_iterations
-        check_publish(a.publish, device, "the training row", backend=backend,
-                      policy_device=saved.policy_device,
-                      training=dataclasses.replace(saved, max_iterations=cfg.max_iterations))
-    else:
-        body = validate_body(_given(a.body, dflt.body))
-        seed = _given(a.seed, dflt.seed)
-        if auto:  # a ramp on this GPU against the committed sweep (fightlab.measure.sweep)
-            from fightlab.config import MIN_PUBLISH_NWORLD
-            from fightlab.measure.sweep import auto_nworld
-
-            # the iterations before the ramp's work (the ramp's world counts are all full size)
-            check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                          training=apply_overrides(TrainConfig(
-                              nworld=MIN_PUBLISH_NWORLD,
-                              max_iterations=_given(a.max_iterations, dflt.max_iterations)), a.set))
-
-            if backend != "gpu" or a.workers is not None or a.worlds_per_worker is not None or a.cpu_layout:
-                raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
-                                  "--backend cpu give --nworld or --workers / --worlds-per-worker")
-            probe = apply_overrides(TrainConfig(body=body, device=device, seed=seed, **_graph_flags(a),
-                                                 tree_factor=not a.no_tree_factor), a.set)
-            nworld, nworld_auto = auto_nworld(probe, progress=not a.no_progress)
-            layout = {}
-        else:
-            nworld, layout = _cpu_layout(a, backend)
-        run_dir = _given(a.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
-        if not str(run_dir).strip():
-            raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
-        cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
-                          max_iterations=_given(a.max_iterations, dflt.max_iterations),
-                          run_dir=run_dir, segment_s=a.segment_s,
-                          checkpoint_every=_given(a.checkpoint_every, dflt.checkpoint_every),
-                          **_graph_flags(a), tree_factor=not a.no_tree_factor,
-                          backend=backend, policy_device=policy_device, **layout)
-        cfg = apply_overrides(cfg, a.set)
-        check_publish(a.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                      training=cfg)  # full size (config.training_size_problem), before any work
-    if cfg.resume:  # a torn row file in the run folder: said now, not after the training
-        results.read_rows("train", Path(cfg.resume).resolve().parent)
-    with Trainer(cfg, progress=not a.no_progress) as trainer:
-        if nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
-            trainer.segments[-1]["nworld_auto"] = nworld_auto
+    plan = plan_training(req, progress=not a.no_progress,
+                         pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
+    if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
+        results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
+    with Trainer(plan.cfg, progress=not a.no_progress) as trainer:
+        if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
+            trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
         res = trainer.train()
         finish_run(trainer, res, publish=a.publish)
     return 0
 
 
-def _positive(flag: str, value) -> int | None:
-    """A command-line count: None if not given, else a positive int (ConfigError naming it)."""
-    from fightlab.config import ConfigError
-
-    if value is None:
-        return None
-    try:
-        v = int(str(value).strip())
-    except ValueError:
-        v = None
-    if v is None or v <= 0 or str(v) != str(value).strip():
-        raise ConfigError(f"{flag} must be a positive integer, got {value!r}")
-    return v
-
-
-def _cpu_layout(a, backend: str) -> tuple[int, dict]:
-    """(nworld, TrainConfig's workers / worlds_per_worker) from --nworld, --workers,
-    --worlds-per-worker and --cpu-layout; more workers than cores warns (fightlab.sim.cpu.layout).
-
-    --cpu-layout original is W = 72, K = 6 (432 worlds): --workers / --worlds-per-worker are
-    refused with it, and a --nworld other than 432. --cpu-layout all-cores is W = every core:
-    --workers is refused with it (--worlds-per-worker K or --nworld may say the rest). A message
-    names the flags the user gave, and the preset's values as the preset's."""
-    from fightlab.config import ConfigError, TrainConfig, validate_nworld
-    from fightlab.meta import cpu_count
-
-    w = _positive("--workers", a.workers)
-    k = _positive("--worlds-per-worker", a.worlds_per_worker)
-    preset = a.cpu_layout
-    if preset is not None and preset not in CPU_LAYOUTS:
-        raise ConfigError(f"--cpu-layout must be one of {', '.join(CPU_LAYOUTS)}, got {preset!r}")
-    if backend != "cpu":
-        if w is not None or k is not None or preset is not None:
-            raise ConfigError("--workers, --worlds-per-worker and --cpu-layout are the CPU "
-                              "backend's layout: they need --backend cpu")
-        return validate_nworld(_given(a.nworld, TrainConfig().nworld)), {}
-    nworld = None if a.nworld is None else validate_nworld(a.nworld)
-    if preset == "original":
-        from fightlab.sim.cpu import ORIGINAL_LAYOUT
-
-        ow, ok = ORIGINAL_LAYOUT
-        said = f"--cpu-layout original is {ow} workers × {ok} worlds = {ow * ok} worlds"
-        if w is not None or k is not None:
-            given = " and ".join(f for f, v in (("--workers", w), ("--worlds-per-worker", k)) if v is not None)
-            raise ConfigError(f"{said}; {given} conflicts (give the preset or the flags, not both)")
-        if nworld is not None and nworld != ow * ok:
-            raise ConfigError(f"{said}; --nworld {nworld} conflicts")
-        w, k = ow, ok
-    elif preset == "all-cores":
-        if w is not None:
-            raise ConfigError(f"--cpu-layout all-cores is {cpu_count()} workers (every core); --workers "
-                              f"{w} conflicts (give the preset or --workers, not both)")
-        w = cpu_count()
-        if k is not None and nworld is not None and nworld != w * k:
-            raise ConfigError(f"--cpu-layout all-cores is {w} workers (every core); --worlds-per-worker "
-                              f"{k} × {w} = {w * k} worlds; --nworld {nworld} conflicts")
-    if w is not None and k is not None and nworld is not None and nworld != w * k:
-        raise ConfigError(f"--nworld {nworld} conflicts with --workers {w} × --worlds-per-worker "
-                          f"{k} = {w * k}")
-    if k is not None and w is None and nworld is not None:
-        raise ConfigError("--worlds-per-worker with --nworld needs --workers too (nworld = W × K)")
-    from fightlab.sim.cpu import layout
-
-    if k is not None:
-        w, k, n = layout(w, k)
-    else:  # K is nworld / W where W divides nworld; else none (the workers' shares differ by one)
-        w, k, n = layout(w, None, _given(nworld, TrainConfig().nworld))
-        if n != w * k:
-            k = None
-    return n, dict(workers=w, worlds_per_worker=k)
-
-
-#: --cpu-layout presets
-CPU_LAYOUTS = ("all-cores", "original")
-
-#: train --backend's other names: warp = gpu (MuJoCo Warp on --device), mujoco = cpu (MuJoCo's C
-#: engine); the config and the rows always say gpu / cpu
-BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
-
-
 def cmd_evaluate(a) -> int:
-    from fightlab.config import (ConfigError, check_publish, validate_body, validate_device,
-                                 validate_nworld)
+    from fightlab.config import ConfigError, validate_body, validate_nworld
+    from fightlab.devices import validate_device
+    from fightlab.publish import check_publish
     from fightlab.measure.report import eval_row
     from fightlab.rl.checkpoint import load_checkpoint
     from fightlab.rl.evaluate import evaluate, evaluate_zero_action
@@ -721,7 +518,7 @@ def cmd_evaluate(a) -> int:
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {a.checkpoint!r}")
     if a.checkpoint is None:
         if not (a.zero_action and a.body is not None):
-            from fightlab.config import BODY_NAMES
+            from fightlab.bodies import BODY_NAMES
 
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
@@ -747,7 +544,7 @@ def cmd_render(a) -> int:
     if a.checkpoint is not None and not a.checkpoint.strip():
         raise ConfigError(f"render needs a CHECKPOINT file, got {a.checkpoint!r}")
     if a.checkpoint is None and not (a.zero_action and a.body is not None):
-        from fightlab.config import BODY_NAMES
+        from fightlab.bodies import BODY_NAMES
 
         raise ConfigError("render needs a CHECKPOINT, or --zero-action with --body B "
                           f"(valid bodies: {', '.join(BODY_NAMES)})")
@@ -768,7 +565,7 @@ def cmd_render(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
-    from fightlab.config import validate_device
+    from fightlab.devices import validate_device
     from fightlab.reproduce import NotebookError, reproduce
 
     device = validate_device(_given(a.device, _default_device()))
@@ -783,9 +580,12 @@ def cmd_reproduce(a) -> int:
 
 def cmd_slots(a) -> int:
     from fightlab.measure.slots import fallen_contacts, slots_row
-    from fightlab.config import BODY_NAMES, validate_body, validate_device, validate_nworld
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.config import validate_body, validate_nworld
+    from fightlab.devices import validate_device
 
-    from fightlab.config import ConfigError, check_publish
+    from fightlab.config import ConfigError
+    from fightlab.publish import check_publish
 
     nworld = validate_nworld(a.nworld)
     device = validate_device(_given(a.device, _default_device()))
@@ -803,7 +603,8 @@ def cmd_slots(a) -> int:
 def cmd_profile(a) -> int:
     import pandas as pd
 
-    from fightlab.config import validate_body, validate_device, validate_nworld
+    from fightlab.config import validate_body, validate_nworld
+    from fightlab.devices import validate_device
     from fightlab.measure.profile import profile
 
     from fightlab.config import ConfigError
@@ -841,7 +642,10 @@ def cmd_figures(a) -> int:
 
 
 def cmd_sweep(a) -> int:
-    from fightlab.config import BODY_NAMES, ConfigError, check_publish, validate_device
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.config import ConfigError
+    from fightlab.devices import validate_device
+    from fightlab.publish import check_publish
     from fightlab.measure import sweep
 
     if a.summary:
@@ -910,43 +714,13 @@ def cmd_sweep(a) -> int:
 
 
 def cmd_compare_backends(a) -> int:
-    import argparse as _argparse
-
-    from fightlab.config import ConfigError, TrainConfig, validate_device, validate_nworld
     from fightlab.measure import backends
 
-    nworld = validate_nworld(_positive("--nworld", a.nworld) or backends.GPU_NWORLD)
-    if a.gpu_device is None:
-        gpu = _default_device()
-        if not gpu.startswith("cuda"):
-            print("compare-backends: no CUDA GPU here: measuring the CPU backend only "
-                  "(--gpu-device cpu adds MuJoCo Warp on warp's CPU device, a smoke check)", flush=True)
-            gpu = None
-    else:
-        gpu = validate_device(a.gpu_device)
-    base = apply_overrides(TrainConfig(), a.set)  # the learner only: train's --set rules
-    if base.backend != "gpu" or base.workers is not None:
-        raise ConfigError("--set cannot set the backend or its layout; use --workers / --worlds-per-worker")
-    fixed = a.cpu_layout == "original" or (a.workers is not None and a.worlds_per_worker is not None)
-    cpu_n = a.cpu_nworld if a.cpu_nworld is not None else (None if fixed else str(nworld))
-    ns = _argparse.Namespace(nworld=cpu_n, workers=a.workers, worlds_per_worker=a.worlds_per_worker,
-                             cpu_layout=a.cpu_layout)
-    try:
-        n, lay = _cpu_layout(ns, "cpu")  # train's layout rules (fightlab.sim.cpu.layout)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("--nworld", "--cpu-nworld").replace("nworld must", "--cpu-nworld must")) from None
-    pol = "auto" if a.cpu_policy_device is None else a.cpu_policy_device.strip().lower()
-    if pol not in ("auto", "none"):
-        try:
-            pol = validate_device(pol, hint="")
-        except ConfigError as e:
-            raise ConfigError(f"--cpu-policy-device {a.cpu_policy_device!r}: {e} (choices: auto, none, cpu, "
-                              "cuda, cuda:N)") from None
-    rows = backends.compare(a.body, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
-                            cpu_policy_device=None if pol == "none" else pol,
-                            iterations=_given(a.iterations, backends.ITERATIONS),
-                            skip=_given(a.skip, backends.SKIP), seed=a.seed, publish=a.publish,
-                            base=base, progress=not a.no_progress)
+    rows = backends.compare_from_flags(
+        a.body, nworld=a.nworld, gpu_device=a.gpu_device, cpu_nworld=a.cpu_nworld, workers=a.workers,
+        worlds_per_worker=a.worlds_per_worker, cpu_layout=a.cpu_layout,
+        cpu_policy_device=a.cpu_policy_device, overrides=a.set, iterations=a.iterations, skip=a.skip,
+        seed=a.seed, publish=a.publish, progress=not a.no_progress)
     print("\n".join(backends.summary_lines(rows)))
     return 0
 
@@ -972,6 +746,7 @@ def check_job_argv(argv: list[str]) -> str | None:
     import io
 
     from fightlab.config import ConfigError, TrainConfig
+    from fightlab.rl.launch import plan_overrides
 
     err = io.StringIO()
     try:
@@ -984,7 +759,7 @@ def check_job_argv(argv: list[str]) -> str | None:
         return None
     if a.cmd == "train" and a.set:  # every --set key and value, before any job runs
         try:
-            apply_overrides(TrainConfig(), a.set)
+            plan_overrides(TrainConfig(), a.set)
         except ConfigError as e:
             return str(e)
     return None

@@ -13,27 +13,17 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from fightlab.bodies import BODY_NAMES, max_nu
+from fightlab.devices import validate_device
+from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 
-# the bodies of the registry fightlab.bodies.BODIES, in its order (config is the bottom layer and
-# does not import bodies; tests/test_bodies.py checks that the two agree)
-BODY_NAMES = ("muscular-fast", "simple")
 #: float fields whose default None stands for a rule given in their docstring (PPOConfig.desired_kl)
 OPTIONAL_FIELDS = ("desired_kl",)
-#: the most actions of a fightlab body (muscular-fast: 83) and the per-action KL target that keeps
-#: its total ≤ 1, desired_kl's own bound
-BIGGEST_NU = 83
+#: the per-action KL target whose total over the body of the most actions stays ≤ 1, desired_kl's
+#: own bound (0.012 × 83 actions of muscular-fast ≈ 1)
 MAX_KL_PER_ACTION = 0.012
 
-
-class ConfigError(ValueError):
-    """A bad user-facing value (body, nworld, device, config field); the message names the value
-    and the valid choices. The CLI prints it as one line and exits with code 2; IPython (a
-    notebook's cell) shows it as that one line too (`_render_traceback_`, IPython's hook for an
-    exception's own display), not a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"ConfigError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -350,224 +340,6 @@ def validate_nworld(nworld) -> int:
     return nworld
 
 
-def init_warp():
-    """Import and initialise warp quietly (no banner, no per-module load lines); returns it."""
-    import warp as wp
-
-    wp.config.quiet = True
-    wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
-    wp.init()
-    return wp
-
-
-def default_device() -> str:
-    """The device rule: "cuda:0" when warp sees a GPU, else "cpu"."""
-    try:
-        return "cuda:0" if init_warp().get_cuda_device_count() > 0 else "cpu"
-    except Exception:  # noqa: BLE001 - no usable warp/CUDA: the CPU
-        return "cpu"
-
-
-def resolve_device(device, *, has_cuda=None) -> str:
-    """The one device rule for notebooks and commands: "auto" (or None) gives "cuda:0" when warp
-    sees a GPU, else "cpu"; anything else goes through :func:`validate_device`.
-
-    Args:
-      device: "auto", "cpu", "cuda", "cuda:N" (or a torch/warp device's name).
-      has_cuda: optional callable telling whether a GPU is present, instead of asking warp (tests
-        pass a fake); then "cuda:N" is checked for its form only.
-    Raises:
-      ConfigError: naming the value and the choices, or a GPU asked for on a machine without one.
-    """
-    if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
-        if has_cuda is None:
-            return default_device()
-        return "cuda:0" if has_cuda() else "cpu"
-    if has_cuda is None:
-        return validate_device(device)
-    d = str(device).strip().lower()
-    if d == "cpu":
-        return "cpu"
-    if not (d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:]))):
-        raise ConfigError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if not has_cuda():
-        raise ConfigError(f"device {device!r} asks for a GPU but this machine has none (warp sees "
-                          "no CUDA device); use device 'cpu' or 'auto'")
-    return "cuda:0" if d == "cuda" else d
-
-
-#: notebook / reproduce sizes: "smoke" (CPU-sized check of the code path), "full" (the measurement)
-SIZES = ("smoke", "full")
-
-
-def validate_size(size) -> str:
-    """Return `size` if it is one of :data:`SIZES`, else raise ConfigError naming the choices."""
-    if not isinstance(size, str) or size not in SIZES:
-        raise ConfigError(f"size must be one of {', '.join(map(repr, SIZES))}, got {size!r}")
-    return size
-
-
-#: what a notebook's `size` parameter accepts: "auto" (the default) or one of :data:`SIZES`
-SIZE_CHOICES = ("auto",) + SIZES
-
-
-def resolve_size(size, device) -> str:
-    """The one size rule, the main job's: "auto" is "full" on a GPU (a "cuda..." device) and
-    "smoke" on a CPU; "smoke" and "full" stay as given.
-
-    Args:
-      size: "auto", "smoke" or "full".
-      device: the resolved device ("cpu", "cuda:N"; see :func:`resolve_device`).
-    Returns:
-      "smoke" or "full".
-    Raises:
-      ConfigError: naming the value and :data:`SIZE_CHOICES`.
-    """
-    if not isinstance(size, str) or size not in SIZE_CHOICES:
-        raise ConfigError(f"size must be one of {', '.join(map(repr, SIZE_CHOICES))}, got {size!r}")
-    if size == "auto":
-        return "full" if str(device).startswith("cuda") else "smoke"
-    return size
-
-
-def size_note(size, device, needs_gpu: bool = True) -> str:
-    """One line saying which size :func:`resolve_size` picks for `size` on `device`, and why:
-    what a notebook prints first, e.g. ``size = smoke (auto: no GPU, device cpu): a check of the
-    code path, not a measurement``. `needs_gpu`: False for a notebook whose full size means
-    nothing slow on a CPU (a rendering, tables). Raises ConfigError as :func:`resolve_size`."""
-    resolved = resolve_size(size, device)
-    gpu = str(device).startswith("cuda")
-    why = f"{'auto' if size == 'auto' else 'as set'}: {'GPU' if gpu else 'no GPU'}, device {device}"
-    if resolved == "smoke":
-        what = "a check of the code path, not a measurement"
-    elif gpu or not needs_gpu:
-        what = "the measurement" if needs_gpu else "the full-size result"
-    else:
-        what = ("the GPU measurement's sizes on a CPU: slow, and not a measurement "
-                "(size 'smoke' or 'auto' checks the code path)")
-    return f"size = {resolved} ({why}): {what}"
-
-
-#: a training that publishes runs at least this many worlds: the smallest world count of any
-#: committed training study (the sweep's solve trainings and the --nworld auto ramp start at 256;
-#: every row of data/results/train.csv has at least 256, tests/test_sweep.py checks both). Fewer
-#: worlds is a check of the code path, not the task's measurement.
-MIN_PUBLISH_NWORLD = 256
-
-
-def _publish_curriculum(cfg: "TrainConfig") -> tuple[int, int]:
-    """(stages, wait) of the longer of the task's curriculum (the defaults) and ``cfg``'s."""
-    task = TrainConfig()
-    return max(((len(tuple(c.curriculum_stages)), int(c.curriculum_wait)) for c in (task, cfg)),
-               key=lambda sw: sw[0] * sw[1])
-
-
-def min_publish_iterations(cfg: "TrainConfig") -> int:
-    """The fewest `max_iterations` a published training may have: the task's curriculum waits
-    `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
-    × 32 = 320), and a run stopped sooner cannot solve the task by construction. The task's own
-    curriculum (the defaults) sets the floor, not only ``cfg``'s: a run that shortens its
-    curriculum with ``--set`` changes the task, and is still no measurement below it."""
-    stages, wait = _publish_curriculum(cfg)
-    return stages * wait
-
-
-def training_size_problem(cfg: "TrainConfig") -> str | None:
-    """Why a training is not full size (one clause naming the value and the bound), or None.
-
-    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`
-    and max_iterations >= :func:`min_publish_iterations` (on either backend)."""
-    if cfg.nworld < MIN_PUBLISH_NWORLD:
-        return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
-                "committed training studies")
-    need = min_publish_iterations(cfg)
-    if cfg.max_iterations < need:
-        stages, wait = _publish_curriculum(cfg)
-        return (f"max_iterations {cfg.max_iterations} is below {need} ({stages} curriculum stages × the "
-                f"{wait}-iteration wait): the run could not solve")
-    return None
-
-
-def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
-                  gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
-                  training: "TrainConfig | None" = None, flag: str = "--publish") -> None:
-    """The one rule for what may write the committed data/, as the code below checks it:
-
-    - size: only ``"full"`` (or None, for what has no size) publishes;
-    - a training (``training``, its TrainConfig) publishes only at full size,
-      :func:`training_size_problem`: at least :data:`MIN_PUBLISH_NWORLD` worlds and room for the
-      curriculum to solve (:func:`min_publish_iterations`), on either backend;
-    - ``backend="gpu"`` (MuJoCo Warp) publishes only on a CUDA device ("cuda:N"): MuJoCo Warp on
-      warp's CPU device is a smoke check, not a measurement, whatever its folder or flags;
-    - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
-      (`validate_layout` refuses any other); its rows name the CPU model and cores in the `gpu`
-      column (`fightlab.meta.cpu_label`, checked again by `fightlab.results.append_row`);
-    - the CPU backend with a ``policy_device`` publishes only with the policy on a CUDA device:
-      ``"cpu"`` is the same run as without it plus copies, a check of that path;
-    - a rendering (Figure 1) measures nothing and passes ``gpu=False``: only its size is checked.
-
-    Args:
-      publish: whether the caller wants to write data/ (True or False; nothing else is checked
-        when False).
-      device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
-      size: the run's size (:data:`SIZES`) where it has one, else None;
-      gpu: whether what is written is a measurement (False only for renderings);
-      backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
-        `TrainConfig.policy_device` (None: the policy on the run's device);
-      training: the training's config when what is written is a training's row, else None;
-      flag: the option that asked to publish, as the messages name it.
-    Raises:
-      ConfigError: naming the device or size that may not publish, or a publish that is not a
-        bool (e.g. the string "False" from papermill's -r), or an unknown backend.
-    """
-    if not isinstance(publish, bool):
-        raise ConfigError(f"publish must be True or False, got {publish!r}")
-    if not publish:
-        return
-    validate_backend(backend)
-    if gpu and backend == "gpu" and not str(device).startswith("cuda"):
-        raise ConfigError(f"{flag} writes {what} under data/, which holds GPU measurements and the "
-                          f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
-                          f"device is a smoke check (drop {flag}: the row still goes under runs/; "
-                          "the CPU baseline publishes with --backend cpu)")
-    if gpu and policy_device is not None and not str(policy_device).startswith("cuda"):
-        raise ConfigError(f"{flag} writes {what} under data/; policy device {policy_device!r} is not a "
-                          "GPU: the CPU backend with its policy on the CPU through the copies is a check of "
-                          f"that path, the same run as without it (drop {flag}, or put the policy on cuda:N)")
-    if size is not None and size != "full":
-        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size measurements; "
-                          f"size {size!r} is not 'full' (drop {flag}, or run at size 'full')")
-    if training is not None and (problem := training_size_problem(training)) is not None:
-        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size trainings; "
-                          f"{problem} (drop {flag}: the row still goes under runs/)")
-
-
-def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the command line)") -> str:
-    """Return a canonical device string ("cpu" or "cuda:N").
-
-    Raises ValueError if `device` is not "cpu", "cuda" or "cuda:N", or names a CUDA device that
-    this machine does not have (the message says which devices exist; on a machine without a
-    GPU it ends with ``hint``, by default the way to the CPU through ``--device``: callers whose
-    setting has another flag pass their own, or "").
-    """
-    if not isinstance(device, str):
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    d = device.strip().lower()
-    if d == "cpu":
-        return "cpu"
-    if d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:])):
-        wp = init_warp()
-        cuda = [str(x) for x in wp.get_cuda_devices()]
-        if not cuda:
-            raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
-                             f"(warp sees none){hint}")
-        d = "cuda:0" if d == "cuda" else d
-        if d not in cuda:
-            raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
-        return d
-    raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-
-
 #: the widest hidden layer PPOConfig.hidden may ask for: 16 × the default's widest (256). The
 #: update holds minibatch × width float32 activations per layer: at 16384 worlds (the sweep's
 #: largest), 32 steps and 4 minibatches, 131072 × 4096 × 4 B = 2 GiB each
@@ -579,15 +351,17 @@ MAX_HIDDEN_LAYERS = 16
 #: example above): a deep narrow network holds as much as a few wide layers
 MAX_HIDDEN_TOTAL = 4 * MAX_HIDDEN_WIDTH
 #: the most weights and biases the actor and critic may hold together (for the body of the most
-#: actions, BIGGEST_NU): 40 million, ~180 × the default network's (two 4096-wide layers fit);
+#: actions, `bodies.max_nu`): 40 million, ~180 × the default network's (two 4096-wide layers fit);
 #: Adam keeps four float32 copies (weights, gradients, two moments), 640 MB, a checkpoint three
 MAX_NETWORK_PARAMS = 40_000_000
 
 
-def network_params(hidden, nu: int = BIGGEST_NU) -> int:
+def network_params(hidden, nu: int | None = None) -> int:
     """Weights and biases of the actor [obs, *hidden, nu] and critic [obs, *hidden, 1] MLPs plus the
     action log-std (fightlab.rl.models.ActorCritic), for a body of `nu` actions whose observation
-    has 13 + 3·nu features (fightlab.envs.stance's layout)."""
+    has 13 + 3·nu features (fightlab.envs.stance's layout); `nu` None: the body of the most
+    actions (`fightlab.bodies.max_nu`)."""
+    nu = max_nu() if nu is None else nu
     obs = 13 + 3 * nu
 
     def mlp(sizes):
@@ -664,10 +438,10 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             continue
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo < v <= hi):
             raise ConfigError(f"PPOConfig.{name} must be a number in ({lo:g}, {hi:g}], got {v!r}")
-    if p.desired_kl is None and isinstance(p.desired_kl_per_action, (int, float)) \
-            and p.desired_kl_per_action > MAX_KL_PER_ACTION:
+    if "desired_kl_per_action" not in idle_ppo_fields(dataclasses.asdict(p)) \
+            and isinstance(p.desired_kl_per_action, (int, float)) and p.desired_kl_per_action > MAX_KL_PER_ACTION:
         raise ConfigError(f"PPOConfig.desired_kl_per_action must be a number in (0, {MAX_KL_PER_ACTION:g}] "
-                          f"(× nu, up to {BIGGEST_NU} actions, a KL target ≤ 1 as desired_kl's), "
+                          f"(× nu, up to {max_nu()} actions, a KL target ≤ 1 as desired_kl's), "
                           f"got {p.desired_kl_per_action!r}")
     for name in ("vf_coef", "ent_coef"):
         v = getattr(p, name)
@@ -685,7 +459,7 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                           f"update's activations grow with their sum), got {sum(p.hidden)}")
     if (n := network_params(p.hidden)) > MAX_NETWORK_PARAMS:
         raise ConfigError(f"PPOConfig.hidden {list(p.hidden)} gives {n:,} network parameters (actor and critic, "
-                          f"{BIGGEST_NU} actions); at most {MAX_NETWORK_PARAMS:,}")
+                          f"{max_nu()} actions); at most {MAX_NETWORK_PARAMS:,}")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**31:
         raise ConfigError(f"seed must be an integer in [0, 2**31), got {cfg.seed!r}")
     for name in ("graph", "policy_graph", "update_graph", "tree_factor", "stop_when_solved"):
@@ -725,6 +499,12 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")
     policy_device = validate_policy_device(cfg.policy_device, cfg.backend)
     return dataclasses.replace(cfg, nworld=nworld, device=device, policy_device=policy_device)
+
+
+def idle_ppo_fields(ppo: dict) -> tuple[str, ...]:
+    """The PPO fields of `ppo` (a PPOConfig's fields as a dict, e.g. a row's params) that do not
+    act: `desired_kl_per_action` when `desired_kl` is set (`PPOConfig.kl_target`), else none."""
+    return ("desired_kl_per_action",) if ppo.get("desired_kl") is not None else ()
 
 
 def validate_policy_device(policy_device, backend) -> str | None:
@@ -799,6 +579,46 @@ def coerce_field(cls, name: str, raw):
             return val
         raise bad("a string")
     raise bad(f"a {type(default).__name__}")
+
+
+def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None = None) -> TrainConfig:
+    """Apply ``KEY=VALUE`` overrides (``--set``) to a TrainConfig: ``field``, ``env.field`` or
+    ``ppo.field``, each value parsed into its field's type (:func:`coerce_field`). Setting both
+    KL fields with `desired_kl` not None warns (on stderr) that the per-action one is idle
+    (:func:`idle_ppo_fields`).
+
+    Args:
+      own_flags: TrainConfig fields that have a command-line flag of their own, to the flag
+        (refused here, the message names the flag); None: none.
+    Raises:
+      ConfigError: naming a bad item, key or value.
+    """
+    import sys
+
+    own_flags = own_flags or {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        parts = key.split(".")
+        if len(parts) == 2 and parts[0] in ("env", "ppo"):
+            cls = EnvConfig if parts[0] == "env" else PPOConfig
+            val = coerce_field(cls, parts[1], raw)
+            sub = getattr(cfg, parts[0])
+            cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})
+        elif len(parts) == 1 and key in own_flags:
+            raise ConfigError(f"--set {key}=… is refused: {key!r} has its own flag ({own_flags[key]}); "
+                              f"fields with their own flag: {', '.join(own_flags)}")
+        elif len(parts) == 1 and parts[0] not in ("env", "ppo"):
+            cfg = dataclasses.replace(cfg, **{key: coerce_field(TrainConfig, key, raw)})
+        else:
+            raise ConfigError(f"unknown field {key!r}; use a TrainConfig field, env.<field> or ppo.<field>")
+    keys = {item.split("=", 1)[0] for item in items}
+    if {"ppo.desired_kl", "ppo.desired_kl_per_action"} <= keys \
+            and "desired_kl_per_action" in idle_ppo_fields(dataclasses.asdict(cfg.ppo)):
+        print(f"fightlab: warning: ppo.desired_kl_per_action is ignored: ppo.desired_kl={cfg.ppo.desired_kl:g} "
+              "sets the KL target (ppo.desired_kl=null uses the per-action rule)", file=sys.stderr, flush=True)
+    return cfg
 
 
 def to_dict(cfg) -> dict:

@@ -3,7 +3,7 @@
 `reproduce(only=["06"], size="smoke", publish=False, device="cpu")`. Each notebook takes the
 parameters `size` ("smoke": CPU-sized, seconds; "full": the GPU measurement), `device` and
 `publish`; only with `publish` do notebooks write the committed data/ and figures/, and the one
-publish rule (`fightlab.config.check_publish`: full size on a GPU; notebook 01's rendering needs
+publish rule (`fightlab.publish.check_publish`: full size on a GPU; notebook 01's rendering needs
 no GPU) is checked for every chosen notebook before the first one starts. Executed copies go to
 runs/notebooks/<name>-<size>.ipynb (git-ignored). Notebooks run in notebooks/, as JupyterLab
 runs them: every path in them resolves from the repository (`fightlab.paths`).
@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 
 from fightlab import paths, results
-from fightlab.config import ConfigError, check_publish, resolve_size
+from fightlab.config import ConfigError
+from fightlab.publish import check_publish
+from fightlab.sizes import resolve_size
 from fightlab.hosts import GpuMemoryPeak
 from fightlab.meta import new_run_id
 from fightlab.paths import NOTEBOOKS as NOTEBOOK_DIR
@@ -61,7 +63,7 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     Args:
       only: notebook numbers ("06"), default all; size: "smoke", "full" or "auto" (full on a
         GPU device, smoke otherwise; the notebooks get it as given and say what it chose); publish: let the
-        notebooks write data/ and figures/ (config.check_publish: full size on a GPU, or a
+        notebooks write data/ and figures/ (publish.check_publish: full size on a GPU, or a
         rendering at full size); device: "cpu"/"cuda:N";
       out_dir: where executed copies go (default runs/notebooks); extra: more parameters;
       log_output: stream the cells' output instead of a progress bar per notebook;

@@ -544,12 +544,13 @@ def _in_repo_data(path: Path) -> bool:
 
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
     """Rows written into the repository's own data/ (wherever ``root`` points, links followed)
-    obey the one publish rule (:func:`fightlab.config.check_publish`): a measurement on a CUDA
+    obey the one publish rule (:func:`fightlab.publish.check_publish`): a measurement on a CUDA
     device (the row's ``gpu`` is a GPU's name, never ``"cpu"``) or on the CPU MuJoCo backend
     (params ``backend: "cpu"``, its ``gpu`` column naming the CPU and cores,
     `fightlab.meta.cpu_label`), at full size where the row records a size; a train row at a
     training's full size (its nworld and params' max_iterations and curriculum)."""
-    from fightlab.config import ConfigError, check_publish
+    from fightlab.config import ConfigError
+    from fightlab.publish import check_publish
 
     if not _in_repo_data(results_path(experiment, root)):
         return
@@ -562,7 +563,7 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     device = "cpu" if gpu in ("", "cpu", "unknown") or backend == "cpu" else "cuda"
     size = params.get("size")
     training = None
-    if experiment == "train":  # a training publishes at full size (config.training_size_problem)
+    if experiment == "train":  # a training publishes at full size (publish.training_size_problem)
         import types
 
         from fightlab.config import TrainConfig
@@ -644,7 +645,7 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
     order whatever the dict order. ``None`` is written as an empty field (read back as NaN).
     Runs under :func:`publish_lock`. A file whose last line lacks its newline is repaired when
     that line is a whole row, refused when it is torn. Rows for the repository's own data/ must
-    pass the publish rule (:func:`fightlab.config.check_publish`).
+    pass the publish rule (:func:`fightlab.publish.check_publish`).
 
     Returns:
         Path of the CSV file.
@@ -781,7 +782,8 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
     """
     path = curve_path(run_id, root)
     if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
-        from fightlab.config import ConfigError, check_publish
+        from fightlab.config import ConfigError
+        from fightlab.publish import check_publish
 
         if device is None:
             raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
@@ -828,8 +830,8 @@ def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_ro
                 device: str, root: Path | str = REPO_ROOT) -> None:
     """Write ``row`` under ``local_root`` (a runs/ folder) always and, with ``publish``, under
     ``root`` (the repository's data/). Raises ConfigError before writing anything when the run
-    may not publish (:func:`fightlab.config.check_publish`: a CUDA device, full size)."""
-    from fightlab.config import check_publish
+    may not publish (:func:`fightlab.publish.check_publish`: a CUDA device, full size)."""
+    from fightlab.publish import check_publish
 
     params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
     check_publish(publish, device, f"{experiment} rows",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fightlab.meta import utc_now
 from fightlab.paths import REPO_ROOT
-from fightlab.config import ConfigError
+from fightlab.errors import ConfigError
 
 MANIFEST = ".fightlab-run.json"
 LOCK = ".fightlab-run.lock"

@@ -196,10 +196,10 @@ def cuda_available() -> bool:
 
 
 def resolve_device(device: Any = "auto", *, has_cuda: Callable[[], bool] | None = None) -> str:
-    """:func:`fightlab.config.resolve_device` (the one device rule) for a device name or a
+    """:func:`fightlab.devices.resolve_device` (the one device rule) for a device name or a
     torch/warp device object; ``has_cuda`` defaults to :func:`cuda_available`. Raises
     ConfigError (a ValueError) naming the value and the choices."""
-    from fightlab.config import resolve_device as rule
+    from fightlab.devices import resolve_device as rule
 
     name = None if device is None else device_name(device)
     return rule(name, has_cuda=cuda_available if has_cuda is None else has_cuda)

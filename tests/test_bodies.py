@@ -23,9 +23,9 @@ def test_registry_names():
 
 
 def test_one_registry_record_per_body():
-    """config.BODY_NAMES (the bottom layer's copy) lists BODIES in order; each record is what
+    """bodies.BODY_NAMES (the bottom layer's copy) lists BODIES in order; each record is what
     body_info returns, holds the slot sizes physics uses, and names elements its model has."""
-    from fightlab.config import BODY_NAMES
+    from fightlab.bodies import BODY_NAMES
     from fightlab.sim import physics
 
     assert tuple(BODIES) == BODY_NAMES

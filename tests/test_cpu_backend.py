@@ -281,10 +281,10 @@ def test_compare_backends_rows(tmp_path):
 
 def test_compare_backends_cli_without_a_gpu(tmp_path, monkeypatch, capsys):
     """No GPU: one line says so and only the CPU backend is measured (every core by default)."""
-    from fightlab import config, meta
+    from fightlab import devices, meta
     from fightlab.measure import backends, sweep
 
-    monkeypatch.setattr(config, "default_device", lambda: "cpu")
+    monkeypatch.setattr(devices, "default_device", lambda: "cpu")
     monkeypatch.setattr(sweep, "time_point", _fake_point)
     monkeypatch.setattr(backends, "ROOT", tmp_path)
     assert main(["compare-backends", "--body", "simple", "--nworld", "8", "--no-progress"]) == 0
@@ -370,7 +370,8 @@ def test_compare_backends_errors(args, expect, capsys):
 
 def test_publish_rule_cpu_backend():
     """The C engine's CPU backend publishes at full size; MuJoCo Warp on warp's CPU never."""
-    from fightlab.config import ConfigError, check_publish
+    from fightlab.config import ConfigError
+    from fightlab.publish import check_publish
 
     check_publish(True, "cpu", "rows", backend="cpu")
     with pytest.raises(ConfigError, match="warp's CPU device is a smoke check"):

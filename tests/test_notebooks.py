@@ -149,7 +149,7 @@ def test_every_notebook_defaults_to_size_auto_and_prints_it_first():
                             "slow, and not a measurement (size 'smoke' or 'auto' checks the code path)"),
 ])
 def test_size_note(size, device, resolved, line):
-    from fightlab.config import resolve_size, size_note
+    from fightlab.sizes import resolve_size, size_note
 
     assert resolve_size(size, device) == resolved
     assert size_note(size, device) == line
@@ -160,7 +160,7 @@ def test_size_note(size, device, resolved, line):
 
 @pytest.mark.parametrize("bad", ["medium", "AUTO", "", None, 1])
 def test_resolve_size_refuses_in_one_line(bad):
-    from fightlab.config import resolve_size
+    from fightlab.sizes import resolve_size
 
     with pytest.raises(ConfigError) as e:
         resolve_size(bad, "cpu")
@@ -265,7 +265,7 @@ def test_reproduce_names_the_failing_cell(tmp_path, monkeypatch, capsys):
 
 
 def test_reproduce_guards():
-    # every refusal before any notebook runs (one publish rule: config.check_publish)
+    # every refusal before any notebook runs (one publish rule: publish.check_publish)
     with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
         reproduce(only=["06"], size="full", publish=True, device="cpu")
     with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):

@@ -16,7 +16,8 @@ import torch
 from fightlab import results
 from fightlab.paths import REPO_ROOT
 from fightlab.cli import main
-from fightlab.config import ConfigError, check_publish
+from fightlab.config import ConfigError
+from fightlab.publish import check_publish
 from fightlab.rundir import LOCK, MANIFEST, RunDir, RunDirError, check_location
 
 TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",

@@ -242,7 +242,7 @@ def test_primer_notebook_parameters_are_plain_literals():
     assert {"size", "device", "publish", "repeats", "warmup", "vector_sizes"} <= names
     values = {s.targets[0].id: ast.literal_eval(s.value) for s in tree.body}
     assert values["size"] == "auto" and values["device"] == "auto" and values["publish"] is False
-    from fightlab.config import resolve_size
+    from fightlab.sizes import resolve_size
 
     # the committed values are valid once "auto" is resolved, as the notebook's first cell does
     primer.params_for(**{**values, "size": resolve_size(values["size"], "cpu")})

@@ -323,13 +323,13 @@ def test_kl_target_is_per_action_by_default_and_fixed_when_set():
 
 def test_the_per_action_bound_covers_the_biggest_body():
     from fightlab import bodies
-    from fightlab.config import BIGGEST_NU, MAX_KL_PER_ACTION
+    from fightlab.config import MAX_KL_PER_ACTION
     nus = {b: bodies.build(b).nu for b in bodies.BODIES}  # the policy's actions: one per actuator
-    assert max(nus.values()) == BIGGEST_NU and MAX_KL_PER_ACTION * BIGGEST_NU <= 1.0
+    assert max(nus.values()) == bodies.max_nu() == 83 and MAX_KL_PER_ACTION * bodies.max_nu() <= 1.0
 
 
 def test_train_warns_when_both_kl_fields_are_set(capsys):
-    from fightlab.cli import apply_overrides
+    from fightlab.config import apply_overrides
     cfg = apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu"),
                            ["ppo.desired_kl=0.05", "ppo.desired_kl_per_action=0.003"])
     assert cfg.ppo.kl_target(37) == 0.05

@@ -84,7 +84,8 @@ def test_unicode_digits_are_one_clear_line(capsys):
     with pytest.raises(ConfigError, match="'²' is not a seed"):
         sweep.parse_seed_list("0,²")
     assert sweep.parse_seed_list(" 0, +1") == [0, 1] and sweep.int_text(" -3 ") == -3
-    from fightlab.config import resolve_device, validate_device, validate_nworld
+    from fightlab.config import validate_nworld
+    from fightlab.devices import resolve_device, validate_device
 
     for bad in ("²", "1²", "٣"):
         with pytest.raises(ConfigError, match="nworld must be a positive integer"):
@@ -548,11 +549,11 @@ def test_stage0_by_nworld_splits_the_first_stage_from_the_rest(tmp_path):
 
 
 def test_every_committed_training_is_full_size_and_the_studies_start_at_the_bound():
-    """The publish rule's full size (config.training_size_problem) holds for every committed train
+    """The publish rule's full size (publish.training_size_problem) holds for every committed train
     row, and the training studies' smallest world counts are not below its bound."""
     import types
 
-    from fightlab.config import MIN_PUBLISH_NWORLD, training_size_problem
+    from fightlab.publish import MIN_PUBLISH_NWORLD, training_size_problem
     from fightlab.paths import REPO_ROOT
 
     rows = results.read_rows("train", REPO_ROOT)

@@ -7,7 +7,7 @@
 
 Both bodies share one skeleton (``skeleton.py``); ``muscular-fast`` adds clavicles, head joints,
 fingers and the 63 ellipsoid muscles of ``muscles.py``; ``simple`` uses capsules (43 DOF).
-``BODIES`` lists the bodies in ``fightlab.config.BODY_NAMES`` order (a test checks it).
+``BODY_NAMES`` is ``tuple(BODIES)``, the names every command accepts.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Body:
     """One body of the registry: its builder, the names the env needs, its slot sizes.
 
     Attributes:
-      name: the registry key (one of ``fightlab.config.BODY_NAMES``).
+      name: the registry key (one of :data:`BODY_NAMES`).
       make_spec: builder, ``() -> mujoco.MjSpec`` (a fresh spec, keyframe included).
       slots: measured MuJoCo Warp slot sizes per world, with their source (:class:`Slots`).
       keyframe: the stance keyframe; torso_body, pelvis_body, head_body: body names;
@@ -102,6 +102,9 @@ BODIES: dict[str, Body] = {
         "H200 2026-11-30, 4096 limp bodies pushed over, 3 s: max 22 contacts, 92 rows per world"))),
 }
 
+#: the registry's names, in its order: the bodies every command and config accepts
+BODY_NAMES: tuple[str, ...] = tuple(BODIES)
+
 
 def _check_name(name) -> str:
     if not isinstance(name, str) or name not in BODIES:
@@ -125,6 +128,12 @@ def build(name: str) -> mujoco.MjModel:
     Raises ValueError naming the bad value and listing the valid bodies.
     """
     return body_info(name).build()
+
+
+def max_nu() -> int:
+    """The most actions (actuators, ``MjModel.nu``) of any registered body: muscular-fast's 83.
+    Compiles each body once per process."""
+    return max(_cached_model(n).nu for n in BODIES)
 
 
 def body_info(name: str) -> Body:

@@ -37,8 +37,8 @@ import warp as wp
 
 import mujoco_warp as mjw
 from fightlab import bodies
-from fightlab.config import (EnvConfig, validate_backend, validate_body, validate_device, validate_env,
-                             validate_nworld)
+from fightlab.config import EnvConfig, validate_backend, validate_body, validate_env, validate_nworld
+from fightlab.devices import validate_device
 from fightlab.envs.reference import COL_PELVIS, build_table
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter

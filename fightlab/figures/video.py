@@ -488,14 +488,9 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
       Every message is one line; on any failure the temporaries this call created are removed and
       no output is written.
     """
-    from fightlab.config import (
-        BODY_NAMES,
-        EnvConfig,
-        from_dict,
-        validate_body,
-        validate_device,
-        validate_env,
-    )
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.config import EnvConfig, from_dict, validate_body, validate_env
+    from fightlab.devices import validate_device
     from fightlab.rl.checkpoint import load_checkpoint
 
     seconds, fps, width, height, gif_width, gif_fps = validate_video(seconds, fps, width, height,

@@ -23,7 +23,7 @@ next to MuJoCo Warp's own change under a 1-ulp change of the state.
 
 One ``backends`` row per (body, backend) (`results.EXPERIMENTS["backends"]`), under
 ``runs/backends/<compare_id>/`` always and, with ``publish``, in the repository's
-data/results/backends.csv (`config.check_publish`: the CPU backend's rows and a GPU's publish,
+data/results/backends.csv (`publish.check_publish`: the CPU backend's rows and a GPU's publish,
 MuJoCo Warp on warp's CPU device never). The hardware: the `gpu` column names the GPU for a
 GPU row and the CPU model and cores for a CPU-backend row (`fightlab.meta.cpu_label`); params
 hold backend, device, layout, workers, worlds_per_worker, cores and cpu (the CPU's model) on
@@ -45,7 +45,9 @@ import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import BODY_NAMES, ConfigError, TrainConfig, check_publish, validate_body
+from fightlab.bodies import BODY_NAMES
+from fightlab.config import ConfigError, TrainConfig, validate_body
+from fightlab.publish import check_publish
 from fightlab.meta import cpu_count, cpu_model, gpu_name, new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
 
@@ -157,7 +159,7 @@ def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORL
 
 
 def check_plan_publish(points: list[dict], publish: bool) -> None:
-    """Every planned row may publish (`config.check_publish`), checked before any work.
+    """Every planned row may publish (`publish.check_publish`), checked before any work.
     Raises ConfigError naming the first that may not (MuJoCo Warp on warp's CPU device)."""
     for p in points:
         what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
@@ -288,6 +290,55 @@ def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, com
             "same_state_qpos_err": err["qpos"], "same_state_qvel_err": err["qvel"],
             "same_state_obs_err": err["obs"], "same_state_reward_err": err["reward"],
             "ulp_qpos_sensitivity": err["ulp_qpos"], "ulp_qvel_sensitivity": err["ulp_qvel"]}
+
+
+def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=None, workers=None,
+                       worlds_per_worker=None, cpu_layout=None, cpu_policy_device=None, overrides=(),
+                       iterations=None, skip=None, seed: int = 0, publish: bool = False,
+                       progress: bool = True) -> pd.DataFrame:
+    """`python -m fightlab compare-backends`: its flags (text as typed, None: not given) checked
+    and turned into a :func:`compare` call; returns its rows.
+
+    nworld: MuJoCo Warp's worlds (default :data:`GPU_NWORLD`), also the CPU backend's unless
+    `cpu_nworld` or a whole layout says otherwise (train's layout rules, `rl.launch.cpu_layout`);
+    gpu_device None: cuda:0 when there is one, else the CPU backend only (said in one line);
+    cpu_policy_device: "auto" (None), "none", or a device; overrides: train's `--set` items, the
+    learner only. Raises ConfigError: one line naming the flag and the value."""
+    from fightlab import devices
+    from fightlab.config import validate_nworld
+    from fightlab.rl.launch import TrainRequest, cpu_layout as layout_of, plan_overrides, positive
+
+    nworld = validate_nworld(positive("--nworld", nworld) or GPU_NWORLD)
+    if gpu_device is None:
+        gpu = devices.default_device()
+        if not gpu.startswith("cuda"):
+            print("compare-backends: no CUDA GPU here: measuring the CPU backend only "
+                  "(--gpu-device cpu adds MuJoCo Warp on warp's CPU device, a smoke check)", flush=True)
+            gpu = None
+    else:
+        gpu = devices.validate_device(gpu_device)
+    base = plan_overrides(TrainConfig(), overrides)  # the learner only: train's --set rules
+    if base.backend != "gpu" or base.workers is not None:
+        raise ConfigError("--set cannot set the backend or its layout; use --workers / --worlds-per-worker")
+    fixed = cpu_layout == "original" or (workers is not None and worlds_per_worker is not None)
+    cpu_n = cpu_nworld if cpu_nworld is not None else (None if fixed else str(nworld))
+    try:
+        n, lay = layout_of(TrainRequest(nworld=cpu_n, workers=workers, worlds_per_worker=worlds_per_worker,
+                                        cpu_layout=cpu_layout), "cpu")
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("--nworld", "--cpu-nworld").replace("nworld must", "--cpu-nworld must")) from None
+    pol = "auto" if cpu_policy_device is None else cpu_policy_device.strip().lower()
+    if pol not in ("auto", "none"):
+        try:
+            pol = devices.validate_device(pol, hint="")
+        except ConfigError as e:
+            raise ConfigError(f"--cpu-policy-device {cpu_policy_device!r}: {e} (choices: auto, none, cpu, "
+                              "cuda, cuda:N)") from None
+    return compare(bodies, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
+                   cpu_policy_device=None if pol == "none" else pol,
+                   iterations=ITERATIONS if iterations is None else iterations,
+                   skip=SKIP if skip is None else skip, seed=seed, publish=publish,
+                   base=base, progress=progress)
 
 
 def summary_lines(rows: pd.DataFrame) -> list[str]:

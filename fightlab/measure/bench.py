@@ -24,7 +24,7 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    mujoco_warp / torch versions, commit in the metadata columns; CUDA driver / toolkit versions,
    CPU cores in metric columns; CPU model, the checks' lines and the estimate's source in
    params), written to ``--out`` as CSV (``<out>/data/results/bench.csv``) and JSON
-   (``<out>/bench.json``); with ``--publish`` (`config.check_publish`) also to data/.
+   (``<out>/bench.json``); with ``--publish`` (`publish.check_publish`) also to data/.
 
 **Estimated time to solve** = iterations to solve × the measured seconds per iteration of the
 timed training (the speed test's where the training timed none). The iterations are read from
@@ -49,8 +49,10 @@ import numpy as np
 import pandas as pd
 
 from fightlab import hosts, meta, results
-from fightlab.config import (BODY_NAMES, ConfigError, PPOConfig, TrainConfig, check_publish, to_dict,
-                             validate_nworld, validate_size)
+from fightlab.bodies import BODY_NAMES
+from fightlab.config import ConfigError, PPOConfig, TrainConfig, to_dict, validate_nworld
+from fightlab.publish import check_publish
+from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT, RUNS
 
 #: the timed training per body [s] (the issue's 2 minutes)

@@ -58,7 +58,7 @@ def validate_settings(settings) -> list[str]:
 
 
 def validate_run(bodies, iterations, skip) -> list[str]:
-    """The notebook's bodies (a non-empty list of `config.BODY_NAMES`) and iteration counts
+    """The notebook's bodies (a non-empty list of `bodies.BODY_NAMES`) and iteration counts
     (integers, iterations > skip >= 0), checked before any work; returns the bodies.
     Raises ConfigError naming the bad value."""
     from fightlab.config import validate_body

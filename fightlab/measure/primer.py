@@ -41,7 +41,8 @@ import warp as wp
 from torch import nn
 
 from fightlab import results, timing
-from fightlab.config import check_publish, validate_size
+from fightlab.publish import check_publish
+from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
@@ -168,7 +169,7 @@ def params_for(
 
     Raises:
         ValueError: naming the bad value (and the choices for ``size``/``device``); ``publish``
-            refused by :func:`fightlab.config.check_publish` (full size on a GPU only).
+            refused by :func:`fightlab.publish.check_publish` (full size on a GPU only).
     """
     size = validate_size(size)
     check_cpu_compiler()

@@ -474,7 +474,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
 
     import mujoco_warp as mjw
     from fightlab import timing
-    from fightlab.config import resolve_device
+    from fightlab.devices import resolve_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim import physics
 

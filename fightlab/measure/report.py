@@ -87,10 +87,10 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     checkpoint to resume). Returns the row (None when the segment ended before the run did).
 
     Raises:
-      ConfigError: `publish` from a run that may not publish (config.check_publish: a training
-        at full size, config.training_size_problem), checked before anything is written.
+      ConfigError: `publish` from a run that may not publish (publish.check_publish: a training
+        at full size, publish.training_size_problem), checked before anything is written.
     """
-    from fightlab.config import check_publish
+    from fightlab.publish import check_publish
 
     try:
         if res.get("segment_end"):
@@ -312,9 +312,10 @@ def _effective_ppo(ppo: dict) -> dict:
     """A row's PPO fields less those that do not act: `desired_kl_per_action` when `desired_kl`
     is set (PPOConfig.kl_target), so a run that sets the old fixed target hashes as the older
     rows that stored no per-action field."""
-    if ppo.get("desired_kl") is not None:
-        return {k: v for k, v in ppo.items() if k != "desired_kl_per_action"}
-    return dict(ppo)
+    from fightlab.config import idle_ppo_fields
+
+    idle = idle_ppo_fields(ppo)
+    return {k: v for k, v in ppo.items() if k not in idle}
 
 
 def learner_id(params: dict) -> str:

@@ -109,7 +109,7 @@ def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int
     import mujoco_warp as mjw
     from tqdm import tqdm
 
-    from fightlab.config import init_warp
+    from fightlab.devices import init_warp
 
     wp = init_warp()  # quiet: no banner, no per-module load lines
     mjm = _fall_model(name, limp)

@@ -299,7 +299,7 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
               **train_kw: Any) -> pd.DataFrame:
     """Time every (body, nworld) point not yet finished; one ``sweep`` row per point, written
     as it finishes to the sweep folder's data/results/sweep.csv and, with ``publish``, to
-    ``root``'s (the repository: `config.check_publish`, a CUDA device).
+    ``root``'s (the repository: `publish.check_publish`, a CUDA device).
 
     Resumable: finished points (in sweep.json) are skipped; an interrupted point runs again under
     its run_id. A folder holding a sweep of other options is refused. With ``publish``, finished
@@ -317,7 +317,7 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
     Raises:
       ConfigError: a bad option, a publish the rule refuses, a folder of another sweep or in use.
     """
-    from fightlab.config import check_publish
+    from fightlab.publish import check_publish
 
     options = sweep_options(bodies, nworlds, device, iterations, skip, seed, size, **train_kw)
     check_publish(publish, device, "sweep rows", size=size)

@@ -72,7 +72,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
               graph, tree_factor, progress=True):
     from tqdm import tqdm
 
-    from fightlab.config import validate_body, validate_device, validate_env, validate_nworld
+    from fightlab.config import validate_body, validate_env, validate_nworld
+    from fightlab.devices import validate_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim.physics import shared_stream
 

@@ -35,7 +35,7 @@ def announce_compile(body: str, device: str, backend: str = "gpu") -> str | None
     build was announced already."""
     import sys
 
-    from fightlab.config import init_warp
+    from fightlab.devices import init_warp
 
     key = (body, device, backend)
     if key in _ANNOUNCED:

@@ -25,7 +25,7 @@ import mujoco_warp as mjw
 from mujoco_warp._src.types import OverflowType
 
 from fightlab.bodies import BODIES, Slots
-from fightlab.config import init_warp
+from fightlab.devices import init_warp
 
 init_warp()  # quiet: no banner, no per-module load lines (config's one setting)
 wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)  # no per-module load lines

@@ -34,7 +34,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from fightlab.config import BODY_NAMES, DEFAULT_TASK, ConfigError
+from fightlab.bodies import BODY_NAMES
+from fightlab.config import DEFAULT_TASK, ConfigError
 from fightlab.hosts import same_gpu
 from fightlab.paths import REPO_ROOT
 

@@ -1,0 +1,13 @@
+"""The one error type for a bad user-facing value: one line, naming the value and the choices."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A bad user-facing value (body, nworld, device, config field); the message names the value
+    and the valid choices. The CLI prints it as one line and exits with code 2; IPython (a
+    notebook's cell) shows it as that one line too (`_render_traceback_`, IPython's hook for an
+    exception's own display), not a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ConfigError: {self}"]

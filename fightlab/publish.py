@@ -1,0 +1,101 @@
+"""The one rule for what may write the committed data/: full size, on a GPU (or the CPU
+backend), a training only with room to solve (`check_publish`, `training_size_problem`)."""
+
+from __future__ import annotations
+
+from fightlab.config import TrainConfig, validate_backend
+from fightlab.errors import ConfigError
+
+
+#: a training that publishes runs at least this many worlds: the smallest world count of any
+#: committed training study (the sweep's solve trainings and the --nworld auto ramp start at 256;
+#: every row of data/results/train.csv has at least 256, tests/test_sweep.py checks both). Fewer
+#: worlds is a check of the code path, not the task's measurement.
+MIN_PUBLISH_NWORLD = 256
+
+
+def _publish_curriculum(cfg: "TrainConfig") -> tuple[int, int]:
+    """(stages, wait) of the longer of the task's curriculum (the defaults) and ``cfg``'s."""
+    task = TrainConfig()
+    return max(((len(tuple(c.curriculum_stages)), int(c.curriculum_wait)) for c in (task, cfg)),
+               key=lambda sw: sw[0] * sw[1])
+
+
+def min_publish_iterations(cfg: "TrainConfig") -> int:
+    """The fewest `max_iterations` a published training may have: the task's curriculum waits
+    `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
+    × 32 = 320), and a run stopped sooner cannot solve the task by construction. The task's own
+    curriculum (the defaults) sets the floor, not only ``cfg``'s: a run that shortens its
+    curriculum with ``--set`` changes the task, and is still no measurement below it."""
+    stages, wait = _publish_curriculum(cfg)
+    return stages * wait
+
+
+def training_size_problem(cfg: "TrainConfig") -> str | None:
+    """Why a training is not full size (one clause naming the value and the bound), or None.
+
+    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`
+    and max_iterations >= :func:`min_publish_iterations` (on either backend)."""
+    if cfg.nworld < MIN_PUBLISH_NWORLD:
+        return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
+                "committed training studies")
+    need = min_publish_iterations(cfg)
+    if cfg.max_iterations < need:
+        stages, wait = _publish_curriculum(cfg)
+        return (f"max_iterations {cfg.max_iterations} is below {need} ({stages} curriculum stages × the "
+                f"{wait}-iteration wait): the run could not solve")
+    return None
+
+
+def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
+                  gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
+                  training: "TrainConfig | None" = None, flag: str = "--publish") -> None:
+    """The one rule for what may write the committed data/, as the code below checks it:
+
+    - size: only ``"full"`` (or None, for what has no size) publishes;
+    - a training (``training``, its TrainConfig) publishes only at full size,
+      :func:`training_size_problem`: at least :data:`MIN_PUBLISH_NWORLD` worlds and room for the
+      curriculum to solve (:func:`min_publish_iterations`), on either backend;
+    - ``backend="gpu"`` (MuJoCo Warp) publishes only on a CUDA device ("cuda:N"): MuJoCo Warp on
+      warp's CPU device is a smoke check, not a measurement, whatever its folder or flags;
+    - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
+      (`validate_layout` refuses any other); its rows name the CPU model and cores in the `gpu`
+      column (`fightlab.meta.cpu_label`, checked again by `fightlab.results.append_row`);
+    - the CPU backend with a ``policy_device`` publishes only with the policy on a CUDA device:
+      ``"cpu"`` is the same run as without it plus copies, a check of that path;
+    - a rendering (Figure 1) measures nothing and passes ``gpu=False``: only its size is checked.
+
+    Args:
+      publish: whether the caller wants to write data/ (True or False; nothing else is checked
+        when False).
+      device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
+      size: the run's size (:data:`SIZES`) where it has one, else None;
+      gpu: whether what is written is a measurement (False only for renderings);
+      backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
+        `TrainConfig.policy_device` (None: the policy on the run's device);
+      training: the training's config when what is written is a training's row, else None;
+      flag: the option that asked to publish, as the messages name it.
+    Raises:
+      ConfigError: naming the device or size that may not publish, or a publish that is not a
+        bool (e.g. the string "False" from papermill's -r), or an unknown backend.
+    """
+    if not isinstance(publish, bool):
+        raise ConfigError(f"publish must be True or False, got {publish!r}")
+    if not publish:
+        return
+    validate_backend(backend)
+    if gpu and backend == "gpu" and not str(device).startswith("cuda"):
+        raise ConfigError(f"{flag} writes {what} under data/, which holds GPU measurements and the "
+                          f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
+                          f"device is a smoke check (drop {flag}: the row still goes under runs/; "
+                          "the CPU baseline publishes with --backend cpu)")
+    if gpu and policy_device is not None and not str(policy_device).startswith("cuda"):
+        raise ConfigError(f"{flag} writes {what} under data/; policy device {policy_device!r} is not a "
+                          "GPU: the CPU backend with its policy on the CPU through the copies is a check of "
+                          f"that path, the same run as without it (drop {flag}, or put the policy on cuda:N)")
+    if size is not None and size != "full":
+        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size measurements; "
+                          f"size {size!r} is not 'full' (drop {flag}, or run at size 'full')")
+    if training is not None and (problem := training_size_problem(training)) is not None:
+        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size trainings; "
+                          f"{problem} (drop {flag}: the row still goes under runs/)")

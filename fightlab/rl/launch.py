@@ -1,0 +1,298 @@
+"""From what a user asked for to the run's TrainConfig: the train command's rules, in one place.
+
+`TrainRequest` holds what was given, named as `python -m fightlab train`'s flags (None or False:
+not given); `plan_training` applies the rules and returns the config the `Trainer` runs:
+
+- a resume keeps every setting of its checkpoint but the segment's (`--device`,
+  `--max-iterations`, `--segment-s`, `--no-progress`): `rl.checkpoint.resume_conflicts`;
+- the physics backend and the device pair up (`--backend cpu` needs `--device cpu`);
+- the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
+  W × K = nworld (`config.validate_layout` checks the result again);
+- `--set KEY=VALUE` overrides (`config.apply_overrides`);
+- the publish rule (`publish.check_publish`) before any work;
+- `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
+  measures the ramp; the core's rule is `rl.nworld.pick_nworld`).
+
+Every refusal is a `ConfigError`: one line naming the flag, the value and the choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_backend, validate_body,
+                             validate_nworld, validate_policy_device)
+from fightlab.errors import ConfigError
+from fightlab.paths import RUNS
+from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
+
+#: --cpu-layout presets
+CPU_LAYOUTS = ("all-cores", "original")
+
+#: --backend's other names: warp = gpu (MuJoCo Warp on --device), mujoco = cpu (MuJoCo's C
+#: engine); the config and the rows always say gpu / cpu
+BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
+
+#: TrainConfig fields with a flag of their own (`--set` refuses them), and the boolean ones' flags
+FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
+               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
+               "backend", "workers", "worlds_per_worker", "policy_device")
+BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
+              "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What the train command was given; None (or False for the `no_*` switches): not given.
+
+    `nworld` is text or an int ("auto": `plan_training`'s `pick_nworld`); `workers` and
+    `worlds_per_worker` text or ints; `overrides` the `--set KEY=VALUE` items, in order."""
+
+    body: str | None = None
+    nworld: int | str | None = None
+    seed: int | None = None
+    device: str | None = None
+    backend: str | None = None
+    max_iterations: int | None = None
+    run_dir: str | None = None
+    resume: str | None = None
+    segment_s: float | None = None
+    checkpoint_every: int | None = None
+    no_graph: bool = False
+    no_env_graph: bool = False
+    no_policy_graph: bool = False
+    no_update_graph: bool = False
+    no_tree_factor: bool = False
+    workers: int | str | None = None
+    worlds_per_worker: int | str | None = None
+    cpu_layout: str | None = None
+    policy_device: str | None = None
+    overrides: tuple[str, ...] = ()
+    publish: bool = False
+
+    def graphs(self, none_if_unset: bool = False) -> dict:
+        """graph / policy_graph / update_graph: `no_graph` turns all off, each `no_*` its own;
+        with `none_if_unset` a graph whose switch is off is None (a resume keeps the saved)."""
+        off = {"graph": self.no_env_graph, "policy_graph": self.no_policy_graph,
+               "update_graph": self.no_update_graph}
+        return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """`plan_training`'s answer: the run's config and, for `--nworld auto`, the pick's record
+    (the rule, the ramp's points and the chosen nworld; the row's `params.nworld_auto`)."""
+
+    cfg: TrainConfig
+    nworld_auto: dict | None = None
+
+
+def _given(value, default):
+    """`value` unless it was not given (None): an empty string is a value, not a default."""
+    return default if value is None else value
+
+
+def positive(flag: str, value) -> int | None:
+    """A command-line count: None if not given, else a positive int (ConfigError naming `flag`)."""
+    if value is None:
+        return None
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        v = None
+    if v is None or v <= 0 or str(v) != str(value).strip():
+        raise ConfigError(f"{flag} must be a positive integer, got {value!r}")
+    return v
+
+
+def resolve_backend(backend) -> str | None:
+    """`--backend` as the config says it ("gpu" / "cpu"; :data:`BACKEND_ALIASES` accepted), or None."""
+    return None if backend is None else validate_backend(BACKEND_ALIASES.get(backend, backend))
+
+
+def cpu_layout(req: TrainRequest, backend: str) -> tuple[int, dict]:
+    """(nworld, TrainConfig's workers / worlds_per_worker) from the request's nworld, workers,
+    worlds_per_worker and cpu_layout; more workers than cores warns (`sim.cpu.layout`).
+
+    `original` is W = 72, K = 6 (432 worlds): workers / worlds_per_worker are refused with it, and
+    an nworld other than 432. `all-cores` is W = every core: workers is refused with it
+    (worlds_per_worker K or nworld may say the rest). On the "gpu" backend the three are refused.
+    A message names the flags the user gave, and the preset's values as the preset's."""
+    from fightlab.meta import cpu_count
+
+    w = positive("--workers", req.workers)
+    k = positive("--worlds-per-worker", req.worlds_per_worker)
+    preset = req.cpu_layout
+    if preset is not None and preset not in CPU_LAYOUTS:
+        raise ConfigError(f"--cpu-layout must be one of {', '.join(CPU_LAYOUTS)}, got {preset!r}")
+    if backend != "cpu":
+        if w is not None or k is not None or preset is not None:
+            raise ConfigError("--workers, --worlds-per-worker and --cpu-layout are the CPU "
+                              "backend's layout: they need --backend cpu")
+        return validate_nworld(_given(req.nworld, TrainConfig().nworld)), {}
+    nworld = None if req.nworld is None else validate_nworld(req.nworld)
+    if preset == "original":
+        from fightlab.sim.cpu import ORIGINAL_LAYOUT
+
+        ow, ok = ORIGINAL_LAYOUT
+        said = f"--cpu-layout original is {ow} workers × {ok} worlds = {ow * ok} worlds"
+        if w is not None or k is not None:
+            given = " and ".join(f for f, v in (("--workers", w), ("--worlds-per-worker", k)) if v is not None)
+            raise ConfigError(f"{said}; {given} conflicts (give the preset or the flags, not both)")
+        if nworld is not None and nworld != ow * ok:
+            raise ConfigError(f"{said}; --nworld {nworld} conflicts")
+        w, k = ow, ok
+    elif preset == "all-cores":
+        if w is not None:
+            raise ConfigError(f"--cpu-layout all-cores is {cpu_count()} workers (every core); --workers "
+                              f"{w} conflicts (give the preset or --workers, not both)")
+        w = cpu_count()
+        if k is not None and nworld is not None and nworld != w * k:
+            raise ConfigError(f"--cpu-layout all-cores is {w} workers (every core); --worlds-per-worker "
+                              f"{k} × {w} = {w * k} worlds; --nworld {nworld} conflicts")
+    if w is not None and k is not None and nworld is not None and nworld != w * k:
+        raise ConfigError(f"--nworld {nworld} conflicts with --workers {w} × --worlds-per-worker "
+                          f"{k} = {w * k}")
+    if k is not None and w is None and nworld is not None:
+        raise ConfigError("--worlds-per-worker with --nworld needs --workers too (nworld = W × K)")
+    from fightlab.sim.cpu import layout
+
+    if k is not None:
+        w, k, n = layout(w, k)
+    else:  # K is nworld / W where W divides nworld; else none (the workers' shares differ by one)
+        w, k, n = layout(w, None, _given(nworld, TrainConfig().nworld))
+        if n != w * k:
+            k = None
+    return n, dict(workers=w, worlds_per_worker=k)
+
+
+def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
+    """`config.apply_overrides` as train's `--set` reads them: fields with a flag of their own
+    (:data:`FLAG_FIELDS`) refused, the message naming the flag."""
+    return apply_overrides(cfg, list(items), own_flags={k: BOOL_FLAGS.get(k, "--" + k.replace("_", "-"))
+                                                        for k in FLAG_FIELDS})
+
+
+def _overrides(cfg: TrainConfig, req: TrainRequest) -> TrainConfig:
+    return plan_overrides(cfg, req.overrides)
+
+
+def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
+    """A resumed run's config: the checkpoint's, the segment's fields from the request."""
+    from fightlab.rl.checkpoint import resume_conflicts
+
+    if req.overrides:
+        raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
+    given = {k: v for k, v in dict(
+        body=req.body, nworld=None if req.nworld is None else validate_nworld(req.nworld), seed=req.seed,
+        checkpoint_every=req.checkpoint_every, **req.graphs(none_if_unset=True),
+        tree_factor=False if req.no_tree_factor else None,
+        workers=positive("--workers", req.workers),
+        worlds_per_worker=positive("--worlds-per-worker", req.worlds_per_worker),
+        policy_device=policy_device,
+        run_dir=None if req.run_dir is None else str(Path(req.run_dir).resolve())).items()
+        if v is not None}
+    saved_dir = str(Path(req.resume).resolve().parent)
+    conflicts = resume_conflicts(dataclasses.replace(saved, run_dir=saved_dir), given)
+    if conflicts:
+        flag = dict(BOOL_FLAGS)
+        if req.no_graph:  # the flag the user typed, not the three it stands for
+            flag.update(graph="--no-graph", policy_graph="--no-graph", update_graph="--no-graph")
+        said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
+                         else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
+                         for k, v, have in conflicts)
+        raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
+                          "--device, --max-iterations, --segment-s and --no-progress may change "
+                          "per segment)")
+    cfg = TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
+                      max_iterations=_given(req.max_iterations, saved.max_iterations))
+    # full size (publish.training_size_problem) with the segment's max_iterations
+    check_publish(req.publish, device, "the training row", backend=saved.backend,
+                  policy_device=saved.policy_device,
+                  training=dataclasses.replace(saved, max_iterations=cfg.max_iterations))
+    return cfg
+
+
+def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
+                  progress: bool = True) -> TrainPlan:
+    """The run's TrainConfig from a request, every rule checked before any work.
+
+    Args:
+      req: what was given (:class:`TrainRequest`).
+      pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
+        record)``; None refuses "auto".
+      progress: passed to `pick_nworld` (its ramp's progress bars).
+    Returns:
+      :class:`TrainPlan`: the config (validated again by the `Trainer`) and the auto pick's record.
+    Raises:
+      ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
+        pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
+    """
+    from fightlab import devices
+
+    backend = resolve_backend(req.backend)
+    saved = None
+    if req.resume is not None:
+        from fightlab.rl.checkpoint import load_checkpoint
+
+        if not req.resume.strip():
+            raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
+        saved = from_dict(load_checkpoint(req.resume)["config"])  # a clear error before any work
+        if backend is not None and backend != saved.backend:
+            raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
+                              "a resumed run keeps its physics backend (only --device, --max-iterations, "
+                              "--segment-s and --no-progress may change per segment)")
+        backend = saved.backend
+    backend = _given(backend, "gpu")
+    if backend == "cpu" and req.device is not None and req.device.strip().lower() != "cpu":
+        # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
+        raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
+                          f"and the policy run on the CPU), got --device {req.device!r}")
+    device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
+    policy_device = validate_policy_device(req.policy_device, backend)
+    # a resume keeps its checkpoint's policy device (a CPU-policy check never publishes)
+    check_publish(req.publish, device, "the training row", backend=backend,
+                  policy_device=saved.policy_device if saved is not None else policy_device)
+    auto = isinstance(req.nworld, str) and req.nworld.strip().lower() == "auto"
+    if auto and req.resume is not None:
+        raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
+                          "checkpoint's")
+    if saved is not None:
+        return TrainPlan(_resumed(req, saved, device, policy_device))
+    dflt = TrainConfig()
+    body = validate_body(_given(req.body, dflt.body))
+    seed = _given(req.seed, dflt.seed)
+    nworld_auto = None
+    if auto:
+        # the iterations before the ramp's work (the ramp's world counts are all full size)
+        check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
+                      training=_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD,
+                                                      max_iterations=_given(req.max_iterations,
+                                                                            dflt.max_iterations)), req))
+        if backend != "gpu" or req.workers is not None or req.worlds_per_worker is not None or req.cpu_layout:
+            raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
+                              "--backend cpu give --nworld or --workers / --worlds-per-worker")
+        if pick_nworld is None:
+            raise ConfigError("--nworld auto needs the ramp's measurement; give --nworld N")
+        probe = _overrides(TrainConfig(body=body, device=device, seed=seed, **req.graphs(),
+                                       tree_factor=not req.no_tree_factor), req)
+        nworld, nworld_auto = pick_nworld(probe, progress)
+        layout = {}
+    else:
+        nworld, layout = cpu_layout(req, backend)
+    run_dir = _given(req.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
+    if not str(run_dir).strip():
+        raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
+    cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
+                      max_iterations=_given(req.max_iterations, dflt.max_iterations),
+                      run_dir=run_dir, segment_s=req.segment_s,
+                      checkpoint_every=_given(req.checkpoint_every, dflt.checkpoint_every),
+                      **req.graphs(), tree_factor=not req.no_tree_factor,
+                      backend=backend, policy_device=policy_device, **layout)
+    cfg = _overrides(cfg, req)
+    check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
+                  training=cfg)  # full size (publish.training_size_problem), before any work
+    return TrainPlan(cfg, nworld_auto)
