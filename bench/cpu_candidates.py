@@ -27,6 +27,7 @@ import mujoco.rollout
 import numpy as np
 
 from fightlab import bodies
+from fightlab.config import EnvConfig
 from fightlab.sim import physics
 
 
@@ -42,7 +43,7 @@ def _model(body: str, sensors: bool = False) -> mujoco.MjModel:
                 g.name = f"_g{i}"
             spec.add_sensor(type=mujoco.mjtSensor.mjSENS_CONTACT, objtype=mujoco.mjtObj.mjOBJ_GEOM,
                             objname=g.name, intprm=[1, 0, 1])
-    return physics.prepare_mjmodel(spec.compile(), 0.004)
+    return physics.prepare_mjmodel(spec.compile(), EnvConfig())
 
 
 def _time(fn, reset, steps: int, repeats: int = 3) -> float:

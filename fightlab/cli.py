@@ -135,6 +135,14 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--timestep", type=float, default=None, help="physics timestep override, s (e.g. 0.002)")
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
     e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
+    e.add_argument("--physics", default="training",
+                   help="training: the checkpoint's solver settings (without a checkpoint today's "
+                        "defaults); reference: the reference physics (Newton 10 / 20 at the timestep)")
+    e.add_argument("--reference-check", action="store_true",
+                   help="the reference check of a CHECKPOINT instead: its mean action in the reference "
+                        "physics at the task's timestep and at half of it, one episode per world, pushes "
+                        "on (--nworld, default 256); exit 0 when both runs fall in <= 5 %% of episodes "
+                        "with tracking >= 0.75 (the task's thresholds), else 1")
     e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
 
     from fightlab.figures.video import MAX_FPS, MAX_SIDE
@@ -505,8 +513,14 @@ def cmd_evaluate(a) -> int:
 
     from fightlab.rl.evaluate import DEFAULT_NWORLD
 
+    from fightlab.rl.evaluate import PHYSICS
+
     nworld = None if a.nworld is None else validate_nworld(a.nworld)  # None: the checkpoint's
+    if a.physics not in PHYSICS:
+        raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {a.physics!r}")
     device = validate_device(_given(a.device, _default_device()))
+    if a.reference_check:
+        return _reference_check(a, nworld, device)
     check_publish(a.publish, device, "the evaluation row")
     if not 0.0 <= a.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {a.amplitude!r}")
@@ -522,8 +536,11 @@ def cmd_evaluate(a) -> int:
 
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
+        from fightlab.config import EnvConfig, reference_env
+
+        env_cfg = reference_env(EnvConfig()) if a.physics == "reference" else EnvConfig()
         res = evaluate_zero_action(validate_body(a.body), nworld=_given(nworld, DEFAULT_NWORLD), device=device,
-                                   episodes_per_world=a.episodes, amplitude=a.amplitude,
+                                   episodes_per_world=a.episodes, amplitude=a.amplitude, env_cfg=env_cfg,
                                    seed=a.seed, timestep=a.timestep, progress=not a.no_progress)
     else:
         ck = load_checkpoint(a.checkpoint)
@@ -532,9 +549,38 @@ def cmd_evaluate(a) -> int:
                               f"({ck['config'].get('body')})")
         res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
                        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
-                       seed=a.seed, progress=not a.no_progress)
+                       seed=a.seed, progress=not a.no_progress, physics=a.physics)
     eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
     return 0
+
+
+def _reference_check(a, nworld, device) -> int:
+    """evaluate --reference-check: the check's two runs and its verdict; 0 passed, 1 failed."""
+    from fightlab.config import ConfigError, from_dict
+    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.rl.reference import CHECKS, REFERENCE_NWORLD, reference_check
+
+    given = [f for f, v in (("--zero-action", a.zero_action), ("--timestep", a.timestep is not None),
+                            ("--publish", a.publish), ("--physics", a.physics != "training"),
+                            ("--episodes", a.episodes != 1.0), ("--amplitude", a.amplitude != 1.0)) if v]
+    if given:
+        raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
+                          f"{', '.join(given)} conflicts")
+    if a.checkpoint is None or not a.checkpoint.strip():
+        raise ConfigError(f"--reference-check needs a CHECKPOINT file, got {a.checkpoint!r}")
+    cfg = from_dict(load_checkpoint(a.checkpoint)["config"])
+    if a.body is not None and a.body != cfg.body:
+        raise ConfigError(f"--body {a.body} conflicts with the checkpoint's body ({cfg.body})")
+    ref = reference_check(a.checkpoint, cfg, device, _given(nworld, REFERENCE_NWORLD), seed=a.seed,
+                          progress=not a.no_progress)
+    for label, _ in CHECKS:
+        r = ref[label]
+        print(f"reference {label} (timestep {r['timestep']:g} s, {ref['nworld']} worlds): fall_rate="
+              f"{r['fall_rate']:.3f} tracking={r['tracking']:.3f} episodes={r['episodes']} "
+              f"overflow={r['overflow_count']} nan={r['nan_resets']}")
+    print(f"reference check: {'passed' if ref['passed'] else 'FAILED: ' + ref['reason']} "
+          f"[{ref['seconds']:.1f} s]", flush=True)
+    return 0 if ref["passed"] else 1
 
 
 def cmd_render(a) -> int:

@@ -53,6 +53,11 @@ class EnvConfig:
       init_noise_rad: joint-angle noise at reset (uniform ±).
       w_alive, w_pose, w_bounce, w_upright, w_action_rate: reward term weights (their
         `fightlab.envs.stance.REWARD_TERMS` entries name these fields); fall_penalty: per fall.
+      solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance: the
+        training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
+        `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
+        checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
+        (`fightlab.rl.reference`).
     """
 
     control_dt: float = 0.02
@@ -75,6 +80,10 @@ class EnvConfig:
     w_upright: float = 0.5
     w_action_rate: float = 0.1
     fall_penalty: float = 10.0
+    solver_iterations: int = 10
+    solver_ls_iterations: int = 20
+    solver_tolerance: float = 1e-8
+    solver_ls_tolerance: float = 0.01
 
     @property
     def substeps(self) -> int:
@@ -174,6 +183,9 @@ class TrainConfig:
         a GPU beside the CPU physics, the env's observation, reward and done copied to it and the
         action back at every env step, `fightlab.rl.runner.PolicyIO`; the action's copy is a
         counted host read). Only with backend "cpu": MuJoCo Warp's policy runs on its `device`.
+      reference_nworld: worlds of the reference check a solved run ends with
+        (`fightlab.rl.reference`; a published training needs at least
+        `publish.MIN_PUBLISH_NWORLD`).
     """
 
     body: str = "simple"
@@ -194,6 +206,7 @@ class TrainConfig:
     policy_graph: bool = True
     update_graph: bool = True
     tree_factor: bool = True
+    reference_nworld: int = 256
     segment_s: float | None = None
     backend: str = "gpu"
     workers: int | None = None
@@ -212,10 +225,46 @@ TASK_FIELDS = (
     "env.arm_sway_rad", "env.n_phase", "env.amplitude_ramp_s", "env.push_interval_s",
     "env.push_duration_s", "env.push_impulse_ns", "env.tilt_fall_deg", "env.init_noise_rad",
     "curriculum_stages", "curriculum_wait", "max_fall_rate", "min_tracking", "min_episode_s",
+    "ppo.num_steps",
 )
 
 #: `task_id` of a run that keeps every Fixed field at its default
 DEFAULT_TASK = "default"
+
+#: the reference physics' solver: MuJoCo Warp's Newton solver at 10 iterations and 20 line-search
+#: iterations, MuJoCo's default tolerances (1e-8, 0.01); with the task's timestep, where every
+#: solve's final policy is checked (`fightlab.rl.reference`)
+REFERENCE_SOLVER = dict(solver_iterations=10, solver_ls_iterations=20, solver_tolerance=1e-8,
+                        solver_ls_tolerance=0.01)
+
+#: fields added to the configs after rows were first written, with the value a row that does not
+#: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
+#: has that value, so the rows from before it keep their ids
+IMPLIED_FIELDS = {f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}
+
+
+def canonical_params(params: dict) -> dict:
+    """A row's params (or `to_dict` of a TrainConfig) without the :data:`IMPLIED_FIELDS` that
+    hold their implied value: what ids are hashed from. A copy; `params` is not changed."""
+    out = dict(params)
+    for name, implied in IMPLIED_FIELDS.items():
+        part, key = name.split(".", 1)
+        sub = out.get(part)
+        if isinstance(sub, dict) and key in sub and sub[key] == implied:
+            out[part] = {k: v for k, v in sub.items() if k != key}
+    return out
+
+
+def reference_env(env: "EnvConfig", timestep: float | None = None) -> "EnvConfig":
+    """`env` in the reference physics: :data:`REFERENCE_SOLVER`, at `timestep` (None: the env's,
+    which for the task is the task's)."""
+    ref = dataclasses.replace(env, **REFERENCE_SOLVER)
+    return ref if timestep is None else dataclasses.replace(ref, timestep=timestep)
+
+
+def training_physics(env: "EnvConfig") -> dict:
+    """The solver fields of `env` (:data:`REFERENCE_SOLVER`'s keys) as a dict."""
+    return {k: getattr(env, k) for k in REFERENCE_SOLVER}
 
 
 def _field_value(cfg, name: str):
@@ -370,6 +419,10 @@ def network_params(hidden, nu: int | None = None) -> int:
     return mlp([obs, *hidden, nu]) + mlp([obs, *hidden, 1]) + nu
 
 
+#: most solver or line-search iterations a config may ask for (MuJoCo's default is 100, the
+#: reference physics 10 / 20): more only costs time
+MAX_SOLVER_ITERATIONS = 1000
+
 #: most physics substeps per control step a config may ask for (a tiny timestep would otherwise
 #: run for hours without a word); the task's default is 5
 MAX_SUBSTEPS = 1000
@@ -411,6 +464,14 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         raise ConfigError(f"EnvConfig.tilt_fall_deg must be in (0, 180], got {cfg.tilt_fall_deg!r}")
     if not isinstance(cfg.n_phase, int) or cfg.n_phase < 4:
         raise ConfigError(f"EnvConfig.n_phase must be >= 4, got {cfg.n_phase!r}")
+    for name in ("solver_iterations", "solver_ls_iterations"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SOLVER_ITERATIONS:
+            raise ConfigError(f"EnvConfig.{name} must be an integer in [1, {MAX_SOLVER_ITERATIONS}], got {v!r}")
+    for name in ("solver_tolerance", "solver_ls_tolerance"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 1):
+            raise ConfigError(f"EnvConfig.{name} must be a number in (0, 1], got {v!r}")
     return cfg
 
 
@@ -471,6 +532,9 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         raise ConfigError(f"resume must name a checkpoint file, got {cfg.resume!r}")
     if not (isinstance(cfg.run_dir, str) and cfg.run_dir.strip()):
         raise ConfigError(f"run_dir must name a folder, got {cfg.run_dir!r}")
+    if isinstance(cfg.reference_nworld, bool) or not isinstance(cfg.reference_nworld, int) \
+            or not 1 <= cfg.reference_nworld <= MAX_NWORLD:
+        raise ConfigError(f"reference_nworld must be an integer in [1, {MAX_NWORLD}], got {cfg.reference_nworld!r}")
     if not isinstance(cfg.checkpoint_every, int) or cfg.checkpoint_every < 0:
         raise ConfigError(f"checkpoint_every must be an integer >= 0, got {cfg.checkpoint_every!r}")
     if cfg.segment_s is not None and not (isinstance(cfg.segment_s, (int, float)) and cfg.segment_s > 0):

@@ -7,6 +7,7 @@ else "cpu"); `validate_device` checks a named device against this machine.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from fightlab.errors import ConfigError
 
@@ -82,3 +83,31 @@ def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the
         return d
     raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
+
+#: (body, device, backend) builds this process has announced (`announce_compile`)
+_ANNOUNCED: set = set()
+
+
+def announce_compile(body: str, device: str, backend: str = "gpu") -> str | None:
+    """Say once per process and (body, device, backend), on stderr, before the env is built, that
+    warp may now compile its kernels: a cold compile is silent for about a minute otherwise. When
+    warp's kernel cache folder holds no module at all the compile is certain and said so; else it
+    may still miss (another device, or kernels that changed). Returns the line, or None when this
+    build was announced already."""
+    import sys
+
+    key = (body, device, backend)
+    if key in _ANNOUNCED:
+        return None
+    _ANNOUNCED.add(key)
+    cache = Path(init_warp().config.kernel_cache_dir or "")
+    try:
+        empty = not any(cache.iterdir())
+    except OSError:  # no cache folder yet
+        empty = True
+    what = "MuJoCo Warp kernels" if backend == "gpu" else "the env's warp kernels"
+    when = ("about a minute the first time (warp's kernel cache is empty)" if empty
+            else "may take about a minute the first time")
+    line = f"compiling {what} for {body} on {device}: {when}; cache {cache}"
+    print(line, file=sys.stderr, flush=True)
+    return line

@@ -34,11 +34,16 @@ def min_publish_iterations(cfg: "TrainConfig") -> int:
 def training_size_problem(cfg: "TrainConfig") -> str | None:
     """Why a training is not full size (one clause naming the value and the bound), or None.
 
-    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`
-    and max_iterations >= :func:`min_publish_iterations` (on either backend)."""
+    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`,
+    its reference check as many worlds (`reference_nworld`) and max_iterations >=
+    :func:`min_publish_iterations` (on either backend)."""
     if cfg.nworld < MIN_PUBLISH_NWORLD:
         return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
                 "committed training studies")
+    ref = getattr(cfg, "reference_nworld", MIN_PUBLISH_NWORLD)
+    if ref < MIN_PUBLISH_NWORLD:
+        return (f"reference_nworld {ref} is below {MIN_PUBLISH_NWORLD}: the reference check of a "
+                "solve runs at least as many worlds as a published training")
     need = min_publish_iterations(cfg)
     if cfg.max_iterations < need:
         stages, wait = _publish_curriculum(cfg)

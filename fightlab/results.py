@@ -39,6 +39,7 @@ from fightlab.paths import REPO_ROOT
 __all__ = [
     "META_COLUMNS",
     "EXPERIMENTS",
+    "REFERENCE_COLUMNS",
     "columns",
     "register_experiment",
     "run_metadata",
@@ -67,12 +68,17 @@ META_COLUMNS: tuple[str, ...] = (
 _META_STR = tuple(c for c in META_COLUMNS if c not in ("nworld", "seed"))
 
 #: metric columns per experiment (after the metadata columns, in this order)
+#: a train row's reference check (`fightlab.rl.reference`; empty for a run that did not solve):
+#: passed (bool), its seconds (apart from the time to solve), each run's fall rate and tracking
+REFERENCE_COLUMNS = ("reference_passed", "reference_eval_s", "reference_fall_rate_dt", "reference_tracking_dt",
+                     "reference_fall_rate_half_dt", "reference_tracking_half_dt")
+
 EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "train": (
         "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
         "mean_episode_s", "overflow_count", "nan_resets", "host_reads_per_iter", "graph_fallbacks",
-        "tracking", "tracking_survived",
+        "tracking", "tracking_survived", *REFERENCE_COLUMNS,
     ),
     # seconds per training iteration with and without each graph, and the parts of a rollout
     # step timed apart (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]. Rows

@@ -175,7 +175,7 @@ for i in range(20):
     m = dict(time_to_solve_s=float(i), iterations=i, compile_s=0.0, env_steps_per_s=1.0,
              physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
              final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9)
+             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))
     results.append_row("train", {**meta, **m}, root)
     meta["run_id"] = f"own{k}x{i}"             # and one new run each time
     results.append_row("train", {**meta, **m}, root)
@@ -229,7 +229,7 @@ def _train_row(run_id, iterations):
                            env_steps_per_s=1.0, physics_steps_per_s=5.0, rollout_s_per_iter=0.1,
                            update_s_per_iter=0.1, solved=False, final_amplitude=0.1, fall_rate=0.0,
                            mean_episode_s=1.0, overflow_count=0, nan_resets=0,
-                           host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9)}
+                           host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))}
 
 
 def test_publishing_a_run_twice_keeps_one_row(tmp_path):
@@ -480,8 +480,9 @@ def test_run_dir_under_a_file_is_one_line(tmp_path, capsys):
 def test_text_in_a_metric_column_and_a_torn_curve_are_refused(tmp_path):
     path = results.append_row("train", _train_row("aaa", 1), tmp_path)
     text = path.read_text().rstrip("\n")
-    path.write_text(text[: text.rindex(",")] + ",abc\n")  # tracking_survived (the last column) = "abc"
-    with pytest.raises(results.MalformedRowError, match=r"train.csv:2: column 'tracking_survived' holds 'abc'"):
+    last = results.columns("train")[-1]
+    path.write_text(text[: text.rindex(",")] + ",abc\n")  # the last column = "abc"
+    with pytest.raises(results.MalformedRowError, match=rf"train.csv:2: column '{last}' holds 'abc'"):
         results.read_rows("train", tmp_path)
     c = results.write_curve("aaa", pd.DataFrame({"iteration": [1, 2], "reward": [0.1, 0.2]}), tmp_path)
     c.write_text(c.read_text() + "3")

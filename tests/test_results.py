@@ -34,6 +34,12 @@ def _metrics(**over):
         "graph_fallbacks": 0,
         "tracking": 0.9,
         "tracking_survived": 0.95,
+        "reference_passed": True,
+        "reference_eval_s": 12.5,
+        "reference_fall_rate_dt": 0.0,
+        "reference_tracking_dt": 0.97,
+        "reference_fall_rate_half_dt": 0.004,
+        "reference_tracking_half_dt": 0.96,
     }
     m.update(over)
     return m
@@ -149,7 +155,7 @@ def test_header_mismatch_is_refused(tmp_path):
     path.parent.mkdir(parents=True)
     cols = list(results.columns("train"))
     path.write_text(",".join(cols[:-1] + ["old_column"]) + "\n")
-    with pytest.raises(ValueError, match=r"does not match.*missing \['tracking_survived'\].*extra \['old_column'\]"):
+    with pytest.raises(ValueError, match=r"does not match.*missing \['reference_tracking_half_dt'\].*extra \['old_column'\]"):
         results.append_row("train", _row(), tmp_path)
     with pytest.raises(ValueError, match="does not match"):
         results.read_rows("train", tmp_path)
@@ -308,7 +314,7 @@ for i in range(25):
     m = dict(time_to_solve_s=1.0, iterations=i, compile_s=0.0, env_steps_per_s=1.0,
              physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
              final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9)
+             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))
     results.append_row("train", {**meta, **m}, root)
 """
 
@@ -360,7 +366,8 @@ def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):
     reads (new columns NaN) and, at the next write, is rewritten under the full header."""
     results.append_row("train", _row(), tmp_path)
     path = results.results_path("train", tmp_path)
-    path.write_text("\n".join(ln.rsplit(",", 4)[0] for ln in path.read_text().splitlines()) + "\n")
+    n = 4 + len(results.REFERENCE_COLUMNS)  # the file as it was before these columns
+    path.write_text("\n".join(ln.rsplit(",", n)[0] for ln in path.read_text().splitlines()) + "\n")
     old = results.read_rows("train", tmp_path)
     assert len(old) == 1 and old["graph_fallbacks"].isna().all() and old["tracking_survived"].isna().all() and old["nan_resets"].item() == 0
     results.append_row("train", _row(), tmp_path)

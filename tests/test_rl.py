@@ -358,9 +358,10 @@ def test_a_build_announces_the_compile_once_per_body_and_device(tmp_path, monkey
     progress bar; an empty kernel cache says the compile is certain."""
     import warp as wp
 
+    from fightlab import devices
     from fightlab.rl import runner
 
-    monkeypatch.setattr(runner, "_ANNOUNCED", set())
+    monkeypatch.setattr(devices, "_ANNOUNCED", set())
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).close()
     err = capsys.readouterr().err
     assert err.count("compiling MuJoCo Warp kernels for simple on cpu: ") == 1, err

@@ -155,6 +155,15 @@ REWARD_TERMS = (
     RewardTerm("upright", _upright, "w_upright"),
     RewardTerm("action_rate", _action_rate, "w_action_rate"),
 )
+
+
+def code_weights() -> dict[str, float]:
+    """The terms whose weight is a number in `REWARD_TERMS` (not an EnvConfig field): name →
+    weight. Train rows record them (params `reward_terms`), so a learner with such a term has
+    its own learner id; {} for today's terms, whose weights are EnvConfig fields."""
+    return {t.name: float(t.weight) for t in REWARD_TERMS if not isinstance(t.weight, str)}
+
+
 #: the summary's per-term keys: the terms', then the fall penalty's (`reward_fall`)
 REWARD_KEYS = tuple(f"reward_{t.name}" for t in REWARD_TERMS) + ("reward_fall",)
 _REWARD_FALL = len(REWARD_TERMS)  # the fall penalty's column of the per-term sums
@@ -597,7 +606,7 @@ class StanceEnv:
         self.seed = int(seed)
         self.info = bodies.BODIES[self.body]  # the body's registry record (names, slots, bounce)
         mjm = mjmodel if mjmodel is not None else self.info.build()
-        self.mjm = physics.prepare_mjmodel(mjm, self.cfg.timestep)
+        self.mjm = physics.prepare_mjmodel(mjm, self.cfg)
         self.slots = physics.slots_for(self.body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
         from fightlab.kernels.factor import active_variant, use_tree_factor

@@ -153,7 +153,7 @@ def _run_episode(body, ck, env_cfg, nsteps, device, seed, zero_action, amplitude
     from fightlab.rl.checkpoint import policy_agent
     from fightlab.sim.physics import shared_stream
 
-    from fightlab.rl.runner import announce_compile
+    from fightlab.devices import announce_compile
 
     announce_compile(body, device)  # building the env compiles warp's kernels
     bar = tqdm(total=nsteps, desc=f"render {body}: simulate", unit="step", disable=not progress)

@@ -44,6 +44,12 @@ def train_row(trainer, res: dict) -> dict:
     params["mps"] = any(x["mps"] for x in packs if x["concurrent"] > 1)
     params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
     params["task"] = task_id(cfg)  # "default", or "custom-…": another task (config.TASK_FIELDS)
+    from fightlab.envs.stance import code_weights
+
+    if weights := code_weights():  # reward terms weighted in code: part of the learner (learner_id)
+        params["reward_terms"] = weights
+    if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.rl.reference)
+        params["reference_eval"] = res["reference_eval"]
     # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
     auto = next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)
     if auto is not None:
@@ -71,6 +77,11 @@ def train_row(trainer, res: dict) -> dict:
         host_reads_per_iter=f(res.get("host_reads_per_iter")),
         graph_fallbacks=int(res.get("graph_fallbacks") or 0),
         tracking=f(res.get("tracking")), tracking_survived=f(res.get("tracking_survived")),
+        # the reference check of a solve (fightlab.rl.reference): empty for a run that did not solve
+        reference_passed=ref["passed"] if (ref := res.get("reference_eval")) else None,
+        reference_eval_s=f(ref["seconds"]) if ref else float("nan"),
+        **{f"reference_{m}_{k}": f(ref[run][m]) if ref else float("nan")
+           for run, k in (("dt", "dt"), ("dt/2", "half_dt")) for m in ("fall_rate", "tracking")},
     )
     return row
 
@@ -124,6 +135,8 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           f"env_steps_per_s={row['env_steps_per_s']:.0f} rollout_s/it={row['rollout_s_per_iter']:.3f} "
           f"update_s/it={row['update_s_per_iter']:.3f} amplitude={row['final_amplitude']:.1f} "
           f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
+          + (f" reference={'passed' if row['reference_passed'] else 'failed'} "
+             f"reference_eval_s={row['reference_eval_s']:.1f}" if row["reference_passed"] is not None else "")
           + ("" if (task := task_id(trainer.cfg)) == DEFAULT_TASK
              else f" task={task} (another task: not a solve of this one)")
           + (" [published]" if publish else ""), flush=True)
@@ -227,8 +240,11 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
     names), `setup` (the mass matrix factor path, :func:`factor_setup`), `code` (the training
     code of the row's commit, :func:`code_of`), `config`
-    (:func:`config_id`), `task` (:func:`task_of`), `learner` (:func:`learner_id`) and `backend`
-    (:func:`physics_backend`: "gpu" MuJoCo Warp, "cpu" MuJoCo's C engine)."""
+    (:func:`config_id`), `task` (:func:`task_of`), `learner` (:func:`learner_id`), `backend`
+    (:func:`physics_backend`: "gpu" MuJoCo Warp, "cpu" MuJoCo's C engine), `reference`
+    (:func:`reference_verdict`) and `curriculum_solved` (the row's own `solved`). `solved` is True
+    only for a curriculum solve whose verdict is one of :data:`SOLVE_VERDICTS`: every summary,
+    the headline, Figure 2's iterations, `--nworld auto` and the survey read solves from here."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
@@ -243,7 +259,41 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["learner"] = [learner_id(p) for p in params]
     df["code"] = [code_of(c) for c in df["commit"]]
     df["backend"] = [physics_backend(p) for p in params]
+    passed = df["reference_passed"] if "reference_passed" in df else pd.Series([None] * len(df), index=df.index)
+    df["reference"] = [reference_verdict(x, p) for x, p in zip(passed, params)]
+    df["curriculum_solved"] = df["solved"] == True  # noqa: E712
+    df["solved"] = df["curriculum_solved"] & df["reference"].isin(SOLVE_VERDICTS)
     return df
+
+
+#: `published_runs`' `reference` column: a row's standing against the reference check
+#: (`fightlab.rl.reference`): its check passed or failed; no check, trained in the reference
+#: physics itself (every row from before the check: their solves were judged in it at the task's
+#: timestep); no check in other physics (never a solve)
+REFERENCE_VERDICTS = ("passed", "failed", "trained in reference", "unchecked")
+
+#: the verdicts whose solves count (`published_runs` keeps `solved` True only for these)
+SOLVE_VERDICTS = ("passed", "trained in reference")
+
+
+def reference_verdict(passed, params: dict) -> str:
+    """A train row's :data:`REFERENCE_VERDICTS` entry from its `reference_passed` cell (True /
+    False as written, or as read back: "True", 1.0; empty or NaN: no check) and its params
+    (the training physics: `config.training_physics` of its env fields, a field it does not
+    store read as `config.IMPLIED_FIELDS` says)."""
+    from fightlab.config import REFERENCE_SOLVER
+
+    if isinstance(passed, str):
+        passed = {"true": True, "false": False}.get(passed.strip().lower())
+    elif isinstance(passed, (int, float, np.bool_)) and not (isinstance(passed, float) and math.isnan(passed)):
+        passed = bool(passed)
+    else:
+        passed = passed if isinstance(passed, bool) else None
+    if passed is not None:
+        return "passed" if passed else "failed"
+    env = params.get("env") or {}
+    same = all(env.get(k, v) == v for k, v in REFERENCE_SOLVER.items())
+    return "trained in reference" if same else "unchecked"
 
 
 def physics_backend(params: dict) -> str:
@@ -284,16 +334,18 @@ def task_of(params: dict) -> str:
         return str(params["task"])
     import dataclasses
 
-    from fightlab.config import EnvConfig, TrainConfig
+    from fightlab.config import EnvConfig, PPOConfig, TrainConfig
 
-    train, env = {}, {}
+    parts = {"": {}, "env": {}, "ppo": {}}
     for name in TASK_FIELDS:
-        src, dst, key = (params.get("env") or {}, env, name[4:]) if name.startswith("env.") else (params, train, name)
+        part, key = name.split(".", 1) if "." in name else ("", name)
+        src = params.get(part) or {} if part else params
         if isinstance(src, dict) and key in src:
             v = src[key]
-            dst[key] = tuple(v) if isinstance(v, list) else v
+            parts[part][key] = tuple(v) if isinstance(v, list) else v
     try:
-        cfg = TrainConfig(**train, env=dataclasses.replace(EnvConfig(), **env))
+        cfg = TrainConfig(**parts[""], env=dataclasses.replace(EnvConfig(), **parts["env"]),
+                          ppo=dataclasses.replace(PPOConfig(), **parts["ppo"]))
     except (TypeError, ValueError):
         return "unknown"
     return task_id(cfg)
@@ -321,12 +373,18 @@ def _effective_ppo(ppo: dict) -> dict:
 def learner_id(params: dict) -> str:
     """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
     fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
-    which are). Runs that differ only in how they were launched (graphs, factor path, seed,
+    which are), and of the reward terms weighted in code (params ``reward_terms``). Runs that differ only in how they were launched (graphs, factor path, seed,
     nworld) or in code share it; a changed reward weight or learning rate does not."""
     import hashlib
 
+    from fightlab.config import canonical_params
+
+    params = canonical_params(params)
     env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
-    key = json.dumps(dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env), sort_keys=True)
+    key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
+    if params.get("reward_terms"):  # terms weighted in code (envs.stance.code_weights)
+        key["reward_terms"] = params["reward_terms"]
+    key = json.dumps(key, sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
@@ -498,7 +556,7 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
-                   "task", "nworld_auto")
+                   "task", "nworld_auto", "reference_nworld", "reference_eval")
 
 
 def config_id(params: dict) -> str:
@@ -509,7 +567,9 @@ def config_id(params: dict) -> str:
     so runs with and without the tree factor share a config id and can be compared."""
     import hashlib
 
-    keep = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
+    from fightlab.config import canonical_params
+
+    keep = {k: v for k, v in canonical_params(params).items() if k not in VOLATILE_PARAMS}
     return hashlib.sha1(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:8]
 
 

@@ -12,16 +12,21 @@ from fightlab.config import from_dict
 from fightlab.rl.checkpoint import load_checkpoint, policy_agent
 from fightlab.rl.curriculum import ratio
 
-__all__ = ["DEFAULT_NWORLD", "evaluate", "evaluate_zero_action"]
+__all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action"]
 
 
 #: worlds of an evaluation that has no checkpoint to take its count from (the zero-action policy)
 DEFAULT_NWORLD = 256
 
 
+#: `evaluate`'s physics: the checkpoint's training physics, or the reference physics
+#: (`config.REFERENCE_SOLVER`)
+PHYSICS = ("training", "reference")
+
+
 def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episodes_per_world: float = 1.0,
              timestep: float | None = None, zero_action: bool = False, amplitude: float = 1.0,
-             seed: int = 1, graph: bool = True, progress: bool = True) -> dict:
+             seed: int = 1, graph: bool = True, progress: bool = True, physics: str = "training") -> dict:
     """Re-run a saved policy (its deterministic mean action) or the zero-action policy (the servos
     holding the reference alone) on fresh worlds and report the solve statistics.
 
@@ -32,10 +37,12 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
         run, in episodes (10 s each);
       timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
         then takes control_dt / timestep substeps); zero_action: ignore the policy;
-      amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps.
+      amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps;
+      physics: one of :data:`PHYSICS`: "training" (the checkpoint's solver settings) or
+        "reference" (`config.reference_env`: the reference solver, at `timestep` or the task's).
 
     Returns:
-      dict: body, zero_action, timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
+      dict: body, zero_action, physics (the solver fields it ran), timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
       (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
       a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
       fall_rate, tracking (the criterion's, over every ended episode), tracking_survived (over
@@ -45,12 +52,17 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
     Raises:
       CheckpointError: unreadable checkpoint or a policy that does not fit the body.
     """
+    from fightlab.config import ConfigError, reference_env
+
+    if physics not in PHYSICS:
+        raise ConfigError(f"physics must be one of {', '.join(PHYSICS)}, got {physics!r}")
     ck = load_checkpoint(checkpoint)
     cfg = from_dict(ck["config"])
-    env_cfg = cfg.env if timestep is None else dataclasses.replace(cfg.env, timestep=timestep)
+    env_cfg = reference_env(cfg.env) if physics == "reference" else cfg.env
+    env_cfg = env_cfg if timestep is None else dataclasses.replace(env_cfg, timestep=timestep)
     nworld = cfg.nworld if nworld is None else nworld
     return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
-                     amplitude, seed, graph, cfg.tree_factor, progress)
+                     amplitude, seed, graph, cfg.tree_factor, progress, backend=cfg.backend, threads=cfg.workers)
 
 
 def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = "cpu",
@@ -69,10 +81,10 @@ def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = 
 
 
 def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
-              graph, tree_factor, progress=True):
+              graph, tree_factor, progress=True, backend: str = "gpu", threads=None):
     from tqdm import tqdm
 
-    from fightlab.config import validate_body, validate_env, validate_nworld
+    from fightlab.config import training_physics, validate_body, validate_env, validate_nworld
     from fightlab.devices import validate_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim.physics import shared_stream
@@ -81,12 +93,13 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     validate_body(body), validate_env(env_cfg)  # before the bar opens
     nworld = validate_nworld(nworld)  # an int, whatever a checkpoint's config held
     nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
-    from fightlab.rl.runner import announce_compile
+    from fightlab.devices import announce_compile
 
-    announce_compile(body, device)  # building the env compiles warp's kernels
+    announce_compile(body, device, backend)  # building the env compiles warp's kernels
     # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
     bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
-    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor,
+                    backend=backend, threads=threads)
     agent = policy_agent(ck, env, device) if ck is not None and not zero_action else None
     with shared_stream(device):
         env.set_amplitude(amplitude, immediate=True)
@@ -100,7 +113,8 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
         s = env.read_summary()
     bar.close()
     n = s["episodes"]
-    return dict(body=body, zero_action=agent is None, timestep=env.mjm.opt.timestep, nworld=nworld,
+    return dict(body=body, zero_action=agent is None, physics=training_physics(env_cfg),
+                timestep=env.mjm.opt.timestep, nworld=nworld,
                 amplitude=amplitude, episodes_per_world=episodes_per_world,
                 seconds_per_world=nsteps * env_cfg.control_dt,
                 run_id=ck.get("run_id") if ck is not None else None,

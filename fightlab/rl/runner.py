@@ -16,43 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, task_warning, validate_train
+from fightlab.devices import announce_compile
 from fightlab.rl.checkpoint import load_checkpoint, restore_checkpoint, resume_config, save_checkpoint
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, truncate_rows, write_rows
 
 __all__ = ["Trainer", "PolicyIO", "announce_compile", "train"]
-
-#: (body, device, backend) builds this process has announced (`announce_compile`)
-_ANNOUNCED: set = set()
-
-
-def announce_compile(body: str, device: str, backend: str = "gpu") -> str | None:
-    """Say once per process and (body, device, backend), on stderr, before the env is built, that
-    warp may now compile its kernels: a cold compile is silent for about a minute otherwise. When
-    warp's kernel cache folder holds no module at all the compile is certain and said so; else it
-    may still miss (another device, or kernels that changed). Returns the line, or None when this
-    build was announced already."""
-    import sys
-
-    from fightlab.devices import init_warp
-
-    key = (body, device, backend)
-    if key in _ANNOUNCED:
-        return None
-    _ANNOUNCED.add(key)
-    cache = Path(init_warp().config.kernel_cache_dir or "")
-    try:
-        empty = not any(cache.iterdir())
-    except OSError:  # no cache folder yet
-        empty = True
-    what = "MuJoCo Warp kernels" if backend == "gpu" else "the env's warp kernels"
-    when = ("about a minute the first time (warp's kernel cache is empty)" if empty
-            else "may take about a minute the first time")
-    line = f"compiling {what} for {body} on {device}: {when}; cache {cache}"
-    print(line, file=sys.stderr, flush=True)
-    return line
-
 
 class Trainer(TrainLoop):
     """One training run: builds the `StanceEnv`, trains it with the loop (`TrainLoop`: env,
@@ -172,6 +142,10 @@ class Trainer(TrainLoop):
     def train(self) -> dict:
         """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`.
 
+        A run that solves ends with the reference check (`fightlab.rl.reference`): solved and
+        time_to_solve_s stand only when it passes; reference_eval (its result) and
+        reference_eval_s (its seconds, apart from the time to solve) are in the result.
+
         Returns a result dict: solved, time_to_solve_s (None if unsolved), iterations,
         compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
         final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets,
@@ -218,8 +192,30 @@ class Trainer(TrainLoop):
                 self.segment_end = True
                 break
         bar.close()
-        self.save()
-        return self.result()
+        path = self.save()
+        res = self.result()
+        if self.curriculum.solved:
+            res.update(self._reference(path, res))
+        return res
+
+    def _reference(self, checkpoint, res: dict) -> dict:
+        """The reference check of a solve (`fightlab.rl.reference`): what it changes in the result
+        (solved and time_to_solve_s only when it passes; reference_eval, reference_eval_s)."""
+        from fightlab.rl.reference import reference_check
+
+        cfg = self.cfg
+        ref = reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
+                              progress=self.progress)
+        ref.update(curriculum_time_to_solve_s=res["time_to_solve_s"], curriculum_iterations=res["iterations"])
+        runs = "; ".join(f"{k} fall {ref[k]['fall_rate']:.3f} tracking {ref[k]['tracking']:.3f}"
+                         for k in ("dt", "dt/2"))
+        verdict = "passed" if ref["passed"] else f"FAILED ({ref['reason']}): not a solve of the task"
+        print(f"reference check ({ref['nworld']} worlds, Newton {ref['solver']['solver_iterations']}/"
+              f"{ref['solver']['solver_ls_iterations']}): {runs}; {verdict} [{ref['seconds']:.1f} s]", flush=True)
+        out = dict(reference_eval=ref, reference_eval_s=ref["seconds"])
+        if not ref["passed"]:
+            out.update(solved=False, time_to_solve_s=None)
+        return out
 
     def result(self) -> dict:
         rows = self.rows

@@ -34,12 +34,11 @@ wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)  # no per-module 
 # The slot sizes of every body, read from its registry record (tests may override an entry).
 SLOTS: dict[str, Slots] = {name: body.slots for name, body in BODIES.items()}
 
-# Solver settings used for training (Newton, capped iterations). Hitting a cap sets the
-# ITERATIONS / LS_ITERATIONS bits of d.overflow; those are counted and reported, not treated as
-# failures. Euler integration with joint damping > 0 (eulerdamp on) factors M twice per physics
-# step: once in forward (qacc_smooth / solver) and once for M + h·D in the Euler update.
-SOLVER_ITERATIONS = 10
-SOLVER_LS_ITERATIONS = 20
+# The solver: Newton with the env config's caps (`EnvConfig.solver_*`: the training physics;
+# `config.REFERENCE_SOLVER` the reference). Hitting a cap sets the ITERATIONS / LS_ITERATIONS
+# bits of d.overflow; those are counted and reported, not treated as failures. Euler integration
+# with joint damping > 0 (eulerdamp on) factors M twice per physics step: once in forward
+# (qacc_smooth / solver) and once for M + h·D in the Euler update.
 
 # d.overflow bits that lose physics (slots ran out): the world is reset and counted as a fall.
 SLOT_BITS = int(OverflowType.NEFC | OverflowType.NARROWPHASE | OverflowType.BROADPHASE
@@ -77,16 +76,19 @@ def slots_for(body: str, nconmax: int | None = None, njmax: int | None = None) -
                  njmax if njmax is not None else s.njmax, "override")
 
 
-def prepare_mjmodel(mjm: mujoco.MjModel, timestep: float) -> mujoco.MjModel:
-    """Set the training solver options on a MuJoCo model (in place) and return it.
+def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
+    """Set the physics options of an `EnvConfig` on a MuJoCo model (in place) and return it:
+    the timestep and the Newton solver's iterations, line-search iterations and tolerances.
 
     Args:
       mjm: the body's MjModel.
-      timestep: physics timestep in s.
+      env: `fightlab.config.EnvConfig` (timestep in s, `solver_*` fields).
     """
-    mjm.opt.timestep = timestep
-    mjm.opt.iterations = SOLVER_ITERATIONS
-    mjm.opt.ls_iterations = SOLVER_LS_ITERATIONS
+    mjm.opt.timestep = env.timestep
+    mjm.opt.iterations = env.solver_iterations
+    mjm.opt.ls_iterations = env.solver_ls_iterations
+    mjm.opt.tolerance = env.solver_tolerance
+    mjm.opt.ls_tolerance = env.solver_ls_tolerance
     return mjm
 
 
