@@ -57,7 +57,7 @@ class EnvConfig:
         training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
         `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
         checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
-        (`fightlab.rl.reference`).
+        (`fightlab.rl.reference`); the defaults are the reference solver's.
     """
 
     control_dt: float = 0.02

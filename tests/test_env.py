@@ -228,8 +228,10 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
     state hash to the value recorded before the kernels were refactored."""
     import hashlib
 
+    from fightlab.config import REFERENCE_SOLVER
+
     cfg = EnvConfig(episode_s=0.2, push_interval_s=(0.04, 0.1), push_impulse_ns=(40.0, 80.0),
-                    tilt_fall_deg=15.0)
+                    tilt_fall_deg=15.0, **REFERENCE_SOLVER)  # the solver of the recording
     env = StanceEnv("simple", nworld=3, device="cpu", seed=11, cfg=cfg)
     env.set_amplitude(1.0, ramp_s=0.1)
     env.reset(stagger=True)
@@ -320,11 +322,16 @@ def test_reward_terms_add_up_to_the_reward():
 
 
 def test_default_learner_and_config_ids_are_unchanged():
-    """The defaults' learner and config ids (measure.report) are those their committed rows carry:
-    the reward weights stay the EnvConfig fields they were."""
-    from fightlab.config import TrainConfig, to_dict
+    """The learner and config ids (measure.report) of the defaults before the training physics
+    became a learner field are those their committed rows carry (the reward weights stay the
+    EnvConfig fields they were; the solver fields at the reference values are implied); today's
+    defaults, another training physics, have ids of their own."""
+    from fightlab.config import REFERENCE_SOLVER, EnvConfig, TrainConfig, to_dict
     from fightlab.measure.report import config_id, learner_id
 
     for body, config in (("simple", "dcae98e0"), ("muscular-fast", "046d117e")):
-        params = to_dict(TrainConfig(body=body))
+        params = to_dict(TrainConfig(body=body, env=EnvConfig(**REFERENCE_SOLVER)))
         assert (learner_id(params), config_id(params)) == ("ea341b36", config), body
+        today = to_dict(TrainConfig(body=body))
+        same = all(today["env"][k] == v for k, v in REFERENCE_SOLVER.items())
+        assert (learner_id(today) == "ea341b36") == same and (config_id(today) == config) == same

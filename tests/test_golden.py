@@ -64,8 +64,11 @@ def _train_here(name: str, run_dir: Path) -> Path:
     from fightlab.config import TrainConfig
     from fightlab.rl.runner import train
 
+    from fightlab.config import REFERENCE_SOLVER, EnvConfig
+
     body, n, resumed = CASES[name]
-    cfg = TrainConfig(body=body, nworld=4, device="cpu", seed=0, max_iterations=n, run_dir=str(run_dir))
+    cfg = TrainConfig(body=body, nworld=4, device="cpu", seed=0, max_iterations=n, run_dir=str(run_dir),
+                      env=EnvConfig(**REFERENCE_SOLVER))  # the solver of the recording
     train(cfg, progress=False)
     if resumed is not None:
         train(dataclasses.replace(cfg, max_iterations=resumed, resume=str(run_dir / "latest.pt")),

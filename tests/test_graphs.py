@@ -374,7 +374,8 @@ def test_a_run_folder_of_the_older_schema_resumes_and_finishes(tmp_path):
                                                       "window_tracking_survived"])
     rows.to_csv(d / "rows.csv", index=False)
     t = results.results_path("train", d)
-    t.write_text("\n".join(ln.rsplit(",", 4)[0] for ln in t.read_text().splitlines()) + "\n")
+    n = 4 + len(results.REFERENCE_COLUMNS)  # the row file as it was before those columns
+    t.write_text("\n".join(ln.rsplit(",", n)[0] for ln in t.read_text().splitlines()) + "\n")
     assert results.read_rows("train", d)["graph_fallbacks"].isna().all()  # the older schema reads
     with Trainer(dataclasses.replace(_cfg(tmp_path), max_iterations=4, resume=str(d / "ckpt_000002.pt")),
                  progress=False) as b:

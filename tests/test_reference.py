@@ -68,16 +68,20 @@ def test_num_steps_is_a_fixed_field_of_the_task(capsys):
 def test_the_solver_fields_are_recorded_and_split_configs_but_old_rows_keep_their_ids():
     from fightlab.config import to_dict
 
-    new = to_dict(TrainConfig())
+    new = to_dict(TrainConfig(env=EnvConfig(**REFERENCE_SOLVER)))
     old = json.loads(json.dumps(new))
     for k in REFERENCE_SOLVER:
         old["env"].pop(k)
     assert report.config_id(new) == report.config_id(old)  # the reference values are implied
     assert report.learner_id(new) == report.learner_id(old)
-    cheap = to_dict(TrainConfig(env=EnvConfig(solver_iterations=2, solver_ls_iterations=4)))
+    cheap = to_dict(TrainConfig(env=EnvConfig(solver_iterations=3, solver_ls_iterations=5)))
     assert report.config_id(cheap) != report.config_id(new)
     assert report.learner_id(cheap) != report.learner_id(new)
-    assert ("env.solver_iterations", 2) in report.learner_diff(cheap)
+    assert ("env.solver_iterations", 3) in report.learner_diff(cheap)
+    # a row from before the fields ran the reference solver: it differs from today's defaults there
+    today = EnvConfig()
+    if (today.solver_iterations, today.solver_ls_iterations) != (10, 20):
+        assert ("env.solver_iterations", 10) in report.learner_diff(old)
 
 
 def test_reward_terms_weighted_in_code_split_the_learner():
@@ -156,7 +160,7 @@ def test_publish_needs_a_full_size_reference_check():
 def _row(run_id, seed, tts, passed=None, solver=None, t="2026-12-02T10:00:00+00:00"):
     from fightlab.config import to_dict
 
-    cfg = TrainConfig(body="simple", nworld=1024, env=EnvConfig(**(solver or {})))
+    cfg = TrainConfig(body="simple", nworld=1024, env=EnvConfig(**(solver or REFERENCE_SOLVER)))
     params = to_dict(cfg)
     params.update(concurrent=1, gpu_jobs=1, task="default")
     meta = results.run_metadata(body="simple", nworld=1024, seed=seed, params=params, device="cpu")

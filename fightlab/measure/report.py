@@ -392,11 +392,14 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
     """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
     ``config.TASK_FIELDS``) that differ from today's defaults, as sorted ``("ppo.init_std", 0.2)``
     pairs (values as the row stores them; [] when none differ). A field a row does not store
-    reads as its default; list-valued fields compare as tuples."""
+    reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
+    before them: the reference solver); list-valued fields compare as tuples."""
     from fightlab.config import TrainConfig
 
     def norm(x):
         return tuple(x) if isinstance(x, (list, tuple)) else x
+
+    from fightlab.config import IMPLIED_FIELDS
 
     ref = to_dict(TrainConfig())
     out = []
@@ -405,9 +408,10 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
         if part == "ppo":
             have = _effective_ppo(have)
         for k, d in sorted(ref[part].items()):
-            if (part == "env" and f"env.{k}" in TASK_FIELDS) or k not in have:
+            implied = IMPLIED_FIELDS.get(f"{part}.{k}", have.get(k))  # a field older rows lack
+            if (f"{part}.{k}" in TASK_FIELDS) or (k not in have and f"{part}.{k}" not in IMPLIED_FIELDS):
                 continue
-            v = have[k]
+            v = have.get(k, implied)
             if norm(v) != norm(d):
                 out.append((f"{part}.{k}", v))
     return out
