@@ -911,3 +911,66 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
             state["archive"] = str(archive(folder, with_checkpoints, [j.run_dir for j in jobs if j.run_dir]))
             save()
     return state
+
+
+def command(*, resume: str | None = None, batch_dir: str | None = None, concurrent=None,
+            jobs_file: str | None = None, job=(), grid=(), sets=(), gpus: str | None = None,
+            job_timeout_s: float | None = None, budget_s: float | None = None, min_left_s: float | None = None,
+            no_mps: bool = False, with_checkpoints: bool = False, retry_failed: bool = False,
+            progress: bool = True, commands=(), check_argv=None) -> int:
+    """`python -m fightlab batch`, its flags as given (None: not given; a resumed batch keeps its
+    saved options unless given again): the jobs built (`make_jobs` over `commands`, each argv
+    checked by `check_argv`), run (`run_batch`), the summary table printed. Returns the exit code:
+    0 every job done, 1 some not (continue with --resume), 130 interrupted.
+
+    Raises:
+      ConfigError: one line naming the flag: --concurrent not a positive integer, --resume with
+        jobs given, a bad grid, set, jobs file or job."""
+    folder = resolve_batch_dir(resume, batch_dir)
+    # a resumed batch keeps its own options (batch.json) unless given again
+    saved = saved_options(folder) if resume is not None else {}
+
+    def pick(given, key, default):
+        return given if given is not None else saved.get(key, default)
+
+    raw = pick(concurrent, "concurrent", 1)
+    try:
+        concurrent = int(raw)
+    except ValueError:
+        concurrent = raw
+    if isinstance(concurrent, str) or concurrent < 1:
+        raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {raw!r}")
+    if resume is not None:
+        if jobs_file or job or grid or sets:
+            raise ConfigError("--resume takes its jobs from the batch's batch.json; --jobs, --job, "
+                              "--grid and --set are refused with it")
+        jobs = None
+    else:
+        grid = parse_grid(grid)
+        sets = parse_sets(sets)
+        bases = (read_jobs_file(jobs_file) if jobs_file is not None else []) + [parse_job(j) for j in job]
+        jobs = make_jobs(bases, grid, sets, commands, check_argv=check_argv)
+    print(f"batch {folder.name}: {folder}", flush=True)
+    try:
+        state = run_batch(jobs, folder, concurrent=concurrent, gpus=pick(gpus, "gpus", None),
+                          job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),
+                          budget_s=pick(budget_s, "budget_s", None),
+                          min_left_s=pick(min_left_s, "min_left_s", 60.0),
+                          mps=not (no_mps or saved.get("no_mps", False)),
+                          with_checkpoints=with_checkpoints or saved.get("with_checkpoints", False),
+                          retry_failed=retry_failed, progress=progress, resume=resume is not None)
+    except KeyboardInterrupt:
+        print(f"fightlab: batch interrupted; its state is {folder / STATE}: continue with "
+              f"python -m fightlab batch --resume {folder}", file=sys.stderr)
+        return 130
+    table = summary_table([Job(**j) for j in state["jobs"]])
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_colwidth", 160):
+        print(table.to_string(index=False))
+    print(f"batch {folder.name}: archive {state['archive']}")
+    unfinished = [j["id"] for j in state["jobs"] if j["status"] != "done"]
+    if unfinished:
+        print(f"batch {folder.name}: {len(unfinished)} job(s) not done; continue with "
+              f"python -m fightlab batch --resume {folder}")
+    return 1 if unfinished else 0

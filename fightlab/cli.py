@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
-from fightlab.paths import RUNS  # default run folders: the repository's runs/, whatever the cwd
 
 
 def _default_device() -> str:
@@ -344,23 +342,9 @@ def _bench_parser(sub, fmt) -> None:
 
 
 def cmd_bench(a) -> int:
-    from fightlab.devices import validate_device
-    from fightlab.sizes import resolve_size
     from fightlab.measure import bench
 
-    device = validate_device(_given(a.device, _default_device()))
-    size = resolve_size(_given(a.size, "auto"), device)
-    bodies = [b.strip() for b in a.bodies.split(",") if b.strip()]
-    nworld = a.nworld
-    if nworld is not None and nworld.strip().lower() != "auto":
-        from fightlab.config import ConfigError, int_text
-
-        n = int_text(nworld)
-        if n is None:
-            raise ConfigError(f"--nworld must be a positive integer or auto, got {nworld!r}")
-        nworld = n
-    rows = bench.run_bench(bodies, device, nworld=nworld, size=size,
-                           train_s=_given(a.train_s, bench.TRAIN_S if size == "full" else 3.0),
+    rows = bench.run_bench(a.bodies, a.device, nworld=a.nworld, size=_given(a.size, "auto"), train_s=a.train_s,
                            time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
                            bandwidth_url=a.bandwidth_url, progress=not a.no_progress)
     return 0 if all(r["ok"] for r in rows) else 1
@@ -504,96 +488,30 @@ def cmd_train(a) -> int:
 
 
 def cmd_evaluate(a) -> int:
-    from fightlab.config import ConfigError, validate_body, validate_nworld
-    from fightlab.devices import validate_device
-    from fightlab.publish import check_publish
     from fightlab.measure.report import eval_row
-    from fightlab.rl.checkpoint import load_checkpoint
-    from fightlab.rl.evaluate import evaluate, evaluate_zero_action
+    from fightlab.rl.launch import EvalRequest, evaluate_request
+    from fightlab.rl.reference import CHECKS
 
-    from fightlab.rl.evaluate import DEFAULT_NWORLD
-
-    from fightlab.rl.evaluate import PHYSICS
-
-    nworld = None if a.nworld is None else validate_nworld(a.nworld)  # None: the checkpoint's
-    if a.physics not in PHYSICS:
-        raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {a.physics!r}")
-    device = validate_device(_given(a.device, _default_device()))
-    if a.reference_check:
-        return _reference_check(a, nworld, device)
-    check_publish(a.publish, device, "the evaluation row")
-    if not 0.0 <= a.amplitude <= 1.0:
-        raise ConfigError(f"--amplitude must be in [0, 1], got {a.amplitude!r}")
-    if not (math.isfinite(a.episodes) and a.episodes >= 1.0):
-        raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {a.episodes!r}")
-    if a.timestep is not None and not a.timestep > 0:
-        raise ConfigError(f"--timestep must be a positive number of seconds, got {a.timestep!r}")
-    if a.checkpoint is not None and not a.checkpoint.strip():
-        raise ConfigError(f"evaluate needs a CHECKPOINT file, got {a.checkpoint!r}")
-    if a.checkpoint is None:
-        if not (a.zero_action and a.body is not None):
-            from fightlab.bodies import BODY_NAMES
-
-            raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
-                              f"(valid bodies: {', '.join(BODY_NAMES)})")
-        from fightlab.config import EnvConfig, reference_env
-
-        env_cfg = reference_env(EnvConfig()) if a.physics == "reference" else EnvConfig()
-        res = evaluate_zero_action(validate_body(a.body), nworld=_given(nworld, DEFAULT_NWORLD), device=device,
-                                   episodes_per_world=a.episodes, amplitude=a.amplitude, env_cfg=env_cfg,
-                                   seed=a.seed, timestep=a.timestep, progress=not a.no_progress)
-    else:
-        ck = load_checkpoint(a.checkpoint)
-        if a.body is not None and a.body != ck["config"].get("body"):
-            raise ConfigError(f"--body {a.body} conflicts with the checkpoint's body "
-                              f"({ck['config'].get('body')})")
-        res = evaluate(a.checkpoint, nworld=nworld, device=device, episodes_per_world=a.episodes,
-                       timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude,
-                       seed=a.seed, progress=not a.no_progress, physics=a.physics)
-    eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
-    return 0
-
-
-def _reference_check(a, nworld, device) -> int:
-    """evaluate --reference-check: the check's two runs and its verdict; 0 passed, 1 failed."""
-    from fightlab.config import ConfigError, from_dict
-    from fightlab.rl.checkpoint import load_checkpoint
-    from fightlab.rl.reference import CHECKS, REFERENCE_NWORLD, reference_check
-
-    given = [f for f, v in (("--zero-action", a.zero_action), ("--timestep", a.timestep is not None),
-                            ("--publish", a.publish), ("--physics", a.physics != "training"),
-                            ("--episodes", a.episodes != 1.0), ("--amplitude", a.amplitude != 1.0)) if v]
-    if given:
-        raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
-                          f"{', '.join(given)} conflicts")
-    if a.checkpoint is None or not a.checkpoint.strip():
-        raise ConfigError(f"--reference-check needs a CHECKPOINT file, got {a.checkpoint!r}")
-    cfg = from_dict(load_checkpoint(a.checkpoint)["config"])
-    if a.body is not None and a.body != cfg.body:
-        raise ConfigError(f"--body {a.body} conflicts with the checkpoint's body ({cfg.body})")
-    ref = reference_check(a.checkpoint, cfg, device, _given(nworld, REFERENCE_NWORLD), seed=a.seed,
-                          progress=not a.no_progress)
+    kind, res, device = evaluate_request(EvalRequest(
+        checkpoint=a.checkpoint, body=a.body, nworld=a.nworld, device=a.device, episodes=a.episodes,
+        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude, seed=a.seed,
+        physics=a.physics, reference_check=a.reference_check, publish=a.publish), progress=not a.no_progress)
+    if kind == "evaluate":
+        eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
+        return 0
     for label, _ in CHECKS:
-        r = ref[label]
-        print(f"reference {label} (timestep {r['timestep']:g} s, {ref['nworld']} worlds): fall_rate="
+        r = res[label]
+        print(f"reference {label} (timestep {r['timestep']:g} s, {res['nworld']} worlds): fall_rate="
               f"{r['fall_rate']:.3f} tracking={r['tracking']:.3f} episodes={r['episodes']} "
               f"overflow={r['overflow_count']} nan={r['nan_resets']}")
-    print(f"reference check: {'passed' if ref['passed'] else 'FAILED: ' + ref['reason']} "
-          f"[{ref['seconds']:.1f} s]", flush=True)
-    return 0 if ref["passed"] else 1
+    print(f"reference check: {'passed' if res['passed'] else 'FAILED: ' + res['reason']} "
+          f"[{res['seconds']:.1f} s]", flush=True)
+    return 0 if res["passed"] else 1
 
 
 def cmd_render(a) -> int:
-    from fightlab.config import ConfigError
     from fightlab.figures.video import render_episode
 
-    if a.checkpoint is not None and not a.checkpoint.strip():
-        raise ConfigError(f"render needs a CHECKPOINT file, got {a.checkpoint!r}")
-    if a.checkpoint is None and not (a.zero_action and a.body is not None):
-        from fightlab.bodies import BODY_NAMES
-
-        raise ConfigError("render needs a CHECKPOINT, or --zero-action with --body B "
-                          f"(valid bodies: {', '.join(BODY_NAMES)})")
     res = render_episode(a.checkpoint, out=a.out, seconds=a.seconds, fps=a.fps, width=a.width,
                          height=a.height, seed=a.seed, device=a.device, gif=not a.no_gif,
                          zero_action=a.zero_action, amplitude=a.amplitude, body=a.body,
@@ -625,43 +543,20 @@ def cmd_reproduce(a) -> int:
 
 
 def cmd_slots(a) -> int:
-    from fightlab.measure.slots import fallen_contacts, slots_row
-    from fightlab.bodies import BODY_NAMES
-    from fightlab.config import validate_body, validate_nworld
-    from fightlab.devices import validate_device
+    from fightlab.measure import slots
 
-    from fightlab.config import ConfigError
-    from fightlab.publish import check_publish
-
-    nworld = validate_nworld(a.nworld)
-    device = validate_device(_given(a.device, _default_device()))
-    check_publish(a.publish, device, "slot rows")
-    if not (math.isfinite(a.seconds) and 0.01 <= a.seconds <= 3600):
-        raise ConfigError(f"--seconds must be > 0 and at most 3600 (simulated seconds; at least 0.01), got {a.seconds!r}")
-    bodies = [validate_body(b) for b in (a.body or BODY_NAMES)]
-    for body in bodies:
-        res = fallen_contacts(body, nworld=nworld, seconds=a.seconds,
-                              device=device, limp=a.limp, progress=not a.no_progress)
-        slots_row(body, res, device=device, limp=a.limp, publish=a.publish)
+    slots.command(a.body, nworld=a.nworld, seconds=a.seconds, device=a.device, limp=a.limp, publish=a.publish,
+                  progress=not a.no_progress)
     return 0
 
 
 def cmd_profile(a) -> int:
     import pandas as pd
 
-    from fightlab.config import validate_body, validate_nworld
-    from fightlab.devices import validate_device
     from fightlab.measure.profile import profile
 
-    from fightlab.config import ConfigError
-
-    if a.nstep < 1:
-        raise ConfigError(f"--nstep must be a positive integer (profiled steps), got {a.nstep}")
-    if a.top < 1:
-        raise ConfigError(f"--top must be a positive integer (kernels to list), got {a.top}")
-    res = profile(validate_body(a.body), nworld=validate_nworld(a.nworld), nstep=a.nstep,
-                  device=validate_device(_given(a.device, _default_device())), what=a.what,
-                  tree_factor=a.tree_factor, progress=not a.no_progress)
+    res = profile(a.body, nworld=a.nworld, nstep=a.nstep, device=a.device, what=a.what, tree_factor=a.tree_factor,
+                  top=a.top, progress=not a.no_progress)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(res.stage_table())
@@ -672,10 +567,6 @@ def cmd_profile(a) -> int:
 def cmd_figures(a) -> int:
     from fightlab.figures import DataFileError, draw
 
-    from fightlab.config import ConfigError
-
-    if a.root is not None and not a.root.strip():
-        raise ConfigError("--root must name a folder holding data/, got ''")
     try:
         drawn = draw(only=a.only, root=a.root)
     except DataFileError as e:  # the other figures were drawn; this data needs fixing first
@@ -688,75 +579,13 @@ def cmd_figures(a) -> int:
 
 
 def cmd_sweep(a) -> int:
-    from fightlab.bodies import BODY_NAMES
-    from fightlab.config import ConfigError
-    from fightlab.devices import validate_device
-    from fightlab.publish import check_publish
     from fightlab.measure import sweep
 
-    if a.summary:
-        import pandas as pd
-
-        from fightlab import results
-        from fightlab.measure.report import published_runs
-        from fightlab.paths import REPO_ROOT
-
-        given = [f for f, on in (("--solve", a.solve), ("--publish", a.publish),
-                                 ("--device", a.device is not None), ("--body", a.body is not None),
-                                 ("--nworld-list", a.nworld_list is not None),
-                                 ("--sweep-id", a.sweep_id is not None)) if on]
-        if given:
-            raise ConfigError(f"sweep --summary only reads data/ (no measurement); it does not take "
-                              f"{', '.join(given)}: run those without --summary")
-        table = sweep.time_to_solve_table(results.read_rows("sweep", REPO_ROOT), published_runs(REPO_ROOT))
-        if table.empty:
-            print(f"sweep: no rows in {results.results_path('sweep', REPO_ROOT)} yet")
-            return 0
-        import textwrap
-
-        print("\n".join(sweep.summary_lines(table)))
-        for line in sweep.findings(table):
-            print(textwrap.fill(line, sweep.SUMMARY_WIDTH, subsequent_indent="  "))
-        return 0
-    bodies = a.body or list(BODY_NAMES)
-    if a.solve:
-        nw = sweep.SOLVE_NWORLDS if a.solve_nworld_list is None else a.solve_nworld_list
-        argv = sweep.solve_batch_argv(bodies, sweep.parse_nworld_list(nw, "--solve-nworld-list"),
-                                      sweep.parse_seed_list(_given(a.seeds, sweep.SOLVE_SEEDS)),
-                                      concurrent=a.concurrent, publish=True,
-                                      max_iterations=_given(a.max_iterations, sweep.SOLVE_MAX_ITERATIONS))
-        gpu = _default_device() != "cpu"
-        if a.run and not gpu:
-            raise ConfigError("sweep --solve --run publishes train rows, which needs a GPU; this machine "
-                              "has none (warp sees no CUDA device): run it on a GPU machine")
-        print(sweep.command_line(argv))
-        if not gpu:
-            print("(for a GPU machine: its trainings --publish train rows, which needs a GPU, and this "
-                  "machine has none; run it there, then python -m fightlab sweep --summary)")
-            return 0
-        if not a.run:
-            print("(add --run to run it; then python -m fightlab sweep --summary)")
-            return 0
-        return main(argv)
-    nworlds = sweep.parse_nworld_list(_given(a.nworld_list, list(sweep.NWORLDS)))
-    device = validate_device(_given(a.device, _default_device()))
-    if device == "cpu" and a.nworld_list is None:
-        raise ConfigError(f"sweep on the CPU needs --nworld-list: the default list ("
-                          f"{sweep.NWORLDS[0]} … {sweep.NWORLDS[-1]} worlds, {len(sweep.NWORLDS)} points "
-                          "per body) is sized for a GPU; pass small counts, e.g. --nworld-list 4,8")
-    check_publish(a.publish, device, "sweep rows")
-    sweep_dir = None if a.sweep_id is None else sweep.validate_sweep_id(a.sweep_id, RUNS / "sweep")
-    try:
-        rows = sweep.run_sweep(bodies, nworlds, device=device, iterations=a.iterations, skip=a.skip,
-                               seed=a.seed, publish=a.publish, progress=not a.no_progress,
-                               sweep_dir=sweep_dir)
-    except KeyboardInterrupt:
-        print("fightlab: sweep interrupted; its finished points are kept: run the same command "
-              "again to continue it", file=sys.stderr)
-        return 130
-    print(rows[["body", "nworld", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
-                "env_steps_per_s", "graph_fallbacks"]].round(4).to_string(index=False))
-    return 0
+    return sweep.command(summary=a.summary, solve=a.solve, run=a.run, publish=a.publish, device=a.device,
+                         bodies=a.body, nworld_list=a.nworld_list, sweep_id=a.sweep_id,
+                         solve_nworld_list=a.solve_nworld_list, seeds=a.seeds, concurrent=a.concurrent,
+                         max_iterations=a.max_iterations, iterations=a.iterations, skip=a.skip, seed=a.seed,
+                         progress=not a.no_progress, run_argv=main)
 
 
 def cmd_compare_backends(a) -> int:
@@ -813,98 +642,21 @@ def check_job_argv(argv: list[str]) -> str | None:
 
 def cmd_batch(a) -> int:
     from fightlab import batch
-    from fightlab.config import ConfigError
 
-    folder = batch.resolve_batch_dir(a.resume, a.batch_dir)
-    # a resumed batch keeps its own options (batch.json) unless given again
-    saved = batch.saved_options(folder) if a.resume is not None else {}
-
-    def pick(given, key, default):
-        return given if given is not None else saved.get(key, default)
-
-    raw = pick(a.concurrent, "concurrent", 1)
-    try:
-        concurrent = int(raw)
-    except ValueError:
-        concurrent = raw
-    if isinstance(concurrent, str) or concurrent < 1:
-        raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {raw!r}")
-    if a.resume is not None:
-        if a.jobs or a.job or a.grid or a.set:
-            raise ConfigError("--resume takes its jobs from the batch's batch.json; --jobs, --job, "
-                              "--grid and --set are refused with it")
-        jobs = None
-    else:
-        grid = batch.parse_grid(a.grid)
-        sets = batch.parse_sets(a.set)
-        bases = (batch.read_jobs_file(a.jobs) if a.jobs is not None else []) + [batch.parse_job(j) for j in a.job]
-        jobs = batch.make_jobs(bases, grid, sets, JOB_COMMANDS, check_argv=check_job_argv)
-    print(f"batch {folder.name}: {folder}", flush=True)
-    try:
-        state = batch.run_batch(jobs, folder, concurrent=concurrent, gpus=pick(a.gpus, "gpus", None),
-                                job_timeout_s=pick(a.job_timeout_s, "job_timeout_s", None),
-                                budget_s=pick(a.budget_s, "budget_s", None),
-                                min_left_s=pick(a.min_left_s, "min_left_s", 60.0),
-                                mps=not (a.no_mps or saved.get("no_mps", False)),
-                                with_checkpoints=a.with_checkpoints or saved.get("with_checkpoints", False),
-                                retry_failed=a.retry_failed,
-                                progress=not a.no_progress, resume=a.resume is not None)
-    except KeyboardInterrupt:
-        print(f"fightlab: batch interrupted; its state is {folder / batch.STATE}: continue with "
-              f"python -m fightlab batch --resume {folder}", file=sys.stderr)
-        return 130
-    table = batch.summary_table([batch.Job(**j) for j in state["jobs"]])
-    import pandas as pd
-
-    with pd.option_context("display.width", 200, "display.max_colwidth", 160):
-        print(table.to_string(index=False))
-    print(f"batch {folder.name}: archive {state['archive']}")
-    unfinished = [j["id"] for j in state["jobs"] if j["status"] != "done"]
-    if unfinished:
-        print(f"batch {folder.name}: {len(unfinished)} job(s) not done; continue with "
-              f"python -m fightlab batch --resume {folder}")
-    return 1 if unfinished else 0
+    return batch.command(resume=a.resume, batch_dir=a.batch_dir, concurrent=a.concurrent, jobs_file=a.jobs,
+                         job=a.job, grid=a.grid, sets=a.set, gpus=a.gpus, job_timeout_s=a.job_timeout_s,
+                         budget_s=a.budget_s, min_left_s=a.min_left_s, no_mps=a.no_mps,
+                         with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
+                         progress=not a.no_progress, commands=JOB_COMMANDS, check_argv=check_job_argv)
 
 
 def cmd_survey(a) -> int:
-    from fightlab import survey_launch as sl
-    from fightlab.config import ConfigError
+    from fightlab import survey_launch
 
-    if len(a.gpus) > 1:
-        raise ConfigError(f"--gpus given twice ({' and '.join(map(repr, a.gpus))}): give one comma-separated "
-                          "list, e.g. --gpus RTX4090,L40S")
-    def num(flag, text, kind=float):  # argparse's own type error would print its usage too
-        if text is None:
-            return None
-        try:
-            return kind(text)
-        except ValueError:
-            raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, "
-                              f"got {text!r}") from None
-    o = sl.make_options(
-        a.gpus[0], infra=a.infra, picker=a.picker, bodies=a.bodies,
-        tries=_given(num("--tries", a.tries, int), sl.TRIES),
-        min_cuda=_given(a.min_cuda, "warp"), min_driver=a.min_driver,
-        min_mbit_s=_given(num("--min-mbit-s", a.min_mbit_s), sl.offers.MIN_MBIT_S),
-        max_usd_per_h=num("--max-price", a.max_price),
-        bandwidth_url=_given(a.bandwidth_url, sl.BANDWIDTH_URL), time_limit_s=num("--time-limit-s", a.time_limit_s),
-        survey_id=a.survey_id, offers_json=a.offers_json)
-    if a.dry_run:
-        state = sl.run_survey(o, dry_run=True, log=lambda s: None)
-        print(sl.format_plan(o, state["calls"], upload=sl.check_upload(), results=state["results"]))
-        return 2 if sl.no_offer(state) else 0
-    warn = (f"fightlab: survey interrupted; check for clusters left running: sky status "
-            f"(or vastai show instances); {sl.SURVEY_DATA / o.survey_id / 'survey.json'} lists them")
-    try:
-        state = sl.run_survey(o)
-    except KeyboardInterrupt:
-        print(warn, file=sys.stderr)
-        return 130
-    print("\n".join(sl.summary_lines(state)))
-    if state.get("interrupted"):
-        print(warn, file=sys.stderr)
-        return 130
-    return 0 if all(t and t[-1]["status"] == "done" for t in state["results"].values()) else 1
+    return survey_launch.command(
+        a.gpus, infra=a.infra, picker=a.picker, bodies=a.bodies, tries=a.tries, min_cuda=a.min_cuda,
+        min_driver=a.min_driver, min_mbit_s=a.min_mbit_s, max_price=a.max_price, bandwidth_url=a.bandwidth_url,
+        time_limit_s=a.time_limit_s, survey_id=a.survey_id, offers_json=a.offers_json, dry_run=a.dry_run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1089,3 +1089,60 @@ def summary_lines(state: dict) -> list[str]:
         out += [f"  WARNING {t['cluster']}: teardown {t['teardown']}" for t in tries
                 if str(t.get("teardown", "")).startswith("FAILED")]
     return out
+
+
+def _or(value, default):
+    """`value` unless it was not given (None)."""
+    return default if value is None else value
+
+
+def command(gpus: list[str], *, infra: str = "vast", picker: str = "sky", bodies=("simple", "muscular-fast"),
+            tries=None, min_cuda=None, min_driver=None, min_mbit_s=None, max_price=None, bandwidth_url=None,
+            time_limit_s=None, survey_id=None, offers_json=None, dry_run: bool = False) -> int:
+    """`python -m fightlab survey launch`, its flags as given (text, None: not given; `gpus` the
+    --gpus values, one comma-separated list): the options (`make_options`), then the plan
+    printed (`dry_run`) or the survey run (`run_survey`) and its summary. Returns the exit code:
+    0 every type benched, 1 not, 2 a dry run that found no offer, 130 interrupted (the line says
+    how to find clusters left running).
+
+    Raises:
+      ConfigError: one line naming the flag: --gpus given twice, a number that is not one, and
+        `make_options`' refusals."""
+    import sys
+
+    if len(gpus) > 1:
+        raise ConfigError(f"--gpus given twice ({' and '.join(map(repr, gpus))}): give one comma-separated "
+                          "list, e.g. --gpus RTX4090,L40S")
+
+    def num(flag, text, kind=float):  # argparse's own type error would print its usage too
+        if text is None:
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, "
+                              f"got {text!r}") from None
+    o = make_options(
+        gpus[0], infra=infra, picker=picker, bodies=bodies,
+        tries=_or(num("--tries", tries, int), TRIES),
+        min_cuda=_or(min_cuda, "warp"), min_driver=min_driver,
+        min_mbit_s=_or(num("--min-mbit-s", min_mbit_s), offers.MIN_MBIT_S),
+        max_usd_per_h=num("--max-price", max_price),
+        bandwidth_url=_or(bandwidth_url, BANDWIDTH_URL), time_limit_s=num("--time-limit-s", time_limit_s),
+        survey_id=survey_id, offers_json=offers_json)
+    if dry_run:
+        state = run_survey(o, dry_run=True, log=lambda s: None)
+        print(format_plan(o, state["calls"], upload=check_upload(), results=state["results"]))
+        return 2 if no_offer(state) else 0
+    warn = (f"fightlab: survey interrupted; check for clusters left running: sky status "
+            f"(or vastai show instances); {SURVEY_DATA / o.survey_id / 'survey.json'} lists them")
+    try:
+        state = run_survey(o)
+    except KeyboardInterrupt:
+        print(warn, file=sys.stderr)
+        return 130
+    print("\n".join(summary_lines(state)))
+    if state.get("interrupted"):
+        print(warn, file=sys.stderr)
+        return 130
+    return 0 if all(t and t[-1]["status"] == "done" for t in state["results"].values()) else 1

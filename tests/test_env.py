@@ -213,19 +213,19 @@ def test_state_dict_round_trip_gives_the_same_next_step():
         c.load_state_dict(state)
 
 
-# Recorded with the env before its kernels took a task struct and named layouts:
-# the refactor must not change a single bit of a pushed, falling, timing-out rollout.
+# A pushed, falling, timing-out rollout, bit for bit: a refactor must not change it. A change of
+# behaviour (a new reward term) re-records both on purpose: `python tests/test_env.py` prints them.
 _ROLLOUT_SHA256 = "8ea1c43fbe95c878848571bcb764569076d5b509580be1485207189df5b7e9bd"
 _ROLLOUT_SUMMARY = dict(episodes=6, falls=2, timeouts=4, tilt_falls=2,
                         episode_s_sum=0.9399999380111694, return_sum=-17.09811782836914,
                         track_num=0.002800658345222473, track_den=0.0038779843598604202)
 
 
-def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
-    """3 worlds, 20 steps, fixed alternating actions, pushes every 0.04–0.1 s, 0.2 s episodes
-    and a 15° tilt limit (falls and timeouts both happen), amplitude ramping to 1, staggered
-    start: observations, rewards, done/fall/timeout of every step, the summary and the final
-    state hash to the value recorded before the kernels were refactored."""
+def _rollout() -> tuple[str, dict]:
+    """(sha256, summary) of the recorded rollout: 3 worlds, 20 steps, fixed alternating actions,
+    pushes every 0.04–0.1 s, 0.2 s episodes and a 15° tilt limit (falls and timeouts both
+    happen), amplitude ramping to 1, staggered start; the hash covers the observations,
+    rewards, done/fall/timeout of every step, the summary and the final state."""
     import hashlib
 
     from fightlab.config import REFERENCE_SOLVER
@@ -246,8 +246,13 @@ def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
     h.update(repr(sorted((k, v) for k, v in s.items() if k not in added)).encode())
     for _, v in sorted(env.state_dict().items()):
         h.update(np.ascontiguousarray(v).tobytes())
+    return h.hexdigest(), s
+
+
+def test_fixed_seed_rollout_is_bitwise_the_recorded_one():
+    digest, s = _rollout()
     assert {k: s[k] for k in _ROLLOUT_SUMMARY} == _ROLLOUT_SUMMARY, s
-    assert h.hexdigest() == _ROLLOUT_SHA256
+    assert digest == _ROLLOUT_SHA256
     # the 4 timeouts count in the survived sums, the 2 falls only in the criterion's
     assert 0 < s["track_den_survived"] < s["track_den"]
 
@@ -335,3 +340,10 @@ def test_default_learner_and_config_ids_are_unchanged():
         today = to_dict(TrainConfig(body=body))
         same = all(today["env"][k] == v for k, v in REFERENCE_SOLVER.items())
         assert (learner_id(today) == "ea341b36") == same and (config_id(today) == config) == same
+
+
+if __name__ == "__main__":  # the values to re-record after a deliberate change of behaviour
+    digest, s = _rollout()
+    print(f"_ROLLOUT_SHA256 = {digest!r}")
+    print(f"_ROLLOUT_SUMMARY = {dict((k, s[k]) for k in _ROLLOUT_SUMMARY)!r}")
+

@@ -102,9 +102,9 @@ def test_unicode_digits_are_one_clear_line(capsys):
 
 @pytest.mark.parametrize("sid", ["..", ".", "a/b", "../x", "-x", ".hidden", "a b", "x/..", ""])
 def test_bad_sweep_ids_are_refused_before_any_write(sid, tmp_path, monkeypatch, capsys):
-    import fightlab.cli as cli
+    import fightlab.paths
 
-    monkeypatch.setattr(cli, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(fightlab.paths, "RUNS", tmp_path / "runs")
     assert main(["sweep", "--device", "cpu", "--nworld-list", "4", f"--sweep-id={sid}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"fightlab: error: --sweep-id {sid!r} refused") and "[A-Za-z0-9]" in err, err
@@ -121,7 +121,7 @@ def test_sweep_id_folder_must_sit_directly_under_the_sweep_root(tmp_path):
 
 
 def test_sweep_refuses_ignored_and_unsafe_flag_combinations(monkeypatch, capsys):
-    import fightlab.cli as cli
+    from fightlab import devices
 
     for extra in (["--solve"], ["--publish"], ["--device", "cpu"], ["--body", "simple"], ["--nworld-list", "128,x"],
                   ["--sweep-id", "s1"]):
@@ -129,7 +129,7 @@ def test_sweep_refuses_ignored_and_unsafe_flag_combinations(monkeypatch, capsys)
         err = capsys.readouterr().err.strip()
         assert f"does not take {extra[0]}" in err and len(err.splitlines()) == 1, err
     # no GPU here: --solve prints the batch for a GPU machine, --solve --run is refused
-    monkeypatch.setattr(cli, "_default_device", lambda: "cpu")
+    monkeypatch.setattr(devices, "default_device", lambda: "cpu")
     assert main(["sweep", "--solve"]) == 0
     out = capsys.readouterr().out
     assert "python -m fightlab batch" in out and "for a GPU machine" in out
@@ -143,7 +143,7 @@ def test_sweep_refuses_ignored_and_unsafe_flag_combinations(monkeypatch, capsys)
     assert main(["sweep"]) == 2  # no GPU: the default device is the CPU
     assert "--nworld-list 4,8" in capsys.readouterr().err
     # with a GPU, --solve without --run only prints it
-    monkeypatch.setattr(cli, "_default_device", lambda: "cuda:0")
+    monkeypatch.setattr(devices, "default_device", lambda: "cuda:0")
     assert main(["sweep", "--solve"]) == 0
     assert "add --run to run it" in capsys.readouterr().out
 

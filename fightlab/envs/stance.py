@@ -71,7 +71,8 @@ class _RewardIn:
     row: int                          # reference table row of the step's phase
     amp: float                        # rhythm amplitude a
     # Model:
-    act_qadr: wp.array[int]
+    act_qadr: wp.array[int]           # qpos address of each actuated joint
+    act_dadr: wp.array[int]           # its DOF address (qvel), one per action
     ctrl_stance: wp.array[float]
     table: wp.array2d[float]
     torso_id: int
@@ -160,7 +161,7 @@ REWARD_TERMS = (
 def code_weights() -> dict[str, float]:
     """The terms whose weight is a number in `REWARD_TERMS` (not an EnvConfig field): name →
     weight. Train rows record them (params `reward_terms`), so a learner with such a term has
-    its own learner id; {} for today's terms, whose weights are EnvConfig fields."""
+    its own learner id; {} when every term's weight is an EnvConfig field."""
     return {t.name: float(t.weight) for t in REWARD_TERMS if not isinstance(t.weight, str)}
 
 
@@ -312,6 +313,7 @@ def _contact_check(
 def _post_step(
     # Model:
     act_qadr: wp.array[int],
+    act_dadr: wp.array[int],
     ctrl_stance: wp.array[float],
     table: wp.array2d[float],
     torso_id: int,
@@ -383,7 +385,7 @@ def _post_step(
     dz = float(0.0)
     zref = amp * table[row, nu + COL_PELVIS]
     if finite:
-        r = _RewardIn(worldid, row, amp, act_qadr, ctrl_stance, table, torso_id, z_stance,
+        r = _RewardIn(worldid, row, amp, act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
                       qpos_in, qvel_in, xmat_in, action_in, prev_action_out)
         # the terms in REWARD_TERMS' order (wp.static unrolls the loop: one fused kernel)
         total = float(0.0)
@@ -754,7 +756,7 @@ class StanceEnv:
     def _launch_post_step(self):
         d = self.d
         wp.launch(_post_step, dim=self.nworld,
-                  inputs=[self._w_act_qadr, self._w_ctrl_stance, self._w_table, self.torso_id,
+                  inputs=[self._w_act_qadr, self._w_act_dadr, self._w_ctrl_stance, self._w_table, self.torso_id,
                           self.z_stance, self.slots.nconmax,
                           d.qpos, d.qvel, d.xmat,
                           self._task, self._amp, self._action],

@@ -580,6 +580,8 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
     from fightlab.config import ConfigError
 
     names = check_names(only)
+    if root is not None and not str(root).strip():
+        raise ConfigError("--root must name a folder holding data/, got ''")
     root = Path(root) if root is not None else REPO_ROOT
     if not root.is_dir():
         raise ConfigError(f"--root {str(root)!r} is not a folder")

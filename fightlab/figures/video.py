@@ -493,6 +493,11 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
     from fightlab.devices import validate_device
     from fightlab.rl.checkpoint import load_checkpoint
 
+    if checkpoint is not None and not str(checkpoint).strip():
+        raise ConfigError(f"render needs a CHECKPOINT file, got {checkpoint!r}")
+    if checkpoint is None and not (zero_action and body is not None):
+        raise ConfigError("render needs a CHECKPOINT, or --zero-action with --body B "
+                          f"(valid bodies: {', '.join(BODY_NAMES)})")
     seconds, fps, width, height, gif_width, gif_fps = validate_video(seconds, fps, width, height,
                                                                      gif_width, gif_fps)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):

@@ -340,7 +340,7 @@ def _train(body: str, nworld: int, device: str, budget_s: float, run_dir: Path, 
 COLUMNS = results.EXPERIMENTS["bench"]
 
 
-def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: float = TRAIN_S,
+def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", train_s: float | None = TRAIN_S,
               time_limit_s: float | None = None, out: Path | str | None = None, publish: bool = False,
               bandwidth_url: str | None = None, root: Path | str = REPO_ROOT, progress: bool = True,
               log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
@@ -348,7 +348,9 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
               probe: Callable[[str], dict] | None = None) -> list[dict]:
     """The bench job (module docstring). Returns the rows (one per body), also written to
     ``out`` (default runs/bench/<run id>) as CSV and JSON, and with ``publish`` to ``root``'s
-    data/. ``point``, ``train``, ``check``, ``probe``: the speed test, the timed training, the
+    data/. As the command line gives them: ``device`` None = cuda:0 when there is one, else cpu;
+    ``size`` "auto" (`sizes.resolve_size`); ``train_s`` None = by size; ``bodies`` a
+    comma-separated text or a list; ``nworld`` text ("auto" or a count). ``point``, ``train``, ``check``, ``probe``: the speed test, the timed training, the
     host check and the bandwidth probe of the fallback (`probe_bandwidth`; tests pass fakes).
 
     Raises:
@@ -360,10 +362,23 @@ def run_bench(bodies, device: str, nworld="auto", size: str = "full", train_s: f
     from fightlab.measure.report import learner_id, published_runs
     from fightlab.measure.sweep import auto_nworld, time_point
 
-    size = validate_size(size)
+    from fightlab import devices
+    from fightlab.config import int_text
+    from fightlab.sizes import resolve_size
+
+    device = devices.validate_device(devices.default_device() if device is None else device)
+    size = validate_size(resolve_size(size, device))
+    if train_s is None:
+        train_s = TRAIN_S if size == "full" else 3.0
+    if isinstance(bodies, str):  # the command line's comma-separated list
+        bodies = [b.strip() for b in bodies.split(",") if b.strip()] or bodies
     if isinstance(bodies, str):
         raise ConfigError(f"--bodies must name one or more bodies, got {bodies!r}")
     bodies = validate_bodies(bodies)
+    if isinstance(nworld, str) and nworld.strip().lower() != "auto":
+        if int_text(nworld) is None:
+            raise ConfigError(f"--nworld must be a positive integer or auto, got {nworld!r}")
+        nworld = int_text(nworld)
     if isinstance(train_s, bool) or not isinstance(train_s, (int, float)) or not (train_s > 0 and math.isfinite(train_s)):
         raise ConfigError(f"--train-s must be a positive number of seconds, got {train_s!r}")
     auto = isinstance(nworld, str) and nworld.strip().lower() == "auto"

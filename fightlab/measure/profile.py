@@ -445,7 +445,7 @@ def _factor_path(launches: dict[str, int]) -> str:
 def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
             cuda_filter: int | None = None, repeats: int = 20,
-            tree_factor: bool = False, progress: bool = False) -> ProfileResult:
+            tree_factor: bool = False, progress: bool = False, top: int = 1) -> ProfileResult:
     """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
 
     Args:
@@ -468,7 +468,20 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     Returns:
         ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
         ``message`` says why (launch counts and kernel names are still there).
+
+    As the command line gives them: ``nworld`` text or an int, ``device`` None = cuda:0 when
+    there is one, else cpu; ``top``: the kernels the caller lists (checked here, >= 1).
+    Raises ConfigError: a bad body, nworld, device, ``nstep`` or ``top`` (one line).
     """
+    from fightlab import devices
+    from fightlab.config import ConfigError, validate_body, validate_nworld
+
+    if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
+        raise ConfigError(f"--nstep must be a positive integer (profiled steps), got {nstep}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ConfigError(f"--top must be a positive integer (kernels to list), got {top}")
+    body, nworld = validate_body(body), validate_nworld(nworld)
+    device = devices.validate_device(devices.default_device() if device is None else device)
     import torch
     import warp as wp
 

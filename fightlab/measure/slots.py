@@ -188,3 +188,33 @@ def slots_row(body: str, res: dict, device: str, limp: bool, publish: bool = Fal
           f"-> nconmax {row['nconmax']}, njmax {row['njmax']}" + (" [published]" if publish else ""),
           flush=True)
     return row
+
+
+def command(bodies=None, nworld=4096, seconds: float = 3.0, device: str | None = None, limp: bool = False,
+            publish: bool = False, progress: bool = True) -> list[dict]:
+    """`python -m fightlab slots`, its flags as given (None: not given): per body (default all)
+    the fallen bodies' contacts and rows (`fallen_contacts`), a `slots` row each (`slots_row`,
+    printed, with `publish` also in data/). Returns the rows.
+
+    Raises:
+      ConfigError: one line: a bad body, nworld, device or seconds (> 0 and at most 3600), or a
+        publish the rule refuses, before any work."""
+    import math
+
+    from fightlab import devices
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.config import ConfigError, validate_body, validate_nworld
+    from fightlab.publish import check_publish
+
+    nworld = validate_nworld(nworld)
+    device = devices.validate_device(devices.default_device() if device is None else device)
+    check_publish(publish, device, "slot rows")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not (math.isfinite(seconds) and 0.01 <= seconds <= 3600):
+        raise ConfigError(f"--seconds must be > 0 and at most 3600 (simulated seconds; at least 0.01), got {seconds!r}")
+    rows = []
+    for body in [validate_body(b) for b in (bodies or BODY_NAMES)]:
+        res = fallen_contacts(body, nworld=nworld, seconds=seconds, device=device, limp=limp, progress=progress)
+        rows.append(slots_row(body, res, device=device, limp=limp, publish=publish))
+    return rows
+

@@ -843,4 +843,87 @@ __all__ = ["SUMMARY_WIDTH", "summary_lines", "NWORLDS", "SOLVE_NWORLDS", "SOLVE_
            "sweep_id", "validate_sweep_id", "int_text", "read_state", "sweep_folder", "run_sweep", "solve_batch_argv", "command_line",
            "iterations_to_solve", "latest_sweep_rows", "time_to_solve_table", "packing_check", "stage0_by_nworld",
            "findings", "interp_iterations", "pick_nworld", "known_iterations", "auto_nworld",
-           "auto_vs_sweep", "auto_runs", "warp_runs"]
+           "auto_vs_sweep", "auto_runs", "warp_runs", "command"]
+
+
+def command(*, summary: bool = False, solve: bool = False, run: bool = False, publish: bool = False,
+            device: str | None = None, bodies=None, nworld_list: str | None = None, sweep_id: str | None = None,
+            solve_nworld_list: str | None = None, seeds: str | None = None, concurrent: int = 4,
+            max_iterations: int | None = None, iterations: int = 12, skip: int = 3, seed: int = 0,
+            progress: bool = True, run_argv: Callable[[list[str]], int] | None = None,
+            root: Path | None = None, log: Callable[[str], None] = print) -> int:
+    """`python -m fightlab sweep`, its flags as given (None: not given): `summary` prints time to
+    solve against nworld from `root`'s data/ (`time_to_solve_table`, `findings`); `solve` prints
+    the solve trainings as a `fightlab batch` command (`solve_batch_argv`) and, with `run` on a
+    GPU, hands it to `run_argv` (the command line's main); else the sweep itself (`run_sweep`),
+    its table printed. `root`: the folder holding data/ (None: the repository's). Returns the exit code (130: interrupted, the finished points kept).
+
+    Raises:
+      ConfigError: one line naming the flag: a flag --summary does not take, --run without a GPU,
+        the GPU-sized default world counts on the CPU, a bad list, id, device or publish.
+    """
+    import sys
+    import textwrap
+
+    from fightlab import devices, paths
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.publish import check_publish
+
+    root = paths.REPO_ROOT if root is None else root  # read now: tests and FIGHTLAB_RUNS move them
+
+    if summary:
+        from fightlab.measure.report import published_runs
+
+        given = [f for f, on in (("--solve", solve), ("--publish", publish), ("--device", device is not None),
+                                 ("--body", bodies is not None), ("--nworld-list", nworld_list is not None),
+                                 ("--sweep-id", sweep_id is not None)) if on]
+        if given:
+            raise ConfigError(f"sweep --summary only reads data/ (no measurement); it does not take "
+                              f"{', '.join(given)}: run those without --summary")
+        table = time_to_solve_table(results.read_rows("sweep", root), published_runs(root))
+        if table.empty:
+            log(f"sweep: no rows in {results.results_path('sweep', root)} yet")
+            return 0
+        log("\n".join(summary_lines(table)))
+        for line in findings(table):
+            log(textwrap.fill(line, SUMMARY_WIDTH, subsequent_indent="  "))
+        return 0
+    bodies = bodies or list(BODY_NAMES)
+    if solve:
+        nw = SOLVE_NWORLDS if solve_nworld_list is None else solve_nworld_list
+        argv = solve_batch_argv(bodies, parse_nworld_list(nw, "--solve-nworld-list"),
+                                parse_seed_list(SOLVE_SEEDS if seeds is None else seeds),
+                                concurrent=concurrent, publish=True,
+                                max_iterations=SOLVE_MAX_ITERATIONS if max_iterations is None else max_iterations)
+        gpu = devices.default_device() != "cpu"
+        if run and not gpu:
+            raise ConfigError("sweep --solve --run publishes train rows, which needs a GPU; this machine "
+                              "has none (warp sees no CUDA device): run it on a GPU machine")
+        log(command_line(argv))
+        if not gpu:
+            log("(for a GPU machine: its trainings --publish train rows, which needs a GPU, and this "
+                "machine has none; run it there, then python -m fightlab sweep --summary)")
+            return 0
+        if not run or run_argv is None:
+            log("(add --run to run it; then python -m fightlab sweep --summary)")
+            return 0
+        return run_argv(argv)
+    nworlds = parse_nworld_list(list(NWORLDS) if nworld_list is None else nworld_list)
+    device = devices.validate_device(devices.default_device() if device is None else device)
+    if device == "cpu" and nworld_list is None:
+        raise ConfigError(f"sweep on the CPU needs --nworld-list: the default list ("
+                          f"{NWORLDS[0]} … {NWORLDS[-1]} worlds, {len(NWORLDS)} points "
+                          "per body) is sized for a GPU; pass small counts, e.g. --nworld-list 4,8")
+    check_publish(publish, device, "sweep rows")
+    sweep_dir = None if sweep_id is None else validate_sweep_id(sweep_id, paths.RUNS / "sweep")
+    try:
+        rows = run_sweep(bodies, nworlds, device=device, iterations=iterations, skip=skip, seed=seed,
+                         publish=publish, progress=progress, sweep_dir=sweep_dir)
+    except KeyboardInterrupt:
+        print("fightlab: sweep interrupted; its finished points are kept: run the same command "
+              "again to continue it", file=sys.stderr)
+        return 130
+    log(rows[["body", "nworld", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
+              "env_steps_per_s", "graph_fallbacks"]].round(4).to_string(index=False))
+    return 0
+

@@ -1,4 +1,4 @@
-"""From what a user asked for to the run's TrainConfig: the train command's rules, in one place.
+"""From what a user asked for to what runs: the train and evaluate commands' rules, in one place.
 
 `TrainRequest` holds what was given, named as `python -m fightlab train`'s flags (None or False:
 not given); `plan_training` applies the rules and returns the config the `Trainer` runs:
@@ -13,12 +13,16 @@ not given); `plan_training` applies the rules and returns the config the `Traine
 - `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
   measures the ramp; the core's rule is `rl.nworld.pick_nworld`).
 
+`EvalRequest` / `evaluate_request` do the same for `python -m fightlab evaluate` (a saved or the
+zero-action policy, in the training or the reference physics, or the reference check).
+
 Every refusal is a `ConfigError`: one line naming the flag, the value and the choices.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -296,3 +300,94 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
                   training=cfg)  # full size (publish.training_size_problem), before any work
     return TrainPlan(cfg, nworld_auto)
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What `python -m fightlab evaluate` was given, named as its flags (None: not given)."""
+
+    checkpoint: str | None = None
+    body: str | None = None
+    nworld: int | str | None = None
+    device: str | None = None
+    episodes: float = 1.0
+    timestep: float | None = None
+    zero_action: bool = False
+    amplitude: float = 1.0
+    seed: int = 1
+    physics: str = "training"
+    reference_check: bool = False
+    publish: bool = False
+
+
+def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict, str]:
+    """Check an evaluate request and run it: the reference check of a checkpoint
+    (`req.reference_check`, `fightlab.rl.reference.reference_check`), a checkpoint's policy or the
+    zero-action policy (`rl.evaluate.evaluate`, `evaluate_zero_action`).
+
+    Returns:
+      (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
+      dict); device the canonical device it ran on.
+    Raises:
+      ConfigError: one line naming the flag and the value (a bad nworld, physics, amplitude,
+        episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
+        that --reference-check sets itself); CheckpointError: an unreadable checkpoint.
+    """
+    from fightlab import devices
+    from fightlab.config import EnvConfig, reference_env
+    from fightlab.rl.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action
+
+    nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
+    if req.physics not in PHYSICS:
+        raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {req.physics!r}")
+    device = devices.validate_device(devices.default_device() if req.device is None else req.device)
+    if req.checkpoint is not None and not req.checkpoint.strip():
+        raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
+    if req.reference_check:
+        from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
+
+        given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
+                                ("--publish", req.publish), ("--physics", req.physics != "training"),
+                                ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
+        if given:
+            raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
+                              f"{', '.join(given)} conflicts")
+        if req.checkpoint is None:
+            raise ConfigError("--reference-check needs a CHECKPOINT file")
+        cfg = _checkpoint_config(req)
+        ref = reference_check(req.checkpoint, cfg, device, REFERENCE_NWORLD if nworld is None else nworld,
+                              seed=req.seed, progress=progress)
+        return "reference", ref, device
+    check_publish(req.publish, device, "the evaluation row")
+    if not 0.0 <= req.amplitude <= 1.0:
+        raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
+    if not (math.isfinite(req.episodes) and req.episodes >= 1.0):
+        raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {req.episodes!r}")
+    if req.timestep is not None and not req.timestep > 0:
+        raise ConfigError(f"--timestep must be a positive number of seconds, got {req.timestep!r}")
+    if req.checkpoint is None:
+        if not (req.zero_action and req.body is not None):
+            from fightlab.bodies import BODY_NAMES
+
+            raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
+                              f"(valid bodies: {', '.join(BODY_NAMES)})")
+        env_cfg = reference_env(EnvConfig()) if req.physics == "reference" else EnvConfig()
+        res = evaluate_zero_action(validate_body(req.body), nworld=DEFAULT_NWORLD if nworld is None else nworld,
+                                   device=device, episodes_per_world=req.episodes, amplitude=req.amplitude,
+                                   env_cfg=env_cfg, seed=req.seed, timestep=req.timestep, progress=progress)
+        return "evaluate", res, device
+    _checkpoint_config(req)
+    res = evaluate(req.checkpoint, nworld=nworld, device=device, episodes_per_world=req.episodes,
+                   timestep=req.timestep, zero_action=req.zero_action, amplitude=req.amplitude,
+                   seed=req.seed, progress=progress, physics=req.physics)
+    return "evaluate", res, device
+
+
+def _checkpoint_config(req: EvalRequest):
+    """The request's checkpoint's TrainConfig; `--body` must be its body (ConfigError)."""
+    from fightlab.rl.checkpoint import load_checkpoint
+
+    cfg = from_dict(load_checkpoint(req.checkpoint)["config"])
+    if req.body is not None and req.body != cfg.body:
+        raise ConfigError(f"--body {req.body} conflicts with the checkpoint's body ({cfg.body})")
+    return cfg
