@@ -30,6 +30,12 @@ def default_device() -> str:
         return "cpu"
 
 
+def pick_device(device) -> str:
+    """A command's device: None (the flag not given) is :func:`default_device`, anything else
+    goes through :func:`validate_device` (ConfigError naming the value)."""
+    return default_device() if device is None else validate_device(device)
+
+
 def resolve_device(device, *, has_cuda=None) -> str:
     """The one device rule for notebooks and commands: "auto" (or None) gives "cuda:0" when warp
     sees a GPU, else "cpu"; anything else goes through :func:`validate_device`.

@@ -366,7 +366,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
     from fightlab.config import int_text
     from fightlab.sizes import resolve_size
 
-    device = devices.validate_device(devices.default_device() if device is None else device)
+    device = devices.pick_device(device)
     size = validate_size(resolve_size(size, device))
     if train_s is None:
         train_s = TRAIN_S if size == "full" else 3.0

@@ -469,11 +469,11 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
         ``message`` says why (launch counts and kernel names are still there).
 
-    As the command line gives them: ``nworld`` text or an int, ``device`` None = cuda:0 when
-    there is one, else cpu; ``top``: the kernels the caller lists (checked here, >= 1).
+    As the command line gives them: ``nworld`` text or an int, ``device`` None or "auto" = cuda:0
+    when there is one, else cpu (`devices.resolve_device`); ``top``: the kernels the caller
+    lists (checked here, >= 1).
     Raises ConfigError: a bad body, nworld, device, ``nstep`` or ``top`` (one line).
     """
-    from fightlab import devices
     from fightlab.config import ConfigError, validate_body, validate_nworld
 
     if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
@@ -481,7 +481,6 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ConfigError(f"--top must be a positive integer (kernels to list), got {top}")
     body, nworld = validate_body(body), validate_nworld(nworld)
-    device = devices.validate_device(devices.default_device() if device is None else device)
     import torch
     import warp as wp
 

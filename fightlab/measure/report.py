@@ -408,10 +408,10 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
         if part == "ppo":
             have = _effective_ppo(have)
         for k, d in sorted(ref[part].items()):
-            implied = IMPLIED_FIELDS.get(f"{part}.{k}", have.get(k))  # a field older rows lack
-            if (f"{part}.{k}" in TASK_FIELDS) or (k not in have and f"{part}.{k}" not in IMPLIED_FIELDS):
+            name = f"{part}.{k}"
+            if name in TASK_FIELDS or (k not in have and name not in IMPLIED_FIELDS):
                 continue
-            v = have.get(k, implied)
+            v = have[k] if k in have else IMPLIED_FIELDS[name]  # a field older rows lack
             if norm(v) != norm(d):
                 out.append((f"{part}.{k}", v))
     return out

@@ -207,7 +207,7 @@ def command(bodies=None, nworld=4096, seconds: float = 3.0, device: str | None =
     from fightlab.publish import check_publish
 
     nworld = validate_nworld(nworld)
-    device = devices.validate_device(devices.default_device() if device is None else device)
+    device = devices.pick_device(device)
     check_publish(publish, device, "slot rows")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
             or not (math.isfinite(seconds) and 0.01 <= seconds <= 3600):

@@ -909,7 +909,7 @@ def command(*, summary: bool = False, solve: bool = False, run: bool = False, pu
             return 0
         return run_argv(argv)
     nworlds = parse_nworld_list(list(NWORLDS) if nworld_list is None else nworld_list)
-    device = devices.validate_device(devices.default_device() if device is None else device)
+    device = devices.pick_device(device)
     if device == "cpu" and nworld_list is None:
         raise ConfigError(f"sweep on the CPU needs --nworld-list: the default list ("
                           f"{NWORLDS[0]} … {NWORLDS[-1]} worlds, {len(NWORLDS)} points "

@@ -340,7 +340,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
     if req.physics not in PHYSICS:
         raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {req.physics!r}")
-    device = devices.validate_device(devices.default_device() if req.device is None else req.device)
+    device = devices.pick_device(req.device)
     if req.checkpoint is not None and not req.checkpoint.strip():
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
     if req.reference_check:
