@@ -140,7 +140,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="the reference check of a CHECKPOINT instead: its mean action in the reference "
                         "physics at the task's timestep and at half of it, one episode per world, pushes "
                         "on (--nworld, default 256); exit 0 when both runs fall in <= 5 %% of episodes "
-                        "with tracking >= 0.75 (the task's thresholds), else 1")
+                        "with tracking >= 0.75 (the checkpoint's thresholds: these are the task's; a "
+                        "training's own check ran with --seed = its seed + 1), else 1")
     e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
 
     from fightlab.figures.video import MAX_FPS, MAX_SIDE

@@ -237,6 +237,15 @@ DEFAULT_TASK = "default"
 REFERENCE_SOLVER = dict(solver_iterations=10, solver_ls_iterations=20, solver_tolerance=1e-8,
                         solver_ls_tolerance=0.01)
 
+#: the reference check's runs: (label, timestep as a fraction of the task's)
+REFERENCE_CHECKS = (("dt", 1.0), ("dt/2", 0.5))
+
+#: the smallest Newton tolerance MuJoCo Warp runs: its `put_model` raises `opt.tolerance` to at
+#: least this for float32 (mujoco_warp io.put_model); MuJoCo's C engine runs what it is given.
+#: The reference tolerance 1e-8 therefore runs as 1e-6 on MuJoCo Warp (rows record the engine's
+#: value, `sim.physics.engine_solver`); any other tolerance below it is refused there
+MUJOCO_WARP_MIN_TOLERANCE = 1e-6
+
 #: fields added to the configs after rows were first written, with the value a row that does not
 #: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
 #: has that value, so the rows from before it keep their ids
@@ -484,6 +493,19 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
     nworld = validate_nworld(cfg.nworld)
     device = validate_device(cfg.device)
     validate_env(cfg.env)
+    for label, frac in REFERENCE_CHECKS:  # a solve ends with these: checked before it trains
+        t = cfg.env.timestep * frac
+        try:
+            validate_env(reference_env(cfg.env, t))
+        except ConfigError as e:
+            raise ConfigError(f"the reference check of a solve runs at {label} = {t:g} s: {e}") from None
+    tol = cfg.env.solver_tolerance
+    if cfg.backend == "gpu" and isinstance(tol, float) and tol < MUJOCO_WARP_MIN_TOLERANCE \
+            and tol != REFERENCE_SOLVER["solver_tolerance"]:
+        raise ConfigError(f"EnvConfig.solver_tolerance {tol:g} is below MuJoCo Warp's smallest, "
+                          f"{MUJOCO_WARP_MIN_TOLERANCE:g} (its put_model raises it for float32): give "
+                          f">= {MUJOCO_WARP_MIN_TOLERANCE:g}, or the reference's "
+                          f"{REFERENCE_SOLVER['solver_tolerance']:g} (run as {MUJOCO_WARP_MIN_TOLERANCE:g})")
     validate_layout(cfg.backend, cfg.workers, cfg.worlds_per_worker, nworld, device)
     p = cfg.ppo
     for name in ("num_steps", "num_minibatches", "update_epochs"):

@@ -222,3 +222,56 @@ def test_reference_verdict_reads_the_cell_as_written_or_read_back():
         assert report.reference_verdict(cell, {}) == "trained in reference"
         assert report.reference_verdict(cell, {"env": dict(REFERENCE_SOLVER)}) == "trained in reference"
     assert dataclasses.asdict(reference_env(EnvConfig(solver_iterations=2)))["solver_iterations"] == 10
+
+
+def test_an_interrupted_reference_check_resumes_into_the_check_and_its_row(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or a kill) between the solve and the end of its check: the checkpoint says solved
+    but holds no verdict, so `--resume` trains no further, runs the check and writes the row;
+    a resume after that finds the run finished."""
+    from fightlab.rl import reference
+    from fightlab.rl.checkpoint import load_checkpoint
+
+    real = reference.evaluate
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reference, "evaluate", interrupted)
+    run = tmp_path / "run"
+    assert main(["train", *SOLVES, "--run-dir", str(run)]) == 130
+    ck = load_checkpoint(run / "latest.pt")
+    assert ck["curriculum"]["solved"] and ck["reference_eval"] is None
+    assert not (run / "results").exists() or results.read_rows("train", run).empty
+    capsys.readouterr()
+    monkeypatch.setattr(reference, "evaluate", real)
+    assert main(["train", "--resume", str(run / "latest.pt"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "reference check did not finish: running the check" in out and "; passed [" in out, out
+    row = results.read_rows("train", run).iloc[0]
+    assert row["solved"] == True and row["reference_passed"] == True  # noqa: E712
+    assert row["iterations"] == ck["iteration"] and row["time_to_solve_s"] == pytest.approx(ck["time_to_solve_s"])
+    assert math.isfinite(row["rollout_s_per_iter"])  # the run's rows, not the check-only segment's none
+    assert load_checkpoint(run / "latest.pt")["reference_eval"]["passed"] is True
+    assert main(["train", "--resume", str(run / "latest.pt"), "--no-progress"]) == 2
+    assert "already finished" in capsys.readouterr().err
+
+
+def test_the_checks_physics_is_validated_before_training(capsys):
+    # 2e-5 s trains at 1000 substeps per control step; the check's dt/2 would need 2000
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "env.timestep=2e-5"]) == 2
+    err = capsys.readouterr().err
+    assert "the reference check of a solve runs at dt/2 = 1e-05 s" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_engines_solver_is_recorded_and_a_clamped_tolerance_refused(capsys):
+    """MuJoCo Warp raises a Newton tolerance below 1e-6 to 1e-6 (float32): the reference's 1e-8
+    runs as 1e-6 and the check records that; any other tolerance it would clamp is refused."""
+    from fightlab.envs.stance import StanceEnv
+
+    env = StanceEnv("simple", 2, "cpu", cfg=reference_env(EnvConfig()), graph=False)
+    assert env.engine_solver["solver_tolerance"] == pytest.approx(1e-6)
+    assert env.engine_solver["solver_iterations"] == 10
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
+                 "--set", "env.solver_tolerance=1e-7"]) == 2
+    err = capsys.readouterr().err
+    assert "solver_tolerance 1e-07 is below MuJoCo Warp's smallest, 1e-06" in err, err

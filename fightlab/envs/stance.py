@@ -587,6 +587,7 @@ class StanceEnv:
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
       timeout [nworld] float32 (0/1); action [nworld, nu] float32 (written by `step`).
+      engine_solver: the Newton solver as the engine runs it (`sim.physics.engine_solver`).
 
     Raises:
       ValueError: unknown body, bad nworld or device, bad config (names the value and choices).
@@ -611,6 +612,8 @@ class StanceEnv:
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg)
         self.slots = physics.slots_for(self.body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
+        # the solver as the engine runs it (MuJoCo Warp raises a tolerance below 1e-6)
+        self.engine_solver = physics.engine_solver(self.mjm, None if self.backend == "cpu" else self.m)
         from fightlab.kernels.factor import active_variant, use_tree_factor
 
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)

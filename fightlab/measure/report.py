@@ -150,7 +150,8 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
                   episodes_per_world=res.get("episodes_per_world"),
-                  ckpt_iteration=res.get("ckpt_iteration"), ckpt_solved=res.get("ckpt_solved"))
+                  ckpt_iteration=res.get("ckpt_iteration"), ckpt_solved=res.get("ckpt_solved"),
+                  physics=res.get("physics"), physics_engine=res.get("physics_engine"))
     row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params,
                                device=device)
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),

@@ -215,7 +215,8 @@ def load_checkpoint(path) -> dict:
 def save_checkpoint(run, path=None) -> Path:
     """Write `run`'s checkpoint (a `fightlab.rl.runner.Trainer`: agent, optimizer, curriculum,
     env state, RNG, counters, run_id, segments and rows) to `path`, default
-    ``ckpt_<iteration>.pt`` in its run folder, atomically; inside the run folder ``latest.pt``
+    ``ckpt_<iteration>.pt`` in its run folder, atomically (with the reference check's verdict once it
+    ran: `run.reference_eval`); inside the run folder ``latest.pt``
     then links to it. Returns the path."""
     path = Path(path) if path else run.run_dir / f"ckpt_{run.iteration:06d}.pt"
     ck = dict(format="fightlab-ckpt-1", config=to_dict(run.cfg), agent=run.agent.state_dict(),
@@ -226,6 +227,7 @@ def save_checkpoint(run, path=None) -> Path:
               obs=run.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
               gen_state=run.gen.get_state().cpu(), run_id=run.run_id,
               segments=run.segments, history=run.history,
+              reference_eval=getattr(run, "reference_eval", None),
               cuda_rng=torch.cuda.get_rng_state(torch.device(run.policy_device))
               if run.policy_device.startswith("cuda") else None)
     tmp = path.with_suffix(".tmp")

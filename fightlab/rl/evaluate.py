@@ -42,7 +42,8 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
         "reference" (`config.reference_env`: the reference solver, at `timestep` or the task's).
 
     Returns:
-      dict: body, zero_action, physics (the solver fields it ran), timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
+      dict: body, zero_action, physics (the solver fields asked for), physics_engine (as the
+      engine ran them: `sim.physics.engine_solver`), timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
       (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
       a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
       fall_rate, tracking (the criterion's, over every ended episode), tracking_survived (over
@@ -114,6 +115,7 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
     bar.close()
     n = s["episodes"]
     return dict(body=body, zero_action=agent is None, physics=training_physics(env_cfg),
+                physics_engine=env.engine_solver,
                 timestep=env.mjm.opt.timestep, nworld=nworld,
                 amplitude=amplitude, episodes_per_world=episodes_per_world,
                 seconds_per_world=nsteps * env_cfg.control_dt,

@@ -47,11 +47,18 @@ class Trainer(TrainLoop):
             saved = from_dict(resume_ck["config"])
             # the run continues with every setting of its checkpoint; only SEGMENT_FIELDS change
             cfg = resume_config(saved, cfg)
-            done = resume_ck["curriculum"].get("solved") and saved.stop_when_solved
+            solved = bool(resume_ck["curriculum"].get("solved"))
+            done = solved and saved.stop_when_solved
             if done or resume_ck["iteration"] >= cfg.max_iterations:
-                raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
-                                  f"{resume_ck['iteration']} ({'solved' if done else 'max_iterations reached'}); "
-                                  "raise --max-iterations to train an unsolved run further")
+                if solved and resume_ck.get("reference_eval") is None:
+                    # stopped (Ctrl-C, kill) between the solve and the end of its reference check:
+                    # this segment trains no further, it runs the check and writes the row
+                    print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
+                          "reference check did not finish: running the check", flush=True)
+                else:
+                    raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
+                                      f"{resume_ck['iteration']} ({'solved' if done else 'max_iterations reached'}); "
+                                      "raise --max-iterations to train an unsolved run further")
         cfg = validate_train(cfg)
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
         if (warn := task_warning(cfg)) is not None:
@@ -91,6 +98,8 @@ class Trainer(TrainLoop):
                               start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]
         self.run_dir = self.rundir.path
         self._resume_ck = resume_ck
+        #: the reference check's result once it ran (`fightlab.rl.reference`; saved in checkpoints)
+        self.reference_eval = resume_ck.get("reference_eval") if resume_ck else None
 
     def close(self) -> None:
         """Release the run folder (its lock); the Trainer can not train after this."""
@@ -172,7 +181,7 @@ class Trainer(TrainLoop):
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
-        while self.iteration < cfg.max_iterations:
+        while self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved):
             row = self.iterate()
             append_row(rows_path, row)
             bar.update(1)
@@ -186,8 +195,6 @@ class Trainer(TrainLoop):
                             trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
             if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
                 self.save()
-            if self.curriculum.solved and cfg.stop_when_solved:
-                break
             if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s:
                 self.segment_end = True
                 break
@@ -196,6 +203,8 @@ class Trainer(TrainLoop):
         res = self.result()
         if self.curriculum.solved:
             res.update(self._reference(path, res))
+            self.reference_eval = res["reference_eval"]
+            self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
         return res
 
     def _reference(self, checkpoint, res: dict) -> dict:
@@ -218,7 +227,7 @@ class Trainer(TrainLoop):
         return out
 
     def result(self) -> dict:
-        rows = self.rows
+        rows = self.rows or self.history  # a segment that only ran the reference check: the run's
         steady = rows[1:] if len(rows) > 1 else rows
         med = lambda k: float(np.median([r[k] for r in steady])) if steady else math.nan  # noqa: E731
         last = rows[-1] if rows else {}

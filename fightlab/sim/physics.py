@@ -92,6 +92,28 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
     return mjm
 
 
+def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
+    """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
+    (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance).
+
+    Args:
+      mjm: the MjModel (MuJoCo's C engine runs its `opt` as set); m: the MuJoCo Warp model put
+        from it, or None for the C engine. MuJoCo Warp's `put_model` raises `opt.tolerance` to at
+        least 1e-6 for float32 (mujoco_warp `io.put_model`), so a tolerance of 1e-8 runs as 1e-6.
+    """
+    if m is None:
+        o = mjm.opt
+        return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
+                    solver_tolerance=float(o.tolerance), solver_ls_tolerance=float(o.ls_tolerance))
+
+    def first(x):
+        return float(x.numpy().reshape(-1)[0]) if hasattr(x, "numpy") else float(x)
+
+    o = m.opt
+    return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
+                solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance))
+
+
 def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str):
     """Put a MuJoCo model on `device` and allocate `nworld` worlds of data.
 
