@@ -58,6 +58,10 @@ class EnvConfig:
         `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
         checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
         (`fightlab.rl.reference`); the defaults are the reference solver's.
+      solver_qacc_smooth: MuJoCo Warp's `opt.run_qacc_smooth` (training physics): False starts
+        Newton from the warm start and skips the unconstrained acceleration qacc_smooth and its
+        mass-matrix factorisation (mujoco_warp `smooth.skip_qacc_smooth`; "experimental" there).
+        MuJoCo Warp only (the C engine has no such option); the reference runs True.
     """
 
     control_dt: float = 0.02
@@ -84,6 +88,7 @@ class EnvConfig:
     solver_ls_iterations: int = 20
     solver_tolerance: float = 1e-8
     solver_ls_tolerance: float = 0.01
+    solver_qacc_smooth: bool = True
 
     @property
     def substeps(self) -> int:
@@ -235,7 +240,7 @@ DEFAULT_TASK = "default"
 #: iterations, MuJoCo's default tolerances (1e-8, 0.01); with the task's timestep, where every
 #: solve's final policy is checked (`fightlab.rl.reference`)
 REFERENCE_SOLVER = dict(solver_iterations=10, solver_ls_iterations=20, solver_tolerance=1e-8,
-                        solver_ls_tolerance=0.01)
+                        solver_ls_tolerance=0.01, solver_qacc_smooth=True)
 
 #: the reference check's runs: (label, timestep as a fraction of the task's)
 REFERENCE_CHECKS = (("dt", 1.0), ("dt/2", 0.5))
@@ -481,6 +486,8 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         v = getattr(cfg, name)
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 1):
             raise ConfigError(f"EnvConfig.{name} must be a number in (0, 1], got {v!r}")
+    if not isinstance(cfg.solver_qacc_smooth, bool):
+        raise ConfigError(f"EnvConfig.solver_qacc_smooth must be true or false, got {cfg.solver_qacc_smooth!r}")
     return cfg
 
 
@@ -506,6 +513,9 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                           f"{MUJOCO_WARP_MIN_TOLERANCE:g} (its put_model raises it for float32): give "
                           f">= {MUJOCO_WARP_MIN_TOLERANCE:g}, or the reference's "
                           f"{REFERENCE_SOLVER['solver_tolerance']:g} (run as {MUJOCO_WARP_MIN_TOLERANCE:g})")
+    if cfg.backend == "cpu" and not cfg.env.solver_qacc_smooth:
+        raise ConfigError("EnvConfig.solver_qacc_smooth=false is MuJoCo Warp's option (opt.run_qacc_smooth); "
+                          "the CPU backend's C engine always computes qacc_smooth: leave it true there")
     validate_layout(cfg.backend, cfg.workers, cfg.worlds_per_worker, nworld, device)
     p = cfg.ppo
     for name in ("num_steps", "num_minibatches", "update_epochs"):

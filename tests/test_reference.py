@@ -275,3 +275,36 @@ def test_the_engines_solver_is_recorded_and_a_clamped_tolerance_refused(capsys):
                  "--set", "env.solver_tolerance=1e-7"]) == 2
     err = capsys.readouterr().err
     assert "solver_tolerance 1e-07 is below MuJoCo Warp's smallest, 1e-06" in err, err
+
+
+def test_skipping_qacc_smooth_reaches_mujoco_warp_and_trains(tmp_path, capsys):
+    """`env.solver_qacc_smooth=false`: MuJoCo Warp's opt.run_qacc_smooth, so its step skips the
+    unconstrained acceleration and M's factorisation; a tiny training runs and stays finite; the
+    reference check runs with it on; the CPU backend (no such option) refuses it in one line."""
+    import numpy as np
+    from mujoco_warp._src import smooth
+
+    from fightlab.envs.stance import StanceEnv
+
+    env = StanceEnv("simple", 2, "cpu", cfg=EnvConfig(solver_iterations=2, solver_qacc_smooth=False), graph=False)
+    assert env.m.opt.run_qacc_smooth is False and smooth.skip_qacc_smooth(env.m, env.d)
+    assert env.engine_solver["solver_qacc_smooth"] is False
+    env.reset()
+    for _ in range(5):
+        env.step()
+    assert np.isfinite(env.d.qpos.numpy()).all() and env.read_summary()["nan_resets"] == 0
+    ref = StanceEnv("simple", 2, "cpu", cfg=reference_env(env.cfg), graph=False)
+    assert ref.m.opt.run_qacc_smooth is True and not smooth.skip_qacc_smooth(ref.m, ref.d)
+    run = tmp_path / "run"
+    assert main(["train", *SOLVES, "--set", "env.solver_qacc_smooth=false", "--run-dir", str(run)]) == 0
+    row = results.read_rows("train", run).iloc[0]
+    params = json.loads(row["params"])
+    assert params["env"]["solver_qacc_smooth"] is False and params["reference_eval"]["solver_engine"]["solver_qacc_smooth"] is True
+    assert report.learner_id(params) != report.learner_id({**params, "env": {**params["env"], "solver_qacc_smooth": True}})
+    capsys.readouterr()
+    assert main(["train", "--backend", "cpu", "--device", "cpu", "--nworld", "2", "--no-progress",
+                 "--set", "env.solver_qacc_smooth=false"]) == 2
+    err = capsys.readouterr().err
+    assert "solver_qacc_smooth=false is MuJoCo Warp's option" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "env.solver_qacc_smooth=2"]) == 2
+    assert "solver_qacc_smooth must be true or false, got '2'" in capsys.readouterr().err

@@ -611,7 +611,8 @@ class StanceEnv:
         mjm = mjmodel if mjmodel is not None else self.info.build()
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg)
         self.slots = physics.slots_for(self.body, nconmax, njmax)
-        self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device)
+        self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device,
+                                     qacc_smooth=self.cfg.solver_qacc_smooth)
         # the solver as the engine runs it (MuJoCo Warp raises a tolerance below 1e-6)
         self.engine_solver = physics.engine_solver(self.mjm, None if self.backend == "cpu" else self.m)
         from fightlab.kernels.factor import active_variant, use_tree_factor

@@ -94,7 +94,8 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
 
 def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
-    (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance).
+    (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance,
+    solver_qacc_smooth: always True on the C engine).
 
     Args:
       mjm: the MjModel (MuJoCo's C engine runs its `opt` as set); m: the MuJoCo Warp model put
@@ -104,21 +105,24 @@ def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     if m is None:
         o = mjm.opt
         return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
-                    solver_tolerance=float(o.tolerance), solver_ls_tolerance=float(o.ls_tolerance))
+                    solver_tolerance=float(o.tolerance), solver_ls_tolerance=float(o.ls_tolerance),
+                    solver_qacc_smooth=True)
 
     def first(x):
         return float(x.numpy().reshape(-1)[0]) if hasattr(x, "numpy") else float(x)
 
     o = m.opt
     return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
-                solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance))
+                solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance),
+                solver_qacc_smooth=bool(o.run_qacc_smooth))
 
 
-def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str):
+def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True):
     """Put a MuJoCo model on `device` and allocate `nworld` worlds of data.
 
     The kernels' own overflow prints are switched off (`m.opt.warn_overflow = 0`): fightlab
-    counts overflow bits itself and prints `OVERFLOW` once per iteration.
+    counts overflow bits itself and prints `OVERFLOW` once per iteration. `qacc_smooth` is
+    MuJoCo Warp's `opt.run_qacc_smooth` (`EnvConfig.solver_qacc_smooth`).
 
     Returns:
       (m, d): mujoco_warp Model and Data on `device`.
@@ -126,6 +130,7 @@ def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str):
     with wp.ScopedDevice(device):
         m = mjw.put_model(mjm)
         m.opt.warn_overflow = 0
+        m.opt.run_qacc_smooth = bool(qacc_smooth)
         d = mjw.make_data(mjm, nworld=nworld, nconmax=slots.nconmax, njmax=slots.njmax)
     return m, d
 
