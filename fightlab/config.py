@@ -124,6 +124,11 @@ class PPOConfig:
       max_grad_norm: global gradient-norm clip.
       hidden: actor and critic MLP hidden sizes; init_std: initial action std (0.3: the learner
         study in bench/NOTES.md).
+      critic_obs: what the value function sees, one of `CRITIC_OBS`: "policy" (the policy's
+        observation) or "privileged" (an asymmetric critic, Pinto et al. 2018: the policy's
+        observation and the env's privileged one: the push acting now and the time to the next,
+        the time into the episode, every DOF's velocity; `envs.stance` lists it). The policy's
+        observation is the same either way.
     """
 
     num_steps: int = 32
@@ -141,6 +146,7 @@ class PPOConfig:
     max_grad_norm: float = 1.0
     hidden: tuple[int, ...] = (256, 128, 64)
     init_std: float = 0.3
+    critic_obs: str = "policy"
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else
@@ -254,7 +260,10 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 #: fields added to the configs after rows were first written, with the value a row that does not
 #: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
 #: has that value, so the rows from before it keep their ids
-IMPLIED_FIELDS = {f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}
+IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy"}
+
+#: what the value function may see (`PPOConfig.critic_obs`)
+CRITIC_OBS = ("policy", "privileged")
 
 
 def canonical_params(params: dict) -> dict:
@@ -540,6 +549,8 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         v = getattr(p, name)
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
+    if p.critic_obs not in CRITIC_OBS:
+        raise ConfigError(f"PPOConfig.critic_obs must be one of {', '.join(CRITIC_OBS)}, got {p.critic_obs!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
     if len(p.hidden) > MAX_HIDDEN_LAYERS:

@@ -459,3 +459,49 @@ def test_an_optimizer_state_out_of_adams_ranges_is_refused_at_load(tmp_path):
         with pytest.raises(CheckpointError, match=re.escape(expect)):
             load_checkpoint(edited(fn))
     load_checkpoint(tmp_path / "run" / "latest.pt")  # the untouched one loads
+
+
+def test_the_asymmetric_critic_sees_the_privileged_observation_and_resumes(tmp_path):
+    """`ppo.critic_obs="privileged"`: the env writes the privileged observation (the push acting
+    now, the time to the next, the time into the episode, every DOF's velocity), the critic reads
+    it beside the policy's observation (its own normaliser), the actor is unchanged in shape; a
+    resume gives the same next row; the evaluation of its checkpoint loads the policy."""
+    from fightlab.envs.stance import PRIV_EPISODE, PRIV_FIXED, PRIV_PUSH_LEFT, StanceEnv
+    from fightlab.rl.evaluate import evaluate
+
+    env = StanceEnv("simple", 4, "cpu", seed=3, privileged=True)
+    env.reset(stagger=False)
+    assert env.priv_obs.shape == (4, PRIV_FIXED + env.mjm.nv) == (4, env.privileged_dim)
+    assert torch.all(env.priv_obs[:, PRIV_EPISODE] == 0) and torch.all(env.priv_obs[:, PRIV_PUSH_LEFT] == 0)
+    for _ in range(3):
+        env.step()
+    assert torch.allclose(env.priv_obs[:, PRIV_EPISODE], torch.full((4,), 3 / env.cfg.episode_steps))
+    qvel = torch.as_tensor(env.d.qvel.numpy())
+    assert torch.allclose(env.priv_obs[:, PRIV_FIXED:], 0.1 * qvel) and qvel.abs().max() > 0
+    assert StanceEnv("simple", 2, "cpu").priv_obs.shape == (2, 0)
+
+    cfg = dataclasses.replace(_tiny_cfg(tmp_path / "a"), ppo=PPOConfig(num_steps=4, num_minibatches=2,
+                                                                       update_epochs=1, critic_obs="privileged"))
+    a = Trainer(cfg, progress=False)
+    a.train()
+    a.close()
+    nobs = a.env.obs_dim
+    assert a.agent.critic[0].in_features == nobs + a.env.privileged_dim and a.agent.actor[0].in_features == nobs
+    assert a.buf.priv.abs().sum() > 0 and a.agent.priv_norm.count > 0
+    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+                progress=False)
+    b.train()
+    for k in DETERMINISTIC:
+        x, y = a.rows[1][k], b.rows[0][k]
+        assert (x == y) or (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-5, abs=1e-7), k
+    res = evaluate(tmp_path / "a" / "latest.pt", nworld=2, device="cpu", progress=False)
+    assert res["episodes_per_world"] == 1.0 and 0 <= res["fall_rate"] <= 1
+
+
+def test_critic_obs_bad_value_is_one_line(capsys):
+    from fightlab.cli import main
+
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.critic_obs=oracle"]) == 2
+    err = capsys.readouterr().err
+    assert "PPOConfig.critic_obs must be one of policy, privileged, got 'oracle'" in err
+    assert len(err.strip().splitlines()) == 1, err

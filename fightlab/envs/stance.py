@@ -16,6 +16,12 @@ index constants below name these entries):
   OBS_PHASE_SIN, OBS_PHASE_COS: sin/cos of the rhythm phase; OBS_AMP: current amplitude a;
   OBS_FIXED + b·nu + i for actuator i, by block b: OBS_QERR_BLOCK joint angle minus reference
   target (rad), OBS_QVEL_BLOCK joint velocity × 0.1 (rad/s), OBS_PREV_ACTION_BLOCK previous action.
+Privileged observation `[nworld, priv_dim]` (`privileged=True`; the asymmetric critic's extra
+input, `PPOConfig.critic_obs`; the policy never sees it), priv_dim = PRIV_FIXED + nv:
+  PRIV_PUSH_FORCE + 0…2: the push force acting now (world frame) over the largest push force;
+  PRIV_PUSH_LEFT: env steps the push still acts over push_steps; PRIV_PUSH_NEXT: time to the next
+  push over the longest interval; PRIV_EPISODE: env steps into the episode over episode_steps;
+  PRIV_FIXED + j: qvel of every DOF j × 0.1 (rad/s, m/s).
 Reward per env step: control_dt · Σ weight · term over `REWARD_TERMS` (mjlab's reward manager:
 one function and one weight per term, summed in the list's order; × control_dt, so an episode's
 return is O(10)), each term's formula in its function's docstring; a fall adds −fall_penalty.
@@ -56,6 +62,8 @@ _NEFC_BITS = int(physics.OverflowType.NEFC | physics.OverflowType.NJMAX_NNZ)
 OBS_GRAVITY, OBS_HEIGHT, OBS_LINVEL, OBS_ANGVEL = 0, 3, 4, 7
 OBS_PHASE_SIN, OBS_PHASE_COS, OBS_AMP, OBS_FIXED = 10, 11, 12, 13
 OBS_QERR_BLOCK, OBS_QVEL_BLOCK, OBS_PREV_ACTION_BLOCK, OBS_NBLOCK = 0, 1, 2, 3
+# privileged observation indices (the asymmetric critic's; listed in the module docstring)
+PRIV_PUSH_FORCE, PRIV_PUSH_LEFT, PRIV_PUSH_NEXT, PRIV_EPISODE, PRIV_FIXED = 0, 3, 4, 5, 6
 
 # per-episode accumulator columns of ep_acc [nworld, ACC_N] (float32): the lock-in sums
 # Σ dz·r, Σ r², Σ dz, Σ r and their count n over the finite steps (dz: pelvis height above the
@@ -561,6 +569,38 @@ def _observe(
             obs_out[worldid, k] = 0.0
 
 
+@wp.kernel
+def _observe_privileged(
+    # Data in:
+    qvel_in: wp.array2d[float],
+    # In:
+    task: _TaskParams,
+    step_count_in: wp.array[int],
+    push_next_in: wp.array[float],
+    push_left_in: wp.array[int],
+    push_force_in: wp.array[wp.vec3],
+    # Out:
+    priv_out: wp.array2d[float],
+):
+    worldid = wp.tid()
+    left = push_left_in[worldid]
+    force = push_force_in[worldid]
+    fmax = task.push_impulse_hi / task.push_duration
+    for k in range(3):
+        f = float(0.0)
+        if left > 0:
+            f = force[k] / fmax
+        priv_out[worldid, PRIV_PUSH_FORCE + k] = f
+    priv_out[worldid, PRIV_PUSH_LEFT] = float(left) / float(task.push_steps)
+    priv_out[worldid, PRIV_PUSH_NEXT] = push_next_in[worldid] / task.push_interval_hi
+    priv_out[worldid, PRIV_EPISODE] = float(step_count_in[worldid]) / float(task.episode_steps)
+    for j in range(qvel_in.shape[1]):
+        priv_out[worldid, PRIV_FIXED + j] = 0.1 * qvel_in[worldid, j]
+    for k in range(priv_out.shape[1]):
+        if not wp.isfinite(priv_out[worldid, k]):
+            priv_out[worldid, k] = 0.0
+
+
 class StanceEnv:
     """The batched stance task on MuJoCo Warp.
 
@@ -583,10 +623,14 @@ class StanceEnv:
         engine, `fightlab.sim.cpu`, with `device="cpu"`: the env's own kernels run on warp's CPU
         device over the same arrays; the step runs eager, not as a graph).
       threads: the CPU backend's threads (default: every core); ignored by "gpu".
+      privileged: also write the privileged observation `priv_obs` each step (the asymmetric
+        critic's input; module docstring).
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
-      timeout [nworld] float32 (0/1); action [nworld, nu] float32 (written by `step`).
+      timeout [nworld] float32 (0/1); action [nworld, nu] float32 (written by `step`);
+      priv_obs [nworld, priv_dim] float32 (priv_dim = PRIV_FIXED + nv with `privileged`, else 0);
+      privileged_dim: PRIV_FIXED + nv, the width `privileged` gives.
       engine_solver: the Newton solver as the engine runs it (`sim.physics.engine_solver`).
 
     Raises:
@@ -597,7 +641,7 @@ class StanceEnv:
                  seed: int = 0, cfg: EnvConfig | None = None, nconmax: int | None = None,
                  njmax: int | None = None, graph: bool = True,
                  mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True,
-                 backend: str = "gpu", threads: int | None = None):
+                 backend: str = "gpu", threads: int | None = None, privileged: bool = False):
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
@@ -625,6 +669,8 @@ class StanceEnv:
         # (OBS_AMP), which is constant during the first curriculum stage
         self.obs_min_std = np.full(self.obs_dim, 0.01, np.float32)
         self.obs_min_std[OBS_AMP] = 0.2
+        self.privileged_dim = PRIV_FIXED + self.mjm.nv
+        self.priv_dim = self.privileged_dim if privileged else 0
         self.substeps = self.cfg.substeps  # physics steps per env step (mjm.opt.timestep = cfg.timestep)
         self._build_constants()
         self._alloc()
@@ -693,6 +739,7 @@ class StanceEnv:
             self._action = z(n, nu)
             self._prev_action = z(n, nu)
             self._obs = z(n, self.obs_dim)
+            self._priv = z(n, self.priv_dim)
             self._reward = z(n)
             self._done = z(n)
             self._fall = z(n)
@@ -715,6 +762,7 @@ class StanceEnv:
         t = wp.to_torch
         self.action = t(self._action)
         self.obs = t(self._obs)
+        self.priv_obs = t(self._priv)
         self.reward = t(self._reward)
         self.done = t(self._done)
         self.fall = t(self._fall)
@@ -790,6 +838,11 @@ class StanceEnv:
                           d.qpos, d.qvel,
                           self._task, self._amp, self._step_count, self._prev_action],
                   outputs=[self._obs])
+        if self.priv_dim:
+            wp.launch(_observe_privileged, dim=self.nworld,
+                      inputs=[d.qvel, self._task, self._step_count, self._push_next, self._push_left,
+                              self._push_force],
+                      outputs=[self._priv])
 
     def launch_step(self, physics: bool = True, task: bool = True):
         """Launch one env step's kernels, uncaptured: pre-step, `substeps` physics steps with

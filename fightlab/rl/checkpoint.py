@@ -124,8 +124,9 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
 
 def policy_parameter_names(agent_state: dict) -> list[str]:
     """The names of an ActorCritic state dict's parameters in the optimizer's order (the state
-    dict's order without the observation normaliser's buffers, ``obs_norm.*``)."""
-    return [k for k in agent_state if not k.startswith("obs_norm.")]
+    dict's order without the observation normalisers' buffers, ``obs_norm.*`` and an asymmetric
+    critic's ``priv_norm.*``)."""
+    return [k for k in agent_state if not k.startswith(("obs_norm.", "priv_norm."))]
 
 
 def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
@@ -224,7 +225,8 @@ def save_checkpoint(run, path=None) -> Path:
               iteration=run.iteration, elapsed_s=run.elapsed_s, compile_s=run.compile_s,
               time_to_solve_s=run.time_to_solve_s, solve_iteration=run.solve_iteration,
               env_state=run.env.state_dict(), amp_target=run.env.amplitude_target,
-              obs=run.obs.detach().cpu(), torch_rng=torch.get_rng_state(),
+              obs=run.obs.detach().cpu(), priv_obs=run.env.priv_obs.detach().cpu(),
+              torch_rng=torch.get_rng_state(),
               gen_state=run.gen.get_state().cpu(), run_id=run.run_id,
               segments=run.segments, history=run.history,
               reference_eval=getattr(run, "reference_eval", None),
@@ -290,6 +292,8 @@ def _restore(run, ck: dict) -> None:
     except ValueError as e:
         raise CheckpointError(f"checkpoint's {e}") from None
     run.obs.copy_(ck["obs"].to(run.obs.device))
+    if run.env.priv_dim:  # an asymmetric critic's input (older checkpoints had none to keep)
+        run.env.priv_obs.copy_(ck["priv_obs"].to(run.env.priv_obs.device))
     torch.set_rng_state(ck["torch_rng"])
     seed = run.cfg.seed + 12345 + run.iteration
     try:
@@ -345,8 +349,9 @@ def policy_agent(ck: dict, env, device: str) -> ActorCritic:
     ``agent.act_mean(obs)`` for the deterministic action. Raises CheckpointError when the policy
     does not fit the env's body."""
     c = from_dict(ck["config"])
+    priv_dim = env.privileged_dim if c.ppo.critic_obs == "privileged" else 0  # the critic's shape, unused here
     agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
-                        obs_min_std=env.obs_min_std).to(torch.device(device))
+                        obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(torch.device(device))
     load_policy(agent, ck, c.body, env)
     agent.eval()
     return agent

@@ -12,16 +12,21 @@ import torch
 class TrainEnv(Protocol):
     """What the loop uses of an env (`fightlab.envs.stance.StanceEnv` is one): sizes, the step's
     tensors on the env's device (obs [nworld, obs_dim]; reward, done, timeout [nworld]; action
-    [nworld, nu], written before each step), the curriculum's amplitude and the summary."""
+    [nworld, nu], written before each step; priv_obs [nworld, priv_dim], an asymmetric critic's
+    privileged observation, priv_dim 0 when the env was built without it), the curriculum's
+    amplitude and the summary."""
 
     nworld: int
     obs_dim: int
+    priv_dim: int
+    privileged_dim: int    # the width priv_obs has when the env is built with privileged=True
     nu: int
     substeps: int          # physics steps per env step
     obs_min_std: object    # the observation normaliser's floor, [obs_dim]
     graph_fallbacks: int
     amplitude_target: float
     obs: torch.Tensor
+    priv_obs: torch.Tensor
     reward: torch.Tensor
     done: torch.Tensor
     timeout: torch.Tensor
@@ -38,9 +43,9 @@ class TrainEnv(Protocol):
 
 class PolicyIO:
     """The env's step tensors on the policy's device, for a CPU-backend env whose policy runs on
-    another device (`TrainConfig.policy_device`): obs [nworld, obs_dim], reward, done, timeout
-    [nworld] (float32 views of one buffer on that device, copied from the env's) and action
-    [nworld, nu] (copied to the env's).
+    another device (`TrainConfig.policy_device`): obs [nworld, obs_dim], priv_obs [nworld,
+    priv_dim], reward, done, timeout [nworld] (float32 views of one buffer on that device, copied
+    from the env's) and action [nworld, nu] (copied to the env's).
 
     Args:
       env: a `TrainEnv` (its obs / reward / done / timeout / action views, float32, on the
@@ -54,18 +59,20 @@ class PolicyIO:
 
     def __init__(self, env, device: str):
         dev = torch.device(device)
-        n, k = int(env.obs.shape[0]), int(env.obs.shape[1])
+        n, k, p = int(env.obs.shape[0]), int(env.obs.shape[1]), int(env.priv_obs.shape[1])
         self.env = env
-        self._host = torch.zeros((n, k + 3), dtype=torch.float32, pin_memory=dev.type == "cuda")
-        self._dev = torch.zeros((n, k + 3), dtype=torch.float32, device=dev)
+        self._host = torch.zeros((n, k + 3 + p), dtype=torch.float32, pin_memory=dev.type == "cuda")
+        self._dev = torch.zeros((n, k + 3 + p), dtype=torch.float32, device=dev)
         self.obs = self._dev[:, :k]
         self.reward, self.done, self.timeout = (self._dev[:, k + i] for i in range(3))
+        self.priv_obs = self._dev[:, k + 3:]
         self.action = torch.zeros(tuple(env.action.shape), dtype=env.action.dtype, device=dev)
 
     def pull(self) -> None:
         """The env's obs, reward, done and timeout to the device (one copy, not waited for)."""
         e = self.env
-        torch.cat([e.obs, e.reward[:, None], e.done[:, None], e.timeout[:, None]], dim=1, out=self._host)
+        torch.cat([e.obs, e.reward[:, None], e.done[:, None], e.timeout[:, None], e.priv_obs], dim=1,
+                  out=self._host)
         self._dev.copy_(self._host, non_blocking=True)
 
     def push(self) -> None:

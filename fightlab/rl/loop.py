@@ -43,10 +43,13 @@ class TrainLoop:
         torch.manual_seed(cfg.seed)
         self.io = PolicyIO(env, cfg.policy_device) if cfg.policy_device else env
         dev = torch.device(self.policy_device)
+        priv_dim = env.priv_dim if cfg.ppo.critic_obs == "privileged" else 0
+        if cfg.ppo.critic_obs == "privileged" and not priv_dim:
+            raise ValueError("PPOConfig.critic_obs 'privileged' needs an env built with privileged=True")
         self.agent = ActorCritic(env.obs_dim, env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
-                                 obs_min_std=env.obs_min_std).to(dev)
+                                 obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(dev)
         self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev)
-        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev)
+        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim)
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
         self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen)
@@ -78,7 +81,7 @@ class TrainLoop:
             self.env.set_amplitude(self.curriculum.amplitude, immediate=True)
             self._pull()
             with torch.no_grad():  # cuBLAS handles, the allocator: outside the timed loop
-                self.agent.get_action_and_value(self.io.obs)
+                self.agent.get_action_and_value(self.io.obs, priv=self.io.priv_obs if self.agent.priv_dim else None)
             self._sync()
             self.compile_s = time.perf_counter() - t0
 
@@ -117,19 +120,22 @@ class TrainLoop:
         GAE and the mean reward."""
         cfg, env, buf, agent = self.cfg, self.io, self.buf, self.agent
         gamma, T = cfg.ppo.gamma, cfg.ppo.num_steps
+        priv = env.priv_obs if agent.priv_dim else None  # an asymmetric critic's input
         if s > 0:
             buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
             buf.dones[s - 1].copy_(env.done)
         with torch.no_grad():
             if s < T:  # buf.actions[s] holds this step's standard-normal noise (iterate draws it)
-                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s])
+                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s], priv=priv)
                 buf.obs[s].copy_(env.obs)
+                if priv is not None:
+                    buf.priv[s].copy_(priv)
                 buf.actions[s].copy_(action)
                 buf.logprobs[s].copy_(logp)
                 buf.values[s].copy_(value)
                 env.action.copy_(action)
             else:
-                next_value = agent.get_value(env.obs)
+                next_value = agent.get_value(env.obs, priv)
                 adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma,
                                        cfg.ppo.gae_lambda)
                 buf.advantages.copy_(adv)
@@ -142,13 +148,15 @@ class TrainLoop:
         same normalisation). No host reads; captured as the update graph."""
         self.update.run()
         self.agent.obs_norm.update(self.buf.obs.reshape(-1, self.env.obs_dim))
+        if self.agent.priv_dim:
+            self.agent.priv_norm.update(self.buf.priv.reshape(-1, self.agent.priv_dim))
 
     def _torch_inputs(self) -> tuple:
         """Storage pointers of every tensor the torch graphs read or write (checked once per
         iteration: a replaced tensor re-captures)."""
         ts = [*self.agent.state_dict().values(), self.lr, self.update.perm, self.update.stats,
               self._reward_mean, *vars(self.buf).values(), self.io.obs, self.io.action,
-              self.io.reward, self.io.done, self.io.timeout]
+              self.io.reward, self.io.done, self.io.timeout, self.io.priv_obs]
         ts += [p.grad for p in self.agent.parameters() if p.grad is not None]
         ts += [v for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
         return tuple(t.data_ptr() for t in ts)

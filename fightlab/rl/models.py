@@ -63,37 +63,52 @@ class ObsNormalizer(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Gaussian policy and value function.
+    """Gaussian policy and value function; with `priv_dim` > 0 an asymmetric critic (Pinto et al.
+    2018, "Asymmetric actor critic for image-based robot learning"): the value function also sees
+    a privileged observation the policy does not, normalised by its own `priv_norm`.
 
     Args:
       obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std;
-      obs_min_std: optional [obs_dim] floor on the normaliser's std (see ObsNormalizer).
-    Shapes: obs [B, obs_dim] float32 → action mean [B, act_dim], value [B].
+      obs_min_std: optional [obs_dim] floor on the normaliser's std (see ObsNormalizer);
+      priv_dim: width of the critic's privileged observation (0: none).
+    Shapes: obs [B, obs_dim], priv [B, priv_dim] float32 → action mean [B, act_dim], value [B].
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.3,
-                 obs_min_std=None):
+                 obs_min_std=None, priv_dim: int = 0):
         super().__init__()
         self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)
+        self.priv_dim = int(priv_dim)
         self.actor = mlp([obs_dim, *hidden, act_dim], out_std=0.01)
-        self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
+        self.critic = mlp([obs_dim + self.priv_dim, *hidden, 1], out_std=1.0)
         self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(np.log(init_std))))
+        if self.priv_dim:  # registered last: the policy-only agent's modules, RNG draws and order stay
+            self.priv_norm = ObsNormalizer(self.priv_dim, min_std=np.full(self.priv_dim, 0.01, np.float32))
 
-    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.obs_norm(obs)).squeeze(-1)
+    def _critic_in(self, x: torch.Tensor, priv: torch.Tensor | None) -> torch.Tensor:
+        """The critic's input: the normalised observation `x`, and the normalised privileged one."""
+        if not self.priv_dim:
+            return x
+        if priv is None:
+            raise ValueError(f"this critic sees a privileged observation of {self.priv_dim} values; none was given")
+        return torch.cat([x, self.priv_norm(priv)], dim=-1)
+
+    def get_value(self, obs: torch.Tensor, priv: torch.Tensor | None = None) -> torch.Tensor:
+        return self.critic(self._critic_in(self.obs_norm(obs), priv)).squeeze(-1)
 
     def act_mean(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean), for evaluation."""
         return self.actor(self.obs_norm(obs))
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
-                             noise: torch.Tensor | None = None):
+                             noise: torch.Tensor | None = None, priv: torch.Tensor | None = None):
         """Sample (or score) an action. Returns (action, log_prob [B], entropy [B], value [B],
         mean [B, act_dim], std [B, act_dim]).
 
         The sample is `mean + std · noise`, with `noise` [B, act_dim] standard normal given by
         the caller (the rollout draws a whole rollout's noise at once, so a captured policy step
-        holds no RNG) or drawn here with `torch.randn_like`. Reads nothing back to the host:
+        holds no RNG) or drawn here with `torch.randn_like`. `priv`: the privileged observation
+        [B, priv_dim] of an asymmetric critic (None without one). Reads nothing back to the host:
         `torch.normal(mean, std)` would (it checks std >= 0 with a host read).
         """
         x = self.obs_norm(obs)
@@ -106,4 +121,4 @@ class ActorCritic(nn.Module):
         if action is None:
             action = mean + std * (torch.randn_like(mean) if noise is None else noise)
         return (action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1),
-                self.critic(x).squeeze(-1), mean, std)
+                self.critic(self._critic_in(x, priv)).squeeze(-1), mean, std)

@@ -116,6 +116,7 @@ class PPOUpdate:
         cfg, agent, buf, opt = self.cfg, self.agent, self.buf, self.optimizer
         B = self.B
         b_obs = buf.obs.reshape(B, -1)
+        b_priv = buf.priv.reshape(B, -1) if agent.priv_dim else None
         b_act = buf.actions.reshape(B, -1)
         b_logp = buf.logprobs.reshape(B)
         b_adv = buf.advantages.reshape(B)
@@ -126,7 +127,8 @@ class PPOUpdate:
             perm = self.perm[epoch]
             for start in range(0, B, self.mb):
                 idx = perm[start:start + self.mb]
-                _, newlogp, entropy, newvalue, _, _ = agent.get_action_and_value(b_obs[idx], b_act[idx])
+                _, newlogp, entropy, newvalue, _, _ = agent.get_action_and_value(
+                    b_obs[idx], b_act[idx], priv=None if b_priv is None else b_priv[idx])
                 logratio = newlogp - b_logp[idx]
                 ratio = logratio.exp()
                 with torch.no_grad():

@@ -82,7 +82,8 @@ class Trainer(TrainLoop):
         self.progress = progress
         announce_compile(cfg.body, cfg.device, cfg.backend)  # building the env compiles warp's kernels
         env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env, graph=cfg.graph,
-                        tree_factor=cfg.tree_factor, backend=cfg.backend, threads=cfg.workers)
+                        tree_factor=cfg.tree_factor, backend=cfg.backend, threads=cfg.workers,
+                        privileged=cfg.ppo.critic_obs == "privileged")
         super().__init__(cfg, env)
         self.history: list[dict] = []
         self.run_id = new_run_id()
