@@ -44,7 +44,10 @@ stamp=$(mktemp); touch "$stamp"; sleep 1
 declare -a RESULT
 # study batches: NAME -> "K|job|grid flags" (job "@FILE": a jobs file, one job per line). Each
 # names every learner field it studies, so it runs the same learner whatever today's defaults are
-# (sessions 7-8 ran them under σ 0.5 and KL 0.01, the defaults until commit f097997)
+# (sessions 7-8 ran them under σ 0.5 and KL 0.01, the defaults until commit f097997); every study
+# before critic ran in the training physics the defaults had then, Newton 10 / 20 with qacc_smooth:
+# to rerun one as it ran, add --set env.solver_iterations=10 --set env.solver_ls_iterations=20
+# --set env.solver_qacc_smooth=true
 declare -A STUDY=(
   [stdA]="8|train --body simple --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.desired_kl=0.01|--grid ppo.init_std=0.5,0.3,0.2,0.1 --grid seed=1,2"
   [mf4]="4|train --body muscular-fast --nworld 1024 --device cuda:0 --publish --no-progress --set ppo.desired_kl=0.01 --set ppo.init_std=0.5|--grid seed=1,2,3,4"
@@ -54,6 +57,7 @@ declare -A STUDY=(
   [mfC]="4|@bench/studies/mfC.jobs|--grid seed=1,2"
   [clipS]="6|@bench/studies/clipS.jobs|--grid seed=1,2"
   [clipM]="4|@bench/studies/clipM.jobs|--grid seed=1,2"
+  [critic]="8|@bench/studies/critic.jobs|--grid seed=1,2"  # session 16: the asymmetric critic, both bodies
   [solveA]="4|@bench/studies/solveA.jobs|"  # issue 17's missing solve points (each job names its seed)
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script

@@ -11,6 +11,10 @@ _PKG = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path
                if not (os.path.abspath(p or os.curdir) + os.sep).startswith(_PKG + os.sep)]
 
-from fightlab.cli import main  # noqa: E402 (after the sys.path fix above)
+try:  # Ctrl-C while torch and warp load (the first seconds) is the same one line as later
+    from fightlab.cli import main  # noqa: E402 (after the sys.path fix above)
+except KeyboardInterrupt:
+    print("fightlab: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 raise SystemExit(main())

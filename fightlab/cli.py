@@ -686,8 +686,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("fightlab: interrupted" + ("; a training's run folder is free again: continue it with "
-              "--resume <run folder>/latest.pt" if args.cmd == "train" else ""), file=sys.stderr)
+        print("fightlab: interrupted" + ("; a training's run folder is free again: when it saved a "
+              "checkpoint, continue it with --resume <run folder>/latest.pt" if args.cmd == "train" else ""),
+              file=sys.stderr)
         return 130
 
 

@@ -19,6 +19,11 @@ TOL = dict(qpos=2e-5, qvel=5e-4, obs=5e-4, reward=1e-5)
 
 
 def _pair(body, seed=3, **kw):
+    """The same env on both backends, in the reference physics (a converged Newton solve both
+    engines have; the C engine always computes qacc_smooth), as `measure.backends` compares them."""
+    from fightlab.config import EnvConfig, reference_env
+
+    kw.setdefault("cfg", reference_env(EnvConfig()))
     gpu = StanceEnv(body, N, "cpu", seed=seed, **kw)
     cpu = StanceEnv(body, N, "cpu", seed=seed, backend="cpu", threads=2, **kw)
     for e in (gpu, cpu):

@@ -9,7 +9,7 @@ import pytest
 
 from fightlab import figures, results
 from fightlab.cli import main
-from fightlab.config import PPOConfig
+from fightlab.config import REFERENCE_SOLVER, EnvConfig, PPOConfig
 from fightlab.measure import profile as prof
 
 
@@ -20,16 +20,25 @@ def _meta(body: str, nworld: int = 1024, seed: int = 0, gpu: str = "NVIDIA H200"
     return row
 
 
+#: today's training physics (EnvConfig's solver fields): what a synthetic row of today's learner ran
+NOW_PHYSICS = {k: getattr(EnvConfig(), k) for k in REFERENCE_SOLVER}
+
+
 def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="NVIDIA H200",
               commit="abc1234", time="2026-11-30T06:00:00+00:00", nworld=1024, **metrics) -> dict:
-    """A train row; `params` are added to the row's params JSON, `metrics` override metric columns."""
+    """A train row of today's training physics (its env's solver fields, unless `params` give
+    them) whose reference check passed; `params` are added to the row's params JSON, `metrics`
+    override metric columns."""
+    params = dict(params or {})
+    params["env"] = {**NOW_PHYSICS, **(params.get("env") or {})}
     row = _meta(body, nworld=nworld, seed=seed, gpu=gpu, commit=commit, time=time, shared_gpu=shared_gpu,
-                **(params or {}))
+                **params)
     row.update(time_to_solve_s=tts, iterations=500, compile_s=3.0, env_steps_per_s=1e5,
                physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
                solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,
                overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0,
-               tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))
+               tracking=0.9, tracking_survived=0.9,
+               **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
     assert set(metrics) <= set(results.EXPERIMENTS["train"]), metrics
     row.update(metrics)
     return row
@@ -453,18 +462,27 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
     assert v.loc["defaults", "n"] == 2 and v.loc["defaults", "seeds"] == "1, 3"
     assert v.loc["defaults", "iterations_median"] == len(c) and v.loc["defaults", "stage0_median"] == got[0]
     d = PPOConfig()
-    assert report.learner_changes({"ppo": {"init_std": d.init_std, "hidden": list(d.hidden)}}) == "defaults"
+    assert report.learner_changes({"ppo": {"init_std": d.init_std, "hidden": list(d.hidden)},
+                                   "env": NOW_PHYSICS}) == "defaults"
     # the fixed KL target of the old defaults reads as a change; the per-action field it overrides does not
+    # rows without the solver fields ran the reference physics (config.IMPLIED_FIELDS): one label
+    old = "Newton 10/20 with qacc_smooth"
     assert report.learner_changes({"ppo": {"desired_kl": 0.01, "desired_kl_per_action": 0.002,
-                                           "init_std": 0.5}}) == "ppo.desired_kl=0.01, ppo.init_std=0.5"
+                                           "init_std": 0.5}}) == f"ppo.desired_kl=0.01, ppo.init_std=0.5, {old}"
     assert report.learner_changes({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}}) \
-        == "ppo.desired_kl_per_action=0.003"
+        == f"ppo.desired_kl_per_action=0.003, {old}"
+    e = EnvConfig()
+    now = {k: getattr(e, k) for k in ("solver_iterations", "solver_ls_iterations", "solver_qacc_smooth")}
+    assert report.learner_changes({"env": now}) == "defaults"
+    assert report.learner_changes({"env": {**now, "solver_iterations": 1}}) \
+        == f"Newton 1/{e.solver_ls_iterations} {'with' if e.solver_qacc_smooth else 'without'} qacc_smooth"
+    assert report.learner_changes({"env": {**now, "solver_tolerance": 1e-5}}).endswith(" tol 1e-05/0.01")
     # a run that sets the old fixed target shares the learner of the rows that stored no per-action field
     assert report.learner_id({"ppo": {"desired_kl": 0.01, "desired_kl_per_action": 0.002}}) \
         == report.learner_id({"ppo": {"desired_kl": 0.01}})
     assert report.learner_id({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.002}}) \
         != report.learner_id({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}})
-    assert report.learner_changes({"ppo": {"desired_kl": 0.02}, "env": {"w_pose": 2.0, "timestep": 0.002}}) \
+    assert report.learner_changes({"ppo": {"desired_kl": 0.02}, "env": {**now, "w_pose": 2.0, "timestep": 0.002}}) \
         == "ppo.desired_kl=0.02, env.w_pose=2.0"  # timestep is the task's, not the learner's
     drawn = figures.draw(["stage_iterations", "learner_study"], tmp_path, log=lambda s: None)
     assert [p.suffix for p in drawn["stage_iterations"]] == [".png", ".svg"]

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from fightlab import results
+from fightlab.config import EnvConfig
 from fightlab.bodies import build
 from fightlab.bodies.describe import describe
 from fightlab.reproduce import reproduce
@@ -34,27 +35,33 @@ def test_stage_table_covers_every_kernel_of_an_env_step(env_kernels):
     assert set(PHYSICS_STAGES) <= launched and "env" in launched, launched
 
 
+#: factorisations of M per physics step in the training physics: M + h·D in the Euler step, and M
+#: itself for qacc_smooth unless the training physics skips it (`EnvConfig.solver_qacc_smooth`)
+NFACTOR = 2 if EnvConfig().solver_qacc_smooth else 1
+
+
 def test_mass_matrix_factor_paths(env_kernels):
     body, k = env_kernels
     per = dict(zip(k["kernel"], k["launches_per_step"]))
     substeps = 5
-    if body == "muscular-fast":   # sparse path: one _qLD_acc launch per tree level, M and M + h·D
+    if body == "muscular-fast":   # sparse path: one _qLD_acc launch per tree level and factorisation
         levels = describe(build(body))["tree_depth"] - 1
-        assert per["_qLD_acc__locals__kernel"] == 2 * levels * substeps
+        assert per["_qLD_acc__locals__kernel"] == NFACTOR * levels * substeps
         assert not any("tile_cholesky_factorize_solve_block" in n for n in per)
     else:                         # dense tile Cholesky (nv <= M_BLOCK_DENSE_MAX)
         assert "_qLD_acc__locals__kernel" not in per
-        assert per["_tile_cholesky_factorize_solve_block__locals__kernel"] == 2 * substeps
+        assert per["_tile_cholesky_factorize_solve_block__locals__kernel"] == NFACTOR * substeps
     # the Newton Hessian factor is part of the solve, not of the mass-matrix factor
     assert P.stage_of("_update_gradient_cholesky_blocked__locals__kernel") == "constraint solve"
 
 
 def test_tree_factor_replaces_the_per_level_launches():
     """With fightlab's kernel on (the training default), muscular-fast factors M in one launch per
-    factorization: 2 per physics step (M, and M + h·D in the Euler step), no _qLD_acc."""
+    factorization: NFACTOR per physics step (M + h·D in the Euler step, and M for qacc_smooth
+    when the training physics computes it), no _qLD_acc."""
     k = P.kernel_names("muscular-fast", what="env", nworld=2, device="cpu", tree_factor=True)
     per = dict(zip(k["kernel"], k["launches_per_step"]))
-    assert per[P.TREE_FACTOR_SHARED] == 2 * 5 and "_qLD_acc__locals__kernel" not in per
+    assert per[P.TREE_FACTOR_SHARED] == NFACTOR * 5 and "_qLD_acc__locals__kernel" not in per
     assert "_factor_tree" not in per  # the shared variant is the default for this tree
     assert P.stage_of(P.TREE_FACTOR_SHARED) == "mass-matrix factor"
     assert P.stage_of("_factor_tree") == "mass-matrix factor"
@@ -197,11 +204,11 @@ def test_profile_on_cpu_says_so_and_writes_a_valid_row(fake_nvtx, tmp_path):
     assert ("push", "physics", "fightlab") in fake.calls     # the profiled steps are an NVTX range
     assert res.launches_per_step > 50 and math.isnan(res.kernel_ms_per_step)
     assert res.graph_ms_per_step > 0 and res.failures == []
-    assert res.params["factor_path"] == "dense" and res.params["iterations"] == 10
+    assert res.params["factor_path"] == "dense" and res.params["iterations"] == EnvConfig().solver_iterations
     assert results.EXPERIMENTS["profile"] == P.row_metrics()
     row = P.result_row(res)
     results.validate_row("profile", row)
-    assert row["kernel_ms_per_step"] is None and row["mass_matrix_factor_launches_per_step"] == 2.0
+    assert row["kernel_ms_per_step"] is None and row["mass_matrix_factor_launches_per_step"] == NFACTOR
     results.append_row("profile", row, tmp_path)
     back = P.latest_rows(results.read_rows("profile", tmp_path))
     assert len(back) == 1 and json.loads(back["params"][0])["what"] == "physics"

@@ -244,6 +244,10 @@ def test_an_interrupted_reference_check_resumes_into_the_check_and_its_row(tmp_p
     assert not (run / "results").exists() or results.read_rows("train", run).empty
     capsys.readouterr()
     monkeypatch.setattr(reference, "evaluate", real)
+    # a bad segment flag is refused before the check is announced
+    assert main(["train", "--resume", str(run / "latest.pt"), "--no-progress", "--max-iterations", "0"]) == 2
+    bad = capsys.readouterr()
+    assert "running the check" not in bad.out and len(bad.err.strip().splitlines()) == 1, bad
     assert main(["train", "--resume", str(run / "latest.pt"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "reference check did not finish: running the check" in out and "; passed [" in out, out
@@ -260,7 +264,8 @@ def test_the_checks_physics_is_validated_before_training(capsys):
     # 2e-5 s trains at 1000 substeps per control step; the check's dt/2 would need 2000
     assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "env.timestep=2e-5"]) == 2
     err = capsys.readouterr().err
-    assert "the reference check of a solve runs at dt/2 = 1e-05 s" in err and len(err.strip().splitlines()) == 1, err
+    assert "EnvConfig.timestep 2e-05: a solve's reference check also runs at dt/2 = 1e-05 s, which fails" in err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_the_engines_solver_is_recorded_and_a_clamped_tolerance_refused(capsys):
@@ -280,7 +285,8 @@ def test_the_engines_solver_is_recorded_and_a_clamped_tolerance_refused(capsys):
 def test_skipping_qacc_smooth_reaches_mujoco_warp_and_trains(tmp_path, capsys):
     """`env.solver_qacc_smooth=false`: MuJoCo Warp's opt.run_qacc_smooth, so its step skips the
     unconstrained acceleration and M's factorisation; a tiny training runs and stays finite; the
-    reference check runs with it on; the CPU backend (no such option) refuses it in one line."""
+    reference check runs with it on; the CPU backend (no such option) runs it on and its row
+    says so (params.physics_engine)."""
     import numpy as np
     from mujoco_warp._src import smooth
 
@@ -302,9 +308,24 @@ def test_skipping_qacc_smooth_reaches_mujoco_warp_and_trains(tmp_path, capsys):
     assert params["env"]["solver_qacc_smooth"] is False and params["reference_eval"]["solver_engine"]["solver_qacc_smooth"] is True
     assert report.learner_id(params) != report.learner_id({**params, "env": {**params["env"], "solver_qacc_smooth": True}})
     capsys.readouterr()
+    # the CPU backend's C engine always computes qacc_smooth: its row records the physics it ran
+    cpu_run = tmp_path / "cpu"
     assert main(["train", "--backend", "cpu", "--device", "cpu", "--nworld", "2", "--no-progress",
-                 "--set", "env.solver_qacc_smooth=false"]) == 2
-    err = capsys.readouterr().err
-    assert "solver_qacc_smooth=false is MuJoCo Warp's option" in err and len(err.strip().splitlines()) == 1, err
+                 "--max-iterations", "1", "--set", "ppo.num_steps=4", "--set", "env.solver_qacc_smooth=false",
+                 "--run-dir", str(cpu_run)]) == 0
+    cpu_params = json.loads(results.read_rows("train", cpu_run).iloc[0]["params"])
+    assert cpu_params["env"]["solver_qacc_smooth"] is False and cpu_params["physics_engine"]["solver_qacc_smooth"] is True
+    assert params["physics_engine"]["solver_qacc_smooth"] is False  # MuJoCo Warp ran what was asked
+    assert params["physics_engine"]["solver_tolerance"] == pytest.approx(1e-6)
     assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "env.solver_qacc_smooth=2"]) == 2
     assert "solver_qacc_smooth must be true or false, got '2'" in capsys.readouterr().err
+
+
+def test_a_cpu_layout_on_resume_is_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--max-iterations", "1",
+                 "--set", "ppo.num_steps=4", "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run / "latest.pt"), "--cpu-layout", "original", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--cpu-layout original conflicts with --resume" in err and len(err.strip().splitlines()) == 1, err

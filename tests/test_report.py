@@ -10,7 +10,7 @@ import pytest
 from fightlab import results
 from fightlab.config import PPOConfig
 from fightlab.measure import report
-from test_figures import train_row  # synthetic rows (pytest puts tests/ on sys.path)
+from test_figures import NOW_PHYSICS, train_row  # synthetic rows (pytest puts tests/ on sys.path)
 
 
 def _write(root, rows):
@@ -410,8 +410,9 @@ def test_pick_variant_rule(tmp_path):
     assert m["best"] == want and not m["adopt"] and m["sets"] == []  # within 5 %
     assert report.pick_variant(report.published_runs(tmp_path), margin=0.03).set_index("body").loc[
         "muscular-fast", "adopt"]
-    assert report.learner_diff({"ppo": {"desired_kl": None, "clip_coef": d}}) == []
-    assert report.learner_diff({"ppo": {"init_std": 0.7}}) == [("ppo.init_std", 0.7)]
+    now = NOW_PHYSICS  # today's training physics; a row without it ran the reference (IMPLIED_FIELDS)
+    assert report.learner_diff({"ppo": {"desired_kl": None, "clip_coef": d}, "env": now}) == []
+    assert report.learner_diff({"ppo": {"init_std": 0.7}, "env": now}) == [("ppo.init_std", 0.7)]
     with pytest.raises(report.ConfigError, match="margin must be a fraction"):
         report.pick_variant(report.published_runs(tmp_path), margin=1.5)
 

@@ -103,8 +103,9 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
         return None
     bodies = list(dict.fromkeys(table["body"]))
     with use_style():
-        fig, axes = plt.subplots(1, len(bodies), figsize=(5.5 * len(bodies), 4.2), squeeze=False)
-        for ax, body in zip(axes[0], bodies):
+        # one body a row, its legend at its right: the learners' names are long
+        fig, axes = plt.subplots(len(bodies), 1, figsize=(14.0, 3.6 * len(bodies)), squeeze=False)
+        for ax, body in zip(axes[:, 0], bodies):
             t = table[table["body"] == body]
             learners = list(dict.fromkeys(t["learner"]))
             stages = sorted(t["stage"].unique())
@@ -123,7 +124,7 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
                 ax.axhline(wait, color="k", lw=0.8, ls="--", label=f"the wait W = {wait}")
             label(ax, x="curriculum stage: amplitude a [-]", y="iterations in the stage [count]",
                   title=body)
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         if title:
             fig.suptitle(title)
         fig.tight_layout()

@@ -68,7 +68,10 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
 
     The state: `warm_steps` env steps of uniform random actions in [-1, 1] on MuJoCo Warp
     (amplitude 0.5), loaded into a CPU-backend env of the same seed (`StanceEnv.load_state_dict`);
-    then both take the same random action.
+    then both take the same random action. Both run the reference physics (`config.reference_env`:
+    a converged Newton solve, which both engines have; a training physics capped at a few
+    iterations depends on where each engine starts Newton, and the C engine always computes
+    qacc_smooth).
 
     Args:
       body: a fightlab body; device: MuJoCo Warp's device ("cpu" = warp's CPU, "cuda:N");
@@ -85,8 +88,11 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
 
     from fightlab.envs.stance import StanceEnv
 
-    ref = StanceEnv(body, nworld, device, seed=seed)
-    cpu = StanceEnv(body, nworld, "cpu", seed=seed, backend="cpu", threads=threads or cpu_count())
+    from fightlab.config import EnvConfig, reference_env
+
+    physics = reference_env(EnvConfig())
+    ref = StanceEnv(body, nworld, device, seed=seed, cfg=physics)
+    cpu = StanceEnv(body, nworld, "cpu", seed=seed, cfg=physics, backend="cpu", threads=threads or cpu_count())
     for e in (ref, cpu):
         e.set_amplitude(0.5, immediate=True)
         e.reset()

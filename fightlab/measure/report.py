@@ -48,6 +48,10 @@ def train_row(trainer, res: dict) -> dict:
 
     if weights := code_weights():  # reward terms weighted in code: part of the learner (learner_id)
         params["reward_terms"] = weights
+    # the solver as the engine ran it (MuJoCo Warp runs tolerance 1e-8 as 1e-6; the CPU backend's C
+    # engine always computes qacc_smooth): `sim.physics.engine_solver`
+    if (engine := getattr(trainer.env, "engine_solver", None)) is not None:
+        params["physics_engine"] = engine
     if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.rl.reference)
         params["reference_eval"] = res["reference_eval"]
     # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
@@ -419,9 +423,33 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
 
 
 def learner_changes(params: dict) -> str:
-    """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; ``"defaults"`` when
-    no learner field differs from today's defaults."""
-    return ", ".join(f"{k}={v}" for k, v in learner_diff(params)) or "defaults"
+    """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; the training physics,
+    when any of its solver fields differs, as one :func:`physics_label` at the end; ``"defaults"``
+    when no learner field differs from today's defaults."""
+    diff = learner_diff(params)
+    out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
+    if len(out) < len(diff):
+        out.append(physics_label(params))
+    return ", ".join(out) or "defaults"
+
+
+def physics_label(params: dict) -> str:
+    """A row's training physics in a few words, ``"Newton 10/20 with qacc_smooth"`` (tolerances
+    added when they are not the defaults'), from its env fields (a field it does not store read
+    as `config.IMPLIED_FIELDS` says, else as today's default)."""
+    from fightlab.config import IMPLIED_FIELDS, EnvConfig
+
+    env, dflt = params.get("env") or {}, EnvConfig()
+
+    def get(k):
+        return env[k] if k in env else IMPLIED_FIELDS.get(f"env.{k}", getattr(dflt, k))
+
+    text = (f"Newton {get('solver_iterations')}/{get('solver_ls_iterations')} "
+            f"{'with' if get('solver_qacc_smooth') else 'without'} qacc_smooth")
+    tol = (get("solver_tolerance"), get("solver_ls_tolerance"))
+    if tol != (dflt.solver_tolerance, dflt.solver_ls_tolerance):
+        text += f" tol {tol[0]:g}/{tol[1]:g}"
+    return text
 
 
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
@@ -561,7 +589,7 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
-                   "task", "nworld_auto", "reference_nworld", "reference_eval")
+                   "task", "nworld_auto", "reference_nworld", "reference_eval", "physics_engine")
 
 
 def config_id(params: dict) -> str:

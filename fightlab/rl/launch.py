@@ -190,6 +190,10 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
 
     if req.overrides:
         raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
+    if req.cpu_layout:  # its workers and worlds per worker are the checkpoint's
+        raise ConfigError(f"--cpu-layout {req.cpu_layout} conflicts with --resume: a resumed run keeps its "
+                          "checkpoint's layout (only --device, --max-iterations, --segment-s and "
+                          "--no-progress may change per segment)")
     given = {k: v for k, v in dict(
         body=req.body, nworld=None if req.nworld is None else validate_nworld(req.nworld), seed=req.seed,
         checkpoint_every=req.checkpoint_every, **req.graphs(none_if_unset=True),

@@ -49,17 +49,23 @@ class Trainer(TrainLoop):
             cfg = resume_config(saved, cfg)
             solved = bool(resume_ck["curriculum"].get("solved"))
             done = solved and saved.stop_when_solved
+            check_only = False
             if done or resume_ck["iteration"] >= cfg.max_iterations:
                 if solved and resume_ck.get("reference_eval") is None:
                     # stopped (Ctrl-C, kill) between the solve and the end of its reference check:
                     # this segment trains no further, it runs the check and writes the row
-                    print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
-                          "reference check did not finish: running the check", flush=True)
+                    check_only = True
+                elif done:
+                    raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
+                                      f"{resume_ck['iteration']} (solved, its reference check done)")
                 else:
                     raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
-                                      f"{resume_ck['iteration']} ({'solved' if done else 'max_iterations reached'}); "
-                                      "raise --max-iterations to train an unsolved run further")
+                                      f"{resume_ck['iteration']} (max_iterations reached); raise "
+                                      "--max-iterations to train it further")
         cfg = validate_train(cfg)
+        if resume_ck is not None and check_only:
+            print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
+                  "reference check did not finish: running the check", flush=True)
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
         if (warn := task_warning(cfg)) is not None:
             print(f"fightlab: warning: {warn}", flush=True)

@@ -38,7 +38,8 @@ SLOTS: dict[str, Slots] = {name: body.slots for name, body in BODIES.items()}
 # `config.REFERENCE_SOLVER` the reference). Hitting a cap sets the ITERATIONS / LS_ITERATIONS
 # bits of d.overflow; those are counted and reported, not treated as failures. Euler integration
 # with joint damping > 0 (eulerdamp on) factors M twice per physics step: once in forward
-# (qacc_smooth / solver) and once for M + h·D in the Euler update.
+# (qacc_smooth) and once for M + h·D in the Euler update; a training physics without qacc_smooth
+# (`EnvConfig.solver_qacc_smooth`, the default) skips the first.
 
 # d.overflow bits that lose physics (slots ran out): the world is reset and counted as a fall.
 SLOT_BITS = int(OverflowType.NEFC | OverflowType.NARROWPHASE | OverflowType.BROADPHASE
