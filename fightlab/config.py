@@ -685,6 +685,8 @@ def coerce_field(cls, name: str, raw):
     if isinstance(default, str) or default is None:
         if isinstance(val, str) or val is None:
             return val
+        if isinstance(raw, str) and isinstance(default, str):
+            return raw  # typed 1 or [1]: the string as given, so the field's own check names its choices
         raise bad("a string")
     raise bad(f"a {type(default).__name__}")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import warp as wp
 
-from fightlab.config import EnvConfig, PPOConfig, TrainConfig
+from fightlab.config import ConfigError, EnvConfig, PPOConfig, TrainConfig
 from fightlab.envs.stance import StanceEnv
 from fightlab.rl import ppo
 from fightlab.rl.graphs import TorchGraph
@@ -480,3 +480,78 @@ def test_eager_ppo_update_moves_the_rate_adam_uses():
     out = ppo.ppo_update(agent, opt, buf, PPOConfig(num_steps=2, num_minibatches=2, update_epochs=3,
                                                     desired_kl=1e-9))
     assert out["learning_rate"] == pytest.approx(float(opt.param_groups[0]["lr"])) and out["learning_rate"] < 1e-3
+
+
+def _budget_rows():
+    import json
+
+    from fightlab.config import EnvConfig, training_physics
+
+    phys = training_physics(EnvConfig())
+    g = dict(run_id="g1", body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-12-03T10:00:00+00:00",
+             commit="abc1234", params=json.dumps(dict(setting="all", num_steps=32, physics=phys)),
+             s_per_iter=0.140, rollout_s_per_iter=0.120, update_s_per_iter=0.015, physics_ms_per_step=3.0,
+             env_extra_ms_per_step=0.2, policy_ms_per_step=0.1)
+    prof = dict(run_id="p1", body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-12-03T09:00:00+00:00",
+                commit="abc1234", kernel_ms_per_step=1.0,
+                params=json.dumps(dict(iterations=phys["solver_iterations"], ls_iterations=phys["solver_ls_iterations"],
+                                       qacc_smooth=phys["solver_qacc_smooth"])),
+                constraint_solve_ms_per_step=0.6, narrowphase_ms_per_step=0.3, kinematics_ms_per_step=0.1,
+                env_ms_per_step=0.5)
+    return g, prof
+
+
+def test_the_time_budget_sums_to_the_measured_iteration():
+    """Notebook 05's table: the physics alone split by the profile's stage proportions, the env's
+    kernels, the policy, the rollout's and the host's remainders, the update: they add up to
+    s_per_iter; the env's own kernels in the profile do not count as physics."""
+    from fightlab.measure.graphs import time_budget
+
+    g, prof = _budget_rows()
+    t = time_budget(g, prof).set_index("part")
+    assert t["ms_per_iter"].sum() == pytest.approx(140.0) and t["share"].sum() == pytest.approx(1.0)
+    physics = 3.0 * 32
+    assert t.loc["physics: constraint solve", "ms_per_iter"] == pytest.approx(physics * 0.6)
+    assert t.loc["physics: narrowphase", "ms_per_iter"] == pytest.approx(physics * 0.3)
+    assert t.loc["env kernels", "ms_per_iter"] == pytest.approx(0.2 * 32)
+    assert t.loc["policy", "ms_per_iter"] == pytest.approx(0.1 * 33)
+    assert t.loc["PPO update", "ms_per_iter"] == pytest.approx(15.0)
+    assert t.loc["host (wall − rollout − update)", "ms_per_iter"] == pytest.approx(5.0)
+    assert t.loc["rollout gaps (rollout − the parts above)", "ms_per_iter"] == pytest.approx(120 - physics - 6.4 - 3.3)
+    one = time_budget(g).set_index("part")  # no profile row: one physics line, the same sum
+    assert one.loc["physics", "ms_per_iter"] == pytest.approx(physics) and one["ms_per_iter"].sum() == pytest.approx(140.0)
+    with pytest.raises(ConfigError, match="has no policy_ms_per_step"):
+        time_budget({**g, "policy_ms_per_step": float("nan")})
+
+
+def test_the_budget_splits_the_physics_only_by_a_profile_of_the_same_physics():
+    import json
+
+    import pandas as pd
+
+    from fightlab.measure.graphs import budget_rows, budget_tables
+
+    g, prof = _budget_rows()
+    other = {**prof, "run_id": "p2", "time": "2026-12-03T11:00:00+00:00",
+             "params": json.dumps(dict(iterations=10, ls_iterations=20))}  # newer, the reference physics
+    gdf, pdf = pd.DataFrame([g]), pd.DataFrame([prof, other])
+    row, p, note = budget_rows(gdf, pdf, "simple", 1024)
+    assert p["run_id"] == "p1" and "profile row p1" in note
+    row, p, note = budget_rows(gdf, pd.DataFrame([other]), "simple", 1024)
+    assert p is None and "the physics is one line" in note
+    old = {**g, "params": json.dumps(dict(setting="all", num_steps=32))}  # before params.physics: the reference
+    assert budget_rows(pd.DataFrame([old]), pdf, "simple", 1024)[1]["run_id"] == "p2"
+    table, notes = budget_tables(gdf, pdf, ["simple"], 1024)
+    assert table["ms_per_iter"].sum() == pytest.approx(140.0) and notes[0].startswith("simple ×1024")
+    with pytest.raises(ConfigError, match="no graphs row of muscular-fast"):
+        budget_rows(gdf, pdf, "muscular-fast", 1024)
+
+
+def test_the_budget_of_a_world_count_no_profile_has():
+    import pandas as pd
+
+    from fightlab.measure.graphs import budget_rows
+
+    g, prof = _budget_rows()
+    row, p, note = budget_rows(pd.DataFrame([{**g, "nworld": 4}]), pd.DataFrame([prof]), "simple", 4)
+    assert p is None and "no profile row of simple at 4 worlds" in note

@@ -505,3 +505,6 @@ def test_critic_obs_bad_value_is_one_line(capsys):
     err = capsys.readouterr().err
     assert "PPOConfig.critic_obs must be one of policy, privileged, got 'oracle'" in err
     assert len(err.strip().splitlines()) == 1, err
+    for typed in ("1", "[1]"):  # not a string in JSON: still the choices
+        assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", f"ppo.critic_obs={typed}"]) == 2
+        assert f"PPOConfig.critic_obs must be one of policy, privileged, got '{typed}'" in capsys.readouterr().err

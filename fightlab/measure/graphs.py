@@ -182,7 +182,10 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
 
     Returns the rows (dicts). Raises ConfigError for an unknown setting.
     """
+    from fightlab.config import EnvConfig, training_physics
+
     settings = validate_settings(settings)
+    physics = training_physics(train_kw.get("env") or EnvConfig())  # the solver the rows ran
     out = []
     for name in settings:
         r = run_setting(body, nworld, device, name, iterations=iterations, skip=skip, seed=seed,
@@ -192,6 +195,7 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
         extra = r["policy_ms_per_step"] + r["env_extra_ms_per_step"]
         params = dict(setting=name, iterations=iterations, skip=skip, nstep=nstep, repeats=repeats,
                       num_steps=r["num_steps"], split_env_graph=r["env_graph"], split_state="training",
+                      physics=physics,
                       **{k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
                          for k, v in train_kw.items()})
         meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
@@ -210,3 +214,146 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
         results.append_row("graphs", row, root)
         out.append(row)
     return out
+
+
+# --- where an iteration's time goes ----------------------------------------------------------
+
+#: the physics stages of a profile row (`measure.profile.STAGES` without the env's own kernels)
+BUDGET_STAGES = ("kinematics", "inertia", "mass-matrix factor", "forces", "broadphase", "narrowphase",
+                 "constraint build", "constraint solve", "integration", "other")
+
+
+def _physics_key(iterations, ls_iterations, qacc_smooth) -> tuple:
+    return int(iterations), int(ls_iterations), bool(qacc_smooth)
+
+
+def graphs_physics(params: dict) -> tuple:
+    """(solver iterations, line-search iterations, qacc_smooth) of a ``graphs`` row's training
+    physics (its params.physics; rows from before it ran the reference physics,
+    `config.REFERENCE_SOLVER`)."""
+    from fightlab.config import REFERENCE_SOLVER
+
+    p = {**REFERENCE_SOLVER, **(params.get("physics") or {})}
+    return _physics_key(p["solver_iterations"], p["solver_ls_iterations"], p["solver_qacc_smooth"])
+
+
+def profile_physics(params: dict) -> tuple:
+    """The same key of a ``profile`` row (params iterations, ls_iterations, qacc_smooth; rows
+    from before the last computed qacc_smooth)."""
+    return _physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True))
+
+
+def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
+    """Where one training iteration's wall time goes, from a ``graphs`` row (a setting's medians:
+    s_per_iter, rollout and update from CUDA events, and its step split) and, to split the
+    physics by stage, a ``profile`` row of the same body, world count, GPU and training physics.
+
+    Lines (milliseconds per iteration), which sum to the row's s_per_iter:
+      physics: <stage> … (the physics alone, `physics_ms_per_step` × num_steps, split in the
+      proportions of the profile's kernel time per stage; one "physics" line without a profile
+      row or without kernel times); env kernels (`env_extra_ms_per_step` × num_steps); policy
+      (`policy_ms_per_step` × (num_steps + 1): the steps and the bootstrap); rollout gaps (the
+      rollout's CUDA-event time minus those parts: launch gaps between the graphs, and what the
+      parts timed alone do not reproduce; negative when the parts overlap in the rollout); PPO
+      update (its CUDA-event time); host (the iteration's wall clock outside the two events:
+      the minibatch draw, the one summary read, the curriculum, the row).
+
+    Returns:
+      DataFrame with columns part, ms_per_iter, share (of s_per_iter).
+    Raises:
+      ConfigError: a graphs row without a step split (physics or policy time missing).
+    """
+    import json
+
+    import pandas as pd
+
+    g = dict(graph_row)
+    params = json.loads(g["params"]) if isinstance(g.get("params"), str) else (g.get("params") or {})
+    n = int(params.get("num_steps") or 32)
+    need = ("s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "physics_ms_per_step",
+            "env_extra_ms_per_step", "policy_ms_per_step")
+    missing = [k for k in need if not (isinstance(g.get(k), (int, float)) and math.isfinite(g[k]))]
+    if missing:
+        raise ConfigError(f"graphs row {g.get('run_id')} has no {', '.join(missing)}: no time budget "
+                          "(rows before the step split measured the policy and the env's kernels apart)")
+    physics = g["physics_ms_per_step"] * n
+    lines = []
+    stage_ms = {}
+    if profile_row is not None:
+        stage_ms = {st: float(profile_row.get(f"{st.replace('-', '_').replace(' ', '_')}_ms_per_step") or 0.0)
+                    for st in BUDGET_STAGES}
+        stage_ms = {k: v for k, v in stage_ms.items() if math.isfinite(v) and v > 0}
+    total = sum(stage_ms.values())
+    if total > 0:
+        lines += [(f"physics: {st}", physics * ms / total) for st, ms in stage_ms.items()]
+    else:
+        lines.append(("physics", physics))
+    env_ms, policy_ms = g["env_extra_ms_per_step"] * n, g["policy_ms_per_step"] * (n + 1)
+    rollout, update, wall = (1e3 * g[k] for k in ("rollout_s_per_iter", "update_s_per_iter", "s_per_iter"))
+    lines += [("env kernels", env_ms), ("policy", policy_ms),
+              ("rollout gaps (rollout − the parts above)", rollout - physics - env_ms - policy_ms),
+              ("PPO update", update), ("host (wall − rollout − update)", wall - rollout - update)]
+    df = pd.DataFrame(lines, columns=["part", "ms_per_iter"])
+    return df.assign(share=df["ms_per_iter"] / wall)
+
+
+def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "all"):
+    """The rows `time_budget` takes: the newest ``graphs`` row of (body, nworld, setting) and the
+    newest ``profile`` row of the same body, world count, GPU and training physics
+    (`graphs_physics` = `profile_physics`) with kernel times, or None.
+
+    Returns:
+      (graph_row, profile_row or None, note): note says which profile row splits the physics,
+      or why none does.
+    Raises:
+      ConfigError: no graphs row of that body, world count and setting.
+    """
+    import json
+
+    g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
+    g = g[np.array([json.loads(p).get("setting") == setting for p in g["params"]], dtype=bool)]
+    if g.empty:
+        raise ConfigError(f"no graphs row of {body} at {nworld} worlds with setting {setting!r}")
+    row = g.sort_values("time").iloc[-1]
+    key = graphs_physics(json.loads(row["params"]))
+    prof = None
+    if profile_df is not None and not profile_df.empty:
+        p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
+                       & (profile_df["gpu"] == row["gpu"])]
+        p = p[np.array([profile_physics(json.loads(x)) == key for x in p["params"]], dtype=bool)]
+        p = p[_finite(p["kernel_ms_per_step"])]
+        if not p.empty:
+            prof = p.sort_values("time").iloc[-1]
+    words = f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth"
+    note = (f"physics split by stage in the proportions of profile row {prof['run_id']} ({prof['commit']})"
+            if prof is not None else
+            f"no profile row of {body} at {nworld} worlds on {row['gpu']} in {words} with kernel times: "
+            "the physics is one line")
+    return row, prof, note
+
+
+def _finite(s):
+    """A boolean Series: the cells of `s` that are finite numbers."""
+    import pandas as pd
+
+    v = pd.to_numeric(s, errors="coerce")
+    return v.notna() & np.isfinite(v.fillna(0.0))
+
+
+def budget_tables(graphs_df, profile_df, bodies, nworld: int, setting: str = "all"):
+    """`time_budget` per body (notebook 05's where-the-time-goes table): the newest ``graphs``
+    row of each body at `nworld` with `setting`, split by the matching ``profile`` row
+    (`budget_rows`). Returns (DataFrame with columns body, part, ms_per_iter, share; one note
+    line per body: its measured ms per iteration and what splits its physics). Raises
+    ConfigError when a body has no such graphs row."""
+    import pandas as pd
+
+    tables, notes = [], []
+    for body in bodies:
+        row, prof, note = budget_rows(graphs_df, profile_df, body, nworld, setting)
+        t = time_budget(row, prof)
+        notes.append(f"{body} ×{nworld}, setting {setting}: {1e3 * row['s_per_iter']:.1f} ms per iteration "
+                     f"(the lines sum to it: {t['ms_per_iter'].sum():.1f}); {note}")
+        tables.append(t.assign(body=body))
+    out = pd.concat(tables, ignore_index=True)
+    return out[["body", "part", "ms_per_iter", "share"]], notes
