@@ -58,6 +58,8 @@ declare -A STUDY=(
   [clipS]="6|@bench/studies/clipS.jobs|--grid seed=1,2"
   [clipM]="4|@bench/studies/clipM.jobs|--grid seed=1,2"
   [critic]="8|@bench/studies/critic.jobs|--grid seed=1,2"  # session 16: the asymmetric critic, both bodies
+  [solver14]="8|@bench/studies/solver14.jobs|--grid seed=1,2"  # planned: Newton 1 vs 2 in training, both bodies
+  [stage0S]="8|@bench/studies/stage0S.jobs|--grid seed=1,2"  # planned: stage-0 levers, simple
   [solveA]="4|@bench/studies/solveA.jobs|"  # issue 17's missing solve points (each job names its seed)
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
