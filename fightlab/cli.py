@@ -133,9 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--timestep", type=float, default=None, help="physics timestep override, s (e.g. 0.002)")
     e.add_argument("--zero-action", action="store_true", help="run the zero-action policy instead")
     e.add_argument("--amplitude", type=float, default=1.0, help="rhythm amplitude a in [0, 1]")
-    e.add_argument("--physics", default="training",
-                   help="training: the checkpoint's solver settings (without a checkpoint today's "
-                        "defaults); reference: the reference physics (Newton 10 / 20 at the timestep)")
+    e.add_argument("--physics", default=None,
+                   help="training (the default): the checkpoint's solver settings (without a checkpoint "
+                        "today's defaults); reference: the reference physics (Newton 10 / 20 at the timestep)")
     e.add_argument("--reference-check", action="store_true",
                    help="the reference check of a CHECKPOINT instead: its mean action in the reference "
                         "physics at the task's timestep and at half of it, one episode per world, pushes "

@@ -138,6 +138,7 @@ def test_a_failing_check_is_reported_unsolved_with_its_reason(tmp_path, monkeypa
 @pytest.mark.parametrize("args, expect", [
     (["--reference-check", "--body", "muscular-fast"], "--body muscular-fast conflicts with the checkpoint's body (simple)"),
     (["--reference-check", "--timestep", "0.002"], "--timestep conflicts"),
+    (["--reference-check", "--physics", "training"], "--physics conflicts"),
     (["--physics", "cheap"], "--physics must be one of training, reference, got 'cheap'"),
 ])
 def test_reference_check_bad_input_is_one_line(args, expect, tmp_path, capsys):

@@ -319,7 +319,7 @@ class EvalRequest:
     zero_action: bool = False
     amplitude: float = 1.0
     seed: int = 1
-    physics: str = "training"
+    physics: str | None = None  # None: "training" (told apart from a --physics given)
     reference_check: bool = False
     publish: bool = False
 
@@ -342,7 +342,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     from fightlab.rl.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action
 
     nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
-    if req.physics not in PHYSICS:
+    physics = "training" if req.physics is None else req.physics
+    if physics not in PHYSICS:
         raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {req.physics!r}")
     device = devices.pick_device(req.device)
     if req.checkpoint is not None and not req.checkpoint.strip():
@@ -351,7 +352,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
         from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
 
         given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
-                                ("--publish", req.publish), ("--physics", req.physics != "training"),
+                                ("--publish", req.publish), ("--physics", req.physics is not None),
                                 ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
         if given:
             raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
@@ -375,7 +376,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
 
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
-        env_cfg = reference_env(EnvConfig()) if req.physics == "reference" else EnvConfig()
+        env_cfg = reference_env(EnvConfig()) if physics == "reference" else EnvConfig()
         res = evaluate_zero_action(validate_body(req.body), nworld=DEFAULT_NWORLD if nworld is None else nworld,
                                    device=device, episodes_per_world=req.episodes, amplitude=req.amplitude,
                                    env_cfg=env_cfg, seed=req.seed, timestep=req.timestep, progress=progress)
@@ -383,7 +384,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     _checkpoint_config(req)
     res = evaluate(req.checkpoint, nworld=nworld, device=device, episodes_per_world=req.episodes,
                    timestep=req.timestep, zero_action=req.zero_action, amplitude=req.amplitude,
-                   seed=req.seed, progress=progress, physics=req.physics)
+                   seed=req.seed, progress=progress, physics=physics)
     return "evaluate", res, device
 
 
