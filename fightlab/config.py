@@ -338,7 +338,12 @@ def task_warning(cfg: "TrainConfig") -> str | None:
     ch = task_changes(cfg)
     if not ch:
         return None
-    fields = ", ".join(f"{k}={v!r} (task: {d!r})" for k, (v, d) in ch.items())
+    def show(x):  # 32.0 as 32, a pair as [1, 3]: the values as a person types them
+        if isinstance(x, tuple):
+            return "[" + ", ".join(show(e) for e in x) + "]"
+        return f"{x:g}" if isinstance(x, float) else repr(x)
+
+    fields = ", ".join(f"{k}={show(v)} (task: {show(d)})" for k, (v, d) in ch.items())
     return (f"this run changes the fixed task ({fields}): its rows are marked task={task_id(cfg)} "
             "and its solves never count as solves of the task (README \"The task\")")
 

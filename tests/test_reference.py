@@ -330,3 +330,10 @@ def test_a_cpu_layout_on_resume_is_one_line(tmp_path, capsys):
     assert main(["train", "--resume", str(run / "latest.pt"), "--cpu-layout", "original", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--cpu-layout original conflicts with --resume" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_task_warning_shows_the_values_as_typed():
+    from fightlab.config import task_warning
+
+    w = task_warning(TrainConfig(ppo=PPOConfig(num_steps=4), env=EnvConfig(push_interval_s=(0.5, 2.0))))
+    assert "ppo.num_steps=4 (task: 32)" in w and "env.push_interval_s=[0.5, 2] (task: [1, 3])" in w, w
