@@ -218,9 +218,6 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
 
 # --- where an iteration's time goes ----------------------------------------------------------
 
-#: the physics stages of a profile row (`measure.profile.STAGES` without the env's own kernels)
-BUDGET_STAGES = ("kinematics", "inertia", "mass-matrix factor", "forces", "broadphase", "narrowphase",
-                 "constraint build", "constraint solve", "integration", "other")
 
 
 def _physics_key(iterations, ls_iterations, qacc_smooth) -> tuple:
@@ -280,8 +277,11 @@ def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
     lines = []
     stage_ms = {}
     if profile_row is not None:
-        stage_ms = {st: float(profile_row.get(f"{st.replace('-', '_').replace(' ', '_')}_ms_per_step") or 0.0)
-                    for st in BUDGET_STAGES}
+        from fightlab.measure.profile import STAGES, stage_slug
+
+        # the physics stages: the profile's, less the env's own kernels (timed apart above)
+        stage_ms = {st: float(profile_row.get(f"{stage_slug(st)}_ms_per_step") or 0.0)
+                    for st in STAGES if st != "env"}
         stage_ms = {k: v for k, v in stage_ms.items() if math.isfinite(v) and v > 0}
     total = sum(stage_ms.values())
     if total > 0:

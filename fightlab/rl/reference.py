@@ -52,9 +52,8 @@ def reference_check(checkpoint, cfg: TrainConfig, device: str, nworld: int, seed
       CheckpointError: an unreadable checkpoint (`fightlab.rl.checkpoint.load_checkpoint`).
     """
     t0 = time.perf_counter()
-    max_fall, min_trk = cfg.max_fall_rate, cfg.min_tracking
     out = dict(nworld=int(nworld), seed=int(seed), solver=dict(REFERENCE_SOLVER),
-               thresholds=dict(max_fall_rate=max_fall, min_tracking=min_trk))
+               thresholds=dict(max_fall_rate=cfg.max_fall_rate, min_tracking=cfg.min_tracking))
     reasons = []
     for label, frac in CHECKS:
         r = evaluate(checkpoint, nworld=nworld, device=device, episodes_per_world=1.0,
@@ -65,10 +64,10 @@ def reference_check(checkpoint, cfg: TrainConfig, device: str, nworld: int, seed
         out.setdefault("iteration", r["ckpt_iteration"])
         out.setdefault("solver_engine", r["physics_engine"])
         fall, trk = run["fall_rate"], run["tracking"]
-        if not (math.isfinite(fall) and fall <= max_fall):
-            reasons.append(f"{label}: fall rate {fall:.3f} > {max_fall:g}")
-        if not (math.isfinite(trk) and trk >= min_trk):
-            reasons.append(f"{label}: tracking {trk:.3f} < {min_trk:g}")
+        if not (math.isfinite(fall) and fall <= cfg.max_fall_rate):
+            reasons.append(f"{label}: fall rate {fall:.3f} > {cfg.max_fall_rate:g}")
+        if not (math.isfinite(trk) and trk >= cfg.min_tracking):
+            reasons.append(f"{label}: tracking {trk:.3f} < {cfg.min_tracking:g}")
     out["passed"] = not reasons
     out["reason"] = "; ".join(reasons) or None
     out["seconds"] = time.perf_counter() - t0

@@ -103,19 +103,13 @@ def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
         from it, or None for the C engine. MuJoCo Warp's `put_model` raises `opt.tolerance` to at
         least 1e-6 for float32 (mujoco_warp `io.put_model`), so a tolerance of 1e-8 runs as 1e-6.
     """
-    if m is None:
-        o = mjm.opt
-        return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
-                    solver_tolerance=float(o.tolerance), solver_ls_tolerance=float(o.ls_tolerance),
-                    solver_qacc_smooth=True)
-
-    def first(x):
+    def first(x):  # MuJoCo Warp keeps a tolerance per world (an array), the C engine one float
         return float(x.numpy().reshape(-1)[0]) if hasattr(x, "numpy") else float(x)
 
-    o = m.opt
+    o = mjm.opt if m is None else m.opt
     return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
                 solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance),
-                solver_qacc_smooth=bool(o.run_qacc_smooth))
+                solver_qacc_smooth=True if m is None else bool(o.run_qacc_smooth))
 
 
 def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True):
