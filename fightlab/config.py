@@ -197,6 +197,11 @@ class TrainConfig:
         a GPU beside the CPU physics, the env's observation, reward and done copied to it and the
         action back at every env step, `fightlab.rl.runner.PolicyIO`; the action's copy is a
         counted host read). Only with backend "cpu": MuJoCo Warp's policy runs on its `device`.
+      solver_loop: how MuJoCo Warp runs the training physics' Newton loop, one of
+        `SOLVER_LOOPS`: "conditional" (a conditional graph node that stops when every world has
+        converged), "unrolled" (the capped iterations launched in a row; converged worlds skip
+        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). How a run
+        is launched, not the learner: it leaves the config id as it is.
       reference_nworld: worlds of the reference check a solved run ends with
         (`fightlab.rl.reference`; a published training needs at least
         `publish.MIN_PUBLISH_NWORLD`).
@@ -220,6 +225,7 @@ class TrainConfig:
     policy_graph: bool = True
     update_graph: bool = True
     tree_factor: bool = True
+    solver_loop: str = "auto"
     reference_nworld: int = 256
     segment_s: float | None = None
     backend: str = "gpu"
@@ -264,6 +270,10 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 #: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
 #: has that value, so the rows from before it keep their ids
 IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy"}
+
+#: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
+#: resolves "auto" and sets the model's `opt.graph_conditional`)
+SOLVER_LOOPS = ("auto", "conditional", "unrolled")
 
 #: what the value function may see (`PPOConfig.critic_obs`)
 CRITIC_OBS = ("policy", "privileged")
@@ -555,6 +565,8 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         v = getattr(p, name)
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
+    if cfg.solver_loop not in SOLVER_LOOPS:
+        raise ConfigError(f"solver_loop must be one of {', '.join(SOLVER_LOOPS)}, got {cfg.solver_loop!r}")
     if p.critic_obs not in CRITIC_OBS:
         raise ConfigError(f"PPOConfig.critic_obs must be one of {', '.join(CRITIC_OBS)}, got {p.critic_obs!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):

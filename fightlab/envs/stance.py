@@ -625,6 +625,8 @@ class StanceEnv:
       threads: the CPU backend's threads (default: every core); ignored by "gpu".
       privileged: also write the privileged observation `priv_obs` each step (the asymmetric
         critic's input; module docstring).
+      solver_loop: how MuJoCo Warp runs the Newton loop, one of `sim.physics.SOLVER_LOOPS`
+        ("auto": unrolled for a short loop; the same physics either way).
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -641,7 +643,8 @@ class StanceEnv:
                  seed: int = 0, cfg: EnvConfig | None = None, nconmax: int | None = None,
                  njmax: int | None = None, graph: bool = True,
                  mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True,
-                 backend: str = "gpu", threads: int | None = None, privileged: bool = False):
+                 backend: str = "gpu", threads: int | None = None, privileged: bool = False,
+                 solver_loop: str = "auto"):
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
@@ -656,7 +659,7 @@ class StanceEnv:
         self.mjm = physics.prepare_mjmodel(mjm, self.cfg)
         self.slots = physics.slots_for(self.body, nconmax, njmax)
         self.m, self.d = physics.put(self.mjm, self.nworld, self.slots, self.device,
-                                     qacc_smooth=self.cfg.solver_qacc_smooth)
+                                     qacc_smooth=self.cfg.solver_qacc_smooth, solver_loop=solver_loop)
         # the solver as the engine runs it (MuJoCo Warp raises a tolerance below 1e-6)
         self.engine_solver = physics.engine_solver(self.mjm, None if self.backend == "cpu" else self.m)
         from fightlab.kernels.factor import active_variant, use_tree_factor

@@ -589,7 +589,8 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
-                   "task", "nworld_auto", "reference_nworld", "reference_eval", "physics_engine")
+                   "task", "nworld_auto", "reference_nworld", "reference_eval", "physics_engine",
+                   "solver_loop")
 
 
 def config_id(params: dict) -> str:

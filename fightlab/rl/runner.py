@@ -89,7 +89,7 @@ class Trainer(TrainLoop):
         announce_compile(cfg.body, cfg.device, cfg.backend)  # building the env compiles warp's kernels
         env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env, graph=cfg.graph,
                         tree_factor=cfg.tree_factor, backend=cfg.backend, threads=cfg.workers,
-                        privileged=cfg.ppo.critic_obs == "privileged")
+                        privileged=cfg.ppo.critic_obs == "privileged", solver_loop=cfg.solver_loop)
         super().__init__(cfg, env)
         self.history: list[dict] = []
         self.run_id = new_run_id()

@@ -25,6 +25,7 @@ import mujoco_warp as mjw
 from mujoco_warp._src.types import OverflowType
 
 from fightlab.bodies import BODIES, Slots
+from fightlab.config import SOLVER_LOOPS, ConfigError
 from fightlab.devices import init_warp
 
 init_warp()  # quiet: no banner, no per-module load lines (config's one setting)
@@ -96,7 +97,8 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
 def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
     (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance,
-    solver_qacc_smooth: always True on the C engine).
+    solver_qacc_smooth: always True on the C engine), and `solver_loop` (the Newton loop's form,
+    `SOLVER_LOOPS`: "conditional" on the C engine, which stops at convergence too).
 
     Args:
       mjm: the MjModel (MuJoCo's C engine runs its `opt` as set); m: the MuJoCo Warp model put
@@ -109,23 +111,53 @@ def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     o = mjm.opt if m is None else m.opt
     return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
                 solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance),
-                solver_qacc_smooth=True if m is None else bool(o.run_qacc_smooth))
+                solver_qacc_smooth=True if m is None else bool(o.run_qacc_smooth),
+                solver_loop="conditional" if m is None or o.graph_conditional else "unrolled")
 
 
-def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True):
+#: `SOLVER_LOOPS` (`TrainConfig.solver_loop`): "conditional" is MuJoCo Warp's default
+#: (`opt.graph_conditional`: a `wp.capture_while` loop, a conditional graph node, that stops when
+#: every world has converged); "unrolled" launches exactly `opt.iterations` iterations in a row (a
+#: world that has converged skips them, so the physics is the same); "auto" unrolls up to this
+#: many iterations: at 1024 worlds some world needs every iteration of a short loop, so the
+#: conditional node only adds its own launches, while a long loop (the reference's 10) mostly
+#: stops early, which unrolled launches would not
+UNROLL_MAX_ITERATIONS = 4
+
+
+def resolve_solver_loop(loop: str, iterations: int) -> str:
+    """"conditional" or "unrolled" for a `SOLVER_LOOPS` choice and the Newton iteration cap.
+
+    Raises:
+      ConfigError: `loop` not one of `SOLVER_LOOPS` (one line naming it and the choices).
+    """
+    if loop not in SOLVER_LOOPS:
+        raise ConfigError(f"solver_loop must be one of {', '.join(SOLVER_LOOPS)}, got {loop!r}")
+    if loop == "auto":
+        return "unrolled" if int(iterations) <= UNROLL_MAX_ITERATIONS else "conditional"
+    return loop
+
+
+def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True,
+        solver_loop: str = "auto"):
     """Put a MuJoCo model on `device` and allocate `nworld` worlds of data.
 
     The kernels' own overflow prints are switched off (`m.opt.warn_overflow = 0`): fightlab
     counts overflow bits itself and prints `OVERFLOW` once per iteration. `qacc_smooth` is
-    MuJoCo Warp's `opt.run_qacc_smooth` (`EnvConfig.solver_qacc_smooth`).
+    MuJoCo Warp's `opt.run_qacc_smooth` (`EnvConfig.solver_qacc_smooth`); `solver_loop` (one of
+    `SOLVER_LOOPS`) sets its `opt.graph_conditional` (`resolve_solver_loop`).
 
     Returns:
       (m, d): mujoco_warp Model and Data on `device`.
+    Raises:
+      ConfigError: an unknown `solver_loop`.
     """
+    loop = resolve_solver_loop(solver_loop, mjm.opt.iterations)
     with wp.ScopedDevice(device):
         m = mjw.put_model(mjm)
         m.opt.warn_overflow = 0
         m.opt.run_qacc_smooth = bool(qacc_smooth)
+        m.opt.graph_conditional = loop == "conditional"
         d = mjw.make_data(mjm, nworld=nworld, nconmax=slots.nconmax, njmax=slots.njmax)
     return m, d
 

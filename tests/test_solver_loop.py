@@ -1,0 +1,74 @@
+"""The Newton loop's form (`TrainConfig.solver_loop`): MuJoCo Warp's conditional loop or the same
+iterations unrolled; the physics is the same either way, only the launches differ."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fightlab import results
+from fightlab.cli import main
+from fightlab.config import ConfigError, EnvConfig, reference_env
+from fightlab.measure import report
+from fightlab.sim import physics
+
+
+def _run(loop: str, cfg: EnvConfig, steps: int = 25):
+    from fightlab.envs.stance import StanceEnv
+
+    env = StanceEnv("simple", 6, "cpu", seed=3, cfg=cfg, graph=False, solver_loop=loop)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        env.action[:] = torch.rand(env.action.shape, generator=gen) * 2 - 1
+        env.step()
+    return env
+
+
+@pytest.mark.parametrize("cfg", [EnvConfig(), reference_env(EnvConfig())], ids=["training", "reference"])
+def test_unrolled_and_conditional_loops_give_the_same_physics(cfg):
+    """Converged worlds skip the unrolled iterations: qpos, qvel and each world's solver
+    iteration count match the conditional loop's to the bit (the reference's 10 iterations stop
+    early in most worlds, so the two loops launch different work)."""
+    a, b = _run("conditional", cfg), _run("unrolled", cfg)
+    assert a.m.opt.graph_conditional is True and b.m.opt.graph_conditional is False
+    assert a.engine_solver["solver_loop"] == "conditional" and b.engine_solver["solver_loop"] == "unrolled"
+    niter = a.d.solver_niter.numpy()
+    assert (niter >= 1).all() and (niter <= cfg.solver_iterations).all()
+    np.testing.assert_array_equal(niter, b.d.solver_niter.numpy())
+    np.testing.assert_array_equal(a.d.qpos.numpy(), b.d.qpos.numpy())
+    np.testing.assert_array_equal(a.d.qvel.numpy(), b.d.qvel.numpy())
+    assert np.isfinite(a.d.qpos.numpy()).all()
+
+
+def test_auto_unrolls_a_short_loop_only():
+    assert physics.resolve_solver_loop("auto", 1) == "unrolled"
+    assert physics.resolve_solver_loop("auto", physics.UNROLL_MAX_ITERATIONS) == "unrolled"
+    assert physics.resolve_solver_loop("auto", physics.UNROLL_MAX_ITERATIONS + 1) == "conditional"
+    assert physics.resolve_solver_loop("auto", 10) == "conditional"  # the reference physics
+    assert physics.resolve_solver_loop("conditional", 2) == "conditional"
+    assert physics.resolve_solver_loop("unrolled", 10) == "unrolled"
+    with pytest.raises(ConfigError, match="solver_loop must be one of auto, conditional, unrolled, got 'fast'"):
+        physics.resolve_solver_loop("fast", 2)
+
+
+def test_a_training_records_its_loop_and_keeps_its_config_id(tmp_path, capsys):
+    """The row records the loop the engine ran (params.physics_engine.solver_loop) and the one
+    asked (params.solver_loop); the loop is how a run is launched: the config id ignores it."""
+    rows = {}
+    for loop in ("auto", "conditional"):
+        run = tmp_path / loop
+        assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--max-iterations", "1",
+                     "--set", "ppo.num_steps=4", "--set", f"solver_loop={loop}", "--run-dir", str(run)]) == 0
+        rows[loop] = json.loads(results.read_rows("train", run).iloc[0]["params"])
+    assert rows["auto"]["solver_loop"] == "auto" and rows["auto"]["physics_engine"]["solver_loop"] == "unrolled"
+    assert rows["conditional"]["physics_engine"]["solver_loop"] == "conditional"
+    assert report.config_id(rows["auto"]) == report.config_id(rows["conditional"])
+    assert report.learner_id(rows["auto"]) == report.learner_id(rows["conditional"])
+    capsys.readouterr()
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "solver_loop=fast"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "solver_loop must be one of auto, conditional, unrolled, got 'fast'" in err[0], err
