@@ -297,8 +297,10 @@ def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
     return df.assign(share=df["ms_per_iter"] / wall)
 
 
-def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "all"):
-    """The rows `time_budget` takes: the newest ``graphs`` row of (body, nworld, setting) and the
+def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "all",
+                solver_loop: str = "auto"):
+    """The rows `time_budget` takes: the newest ``graphs`` row of (body, nworld, setting,
+    `solver_loop` as asked: `TrainConfig.solver_loop`, "auto" for rows that do not say) and the
     newest ``profile`` row of the same body, world count, GPU and training physics
     (`graphs_physics` = `profile_physics`) with kernel times, or None.
 
@@ -311,9 +313,11 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     import json
 
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
-    g = g[np.array([json.loads(p).get("setting") == setting for p in g["params"]], dtype=bool)]
+    g = g[np.array([json.loads(p).get("setting") == setting and json.loads(p).get("solver_loop", "auto") == solver_loop
+                    for p in g["params"]], dtype=bool)]
     if g.empty:
-        raise ConfigError(f"no graphs row of {body} at {nworld} worlds with setting {setting!r}")
+        raise ConfigError(f"no graphs row of {body} at {nworld} worlds with setting {setting!r} "
+                          f"and solver_loop {solver_loop!r}")
     row = g.sort_values("time").iloc[-1]
     key = graphs_physics(json.loads(row["params"]))
     prof = None

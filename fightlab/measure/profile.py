@@ -566,6 +566,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
                   iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
                   qacc_smooth=bool(env.m.opt.run_qacc_smooth),
+                  solver_loop=env.engine_solver["solver_loop"],
                   nconmax=env.slots.nconmax, njmax=env.slots.njmax,
                   factor_path=_factor_path(rec.launches), tree_factor=bool(tree_factor),
                   tree_factor_variant=env.tree_factor_variant,
