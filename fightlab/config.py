@@ -65,6 +65,11 @@ class EnvConfig:
         mass-matrix factorisation (mujoco_warp `smooth.skip_qacc_smooth`; "experimental" there).
         The CPU backend's C engine has no such option and always computes it (its rows record
         the physics it ran, `physics_engine`); the reference runs True.
+      solver_eulerdamp: MuJoCo's `eulerdamp` (training physics): True integrates the joints'
+        damping implicitly in the Euler step, which factorises M + h·D every physics step; False
+        (`mjDSBL_EULERDAMP`) applies it explicitly and skips that factorisation. Stable here:
+        h·damping / M_ii ≤ 0.75 at the keyframe for every DOF of both bodies (explicit damping
+        needs < 2). The reference runs True.
     """
 
     control_dt: float = 0.02
@@ -92,6 +97,7 @@ class EnvConfig:
     solver_tolerance: float = 1e-8
     solver_ls_tolerance: float = 0.01
     solver_qacc_smooth: bool = False
+    solver_eulerdamp: bool = True
 
     @property
     def substeps(self) -> int:
@@ -255,7 +261,7 @@ DEFAULT_TASK = "default"
 #: iterations, MuJoCo's default tolerances (1e-8, 0.01); with the task's timestep, where every
 #: solve's final policy is checked (`fightlab.rl.reference`)
 REFERENCE_SOLVER = dict(solver_iterations=10, solver_ls_iterations=20, solver_tolerance=1e-8,
-                        solver_ls_tolerance=0.01, solver_qacc_smooth=True)
+                        solver_ls_tolerance=0.01, solver_qacc_smooth=True, solver_eulerdamp=True)
 
 #: the reference check's runs: (label, timestep as a fraction of the task's)
 REFERENCE_CHECKS = (("dt", 1.0), ("dt/2", 0.5))
@@ -513,8 +519,9 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         v = getattr(cfg, name)
         if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 1):
             raise ConfigError(f"EnvConfig.{name} must be a number in (0, 1], got {v!r}")
-    if not isinstance(cfg.solver_qacc_smooth, bool):
-        raise ConfigError(f"EnvConfig.solver_qacc_smooth must be true or false, got {cfg.solver_qacc_smooth!r}")
+    for name in ("solver_qacc_smooth", "solver_eulerdamp"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"EnvConfig.{name} must be true or false, got {getattr(cfg, name)!r}")
     return cfg
 
 

@@ -337,3 +337,39 @@ def test_the_task_warning_shows_the_values_as_typed():
 
     w = task_warning(TrainConfig(ppo=PPOConfig(num_steps=4), env=EnvConfig(push_interval_s=(0.5, 2.0))))
     assert "ppo.num_steps=4 (task: 32)" in w and "env.push_interval_s=[0.5, 2] (task: [1, 3])" in w, w
+
+
+def test_explicit_damping_reaches_both_engines_and_the_reference_keeps_eulerdamp(tmp_path, capsys):
+    """`env.solver_eulerdamp=false` sets MuJoCo's mjDSBL_EULERDAMP on the MjModel, MuJoCo Warp's
+    model and the CPU backend's; a tiny training with it records the physics run and the learner
+    it names; the reference physics runs eulerdamp; a non-boolean is one line."""
+    import mujoco
+    import numpy as np
+
+    from fightlab.envs.stance import StanceEnv
+
+    bit = int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    cfg = EnvConfig(solver_eulerdamp=False)
+    env = StanceEnv("simple", 2, "cpu", cfg=cfg, graph=False)
+    assert env.mjm.opt.disableflags & bit and int(env.m.opt.disableflags) & bit
+    assert env.engine_solver["solver_eulerdamp"] is False
+    env.reset()
+    for _ in range(5):
+        env.step()
+    assert np.isfinite(env.d.qpos.numpy()).all() and env.read_summary()["nan_resets"] == 0
+    ref = StanceEnv("simple", 2, "cpu", cfg=reference_env(cfg), graph=False)
+    assert not int(ref.m.opt.disableflags) & bit and ref.engine_solver["solver_eulerdamp"] is True
+    cpu = StanceEnv("simple", 2, "cpu", cfg=cfg, graph=False, backend="cpu", threads=1)
+    assert cpu.engine_solver["solver_eulerdamp"] is False  # the C engine's model: sim.cpu.copy_options
+    run = tmp_path / "run"
+    assert main(["train", *SOLVES, "--set", "env.solver_eulerdamp=false", "--run-dir", str(run)]) == 0
+    params = json.loads(results.read_rows("train", run).iloc[0]["params"])
+    assert params["env"]["solver_eulerdamp"] is False and params["physics_engine"]["solver_eulerdamp"] is False
+    assert params["reference_eval"]["solver_engine"]["solver_eulerdamp"] is True
+    assert report.physics_label(params).endswith(", explicit damping")
+    assert report.learner_id(params) != report.learner_id({**params, "env": {**params["env"], "solver_eulerdamp": True}})
+    old = {**params, "env": {k: v for k, v in params["env"].items() if k != "solver_eulerdamp"}}
+    assert report.config_id(old) == report.config_id({**old, "env": {**old["env"], "solver_eulerdamp": True}})
+    capsys.readouterr()
+    assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "env.solver_eulerdamp=2"]) == 2
+    assert "solver_eulerdamp must be true or false, got '2'" in capsys.readouterr().err

@@ -220,24 +220,26 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
 
 
 
-def _physics_key(iterations, ls_iterations, qacc_smooth) -> tuple:
-    return int(iterations), int(ls_iterations), bool(qacc_smooth)
+def _physics_key(iterations, ls_iterations, qacc_smooth, eulerdamp=True) -> tuple:
+    return int(iterations), int(ls_iterations), bool(qacc_smooth), bool(eulerdamp)
 
 
 def graphs_physics(params: dict) -> tuple:
-    """(solver iterations, line-search iterations, qacc_smooth) of a ``graphs`` row's training
-    physics (its params.physics; rows from before it ran the reference physics,
+    """(solver iterations, line-search iterations, qacc_smooth, eulerdamp) of a ``graphs`` row's
+    training physics (its params.physics; rows from before it ran the reference physics,
     `config.REFERENCE_SOLVER`)."""
     from fightlab.config import REFERENCE_SOLVER
 
     p = {**REFERENCE_SOLVER, **(params.get("physics") or {})}
-    return _physics_key(p["solver_iterations"], p["solver_ls_iterations"], p["solver_qacc_smooth"])
+    return _physics_key(p["solver_iterations"], p["solver_ls_iterations"], p["solver_qacc_smooth"],
+                        p["solver_eulerdamp"])
 
 
 def profile_physics(params: dict) -> tuple:
-    """The same key of a ``profile`` row (params iterations, ls_iterations, qacc_smooth; rows
-    from before the last computed qacc_smooth)."""
-    return _physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True))
+    """The same key of a ``profile`` row (params iterations, ls_iterations, qacc_smooth,
+    eulerdamp; rows from before them computed both)."""
+    return _physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True),
+                        params.get("eulerdamp", True))
 
 
 def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
@@ -302,7 +304,8 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     """The rows `time_budget` takes: the newest ``graphs`` row of (body, nworld, setting,
     `solver_loop` as asked: `TrainConfig.solver_loop`, "auto" for rows that do not say) and the
     newest ``profile`` row of the same body, world count, GPU and training physics
-    (`graphs_physics` = `profile_physics`) with kernel times, or None.
+    (`graphs_physics` = `profile_physics`) with kernel times, or None; among those, the rows
+    with training's mass-matrix factor path (params ``tree_factor``) when there are any.
 
     Returns:
       (graph_row, profile_row or None, note): note says which profile row splits the physics,
@@ -320,16 +323,23 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
                           f"and solver_loop {solver_loop!r}")
     row = g.sort_values("time").iloc[-1]
     key = graphs_physics(json.loads(row["params"]))
-    prof = None
+    prof, other_path = None, False
     if profile_df is not None and not profile_df.empty:
         p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
                        & (profile_df["gpu"] == row["gpu"])]
         p = p[np.array([profile_physics(json.loads(x)) == key for x in p["params"]], dtype=bool)]
         p = p[_finite(p["kernel_ms_per_step"])]
+        # training's mass-matrix factor path (the graphs row's tree_factor, TrainConfig's default
+        # when unrecorded) first: notebook 02 profiles the stock path, training runs the tree kernel
+        tf = bool(json.loads(row["params"]).get("tree_factor", True))
+        same = p[np.array([bool(json.loads(x).get("tree_factor", False)) == tf for x in p["params"]], dtype=bool)]
+        other_path = same.empty and not p.empty
+        p = p if same.empty else same
         if not p.empty:
             prof = p.sort_values("time").iloc[-1]
-    words = f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth"
+    words = f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth" + ("" if key[3] else ", explicit damping")
     note = (f"physics split by stage in the proportions of profile row {prof['run_id']} ({prof['commit']})"
+            + (" (its mass-matrix factor path is not training's)" if other_path else "")
             if prof is not None else
             f"no profile row of {body} at {nworld} worlds on {row['gpu']} in {words} with kernel times: "
             "the physics is one line")

@@ -445,7 +445,8 @@ def _factor_path(launches: dict[str, int]) -> str:
 def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
             cuda_filter: int | None = None, repeats: int = 20,
-            tree_factor: bool = False, progress: bool = False, top: int = 1) -> ProfileResult:
+            tree_factor: bool = False, progress: bool = False, top: int = 1,
+            env: "EnvConfig | None" = None) -> ProfileResult:
     """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
 
     Args:
@@ -464,6 +465,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
             notebook 02 measures; the CLI's default is training's, ``TrainConfig.tree_factor``;
             ``params["factor_path"]`` records which ran).
         progress: a tqdm bar over the phases (build, settle, profiled steps, timings).
+        env: the `EnvConfig` whose physics is profiled (None: today's defaults, the training
+            physics; ``params`` records its solver and eulerdamp).
 
     Returns:
         ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
@@ -507,7 +510,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         bar.set_postfix_str(name)
 
     bar.set_postfix_str("build the env (compiles kernels)")
-    env = StanceEnv(body, nworld, device, seed=seed, graph=False, tree_factor=tree_factor)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env, graph=False, tree_factor=tree_factor)
     env.warmup()
     env.reset(stagger=True)
     next_phase(f"settle ({settle_steps} env steps)")
@@ -566,6 +569,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
                   iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
                   qacc_smooth=bool(env.m.opt.run_qacc_smooth),
+                  eulerdamp=env.engine_solver["solver_eulerdamp"],
                   solver_loop=env.engine_solver["solver_loop"],
                   nconmax=env.slots.nconmax, njmax=env.slots.njmax,
                   factor_path=_factor_path(rec.launches), tree_factor=bool(tree_factor),

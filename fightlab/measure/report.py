@@ -435,7 +435,7 @@ def learner_changes(params: dict) -> str:
 
 def physics_label(params: dict) -> str:
     """A row's training physics in a few words, ``"Newton 10/20 with qacc_smooth"`` (tolerances
-    added when they are not the defaults'), from its env fields (a field it does not store read
+    added when they are not the defaults', ", explicit damping" without eulerdamp), from its env fields (a field it does not store read
     as `config.IMPLIED_FIELDS` says, else as today's default)."""
     from fightlab.config import IMPLIED_FIELDS, EnvConfig
 
@@ -449,6 +449,8 @@ def physics_label(params: dict) -> str:
     tol = (get("solver_tolerance"), get("solver_ls_tolerance"))
     if tol != (dflt.solver_tolerance, dflt.solver_ls_tolerance):
         text += f" tol {tol[0]:g}/{tol[1]:g}"
+    if not get("solver_eulerdamp"):
+        text += ", explicit damping"
     return text
 
 

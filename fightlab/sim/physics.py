@@ -80,7 +80,8 @@ def slots_for(body: str, nconmax: int | None = None, njmax: int | None = None) -
 
 def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
     """Set the physics options of an `EnvConfig` on a MuJoCo model (in place) and return it:
-    the timestep and the Newton solver's iterations, line-search iterations and tolerances.
+    the timestep, the Newton solver's iterations, line-search iterations and tolerances, and
+    MuJoCo's eulerdamp flag (`mjDSBL_EULERDAMP` set when `env.solver_eulerdamp` is False).
 
     Args:
       mjm: the body's MjModel.
@@ -91,13 +92,16 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
     mjm.opt.ls_iterations = env.solver_ls_iterations
     mjm.opt.tolerance = env.solver_tolerance
     mjm.opt.ls_tolerance = env.solver_ls_tolerance
+    bit = int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    flags = int(mjm.opt.disableflags)
+    mjm.opt.disableflags = flags & ~bit if env.solver_eulerdamp else flags | bit
     return mjm
 
 
 def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
     (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance,
-    solver_qacc_smooth: always True on the C engine), and `solver_loop` (the Newton loop's form,
+    solver_qacc_smooth: always True on the C engine, solver_eulerdamp), and `solver_loop` (the Newton loop's form,
     `SOLVER_LOOPS`: "conditional" on the C engine, which stops at convergence too).
 
     Args:
@@ -112,6 +116,7 @@ def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     return dict(solver_iterations=int(o.iterations), solver_ls_iterations=int(o.ls_iterations),
                 solver_tolerance=first(o.tolerance), solver_ls_tolerance=first(o.ls_tolerance),
                 solver_qacc_smooth=True if m is None else bool(o.run_qacc_smooth),
+                solver_eulerdamp=not (int(o.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)),
                 solver_loop="conditional" if m is None or o.graph_conditional else "unrolled")
 
 
