@@ -97,7 +97,7 @@ class EnvConfig:
     solver_tolerance: float = 1e-8
     solver_ls_tolerance: float = 0.01
     solver_qacc_smooth: bool = False
-    solver_eulerdamp: bool = True
+    solver_eulerdamp: bool = False
 
     @property
     def substeps(self) -> int:
