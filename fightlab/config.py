@@ -57,9 +57,9 @@ class EnvConfig:
         training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
         `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
         checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
-        (`fightlab.rl.reference`). The defaults, Newton 2 / 4 without qacc_smooth, are the
-        headline's training physics (bench/NOTES.md: −33 % time to solve against 10 / 20, every
-        seed passing the reference check).
+        (`fightlab.rl.reference`). The defaults, Newton 2 / 4 without qacc_smooth and with
+        explicit damping, are the headline's training physics (bench/NOTES.md: −44 % / −45 %
+        time to solve against 10 / 20, every seed passing the reference check).
       solver_qacc_smooth: MuJoCo Warp's `opt.run_qacc_smooth` (training physics): False starts
         Newton from the warm start and skips the unconstrained acceleration qacc_smooth and its
         mass-matrix factorisation (mujoco_warp `smooth.skip_qacc_smooth`; "experimental" there).
@@ -69,7 +69,8 @@ class EnvConfig:
         damping implicitly in the Euler step, which factorises M + h·D every physics step; False
         (`mjDSBL_EULERDAMP`) applies it explicitly and skips that factorisation. Stable here:
         h·damping / M_ii ≤ 0.75 at the keyframe for every DOF of both bodies (explicit damping
-        needs < 2). The reference runs True.
+        needs < 2). The reference runs True. False, the default: −12 % rollout time per
+        iteration on the H200 (bench/NOTES.md), every seed passing the reference check.
     """
 
     control_dt: float = 0.02
