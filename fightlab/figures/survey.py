@@ -64,7 +64,7 @@ def plot_survey(table: pd.DataFrame, title: str | None = None, note: str | None 
     bodies = sorted(set(table["body"]))
     colors = {b: plots.COLORS[i % len(plots.COLORS)] for i, b in enumerate(bodies)}
     with plots.use_style():
-        fig, ax = plt.subplots(figsize=(9.0, 6.0))
+        fig, ax = plt.subplots(figsize=(11.5, 6.0))
         kinds = []
         for _, r in table.iterrows():
             key = marker_of(r)
@@ -90,7 +90,9 @@ def plot_survey(table: pd.DataFrame, title: str | None = None, note: str | None 
                                        label="hollow: time estimated"))
         first = ax.legend(handles=body_handles, loc="upper left", fontsize=9, title="body")
         ax.add_artist(first)
-        ax.legend(handles=kind_handles, loc="lower right", fontsize=8)
+        # beside the axes: inside, the markers' legend covered the slowest points
+        ax.legend(handles=kind_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  borderaxespad=0.0)
         if note:
             fig.text(0.01, 0.005, note, fontsize=7.5, color="0.3", ha="left", va="bottom", wrap=True)
             fig.tight_layout(rect=(0, 0.05 * (note.count("\n") + 1), 1, 1))
