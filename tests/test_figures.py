@@ -472,11 +472,16 @@ def test_stage_iterations_counts_each_stage_and_keeps_learners_and_tasks_apart(t
     assert report.learner_changes({"ppo": {"desired_kl": None, "desired_kl_per_action": 0.003}}) \
         == f"ppo.desired_kl_per_action=0.003, {old}"
     e = EnvConfig()
-    now = {k: getattr(e, k) for k in ("solver_iterations", "solver_ls_iterations", "solver_qacc_smooth")}
+    now = dict(NOW_PHYSICS)
     assert report.learner_changes({"env": now}) == "defaults"
     assert report.learner_changes({"env": {**now, "solver_iterations": 1}}) \
-        == f"Newton 1/{e.solver_ls_iterations} {'with' if e.solver_qacc_smooth else 'without'} qacc_smooth"
-    assert report.learner_changes({"env": {**now, "solver_tolerance": 1e-5}}).endswith(" tol 1e-05/0.01")
+        == (f"Newton 1/{e.solver_ls_iterations} {'with' if e.solver_qacc_smooth else 'without'} qacc_smooth"
+            + ("" if e.solver_eulerdamp else ", explicit damping"))
+    # a row of the training physics before explicit damping (no solver_eulerdamp: implied True) is not today's
+    before = {k: v for k, v in now.items() if k != "solver_eulerdamp"}
+    assert report.learner_changes({"env": before}) == ("defaults" if e.solver_eulerdamp else
+                                                       "Newton 2/4 without qacc_smooth")
+    assert " tol 1e-05/0.01" in report.learner_changes({"env": {**now, "solver_tolerance": 1e-5}})
     # a run that sets the old fixed target shares the learner of the rows that stored no per-action field
     assert report.learner_id({"ppo": {"desired_kl": 0.01, "desired_kl_per_action": 0.002}}) \
         == report.learner_id({"ppo": {"desired_kl": 0.01}})
