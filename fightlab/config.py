@@ -575,6 +575,9 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
             raise ConfigError(f"PPOConfig.{name} must be a number >= 0, got {v!r}")
     if cfg.solver_loop not in SOLVER_LOOPS:
         raise ConfigError(f"solver_loop must be one of {', '.join(SOLVER_LOOPS)}, got {cfg.solver_loop!r}")
+    if cfg.backend == "cpu" and cfg.solver_loop != "auto":
+        raise ConfigError(f"solver_loop {cfg.solver_loop!r} is MuJoCo Warp's (backend gpu); the CPU backend's "
+                          "C engine runs its own loop: leave solver_loop at auto there")
     if p.critic_obs not in CRITIC_OBS:
         raise ConfigError(f"PPOConfig.critic_obs must be one of {', '.join(CRITIC_OBS)}, got {p.critic_obs!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):

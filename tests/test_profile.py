@@ -7,7 +7,7 @@ import math
 import pytest
 
 from fightlab import results
-from fightlab.config import EnvConfig
+from fightlab.config import EnvConfig, reference_env
 from fightlab.bodies import build
 from fightlab.bodies.describe import describe
 from fightlab.reproduce import reproduce
@@ -18,26 +18,43 @@ from fightlab.sim import nvtx as N
 PHYSICS_STAGES = [s for s in P.STAGES if s not in ("env", "other")]
 
 
+#: the reference physics (qacc_smooth and eulerdamp on): every stage launches, the factor twice
+REFERENCE = reference_env(EnvConfig())
+
+
+def nfactor(env: EnvConfig) -> int:
+    """Factorisations of M per physics step: M + h·D in the Euler step unless the joints' damping is
+    explicit (`EnvConfig.solver_eulerdamp`), and M itself for qacc_smooth unless it is skipped
+    (`EnvConfig.solver_qacc_smooth`)."""
+    return int(env.solver_eulerdamp) + int(env.solver_qacc_smooth)
+
+
+#: in the training physics (today's defaults) and in the reference physics
+NFACTOR, NFACTOR_REF = nfactor(EnvConfig()), nfactor(REFERENCE)
+
+
 @pytest.fixture(scope="module", params=["muscular-fast", "simple"])
 def env_kernels(request):
-    """Kernels launched by one env step (5 physics substeps + env kernels) on the CPU."""
-    return request.param, P.kernel_names(request.param, what="env", nworld=2, device="cpu")
+    """Kernels launched by one env step (5 physics substeps + env kernels) on the CPU, in the
+    reference physics (the one that launches every stage)."""
+    return request.param, P.kernel_names(request.param, what="env", nworld=2, device="cpu", env=REFERENCE)
 
 
-def test_stage_table_covers_every_kernel_of_an_env_step(env_kernels):
+@pytest.mark.parametrize("physics", ["reference", "training"])
+def test_stage_table_covers_every_kernel_of_an_env_step(env_kernels, physics):
     body, k = env_kernels
+    if physics == "training":
+        k = P.kernel_names(body, what="env", nworld=2, device="cpu")
     assert len(k) > 50
     missing = k[k["stage"] == "other"]
     assert missing.empty, f"{body}: kernels outside fightlab.measure.profile.KERNEL_STAGES: {list(missing['kernel'])}"
     # the exact table, not only the module fallback, knows each of them
     assert not [n for n in k["kernel"] if n not in P.KERNEL_STAGES]
     launched = set(k[k["launches_per_step"] > 0]["stage"])
-    assert set(PHYSICS_STAGES) <= launched and "env" in launched, launched
-
-
-#: factorisations of M per physics step in the training physics: M + h·D in the Euler step, and M
-#: itself for qacc_smooth unless the training physics skips it (`EnvConfig.solver_qacc_smooth`)
-NFACTOR = 2 if EnvConfig().solver_qacc_smooth else 1
+    stages = set(PHYSICS_STAGES) - ({"mass-matrix factor"} if physics == "training" and not NFACTOR else set())
+    assert stages <= launched and "env" in launched, launched
+    if physics == "training" and not NFACTOR:  # explicit damping, no qacc_smooth: M is factored only inside Newton
+        assert "mass-matrix factor" not in launched, launched
 
 
 def test_mass_matrix_factor_paths(env_kernels):
@@ -46,22 +63,22 @@ def test_mass_matrix_factor_paths(env_kernels):
     substeps = 5
     if body == "muscular-fast":   # sparse path: one _qLD_acc launch per tree level and factorisation
         levels = describe(build(body))["tree_depth"] - 1
-        assert per["_qLD_acc__locals__kernel"] == NFACTOR * levels * substeps
+        assert per["_qLD_acc__locals__kernel"] == NFACTOR_REF * levels * substeps
         assert not any("tile_cholesky_factorize_solve_block" in n for n in per)
     else:                         # dense tile Cholesky (nv <= M_BLOCK_DENSE_MAX)
         assert "_qLD_acc__locals__kernel" not in per
-        assert per["_tile_cholesky_factorize_solve_block__locals__kernel"] == NFACTOR * substeps
+        assert per["_tile_cholesky_factorize_solve_block__locals__kernel"] == NFACTOR_REF * substeps
     # the Newton Hessian factor is part of the solve, not of the mass-matrix factor
     assert P.stage_of("_update_gradient_cholesky_blocked__locals__kernel") == "constraint solve"
 
 
 def test_tree_factor_replaces_the_per_level_launches():
     """With fightlab's kernel on (the training default), muscular-fast factors M in one launch per
-    factorization: NFACTOR per physics step (M + h·D in the Euler step, and M for qacc_smooth
-    when the training physics computes it), no _qLD_acc."""
-    k = P.kernel_names("muscular-fast", what="env", nworld=2, device="cpu", tree_factor=True)
+    factorization: NFACTOR_REF per physics step in the reference physics (M + h·D in the Euler
+    step, and M for qacc_smooth), no _qLD_acc."""
+    k = P.kernel_names("muscular-fast", what="env", nworld=2, device="cpu", tree_factor=True, env=REFERENCE)
     per = dict(zip(k["kernel"], k["launches_per_step"]))
-    assert per[P.TREE_FACTOR_SHARED] == NFACTOR * 5 and "_qLD_acc__locals__kernel" not in per
+    assert per[P.TREE_FACTOR_SHARED] == NFACTOR_REF * 5 and "_qLD_acc__locals__kernel" not in per
     assert "_factor_tree" not in per  # the shared variant is the default for this tree
     assert P.stage_of(P.TREE_FACTOR_SHARED) == "mass-matrix factor"
     assert P.stage_of("_factor_tree") == "mass-matrix factor"
@@ -204,7 +221,8 @@ def test_profile_on_cpu_says_so_and_writes_a_valid_row(fake_nvtx, tmp_path):
     assert ("push", "physics", "fightlab") in fake.calls     # the profiled steps are an NVTX range
     assert res.launches_per_step > 50 and math.isnan(res.kernel_ms_per_step)
     assert res.graph_ms_per_step > 0 and res.failures == []
-    assert res.params["factor_path"] == "dense" and res.params["iterations"] == EnvConfig().solver_iterations
+    path = "dense" if NFACTOR else "none"  # the training physics may factor M only inside Newton
+    assert res.params["factor_path"] == path and res.params["iterations"] == EnvConfig().solver_iterations
     assert results.EXPERIMENTS["profile"] == P.row_metrics()
     row = P.result_row(res)
     results.validate_row("profile", row)
@@ -212,7 +230,7 @@ def test_profile_on_cpu_says_so_and_writes_a_valid_row(fake_nvtx, tmp_path):
     results.append_row("profile", row, tmp_path)
     back = P.latest_rows(results.read_rows("profile", tmp_path))
     assert len(back) == 1 and json.loads(back["params"][0])["what"] == "physics"
-    assert P.factor_table(back)["factor_path"].tolist() == ["dense"]
+    assert P.factor_table(back)["factor_path"].tolist() == [path]
     fig = plot_stages(back)
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="what must be"):

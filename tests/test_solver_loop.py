@@ -72,3 +72,7 @@ def test_a_training_records_its_loop_and_keeps_its_config_id(tmp_path, capsys):
     assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "solver_loop=fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "solver_loop must be one of auto, conditional, unrolled, got 'fast'" in err[0], err
+    assert main(["train", "--backend", "cpu", "--device", "cpu", "--nworld", "2", "--no-progress",
+                 "--set", "solver_loop=unrolled"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "solver_loop 'unrolled' is MuJoCo Warp's (backend gpu)" in err[0], err

@@ -586,13 +586,14 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
 
 
 def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu",
-                 tree_factor: bool = False) -> pd.DataFrame:
+                 tree_factor: bool = False, env: "EnvConfig | None" = None) -> pd.DataFrame:
     """The kernels launched by one step of ``body`` (no timing): kernel, module, stage, launches.
 
-    ``what="env"`` covers a whole env step (its substeps of physics included). Cheap on the CPU.
+    ``what="env"`` covers a whole env step (its substeps of physics included); ``env`` the
+    physics (None: today's training physics). Cheap on the CPU.
     """
     res = profile(body, nworld=nworld, nstep=1, device=device, what=what, settle_steps=1,
-                  graph=False, repeats=3, tree_factor=tree_factor)
+                  graph=False, repeats=3, tree_factor=tree_factor, env=env)
     return res.by_kernel[["kernel", "module", "stage", "launches_per_step"]]
 
 
