@@ -495,7 +495,7 @@ def _budget_rows():
     prof = dict(run_id="p1", body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-12-03T09:00:00+00:00",
                 commit="abc1234", kernel_ms_per_step=1.0,
                 params=json.dumps(dict(iterations=phys["solver_iterations"], ls_iterations=phys["solver_ls_iterations"],
-                                       qacc_smooth=phys["solver_qacc_smooth"])),
+                                       qacc_smooth=phys["solver_qacc_smooth"], eulerdamp=phys["solver_eulerdamp"])),
                 constraint_solve_ms_per_step=0.6, narrowphase_ms_per_step=0.3, kinematics_ms_per_step=0.1,
                 env_ms_per_step=0.5)
     return g, prof
@@ -537,6 +537,11 @@ def test_the_budget_splits_the_physics_only_by_a_profile_of_the_same_physics():
     gdf, pdf = pd.DataFrame([g]), pd.DataFrame([prof, other])
     row, p, note = budget_rows(gdf, pdf, "simple", 1024)
     assert p["run_id"] == "p1" and "profile row p1" in note
+    assert "not training's" in note  # p1 profiled the stock factor path; training runs the tree kernel
+    tree = {**prof, "run_id": "p0", "time": "2026-12-03T08:00:00+00:00",
+            "params": json.dumps({**json.loads(prof["params"]), "tree_factor": True})}  # older, training's path
+    row, p, note = budget_rows(gdf, pd.DataFrame([prof, other, tree]), "simple", 1024)
+    assert p["run_id"] == "p0" and "not training's" not in note
     row, p, note = budget_rows(gdf, pd.DataFrame([other]), "simple", 1024)
     assert p is None and "the physics is one line" in note
     old = {**g, "params": json.dumps(dict(setting="all", num_steps=32))}  # before params.physics: the reference

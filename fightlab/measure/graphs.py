@@ -316,8 +316,9 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     import json
 
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
-    g = g[np.array([json.loads(p).get("setting") == setting and json.loads(p).get("solver_loop", "auto") == solver_loop
-                    for p in g["params"]], dtype=bool)]
+    asked = [json.loads(p) for p in g["params"]]
+    g = g[np.array([p.get("setting") == setting and p.get("solver_loop", "auto") == solver_loop for p in asked],
+                   dtype=bool)]
     if g.empty:
         raise ConfigError(f"no graphs row of {body} at {nworld} worlds with setting {setting!r} "
                           f"and solver_loop {solver_loop!r}")
@@ -337,7 +338,8 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
         p = p if same.empty else same
         if not p.empty:
             prof = p.sort_values("time").iloc[-1]
-    words = f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth" + ("" if key[3] else ", explicit damping")
+    words = (f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth"
+             + ("" if key[3] else ", explicit damping"))
     note = (f"physics split by stage in the proportions of profile row {prof['run_id']} ({prof['commit']})"
             + (" (its mass-matrix factor path is not training's)" if other_path else "")
             if prof is not None else

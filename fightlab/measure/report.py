@@ -435,8 +435,9 @@ def learner_changes(params: dict) -> str:
 
 def physics_label(params: dict) -> str:
     """A row's training physics in a few words, ``"Newton 10/20 with qacc_smooth"`` (tolerances
-    added when they are not the defaults', ", explicit damping" without eulerdamp), from its env fields (a field it does not store read
-    as `config.IMPLIED_FIELDS` says, else as today's default)."""
+    added when they are not the defaults', ", explicit damping" without eulerdamp), from its env
+    fields (a field it does not store read as `config.IMPLIED_FIELDS` says, else as today's
+    default)."""
     from fightlab.config import IMPLIED_FIELDS, EnvConfig
 
     env, dflt = params.get("env") or {}, EnvConfig()

@@ -101,8 +101,9 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
 def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
     (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance,
-    solver_qacc_smooth: always True on the C engine, solver_eulerdamp), and `solver_loop` (the Newton loop's form,
-    `SOLVER_LOOPS`: "conditional" on the C engine, which stops at convergence too).
+    solver_qacc_smooth: always True on the C engine, solver_eulerdamp), and `solver_loop` (the
+    Newton loop's form, `SOLVER_LOOPS`: "conditional" on the C engine, which stops at
+    convergence too).
 
     Args:
       mjm: the MjModel (MuJoCo's C engine runs its `opt` as set); m: the MuJoCo Warp model put
