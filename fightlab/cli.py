@@ -202,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
                          "physics substeps with contact checks, post-step, reset, observation)")
     pr.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
     pr.add_argument("--top", type=int, default=12, help="kernels to list")
+    pr.add_argument("--physics", choices=("training", "reference"), default="training",
+                    help="training: today's training physics (M factored only inside Newton); "
+                         "reference: Newton 10 / 20 with qacc_smooth and eulerdamp (the reference "
+                         "check's, which factors M twice per step)")
     pr.add_argument("--tree-factor", action=argparse.BooleanOptionalAction,
                     default=TrainConfig.tree_factor,
                     help="factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch "
@@ -554,10 +558,12 @@ def cmd_slots(a) -> int:
 def cmd_profile(a) -> int:
     import pandas as pd
 
+    from fightlab.config import EnvConfig, reference_env
     from fightlab.measure.profile import profile
 
+    env = reference_env(EnvConfig()) if a.physics == "reference" else None
     res = profile(a.body, nworld=a.nworld, nstep=a.nstep, device=a.device, what=a.what, tree_factor=a.tree_factor,
-                  top=a.top, progress=not a.no_progress)
+                  top=a.top, progress=not a.no_progress, env=env)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(res.stage_table())

@@ -170,8 +170,16 @@ def test_evaluate_shows_progress_and_what_ran(capsys):
 
 
 def test_profile_measures_the_training_factor_path_by_default(capsys):
-    args = ["profile", "--body", "muscular-fast", "--nworld", "2", "--nstep", "1", "--device", "cpu",
-            "--top", "1"]
+    """The training physics factors M only inside Newton (no qacc_smooth, explicit damping); in the
+    reference physics the factor path is training's tree kernel unless --no-tree-factor."""
+    base = ["profile", "--body", "muscular-fast", "--nworld", "2", "--nstep", "1", "--device", "cpu", "--top", "1"]
+    from fightlab.config import EnvConfig
+
+    assert main(base + ["--no-progress"]) == 0
+    e = EnvConfig()
+    if not (e.solver_qacc_smooth or e.solver_eulerdamp):
+        assert "mass-matrix factor: none" in capsys.readouterr().out
+    args = base + ["--physics", "reference"]
     assert main(args) == 0
     o = capsys.readouterr()
     assert re.search(r"profile muscular-fast ×2: 100%.*5/5", o.err), o.err  # a bar over the phases
