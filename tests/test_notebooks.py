@@ -84,6 +84,7 @@ def test_notebook_paths_come_from_the_repository():
     ("01", dict(publish=True, device="cpu"), "size 'smoke' is not 'full'"),
     ("01", dict(publish=True, size="smoke"), "size 'smoke' is not 'full'"),
     ("02", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("02", dict(physics="ref", device="cpu"), "physics must be 'training' or 'reference', got 'ref'"),
     ("03", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
     ("04", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
     ("04", dict(nworlds=[128, 128], device="cpu"), "nworlds: 128 is listed twice"),
