@@ -323,7 +323,8 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
         raise ConfigError(f"no graphs row of {body} at {nworld} worlds with setting {setting!r} "
                           f"and solver_loop {solver_loop!r}")
     row = g.sort_values("time").iloc[-1]
-    key = graphs_physics(json.loads(row["params"]))
+    row_params = json.loads(row["params"])
+    key = graphs_physics(row_params)
     prof, other_path = None, False
     if profile_df is not None and not profile_df.empty:
         p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
@@ -332,14 +333,16 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
         p = p[_finite(p["kernel_ms_per_step"])]
         # training's mass-matrix factor path (the graphs row's tree_factor, TrainConfig's default
         # when unrecorded) first: notebook 02 profiles the stock path, training runs the tree kernel
-        tf = bool(json.loads(row["params"]).get("tree_factor", True))
+        tf = bool(row_params.get("tree_factor", True))
         same = p[np.array([bool(json.loads(x).get("tree_factor", False)) == tf for x in p["params"]], dtype=bool)]
         other_path = same.empty and not p.empty
         p = p if same.empty else same
         if not p.empty:
             prof = p.sort_values("time").iloc[-1]
-    words = (f"Newton {key[0]}/{key[1]} {'with' if key[2] else 'without'} qacc_smooth"
-             + ("" if key[3] else ", explicit damping"))
+    from fightlab.measure.report import physics_label
+
+    fields = ("solver_iterations", "solver_ls_iterations", "solver_qacc_smooth", "solver_eulerdamp")
+    words = physics_label({"env": dict(zip(fields, key))})
     note = (f"physics split by stage in the proportions of profile row {prof['run_id']} ({prof['commit']})"
             + (" (its mass-matrix factor path is not training's)" if other_path else "")
             if prof is not None else
