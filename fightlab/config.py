@@ -20,6 +20,8 @@ from fightlab.paths import RUNS
 
 #: float fields whose default None stands for a rule given in their docstring (PPOConfig.desired_kl)
 OPTIONAL_FIELDS = ("desired_kl",)
+#: integer fields whose default None means "not set" (TrainConfig.stop_after_stage)
+OPTIONAL_INT_FIELDS = ("stop_after_stage",)
 #: the per-action KL target whose total over the body of the most actions stays ≤ 1, desired_kl's
 #: own bound (0.012 × 83 actions of muscular-fast ≈ 1)
 MAX_KL_PER_ACTION = 0.012
@@ -183,6 +185,11 @@ class TrainConfig:
         git-ignored; a relative path is relative to the current directory).
       resume: checkpoint path to continue from (same curriculum state).
       stop_when_solved: end the run at the solving iteration.
+      stop_after_stage: None (the default), or end the run when the curriculum widens past this
+        stage (0 = a 0.1; at most the stage before the last): a learner study of the first
+        stages at a fraction of a solve's cost. Such a run cannot solve: its row says solved
+        False, and the reports count its stages (`measure.report.stage_table`), never it as an
+        unsolved training. A resume keeps it, as it keeps the config.
       graph: capture the env step as a graph (CUDA graph, or warp's CPU graph).
       policy_graph, update_graph: capture the rollout's torch work between env steps and the PPO
         update as torch CUDA graphs (fightlab.rl.graphs; CUDA only, eager elsewhere).
@@ -228,6 +235,7 @@ class TrainConfig:
     run_dir: str = str(RUNS / "train")
     resume: str | None = None
     stop_when_solved: bool = True
+    stop_after_stage: int | None = None
     graph: bool = True
     policy_graph: bool = True
     update_graph: bool = True
@@ -633,6 +641,12 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                              and math.isfinite(a) for a in stages) \
             or any(b <= a for a, b in zip(stages, stages[1:])) or not 0 < stages[-1] <= 1:
         raise ConfigError(f"curriculum_stages must rise within (0, 1], got {stages!r}")
+    st = cfg.stop_after_stage
+    if st is not None and (isinstance(st, bool) or not isinstance(st, int) or not 0 <= st <= len(stages) - 2):
+        raise ConfigError(f"stop_after_stage must be null or an integer in [0, {len(stages) - 2}] (a stage before "
+                          f"the last of the {len(stages)}, which ends in the solve), got {st!r}"
+                          if len(stages) > 1 else f"stop_after_stage must be null with a curriculum of one "
+                          f"stage (it ends in the solve), got {st!r}")
     policy_device = validate_policy_device(cfg.policy_device, cfg.backend)
     return dataclasses.replace(cfg, nworld=nworld, device=device, policy_device=policy_device)
 
@@ -685,6 +699,12 @@ def coerce_field(cls, name: str, raw):
         if isinstance(val, bool):
             return val
         raise bad("true or false")
+    if name in OPTIONAL_INT_FIELDS:
+        if isinstance(val, int) and not isinstance(val, bool):
+            return val
+        if val is None or (isinstance(val, str) and val.strip().lower() == "none"):
+            return None
+        raise bad("an integer or null")
     if isinstance(default, int):
         if isinstance(val, int) and not isinstance(val, bool):
             return val

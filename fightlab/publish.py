@@ -26,9 +26,11 @@ def min_publish_iterations(cfg: "TrainConfig") -> int:
     `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
     × 32 = 320), and a run stopped sooner cannot solve the task by construction. The task's own
     curriculum (the defaults) sets the floor, not only ``cfg``'s: a run that shortens its
-    curriculum with ``--set`` changes the task, and is still no measurement below it."""
+    curriculum with ``--set`` changes the task, and is still no measurement below it. A run
+    with `stop_after_stage` s measures its first s + 1 stages: (s + 1) × wait."""
     stages, wait = _publish_curriculum(cfg)
-    return stages * wait
+    st = getattr(cfg, "stop_after_stage", None)
+    return (min(st + 1, stages) if isinstance(st, int) and not isinstance(st, bool) else stages) * wait
 
 
 def training_size_problem(cfg: "TrainConfig") -> str | None:
@@ -36,7 +38,8 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
 
     Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`,
     its reference check as many worlds (`reference_nworld`) and max_iterations >=
-    :func:`min_publish_iterations` (on either backend)."""
+    :func:`min_publish_iterations` (on either backend; a `stop_after_stage` run: room for its
+    stages)."""
     if cfg.nworld < MIN_PUBLISH_NWORLD:
         return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
                 "committed training studies")
@@ -47,6 +50,9 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
     need = min_publish_iterations(cfg)
     if cfg.max_iterations < need:
         stages, wait = _publish_curriculum(cfg)
+        if need < stages * wait:  # stop_after_stage
+            return (f"max_iterations {cfg.max_iterations} is below {need} ({need // wait} curriculum stages × "
+                    f"the {wait}-iteration wait): the run could not reach stop_after_stage's end")
         return (f"max_iterations {cfg.max_iterations} is below {need} ({stages} curriculum stages × the "
                 f"{wait}-iteration wait): the run could not solve")
     return None

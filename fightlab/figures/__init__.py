@@ -457,15 +457,16 @@ def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
 
 
 def _from_train_runs(name: str, root: Path, log: Callable[[str], None], plot: Callable,
-                     empty: str) -> list[Path]:
-    """Figure ``name`` from the published train runs (`measure.report.published_runs`):
-    ``plot(runs, gpus)`` (gpus: the runs' GPU names, joined) draws it, or returns None and the
-    figure is skipped, said with ``empty``. Skipped too without train rows."""
+                     empty: str, stage_studies: bool = False) -> list[Path]:
+    """Figure ``name`` from the published train runs (`measure.report.published_runs`, with the
+    runs stopped after a stage when ``stage_studies``): ``plot(runs, gpus)`` (gpus: the runs'
+    GPU names, joined) draws it, or returns None and the figure is skipped, said with
+    ``empty``. Skipped too without train rows."""
     from fightlab.measure.report import published_runs
 
     if _rows("train", root, name, log) is None:
         return []
-    runs = published_runs(root)
+    runs = published_runs(root, stage_studies=stage_studies)
     _require_curves(runs["run_id"], root, name, "the rows of data/results/train.csv")
     fig = plot(runs, ", ".join(dict.fromkeys(runs["gpu"])))
     if fig is None:
@@ -494,8 +495,8 @@ def _learner_study(root: Path, log: Callable[[str], None]) -> list[Path]:
     return _from_train_runs("learner_study", root, log, lambda runs, gpus: plot_learner_study(
         variant_table(runs, root), floor=len(c.curriculum_stages) * c.curriculum_wait,
         stage_floor=c.curriculum_wait,
-        title=f"learner variants, solved runs packed and solo, {gpus}"),
-        "no solved run of the task has a curve in data/curves/")
+        title=f"learner variants, runs packed and solo (solved, or stopped after stage 0), {gpus}"),
+        "no solved run of the task has a curve in data/curves/", stage_studies=True)
 
 
 def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:

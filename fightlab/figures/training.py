@@ -133,12 +133,13 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
 
 def plot_learner_study(variants, title: str = "", floor: int | None = None, stage_floor: int | None = None):
     """A learner study: per body, one horizontal bar per learner variant, its median stage-0
-    iterations (the first stage, a = 0.1) and, behind it, its median iterations to solve, the
-    whiskers min–max over its runs, the best variant at the top.
+    iterations (the first stage, a = 0.1) and, behind it, its median iterations to solve (none
+    for a variant of runs stopped after stage 0), the whiskers min–max over its runs, the best
+    variant at the top.
 
     Args:
-      variants: ``fightlab.measure.report.variant_table`` (body, changes, n, stage0_*,
-        iterations_*).
+      variants: ``fightlab.measure.report.variant_table`` (body, changes, n, n_solved,
+        stage0_*, iterations_*).
       title: figure title.
       floor: the curriculum's floor (stages × wait) drawn dashed: no learner solves in fewer;
       stage_floor: a stage's floor (the wait W), dotted: stage 0 cannot pass in fewer.
@@ -158,7 +159,8 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None, stag
         fig, axes = plt.subplots(1, len(bodies), figsize=(6.5 * len(bodies), 1.2 + 0.42 * most),
                                  squeeze=False)
         for ax, body in zip(axes[0], bodies):
-            v = variants[variants["body"] == body].sort_values("iterations_median", ascending=False)
+            v = variants[variants["body"] == body].sort_values(["iterations_median", "stage0_median"], ascending=False,
+                                                               na_position="first")
             y = np.arange(len(v))
             for col, color, lab in (("iterations", COLORS[1], "iterations to solve"),
                                     ("stage0", COLORS[0], "stage-0 iterations (a = 0.1)")):
@@ -166,7 +168,9 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None, stag
                 err = [med - v[f"{col}_min"].to_numpy(float), v[f"{col}_max"].to_numpy(float) - med]
                 ax.barh(y, med, 0.7 if col == "iterations" else 0.45, xerr=err, color=color,
                         capsize=2, label=lab)
-            ax.set_yticks(y, [f"{c} ({n} runs)" for c, n in zip(v["changes"], v["n"])], fontsize=7)
+            solved = v["n_solved"] if "n_solved" in v else v["n"]
+            ax.set_yticks(y, [f"{c} ({n} runs)" if k == n else f"{c} ({n} runs, {k} solved)"
+                              for c, n, k in zip(v["changes"], v["n"], solved)], fontsize=7)
             if floor:
                 ax.axvline(floor, color="k", lw=0.8, ls="--", label=f"fewest iterations to solve ({floor})")
             if stage_floor:

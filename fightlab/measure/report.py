@@ -141,6 +141,9 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
           + (f" reference={'passed' if row['reference_passed'] else 'failed'} "
              f"reference_eval_s={row['reference_eval_s']:.1f}" if row["reference_passed"] is not None else "")
+          + (f" stopped after stage {st} (stop_after_stage: a study of its first stages, not a training to the solve)"
+             if (st := trainer.cfg.stop_after_stage) is not None and not row["solved"]
+             and trainer.curriculum.stage > st else "")
           + ("" if (task := task_id(trainer.cfg)) == DEFAULT_TASK
              else f" task={task} (another task: not a solve of this one)")
           + (" [published]" if publish else ""), flush=True)
@@ -236,7 +239,7 @@ def factor_setup(body: str, params: dict) -> str:
     return setup + (" (mixed segments)" if params.get("mixed_segments") else "")
 
 
-def published_runs(root: Path | None = None) -> pd.DataFrame:
+def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.DataFrame:
     """data/results/train.csv with columns from params added (:func:`fightlab.results.packing_of`,
     so rows from before the batch runner read the same): `concurrent` (jobs at once on the run's
     GPU, from params.concurrent or the older shared_gpu; NaN where neither was recorded), `mps`
@@ -249,7 +252,12 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     (:func:`physics_backend`: "gpu" MuJoCo Warp, "cpu" MuJoCo's C engine), `reference`
     (:func:`reference_verdict`) and `curriculum_solved` (the row's own `solved`). `solved` is True
     only for a curriculum solve whose verdict is one of :data:`SOLVE_VERDICTS`: every summary,
-    the headline, Figure 2's iterations, `--nworld auto` and the survey read solves from here."""
+    the headline, Figure 2's iterations, `--nworld auto` and the survey read solves from here.
+
+    `stage_study` marks the runs stopped after a curriculum stage (`TrainConfig.stop_after_stage`):
+    they measure their first stages and cannot solve, so they are left out (no summary counts
+    them as unsolved trainings, no packing charges them) unless ``stage_studies`` is True, which
+    the learner-study tables ask for (:func:`variant_table`, :func:`stage_table`)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
@@ -268,7 +276,8 @@ def published_runs(root: Path | None = None) -> pd.DataFrame:
     df["reference"] = [reference_verdict(x, p) for x, p in zip(passed, params)]
     df["curriculum_solved"] = df["solved"] == True  # noqa: E712
     df["solved"] = df["curriculum_solved"] & df["reference"].isin(SOLVE_VERDICTS)
-    return df
+    df["stage_study"] = [p.get("stop_after_stage") is not None for p in params]
+    return df if stage_studies else df[~df["stage_study"]].reset_index(drop=True)
 
 
 #: `published_runs`' `reference` column: a row's standing against the reference check
@@ -517,56 +526,68 @@ def learner_labels(runs: pd.DataFrame) -> dict:
 
 
 def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
-    """A learner study's table: per (body, learner) over the solved runs of the task in ``runs``
-    (:func:`published_runs`), packed or solo (packing changes wall time, not iterations), that
-    have curves: ``changes`` (:func:`learner_changes`), ``n`` runs, ``seeds``, median / min /
-    max ``stage0`` iterations (the first stage, a = 0.1) and median / min / max ``iterations``
-    to solve. Sorted by body, then median iterations. Empty (same columns) without such runs."""
-    cols = ["body", "learner", "changes", "n", "seeds", "stage0_median", "stage0_min", "stage0_max",
+    """A learner study's table: per (body, learner) over the runs of the task in ``runs``
+    (:func:`published_runs`, with ``stage_studies=True`` to count the runs stopped after stage
+    0) that solved or ended stage 0 by `stop_after_stage`, packed or solo (packing changes wall
+    time, not iterations), that have curves: ``changes`` (:func:`learner_changes`), ``n`` runs,
+    ``n_solved``, ``seeds``, median / min / max ``stage0`` iterations (the first stage, a = 0.1,
+    over all n) and median / min / max ``iterations`` to solve (over the solved runs; NaN
+    without one). Sorted by body, then median iterations, then median stage 0. Empty (same
+    columns) without such runs."""
+    cols = ["body", "learner", "changes", "n", "n_solved", "seeds", "stage0_median", "stage0_min", "stage0_max",
             "iterations_median", "iterations_min", "iterations_max"]
     per_run = run_stages(runs, root)
+    per_run = per_run[per_run["stage0"] > 0] if not per_run.empty else per_run
     if per_run.empty:
         return pd.DataFrame(columns=cols)
     changes = {r.run_id: learner_changes(json.loads(r.params or "{}")) for r in runs.itertuples()}
-    per_run["changes"] = [changes.get(i, "") for i in per_run.index]
+    per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
     rows = []
     for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
-        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g),
+        its = g["iterations"].dropna()
+        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g), n_solved=len(its),
                          seeds=", ".join(str(x) for x in sorted(g["seed"])),
                          stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                         stage0_max=g["stage0"].max(), iterations_median=g["iterations"].median(),
-                         iterations_min=g["iterations"].min(), iterations_max=g["iterations"].max()))
-    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median"]).reset_index(drop=True)
+                         stage0_max=g["stage0"].max(), iterations_median=its.median() if len(its) else math.nan,
+                         iterations_min=its.min() if len(its) else math.nan,
+                         iterations_max=its.max() if len(its) else math.nan))
+    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median", "stage0_median"]) \
+        .reset_index(drop=True)
 
 
 def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
-    """Per solved run of the task with a curve, packed or solo (:func:`stage_table` with
-    ``packed=True``): body, learner, nworld, seed, iterations (to solve, summed over the stages)
-    and stage0 (the first stage's; 0 where the curve has none), indexed by run_id. Empty
-    without such runs."""
+    """Per run of the task with a curve that solved or ended a stage by `stop_after_stage`,
+    packed or solo (:func:`stage_table` with ``packed=True``): body, learner, nworld, seed,
+    solved, iterations (to solve, summed over the stages; NaN for a run that did not solve) and
+    stage0 (the first stage's; 0 where the curve has none), indexed by run_id. Empty without
+    such runs."""
     t = stage_table(runs, root, packed=True) if not runs.empty else pd.DataFrame()
     if t.empty:
-        return pd.DataFrame(columns=["body", "learner", "nworld", "seed", "iterations", "stage0"])
+        return pd.DataFrame(columns=["body", "learner", "nworld", "seed", "solved", "iterations", "stage0"])
     per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
                                       nworld=("nworld", "first"), seed=("seed", "first"),
-                                      iterations=("iterations", "sum"))
+                                      solved=("solved", "first"), iterations=("iterations", "sum"))
+    per_run["iterations"] = per_run["iterations"].where(per_run["solved"].astype(bool)).astype(float)
     per_run["stage0"] = t[t["stage"] == 0].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
     return per_run
 
 
 def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = False) -> pd.DataFrame:
-    """Iterations per curriculum stage of every solo solved run of the task itself in ``runs``
-    (:func:`published_runs`) that has its curve under ``root`` (default: the repository), one row
-    per (run, stage): run_id, body, learner (:func:`learner_id`: old and new learner defaults
-    are different groups), commit, nworld, seed, concurrent, stage, amplitude, iterations. Curves
-    without the ``stage`` and ``event`` columns are left out. ``packed=True`` keeps packed runs
-    too (a learner study packs its variants: packing changes wall time, not iterations).
-    MuJoCo Warp trainings only (`backend` "gpu"): the CPU backend's solves are its own headline's."""
+    """Iterations per curriculum stage of every solo run of the task itself in ``runs``
+    (:func:`published_runs`) that solved, or that ended stages by `stop_after_stage` (a
+    ``stage_study`` row: only the stages it ended, each by a widening), and has its curve under
+    ``root`` (default: the repository), one row per (run, stage): run_id, body, learner
+    (:func:`learner_id`: old and new learner defaults are different groups), commit, nworld,
+    seed, concurrent, solved, stage, amplitude, iterations. Curves without the ``stage`` and
+    ``event`` columns are left out. ``packed=True`` keeps packed runs too (a learner study packs
+    its variants: packing changes wall time, not iterations). MuJoCo Warp trainings only
+    (`backend` "gpu"): the CPU backend's solves are its own headline's."""
     from fightlab.config import TrainConfig
 
     root = Path(root) if root else REPO_ROOT
     solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
-    keep = runs[(runs["solved"] == True) & solo  # noqa: E712
+    study = runs["stage_study"] == True if "stage_study" in runs else pd.Series(False, index=runs.index)  # noqa: E712
+    keep = runs[((runs["solved"] == True) | study) & solo  # noqa: E712
                 & (runs["task"] == DEFAULT_TASK) & (runs["backend"] == "gpu")]
     amps = TrainConfig().curriculum_stages
     rows = []
@@ -576,15 +597,19 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
         curve = results.read_curve(r.run_id, root)
         if not {"stage", "event"} <= set(curve.columns):
             continue  # a curve without the curriculum columns (not a training's rows.csv)
+        solved = r.solved == True  # noqa: E712
+        ended = len(amps) if solved else int((curve["event"] == "widen").sum())  # stages it finished
         for stage, n in stage_iterations(curve).items():
+            if stage >= ended:
+                continue  # the stage a stopped run was in: not ended, not a measurement
             rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner, commit=r.commit,
                              nworld=int(r.nworld), seed=r.seed,
                              concurrent=int(r.concurrent) if r.concurrent == r.concurrent else None,  # NaN: unrecorded
-                             stage=int(stage),
+                             solved=bool(solved), stage=int(stage),
                              amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
                              iterations=int(n)))
     return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "nworld", "seed", "concurrent",
-                                       "stage", "amplitude", "iterations"])
+                                       "solved", "stage", "amplitude", "iterations"])
 
 
 #: params that do not change what a run measures (where it ran, its seed, how it was launched)
@@ -593,7 +618,7 @@ VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoi
                    "max_iterations", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
                    "task", "nworld_auto", "reference_nworld", "reference_eval", "physics_engine",
-                   "solver_loop")
+                   "solver_loop", "stop_after_stage")
 
 
 def config_id(params: dict) -> str:

@@ -63,6 +63,11 @@ class Trainer(TrainLoop):
                                       f"{resume_ck['iteration']} (max_iterations reached); raise "
                                       "--max-iterations to train it further")
         cfg = validate_train(cfg)
+        if resume_ck is not None and not check_only and not resume_ck["curriculum"].get("solved") \
+                and stage_done(cfg, int(resume_ck["curriculum"].get("stage", 0))):
+            raise ConfigError(f"run in {cfg.resume!r} already finished at iteration {resume_ck['iteration']} "
+                              f"(stopped after stage {cfg.stop_after_stage}, its stop_after_stage: a study of "
+                              "its first stages; a resume keeps it)")
         if resume_ck is not None and check_only:
             print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
                   "reference check did not finish: running the check", flush=True)
@@ -188,7 +193,8 @@ class Trainer(TrainLoop):
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
-        while self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved):
+        while self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved) \
+                and not stage_done(cfg, self.curriculum.stage):
             row = self.iterate()
             append_row(rows_path, row)
             bar.update(1)
@@ -252,6 +258,12 @@ class Trainer(TrainLoop):
                     graph_fallbacks=int(max((r.get("graph_fallbacks") or 0 for r in self.history), default=0)),
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
+
+
+def stage_done(cfg: TrainConfig, stage: int) -> bool:
+    """Whether a run at curriculum stage `stage` (int, 0 = the first) has passed
+    `cfg.stop_after_stage` and so ends (False when that is None)."""
+    return cfg.stop_after_stage is not None and stage > cfg.stop_after_stage
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
