@@ -14,7 +14,7 @@
 # else the bundle's starter cache. The bundle lacks warp's CPU compiler (warp/bin/warp-clang.so),
 # which the CPU backend's env kernels need on the GPU machine (compare-backends, a CPU-backend
 # training): it rides along, xz-compressed, from this machine's warp-lang of the same version
-# (.venv), and boot.sh puts it into the installed warp. Nothing in the project depends on .gpu/
+# (.venv), and boot.sh puts it into the installed warp (NO_CLANG=1 leaves it out). Nothing in the project depends on .gpu/
 # (git-ignored).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,7 +33,9 @@ trap 'rm -rf "$blob"' EXIT
 cp "$SRC"/bundle/a/* "$SRC"/bundle/b/* "$blob"/
 if [ -f .gpu/warpcache.tar.xz ]; then cp .gpu/warpcache.tar.xz "$blob"/; else cp "$SRC/warpcache-starter.tar.xz" "$blob/warpcache.tar.xz"; fi
 clang=$(ls .venv/lib/python3*/site-packages/warp/bin/warp-clang.so 2>/dev/null | head -n 1 || true)
-if [ -n "$clang" ]; then
+if [ "${NO_CLANG:-0}" = 1 ]; then
+  echo "gpu_stage: NO_CLANG=1: warp's CPU compiler left out (one chunk less; no CPU backend there)" >&2
+elif [ -n "$clang" ]; then
   [ -f .gpu/warp-clang.so.xz ] || xz -T0 -9 -c "$clang" > .gpu/warp-clang.so.xz
   cp .gpu/warp-clang.so.xz "$blob"/
 else

@@ -276,8 +276,8 @@ def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.
     df["reference"] = [reference_verdict(x, p) for x, p in zip(passed, params)]
     df["curriculum_solved"] = df["solved"] == True  # noqa: E712
     df["solved"] = df["curriculum_solved"] & df["reference"].isin(SOLVE_VERDICTS)
-    df["stage_study"] = [p.get("stop_after_stage") is not None for p in params]
-    return df if stage_studies else df[~df["stage_study"]].reset_index(drop=True)
+    df["stage_study"] = pd.Series([p.get("stop_after_stage") is not None for p in params], index=df.index, dtype=bool)
+    return df if stage_studies else df.loc[~df["stage_study"]].reset_index(drop=True)
 
 
 #: `published_runs`' `reference` column: a row's standing against the reference check
