@@ -63,6 +63,7 @@ declare -A STUDY=(
   [stage0T]="10|@bench/studies/stage0T.jobs|--grid seed=1,2"  # planned: control, stage-0 levers and Newton 1 / 4, simple
   [stage0M]="6|@bench/studies/stage0M.jobs|--grid seed=1,2"  # planned: control, Newton 1 / 4 and a larger step, muscular-fast
   [stage0X]="16|@bench/studies/stage0X.jobs|--grid seed=1,2"  # session 18: stage 0 only (stop_after_stage=0), both bodies, 12 arms
+  [stage0Y]="12|@bench/studies/stage0Y.jobs|--grid seed=1,2"  # session 18, round 2: the union of the two winners, one step further
   [solveA]="4|@bench/studies/solveA.jobs|"  # issue 17's missing solve points (each job names its seed)
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
