@@ -117,6 +117,10 @@ class EnvConfig:
 class PPOConfig:
     """PPO hyper-parameters (CleanRL's ppo_continuous_action names; rsl_rl's adaptive lr).
 
+    The defaults below are the base; a TrainConfig's default learner is its body's
+    (:func:`body_ppo`: these with the body's :data:`BODY_PPO` entries: simple clip 0.5 with KL
+    0.004 per action, muscular-fast hidden 512-256-128).
+
     Attributes:
       num_steps: env steps per world per iteration (rollout length), 32.
       num_minibatches, update_epochs: the batch of num_steps × nworld samples is split into
@@ -248,7 +252,42 @@ class TrainConfig:
     worlds_per_worker: int | None = None
     policy_device: str | None = None
     env: EnvConfig = field(default_factory=EnvConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
+    ppo: PPOConfig = None  # type: ignore[assignment]  # None: the body's defaults, body_ppo(body)
+
+    def __post_init__(self):
+        if self.ppo is None:  # the learner's defaults are the body's (BODY_PPO)
+            object.__setattr__(self, "ppo", body_ppo(self.body))
+
+
+#: the PPOConfig fields whose default differs per body, over PPOConfig's own defaults: the
+#: learner studies of bench/NOTES.md (session 18) found body-specific levers of stage 0 (stage
+#: 0 only, 2 seeds, packed, against each body's control in the same batch): simple gains from a
+#: larger step (clip 0.5 with KL 0.004 per action: −17 %; a wider network: −2 %), muscular-fast
+#: (83 actions) from capacity (hidden 512-256-128: −13 %; the larger step: −4 %). Each body's
+#: entry is the learner of its solo headline (3 seeds, every one passing the reference check).
+BODY_PPO: dict[str, dict] = {
+    "simple": {"clip_coef": 0.5, "desired_kl_per_action": 0.004},
+    "muscular-fast": {"hidden": (512, 256, 128)},
+}
+
+
+def body_ppo(body) -> PPOConfig:
+    """The default learner of `body` (a name of `BODY_NAMES`): PPOConfig's defaults with the
+    body's :data:`BODY_PPO` entries; PPOConfig's own for a name without one (an unknown body is
+    refused later, by `validate_train`, in one line)."""
+    entry = BODY_PPO.get(body) if isinstance(body, str) else None
+    return dataclasses.replace(PPOConfig(), **entry) if entry else PPOConfig()
+
+
+def with_body(cfg: "TrainConfig", body: str) -> "TrainConfig":
+    """`cfg` for another body: its PPO fields that differ from its own body's defaults
+    (:func:`body_ppo`: what a template or ``--set`` changed) kept over `body`'s defaults, every
+    other field as it is. Use it, not ``dataclasses.replace(cfg, body=...)``, which would carry
+    the first body's default learner to the second."""
+    old, new = body_ppo(cfg.body), body_ppo(body)
+    changed = {f.name: getattr(cfg.ppo, f.name) for f in dataclasses.fields(PPOConfig)
+               if getattr(cfg.ppo, f.name) != getattr(old, f.name)}
+    return dataclasses.replace(cfg, body=body, ppo=dataclasses.replace(new, **changed))
 
 
 #: The task's Fixed fields (docs/task.md): what a run must keep to count as a

@@ -154,11 +154,12 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None, stag
     if variants.empty:
         return None
     bodies = list(dict.fromkeys(variants["body"]))
-    most = max(int((variants["body"] == b).sum()) for b in bodies)
+    counts = [int((variants["body"] == b).sum()) for b in bodies]
     with use_style():
-        fig, axes = plt.subplots(1, len(bodies), figsize=(6.5 * len(bodies), 1.2 + 0.42 * most),
-                                 squeeze=False)
-        for ax, body in zip(axes[0], bodies):
+        # one panel per body, stacked: the variants' names are long, so the bars get the width
+        fig, axes = plt.subplots(len(bodies), 1, figsize=(13, 1.6 + 0.3 * sum(counts) + 0.9 * len(bodies)),
+                                 squeeze=False, gridspec_kw=dict(height_ratios=[max(c, 1) for c in counts]))
+        for ax, body in zip(axes[:, 0], bodies):
             v = variants[variants["body"] == body].sort_values(["iterations_median", "stage0_median"], ascending=False,
                                                                na_position="first")
             y = np.arange(len(v))
@@ -180,5 +181,5 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None, stag
         fig.legend(handles, names, fontsize=8, loc="lower center", ncol=len(names), frameon=False)
         fig.suptitle((title + "\n" if title else "")
                      + "each variant named by the fields it changes from today's defaults", fontsize=10)
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig

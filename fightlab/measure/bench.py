@@ -50,7 +50,7 @@ import pandas as pd
 
 from fightlab import hosts, meta, results
 from fightlab.bodies import BODY_NAMES
-from fightlab.config import ConfigError, PPOConfig, TrainConfig, to_dict, validate_nworld
+from fightlab.config import ConfigError, TrainConfig, to_dict, validate_nworld, with_body
 from fightlab.publish import check_publish
 from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT, RUNS
@@ -67,7 +67,7 @@ SPEED_ITERATIONS = {"smoke": (3, 1), "full": (12, 3)}
 #: world counts when --nworld is not given
 DEFAULT_NWORLD = {"smoke": 8, "full": 1024}
 #: the smoke size's learner: a tiny rollout and update (CPU-sized)
-SMOKE_PPO = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1)
+SMOKE_PPO = dict(num_steps=4, num_minibatches=2, update_epochs=1)
 #: the launcher's install time [s]
 INSTALL_ENV = "FIGHTLAB_INSTALL_S"
 #: bytes read at most from --bandwidth-url, and its timeout [s]
@@ -310,7 +310,8 @@ def install_s(environ=None) -> float | None:
 
 
 def _base_cfg(size: str) -> TrainConfig:
-    return TrainConfig(ppo=SMOKE_PPO) if size == "smoke" else TrainConfig()
+    base = TrainConfig()
+    return dataclasses.replace(base, ppo=dataclasses.replace(base.ppo, **SMOKE_PPO)) if size == "smoke" else base
 
 
 def _read(experiment: str, root: Path) -> pd.DataFrame:
@@ -325,7 +326,7 @@ def _train(body: str, nworld: int, device: str, budget_s: float, run_dir: Path, 
     """The timed training: a `Trainer` that stops at ``budget_s`` (segment_s)."""
     from fightlab.rl.runner import Trainer
 
-    cfg = dataclasses.replace(base, body=body, nworld=nworld, device=device, max_iterations=10**6,
+    cfg = dataclasses.replace(with_body(base, body), nworld=nworld, device=device, max_iterations=10**6,
                               checkpoint_every=0, run_dir=str(run_dir), stop_when_solved=False,
                               resume=None, segment_s=float(budget_s))
     t0 = time.perf_counter()
@@ -444,7 +445,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
                     raise _Stop(stop)
                 if auto:
                     bar.set_description(f"bench: {body} nworld auto")
-                    n, info["nworld_auto"] = auto_nworld(dataclasses.replace(base, body=body, device=device),
+                    n, info["nworld_auto"] = auto_nworld(dataclasses.replace(with_body(base, body), device=device),
                                                          root=root, progress=False, log=log)
                 bar.set_description(f"bench: {body} speed test ×{n}")
                 r = point(body, n, device, iterations=it, skip=skip,
@@ -481,7 +482,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
                 m.update(tr)
                 s_it = tr.get("train_s_per_iter") or r["s_per_iter"]
                 iters, t, src = estimate(body, s_it, train_rows, learner=learner_id(to_dict(
-                    dataclasses.replace(base, body=body))), nworld=n)
+                    with_body(base, body))), nworld=n)
                 m.update(iterations_to_solve_reference=iters, estimated_time_to_solve_s=t, ok=True)
                 info["estimate"] = src
             except _Stop as e:

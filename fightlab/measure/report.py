@@ -404,7 +404,8 @@ def learner_id(params: dict) -> str:
 
 def learner_diff(params: dict) -> list[tuple[str, object]]:
     """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
-    ``config.TASK_FIELDS``) that differ from today's defaults, as sorted ``("ppo.init_std", 0.2)``
+    ``config.TASK_FIELDS``) that differ from today's defaults for its body (params ``body``;
+    `config.body_ppo`), as sorted ``("ppo.init_std", 0.2)``
     pairs (values as the row stores them; [] when none differ). A field a row does not store
     reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
     before them: the reference solver); list-valued fields compare as tuples."""
@@ -415,7 +416,8 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
 
     from fightlab.config import IMPLIED_FIELDS
 
-    ref = to_dict(TrainConfig())
+    body = params.get("body")
+    ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body))
     out = []
     for part in ("ppo", "env"):
         have = params.get(part) or {}

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body
+from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body, with_body
 from fightlab import meta
 from fightlab.meta import new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
@@ -188,7 +188,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
 
     validate_timing(iterations, skip)
     run_dir = Path(run_dir or SWEEP_ROOT / "points" / f"{body}-{nworld}")
-    cfg = dataclasses.replace(base or TrainConfig(), body=body, nworld=nworld, device=device,
+    cfg = dataclasses.replace(with_body(base or TrainConfig(), body), nworld=nworld, device=device,
                               seed=seed, max_iterations=iterations, checkpoint_every=0,
                               run_dir=str(run_dir), stop_when_solved=False, resume=None,
                               segment_s=None, **train_kw)
