@@ -260,7 +260,7 @@ class TrainConfig:
 
 
 #: the PPOConfig fields whose default differs per body, over PPOConfig's own defaults: the
-#: learner studies of bench/NOTES.md (session 18) found body-specific levers of stage 0 (stage
+#: learner studies of bench/NOTES.md ("stage 0") found body-specific levers of stage 0 (stage
 #: 0 only, 2 seeds, packed, against each body's control in the same batch): simple gains from a
 #: larger step (clip 0.5 with KL 0.004 per action: −17 %; a wider network: −2 %), muscular-fast
 #: (83 actions) from capacity (hidden 512-256-128: −13 %; the larger step: −4 %). Each body's
@@ -800,6 +800,12 @@ def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None =
         parts = key.split(".")
         if len(parts) == 2 and parts[0] in ("env", "ppo"):
             cls = EnvConfig if parts[0] == "env" else PPOConfig
+            other = {"env": PPOConfig, "ppo": EnvConfig}[parts[0]]
+            if parts[1] not in {f.name for f in dataclasses.fields(cls)}:
+                for owner, prefix in ((TrainConfig, ""), (other, "ppo." if other is PPOConfig else "env.")):
+                    if parts[1] in {f.name for f in dataclasses.fields(owner)} - {"env", "ppo"}:
+                        raise ConfigError(f"unknown field {key!r}: {parts[1]!r} is a field of {owner.__name__}; "
+                                          f"give --set {prefix}{parts[1]}={raw}")
             val = coerce_field(cls, parts[1], raw)
             sub = getattr(cfg, parts[0])
             cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})

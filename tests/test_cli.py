@@ -18,6 +18,10 @@ from fightlab.cli import main
     (["train", "--nworld", "lots"], "nworld must be a positive integer, got 'lots'"),
     (["train", "--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
     (["train", "--set", "ppo.nope=1"], "unknown field 'nope'"),
+    (["train", "--set", "env.solver_loop=unrolled"],
+     "unknown field 'env.solver_loop': 'solver_loop' is a field of TrainConfig; give --set solver_loop=unrolled"),
+    (["train", "--set", "ppo.w_pose=2"], "'w_pose' is a field of EnvConfig; give --set env.w_pose=2"),
+    (["train", "--set", "stop_after_stage=9"], "stop_after_stage must be null or an integer in [0, 8]"),
     (["train", "--set", "ppo.learning_rate=abc"], "PPOConfig.learning_rate must be a finite number, got 'abc'"),
     (["train", "--set", "ppo.learning_rate=-1"], "PPOConfig.learning_rate must be a number in (0, 1], got -1.0"),
     (["train", "--set", "ppo.adaptive_lr=maybe"], "PPOConfig.adaptive_lr must be true or false, got 'maybe'"),
@@ -167,6 +171,11 @@ def test_evaluate_shows_progress_and_what_ran(capsys):
     o = capsys.readouterr()
     assert "evaluate simple ×2: 100%" in o.err and "500/500" in o.err  # one bar over the env steps
     assert "policy=zero action;" in o.out and "2 worlds × 10 s (--episodes 1 per world" in o.out
+    # which physics ran: the training physics by default, the reference with --physics reference
+    assert "physics=training (Newton 2/4 without qacc_smooth, explicit damping)" in o.out
+    assert main(["evaluate", "--zero-action", "--body", "simple", "--nworld", "2", "--device", "cpu",
+                 "--physics", "reference", "--no-progress"]) == 0
+    assert "physics=reference (Newton 10/20 with qacc_smooth)" in capsys.readouterr().out
 
 
 def test_profile_measures_the_training_factor_path_by_default(capsys):

@@ -64,11 +64,12 @@ def _train_here(name: str, run_dir: Path) -> Path:
     from fightlab.config import TrainConfig
     from fightlab.rl.runner import train
 
-    from fightlab.config import REFERENCE_SOLVER, EnvConfig
+    from fightlab.config import REFERENCE_SOLVER, EnvConfig, PPOConfig
 
     body, n, resumed = CASES[name]
     cfg = TrainConfig(body=body, nworld=4, device="cpu", seed=0, max_iterations=n, run_dir=str(run_dir),
-                      env=EnvConfig(**REFERENCE_SOLVER))  # the solver of the recording
+                      env=EnvConfig(**REFERENCE_SOLVER),  # the solver of the recording
+                      ppo=PPOConfig())  # and its learner: PPOConfig's own defaults, before config.BODY_PPO
     train(cfg, progress=False)
     if resumed is not None:
         train(dataclasses.replace(cfg, max_iterations=resumed, resume=str(run_dir / "latest.pt")),

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fightlab import results
-from fightlab.config import PPOConfig
+from fightlab.config import body_ppo
 from fightlab.measure import report
 from test_figures import NOW_PHYSICS, train_row  # synthetic rows (pytest puts tests/ on sys.path)
 
@@ -390,24 +390,27 @@ def test_a_task_typed_with_integers_is_the_same_task():
 def test_pick_variant_rule(tmp_path):
     """The study's decision rule: the lowest mean of the learners whose every seed solved, adopted
     only past the margin; what it adopts is the `--set`s that run it (values as JSON)."""
-    d = PPOConfig().clip_coef  # today's default, whatever it is: the "defaults" learner
-    clip = lambda c: dict(ppo={"clip_coef": round(d + c, 3)})  # noqa: E731
+    # today's default of each body, whatever it is: the "defaults" learner (config.BODY_PPO)
+    clip = lambda body, c: dict(ppo={"clip_coef": round(body_ppo(body).clip_coef + c, 3)})  # noqa: E731
+    d = body_ppo("simple").clip_coef
     rows = []
     for seed, (a, b, c, e) in enumerate([(440, 400, 300, 430), (450, 410, 330, 425)], start=1):
-        rows += [train_row("simple", seed=seed, params=clip(0), iterations=a),         # defaults: 445
-                 train_row("simple", seed=seed, params=clip(0.1), iterations=b),       # 405 (-9 %)
-                 train_row("simple", seed=seed, params=clip(0.3), iterations=c,        # one seed unsolved
+        rows += [train_row("simple", seed=seed, params=clip("simple", 0), iterations=a),    # defaults: 445
+                 train_row("simple", seed=seed, params=clip("simple", 0.1), iterations=b),  # 405 (-9 %)
+                 train_row("simple", seed=seed, params=clip("simple", 0.3), iterations=c,   # one seed unsolved
                            solved=seed == 1),
-                 train_row("muscular-fast", seed=seed, params=clip(0), iterations=600),
-                 train_row("muscular-fast", seed=seed, params=clip(0.1), iterations=e * 1.35)]  # 577 (-4 %)
-    rows.append(train_row("simple", seed=3, params=clip(0.2), iterations=100))           # one seed only
+                 train_row("muscular-fast", seed=seed, params=clip("muscular-fast", 0), iterations=600),
+                 train_row("muscular-fast", seed=seed, params=clip("muscular-fast", 0.1),
+                           iterations=e * 1.35)]  # 577 (-4 %)
+    rows.append(train_row("simple", seed=3, params=clip("simple", 0.2), iterations=100))  # one seed only
     picks = report.pick_variant(_write(tmp_path, rows)).set_index("body")
     s, m = picks.loc["simple"], picks.loc["muscular-fast"]
     want = f"ppo.clip_coef={round(d + 0.1, 3)}"
+    want_m = f"ppo.clip_coef={round(body_ppo('muscular-fast').clip_coef + 0.1, 3)}"
     assert s["adopt"] and s["best"] == want and s["sets"] == [want]
     assert s["best_mean"] == 405 and s["defaults_mean"] == 445
     assert set(s["variants"]) == {"defaults", want}  # the unsolved and the one-seed learners are not eligible
-    assert m["best"] == want and not m["adopt"] and m["sets"] == []  # within 5 %
+    assert m["best"] == want_m and not m["adopt"] and m["sets"] == []  # within 5 %
     assert report.pick_variant(report.published_runs(tmp_path), margin=0.03).set_index("body").loc[
         "muscular-fast", "adopt"]
     now = NOW_PHYSICS  # today's training physics; a row without it ran the reference (IMPLIED_FIELDS)
@@ -418,7 +421,7 @@ def test_pick_variant_rule(tmp_path):
 
 
 def test_pick_variant_needs_the_defaults(tmp_path):
-    d = PPOConfig().clip_coef
+    d = body_ppo("simple").clip_coef
     runs = _write(tmp_path, [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.1})) for s in (1, 2)]
                   + [train_row("simple", seed=3, params=dict(ppo={"clip_coef": d}))])
     with pytest.raises(report.ConfigError, match="no learner of today's defaults with >= 2 solved seeds"):
@@ -428,7 +431,7 @@ def test_pick_variant_needs_the_defaults(tmp_path):
 def test_pick_variant_counts_seeds_and_known_counts(tmp_path):
     """Eligibility is over distinct seeds with every iteration count known; ties keep the defaults;
     bad margins and empty or foreign input are one-line errors."""
-    d = PPOConfig().clip_coef
+    d = body_ppo("simple").clip_coef
     rows = [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d}), iterations=400) for s in (1, 2)]
     rows += [train_row("simple", seed=1, params=dict(ppo={"clip_coef": d + 0.1}), iterations=300)] * 2  # one seed twice
     rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.2}), iterations=it)

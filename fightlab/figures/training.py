@@ -88,7 +88,7 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
         amplitude, iterations).
       wait: the curriculum wait W, drawn as the floor a stage cannot go under (dashed).
       title: figure title.
-      labels: optional learner id → legend text (``report.learner_labels``: the fields changed
+      labels: optional (body, learner id) or learner id → legend text (``report.learner_labels``: the fields changed
         from today's defaults); a learner without one is named by its id.
     Returns:
       the matplotlib Figure, or None when ``table`` is empty.
@@ -117,7 +117,7 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
                 n = t.loc[t["learner"] == lr, "run_id"].nunique()
                 ax.bar(x, med, width, color=COLORS[j % len(COLORS)],
                        yerr=[med - lo, hi - med], capsize=2,
-                       label=f"{labels.get(lr) or 'learner ' + str(lr)}: {n} runs")
+                       label=f"{labels.get((body, lr)) or labels.get(lr) or 'learner ' + str(lr)}: {n} runs")
             amp = t.groupby("stage")["amplitude"].first().reindex(stages)
             ax.set_xticks(np.arange(len(stages)), [f"{a:g}" for a in amp])
             if wait:

@@ -168,7 +168,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
                tracking_survived=float(res["tracking_survived"]))
     results.publish_row("evaluate", row, publish, local_root, device)
-    print(f"evaluate {res['body']}: {_policy_label(res)}; timestep={res['timestep']:g}s "
+    print(f"evaluate {res['body']}: {_policy_label(res)}; {_physics_text(res.get('physics'))}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
           f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
           f"a new episode): {res['episodes']} episodes ended in all, fall_rate={res['fall_rate']:.3f} "
@@ -177,6 +177,17 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
           f"mean_episode_s={res['mean_episode_s']:.2f} overflow_resets={res['overflow_count']} "
           f"nan_resets={res['nan_resets']}" + (" [published]" if publish else ""), flush=True)
     return row
+
+
+def _physics_text(physics) -> str:
+    """Which physics an evaluation ran, from its `physics` (`config.training_physics`: the solver
+    fields): "physics=reference (Newton 10/20 …)" or "physics=training (Newton 2/4 …)"."""
+    from fightlab.config import REFERENCE_SOLVER
+
+    if not isinstance(physics, dict):
+        return "physics=unrecorded"
+    ref = all(physics.get(k) == v for k, v in REFERENCE_SOLVER.items())
+    return f"physics={'reference' if ref else 'training'} ({physics_label({'env': physics})})"
 
 
 def _policy_label(res: dict) -> str:
@@ -402,10 +413,10 @@ def learner_id(params: dict) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
-def learner_diff(params: dict) -> list[tuple[str, object]]:
+def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, object]]:
     """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
-    ``config.TASK_FIELDS``) that differ from today's defaults for its body (params ``body``;
-    `config.body_ppo`), as sorted ``("ppo.init_std", 0.2)``
+    ``config.TASK_FIELDS``) that differ from today's defaults for its body (``body``, else params
+    ``body``, else TrainConfig's; `config.body_ppo`), as sorted ``("ppo.init_std", 0.2)``
     pairs (values as the row stores them; [] when none differ). A field a row does not store
     reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
     before them: the reference solver); list-valued fields compare as tuples."""
@@ -416,7 +427,7 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
 
     from fightlab.config import IMPLIED_FIELDS
 
-    body = params.get("body")
+    body = body if isinstance(body, str) else params.get("body")
     ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body))
     out = []
     for part in ("ppo", "env"):
@@ -433,11 +444,11 @@ def learner_diff(params: dict) -> list[tuple[str, object]]:
     return out
 
 
-def learner_changes(params: dict) -> str:
+def learner_changes(params: dict, body: str | None = None) -> str:
     """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; the training physics,
     when any of its solver fields differs, as one :func:`physics_label` at the end; ``"defaults"``
     when no learner field differs from today's defaults."""
-    diff = learner_diff(params)
+    diff = learner_diff(params, body)
     out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
     if len(out) < len(diff):
         out.append(physics_label(params))
@@ -499,14 +510,14 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
     out = []
     for body, g in runs.groupby("body", sort=True):
         params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
-        g = g.assign(changes=[learner_changes(params[i]) for i in g["run_id"]])
+        g = g.assign(changes=[learner_changes(params[i], body) for i in g["run_id"]])
         means, sets = {}, {}
         for changes, v in g.groupby("changes", sort=False):
             # eligible: every run solved with a known count, over >= 2 distinct seeds
             if (v["seed"].nunique() >= 2 and (v["solved"] == True).all()  # noqa: E712
                     and pd.to_numeric(v["iterations"], errors="coerce").notna().all()):
                 means[changes] = float(pd.to_numeric(v["iterations"]).mean())
-                sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]])]
+                sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]], body)]
         if "defaults" not in means:
             raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
                               f">= 2 solved seeds (have {sorted(means) or 'none'})")
@@ -518,12 +529,13 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
 
 
 def learner_labels(runs: pd.DataFrame) -> dict:
-    """Learner id (:func:`learner_id`) → :func:`learner_changes` of its first row in ``runs``
-    (:func:`published_runs`): a legend that says what a learner changed from today's defaults."""
+    """(body, learner id) (:func:`learner_id`) → :func:`learner_changes` of its first row in
+    ``runs`` (:func:`published_runs`): a legend that says what a learner changed from its body's
+    defaults (one learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
     out: dict = {}
     for r in runs.itertuples():
-        if r.learner not in out:
-            out[r.learner] = learner_changes(json.loads(r.params or "{}"))
+        if (r.body, r.learner) not in out:
+            out[(r.body, r.learner)] = learner_changes(json.loads(r.params or "{}"), r.body)
     return out
 
 
@@ -542,7 +554,7 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
     per_run = per_run[per_run["stage0"] > 0] if not per_run.empty else per_run
     if per_run.empty:
         return pd.DataFrame(columns=cols)
-    changes = {r.run_id: learner_changes(json.loads(r.params or "{}")) for r in runs.itertuples()}
+    changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body) for r in runs.itertuples()}
     per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
     rows = []
     for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
