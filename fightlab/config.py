@@ -804,8 +804,9 @@ def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None =
             if parts[1] not in {f.name for f in dataclasses.fields(cls)}:
                 for owner, prefix in ((TrainConfig, ""), (other, "ppo." if other is PPOConfig else "env.")):
                     if parts[1] in {f.name for f in dataclasses.fields(owner)} - {"env", "ppo"}:
-                        raise ConfigError(f"unknown field {key!r}: {parts[1]!r} is a field of {owner.__name__}; "
-                                          f"give --set {prefix}{parts[1]}={raw}")
+                        fix = (f"give {own_flags[parts[1]]}" if owner is TrainConfig and parts[1] in own_flags
+                               else f"give --set {prefix}{parts[1]}={raw}")
+                        raise ConfigError(f"unknown field {key!r}: {parts[1]!r} is a field of {owner.__name__}; {fix}")
             val = coerce_field(cls, parts[1], raw)
             sub = getattr(cfg, parts[0])
             cfg = dataclasses.replace(cfg, **{parts[0]: dataclasses.replace(sub, **{parts[1]: val})})

@@ -576,7 +576,7 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
 
         dflt = TrainConfig()
         training = types.SimpleNamespace(**{k: params.get(k, getattr(dflt, k)) for k in (
-            "nworld", "max_iterations", "curriculum_stages", "curriculum_wait")})
+            "nworld", "max_iterations", "curriculum_stages", "curriculum_wait", "stop_after_stage")})
         training.nworld = int(row.get("nworld", training.nworld))
     check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None,
                   backend=backend, training=training)

@@ -63,3 +63,19 @@ def test_learner_labels_read_each_row_against_its_own_bodys_defaults():
     assert labels[("simple", "L")] == "defaults"
     assert labels[("muscular-fast", "L")] == report.learner_changes(json.loads(runs["params"].iloc[1]))
     assert "ppo.hidden=[256, 128, 64]" in labels[("muscular-fast", "L")]  # as a row stores it
+
+
+def test_compare_backends_applies_set_to_each_bodys_own_defaults(monkeypatch):
+    """`--set` items land on each body's defaults, so one equal to another body's default still
+    acts (a template moved between bodies could not tell it from that body's default)."""
+    from fightlab.measure import backends
+
+    got = {}
+    monkeypatch.setattr(backends, "compare", lambda bodies, *a, base=None, **k: got.update(base=base))
+    backends.compare_from_flags(None, gpu_device="cpu", overrides=("ppo.hidden=[256,128,64]", "ppo.num_steps=4"),
+                                progress=False)
+    base = got["base"]
+    assert set(base) == set(BODY_NAMES)
+    for body, cfg in base.items():
+        assert cfg.body == body and cfg.ppo.hidden == (256, 128, 64) and cfg.ppo.num_steps == 4
+        assert cfg.ppo.clip_coef == body_ppo(body).clip_coef

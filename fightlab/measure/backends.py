@@ -46,7 +46,7 @@ import pandas as pd
 
 from fightlab import results
 from fightlab.bodies import BODY_NAMES
-from fightlab.config import ConfigError, TrainConfig, validate_body
+from fightlab.config import ConfigError, TrainConfig, validate_body, with_body
 from fightlab.publish import check_publish
 from fightlab.meta import cpu_count, cpu_model, gpu_name, new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
@@ -176,7 +176,7 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
             cpu_layout: tuple[int, int | None, int] | None = None,
             cpu_policy_device: str | None = "auto", iterations: int = ITERATIONS,
             skip: int = SKIP, seed: int = 0, publish: bool = False, root: Path | str = REPO_ROOT,
-            out_dir: Path | str | None = None, base: TrainConfig | None = None,
+            out_dir: Path | str | None = None, base: "TrainConfig | dict | None" = None,
             progress: bool = False, log: Callable[[str], None] = print,
             point: Callable[..., dict] | None = None) -> pd.DataFrame:
     """Time every planned training (`plan`), measure the same-state error per body, and write
@@ -187,7 +187,9 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
         (`plan`), "auto" (the default): ``gpu_device`` when it is a CUDA device, else none;
       iterations (> skip), skip,
         seed: each training (`measure.sweep.time_point`); base: a TrainConfig whose learner (ppo,
-        env) every training keeps (e.g. a tiny PPOConfig at smoke size);
+        env) every training keeps (e.g. a tiny PPOConfig at smoke size; moved to each body with
+        `config.with_body`), or {body: TrainConfig} (each body's own, e.g. its `--set`s applied
+        to that body's defaults);
       publish: also write the repository's data/results/backends.csv (`check_plan_publish`);
       root: the repository (tests: a temporary folder); out_dir: the comparison's folder
         (default runs/backends/<compare_id>); log: where the lines go; point: the timing
@@ -235,10 +237,11 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
                 run_name += "-policy-" + p["policy_device"].replace(":", "")
         r = point(body, p["nworld"], p["device"], iterations=iterations, skip=skip, seed=seed,
                   run_dir=out_dir / "runs" / run_name, progress=progress,
-                  base=dataclasses.replace(base, backend="gpu", workers=None, worlds_per_worker=None),
+                  base=dataclasses.replace(base[body] if isinstance(base, dict) else with_body(base, body),
+                                           backend="gpu", workers=None, worlds_per_worker=None),
                   **kw)
         rows.append(_row(p, r, errors[body], iterations, skip, seed, compare_id, cores, model,
-                         substeps=base.env.substeps))
+                         substeps=(base[body] if isinstance(base, dict) else base).env.substeps))
         name = "CPU backend" if p["backend"] == "cpu" else f"MuJoCo Warp on {p['device']}"
         if p["policy_device"] is not None:
             name += f", policy on {p['policy_device']}"
@@ -323,8 +326,9 @@ def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=
             gpu = None
     else:
         gpu = devices.validate_device(gpu_device)
-    base = plan_overrides(TrainConfig(), overrides)  # the learner only: train's --set rules
-    if base.backend != "gpu" or base.workers is not None:
+    # the learner only, train's --set rules, applied to each body's own defaults (config.BODY_PPO)
+    base = {b: plan_overrides(TrainConfig(body=b), overrides) for b in dict.fromkeys(bodies or BODY_NAMES)}
+    if any(c.backend != "gpu" or c.workers is not None for c in base.values()):
         raise ConfigError("--set cannot set the backend or its layout; use --workers / --worlds-per-worker")
     fixed = cpu_layout == "original" or (workers is not None and worlds_per_worker is not None)
     cpu_n = cpu_nworld if cpu_nworld is not None else (None if fixed else str(nworld))

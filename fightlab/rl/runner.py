@@ -50,7 +50,14 @@ class Trainer(TrainLoop):
             solved = bool(resume_ck["curriculum"].get("solved"))
             done = solved and saved.stop_when_solved
             check_only = False
-            if done or resume_ck["iteration"] >= cfg.max_iterations:
+            stopped = not solved and stage_done(cfg, int(resume_ck["curriculum"].get("stage", 0)))
+            if stopped:
+                # ended by stop_after_stage (its row may be missing: a segment or a kill ended
+                # on the widening): this segment trains no further, it writes the run's row
+                print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration "
+                      f"{resume_ck['iteration']} (its stop_after_stage): writing its row, no training",
+                      flush=True)
+            elif done or resume_ck["iteration"] >= cfg.max_iterations:
                 if solved and resume_ck.get("reference_eval") is None:
                     # stopped (Ctrl-C, kill) between the solve and the end of its reference check:
                     # this segment trains no further, it runs the check and writes the row
@@ -63,11 +70,6 @@ class Trainer(TrainLoop):
                                       f"{resume_ck['iteration']} (max_iterations reached); raise "
                                       "--max-iterations to train it further")
         cfg = validate_train(cfg)
-        if resume_ck is not None and not check_only and not resume_ck["curriculum"].get("solved") \
-                and stage_done(cfg, int(resume_ck["curriculum"].get("stage", 0))):
-            raise ConfigError(f"run in {cfg.resume!r} already finished at iteration {resume_ck['iteration']} "
-                              f"(stopped after stage {cfg.stop_after_stage}, its stop_after_stage: a study of "
-                              "its first stages; a resume keeps it)")
         if resume_ck is not None and check_only:
             print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
                   "reference check did not finish: running the check", flush=True)
@@ -257,13 +259,15 @@ class Trainer(TrainLoop):
                     host_reads_per_iter=med("host_reads"),
                     graph_fallbacks=int(max((r.get("graph_fallbacks") or 0 for r in self.history), default=0)),
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
-                    segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved)
+                    segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved
+                    and not stage_done(self.cfg, self.curriculum.stage))
 
 
 def stage_done(cfg: TrainConfig, stage: int) -> bool:
     """Whether a run at curriculum stage `stage` (int, 0 = the first) has passed
     `cfg.stop_after_stage` and so ends (False when that is None)."""
-    return cfg.stop_after_stage is not None and stage > cfg.stop_after_stage
+    st = cfg.stop_after_stage
+    return isinstance(st, int) and not isinstance(st, bool) and stage > st
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
