@@ -235,13 +235,13 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
             if p["policy_device"] is not None:
                 kw["policy_device"] = p["policy_device"]
                 run_name += "-policy-" + p["policy_device"].replace(":", "")
+        mine = base[body] if isinstance(base, dict) else with_body(base, body)  # this body's learner
         r = point(body, p["nworld"], p["device"], iterations=iterations, skip=skip, seed=seed,
                   run_dir=out_dir / "runs" / run_name, progress=progress,
-                  base=dataclasses.replace(base[body] if isinstance(base, dict) else with_body(base, body),
-                                           backend="gpu", workers=None, worlds_per_worker=None),
+                  base=dataclasses.replace(mine, backend="gpu", workers=None, worlds_per_worker=None),
                   **kw)
         rows.append(_row(p, r, errors[body], iterations, skip, seed, compare_id, cores, model,
-                         substeps=(base[body] if isinstance(base, dict) else base).env.substeps))
+                         substeps=mine.env.substeps))
         name = "CPU backend" if p["backend"] == "cpu" else f"MuJoCo Warp on {p['device']}"
         if p["policy_device"] is not None:
             name += f", policy on {p['policy_device']}"

@@ -106,6 +106,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
         at full size, publish.training_size_problem), checked before anything is written.
     """
     from fightlab.publish import check_publish
+    from fightlab.rl.runner import stage_done
 
     try:
         if res.get("segment_end"):
@@ -141,9 +142,9 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
           f"fall_rate={row['fall_rate']:.3f} overflow={row['overflow_count']} nan={row['nan_resets']}"
           + (f" reference={'passed' if row['reference_passed'] else 'failed'} "
              f"reference_eval_s={row['reference_eval_s']:.1f}" if row["reference_passed"] is not None else "")
-          + (f" stopped after stage {st} (stop_after_stage: a study of its first stages, not a training to the solve)"
-             if (st := trainer.cfg.stop_after_stage) is not None and not row["solved"]
-             and trainer.curriculum.stage > st else "")
+          + (f" stopped after stage {trainer.cfg.stop_after_stage} (stop_after_stage: a study of its first "
+             "stages, not a training to the solve)"
+             if not row["solved"] and stage_done(trainer.cfg, trainer.curriculum.stage) else "")
           + ("" if (task := task_id(trainer.cfg)) == DEFAULT_TASK
              else f" task={task} (another task: not a solve of this one)")
           + (" [published]" if publish else ""), flush=True)
