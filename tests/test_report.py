@@ -433,10 +433,10 @@ def test_pick_variant_counts_seeds_and_known_counts(tmp_path):
     bad margins and empty or foreign input are one-line errors."""
     d = body_ppo("simple").clip_coef
     rows = [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d}), iterations=400) for s in (1, 2)]
-    rows += [train_row("simple", seed=1, params=dict(ppo={"clip_coef": d + 0.1}), iterations=300)] * 2  # one seed twice
-    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.2}), iterations=it)
+    rows += [train_row("simple", seed=1, params=dict(ppo={"clip_coef": round(d + 0.1, 3)}), iterations=300)] * 2  # one seed twice
+    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": round(d + 0.2, 3)}), iterations=it)
              for s, it in ((1, 250), (2, float("nan")))]  # a solved row without its count
-    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": d + 0.3}), iterations=400) for s in (1, 2)]  # a tie
+    rows += [train_row("simple", seed=s, params=dict(ppo={"clip_coef": round(d + 0.3, 3)}), iterations=400) for s in (1, 2)]  # a tie
     p = report.pick_variant(_write(tmp_path, rows)).iloc[0]
     assert set(p["variants"]) == {"defaults", f"ppo.clip_coef={round(d + 0.3, 3)}"}
     assert p["best"] == "defaults" and not p["adopt"]
