@@ -34,8 +34,9 @@ def test_the_train_command_plans_the_bodys_learner_and_set_changes_it():
         cfg = plan_training(TrainRequest(body=body, device="cpu", nworld=4)).cfg
         assert cfg.ppo == body_ppo(body)
     cfg = plan_training(TrainRequest(body="muscular-fast", device="cpu", nworld=4,
-                                     overrides=("ppo.clip_coef=0.5",))).cfg
-    assert cfg.ppo == dataclasses.replace(body_ppo("muscular-fast"), clip_coef=0.5)
+                                     overrides=("ppo.clip_coef=0.7",))).cfg
+    assert cfg.ppo == dataclasses.replace(body_ppo("muscular-fast"), clip_coef=0.7)
+    assert cfg.ppo != body_ppo("muscular-fast")  # the --set moved it off the default
 
 
 def test_with_body_keeps_a_templates_changes_over_the_new_bodys_defaults():
