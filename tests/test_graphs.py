@@ -242,16 +242,19 @@ def test_resume_hands_the_loaded_rate_to_the_rate_tensor(tmp_path):
 # --- on the GPU (a recorded GPU run) --------------------------------------------------------------
 
 @cuda
-def test_cuda_graphed_update_equals_eager(tmp_path):
+@pytest.mark.parametrize("critic_lr", [None, 1e-3])
+def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr):
     """One iteration with every graph against one without torch graphs, same seed, on CUDA: the
-    same parameters, learning rate and rows (the torch graphs replay the eager kernels)."""
+    same parameters, learning rate and rows (the torch graphs replay the eager kernels); also with
+    the critic in an Adam group of its own (`ppo.critic_learning_rate`, a fixed float rate)."""
     out = {}
     for on in (True, False):
         cfg = _cfg(tmp_path, f"u{on}", device="cuda:0", nworld=256, max_iterations=1,
-                   ppo=PPOConfig(), policy_graph=on, update_graph=on)
+                   ppo=PPOConfig(critic_learning_rate=critic_lr), policy_graph=on, update_graph=on)
         with Trainer(cfg, progress=False) as tr:
             row = tr.train()["rows"][0]
             assert (tr.ppo_graph.graph is not None) is on and row["graph_fallbacks"] == 0
+            assert len(tr.optimizer.param_groups) == (1 if critic_lr is None else 2)
             out[on] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()},
                        float(tr.lr), row)
     (pa, la, ra), (pb, lb, rb) = out[True], out[False]
@@ -268,13 +271,15 @@ def test_cuda_graphed_update_equals_eager(tmp_path):
 def test_cuda_iterations_read_the_host_once(tmp_path):
     """Full iterations under torch.cuda.set_sync_debug_mode("error") and the warp read guard: no
     read but the summary; every row says host_reads == 1."""
-    cfg = _cfg(tmp_path, device="cuda:0", nworld=256, max_iterations=3, ppo=PPOConfig())
-    with Trainer(cfg, progress=False) as tr:
-        tr._reads = HostReads("cuda:0", strict=True)
-        rows = tr.train()["rows"]
-    assert [r["host_reads"] for r in rows] == [1, 1, 1]
-    assert all(r["graph_fallbacks"] == 0 for r in rows)
-    assert all(0 < r["update_s"] < r["wall_s"] and 0 < r["rollout_s"] < r["wall_s"] for r in rows)
+    for critic_lr in (None, 1e-3):  # also with the critic's Adam group of its own
+        cfg = _cfg(tmp_path, f"r{critic_lr}", device="cuda:0", nworld=256, max_iterations=3,
+                   ppo=PPOConfig(critic_learning_rate=critic_lr))
+        with Trainer(cfg, progress=False) as tr:
+            tr._reads = HostReads("cuda:0", strict=True)
+            rows = tr.train()["rows"]
+        assert [r["host_reads"] for r in rows] == [1, 1, 1], critic_lr
+        assert all(r["graph_fallbacks"] == 0 for r in rows)
+        assert all(0 < r["update_s"] < r["wall_s"] and 0 < r["rollout_s"] < r["wall_s"] for r in rows)
 
 
 @cuda

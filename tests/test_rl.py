@@ -453,7 +453,9 @@ def test_an_optimizer_state_out_of_adams_ranges_is_refused_at_load(tmp_path):
         (lambda o: o["param_groups"][0].__setitem__("eps", -1.0), "eps must be a number > 0"),
         (lambda o: o["param_groups"][0].__setitem__("betas", (2.0, 0.999)), "betas must be a pair of numbers in [0, 1)"),
         (lambda o: o["param_groups"][0].pop("lr"), "lr is missing"),
-        (lambda o: o["param_groups"].append(dict(o["param_groups"][0], params=[])), "2 parameter groups"),
+        (lambda o: o["param_groups"].extend([dict(o["param_groups"][0], params=[])] * 2), "3 parameter groups"),
+        (lambda o: o["param_groups"].append(dict(o["param_groups"][0], params=[])),
+         "the second parameter group lists 0 parameters, the critic has 8"),
     ]
     for fn, expect in cases:
         with pytest.raises(CheckpointError, match=re.escape(expect)):
@@ -508,3 +510,68 @@ def test_critic_obs_bad_value_is_one_line(capsys):
     for typed in ("1", "[1]"):  # not a string in JSON: still the choices
         assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", f"ppo.critic_obs={typed}"]) == 2
         assert f"PPOConfig.critic_obs must be one of policy, privileged, got '{typed}'" in capsys.readouterr().err
+
+
+def test_the_critic_learning_rate_is_a_group_of_its_own_apart_from_the_kl_rule(tmp_path):
+    """`ppo.critic_learning_rate`: the critic's parameters in Adam's second group at that fixed
+    rate while the KL rule moves the actor's; both networks learn; the checkpoint holds both
+    groups and a resume gives the same next row; the default (None) is one group, as before."""
+    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.rl.ppo import make_optimizer, optimizer_order
+
+    agent = ActorCritic(6, 2, hidden=(8, 8))
+    opt, lr = make_optimizer(agent, 1e-3, "cpu")
+    assert len(opt.param_groups) == 1 and opt.param_groups[0]["lr"] is lr
+    opt, lr = make_optimizer(agent, 1e-3, "cpu", critic_learning_rate=5e-3)
+    names = [n for n, _ in agent.named_parameters()]
+    assert [len(g["params"]) for g in opt.param_groups] == [7, 6]  # 3 layers × (weight, bias) + log-std; 3 layers
+    assert opt.param_groups[0]["lr"] is lr and opt.param_groups[1]["lr"] == 5e-3
+    assert optimizer_order(names, 2)[-6:] == [n for n in names if n.startswith("critic.")]
+    with pytest.raises(ValueError, match="one or two parameter groups, got 3"):
+        optimizer_order(names, 3)
+
+    # a KL target far below any step: the rule cuts the actor's rate every epoch, never the critic's
+    ppo = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=3, desired_kl=1e-9, critic_learning_rate=5e-3)
+    cfg = dataclasses.replace(_tiny_cfg(tmp_path / "a"), ppo=ppo)
+    a = Trainer(cfg, progress=False)
+    critic0 = [p.detach().clone() for p in a.agent.critic.parameters()]
+    a.train()
+    a.close()
+    groups = a.optimizer.param_groups
+    assert len(groups) == 2 and groups[1]["lr"] == 5e-3
+    assert float(a.lr) == pytest.approx(1e-3 / 1.5 ** 6)  # 2 iterations × 3 epochs, each ÷ 1.5
+    assert a.rows[-1]["learning_rate"] == pytest.approx(float(a.lr))  # the rows report the actor's
+    assert all(not torch.equal(p0, p) for p0, p in zip(critic0, a.agent.critic.parameters()))
+    ck = load_checkpoint(tmp_path / "a" / "ckpt_000001.pt")  # two groups pass the file's checks
+    assert [len(g["params"]) for g in ck["optimizer"]["param_groups"]] == [len(list(a.agent.actor.parameters())) + 1,
+                                                                           len(list(a.agent.critic.parameters()))]
+    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+                progress=False)
+    b.train()
+    assert b.optimizer.param_groups[1]["lr"] == 5e-3 and float(b.lr) == pytest.approx(float(a.lr))
+    for k in DETERMINISTIC:
+        x, y = a.rows[1][k], b.rows[0][k]
+        assert (x == y) or (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-5, abs=1e-7), k
+
+
+def test_critic_learning_rate_bad_values_are_one_line_and_the_default_keeps_ids(capsys):
+    from fightlab.cli import main
+    from fightlab.config import apply_overrides, to_dict
+    from fightlab.measure.report import config_id, learner_id
+
+    for typed in ("0", "-0.001", "2", "abc", "inf"):
+        assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
+                     "--set", f"ppo.critic_learning_rate={typed}"]) == 2, typed
+        err = capsys.readouterr().err
+        assert "PPOConfig.critic_learning_rate must be" in err and typed in err, (typed, err)
+        assert len(err.strip().splitlines()) == 1, err
+    cfg = TrainConfig()
+    assert cfg.ppo.critic_learning_rate is None
+    assert apply_overrides(cfg, ["ppo.critic_learning_rate=none"]) == cfg
+    assert apply_overrides(cfg, ["ppo.critic_learning_rate=1e-3"]).ppo.critic_learning_rate == 1e-3
+    # a row written before the field existed has the same ids as today's default
+    old = to_dict(cfg)
+    old["ppo"] = {k: v for k, v in old["ppo"].items() if k != "critic_learning_rate"}
+    assert config_id(old) == config_id(to_dict(cfg)) and learner_id(old) == learner_id(to_dict(cfg))
+    set_ = to_dict(apply_overrides(cfg, ["ppo.critic_learning_rate=1e-3"]))
+    assert learner_id(set_) != learner_id(to_dict(cfg))

@@ -21,7 +21,7 @@ import torch
 from fightlab.config import ConfigError, TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
-from fightlab.rl.ppo import adopt_optimizer_state
+from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint",
            "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
@@ -131,10 +131,11 @@ def policy_parameter_names(agent_state: dict) -> list[str]:
 
 def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
     """Why an optimizer state dict does not fit the policy's parameters (one clause), or None:
-    one parameter group listing one index per parameter (lr and eps > 0, weight_decay >= 0, betas
-    a pair in [0, 1), as torch.optim.Adam requires), each parameter's ``step`` a number >= 0 and
-    its Adam moments (``exp_avg``, ``exp_avg_sq`` >= 0) finite tensors of that parameter's shape
-    and dtype."""
+    one parameter group listing one index per parameter, or two (the actor's and log-std, then
+    the critic's: `PPOConfig.critic_learning_rate`, `fightlab.rl.ppo.optimizer_order`); lr and
+    eps > 0, weight_decay >= 0, betas a pair in [0, 1), as torch.optim.Adam requires; each
+    parameter's ``step`` a number >= 0 and its Adam moments (``exp_avg``, ``exp_avg_sq`` >= 0)
+    finite tensors of that parameter's shape and dtype."""
     names = policy_parameter_names(agent_state)
     groups = [g.get("params") for g in opt["param_groups"]]
     if not all(isinstance(ps, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ps)
@@ -145,8 +146,14 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
             v = v.item()
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
-    if len(opt["param_groups"]) != 1:
-        return f"{len(opt['param_groups'])} parameter groups, fightlab's Adam has one"
+    if len(opt["param_groups"]) not in (1, 2):
+        return f"{len(opt['param_groups'])} parameter groups, fightlab's Adam has one or two"
+    if len(groups) == 2:
+        ncritic = sum(n.startswith(CRITIC_PREFIX) for n in names)
+        if len(groups[1]) != ncritic:
+            return (f"the second parameter group lists {len(groups[1])} parameters, the critic "
+                    f"has {ncritic}")
+    names = optimizer_order(names, len(groups))
     for g in opt["param_groups"]:
         for k, ok, rule in (("lr", lambda v: v > 0, "> 0"), ("eps", lambda v: v > 0, "> 0"),
                             ("weight_decay", lambda v: v >= 0, ">= 0")):

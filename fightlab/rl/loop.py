@@ -48,7 +48,8 @@ class TrainLoop:
             raise ValueError("PPOConfig.critic_obs 'privileged' needs an env built with privileged=True")
         self.agent = ActorCritic(env.obs_dim, env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(dev)
-        self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev)
+        self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev,
+                                                 cfg.ppo.critic_learning_rate)
         self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim)
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)

@@ -41,11 +41,35 @@ def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> Non
     lr.copy_(new)
 
 
-def make_optimizer(agent: ActorCritic, learning_rate: float, device) -> tuple[torch.optim.Adam, torch.Tensor]:
+#: the prefix of the critic's parameter names in an ActorCritic state dict: with
+#: `PPOConfig.critic_learning_rate` set they form Adam's second group
+CRITIC_PREFIX = "critic."
+
+
+def optimizer_order(names: list[str], ngroups: int) -> list[str]:
+    """Parameter names (an ActorCritic's, in its state dict's order) in the order Adam numbers
+    them: as they are with one group; with two, the actor's and log-std's first, then the
+    critic's (`CRITIC_PREFIX`), as `make_optimizer` groups them.
+
+    Raises:
+      ValueError: ``ngroups`` other than 1 or 2."""
+    if ngroups == 1:
+        return list(names)
+    if ngroups == 2:
+        return [n for n in names if not n.startswith(CRITIC_PREFIX)] + [n for n in names if n.startswith(CRITIC_PREFIX)]
+    raise ValueError(f"fightlab's Adam has one or two parameter groups, got {ngroups}")
+
+
+def make_optimizer(agent: ActorCritic, learning_rate: float, device,
+                   critic_learning_rate: float | None = None) -> tuple[torch.optim.Adam, torch.Tensor]:
     """Adam (eps 1e-5, CleanRL's) over the agent's parameters with the learning rate as a 0-d
     float32 tensor on `device`; on CUDA capturable (its step counts on the device) and fused (one
     kernel per step for every parameter instead of a dozen foreach kernels: fewer nodes in the
     update graph; same arithmetic, not bitwise the foreach path's).
+
+    With ``critic_learning_rate`` (`PPOConfig.critic_learning_rate`) the critic's parameters
+    (`CRITIC_PREFIX`) are a second group at that fixed rate (a float: nothing moves it); the
+    first group, the actor's and the log-std, keeps the `lr` tensor the KL rule moves.
 
     Returns:
       (optimizer, lr): move the rate with `kl_adaptive_lr(lr, ...)`, never by assigning the group.
@@ -53,21 +77,31 @@ def make_optimizer(agent: ActorCritic, learning_rate: float, device) -> tuple[to
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     lr = torch.tensor(float(learning_rate), dtype=torch.float32, device=dev)
-    opt = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=cuda,
-                           fused=True if cuda else None)
+    if critic_learning_rate is None:
+        params = agent.parameters()
+    else:
+        named = list(agent.named_parameters())
+        params = [dict(params=[p for n, p in named if not n.startswith(CRITIC_PREFIX)]),
+                  dict(params=[p for n, p in named if n.startswith(CRITIC_PREFIX)],
+                       lr=float(critic_learning_rate))]
+    opt = torch.optim.Adam(params, lr=lr, eps=1e-5, capturable=cuda, fused=True if cuda else None)
     return opt, lr
 
 
 def adopt_optimizer_state(optimizer: torch.optim.Optimizer, lr: torch.Tensor) -> None:
     """After `optimizer.load_state_dict` (a checkpoint of any device, an older float learning
-    rate): copy the loaded rate into `lr` and hand the groups `lr` again, keep this optimizer's
+    rate): copy the first group's loaded rate into `lr` and hand that group `lr` again (a
+    critic's group of its own keeps its fixed rate as a float), keep this optimizer's
     `capturable` setting and its step counts on the parameters' device (so a captured update
     sees the same tensors)."""
     cap = lr.device.type == "cuda"
-    for g in optimizer.param_groups:
+    for i, g in enumerate(optimizer.param_groups):
         v = g["lr"]
-        lr.fill_(float(v))  # a host read: only when a checkpoint is loaded
-        g["lr"] = lr
+        if i == 0:
+            lr.fill_(float(v))  # a host read: only when a checkpoint is loaded
+            g["lr"] = lr
+        else:
+            g["lr"] = float(v)
         g["capturable"] = cap  # this optimizer's settings, not the file's (another device's)
         g["fused"] = True if cap else None
         if cap:
@@ -165,19 +199,18 @@ def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: Rollou
 
     Args:
       agent, optimizer: the actor-critic and its Adam; lr: the optimizer's learning-rate tensor
-        (from `make_optimizer`); with None the groups' rate (a float one is replaced by a tensor
-        the groups then hold, so the KL rule moves the rate Adam uses). buf: filled storage;
+        (from `make_optimizer`); with None the first group's rate (a float one is replaced by a
+        tensor the group then holds, so the KL rule moves the rate Adam uses). buf: filled storage;
         cfg: PPOConfig; generator: permutation RNG.
 
     Returns:
       dict of floats (`STATS`): the loss means and the learning rate after the update.
     """
-    if lr is None:  # the groups' rate: a tensor is moved in place, a float becomes one
+    if lr is None:  # the first group's rate: a tensor is moved in place, a float becomes one
         lr = optimizer.param_groups[0]["lr"]
         if not isinstance(lr, torch.Tensor):
             lr = torch.tensor(float(lr), dtype=torch.float32, device=buf.obs.device)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
+            optimizer.param_groups[0]["lr"] = lr
     upd = PPOUpdate(agent, optimizer, lr, buf, cfg, generator)
     upd.draw()
     upd.run()
