@@ -545,6 +545,22 @@ def test_the_critic_learning_rate_is_a_group_of_its_own_apart_from_the_kl_rule(t
     ck = load_checkpoint(tmp_path / "a" / "ckpt_000001.pt")  # two groups pass the file's checks
     assert [len(g["params"]) for g in ck["optimizer"]["param_groups"]] == [len(list(a.agent.actor.parameters())) + 1,
                                                                            len(list(a.agent.critic.parameters()))]
+    # a file whose groups and config disagree is refused in one line, before any resume
+    from fightlab.rl.checkpoint import CheckpointError
+
+    def edited(fn, name):
+        bad = copy.deepcopy(ck)
+        fn(bad)
+        torch.save(bad, tmp_path / name)
+        return tmp_path / name
+
+    for fn, expect in (
+            (lambda c: c["config"]["ppo"].__setitem__("critic_learning_rate", None),
+             "2 parameter group(s), but the config's ppo.critic_learning_rate None makes 1"),
+            (lambda c: c["optimizer"]["param_groups"][1].__setitem__("lr", 0.02),
+             "the critic's group runs at 0.02, the config's ppo.critic_learning_rate is 0.005")):
+        with pytest.raises(CheckpointError, match=re.escape(expect)):
+            load_checkpoint(edited(fn, "bad.pt"))
     b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
                 progress=False)
     b.train()

@@ -73,6 +73,16 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     problem = _optimizer_problem(ck["agent"], opt)
     if problem:
         raise bad(f"optimizer: {problem}")
+    # the groups are the config's: one, or the critic's own at ppo.critic_learning_rate
+    clr = cfg.ppo.critic_learning_rate
+    if len(opt["param_groups"]) != (1 if clr is None else 2):
+        raise bad(f"optimizer: {len(opt['param_groups'])} parameter group(s), but the config's "
+                  f"ppo.critic_learning_rate {clr!r} makes {1 if clr is None else 2}")
+    if clr is not None:
+        v = opt["param_groups"][1]["lr"]
+        if float(v) != float(clr):
+            raise bad(f"optimizer: the critic's group runs at {float(v):g}, the config's "
+                      f"ppo.critic_learning_rate is {clr:g}")
     cur = ck["curriculum"]
     if not isinstance(cur, dict):
         raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
