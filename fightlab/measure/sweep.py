@@ -533,7 +533,8 @@ def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
     """`time_to_solve_table` as short lines (``sweep --summary``), at most ``width`` columns:
     per (gpu, body) a heading (the sweep row's commit and learner), one line per world count
     (solo seconds per iteration, env steps/s, runs solved of run, iterations to solve median and
-    min–max, time to solve median and min–max, the packings), and the train rows' commits."""
+    min–max, the estimated time to solve, iterations × the solo seconds per iteration, median and
+    min–max, the packings), and the train rows' commits."""
     import textwrap
 
     def num(x, fmt):
@@ -548,7 +549,7 @@ def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
                                         for c, lrn in zip(rows["commit"], rows["learner"])))
         lines += textwrap.wrap(f"{body} on {gpu} ({heads})", width)
         lines.append(f"{'nworld':>7} {'s/iter':>7} {'env steps/s':>11} {'solved':>7}  "
-                     f"{'iterations (min–max)':<22} {'time to solve s (min–max)':<26} packed")
+                     f"{'iterations (min–max)':<22} {'est. solve s (min–max)':<26} packed")
         for r in rows.itertuples():
             line = (f"{int(r.nworld):>7} {num(r.s_per_iter, '.4f'):>7} {num(r.env_steps_per_s, ',.0f'):>11} "
                     f"{f'{r.n_solved}/{r.n_runs}':>7}  "
