@@ -12,6 +12,11 @@
 #   pick:NAME[+NAME]  report.pick_variant over the runs of those studies (per body: the best mean
 #                iterations to solve, adopted if > 5 % better than today's defaults); writes
 #                runs/pick/BODY.sets (one key=value per line; empty: the defaults stay)
+#   pick0:NAME[+NAME]  the same rule over stage 0 (metric "stage0") for studies of runs stopped
+#                after stage 0 (`stop_after_stage=0`): the arm with the lowest mean stage 0 over
+#                >= 2 seeds that all ended it, picked if > 5 % below the defaults' mean
+#   psolo:BODY:SEED  solo:BODY:SEED only when a pick step wrote a non-empty runs/pick/BODY.sets
+#                (a candidate learner); otherwise skipped, costing nothing
 #   kscan:K:MPS[:BODY[:ITERS]]  one K-scan point: a `fightlab batch` of K trainings (BODY,
 #                default simple) at 1024 worlds, ITERS (default 70) iterations, --concurrent K,
 #                MPS on|off, then `measure.packing --skip 24 --publish` (one packing.csv row)
@@ -124,8 +129,9 @@ if len(df):
     print(df[[c for c in cols if c in df]].round(4).to_string())
 PYEOF
       ;;
-    solo)
-      [[ -n "${a:-}" && ${b:-} =~ ^[0-9]+$ ]] || { bad "$step: want solo:BODY:SEED (SEED a whole number)"; continue; }
+    solo|psolo)
+      [[ -n "${a:-}" && ${b:-} =~ ^[0-9]+$ ]] || { bad "$step: want $kind:BODY:SEED (SEED a whole number)"; continue; }
+      if [ "$kind" = psolo ] && ! [ -s "runs/pick/$a.sets" ]; then ok "$step: skipped (no candidate picked for $a)"; continue; fi
       sets=(); picked=""
       if [ -f "runs/pick/$a.sets" ]; then
         while IFS= read -r kv; do [ -n "$kv" ] && sets+=(--set "$kv") && picked="$picked $kv"; done < "runs/pick/$a.sets"
@@ -181,17 +187,19 @@ PYEOF
       last=$(grep '^rc=' "$log" | tail -n 1)
       if [ "$last" = "rc=0" ]; then ok "$step"; else bad "$step ${last:-no rc}"; fi
       ;;
-    pick)
-      # only this step writes runs/pick/: the files of an earlier pick go first, so a solo never
+    pick|pick0)
+      # only these steps write runs/pick/: the files of an earlier pick go first, so a solo never
       # runs with a stale pick; every body of the studies gets a file (empty: the defaults stay)
       rm -f runs/pick/*.sets
-      $PY - "${a:-}" > "$log" 2>&1 <<'PYEOF'
+      metric=iterations; [ "$kind" = pick0 ] && metric=stage0
+      $PY - "${a:-}" "$metric" > "$log" 2>&1 <<'PYEOF'
 import json, sys
 from pathlib import Path
 import pandas as pd
 from fightlab.config import ConfigError
 from fightlab.measure import report
 names = [n for n in sys.argv[1].split("+") if n]
+metric = sys.argv[2]  # "iterations" (pick) or "stage0" (pick0)
 if not names:
     sys.exit("pick: name one or more studies, pick:NAME[+NAME]")
 frames = []
@@ -202,13 +210,17 @@ for name in names:
     jobs = json.loads(state.read_text())["jobs"]
     started = [j for j in jobs if j.get("run_dir")]
     print(f"study {name}: {len(started)} of {len(jobs)} jobs started")
-    frames += [report.published_runs(Path(j["run_dir"])) for j in started]
+    for j in started:
+        root = Path(j["run_dir"])
+        r = report.published_runs(root, stage_studies=metric == "stage0")
+        frames.append(report.with_stage0(r, root) if metric == "stage0" else r)
 if not frames:
     sys.exit(f"pick: no job of {names} has run")
 runs = pd.concat(frames, ignore_index=True)
-print(runs[["body", "seed", "solved", "iterations", "learner"]].to_string(index=False))
+print(runs[["body", "seed", "solved", "iterations", "learner"] + (["stage0"] if metric == "stage0" else [])]
+      .to_string(index=False))
 try:
-    picks = report.pick_variant(runs)
+    picks = report.pick_variant(runs, metric=metric)
 except ConfigError as e:
     sys.exit(f"pick: {e}")
 Path("runs/pick").mkdir(parents=True, exist_ok=True)

@@ -450,3 +450,41 @@ def test_pick_variant_counts_seeds_and_known_counts(tmp_path):
         report.pick_variant(pd.DataFrame())
     with pytest.raises(report.ConfigError, match="no runs of task 'default'"):
         report.pick_variant(runs.assign(task="custom-1"))
+
+
+def _stage0_curve(n0: int) -> pd.DataFrame:
+    """A stage-0-only run's curve: n0 iterations of stage 0, the last one its widening."""
+    it = list(range(n0))
+    return pd.DataFrame({"iteration": it, "elapsed_s": [0.1 * i for i in it], "reward": [0.0] * n0,
+                         "amplitude": [0.1] * n0, "window_fall_rate": [0.0] * n0, "window_episode_s": [1.0] * n0,
+                         "stage": [0] * (n0 - 1) + [1], "event": ["wait"] * (n0 - 1) + ["widen"]})
+
+
+def test_pick_variant_over_stage0_of_a_stage_study(tmp_path):
+    """metric="stage0": the same rule over the first stage of runs stopped after it, counted from
+    their curves (with_stage0); a learner with a seed that never ended stage 0 is not eligible."""
+    d = body_ppo("muscular-fast").clip_coef
+    learners = {"c": d, "a": round(d + 0.1, 3), "b": round(d + 0.2, 3), "x": round(d + 0.3, 3)}
+    n0 = {("c", 1): 220, ("c", 2): 200, ("a", 1): 190, ("a", 2): 196, ("b", 1): 150, ("x", 1): 100, ("x", 2): 0}
+    for (name, seed), n in n0.items():
+        r = train_row("muscular-fast", seed=seed, solved=False, iterations=n, time_to_solve_s=None,
+                      params=dict(stop_after_stage=0, ppo={"clip_coef": learners[name]}))
+        results.append_row("train", r, tmp_path)
+        results.write_curve(r["run_id"], _stage0_curve(n) if n else _stage0_curve(60).assign(stage=0, event="wait"),
+                            tmp_path)
+    runs = report.with_stage0(report.published_runs(tmp_path, stage_studies=True), tmp_path)
+    assert sorted(runs["stage0"]) == [0, 100, 150, 190, 196, 200, 220]
+    p = report.pick_variant(runs, metric="stage0").iloc[0]
+    want = f"ppo.clip_coef={learners['a']}"
+    # b has one seed, x a seed that never ended stage 0: only the control and a are eligible
+    assert set(p["variants"]) == {"defaults", want}
+    assert p["defaults_mean"] == 210 and p["best_mean"] == 193 and p["adopt"] and p["sets"] == [want]  # -8 %
+    assert not report.pick_variant(runs, margin=0.1, metric="stage0").iloc[0]["adopt"]
+    with pytest.raises(report.ConfigError, match="metric must be 'iterations' or 'stage0', got 'stage1'"):
+        report.pick_variant(runs, metric="stage1")
+    with pytest.raises(report.ConfigError, match="missing \\['stage0'\\]"):
+        report.pick_variant(runs.drop(columns="stage0"), metric="stage0")
+    # the rule over solves sees none here: no learner of the defaults with solved seeds
+    with pytest.raises(report.ConfigError, match=">= 2 solved seeds"):
+        report.pick_variant(runs)
+    assert report.with_stage0(runs.iloc[:0], tmp_path).empty

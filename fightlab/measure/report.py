@@ -478,7 +478,7 @@ def physics_label(params: dict) -> str:
     return text
 
 
-def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
+def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterations") -> pd.DataFrame:
     """A learner study's decision rule (bench/NOTES.md), per body of ``runs``
     (:func:`published_runs` rows of one study, packed or not; MuJoCo Warp's): among the learners whose every run
     solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
@@ -486,21 +486,30 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
     it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
     session-7 solves); otherwise the defaults stay.
 
+    ``metric="stage0"`` is the same rule over the first stage's iterations, for a study of runs
+    stopped after stage 0 (``published_runs(..., stage_studies=True)`` rows with a ``stage0``
+    column, :func:`with_stage0`): eligible are the learners whose every run ended stage 0
+    (stage0 > 0) over ≥ 2 distinct seeds.
+
     Returns:
       one row per body: ``defaults_mean`` and ``best_mean`` (iterations), ``best`` (its
       :func:`learner_changes`), ``adopt`` (bool), ``sets`` (``key=value`` for ``--set``, values
       as JSON, that run the chosen learner under today's defaults: list of str, [] when the
       defaults stay) and ``variants`` (changes → mean iterations, over the eligible learners).
     Raises:
-      ConfigError: ``margin`` not a number in [0, 1); ``runs`` without published_runs' columns
-        or without a run of the task; a body whose study has no eligible learner of today's
+      ConfigError: ``margin`` not a number in [0, 1); ``metric`` not "iterations" or
+        "stage0"; ``runs`` without published_runs' columns (and ``stage0`` for that metric) or
+        without a run of the task; a body whose study has no eligible learner of today's
         defaults (nothing to compare against).
     """
     import numbers
 
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
-    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task", "backend"}
+    if metric not in ("iterations", "stage0"):
+        raise ConfigError(f"metric must be 'iterations' or 'stage0', got {metric!r}")
+    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task", "backend"} | (
+        {"stage0"} if metric == "stage0" else set())
     if not need <= set(runs.columns):
         raise ConfigError(f"pick_variant needs published_runs rows (columns {sorted(need)}), "
                           f"missing {sorted(need - set(runs.columns))}")
@@ -514,19 +523,30 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05) -> pd.DataFrame:
         g = g.assign(changes=[learner_changes(params[i], body) for i in g["run_id"]])
         means, sets = {}, {}
         for changes, v in g.groupby("changes", sort=False):
-            # eligible: every run solved with a known count, over >= 2 distinct seeds
-            if (v["seed"].nunique() >= 2 and (v["solved"] == True).all()  # noqa: E712
-                    and pd.to_numeric(v["iterations"], errors="coerce").notna().all()):
-                means[changes] = float(pd.to_numeric(v["iterations"]).mean())
+            # eligible: every run solved (or ended stage 0) with a known count, over >= 2 distinct seeds
+            counts = pd.to_numeric(v[metric], errors="coerce")
+            done = (counts > 0).all() if metric == "stage0" else (v["solved"] == True).all()  # noqa: E712
+            if v["seed"].nunique() >= 2 and done and counts.notna().all():
+                means[changes] = float(counts.mean())
                 sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]], body)]
         if "defaults" not in means:
+            what = "seeds that ended stage 0" if metric == "stage0" else "solved seeds"
             raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
-                              f">= 2 solved seeds (have {sorted(means) or 'none'})")
+                              f">= 2 {what} (have {sorted(means) or 'none'})")
         best = min(means, key=lambda k: (means[k], k != "defaults"))  # a tie keeps the defaults
         adopt = best != "defaults" and means[best] < (1 - margin) * means["defaults"]
         out.append(dict(body=body, defaults_mean=means["defaults"], best=best, best_mean=means[best],
                         adopt=adopt, sets=sets[best] if adopt else [], variants=means))
     return pd.DataFrame(out, columns=["body", "defaults_mean", "best", "best_mean", "adopt", "sets", "variants"])
+
+
+def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """``runs`` (:func:`published_runs`, ``stage_studies=True`` for runs stopped after stage 0)
+    with a ``stage0`` column: the first stage's iterations (:func:`run_stages`, curves under
+    ``root``, default the repository), 0 for a run without an ended stage 0 or its curve."""
+    per_run = run_stages(runs, root) if not runs.empty else pd.DataFrame(columns=["stage0"])
+    s0 = per_run["stage0"] if len(per_run) else pd.Series(dtype=float)
+    return runs.assign(stage0=[float(s0.get(i, 0)) for i in runs["run_id"]])
 
 
 def learner_labels(runs: pd.DataFrame) -> dict:
