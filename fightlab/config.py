@@ -151,6 +151,11 @@ class PPOConfig:
         their own at this fixed rate, apart from the KL rule (which then moves the actor's and
         log-std's rate only). The KL rule is about the policy's step; it slows the value
         function with it (muscular-fast's rate sits near 3e-4 through stage 0).
+      matmul_precision: torch's float32 matrix-product precision for the policy and the update,
+        one of `MATMUL_PRECISIONS` (`torch.set_float32_matmul_precision`): "highest" (full
+        float32, the default) or "high" (TensorFloat-32 tensor cores on NVIDIA GPUs since Ampere:
+        10-bit mantissa products, float32 sums; a CPU computes in full float32 either way). A
+        learner field: it changes the numbers the learner computes.
     """
 
     num_steps: int = 32
@@ -170,6 +175,7 @@ class PPOConfig:
     init_std: float = 0.3
     critic_obs: str = "policy"
     critic_learning_rate: float | None = None
+    matmul_precision: str = "highest"
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else
@@ -333,7 +339,7 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 #: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
 #: has that value, so the rows from before it keep their ids
 IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy",
-                  "ppo.critic_learning_rate": None}
+                  "ppo.critic_learning_rate": None, "ppo.matmul_precision": "highest"}
 
 #: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
 #: resolves "auto" and sets the model's `opt.graph_conditional`)
@@ -341,6 +347,10 @@ SOLVER_LOOPS = ("auto", "conditional", "unrolled")
 
 #: what the value function may see (`PPOConfig.critic_obs`)
 CRITIC_OBS = ("policy", "privileged")
+
+#: torch's float32 matmul precisions a learner may use (`PPOConfig.matmul_precision`); "medium"
+#: (bfloat16 products) is left out: untested here
+MATMUL_PRECISIONS = ("highest", "high")
 
 
 def canonical_params(params: dict) -> dict:
@@ -638,6 +648,9 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                           "C engine runs its own loop: leave solver_loop at auto there")
     if p.critic_obs not in CRITIC_OBS:
         raise ConfigError(f"PPOConfig.critic_obs must be one of {', '.join(CRITIC_OBS)}, got {p.critic_obs!r}")
+    if p.matmul_precision not in MATMUL_PRECISIONS:
+        raise ConfigError(f"PPOConfig.matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, "
+                          f"got {p.matmul_precision!r}")
     if not p.hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in p.hidden):
         raise ConfigError(f"PPOConfig.hidden must be positive integers, got {p.hidden!r}")
     if len(p.hidden) > MAX_HIDDEN_LAYERS:

@@ -591,3 +591,47 @@ def test_critic_learning_rate_bad_values_are_one_line_and_the_default_keeps_ids(
     assert config_id(old) == config_id(to_dict(cfg)) and learner_id(old) == learner_id(to_dict(cfg))
     set_ = to_dict(apply_overrides(cfg, ["ppo.critic_learning_rate=1e-3"]))
     assert learner_id(set_) != learner_id(to_dict(cfg))
+
+
+def test_matmul_precision_is_a_learner_field_set_for_the_training_and_its_policy(tmp_path, capsys):
+    """`ppo.matmul_precision`: torch's float32 matmul precision, set when the training's loop is
+    built and when a checkpoint's policy is loaded; bad values are one line; the default keeps
+    the ids of rows written before the field; another value is another learner."""
+    from fightlab.cli import main
+    from fightlab.config import apply_overrides, to_dict
+    from fightlab.measure.report import config_id, learner_id
+    from fightlab.rl.checkpoint import load_checkpoint, policy_agent
+    from fightlab.rl.models import set_matmul_precision
+
+    for typed in ("medium", "tf32", "1", "null"):
+        assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
+                     "--set", f"ppo.matmul_precision={typed}"]) == 2, typed
+        err = capsys.readouterr().err
+        assert "PPOConfig.matmul_precision must be one of highest, high, got" in err, (typed, err)
+        assert len(err.strip().splitlines()) == 1, err
+    with pytest.raises(ValueError, match="matmul precision must be one of highest, high, got 'medium'"):
+        set_matmul_precision("medium")
+    cfg = TrainConfig()
+    assert cfg.ppo.matmul_precision == "highest"
+    old = to_dict(cfg)
+    old["ppo"] = {k: v for k, v in old["ppo"].items() if k != "matmul_precision"}
+    assert config_id(old) == config_id(to_dict(cfg)) and learner_id(old) == learner_id(to_dict(cfg))
+    high = apply_overrides(cfg, ["ppo.matmul_precision=high"])
+    assert high.ppo.matmul_precision == "high" and learner_id(to_dict(high)) != learner_id(to_dict(cfg))
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        t = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "a"), ppo=PPOConfig(
+            num_steps=4, num_minibatches=2, update_epochs=1, matmul_precision="high")), progress=False)
+        assert torch.get_float32_matmul_precision() == "high"
+        t.train()
+        t.close()
+        set_matmul_precision("highest")
+        ck = load_checkpoint(tmp_path / "a" / "latest.pt")
+        assert ck["config"]["ppo"]["matmul_precision"] == "high"
+        policy_agent(ck, t.env, "cpu")
+        assert torch.get_float32_matmul_precision() == "high"  # the policy's products as it trained
+        Trainer(_tiny_cfg(tmp_path / "b"), progress=False).close()
+        assert torch.get_float32_matmul_precision() == "highest"  # each training sets its own
+    finally:
+        torch.set_float32_matmul_precision(before)

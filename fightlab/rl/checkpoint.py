@@ -20,7 +20,7 @@ import torch
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
-from fightlab.rl.models import ActorCritic
+from fightlab.rl.models import ActorCritic, set_matmul_precision
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint",
@@ -370,5 +370,6 @@ def policy_agent(ck: dict, env, device: str) -> ActorCritic:
     agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
                         obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(torch.device(device))
     load_policy(agent, ck, c.body, env)
+    set_matmul_precision(c.ppo.matmul_precision)  # the policy's products as it trained
     agent.eval()
     return agent

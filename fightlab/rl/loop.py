@@ -16,7 +16,7 @@ from fightlab.config import TrainConfig
 from fightlab.rl.curriculum import Curriculum
 from fightlab.rl.env_io import PolicyIO, TrainEnv
 from fightlab.rl.graphs import TorchGraph
-from fightlab.rl.models import ActorCritic
+from fightlab.rl.models import ActorCritic, set_matmul_precision
 from fightlab.rl.ppo import PPOUpdate, make_optimizer
 from fightlab.rl.rows import iteration_row
 from fightlab.rl.storage import RolloutStorage, compute_gae
@@ -41,6 +41,7 @@ class TrainLoop:
         self.device = cfg.device
         self.policy_device = cfg.policy_device or cfg.device
         torch.manual_seed(cfg.seed)
+        set_matmul_precision(cfg.ppo.matmul_precision)  # before any kernel runs or is captured
         self.io = PolicyIO(env, cfg.policy_device) if cfg.policy_device else env
         dev = torch.device(self.policy_device)
         priv_dim = env.priv_dim if cfg.ppo.critic_obs == "privileged" else 0

@@ -62,6 +62,18 @@ class ObsNormalizer(nn.Module):
         return torch.clamp((obs - self.mean) / std, -self.clip, self.clip)
 
 
+def set_matmul_precision(precision: str) -> None:
+    """Set torch's float32 matrix-product precision for this process (`PPOConfig.matmul_precision`,
+    one of `config.MATMUL_PRECISIONS`), before a learner's kernels run or are captured: "high"
+    lets cuBLAS use TensorFloat-32 tensor cores (torch.set_float32_matmul_precision). Raises
+    ValueError for another value."""
+    from fightlab.config import MATMUL_PRECISIONS
+
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {precision!r}")
+    torch.set_float32_matmul_precision(precision)
+
+
 class ActorCritic(nn.Module):
     """Gaussian policy and value function; with `priv_dim` > 0 an asymmetric critic (Pinto et al.
     2018, "Asymmetric actor critic for image-based robot learning"): the value function also sees
