@@ -200,8 +200,8 @@ def test_estimate_prefers_the_same_learner_and_nworld(tmp_path):
     assert it == 410 and t == pytest.approx(205.0) and src["basis"] == "learner and nworld"
     it2, _, src2 = bench.estimate("simple", 0.5, df, learner=mine, nworld=2048)
     assert it2 == pytest.approx(355.0) and src2["basis"].endswith("interpolated in log2(nworld)")
-    # outside that learner's world counts, or another learner: the headline (most solo seeds: the
-    # clip-0.11 group), said so
+    # outside that learner's world counts, or another learner: the headline, said so; the headline
+    # is today's learner's solo group (400), not the clip-0.11 group with more solo seeds
     it3, _, src3 = bench.estimate("simple", 0.5, df, learner=mine, nworld=16384)
-    assert src3["basis"] == "headline" and it3 == 910 and "no committed solve of this learner" in src3["note"]
-    assert bench.estimate("simple", 0.5, df, learner="00000000", nworld=1024)[0] == 910
+    assert src3["basis"] == "headline" and it3 == 400 and "no committed solve of this learner" in src3["note"]
+    assert bench.estimate("simple", 0.5, df, learner="00000000", nworld=1024)[0] == 400

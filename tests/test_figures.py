@@ -9,7 +9,7 @@ import pytest
 
 from fightlab import figures, results
 from fightlab.cli import main
-from fightlab.config import REFERENCE_SOLVER, EnvConfig, PPOConfig
+from fightlab.config import REFERENCE_SOLVER, EnvConfig, PPOConfig, body_ppo
 from fightlab.measure import profile as prof
 
 
@@ -31,6 +31,9 @@ def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="
     override metric columns."""
     params = dict(params or {})
     params["env"] = {**NOW_PHYSICS, **(params.get("env") or {})}
+    # an implied field (config.IMPLIED_FIELDS) reads as the value rows ran before it existed, not as
+    # today's default: a row of today's learner stores the body's own
+    params["ppo"] = {"matmul_precision": body_ppo(body).matmul_precision, **(params.get("ppo") or {})}
     row = _meta(body, nworld=nworld, seed=seed, gpu=gpu, commit=commit, time=time, shared_gpu=shared_gpu,
                 **params)
     row.update(time_to_solve_s=tts, iterations=500, compile_s=3.0, env_steps_per_s=1e5,

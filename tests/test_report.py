@@ -488,3 +488,18 @@ def test_pick_variant_over_stage0_of_a_stage_study(tmp_path):
     with pytest.raises(report.ConfigError, match=">= 2 solved seeds"):
         report.pick_variant(runs)
     assert report.with_stage0(runs.iloc[:0], tmp_path).empty
+
+
+def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
+    """A candidate learner's solo seeds (more of them, newer) never replace the headline of the
+    body's default learner; with no solo solve of today's learner the body has no headline."""
+    d = body_ppo("simple").clip_coef
+    rows = [train_row("simple", seed=s, tts=50.0 + s) for s in (0, 1)]
+    rows += [train_row("simple", seed=s, tts=40.0, params=dict(ppo={"clip_coef": round(d + 0.1, 3)}),
+                       time="2026-12-01T06:00:00+00:00") for s in (0, 1, 2)]
+    rows += [train_row("muscular-fast", seed=s, params=dict(ppo={"clip_coef": 0.11})) for s in (0, 1)]
+    s = report.solve_summary(_write(tmp_path, rows))
+    assert sorted(s["learner_changes"]) == ["defaults", "ppo.clip_coef=0.11", f"ppo.clip_coef={round(d + 0.1, 3)}"]
+    h = report.headline(s)
+    assert h.index.get_level_values("body").tolist() == ["simple"]
+    assert h["n_solo"].tolist() == [2] and h["time_to_solve_median_s"].tolist() == [50.5]

@@ -128,6 +128,15 @@ def test_bad_input_is_a_clear_error(ref, tmp_path):
         cost.read_reference(tmp_path / "absent.csv")
 
 
+def _default_params(body) -> str:
+    """A row's params JSON of the body's default learner and today's training physics: what reads
+    otherwise when left out (an implied field, config.IMPLIED_FIELDS, reads as the value rows ran
+    before it existed)."""
+    from test_figures import train_row
+
+    return train_row(body)["params"]
+
+
 def _runs(gpu="NVIDIA H200"):
     """A published_runs-like table: three solo solved seeds per body and one packed run."""
     from fightlab.measure.report import SUMMARY_KEYS, learner_id  # noqa: F401 (SUMMARY_KEYS: the columns below)
@@ -136,7 +145,7 @@ def _runs(gpu="NVIDIA H200"):
     for body, tts, it in (("simple", 100.0, 500), ("muscular-fast", 240.0, 740)):
         for seed in range(3):
             rows.append(dict(run_id=f"{body}{seed}", time=f"2026-12-01T0{seed}:00:00+00:00", commit="abc1234",
-                             gpu=gpu, body=body, nworld=1024, seed=seed, params="{}", setup="dense",
+                             gpu=gpu, body=body, nworld=1024, seed=seed, params=_default_params(body), setup="dense",
                              config="c", task="default", concurrent=1, mps=False, gpu_jobs=1, solved=True,
                              time_to_solve_s=tts + seed, iterations=it, compile_s=2.0, env_steps_per_s=1e5,
                              rollout_s_per_iter=0.2, update_s_per_iter=0.1))

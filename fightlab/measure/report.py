@@ -720,7 +720,9 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     run's, else the newest run's), median / min / max time to solve (s), median / min / max iterations, median
     compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs
     that ran on the host beside any of them (gpu_jobs, and its older name host_jobs), and the
-    newest solo run's time (latest; the newest run of any kind where there is no solo run). Runs
+    newest solo run's time (latest; the newest run of any kind where there is no solo run), and
+    ``learner_changes`` (:func:`learner_changes` of the group's first row: "defaults" for today's
+    learner and training physics of its body). Runs
     that shared the GPU, packed with or without MPS (or did not solve), are counted apart
     (n_shared, n_unsolved) and not summarised: their times are :func:`packed_throughput`'s.
 
@@ -747,7 +749,8 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),
                          update_s_per_iter=solo["update_s_per_iter"].median(),
                          gpu_jobs=solo["gpu_jobs"].max() if len(solo) else float("nan"),
-                         latest=solo["time"].max() if len(solo) else g["time"].max()))
+                         latest=solo["time"].max() if len(solo) else g["time"].max(),
+                         learner_changes=learner_changes(json.loads(g["params"].iloc[0] or "{}"), keys[0])))
     if not rows:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "n_solo"]).set_index(list(SUMMARY_KEYS))
     out = pd.DataFrame(rows).sort_values(["body", "latest"], kind="stable")
@@ -760,7 +763,9 @@ def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
     """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
     among groups with as many, the newest commit (latest run). Bodies without a solo solved run
     have no headline, and only runs of the task itself count (task :data:`DEFAULT_TASK`: a run that
-    changed a Fixed field solved another task), on MuJoCo Warp (``backend="gpu"``, the default; a
+    changed a Fixed field solved another task). On MuJoCo Warp only runs of today's learner and
+    training physics count (``learner_changes`` "defaults": what `fightlab train` runs; a
+    candidate learner's solo seeds are a study's, not the headline) (``backend="gpu"``, the default; a
     CPU-backend group, its `gpu` naming a CPU, `fightlab.meta.is_cpu_label`, is the CPU baseline:
     `python -m fightlab compare-backends` compares it) or, with ``backend="cpu"``, among those
     CPU-backend groups only (the CPU baseline's own headline). Returns the chosen rows (same index).
@@ -774,6 +779,8 @@ def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
     s = summary[summary["n_solo"] > 0]
     s = s[s.index.get_level_values("task") == DEFAULT_TASK]
     s = s[[is_cpu_label(g) == (backend == "cpu") for g in s.index.get_level_values("gpu")]]
+    if backend == "gpu" and "learner_changes" in s:
+        s = s[s["learner_changes"] == "defaults"]
     if s.empty:
         return s
     order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],
