@@ -156,6 +156,11 @@ class PPOConfig:
         float32, the default) or "high" (TensorFloat-32 tensor cores on NVIDIA GPUs since Ampere:
         10-bit mantissa products, float32 sums; a CPU computes in full float32 either way). A
         learner field: it changes the numbers the learner computes.
+      kl_estimator: the KL the adaptive rate reads (and the rows' `approx_kl`), one of
+        `KL_ESTIMATORS`: "k3" (the default: Schulman's sampled estimator from the log-ratio of the
+        taken actions, as CleanRL's approx_kl; heavy-tailed with many actions) or "analytic" (the
+        closed-form KL(old ‖ new) of the two diagonal Gaussians, summed over actions: rsl_rl's
+        adaptive schedule, Rudin et al. 2022; the rollout then keeps each step's action mean).
     """
 
     num_steps: int = 32
@@ -176,6 +181,7 @@ class PPOConfig:
     critic_obs: str = "policy"
     critic_learning_rate: float | None = None
     matmul_precision: str = "highest"
+    kl_estimator: str = "k3"
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else
@@ -343,7 +349,8 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 #: store them ran with: ids (`measure.report.config_id`, `learner_id`) leave a field out where it
 #: has that value, so the rows from before it keep their ids
 IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy",
-                  "ppo.critic_learning_rate": None, "ppo.matmul_precision": "highest"}
+                  "ppo.critic_learning_rate": None, "ppo.matmul_precision": "highest",
+                  "ppo.kl_estimator": "k3"}
 
 #: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
 #: resolves "auto" and sets the model's `opt.graph_conditional`)
@@ -355,6 +362,9 @@ CRITIC_OBS = ("policy", "privileged")
 #: torch's float32 matmul precisions a learner may use (`PPOConfig.matmul_precision`); "medium"
 #: (bfloat16 products) is left out: untested here
 MATMUL_PRECISIONS = ("highest", "high")
+
+#: the KLs the adaptive rate may read (`PPOConfig.kl_estimator`)
+KL_ESTIMATORS = ("k3", "analytic")
 
 
 def canonical_params(params: dict) -> dict:
@@ -652,6 +662,8 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                           "C engine runs its own loop: leave solver_loop at auto there")
     if p.critic_obs not in CRITIC_OBS:
         raise ConfigError(f"PPOConfig.critic_obs must be one of {', '.join(CRITIC_OBS)}, got {p.critic_obs!r}")
+    if p.kl_estimator not in KL_ESTIMATORS:
+        raise ConfigError(f"PPOConfig.kl_estimator must be one of {', '.join(KL_ESTIMATORS)}, got {p.kl_estimator!r}")
     if p.matmul_precision not in MATMUL_PRECISIONS:
         raise ConfigError(f"PPOConfig.matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, "
                           f"got {p.matmul_precision!r}")

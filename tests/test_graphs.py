@@ -242,15 +242,19 @@ def test_resume_hands_the_loaded_rate_to_the_rate_tensor(tmp_path):
 # --- on the GPU (a recorded GPU run) --------------------------------------------------------------
 
 @cuda
-@pytest.mark.parametrize("critic_lr", [None, 1e-3])
-def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr):
+@pytest.mark.parametrize("critic_lr,kl_estimator", [(None, "k3"), (1e-3, "k3"), (None, "analytic")])
+def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr, kl_estimator):
     """One iteration with every graph against one without torch graphs, same seed, on CUDA: the
     same parameters, learning rate and rows (the torch graphs replay the eager kernels); also with
-    the critic in an Adam group of its own (`ppo.critic_learning_rate`, a fixed float rate)."""
+    the critic in an Adam group of its own (`ppo.critic_learning_rate`, a fixed float rate) and
+    with the analytic KL. The KL target (1.0) keeps the rule's decision away from its thresholds:
+    at a threshold a rounding difference flips the rate ×1.5 and the parameters part by ~1e-2,
+    which is the rule's discontinuity, not the graphs'."""
     out = {}
     for on in (True, False):
         cfg = _cfg(tmp_path, f"u{on}", device="cuda:0", nworld=256, max_iterations=1,
-                   ppo=PPOConfig(critic_learning_rate=critic_lr), policy_graph=on, update_graph=on)
+                   ppo=PPOConfig(critic_learning_rate=critic_lr, kl_estimator=kl_estimator, desired_kl=1.0),
+                   policy_graph=on, update_graph=on)
         with Trainer(cfg, progress=False) as tr:
             row = tr.train()["rows"][0]
             assert (tr.ppo_graph.graph is not None) is on and row["graph_fallbacks"] == 0
@@ -258,6 +262,7 @@ def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr):
             out[on] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()},
                        float(tr.lr), row)
     (pa, la, ra), (pb, lb, rb) = out[True], out[False]
+    assert la == pytest.approx(lb, rel=1e-6), (la, lb, ra["approx_kl"], rb["approx_kl"])
     worst = max(float((pa[k] - pb[k]).abs().max()) for k in pa)
     # float32 rounding, not bitwise: cuBLAS may pick other kernels under capture (observed on the
     # H200 at ce380b3: 1.9e-6 after the 20 Adam steps of one update)
@@ -271,9 +276,10 @@ def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr):
 def test_cuda_iterations_read_the_host_once(tmp_path):
     """Full iterations under torch.cuda.set_sync_debug_mode("error") and the warp read guard: no
     read but the summary; every row says host_reads == 1."""
-    for critic_lr in (None, 1e-3):  # also with the critic's Adam group of its own
-        cfg = _cfg(tmp_path, f"r{critic_lr}", device="cuda:0", nworld=256, max_iterations=3,
-                   ppo=PPOConfig(critic_learning_rate=critic_lr))
+    # also with the critic's Adam group of its own, and with the analytic KL
+    for critic_lr, kl in ((None, "k3"), (1e-3, "k3"), (None, "analytic")):
+        cfg = _cfg(tmp_path, f"r{critic_lr}{kl}", device="cuda:0", nworld=256, max_iterations=3,
+                   ppo=PPOConfig(critic_learning_rate=critic_lr, kl_estimator=kl))
         with Trainer(cfg, progress=False) as tr:
             tr._reads = HostReads("cuda:0", strict=True)
             rows = tr.train()["rows"]

@@ -635,3 +635,74 @@ def test_matmul_precision_is_a_learner_field_set_for_the_training_and_its_policy
         assert torch.get_float32_matmul_precision() == "highest"  # each training sets its own
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_gaussian_kl_is_the_closed_form_and_zero_for_the_same_policy():
+    from fightlab.rl.ppo import gaussian_kl
+
+    g = torch.Generator().manual_seed(0)
+    m0, m1 = torch.randn(5, 3, generator=g), torch.randn(5, 3, generator=g)
+    ls0, s1 = torch.randn(3, generator=g) * 0.3, torch.rand(5, 3, generator=g) + 0.5
+    got = gaussian_kl(m0, ls0, m1, s1)
+    want = torch.distributions.kl_divergence(torch.distributions.Normal(m0, ls0.exp().expand_as(m0)),
+                                             torch.distributions.Normal(m1, s1)).sum(-1)
+    assert got.shape == (5,) and torch.allclose(got, want, atol=1e-6)
+    assert torch.allclose(gaussian_kl(m0, ls0, m0, ls0.exp().expand_as(m0)), torch.zeros(5), atol=1e-6)
+
+
+def test_the_analytic_kl_drives_the_rate_and_is_a_learner_field(tmp_path, capsys):
+    """`ppo.kl_estimator="analytic"`: the rollout keeps its action means, the update's KL is the
+    closed form against them (0 before the first step: the first minibatch of a fresh policy),
+    the rule reads it; the default "k3" keeps every row's id; bad values are one line."""
+    from fightlab.cli import main
+    from fightlab.config import apply_overrides, to_dict
+    from fightlab.measure.report import config_id, learner_id
+    from fightlab.rl.ppo import PPOUpdate, make_optimizer
+    from fightlab.rl.storage import RolloutStorage
+
+    for typed in ("exact", "1", "K3"):
+        assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
+                     "--set", f"ppo.kl_estimator={typed}"]) == 2, typed
+        err = capsys.readouterr().err
+        assert f"PPOConfig.kl_estimator must be one of k3, analytic, got '{typed}'" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    cfg = TrainConfig()
+    old = to_dict(cfg)
+    old["ppo"] = {k: v for k, v in old["ppo"].items() if k != "kl_estimator"}
+    assert config_id(old) == config_id(to_dict(cfg)) and learner_id(old) == learner_id(to_dict(cfg))
+    an = apply_overrides(cfg, ["ppo.kl_estimator=analytic"])
+    assert learner_id(to_dict(an)) != learner_id(to_dict(cfg))
+
+    agent = ActorCritic(6, 2, hidden=(8, 8))
+    with pytest.raises(ValueError, match="needs a RolloutStorage built with keep_means=True"):
+        PPOUpdate(agent, *make_optimizer(agent, 1e-3, "cpu"), RolloutStorage(4, 2, 6, 2, "cpu"),
+                  PPOConfig(kl_estimator="analytic"))
+
+    # a KL target far below any step: the analytic KL > 0 after the first step cuts the rate each epoch
+    ppo = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=3, desired_kl=1e-9, kl_estimator="analytic")
+    a = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "a"), ppo=ppo), progress=False)
+    assert a.buf.means.shape == a.buf.actions.shape
+    a.train()
+    a.close()
+    assert a.buf.means.abs().sum() > 0
+    assert float(a.lr) == pytest.approx(1e-3 / 1.5 ** 6)
+    assert all(0 <= r["approx_kl"] < 1 for r in a.rows)
+    # the KL the update reads is the closed form against the rollout's means: means stored δ away
+    # from the policy's, one minibatch read before its step: 2 actions × δ² / (2σ²)
+    from fightlab.rl.ppo import ppo_update
+
+    torch.manual_seed(0)
+    agent = ActorCritic(6, 2, hidden=(8, 8), init_std=0.3)
+    buf = RolloutStorage(4, 2, 6, 2, "cpu", keep_means=True)
+    buf.obs.normal_()
+    buf.actions.normal_()
+    buf.advantages.normal_()
+    buf.returns.normal_()
+    with torch.no_grad():
+        mean = agent.get_action_and_value(buf.obs.reshape(8, 6))[4].reshape(4, 2, 2)
+    buf.means.copy_(mean + 0.1)
+    opt, lr = make_optimizer(agent, 1e-3, "cpu")
+    st = ppo_update(agent, opt, buf, PPOConfig(num_minibatches=1, update_epochs=1, kl_estimator="analytic",
+                                               adaptive_lr=False), lr=lr)
+    assert st["approx_kl"] == pytest.approx(2 * 0.1 ** 2 / (2 * 0.3 ** 2), rel=1e-4)
+    assert Trainer(_tiny_cfg(tmp_path / "b"), progress=False).buf.means.shape[-1] == 0  # k3 keeps none

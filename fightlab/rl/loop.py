@@ -51,7 +51,8 @@ class TrainLoop:
                                  obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(dev)
         self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev,
                                                  cfg.ppo.critic_learning_rate)
-        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim)
+        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim,
+                                  keep_means=cfg.ppo.kl_estimator == "analytic")
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
         self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen)
@@ -128,12 +129,14 @@ class TrainLoop:
             buf.dones[s - 1].copy_(env.done)
         with torch.no_grad():
             if s < T:  # buf.actions[s] holds this step's standard-normal noise (iterate draws it)
-                action, logp, _, value, _, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s], priv=priv)
+                action, logp, _, value, mean, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s], priv=priv)
                 buf.obs[s].copy_(env.obs)
                 if priv is not None:
                     buf.priv[s].copy_(priv)
                 buf.actions[s].copy_(action)
                 buf.logprobs[s].copy_(logp)
+                if buf.means.shape[-1]:  # an analytic KL's old means (PPOConfig.kl_estimator)
+                    buf.means[s].copy_(mean)
                 buf.values[s].copy_(value)
                 env.action.copy_(action)
             else:

@@ -41,6 +41,20 @@ def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> Non
     lr.copy_(new)
 
 
+def gaussian_kl(old_mean: torch.Tensor, old_logstd: torch.Tensor, mean: torch.Tensor,
+                std: torch.Tensor) -> torch.Tensor:
+    """KL(old ‖ new) of two diagonal Gaussians, summed over actions (rsl_rl's adaptive schedule):
+    Σ log(σ/σ_old) + (σ_old² + (μ_old − μ)²) / (2σ²) − ½.
+
+    Args:
+      old_mean, mean, std: float [B, act_dim]; old_logstd: float [act_dim] (state-independent).
+    Returns:
+      float [B], in nats."""
+    old_std = old_logstd.exp()
+    return (torch.log(std / old_std) + (old_std.square() + (old_mean - mean).square()) / (2.0 * std.square())
+            - 0.5).sum(-1)
+
+
 #: the prefix of the critic's parameter names in an ActorCritic state dict: with
 #: `PPOConfig.critic_learning_rate` set they form Adam's second group
 CRITIC_PREFIX = "critic."
@@ -138,6 +152,12 @@ class PPOUpdate:
         dev = buf.obs.device
         self.perm = torch.zeros(cfg.update_epochs, self.B, dtype=torch.long, device=dev)
         self.stats = torch.zeros(len(STATS), device=dev)
+        #: an analytic KL (PPOConfig.kl_estimator): the rollout's action means and the log-std it
+        #: sampled with (copied at the start of each update)
+        self.analytic = cfg.kl_estimator == "analytic"
+        if self.analytic and buf.means.shape[-1] != buf.actions.shape[-1]:
+            raise ValueError("PPOConfig.kl_estimator 'analytic' needs a RolloutStorage built with keep_means=True")
+        self.old_logstd = agent.actor_logstd.detach().clone()
 
     def draw(self) -> None:
         """Draw this update's permutations into `perm` (torch.randperm with `generator`)."""
@@ -155,18 +175,24 @@ class PPOUpdate:
         b_logp = buf.logprobs.reshape(B)
         b_adv = buf.advantages.reshape(B)
         b_ret = buf.returns.reshape(B)
+        b_mean = buf.means.reshape(B, -1) if self.analytic else None
+        if self.analytic:
+            self.old_logstd.copy_(agent.actor_logstd.detach())
         acc = torch.zeros(5, device=b_obs.device)  # pg, v, ent, kl, clipfrac
         count = 0
         for epoch in range(cfg.update_epochs):
             perm = self.perm[epoch]
             for start in range(0, B, self.mb):
                 idx = perm[start:start + self.mb]
-                _, newlogp, entropy, newvalue, _, _ = agent.get_action_and_value(
+                _, newlogp, entropy, newvalue, newmean, newstd = agent.get_action_and_value(
                     b_obs[idx], b_act[idx], priv=None if b_priv is None else b_priv[idx])
                 logratio = newlogp - b_logp[idx]
                 ratio = logratio.exp()
                 with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator (Schulman 2020)
+                    if self.analytic:
+                        approx_kl = gaussian_kl(b_mean[idx], self.old_logstd, newmean, newstd).mean()
+                    else:
+                        approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator (Schulman 2020)
                     clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
                 adv = b_adv[idx]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)

@@ -34,13 +34,17 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
 class RolloutStorage:
     """Fixed-shape rollout buffer on the device: obs [T, N, obs_dim], priv [T, N, priv_dim] (an
     asymmetric critic's privileged observation; priv_dim 0 without one), actions [T, N, act_dim],
-    logprobs/rewards/dones/values [T, N] (float32). Static shapes so an update can be captured."""
+    means [T, N, act_dim] (the policy's action means, kept for an analytic KL, `keep_means`;
+    [T, N, 0] without), logprobs/rewards/dones/values [T, N] (float32). Static shapes so an
+    update can be captured."""
 
-    def __init__(self, num_steps: int, nworld: int, obs_dim: int, act_dim: int, device, priv_dim: int = 0):
+    def __init__(self, num_steps: int, nworld: int, obs_dim: int, act_dim: int, device, priv_dim: int = 0,
+                 keep_means: bool = False):
         z = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         self.obs = z(num_steps, nworld, obs_dim)
         self.priv = z(num_steps, nworld, priv_dim)
         self.actions = z(num_steps, nworld, act_dim)
+        self.means = z(num_steps, nworld, act_dim if keep_means else 0)
         self.logprobs = z(num_steps, nworld)
         self.rewards = z(num_steps, nworld)
         self.dones = z(num_steps, nworld)
