@@ -133,7 +133,12 @@ PYEOF
       ;;
     solo|psolo)
       [[ -n "${a:-}" && ${b:-} =~ ^[0-9]+$ ]] || { bad "$step: want $kind:BODY:SEED (SEED a whole number)"; continue; }
-      if [ "$kind" = psolo ] && ! [ -s "runs/pick/$a.sets" ]; then ok "$step: skipped (no candidate picked for $a)"; continue; fi
+      if [ "$kind" = psolo ]; then
+        $PY -c 'import sys; from fightlab.bodies import BODY_NAMES; sys.exit(sys.argv[1] not in BODY_NAMES)' "$a" \
+          || { bad "$step: unknown body '$a' (valid: $($PY -c 'from fightlab.bodies import BODY_NAMES; print(*BODY_NAMES)'))"; continue; }
+        [ -f runs/pick/.ok ] || { bad "$step: no pick step succeeded on this machine (runs/pick/.ok absent)"; continue; }
+        if ! [ -s "runs/pick/$a.sets" ]; then ok "$step: skipped (the pick kept $a's defaults)"; continue; fi
+      fi
       sets=(); picked=""
       if [ -f "runs/pick/$a.sets" ]; then
         while IFS= read -r kv; do [ -n "$kv" ] && sets+=(--set "$kv") && picked="$picked $kv"; done < "runs/pick/$a.sets"
@@ -192,23 +197,23 @@ PYEOF
     pick|pick0)
       # only these steps write runs/pick/: the files of an earlier pick go first, so a solo never
       # runs with a stale pick; every body of the studies gets a file (empty: the defaults stay)
-      rm -f runs/pick/*.sets
+      rm -f runs/pick/*.sets runs/pick/.ok
       metric=iterations; [ "$kind" = pick0 ] && metric=stage0
-      $PY - "${a:-}" "$metric" > "$log" 2>&1 <<'PYEOF'
+      $PY - "${a:-}" "$metric" "$kind" > "$log" 2>&1 <<'PYEOF'
 import json, sys
 from pathlib import Path
 import pandas as pd
 from fightlab.config import ConfigError
 from fightlab.measure import report
 names = [n for n in sys.argv[1].split("+") if n]
-metric = sys.argv[2]  # "iterations" (pick) or "stage0" (pick0)
+metric, step = sys.argv[2], sys.argv[3]  # "iterations" (pick) or "stage0" (pick0); the step's name
 if not names:
-    sys.exit("pick: name one or more studies, pick:NAME[+NAME]")
+    sys.exit(f"{step}: name one or more studies, {step}:NAME[+NAME]")
 frames = []
 for name in names:
     state = Path(f"runs/batch/study-{name}/batch.json")
     if not state.is_file():
-        sys.exit(f"pick: no study {name!r} on this machine ({state} is absent)")
+        sys.exit(f"{step}: no study {name!r} on this machine ({state} is absent)")
     jobs = json.loads(state.read_text())["jobs"]
     started = [j for j in jobs if j.get("run_dir")]
     print(f"study {name}: {len(started)} of {len(jobs)} jobs started")
@@ -217,19 +222,20 @@ for name in names:
         r = report.published_runs(root, stage_studies=metric == "stage0")
         frames.append(report.with_stage0(r, root) if metric == "stage0" else r)
 if not frames:
-    sys.exit(f"pick: no job of {names} has run")
+    sys.exit(f"{step}: no job of {names} has run")
 runs = pd.concat(frames, ignore_index=True)
 print(runs[["body", "seed", "solved", "iterations", "learner"] + (["stage0"] if metric == "stage0" else [])]
       .to_string(index=False))
 try:
     picks = report.pick_variant(runs, metric=metric)
 except ConfigError as e:
-    sys.exit(f"pick: {e}")
+    sys.exit(f"{step}: {e}")
 Path("runs/pick").mkdir(parents=True, exist_ok=True)
 for r in picks.itertuples():
     Path(f"runs/pick/{r.body}.sets").write_text("".join(f"{kv}\n" for kv in r.sets))
     print(f"PICK {r.body}: {r.best} ({r.best_mean:.1f}) vs defaults ({r.defaults_mean:.1f}) -> "
           f"{'adopt ' + ' '.join(r.sets) if r.adopt else 'defaults stay'}; variants {r.variants}")
+Path("runs/pick/.ok").write_text(f"{step}:{sys.argv[1]}\n")  # psolo runs only after a pick that succeeded
 PYEOF
       if [ $? = 0 ]; then ok "$step: $(grep '^PICK' "$log" | tr '\n' ' ' | cut -c1-300)"; else bad "$step $(tail -n 1 "$log" | cut -c1-200)"; fi
       ;;

@@ -488,6 +488,8 @@ def test_pick_variant_over_stage0_of_a_stage_study(tmp_path):
     with pytest.raises(report.ConfigError, match=">= 2 solved seeds"):
         report.pick_variant(runs)
     assert report.with_stage0(runs.iloc[:0], tmp_path).empty
+    assert set(report.pick_variant(runs.assign(stage0=runs["stage0"].replace(190, float("inf"))),
+                                   metric="stage0").iloc[0]["variants"]) == {"defaults"}  # not finite: not eligible
 
 
 def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
@@ -503,3 +505,12 @@ def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
     h = report.headline(s)
     assert h.index.get_level_values("body").tolist() == ["simple"]
     assert h["n_solo"].tolist() == [2] and h["time_to_solve_median_s"].tolist() == [50.5]
+    runs = report.published_runs(tmp_path)
+    assert report.no_headline_note("muscular-fast", runs) == (
+        "no committed solo solved run of muscular-fast's default learner in data/results/train.csv "
+        "(2 solo solves of other learners: the defaults changed after them)")
+    assert report.no_headline_note("simple", runs.iloc[:0]) == "no committed solo solved run of simple in data/results/train.csv"
+    from fightlab.measure import bench
+    assert bench.estimate("muscular-fast", 0.2, runs) == (None, None, {"note": report.no_headline_note("muscular-fast", runs)})
+    with pytest.raises(report.ConfigError, match="with_stage0 needs published_runs rows"):
+        report.with_stage0(pd.DataFrame())

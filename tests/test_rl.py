@@ -593,15 +593,17 @@ def test_critic_learning_rate_bad_values_are_one_line_and_the_default_keeps_ids(
     assert learner_id(set_) != learner_id(to_dict(cfg))
 
 
-def test_matmul_precision_is_a_learner_field_set_for_the_training_and_its_policy(tmp_path, capsys):
-    """`ppo.matmul_precision`: torch's float32 matmul precision, set when the training's loop is
-    built and when a checkpoint's policy is loaded; bad values are one line; the default keeps
-    the ids of rows written before the field; another value is another learner."""
+def test_matmul_precision_is_a_learner_field_that_never_leaks(tmp_path, capsys, monkeypatch):
+    """`ppo.matmul_precision`: the policy's forward passes and the update run at the learner's
+    precision, a checkpoint's policy at the one it trained with, and the process's setting is put
+    back after each: two trainers built before either trains, or an evaluation between building
+    and training, each still run at their own (the rows' params say what ran). Bad values are one
+    line; the default keeps the ids of rows written before the field."""
     from fightlab.cli import main
     from fightlab.config import apply_overrides, to_dict
     from fightlab.measure.report import config_id, learner_id
+    from fightlab.rl import models
     from fightlab.rl.checkpoint import load_checkpoint, policy_agent
-    from fightlab.rl.models import set_matmul_precision
 
     for typed in ("medium", "tf32", "1", "null"):
         assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
@@ -610,7 +612,10 @@ def test_matmul_precision_is_a_learner_field_set_for_the_training_and_its_policy
         assert "PPOConfig.matmul_precision must be one of highest, high, got" in err, (typed, err)
         assert len(err.strip().splitlines()) == 1, err
     with pytest.raises(ValueError, match="matmul precision must be one of highest, high, got 'medium'"):
-        set_matmul_precision("medium")
+        with models.matmul_precision("medium"):
+            pass
+    with pytest.raises(ValueError, match="got 'medium'"):
+        ActorCritic(6, 2, matmul_precision="medium")
     cfg = TrainConfig()
     assert cfg.ppo.matmul_precision == "highest"
     old = to_dict(cfg)
@@ -619,22 +624,32 @@ def test_matmul_precision_is_a_learner_field_set_for_the_training_and_its_policy
     high = apply_overrides(cfg, ["ppo.matmul_precision=high"])
     assert high.ppo.matmul_precision == "high" and learner_id(to_dict(high)) != learner_id(to_dict(cfg))
 
+    # every matmul the learners run records the precision it ran at
+    seen = []
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear",
+                        lambda *a, **k: seen.append(torch.get_float32_matmul_precision()) or linear(*a, **k))
     before = torch.get_float32_matmul_precision()
-    try:
-        t = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "a"), ppo=PPOConfig(
-            num_steps=4, num_minibatches=2, update_epochs=1, matmul_precision="high")), progress=False)
-        assert torch.get_float32_matmul_precision() == "high"
-        t.train()
-        t.close()
-        set_matmul_precision("highest")
-        ck = load_checkpoint(tmp_path / "a" / "latest.pt")
-        assert ck["config"]["ppo"]["matmul_precision"] == "high"
-        policy_agent(ck, t.env, "cpu")
-        assert torch.get_float32_matmul_precision() == "high"  # the policy's products as it trained
-        Trainer(_tiny_cfg(tmp_path / "b"), progress=False).close()
-        assert torch.get_float32_matmul_precision() == "highest"  # each training sets its own
-    finally:
-        torch.set_float32_matmul_precision(before)
+    tiny = PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1)
+    hi = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "hi"), ppo=dataclasses.replace(tiny, matmul_precision="high")),
+                 progress=False)
+    lo = Trainer(_tiny_cfg(tmp_path / "lo"), progress=False)  # built after hi, trained after it
+    assert torch.get_float32_matmul_precision() == before
+    seen.clear()
+    hi.train()
+    hi.close()
+    assert seen and set(seen) == {"high"}, set(seen)
+    ck = load_checkpoint(tmp_path / "hi" / "latest.pt")
+    assert ck["config"]["ppo"]["matmul_precision"] == "high"
+    agent = policy_agent(ck, hi.env, "cpu")  # the policy's products as it trained
+    seen.clear()
+    agent.act_mean(hi.env.obs)
+    assert set(seen) == {"high"} and torch.get_float32_matmul_precision() == before
+    seen.clear()
+    lo.train()
+    lo.close()
+    assert seen and set(seen) == {"highest"}, set(seen)
+    assert torch.get_float32_matmul_precision() == before
 
 
 def test_gaussian_kl_is_the_closed_form_and_zero_for_the_same_policy():

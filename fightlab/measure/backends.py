@@ -525,7 +525,7 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     Raises:
       ConfigError: as :func:`backend_ratios` for bad rows.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary, with_code
+    from fightlab.measure.report import SUMMARY_KEYS, headline, no_headline_note, solve_summary, with_code
 
     cols = ["body", "run_id", "commit", "time", "cpu", "nworld", "s_per_iter", "compile_s", "learner",
             "iterations_to_solve", "headline_commit", "headline_nworld", "headline_n_solo",
@@ -541,8 +541,8 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     for _, r in cpu.iterrows():
         body = r["body"]
         if body not in by_body:
-            log(f"CPU backend {body}: no MuJoCo Warp headline (solo solved runs of the task in "
-                f"train.csv) for its iterations to solve; backends row {r['run_id']} not estimated")
+            log(f"CPU backend {body}: no MuJoCo Warp headline ({no_headline_note(body, runs)}) for its "
+                f"iterations to solve; backends row {r['run_id']} not estimated")
             continue
         k, h = by_body[body]
         if int(r["nworld"]) != int(k["nworld"]):

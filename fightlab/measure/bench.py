@@ -187,9 +187,10 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
     the median iterations to solve of the committed solved runs of that body, learner and world
     count (`sweep.known_iterations`: any commit and packing); (2) between two committed world
     counts of that learner, interpolated in log2(nworld) (`sweep.interp_iterations`); (3) the
-    committed headline group of ``body`` (`report.headline`), whatever its learner and nworld.
-    Time = iterations × ``s_per_iter``. (None, None, {"note": …}) when the body has no solved
-    run at all. ``train_rows``: `report.published_runs`. The source's ``basis`` says which."""
+    committed headline group of ``body`` (`report.headline`: today's default learner, at its
+    nworld). Time = iterations × ``s_per_iter``. (None, None, {"note": …}) when neither finds one
+    (the note says whether the body has solo solves of other learners only, as right after its
+    defaults change). ``train_rows``: `report.published_runs`. The source's ``basis`` says which."""
     from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
     from fightlab.measure.sweep import interp_iterations, known_iterations
 
@@ -209,7 +210,9 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
                                             f"{basis}" + tail)
     h = headline(solve_summary(train_rows)) if not train_rows.empty else pd.DataFrame()
     if h.empty or body not in h.index.get_level_values("body"):
-        return None, None, dict(note=f"no committed solo solved run of {body} in data/results/train.csv")
+        from fightlab.measure.report import no_headline_note
+
+        return None, None, dict(note=no_headline_note(body, train_rows))
     keys, r = next((k, r) for k, r in h.iterrows() if k[0] == body)
     src = dict(zip(SUMMARY_KEYS, keys), commit=r["commits"])
     it = float(r["iterations_median"])

@@ -526,7 +526,7 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
             # eligible: every run solved (or ended stage 0) with a known count, over >= 2 distinct seeds
             counts = pd.to_numeric(v[metric], errors="coerce")
             done = (counts > 0).all() if metric == "stage0" else (v["solved"] == True).all()  # noqa: E712
-            if v["seed"].nunique() >= 2 and done and counts.notna().all():
+            if v["seed"].nunique() >= 2 and done and np.isfinite(counts.to_numpy(dtype=float)).all():
                 means[changes] = float(counts.mean())
                 sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]], body)]
         if "defaults" not in means:
@@ -544,6 +544,8 @@ def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
     """``runs`` (:func:`published_runs`, ``stage_studies=True`` for runs stopped after stage 0)
     with a ``stage0`` column: the first stage's iterations (:func:`run_stages`, curves under
     ``root``, default the repository), 0 for a run without an ended stage 0 or its curve."""
+    if "run_id" not in runs:
+        raise ConfigError(f"with_stage0 needs published_runs rows (a run_id column), got columns {list(runs.columns)}")
     per_run = run_stages(runs, root) if not runs.empty else pd.DataFrame(columns=["stage0"])
     s0 = per_run["stage0"] if len(per_run) else pd.Series(dtype=float)
     return runs.assign(stage0=[float(s0.get(i, 0)) for i in runs["run_id"]])
@@ -786,6 +788,23 @@ def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
     order = s.reset_index().sort_values(["body", "n_solo", "latest"], ascending=[True, False, False],
                                         kind="stable")
     return order.groupby("body", sort=False).head(1).set_index(list(SUMMARY_KEYS))
+
+
+def no_headline_note(body: str, train_rows: pd.DataFrame) -> str:
+    """Why ``body`` has no headline in ``train_rows`` (`report.published_runs`): no solo solve of
+    the task on MuJoCo Warp at all, or only of learners other than today's default."""
+    r = train_rows
+    if not r.empty:
+        keep = (r["body"] == body) & (r["solved"] == True) & (r["concurrent"] == 1)  # noqa: E712
+        for col, want in (("task", DEFAULT_TASK), ("backend", "gpu")):  # where the table has them
+            if col in r:
+                keep &= r[col] == want
+        r = r[keep]
+    if r.empty:
+        return f"no committed solo solved run of {body} in data/results/train.csv"
+    other = sum(learner_changes(json.loads(p or "{}"), body) != "defaults" for p in r["params"])
+    return (f"no committed solo solved run of {body}'s default learner in data/results/train.csv "
+            f"({other} solo solves of other learners: the defaults changed after them)")
 
 
 def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import torch
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, to_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
-from fightlab.rl.models import ActorCritic, set_matmul_precision
+from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint",
@@ -368,8 +368,8 @@ def policy_agent(ck: dict, env, device: str) -> ActorCritic:
     c = from_dict(ck["config"])
     priv_dim = env.privileged_dim if c.ppo.critic_obs == "privileged" else 0  # the critic's shape, unused here
     agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
-                        obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(torch.device(device))
+                        obs_min_std=env.obs_min_std, priv_dim=priv_dim,
+                        matmul_precision=c.ppo.matmul_precision).to(torch.device(device))  # as it trained
     load_policy(agent, ck, c.body, env)
-    set_matmul_precision(c.ppo.matmul_precision)  # the policy's products as it trained
     agent.eval()
     return agent

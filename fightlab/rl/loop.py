@@ -16,7 +16,7 @@ from fightlab.config import TrainConfig
 from fightlab.rl.curriculum import Curriculum
 from fightlab.rl.env_io import PolicyIO, TrainEnv
 from fightlab.rl.graphs import TorchGraph
-from fightlab.rl.models import ActorCritic, set_matmul_precision
+from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import PPOUpdate, make_optimizer
 from fightlab.rl.rows import iteration_row
 from fightlab.rl.storage import RolloutStorage, compute_gae
@@ -41,14 +41,14 @@ class TrainLoop:
         self.device = cfg.device
         self.policy_device = cfg.policy_device or cfg.device
         torch.manual_seed(cfg.seed)
-        set_matmul_precision(cfg.ppo.matmul_precision)  # before any kernel runs or is captured
         self.io = PolicyIO(env, cfg.policy_device) if cfg.policy_device else env
         dev = torch.device(self.policy_device)
         priv_dim = env.priv_dim if cfg.ppo.critic_obs == "privileged" else 0
         if cfg.ppo.critic_obs == "privileged" and not priv_dim:
             raise ValueError("PPOConfig.critic_obs 'privileged' needs an env built with privileged=True")
         self.agent = ActorCritic(env.obs_dim, env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
-                                 obs_min_std=env.obs_min_std, priv_dim=priv_dim).to(dev)
+                                 obs_min_std=env.obs_min_std, priv_dim=priv_dim,
+                                 matmul_precision=cfg.ppo.matmul_precision).to(dev)
         self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev,
                                                  cfg.ppo.critic_learning_rate)
         self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim,

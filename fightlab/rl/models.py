@@ -4,6 +4,8 @@ running observation normalisation, after CleanRL's `ppo_continuous_action.py` an
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 from torch import nn
@@ -62,16 +64,30 @@ class ObsNormalizer(nn.Module):
         return torch.clamp((obs - self.mean) / std, -self.clip, self.clip)
 
 
-def set_matmul_precision(precision: str) -> None:
-    """Set torch's float32 matrix-product precision for this process (`PPOConfig.matmul_precision`,
-    one of `config.MATMUL_PRECISIONS`), before a learner's kernels run or are captured: "high"
-    lets cuBLAS use TensorFloat-32 tensor cores (torch.set_float32_matmul_precision). Raises
-    ValueError for another value."""
+@contextlib.contextmanager
+def matmul_precision(precision: str | None):
+    """Run the block with torch's float32 matrix-product precision at ``precision``
+    (`PPOConfig.matmul_precision`, one of `config.MATMUL_PRECISIONS`; "high" lets cuBLAS use
+    TensorFloat-32 tensor cores, torch.set_float32_matmul_precision), then put the process's
+    setting back: a learner's precision never leaks into another's in the same process. None
+    leaves the setting as it is. Kernels captured in a CUDA graph inside the block keep the
+    precision they were captured with. Raises ValueError for another value."""
     from fightlab.config import MATMUL_PRECISIONS
 
+    if precision is None:
+        yield
+        return
     if precision not in MATMUL_PRECISIONS:
         raise ValueError(f"matmul precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {precision!r}")
+    before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+matmul_precision_ctx = matmul_precision  # the name ActorCritic's attribute shadows
 
 
 class ActorCritic(nn.Module):
@@ -82,13 +98,17 @@ class ActorCritic(nn.Module):
     Args:
       obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std;
       obs_min_std: optional [obs_dim] floor on the normaliser's std (see ObsNormalizer);
-      priv_dim: width of the critic's privileged observation (0: none).
+      priv_dim: width of the critic's privileged observation (0: none); matmul_precision: the
+        float32 matmul precision of its forward passes (`matmul_precision`; None: the process's).
     Shapes: obs [B, obs_dim], priv [B, priv_dim] float32 → action mean [B, act_dim], value [B].
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.3,
-                 obs_min_std=None, priv_dim: int = 0):
+                 obs_min_std=None, priv_dim: int = 0, matmul_precision: str | None = None):
         super().__init__()
+        with matmul_precision_ctx(matmul_precision):  # checks the value now
+            pass
+        self.matmul_precision = matmul_precision
         self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)
         self.priv_dim = int(priv_dim)
         self.actor = mlp([obs_dim, *hidden, act_dim], out_std=0.01)
@@ -106,11 +126,13 @@ class ActorCritic(nn.Module):
         return torch.cat([x, self.priv_norm(priv)], dim=-1)
 
     def get_value(self, obs: torch.Tensor, priv: torch.Tensor | None = None) -> torch.Tensor:
-        return self.critic(self._critic_in(self.obs_norm(obs), priv)).squeeze(-1)
+        with matmul_precision_ctx(self.matmul_precision):
+            return self.critic(self._critic_in(self.obs_norm(obs), priv)).squeeze(-1)
 
     def act_mean(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean), for evaluation."""
-        return self.actor(self.obs_norm(obs))
+        with matmul_precision_ctx(self.matmul_precision):
+            return self.actor(self.obs_norm(obs))
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
                              noise: torch.Tensor | None = None, priv: torch.Tensor | None = None):
@@ -123,14 +145,15 @@ class ActorCritic(nn.Module):
         [B, priv_dim] of an asymmetric critic (None without one). Reads nothing back to the host:
         `torch.normal(mean, std)` would (it checks std >= 0 with a host read).
         """
-        x = self.obs_norm(obs)
-        mean = self.actor(x)
-        std = self.actor_logstd.exp().expand_as(mean)
-        # validate_args=False: torch's argument check (`constraints.real.check(...).all()` in a
-        # Python `if`) reads the device to the host at every call; the inputs are checked finite
-        # by construction (the env zeroes non-finite observations)
-        dist = Normal(mean, std, validate_args=False)
-        if action is None:
-            action = mean + std * (torch.randn_like(mean) if noise is None else noise)
-        return (action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1),
-                self.critic(self._critic_in(x, priv)).squeeze(-1), mean, std)
+        with matmul_precision_ctx(self.matmul_precision):
+            x = self.obs_norm(obs)
+            mean = self.actor(x)
+            std = self.actor_logstd.exp().expand_as(mean)
+            # validate_args=False: torch's argument check (`constraints.real.check(...).all()` in a
+            # Python `if`) reads the device to the host at every call; the inputs are checked finite
+            # by construction (the env zeroes non-finite observations)
+            dist = Normal(mean, std, validate_args=False)
+            if action is None:
+                action = mean + std * (torch.randn_like(mean) if noise is None else noise)
+            return (action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1),
+                    self.critic(self._critic_in(x, priv)).squeeze(-1), mean, std)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from fightlab.config import PPOConfig
-from fightlab.rl.models import ActorCritic
+from fightlab.rl.models import ActorCritic, matmul_precision
 from fightlab.rl.storage import RolloutStorage
 
 #: the entries of `PPOUpdate.stats` (float32 [6]): means over the update's minibatches, and the
@@ -166,7 +166,12 @@ class PPOUpdate:
 
     def run(self) -> None:
         """`update_epochs` × `num_minibatches` PPO steps over `perm`; the KL rule after each
-        epoch; means of the losses and the final rate into `stats`. No host read."""
+        epoch; means of the losses and the final rate into `stats`. No host read. Forward and
+        backward passes at `PPOConfig.matmul_precision` (the process's setting put back after)."""
+        with matmul_precision(self.cfg.matmul_precision):
+            self._run()
+
+    def _run(self) -> None:
         cfg, agent, buf, opt = self.cfg, self.agent, self.buf, self.optimizer
         B = self.B
         b_obs = buf.obs.reshape(B, -1)

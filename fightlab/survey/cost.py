@@ -541,7 +541,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import (SUMMARY_KEYS, cpu_baseline_runs, headline, packed_throughput,
+    from fightlab.measure.report import (SUMMARY_KEYS, cpu_baseline_runs, headline, no_headline_note, packed_throughput,
                                          solve_summary, with_code)
 
     host_setup_s = _host_setup("our_rows", setup, host_setup_s)
@@ -558,6 +558,9 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     out = []
     gpu_runs = runs[backend == "gpu"]
     heads = headline(solve_summary(gpu_runs)) if not gpu_runs.empty else pd.DataFrame()
+    headed = set(heads.index.get_level_values("body")) if not heads.empty else set()
+    for body in sorted(set(gpu_runs["body"]) - headed):  # never dropped silently
+        log(f"survey: {body} has no solo row: {no_headline_note(body, gpu_runs)}")
     for keys, h in heads.iterrows():
         k = dict(zip(SUMMARY_KEYS, keys))
         gpu = gpu_type(k["gpu"])
