@@ -95,7 +95,7 @@ for step in "$@"; do
   flush
   t0=$SECONDS
   IFS=: read -r kind a b c d <<< "$step"
-  log="$O/${step//:/_}.log"
+  log="$O/$(printf '%s' "$step" | tr -c 'A-Za-z0-9._-' '_').log"  # a name the device brings back
   case "$kind" in
     check)
       { timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_graphs.py -m gpu -rA \
