@@ -72,13 +72,10 @@ def matmul_precision(precision: str | None):
     setting back: a learner's precision never leaks into another's in the same process. None
     leaves the setting as it is. Kernels captured in a CUDA graph inside the block keep the
     precision they were captured with. Raises ValueError for another value."""
-    from fightlab.config import MATMUL_PRECISIONS
-
     if precision is None:
         yield
         return
-    if precision not in MATMUL_PRECISIONS:
-        raise ValueError(f"matmul precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {precision!r}")
+    check_matmul_precision(precision)
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:
@@ -87,7 +84,12 @@ def matmul_precision(precision: str | None):
         torch.set_float32_matmul_precision(before)
 
 
-matmul_precision_ctx = matmul_precision  # the name ActorCritic's attribute shadows
+def check_matmul_precision(precision) -> None:
+    """Raise ValueError unless ``precision`` is None or one of `config.MATMUL_PRECISIONS`."""
+    from fightlab.config import MATMUL_PRECISIONS
+
+    if precision is not None and precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {precision!r}")
 
 
 class ActorCritic(nn.Module):
@@ -106,8 +108,7 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.3,
                  obs_min_std=None, priv_dim: int = 0, matmul_precision: str | None = None):
         super().__init__()
-        with matmul_precision_ctx(matmul_precision):  # checks the value now
-            pass
+        check_matmul_precision(matmul_precision)
         self.matmul_precision = matmul_precision
         self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)
         self.priv_dim = int(priv_dim)
@@ -126,12 +127,12 @@ class ActorCritic(nn.Module):
         return torch.cat([x, self.priv_norm(priv)], dim=-1)
 
     def get_value(self, obs: torch.Tensor, priv: torch.Tensor | None = None) -> torch.Tensor:
-        with matmul_precision_ctx(self.matmul_precision):
+        with matmul_precision(self.matmul_precision):
             return self.critic(self._critic_in(self.obs_norm(obs), priv)).squeeze(-1)
 
     def act_mean(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean), for evaluation."""
-        with matmul_precision_ctx(self.matmul_precision):
+        with matmul_precision(self.matmul_precision):
             return self.actor(self.obs_norm(obs))
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
@@ -145,7 +146,7 @@ class ActorCritic(nn.Module):
         [B, priv_dim] of an asymmetric critic (None without one). Reads nothing back to the host:
         `torch.normal(mean, std)` would (it checks std >= 0 with a host read).
         """
-        with matmul_precision_ctx(self.matmul_precision):
+        with matmul_precision(self.matmul_precision):
             x = self.obs_norm(obs)
             mean = self.actor(x)
             std = self.actor_logstd.exp().expand_as(mean)
