@@ -134,8 +134,8 @@ PYEOF
     solo|psolo)
       [[ -n "${a:-}" && ${b:-} =~ ^[0-9]+$ ]] || { bad "$step: want $kind:BODY:SEED (SEED a whole number)"; continue; }
       if [ "$kind" = psolo ]; then
-        $PY -c 'import sys; from fightlab.bodies import BODY_NAMES; sys.exit(sys.argv[1] not in BODY_NAMES)' "$a" \
-          || { bad "$step: unknown body '$a' (valid: $($PY -c 'from fightlab.bodies import BODY_NAMES; print(*BODY_NAMES)'))"; continue; }
+        names=$($PY -c 'from fightlab.bodies import BODY_NAMES; print(*BODY_NAMES)')
+        [[ " $names " == *" $a "* ]] || { bad "$step: unknown body '$a' (valid: $names)"; continue; }
         [ -f runs/pick/.ok ] || { bad "$step: no pick step succeeded on this machine (runs/pick/.ok absent)"; continue; }
         if ! [ -s "runs/pick/$a.sets" ]; then ok "$step: skipped (the pick kept $a's defaults)"; continue; fi
       fi
