@@ -71,6 +71,7 @@ declare -A STUDY=(
   [stage0Y]="12|@bench/studies/stage0Y.jobs|--grid seed=1,2"  # session 18, round 2: the union of the two winners, one step further
   [stage0Z]="16|@bench/studies/stage0Z.jobs|--grid seed=1,2"  # session 19, round 3: one step further on each body's step size, simple's KL alone, a wider muscular-fast, the critic's own rate
   [stage0W]="12|@bench/studies/stage0W.jobs|--grid seed=1,2"  # session 21, round 4 (planned): the analytic KL for the rate, muscular-fast's larger step on the wide network, simple's larger step with the analytic KL
+  [stage0V]="18|@bench/studies/stage0V.jobs|--grid seed=1,2,3"  # session 22, round 5 (planned): simple only, three seeds: discount, GAE λ, initial std, gradient clip
   [solveB]="4|@bench/studies/solveB.jobs|"  # session 19: 512- and 2048-world solve points of today's learners (each job names its seed)
   [solveC]="2|@bench/studies/solveC.jobs|"  # session 19: solveB's two muscular-fast jobs, which the budget cut
   [solveD]="2|@bench/studies/solveD.jobs|"  # session 21: the 512- and 2048-world solve points of muscular-fast's 1024-512-256 TF32 learner
