@@ -316,6 +316,19 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert len(t2) == 8 and (t2["s_per_iter"] == 9.0).sum() == 1 and (t2["commit"] == "fff0000").sum() == 1
     lines = sweep.findings(t)
     assert any(line.startswith("simple on NVIDIA H200: fastest solve at 1024 worlds") for line in lines), lines
+    # one solved world count: said as the only one, never "fastest", in the lines and on Figure 2
+    one = t[t["nworld"] == 1024]
+    lines1 = sweep.findings(one)
+    assert any(line.startswith("simple on NVIDIA H200: solved at 1024 worlds only") for line in lines1), lines1
+    assert not any("fastest" in line for line in lines1), lines1
+    from fightlab.figures.sweep import plot_world_sweep
+
+    def marks(table):
+        fig = plot_world_sweep(table)
+        return [a.get_text() for a in fig.axes[0].texts]
+
+    assert "the only world count solved" in marks(one) and not any("fastest" in m for m in marks(one))
+    assert "fastest: 1024" in marks(t)
     # each count's median against the original's 350-500 (910 and 510 outside, 460 inside), and the
     # flat bottom: 1024 alone within 2 % (256: 910 x 0.125 = 113.75 s against 510 x 0.2 = 102 s)
     assert ("simple on NVIDIA H200: median iterations to solve by nworld 256: 910, 1024: 510, 4096: 460 "

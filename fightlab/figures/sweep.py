@@ -18,7 +18,7 @@ NOTE = ("time to solve = median iterations to solve (trainings to the solve crit
 def plot_world_sweep(table: pd.DataFrame, title: str = ""):
     """Two panels against nworld (log2 axis), one line per body: time to solve [s]
     (``time_to_solve_s`` with min–max bars; points without solved trainings are left out and
-    said so) and env steps/s; the original study's times to solve at its best world count
+    said so; the fastest world count marked when more than one has solves) and env steps/s; the original study's times to solve at its best world count
     (`measure.report.ORIGINAL_STUDY_S`, `measure.sweep.ORIGINAL_NWORLD`) marked for reference.
 
     Args:
@@ -44,7 +44,9 @@ def plot_world_sweep(table: pd.DataFrame, title: str = ""):
                 ax_t.errorbar(t["nworld"], t["time_to_solve_s"], yerr=err, marker="o", color=c,
                               capsize=3, label=f"{body} (this GPU)")
                 best = t.loc[t["time_to_solve_s"].idxmin()]
-                ax_t.annotate(f"fastest: {int(best['nworld'])}", (best["nworld"], best["time_to_solve_s"]),
+                # "fastest" compares world counts: with one solved count there is nothing to compare
+                mark = f"fastest: {int(best['nworld'])}" if len(t) > 1 else "the only world count solved"
+                ax_t.annotate(mark, (best["nworld"], best["time_to_solve_s"]),
                               textcoords="offset points", xytext=(8, 6), ha="left", fontsize=8, color=c)
             else:
                 empty.append(body)

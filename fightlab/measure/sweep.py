@@ -627,7 +627,8 @@ ORIGINAL_ITERATIONS = (350, 500)
 
 def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str]:
     """Lines a notebook prints about the curve (`time_to_solve_table`), per (gpu, body): the
-    fastest measured point and its time, against the original's point (1024 worlds); how
+    fastest measured point and its time (said as the only one when one world count has solves),
+    against the original's point (1024 worlds); how
     iterations to solve change from the fewest to the most worlds with solves, each world count's
     median against the original's 350–500 at any count; and the world counts whose time to solve
     is within ``tolerance`` (a fraction) of the fastest (the flat bottom of the curve, the set
@@ -643,7 +644,9 @@ def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str
         at = g[g["nworld"] == ORIGINAL_NWORLD]
         ref = (f"; at {ORIGINAL_NWORLD} worlds (the original's best, {ORIGINAL_GPU}) "
                f"{at['time_to_solve_s'].iloc[0]:.1f} s" if len(at) else "")
-        lines.append(f"{body} on {gpu}: fastest solve at {int(best['nworld'])} worlds, "
+        where = (f"fastest solve at {int(best['nworld'])} worlds" if len(g) > 1 else
+                 f"solved at {int(best['nworld'])} worlds only (no other world count to compare)")
+        lines.append(f"{body} on {gpu}: {where}, "
                      f"{best['time_to_solve_s']:.1f} s = {its(best['iterations_median'])} iterations (median) × "
                      f"{best['s_per_iter']:.3f} s (the sweep's solo s/iteration){ref}")
         lo, hi = g.iloc[0], g.iloc[-1]
