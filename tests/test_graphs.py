@@ -308,7 +308,8 @@ def test_cpu_backend_with_its_policy_on_cuda_reads_as_counted(tmp_path):
 
 def test_notebook_05_smoke_runs_on_the_cpu_and_writes_nothing_in_data(tmp_path):
     """Notebook 05 at size smoke through `reproduce` (papermill, run in notebooks/): its rows go
-    to runs/graphs/, the figure is drawn from them, data/ is untouched."""
+    to runs/graphs/nb05-smoke-cpu/, its trainings under train/ there, the figure is drawn from
+    the rows, data/ is untouched."""
     import subprocess
 
     from fightlab import results
@@ -328,6 +329,8 @@ def test_notebook_05_smoke_runs_on_the_cpu_and_writes_nothing_in_data(tmp_path):
     # a share of CPU times taken apart (not a measurement: the CPU is shared, its timings noisy)
     assert (df["measured_non_physics_share"] > 0).all() and np.isfinite(df["measured_non_physics_share"]).all()
     assert (root / "figures" / "graphs_split.png").exists() and status() == before
+    # its short trainings inside the notebook's own folder, named by size and device through it
+    assert {p.name for p in (root / "train").iterdir()} >= {"simple-4-none", "simple-4-all"}
 
 
 def test_step_split_times_each_part_and_puts_the_state_back(tmp_path):
