@@ -552,6 +552,28 @@ def network_params(hidden, nu: int | None = None) -> int:
 #: reference physics 10 / 20): more only costs time
 MAX_SOLVER_ITERATIONS = 1000
 
+#: most samples one iteration may collect, nworld × num_steps (2**24): the rollout keeps every
+#: sample's observation and value in float32 on the device, ~1 KiB a sample with the
+#: muscular-fast observation and the privileged critic, so 16 GiB here; the sweep's largest is
+#: 16384 × 32 = 2**19
+MAX_BATCH_SAMPLES = 1 << 24
+
+#: most update epochs (each a pass over every sample): 5 by default, more than 1000 only spins
+MAX_UPDATE_EPOCHS = 1000
+
+#: most env steps in one episode: the env's step counters are int32 (2**31 - 1)
+MAX_EPISODE_STEPS = (1 << 31) - 1
+
+def short_repr(v, limit: int = 80) -> str:
+    """``repr(v)``, cut to its first 60 characters with its length said when longer than
+    ``limit`` (a 5000-digit value stays a one-line error)."""
+    r = repr(v)
+    return r if len(r) <= limit else f"{r[:60]}… ({len(r)} characters)"
+
+
+#: most phase bins of the rhythm observation (EnvConfig.n_phase): a one-hot per world
+MAX_N_PHASE = 4096
+
 #: most physics substeps per control step a config may ask for (a tiny timestep would otherwise
 #: run for hours without a word); the task's default is 5
 MAX_SUBSTEPS = 1000
@@ -573,6 +595,10 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
         raise ConfigError(f"EnvConfig.timestep ({cfg.timestep!r}) gives {ratio:.3g} physics substeps "
                          f"per control step; at most {MAX_SUBSTEPS} (timestep >= control_dt / "
                          f"{MAX_SUBSTEPS} = {cfg.control_dt / MAX_SUBSTEPS:g} s)")
+    if cfg.episode_s / cfg.control_dt > MAX_EPISODE_STEPS:
+        raise ConfigError(f"EnvConfig.episode_s ({cfg.episode_s!r}) gives more than {MAX_EPISODE_STEPS} "
+                          f"env steps per episode (control_dt = {cfg.control_dt!r} s; the env counts "
+                          "steps in int32)")
     if cfg.episode_steps < 1 or cfg.episode_s < cfg.control_dt * (1 - 1e-9):
         raise ConfigError(f"EnvConfig.episode_s ({cfg.episode_s!r}) must be at least one control "
                          f"step (control_dt = {cfg.control_dt!r} s)")
@@ -591,8 +617,8 @@ def validate_env(cfg: EnvConfig) -> EnvConfig:
             raise ConfigError(f"EnvConfig.{name} must be a number >= 0, got {v!r}")
     if not 0 < cfg.tilt_fall_deg <= 180:
         raise ConfigError(f"EnvConfig.tilt_fall_deg must be in (0, 180], got {cfg.tilt_fall_deg!r}")
-    if not isinstance(cfg.n_phase, int) or cfg.n_phase < 4:
-        raise ConfigError(f"EnvConfig.n_phase must be >= 4, got {cfg.n_phase!r}")
+    if isinstance(cfg.n_phase, bool) or not isinstance(cfg.n_phase, int) or not 4 <= cfg.n_phase <= MAX_N_PHASE:
+        raise ConfigError(f"EnvConfig.n_phase must be an integer in [4, {MAX_N_PHASE}], got {short_repr(cfg.n_phase)}")
     for name in ("solver_iterations", "solver_ls_iterations"):
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SOLVER_ITERATIONS:
@@ -636,6 +662,11 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
         v = getattr(p, name)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"PPOConfig.{name} must be a positive integer, got {v!r}")
+    if p.update_epochs > MAX_UPDATE_EPOCHS:
+        raise ConfigError(f"PPOConfig.update_epochs must be at most {MAX_UPDATE_EPOCHS}, got {short_repr(p.update_epochs)}")
+    if nworld * p.num_steps > MAX_BATCH_SAMPLES:
+        raise ConfigError(f"nworld × num_steps ({nworld} × {short_repr(p.num_steps)}) is more than {MAX_BATCH_SAMPLES:,} "
+                          "samples an iteration (the rollout keeps each on the device): fewer worlds or steps")
     for name, lo, hi in (("learning_rate", 0.0, 1.0), ("critic_learning_rate", 0.0, 1.0),
                          ("gamma", 0.0, 1.0), ("gae_lambda", 0.0, 1.0),
                          ("clip_coef", 0.0, 1.0), ("desired_kl", 0.0, 1.0),
@@ -768,11 +799,17 @@ def coerce_field(cls, name: str, raw):
     if isinstance(raw, str):
         try:
             val = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON; or past Python's int-digit limit or nesting
             val = raw
 
+    def finite(x) -> bool:
+        try:
+            return math.isfinite(x)
+        except OverflowError:  # an int too large for a float
+            return False
+
     def bad(expect):
-        return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {raw!r}")
+        return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {short_repr(raw)}")
 
     if isinstance(default, bool):
         if isinstance(val, bool):
@@ -789,7 +826,7 @@ def coerce_field(cls, name: str, raw):
             return val
         raise bad("an integer")
     if isinstance(default, float) or (default is None and (name.endswith("_s") or name in OPTIONAL_FIELDS)):
-        if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
+        if isinstance(val, (int, float)) and not isinstance(val, bool) and finite(val):
             return float(val)
         if default is None and (val is None or (isinstance(val, str) and val.strip().lower() == "none")):
             return None
@@ -805,7 +842,7 @@ def coerce_field(cls, name: str, raw):
                 raise bad("a list of integers")
             return tuple(val)
         if all(isinstance(x, float) for x in default):  # [5, 10] is the same pair as [5.0, 10.0]
-            if not all(math.isfinite(x) for x in val):
+            if not all(finite(x) for x in val):
                 raise bad("a list of finite numbers")
             return tuple(float(x) for x in val)
         return tuple(val)

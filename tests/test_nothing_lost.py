@@ -425,19 +425,44 @@ def test_a_hard_link_of_the_repositorys_results_is_the_repositorys(tmp_path):
     assert hashlib.sha256(repo_file.read_bytes()).hexdigest() == before
 
 
-def test_resuming_an_older_checkpoint_then_a_stale_one_keeps_rows_consistent(tmp_path):
-    d = tmp_path / "run"
-    assert main(["train", "--run-dir", str(d), "--max-iterations", "4", "--checkpoint-every", "1", *TINY]) == 0
+def test_resuming_an_older_checkpoint_in_its_folder_is_refused_and_a_copy_forks(tmp_path, capsys):
+    """A resume of an older checkpoint in its own folder would write over the run's later
+    checkpoints and rows: refused in one line, nothing touched. Copied into a new folder it is
+    a fork: when the original's row is where the fork's would go, the fork gets a new run_id
+    (params forked_from, its latest.pt renamed too), so neither row replaces the other; a run
+    resumed from its own latest state keeps its id."""
     import shutil
 
-    shutil.copy(d / "ckpt_000004.pt", tmp_path / "stale4.pt")
-    assert main(["train", "--resume", str(d / "ckpt_000002.pt"), "--max-iterations", "3",
-                 "--device", "cpu", "--no-progress"]) == 0
-    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == [1, 2, 3]
-    shutil.copy(tmp_path / "stale4.pt", d / "ckpt_000004.pt")
-    assert main(["train", "--resume", str(d / "ckpt_000004.pt"), "--max-iterations", "5",
-                 "--device", "cpu", "--no-progress"]) == 0
-    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == [1, 2, 3, 4, 5]  # no gap
+    from fightlab.config import TrainConfig
+    from fightlab.measure.report import fork_if_diverged
+    from fightlab.rl.runner import Trainer
+
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "3", "--checkpoint-every", "1", *TINY]) == 0
+    capsys.readouterr()
+    before = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in d.rglob("*") if p.is_file()}
+    assert main(["train", "--resume", str(d / "ckpt_000001.pt"), "--max-iterations", "3",
+                 "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is at iteration 1 but its folder holds later ones (ckpt_000002.pt, ckpt_000003.pt)" in err[0]
+    assert {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in d.rglob("*") if p.is_file()} == before
+    run_id = results.read_rows("train", d)["run_id"].item()
+
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    shutil.copy(d / "ckpt_000001.pt", fork / "ckpt_000001.pt")
+    with Trainer(TrainConfig(resume=str(fork / "ckpt_000001.pt"), max_iterations=2, device="cpu"),
+                 progress=False) as tr:
+        tr.train()
+        assert tr.run_id == run_id and fork_if_diverged(tr, [fork]) is None  # nothing of it there yet
+        assert fork_if_diverged(tr, [d]) == run_id  # d's row went to 3 another way
+        assert tr.run_id != run_id and tr.forked_from == f"{run_id}@1"
+        assert "forked_from" in capsys.readouterr().out
+    assert torch.load(fork / "latest.pt", weights_only=False)["run_id"] == tr.run_id
+    # the original resumed from its latest state continues its own row: same id
+    with Trainer(TrainConfig(resume=str(d / "latest.pt"), max_iterations=4, device="cpu"), progress=False) as tr2:
+        tr2.train()
+        assert fork_if_diverged(tr2, [d]) is None and tr2.run_id == run_id
 
 
 def test_a_torn_row_file_in_the_run_folder_is_said_before_training(tmp_path, capsys):
@@ -464,6 +489,16 @@ def test_a_torn_row_file_in_the_run_folder_is_said_before_training(tmp_path, cap
     (["train", "--device", "cpu", "--set", "env.timestep=1e-300"], "physics substeps per control step; at most 1000"),
     (["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--timestep", "1e-300"],
      "at most 1000"),
+    # values that pass a type check but no machine can hold, and text past Python's own limits
+    (["train", "--device", "cpu", "--set", "ppo.num_steps=" + "1" * 5000],
+     "PPOConfig.num_steps must be an integer, got '1111"),
+    (["train", "--device", "cpu", "--set", "ppo.learning_rate=1" + "0" * 400], "must be a finite number"),
+    (["train", "--device", "cpu", "--set", "ppo.hidden=" + "[" * 50000], "PPOConfig.hidden must be a list"),
+    (["train", "--device", "cpu", "--nworld", "2", "--set", "ppo.num_steps=1000000000"],
+     "more than 16,777,216 samples an iteration"),
+    (["train", "--device", "cpu", "--set", "ppo.update_epochs=" + "1" + "0" * 23], "update_epochs must be at most 1000"),
+    (["train", "--device", "cpu", "--set", "env.n_phase=1000000000000"], "n_phase must be an integer in [4, 4096]"),
+    (["train", "--device", "cpu", "--set", "env.episode_s=5e7"], "env steps per episode"),
 ])
 def test_more_one_line_errors(args, expect, capsys):
     assert main(args) == 2

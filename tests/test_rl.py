@@ -137,12 +137,22 @@ DETERMINISTIC = ("iteration", "env_steps", "amplitude", "stage", "episodes", "re
                  "policy_loss", "value_loss", "entropy", "approx_kl", "learning_rate")
 
 
+def _copied(checkpoint, folder) -> str:
+    """`checkpoint` copied into `folder` (made): an older checkpoint resumes in a folder of its
+    own, as in its run's folder it would overwrite the later ones."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(shutil.copy(checkpoint, folder / checkpoint.name))
+
+
 def test_resume_gives_the_same_next_row(tmp_path):
     a = Trainer(_tiny_cfg(tmp_path / "a"), progress=False)
     a.train()
-    a.close()  # one writer per run folder: the resumed run continues in a's folder
+    a.close()
     row2 = a.rows[1]
-    b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+    b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path / "b"), resume=_copied(tmp_path / "a" / "ckpt_000001.pt",
+                                                                              tmp_path / "b")),
                 progress=False)
     b.train()
     assert len(b.rows) == 1 and b.rows[0]["iteration"] == 2
@@ -490,7 +500,8 @@ def test_the_asymmetric_critic_sees_the_privileged_observation_and_resumes(tmp_p
     nobs = a.env.obs_dim
     assert a.agent.critic[0].in_features == nobs + a.env.privileged_dim and a.agent.actor[0].in_features == nobs
     assert a.buf.priv.abs().sum() > 0 and a.agent.priv_norm.count > 0
-    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=_copied(tmp_path / "a" / "ckpt_000001.pt",
+                                                                                    tmp_path / "b")),
                 progress=False)
     b.train()
     for k in DETERMINISTIC:
@@ -561,7 +572,8 @@ def test_the_critic_learning_rate_is_a_group_of_its_own_apart_from_the_kl_rule(t
              "the critic's group runs at 0.02, the config's ppo.critic_learning_rate is 0.005")):
         with pytest.raises(CheckpointError, match=re.escape(expect)):
             load_checkpoint(edited(fn, "bad.pt"))
-    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=str(tmp_path / "a" / "ckpt_000001.pt")),
+    b = Trainer(dataclasses.replace(cfg, run_dir=str(tmp_path / "b"), resume=_copied(tmp_path / "a" / "ckpt_000001.pt",
+                                                                                    tmp_path / "b")),
                 progress=False)
     b.train()
     assert b.optimizer.param_groups[1]["lr"] == 5e-3 and float(b.lr) == pytest.approx(float(a.lr))

@@ -3,6 +3,7 @@ summarise the published ones (published_runs, solve_summary, headline, original_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -60,6 +61,8 @@ def train_row(trainer, res: dict) -> dict:
         params["nworld_auto"] = auto
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
+    if getattr(trainer, "forked_from", None):  # a continuation of another run's row (fork_if_diverged)
+        params["forked_from"] = trainer.forked_from
     # the CPU backend's rows name the CPU model and cores in the gpu column (meta.cpu_label)
     meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
                                 params=params, device=cfg.device, backend=cfg.backend,
@@ -90,6 +93,58 @@ def train_row(trainer, res: dict) -> dict:
     return row
 
 
+def fork_if_diverged(trainer, roots) -> str | None:
+    """Give a resumed run a new run_id when a train row of its run_id under one of ``roots``
+    (run folders or results roots, ``<root>/data/results/train.csv``) is not an earlier state of
+    this run: that row's segments (`Trainer.segments`, each with a unique ``segment_id``) are not
+    the first segments of this one, or that row went past the iteration this run's next segment
+    started from. Two continuations of one checkpoint, or a resume of an older
+    checkpoint after the run went on, would otherwise replace each other's row and curve
+    (`results.append_row` keeps one row per run_id). The new id is written into the run's final
+    checkpoint (``latest.pt``) too, so resuming the fork continues the fork; params
+    ``forked_from`` = ``"<old run_id>@<iteration resumed at>"``. A run continuing its own row
+    (the row's segments a prefix of its own) keeps its id and replaces the row.
+
+    Returns the old run_id when the run was renamed (one line printed), else None."""
+    segs = list(trainer.segments)
+    if len(segs) < 2:
+        return None  # a fresh run: its id is new
+    for root in roots:
+        path = results.results_path("train", root)
+        if not path.is_file():
+            continue
+        rows = results.read_rows("train", root)
+        mine = rows[rows["run_id"].astype(str) == trainer.run_id]
+        for p, its in zip(mine["params"], mine["iterations"]):
+            theirs = list((json.loads(p) if isinstance(p, str) else p).get("segments") or [])
+            n = len(theirs)
+            # an earlier state of this run: its segments are this run's first ones and it ended
+            # where this run's next segment began, or before
+            if theirs != segs[:n] or (n < len(segs) and int(its) > int(segs[n].get("start_iteration", 0))):
+                break
+        else:
+            continue
+        from fightlab.meta import new_run_id
+
+        old, at = trainer.run_id, int(segs[-1].get("start_iteration", 0))
+        trainer.run_id, trainer.forked_from = new_run_id(), f"{old}@{at}"
+        latest = Path(trainer.run_dir) / "latest.pt"
+        if latest.is_file():  # resuming this continuation continues it, under its own id
+            import torch
+
+            ck = torch.load(latest, map_location="cpu", weights_only=False)
+            ck["run_id"] = trainer.run_id
+            target = latest.resolve()
+            tmp = target.with_suffix(".tmp")
+            torch.save(ck, tmp)
+            tmp.replace(target)
+        print(f"run {old} resumed at iteration {at}, but {path} holds a row of {old} that went on "
+              f"another way: this continuation is run {trainer.run_id} (forked_from {old}@{at}), "
+              "so neither is replaced", flush=True)
+        return old
+    return None
+
+
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
     """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
     `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv,
@@ -118,16 +173,19 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
             return None
         check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend,
                       policy_device=trainer.cfg.policy_device, training=trainer.cfg)
-        row = train_row(trainer, res)
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"
         curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
         root = Path(root) if root else REPO_ROOT
-        local = [results.append_row("train", row, run_dir),
-                 results.write_curve(row["run_id"], curve, run_dir)]
-        trainer.rundir.add(*local)
-        if publish:
-            with results.publish_lock(root):  # the row and its curve land together
+        # under the lock from the fork check to the last write: two continuations of one run
+        # finishing together cannot both take its row
+        with results.publish_lock(root) if publish else contextlib.nullcontext():
+            fork_if_diverged(trainer, [run_dir] + ([root] if publish else []))
+            row = train_row(trainer, res)
+            local = [results.append_row("train", row, run_dir),
+                     results.write_curve(row["run_id"], curve, run_dir)]
+            trainer.rundir.add(*local)
+            if publish:  # the row and its curve land together
                 results.append_row("train", row, root)
                 results.write_curve(row["run_id"], curve, root, device=trainer.cfg.device,
                                     backend=trainer.cfg.backend)

@@ -23,7 +23,7 @@ from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint",
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint", "later_checkpoints",
            "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
            "policy_parameter_names"]
 
@@ -228,6 +228,21 @@ def load_checkpoint(path) -> dict:
                               f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
     _check_checkpoint(p, ck)
     return ck
+
+
+def later_checkpoints(run_dir, iteration: int) -> list[str]:
+    """Names of the ``ckpt_<iteration>.pt`` files in ``run_dir`` past ``iteration``, sorted (a
+    resume of an older checkpoint in its own folder would write over them); [] when none or no
+    folder."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        return []
+    out = []
+    for p in d.glob("ckpt_*.pt"):
+        m = re.fullmatch(r"ckpt_(\d+)\.pt", p.name)
+        if m and int(m.group(1)) > iteration:
+            out.append(p.name)
+    return sorted(out)
 
 
 def save_checkpoint(run, path=None) -> Path:

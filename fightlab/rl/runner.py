@@ -17,7 +17,8 @@ import numpy as np
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, task_warning, validate_train
 from fightlab.devices import announce_compile
-from fightlab.rl.checkpoint import load_checkpoint, restore_checkpoint, resume_config, save_checkpoint
+from fightlab.rl.checkpoint import (later_checkpoints, load_checkpoint, restore_checkpoint, resume_config,
+                                    save_checkpoint)
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, truncate_rows, write_rows
@@ -76,6 +77,13 @@ class Trainer(TrainLoop):
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
         if (warn := task_warning(cfg)) is not None:
             print(f"fightlab: warning: {warn}", flush=True)
+        if resume_ck is not None and (later := later_checkpoints(cfg.run_dir, int(resume_ck["iteration"]))):
+            # the folder went on past this checkpoint: resuming here would write over that
+            raise ConfigError(
+                f"checkpoint {cfg.resume!r} is at iteration {resume_ck['iteration']} but its folder holds "
+                f"later ones ({', '.join(later[:3])}{', …' if len(later) > 3 else ''}) that resuming it "
+                "there would overwrite: resume latest.pt, or copy this checkpoint into a new empty "
+                "folder and resume it from there (a new run, forked from this one)")
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
         self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
         if self.rundir.removed:
@@ -89,7 +97,7 @@ class Trainer(TrainLoop):
 
     def _build(self, cfg: TrainConfig, progress: bool, resume_ck: dict | None) -> None:
         from fightlab.envs.stance import StanceEnv
-        from fightlab.meta import git_commit, gpu_name, new_run_id, packing_from_env
+        from fightlab.meta import git_commit, gpu_name, new_run_id, packing_from_env, utc_now
         from fightlab.sim.cpu import backend_record
 
         self.progress = progress
@@ -109,7 +117,8 @@ class Trainer(TrainLoop):
                               **({"policy_device": cfg.policy_device, "policy_gpu": gpu_name(cfg.policy_device)}
                                  if cfg.policy_device else {}),
                               max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
-                              start_iteration=int(resume_ck["iteration"]) if resume_ck else 0)]
+                              start_iteration=int(resume_ck["iteration"]) if resume_ck else 0,
+                              started=utc_now(), segment_id=new_run_id())]
         self.run_dir = self.rundir.path
         self._resume_ck = resume_ck
         #: the reference check's result once it ran (`fightlab.rl.reference`; saved in checkpoints)
