@@ -622,8 +622,10 @@ JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots",
 
 
 def check_job_argv(argv: list[str]) -> str | None:
-    """The line the command line would print for a job's fightlab argv (unknown flag, bad choice),
-    or None when argparse accepts it (values are checked when the job runs)."""
+    """The line the command line would print for a job's fightlab argv (unknown flag, bad choice;
+    for a new train job any value its config refuses: `_job_config`), or None when accepted. A
+    resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint or
+    its GPU)."""
     import contextlib
     import io
 
@@ -639,12 +641,33 @@ def check_job_argv(argv: list[str]) -> str | None:
             lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
             return lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})"
         return None
-    if a.cmd == "train" and a.set:  # every --set key and value, before any job runs
+    if a.cmd == "train":  # every --set key and value, and the config they make, before any job runs
         try:
-            plan_overrides(TrainConfig(), a.set)
+            if a.set:
+                plan_overrides(TrainConfig(), a.set)
+            if a.resume is None and not (isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto"):
+                _job_config(a)
         except ConfigError as e:
             return str(e)
     return None
+
+
+def _job_config(a):
+    """A new train job's TrainConfig from its flags, every value checked (`validate_train`) as
+    its run would, but on the CPU: whether its device is on this host is the batch's own check
+    (`batch.check_devices`). Raises ConfigError, one line."""
+    import dataclasses
+
+    from fightlab.config import TrainConfig, validate_body, validate_nworld, validate_train
+    from fightlab.rl.launch import plan_overrides
+
+    given = {k: v for k, v in dict(
+        body=None if a.body is None else validate_body(a.body),
+        nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
+        max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every,
+        backend=a.backend).items() if v is not None}
+    cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
+    return validate_train(dataclasses.replace(cfg, device="cpu"))
 
 
 def cmd_batch(a) -> int:

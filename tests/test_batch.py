@@ -117,6 +117,12 @@ def test_grid_expansion_and_list_values():
     (["--job", "notebook 99"], "unknown notebook '99'; notebooks: 00"),
     ([], "batch needs jobs"),
     (["--job", "train", "--budget-s", "-1"], "--budget-s must be a positive number of seconds, got -1.0"),
+    # values, not only keys and types, before any job starts
+    (["--job", "train --device cpu --nworld 2", "--grid", "body=simple,robot"], "unknown body 'robot'"),
+    (["--job", "train --device cpu", "--grid", "ppo.kl_estimator=k3,bogus"],
+     "PPOConfig.kl_estimator must be one of k3, analytic, got 'bogus'"),
+    (["--job", "train --device cpu", "--set", "ppo.clip_coef=5"], "PPOConfig.clip_coef must be a number in (0, 1]"),
+    (["--job", "train --device cpu --max-iterations 0"], "max_iterations must be a positive integer"),
 ])
 def test_bad_input_is_one_line(args, expect, tmp_path, capsys, fakebin):
     fakebin(gpus=0)
