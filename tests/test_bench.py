@@ -191,7 +191,10 @@ def test_estimate_prefers_the_same_learner_and_nworld(tmp_path):
                  tracking_survived=0.95, **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
         return r
 
-    for r in (row(1024, 1, 400), row(1024, 2, 420, concurrent=4, commit="def5678"), row(4096, 1, 300),
+    # the 4096-world row older than the 1024-world solo one: both groups hold one solo seed, and the
+    # headline's tie-break is the newest (rows written in the same second would tie)
+    older = {**row(4096, 1, 300), "time": "2026-01-01T00:00:00+00:00"}
+    for r in (row(1024, 1, 400), row(1024, 2, 420, concurrent=4, commit="def5678"), older,
               row(1024, 1, 900, clip_coef=0.11), row(1024, 2, 910, clip_coef=0.11), row(1024, 3, 920, clip_coef=0.11)):
         results.append_row("train", r, tmp_path)
     df = published_runs(tmp_path)
