@@ -825,8 +825,12 @@ def read_curve(run_id: str, root: Path | str, need: tuple[str, ...] = ()) -> pd.
         missing = [c for c in need if c not in header]
         if missing:
             raise MalformedRowError(f"{path}: the curve lacks column(s) {', '.join(missing)} "
-                                    f"(it has {', '.join(header[:8])}{', …' if len(header) > 8 else ''})")
-    df = pd.read_csv(path)
+                                    f"(it has {', '.join(map(repr, header[:8]))}{', …' if len(header) > 8 else ''})")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:  # e.g. a quote left open: one line, the file named
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        raise MalformedRowError(f"{path}: not a readable curve ({type(e).__name__}: {first})") from None
     if need and df.empty:
         raise MalformedRowError(f"{path}: the curve has a header and no rows")
     return df

@@ -523,6 +523,13 @@ def test_text_in_a_metric_column_and_a_torn_curve_are_refused(tmp_path):
     c.write_text(c.read_text() + "3")
     with pytest.raises(results.MalformedRowError, match=r"aaa.csv:4"):
         results.read_curve("aaa", tmp_path)
+    c.write_text('garbage,,,"\n')  # a quote left open: the parser's error as one line, the file named
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv: not a readable curve|aaa.csv:\d"):
+        results.read_curve("aaa", tmp_path)
+    c.write_text('"iter\nation",reward\n1,0.1\n')  # a newline inside a column name
+    with pytest.raises(results.MalformedRowError) as e:
+        results.read_curve("aaa", tmp_path, need=("iteration",))
+    assert "\n" not in str(e.value), str(e.value)
 
 
 def test_a_cpu_curve_never_reaches_the_repositorys_data():
