@@ -158,7 +158,7 @@ def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
 
     Raises:
       BatchError: no ``=``, a bad key, an empty grid (no value, or an empty value such as
-        ``seed=1,,2``), a key given twice.
+        ``seed=1,,2``), a key or one key's value given twice.
     """
     out: dict[str, list[str]] = {}
     for item in items:
@@ -168,6 +168,8 @@ def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
             raise BatchError(f"--grid {item!r}: empty grid value; give KEY=V1,V2,... (e.g. seed=1,2,3)")
         if key in out:
             raise BatchError(f"--grid {key} given twice; give all its values in one --grid {key}=V1,V2")
+        if dup := next((v for i, v in enumerate(values) if v in values[:i]), None):
+            raise BatchError(f"--grid {item!r}: value {dup!r} given twice (two identical jobs); give each once")
         out[key] = values
     return list(out.items())
 
@@ -224,9 +226,11 @@ def read_jobs_file(path: str | Path) -> list[Job]:
     """The jobs of a jobs file: one per line, blank lines and ``#`` comments skipped."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise BatchError(f"jobs file {str(path)!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise BatchError(f"jobs file {str(path)!r} is not UTF-8 text (byte {e.start}: {e.reason})") from None
     jobs = [parse_job(ln) for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
     if not jobs:
         raise BatchError(f"jobs file {str(path)!r} holds no job")
@@ -750,6 +754,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         check_devices(jobs, lanes)
     folder = Path(folder)
     with _claim(folder, fresh=not resume):
+        print(f"batch {folder.name}: {folder}", flush=True)  # once its options passed and it is ours
         if resume:
             state = json.loads((folder / STATE).read_text())
             if state.get("format") != FORMAT:
@@ -950,7 +955,6 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         sets = parse_sets(sets)
         bases = (read_jobs_file(jobs_file) if jobs_file is not None else []) + [parse_job(j) for j in job]
         jobs = make_jobs(bases, grid, sets, commands, check_argv=check_argv)
-    print(f"batch {folder.name}: {folder}", flush=True)
     try:
         state = run_batch(jobs, folder, concurrent=concurrent, gpus=pick(gpus, "gpus", None),
                           job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),

@@ -870,10 +870,14 @@ def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None =
     import sys
 
     own_flags = own_flags or {}
+    seen: dict[str, str] = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
+        if key in seen and seen[key] != raw:  # the last would win, silently
+            raise ConfigError(f"--set {key} given twice ({short_repr(seen[key])}, then {short_repr(raw)}): give it once")
+        seen[key] = raw
         parts = key.split(".")
         if len(parts) == 2 and parts[0] in ("env", "ppo"):
             cls = EnvConfig if parts[0] == "env" else PPOConfig

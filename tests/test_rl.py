@@ -172,7 +172,7 @@ def test_truncated_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "missing.pt")
     torch.save({"hello": 1}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="not a fightlab checkpoint"):
+    with pytest.raises(CheckpointError, match=r"not a fightlab checkpoint \(format None, expected 'fightlab-ckpt-1'\)"):
         load_checkpoint(tmp_path / "other.pt")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fightlab.config import ConfigError, TrainConfig, from_dict, to_dict, validate_train
+from fightlab.config import ConfigError, TrainConfig, from_dict, short_repr, to_dict, validate_train
 from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
@@ -224,8 +224,13 @@ def load_checkpoint(path) -> dict:
         raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({type(e).__name__}: {e})") from None
     need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
     if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
-        raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint "
-                              f"(missing {sorted(need - set(ck)) if isinstance(ck, dict) else 'everything'})")
+        if not isinstance(ck, dict):
+            why = f"a {type(ck).__name__}, not a dict"
+        elif ck.get("format") != "fightlab-ckpt-1":
+            why = f"format {short_repr(ck.get('format'))}, expected 'fightlab-ckpt-1'"
+        else:
+            why = f"missing {', '.join(sorted(need - set(ck)))}"
+        raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint ({why})")
     _check_checkpoint(p, ck)
     return ck
 
