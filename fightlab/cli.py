@@ -714,7 +714,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fightlab: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from fightlab.rl.runner import TrainingStopped
+
+        if isinstance(e, TrainingStopped):  # a checkpoint of the last whole iteration is saved
+            print(f"fightlab: {e}", file=sys.stderr)
+            return 128 + e.signum
         print("fightlab: interrupted" + ("; a training's run folder is free again: when it saved a "
               "checkpoint, continue it with --resume <run folder>/latest.pt" if args.cmd == "train" else ""),
               file=sys.stderr)

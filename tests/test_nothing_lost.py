@@ -336,6 +336,37 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
 
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_ctrl_c_saves_the_last_iteration_then_resume_continues(tmp_path, sig):
+    """A cloud's preemption (SIGTERM) or Ctrl-C (SIGINT) mid-training: the iteration under way
+    ends, its checkpoint is written, one line says where to resume, exit 128 + the signal; the
+    resume continues from that iteration with every row once."""
+    d = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fightlab", "train", "--run-dir", str(d), "--max-iterations", "500",
+           "--checkpoint-every", "100", *TINY]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not ((d / "rows.csv").exists() and
+                                              len((d / "rows.csv").read_text().splitlines()) >= 4):
+            time.sleep(0.2)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 128 + sig, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"fightlab: stopped by {signal.Signals(sig).name} at iteration ") and "--resume" in last, err
+    n = int(last.split("at iteration ")[1].split(";")[0])
+    ck = torch.load(d / "latest.pt", weights_only=False)
+    assert ck["iteration"] == n >= 3  # not the every-100 checkpoint: the last whole iteration's
+    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == list(range(1, n + 1))
+    assert main(["train", "--resume", str(d / "latest.pt"), "--max-iterations", str(n + 1),
+                 "--device", "cpu", "--no-progress"]) == 0
+    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == list(range(1, n + 2))
+
+
 # ---------------------------------------------------------------------------------------------
 # the break-it review's findings (each fails on the commit it reviewed)
 

@@ -9,7 +9,10 @@ graph capture (`compile_s`) are excluded and reported apart.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +26,46 @@ from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, truncate_rows, write_rows
 
-__all__ = ["Trainer", "PolicyIO", "announce_compile", "train"]
+__all__ = ["Trainer", "TrainingStopped", "PolicyIO", "announce_compile", "train"]
+
+
+class TrainingStopped(KeyboardInterrupt):
+    """A training stopped by SIGINT (Ctrl-C, a batch's timeout) or SIGTERM (a cloud's preemption,
+    `kill`) once the iteration under way ended and its checkpoint was written (a second signal
+    stops at once, as before). A KeyboardInterrupt, so whatever catches Ctrl-C catches it.
+
+    Attributes: signum (int), iteration (int, the checkpoint's), checkpoint (Path to resume)."""
+
+    def __init__(self, signum: int, iteration: int, checkpoint: Path):
+        self.signum, self.iteration, self.checkpoint = signum, iteration, Path(checkpoint)
+        super().__init__(f"stopped by {signal.Signals(signum).name} at iteration {iteration}; its checkpoint "
+                         f"is saved: continue with --resume {self.checkpoint}")
+
+
+@contextlib.contextmanager
+def _signals_stop_after_the_iteration():
+    """While held, the first SIGINT or SIGTERM only sets ``box["signum"]`` (the loop saves and stops
+    after its iteration); a second raises KeyboardInterrupt at once. Signals the process ignores
+    stay ignored; off the main thread (where Python cannot install handlers) nothing changes."""
+    box: dict = {"signum": None}
+    if threading.current_thread() is not threading.main_thread():
+        yield box
+        return
+
+    def handler(signum, frame):
+        if box["signum"] is not None:
+            raise KeyboardInterrupt
+        box["signum"] = signum
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield box
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 class Trainer(TrainLoop):
     """One training run: builds the `StanceEnv`, trains it with the loop (`TrainLoop`: env,
@@ -204,6 +246,20 @@ class Trainer(TrainLoop):
         seg_t0 = time.perf_counter()
         bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                    desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
+        with _signals_stop_after_the_iteration() as stop:
+            self._loop(cfg, bar, rows_path, seg_t0, stop)
+        bar.close()
+        path = self.save()
+        res = self.result()
+        if self.curriculum.solved:
+            res.update(self._reference(path, res))
+            self.reference_eval = res["reference_eval"]
+            self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
+        return res
+
+    def _loop(self, cfg: TrainConfig, bar, rows_path: Path, seg_t0: float, stop: dict) -> None:
+        """The iterations of one segment: rows, progress, checkpoints; raises TrainingStopped
+        after the iteration a signal arrived in, its checkpoint written."""
         while self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved) \
                 and not stage_done(cfg, self.curriculum.stage):
             row = self.iterate()
@@ -219,17 +275,13 @@ class Trainer(TrainLoop):
                             trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
             if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
                 self.save()
+            if stop["signum"] is not None:
+                bar.close()
+                path = self.save()
+                raise TrainingStopped(stop["signum"], self.iteration, path.parent / "latest.pt")
             if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s:
                 self.segment_end = True
                 break
-        bar.close()
-        path = self.save()
-        res = self.result()
-        if self.curriculum.solved:
-            res.update(self._reference(path, res))
-            self.reference_eval = res["reference_eval"]
-            self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
-        return res
 
     def _reference(self, checkpoint, res: dict) -> dict:
         """The reference check of a solve (`fightlab.rl.reference`): what it changes in the result
