@@ -90,6 +90,29 @@ def test_curriculum_widens_after_wait_and_solves_at_the_top():
     assert events.index("solved") == 10 * 32 - 1
 
 
+def test_the_widening_row_reports_the_window_that_passed():
+    """A widening clears the window; its iteration's row still reports the window that passed
+    (fall rate, tracking, episode length), not NaN."""
+    import types
+
+    from fightlab.rl.rows import iteration_row
+
+    c = Curriculum(stages=(0.5, 1.0), wait=2)
+    assert [c.update(_summary(falls=2, tracking=0.8)) for _ in range(2)] == ["wait", "widen"]
+    assert c.window_stats()["episodes"] == 0 and c.widened_on["fall_rate"] == pytest.approx(0.02)
+    from fightlab.rl.ppo import STATS
+
+    cfg = TrainConfig(nworld=2, ppo=PPOConfig(num_steps=4))
+    loop = types.SimpleNamespace(cfg=cfg, curriculum=c, iteration=2, elapsed_s=1.0, graph_fallbacks=0,
+                                 env=types.SimpleNamespace(substeps=5, graph_fallbacks=0))
+    summary = {**_summary(falls=2, tracking=0.8), **dict.fromkeys(
+        ("track_num_survived", "track_den_survived", "return_sum", "overflow_worlds", "nefc_overflow",
+         "contact_overflow", "nan_resets", "solver_iter_hits", "solver_ls_hits", "contact_falls",
+         "tilt_falls"), 0)}
+    row = iteration_row(loop, summary, [0.0] * (len(STATS) + 1), "widen", 0.1, 0.08, 0.02, 1)
+    assert row["window_fall_rate"] == pytest.approx(0.02) and row["window_tracking"] == pytest.approx(0.8)
+
+
 def test_curriculum_holds_on_falls_tracking_and_short_episodes():
     c = Curriculum(stages=(0.5, 1.0), wait=4)
     for _ in range(4):

@@ -48,6 +48,8 @@ class Curriculum:
     since_widen: int = 0
     solved: bool = False
     window: deque = field(default_factory=deque)
+    #: `window_stats` of the window that passed at the last widening (the window is cleared then)
+    widened_on: dict | None = None
 
     @property
     def amplitude(self) -> float:
@@ -92,6 +94,7 @@ class Curriculum:
         if final:
             self.solved = True
             return "solved"
+        self.widened_on = self.window_stats()  # what passed: the widening row reports it
         self.stage += 1
         self.since_widen = 0
         self.window.clear()

@@ -33,7 +33,8 @@ def iteration_row(loop, summary: dict, stats, event: str, wall: float, rollout_s
     """
     cfg, cur, n = loop.cfg, loop.curriculum, summary["episodes"]
     n_env = cfg.nworld * cfg.ppo.num_steps
-    ws = cur.window_stats()
+    # a widening clears the window: its row reports the window that passed
+    ws = cur.widened_on if event == "widen" and cur.widened_on is not None else cur.window_stats()
     per_episode = lambda k: summary[k] / n if n else math.nan  # noqa: E731
     row = dict(
         iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
