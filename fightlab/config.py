@@ -558,6 +558,10 @@ MAX_SOLVER_ITERATIONS = 1000
 #: 16384 × 32 = 2**19
 MAX_BATCH_SAMPLES = 1 << 24
 
+#: most iterations a training (or a curriculum wait) may ask for: a solve takes a few hundred, and
+#: 10**7 at the fastest 0.1 s an iteration is 12 days
+MAX_ITERATIONS = 10_000_000
+
 #: most update epochs (each a pass over every sample): 5 by default, more than 1000 only spins
 MAX_UPDATE_EPOCHS = 1000
 
@@ -734,10 +738,14 @@ def validate_train(cfg: TrainConfig) -> TrainConfig:
                          f"num_minibatches={p.num_minibatches} equal minibatches")
     if isinstance(cfg.max_iterations, bool) or not isinstance(cfg.max_iterations, int) \
             or cfg.max_iterations <= 0:
-        raise ConfigError(f"max_iterations must be a positive integer, got {cfg.max_iterations!r}")
+        raise ConfigError(f"max_iterations must be a positive integer, got {short_repr(cfg.max_iterations)}")
+    if cfg.max_iterations > MAX_ITERATIONS:
+        raise ConfigError(f"max_iterations must be at most {MAX_ITERATIONS} (a solve takes a few hundred), "
+                          f"got {short_repr(cfg.max_iterations)}")
     if isinstance(cfg.curriculum_wait, bool) or not isinstance(cfg.curriculum_wait, int) \
-            or cfg.curriculum_wait < 1:
-        raise ConfigError(f"curriculum_wait must be an integer >= 1, got {cfg.curriculum_wait!r}")
+            or not 1 <= cfg.curriculum_wait <= MAX_ITERATIONS:
+        raise ConfigError(f"curriculum_wait must be an integer in [1, {MAX_ITERATIONS}], got "
+                          f"{short_repr(cfg.curriculum_wait)}")
     for name, lo, hi in (("max_fall_rate", 0.0, 1.0), ("min_tracking", 0.0, math.inf),
                          ("min_episode_s", 0.0, cfg.env.episode_s)):
         v = getattr(cfg, name)

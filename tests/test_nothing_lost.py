@@ -530,6 +530,11 @@ def test_a_torn_row_file_in_the_run_folder_is_said_before_training(tmp_path, cap
     (["train", "--device", "cpu", "--set", "ppo.update_epochs=" + "1" + "0" * 23], "update_epochs must be at most 1000"),
     (["train", "--device", "cpu", "--set", "env.n_phase=1000000000000"], "n_phase must be an integer in [4, 4096]"),
     (["train", "--device", "cpu", "--set", "env.episode_s=5e7"], "env steps per episode"),
+    (["train", "--device", "cpu", "--set", "curriculum_wait=" + "1" + "0" * 23], "curriculum_wait must be an integer in [1, "),
+    (["train", "--device", "cpu", "--max-iterations", "100000000000"], "max_iterations must be at most"),
+    (["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--episodes", "1e11"],
+     "--episodes must be in [1, 10000]"),
+    (["profile", "--nstep", "100000000000000", "--device", "cpu"], "--nstep must be an integer in [1, 100000]"),
 ])
 def test_more_one_line_errors(args, expect, capsys):
     assert main(args) == 2

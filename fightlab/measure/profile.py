@@ -173,6 +173,9 @@ def _default_filter() -> int:
 
     return int(wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN)
 
+#: most env steps one profile may run (each records every kernel launch it makes)
+MAX_NSTEP = 100_000
+
 
 _CUDA_NAME = re.compile(r"^(?:forward kernel|backward kernel|builtin kernel)\s+")
 _HASH = re.compile(r"_[0-9a-f]{8}$")
@@ -479,8 +482,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     """
     from fightlab.config import ConfigError, validate_body, validate_nworld
 
-    if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
-        raise ConfigError(f"--nstep must be a positive integer (profiled steps), got {nstep}")
+    if isinstance(nstep, bool) or not isinstance(nstep, int) or not 1 <= nstep <= MAX_NSTEP:
+        raise ConfigError(f"--nstep must be an integer in [1, {MAX_NSTEP}] (profiled steps), got {nstep}")
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ConfigError(f"--top must be a positive integer (kernels to list), got {top}")
     body, nworld = validate_body(body), validate_nworld(nworld)
@@ -657,6 +660,7 @@ def factor_table(df: pd.DataFrame) -> pd.DataFrame:
     out["factor_share"] = df["mass_matrix_factor_share"].values
     out["kernel_ms_per_step"] = df["kernel_ms_per_step"].values
     return out.reset_index(drop=True)
+
 
 
 __all__ = [

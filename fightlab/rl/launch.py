@@ -33,6 +33,9 @@ from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
 
+#: most episodes per world an evaluation may ask for (10 s each)
+MAX_EVAL_EPISODES = 10_000
+
 #: --cpu-layout presets
 CPU_LAYOUTS = ("all-cores", "original")
 
@@ -366,8 +369,9 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     check_publish(req.publish, device, "the evaluation row")
     if not 0.0 <= req.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
-    if not (math.isfinite(req.episodes) and req.episodes >= 1.0):
-        raise ConfigError(f"--episodes must be >= 1 (episodes of 10 s per world), got {req.episodes!r}")
+    if not (math.isfinite(req.episodes) and 1.0 <= req.episodes <= MAX_EVAL_EPISODES):
+        raise ConfigError(f"--episodes must be in [1, {MAX_EVAL_EPISODES}] (episodes of 10 s per world), "
+                          f"got {req.episodes!r}")
     if req.timestep is not None and not req.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {req.timestep!r}")
     if req.checkpoint is None:
