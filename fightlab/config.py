@@ -883,8 +883,9 @@ def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None =
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
-        if key in seen and seen[key] != raw:  # the last would win, silently
-            raise ConfigError(f"--set {key} given twice ({short_repr(seen[key])}, then {short_repr(raw)}): give it once")
+        if key in seen and seen[key] != raw:  # the last wins (a base list overridden), said once
+            print(f"fightlab: warning: --set {key} given twice ({short_repr(seen[key])}, then "
+                  f"{short_repr(raw)}): the last, {short_repr(raw)}, is used", file=sys.stderr, flush=True)
         seen[key] = raw
         parts = key.split(".")
         if len(parts) == 2 and parts[0] in ("env", "ppo"):

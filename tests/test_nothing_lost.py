@@ -542,6 +542,17 @@ def test_more_one_line_errors(args, expect, capsys):
     assert err.startswith("fightlab: error: ") and expect in err and "Traceback" not in err, err
 
 
+def test_a_set_key_given_twice_uses_the_last_and_says_so(capsys):
+    from fightlab.config import TrainConfig, apply_overrides
+
+    cfg = apply_overrides(TrainConfig(), ["ppo.clip_coef=0.1", "ppo.gamma=0.9", "ppo.clip_coef=0.2"])
+    assert cfg.ppo.clip_coef == 0.2 and cfg.ppo.gamma == 0.9
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fightlab: warning: --set ppo.clip_coef given twice ('0.1', then '0.2'): the last, '0.2', is used"]
+    apply_overrides(TrainConfig(), ["ppo.clip_coef=0.1", "ppo.clip_coef=0.1"])  # the same value: nothing to say
+    assert capsys.readouterr().err == ""
+
+
 def test_run_dir_under_a_file_is_one_line(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     assert main(["train", "--run-dir", str(tmp_path / "afile" / "sub"), "--max-iterations", "1", *TINY]) == 2
