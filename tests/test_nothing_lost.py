@@ -336,6 +336,58 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
 
 
 
+def test_fork_rule_on_rows_either_order(tmp_path, capsys):
+    """`report.fork_if_diverged` on rows: a fork that published first makes the original (a
+    fresh run) the renamed one; the split point is where the two parted, not the last segment's
+    start; a row that is an earlier state of the run (a prefix, ended where it went on) keeps it."""
+    import types
+
+    from fightlab.measure.report import fork_if_diverged
+
+    s0 = dict(segment_id="a", start_iteration=0)
+    fork = [s0, dict(segment_id="f", start_iteration=2)]
+
+    def root_with(name, segments, iterations):
+        r = tmp_path / name
+        row = _train_row("run0", iterations)
+        row["params"] = json.dumps({"segments": segments})
+        results.append_row("train", row, r)
+        return r
+
+    def run(segments):
+        return types.SimpleNamespace(run_id="run0", segments=segments, run_dir=tmp_path / "none", forked_from=None)
+
+    published_fork = root_with("a", fork, 3)
+    original = run([s0])  # the fresh original, finishing after the fork published
+    assert fork_if_diverged(original, [published_fork]) == "run0" and original.forked_from == "run0@2"
+    # the fork extended unpublished (a third segment from 3) against the original's row at 10
+    extended = run(fork + [dict(segment_id="g", start_iteration=3)])
+    assert fork_if_diverged(extended, [root_with("b", [s0], 10)]) == "run0" and extended.forked_from == "run0@2"
+    # its own earlier state: kept
+    same = run(fork + [dict(segment_id="g", start_iteration=3)])
+    assert fork_if_diverged(same, [root_with("c", fork, 3)]) is None and same.run_id == "run0"
+    assert "forked_from run0@2" in capsys.readouterr().out
+
+
+def test_a_finished_run_without_its_row_writes_it_on_resume(tmp_path, capsys):
+    """A run stopped on its last iteration before its row was written (a signal or a segment's
+    end there, a kill): resuming its checkpoint writes the row with no training; with the row
+    there, the resume is refused as finished."""
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "2", *TINY]) == 0
+    row = results.read_rows("train", d).iloc[0]
+    results.results_path("train", d).unlink()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(d / "latest.pt"), "--device", "cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "finished at iteration 2 without its row: writing it, no training" in out, out
+    again = results.read_rows("train", d).iloc[0]
+    assert again["run_id"] == row["run_id"] and again["iterations"] == 2
+    assert pd.read_csv(d / "rows.csv")["iteration"].tolist() == [1, 2]  # no iteration trained
+    assert main(["train", "--resume", str(d / "latest.pt"), "--device", "cpu", "--no-progress"]) == 2
+    assert "already finished at iteration 2" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_or_ctrl_c_saves_the_last_iteration_then_resume_continues(tmp_path, sig):
     """A cloud's preemption (SIGTERM) or Ctrl-C (SIGINT) mid-training: the iteration under way
@@ -489,7 +541,9 @@ def test_resuming_an_older_checkpoint_in_its_folder_is_refused_and_a_copy_forks(
         assert fork_if_diverged(tr, [d]) == run_id  # d's row went to 3 another way
         assert tr.run_id != run_id and tr.forked_from == f"{run_id}@1"
         assert "forked_from" in capsys.readouterr().out
-    assert torch.load(fork / "latest.pt", weights_only=False)["run_id"] == tr.run_id
+    forked = torch.load(fork / "latest.pt", weights_only=False)
+    assert forked["run_id"] == tr.run_id and forked["forked_from"] == f"{run_id}@1"
+    assert torch.load(fork / "ckpt_000001.pt", weights_only=False)["run_id"] == run_id  # the parent's state
     # the original resumed from its latest state continues its own row: same id
     with Trainer(TrainConfig(resume=str(d / "latest.pt"), max_iterations=4, device="cpu"), progress=False) as tr2:
         tr2.train()

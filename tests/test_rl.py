@@ -100,6 +100,11 @@ def test_the_widening_row_reports_the_window_that_passed():
     c = Curriculum(stages=(0.5, 1.0), wait=2)
     assert [c.update(_summary(falls=2, tracking=0.8)) for _ in range(2)] == ["wait", "widen"]
     assert c.window_stats()["episodes"] == 0 and c.widened_on["fall_rate"] == pytest.approx(0.02)
+    # a run stopped on the widening (stop_after_stage) reports the same; kept by a checkpoint
+    assert c.last_stats()["fall_rate"] == pytest.approx(0.02)
+    c2 = Curriculum(stages=(0.5, 1.0), wait=2)
+    c2.load_state_dict(c.state_dict())
+    assert c2.last_stats() == c.last_stats()
     from fightlab.rl.ppo import STATS
 
     cfg = TrainConfig(nworld=2, ppo=PPOConfig(num_steps=4))

@@ -94,53 +94,56 @@ def train_row(trainer, res: dict) -> dict:
 
 
 def fork_if_diverged(trainer, roots) -> str | None:
-    """Give a resumed run a new run_id when a train row of its run_id under one of ``roots``
-    (run folders or results roots, ``<root>/data/results/train.csv``) is not an earlier state of
-    this run: that row's segments (`Trainer.segments`, each with a unique ``segment_id``) are not
-    the first segments of this one, or that row went past the iteration this run's next segment
-    started from. Two continuations of one checkpoint, or a resume of an older
+    """Give a run a new run_id when a train row of its run_id under one of ``roots`` (run
+    folders or results roots, ``<root>/data/results/train.csv``) is not an earlier state of this
+    run: that row's segments (`Trainer.segments`, each with a unique ``segment_id``) are not this
+    run's first segments, or that row went past the iteration this run's next segment started
+    from. Two continuations of one checkpoint (either may publish first), or a resume of an older
     checkpoint after the run went on, would otherwise replace each other's row and curve
-    (`results.append_row` keeps one row per run_id). The new id is written into the run's final
-    checkpoint (``latest.pt``) too, so resuming the fork continues the fork; params
-    ``forked_from`` = ``"<old run_id>@<iteration resumed at>"``. A run continuing its own row
-    (the row's segments a prefix of its own) keeps its id and replaces the row.
+    (`results.append_row` keeps one row per run_id). The new id goes into this run's checkpoints
+    past the split too (``ckpt_*.pt`` of later iterations in its folder), so resuming the fork
+    continues the fork; ``trainer.forked_from`` = ``"<old run_id>@<iteration where the two
+    parted>"`` (kept in its checkpoints, params ``forked_from``). A run continuing its own row
+    (the row's segments a prefix of its own, ended where it went on) keeps its id.
 
     Returns the old run_id when the run was renamed (one line printed), else None."""
     segs = list(trainer.segments)
-    if len(segs) < 2:
-        return None  # a fresh run: its id is new
     for root in roots:
         path = results.results_path("train", root)
         if not path.is_file():
             continue
         rows = results.read_rows("train", root)
         mine = rows[rows["run_id"].astype(str) == trainer.run_id]
+        at = None
         for p, its in zip(mine["params"], mine["iterations"]):
             theirs = list((json.loads(p) if isinstance(p, str) else p).get("segments") or [])
-            n = len(theirs)
-            # an earlier state of this run: its segments are this run's first ones and it ended
-            # where this run's next segment began, or before
-            if theirs != segs[:n] or (n < len(segs) and int(its) > int(segs[n].get("start_iteration", 0))):
+            k = next((i for i, (a, b) in enumerate(zip(theirs, segs)) if a != b), min(len(theirs), len(segs)))
+            if k < len(theirs):  # parted where the first differing (or extra) segment of theirs began
+                at = int((segs[k] if k < len(segs) else theirs[k]).get("start_iteration", 0))
                 break
-        else:
+            if k < len(segs) and int(its) > int(segs[k].get("start_iteration", 0)):
+                at = int(segs[k].get("start_iteration", 0))  # theirs went on past where this run did
+                break
+        if at is None:
             continue
         from fightlab.meta import new_run_id
+        from fightlab.rl.checkpoint import later_checkpoints
 
-        old, at = trainer.run_id, int(segs[-1].get("start_iteration", 0))
+        old = trainer.run_id
         trainer.run_id, trainer.forked_from = new_run_id(), f"{old}@{at}"
-        latest = Path(trainer.run_dir) / "latest.pt"
-        if latest.is_file():  # resuming this continuation continues it, under its own id
-            import torch
+        import torch
 
-            ck = torch.load(latest, map_location="cpu", weights_only=False)
-            ck["run_id"] = trainer.run_id
-            target = latest.resolve()
+        for name in later_checkpoints(trainer.run_dir, at):  # this run's own states past the split
+            target = Path(trainer.run_dir) / name
+            ck = torch.load(target, map_location="cpu", weights_only=False)
+            if ck.get("run_id") != old:
+                continue
+            ck["run_id"], ck["forked_from"] = trainer.run_id, trainer.forked_from
             tmp = target.with_suffix(".tmp")
             torch.save(ck, tmp)
             tmp.replace(target)
-        print(f"run {old} resumed at iteration {at}, but {path} holds a row of {old} that went on "
-              f"another way: this continuation is run {trainer.run_id} (forked_from {old}@{at}), "
-              "so neither is replaced", flush=True)
+        print(f"run {old}: {path} holds a row of {old} that went on another way from iteration {at}: "
+              f"this run is run {trainer.run_id} (forked_from {old}@{at}), so neither is replaced", flush=True)
         return old
     return None
 

@@ -97,6 +97,11 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w)
                and all(number(w[k]) for k in WINDOW_KEYS) for w in cur["window"]):
         raise bad(f"curriculum window entries must be dicts of numbers with {list(WINDOW_KEYS)}")
+    if cur.get("widened_on") is not None and not (isinstance(cur["widened_on"], dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in cur["widened_on"].values())):
+        raise bad(f"curriculum['widened_on'] must be a dict of numbers (NaN where none) or null, got {short_repr(cur['widened_on'])}")
+    if ck.get("forked_from") is not None and not isinstance(ck["forked_from"], str):
+        raise bad(f"forked_from must be text or null, got {short_repr(ck['forked_from'])}")
     if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
             isinstance(v, np.ndarray) and (np.issubdtype(v.dtype, np.number) or v.dtype == bool)
             for v in ck["env_state"].values()):
@@ -265,6 +270,7 @@ def save_checkpoint(run, path=None) -> Path:
               obs=run.obs.detach().cpu(), priv_obs=run.env.priv_obs.detach().cpu(),
               torch_rng=torch.get_rng_state(),
               gen_state=run.gen.get_state().cpu(), run_id=run.run_id,
+              forked_from=getattr(run, "forked_from", None),
               segments=run.segments, history=run.history,
               reference_eval=getattr(run, "reference_eval", None),
               cuda_rng=torch.cuda.get_rng_state(torch.device(run.policy_device))
@@ -322,6 +328,7 @@ def _restore(run, ck: dict) -> None:
     run.time_to_solve_s = ck.get("time_to_solve_s")
     run.solve_iteration = ck.get("solve_iteration")
     run.run_id = ck["run_id"]
+    run.forked_from = ck.get("forked_from")  # a fork's lineage goes on with it
     run.history = list(ck.get("history") or [])
     run.segments = list(ck.get("segments") or [{"commit": "unknown"}]) + run.segments[-1:]
     try:

@@ -102,8 +102,18 @@ class Curriculum:
 
     def state_dict(self) -> dict:
         return dict(stage=self.stage, since_widen=self.since_widen, solved=self.solved,
-                    window=list(self.window))
+                    window=list(self.window), widened_on=self.widened_on)
 
     def load_state_dict(self, s: dict) -> None:
         self.stage, self.since_widen, self.solved = s["stage"], s["since_widen"], s["solved"]
         self.window = deque(s["window"])
+        self.widened_on = s.get("widened_on")  # older checkpoints: None
+
+    def last_stats(self) -> dict:
+        """`window_stats`, or right after a widening (the window cleared, nothing since) the
+        window that passed: a run stopped on its widening (`stop_after_stage`) reports what
+        passed, not NaN."""
+        ws = self.window_stats()
+        if not ws["episodes"] and self.since_widen == 0 and self.widened_on:
+            return dict(self.widened_on)
+        return ws

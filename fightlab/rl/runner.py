@@ -42,6 +42,18 @@ class TrainingStopped(KeyboardInterrupt):
                          f"is saved: continue with --resume {self.checkpoint}")
 
 
+def _has_row(checkpoint, ck: dict) -> bool:
+    """Whether the run of checkpoint `ck` (its run_id) has a train row in the checkpoint's folder
+    (``data/results/train.csv`` there); False when the file is absent."""
+    from fightlab import results
+
+    folder = Path(checkpoint).resolve().parent
+    if not results.results_path("train", folder).is_file():
+        return False
+    rows = results.read_rows("train", folder)
+    return bool((rows["run_id"].astype(str) == str(ck.get("run_id"))).any())
+
+
 @contextlib.contextmanager
 def _signals_stop_after_the_iteration():
     """While held, the first SIGINT or SIGTERM only sets ``box["signum"]`` (the loop saves and stops
@@ -100,6 +112,12 @@ class Trainer(TrainLoop):
                 print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration "
                       f"{resume_ck['iteration']} (its stop_after_stage): writing its row, no training",
                       flush=True)
+            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and not _has_row(cfg.resume, resume_ck):
+                # finished but its row never written (stopped on its last iteration by an older
+                # fightlab, a kill between the last checkpoint and the row): write it, no training
+                print(f"run in {cfg.resume!r} finished at iteration {resume_ck['iteration']} without its "
+                      "row: writing it, no training", flush=True)
+                check_only = solved and resume_ck.get("reference_eval") is None
             elif done or resume_ck["iteration"] >= cfg.max_iterations:
                 if solved and resume_ck.get("reference_eval") is None:
                     # stopped (Ctrl-C, kill) between the solve and the end of its reference check:
@@ -275,11 +293,17 @@ class Trainer(TrainLoop):
                             trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
             if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
                 self.save()
+            last = not (self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved)
+                        and not stage_done(cfg, self.curriculum.stage))
             if stop["signum"] is not None:
+                if last:  # the run ends with this iteration anyway: it writes its row, as asked or not
+                    print(f"fightlab: {signal.Signals(stop['signum']).name} at the run's last iteration "
+                          f"({self.iteration}): finishing it (its row is written)", flush=True)
+                    break
                 bar.close()
                 path = self.save()
                 raise TrainingStopped(stop["signum"], self.iteration, path.parent / "latest.pt")
-            if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s:
+            if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s and not last:
                 self.segment_end = True
                 break
 
@@ -307,7 +331,7 @@ class Trainer(TrainLoop):
         steady = rows[1:] if len(rows) > 1 else rows
         med = lambda k: float(np.median([r[k] for r in steady])) if steady else math.nan  # noqa: E731
         last = rows[-1] if rows else {}
-        ws = self.curriculum.window_stats()
+        ws = self.curriculum.last_stats()
         return dict(solved=self.curriculum.solved, time_to_solve_s=self.time_to_solve_s,
                     iterations=self.solve_iteration or self.iteration, compile_s=self.compile_s,
                     env_steps_per_s=med("env_steps_per_s"), physics_steps_per_s=med("physics_steps_per_s"),
