@@ -226,7 +226,7 @@ def read_jobs_file(path: str | Path) -> list[Job]:
     """The jobs of a jobs file: one per line, blank lines and ``#`` comments skipped."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write: dropped
     except OSError as e:
         raise BatchError(f"jobs file {str(path)!r}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:

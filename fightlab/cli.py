@@ -664,10 +664,17 @@ def _job_config(a):
     given = {k: v for k, v in dict(
         body=None if a.body is None else validate_body(a.body),
         nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
-        max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every,
+        max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every, segment_s=a.segment_s,
         backend=a.backend).items() if v is not None}
     cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
-    return validate_train(dataclasses.replace(cfg, device="cpu"))
+    cfg = validate_train(dataclasses.replace(cfg, device="cpu"))
+    if a.publish:  # the publish rule on the job's own device (a CPU job may not publish MuJoCo Warp rows)
+        from fightlab import devices
+        from fightlab.publish import check_publish
+
+        device = a.device if a.device is not None else ("cpu" if cfg.backend == "cpu" else devices.default_device())
+        check_publish(True, device, "the training row", backend=cfg.backend, training=cfg)
+    return cfg
 
 
 def cmd_batch(a) -> int:
@@ -701,6 +708,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fightlab: error: {problem}: set {RUNS_ENV} to a folder named runs, or unset it for "
               "the repository's runs/", file=sys.stderr)
         return 2
+    import signal
+    import threading
+
+    from fightlab.errors import Terminated
+
+    def on_sigterm(signum, frame):  # as Ctrl-C: locks released, one line, exit 143
+        raise Terminated(signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
         return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
                 "reproduce": cmd_reproduce,
@@ -720,10 +737,14 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, TrainingStopped):  # a checkpoint of the last whole iteration is saved
             print(f"fightlab: {e}", file=sys.stderr)
             return 128 + e.signum
-        print("fightlab: interrupted" + ("; a training's run folder is free again: when it saved a "
+        what, code = (f"terminated ({e})", 128 + e.signum) if isinstance(e, Terminated) else ("interrupted", 130)
+        print(f"fightlab: {what}" + ("; a training's run folder is free again: when it saved a "
               "checkpoint, continue it with --resume <run folder>/latest.pt" if args.cmd == "train" else ""),
               file=sys.stderr)
-        return 130
+        return code
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

@@ -11,3 +11,15 @@ class ConfigError(ValueError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"ConfigError: {self}"]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or a second SIGINT / SIGTERM during a training's stop) raised as an interrupt, so
+    what cleans up after Ctrl-C (run-folder locks, batch state) runs for it too; the CLI exits
+    128 + ``signum``. Attributes: signum (int)."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = int(signum)
+        super().__init__(signal.Signals(signum).name)

@@ -106,6 +106,8 @@ def test_a_jobs_file_that_is_not_utf8_is_one_line(tmp_path, capsys, fakebin):
     rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--no-progress", "--jobs", str(f)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "is not UTF-8 text (byte 0" in err and "\n" not in err, err
+    f.write_bytes("\ufefftrain --device cpu\n".encode())  # a byte-order mark: read as the text after it
+    assert [j.argv for j in batch.read_jobs_file(f)] == [["train", "--device", "cpu"]]
 
 
 @pytest.mark.parametrize("args, expect", [
@@ -133,6 +135,8 @@ def test_a_jobs_file_that_is_not_utf8_is_one_line(tmp_path, capsys, fakebin):
      "PPOConfig.kl_estimator must be one of k3, analytic, got 'bogus'"),
     (["--job", "train --device cpu", "--set", "ppo.clip_coef=5"], "PPOConfig.clip_coef must be a number in (0, 1]"),
     (["--job", "train --device cpu --max-iterations 0"], "max_iterations must be a positive integer"),
+    (["--job", "train --device cpu --segment-s 0"], "segment_s must be a positive number of seconds"),
+    (["--job", "train --device cpu --nworld 2 --publish"], "device 'cpu' is not a GPU"),
 ])
 def test_bad_input_is_one_line(args, expect, tmp_path, capsys, fakebin):
     fakebin(gpus=0)

@@ -388,6 +388,28 @@ def test_a_finished_run_without_its_row_writes_it_on_resume(tmp_path, capsys):
     assert "already finished at iteration 2" in capsys.readouterr().err
 
 
+def test_sigterm_while_a_training_starts_is_one_line_and_frees_its_folder(tmp_path):
+    """SIGTERM as soon as the run folder is taken (start-up: the env's build, warm-up): exit 143,
+    one line naming the signal (the start-up's "terminated", or, when training had begun, the
+    saved iteration's), and the folder's lock released (a new run there is not refused)."""
+    d = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fightlab", "train", "--run-dir", str(d), "--max-iterations", "500", *TINY]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (d / LOCK).exists():
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("fightlab: ") and "SIGTERM" in last and "Traceback" not in err, err
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 0  # not held
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_or_ctrl_c_saves_the_last_iteration_then_resume_continues(tmp_path, sig):
     """A cloud's preemption (SIGTERM) or Ctrl-C (SIGINT) mid-training: the iteration under way

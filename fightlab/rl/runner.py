@@ -20,6 +20,7 @@ import numpy as np
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, task_warning, validate_train
 from fightlab.devices import announce_compile
+from fightlab.errors import Terminated
 from fightlab.rl.checkpoint import (later_checkpoints, load_checkpoint, restore_checkpoint, resume_config,
                                     save_checkpoint)
 from fightlab.rl.loop import TrainLoop
@@ -66,7 +67,7 @@ def _signals_stop_after_the_iteration():
 
     def handler(signum, frame):
         if box["signum"] is not None:
-            raise KeyboardInterrupt
+            raise Terminated(signum)
         box["signum"] = signum
 
     old = {}
