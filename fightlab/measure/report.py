@@ -148,6 +148,22 @@ def fork_if_diverged(trainer, roots) -> str | None:
     return None
 
 
+def row_missing(checkpoint) -> bool:
+    """Whether the run of `checkpoint` (its run_id) has no train row in the checkpoint's folder
+    (``data/results/train.csv`` there, which `finish_run` writes last): a run stopped between its
+    last checkpoint and its row. False for an unreadable checkpoint (its resume says why)."""
+    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        run_id = str(load_checkpoint(checkpoint).get("run_id"))
+    except CheckpointError:
+        return False
+    folder = Path(checkpoint).resolve().parent
+    if not results.results_path("train", folder).is_file():
+        return True
+    return not (results.read_rows("train", folder)["run_id"].astype(str) == run_id).any()
+
+
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
     """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
     `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv,

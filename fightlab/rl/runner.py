@@ -43,18 +43,6 @@ class TrainingStopped(KeyboardInterrupt):
                          f"is saved: continue with --resume {self.checkpoint}")
 
 
-def _has_row(checkpoint, ck: dict) -> bool:
-    """Whether the run of checkpoint `ck` (its run_id) has a train row in the checkpoint's folder
-    (``data/results/train.csv`` there); False when the file is absent."""
-    from fightlab import results
-
-    folder = Path(checkpoint).resolve().parent
-    if not results.results_path("train", folder).is_file():
-        return False
-    rows = results.read_rows("train", folder)
-    return bool((rows["run_id"].astype(str) == str(ck.get("run_id"))).any())
-
-
 @contextlib.contextmanager
 def _signals_stop_after_the_iteration():
     """While held, the first SIGINT or SIGTERM only sets ``box["signum"]`` (the loop saves and stops
@@ -88,13 +76,16 @@ class Trainer(TrainLoop):
       cfg: TrainConfig (validated here; bad values raise ValueError naming them); with
         `cfg.resume` the checkpoint's run continues (its config but `SEGMENT_FIELDS`).
       progress: show a tqdm bar.
+      row_missing: the resumed run's checkpoint is finished (max_iterations reached, or solved
+        and stopped) but its row was never written (`measure.report.row_missing`, which the CLI
+        asks): the segment writes it, no training; otherwise such a resume is refused.
 
     Attributes (besides the loop's): rundir (`fightlab.rundir.RunDir`) and run_dir (its path),
     run_id (all segments share it), history (every row of the run, all segments: kept in
     checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
-    def __init__(self, cfg: TrainConfig, progress: bool = True):
+    def __init__(self, cfg: TrainConfig, progress: bool = True, row_missing: bool = False):
         from fightlab.rundir import RunDir
 
         resume_ck = None
@@ -113,7 +104,7 @@ class Trainer(TrainLoop):
                 print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration "
                       f"{resume_ck['iteration']} (its stop_after_stage): writing its row, no training",
                       flush=True)
-            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and not _has_row(cfg.resume, resume_ck):
+            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and row_missing:
                 # finished but its row never written (stopped on its last iteration by an older
                 # fightlab, a kill between the last checkpoint and the row): write it, no training
                 print(f"run in {cfg.resume!r} finished at iteration {resume_ck['iteration']} without its "
