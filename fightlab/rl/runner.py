@@ -46,7 +46,7 @@ class TrainingStopped(KeyboardInterrupt):
 @contextlib.contextmanager
 def _signals_stop_after_the_iteration():
     """While held, the first SIGINT or SIGTERM only sets ``box["signum"]`` (the loop saves and stops
-    after its iteration); a second raises KeyboardInterrupt at once. Signals the process ignores
+    after its iteration); a second raises `Terminated` (an interrupt) at once. Signals the process ignores
     stay ignored; off the main thread (where Python cannot install handlers) nothing changes."""
     box: dict = {"signum": None}
     if threading.current_thread() is not threading.main_thread():
