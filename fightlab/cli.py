@@ -669,12 +669,12 @@ def _job_config(a):
         backend=a.backend).items() if v is not None}
     cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
     cfg = validate_train(dataclasses.replace(cfg, device="cpu"))
-    if a.publish:  # the publish rule on the job's own device (a CPU job may not publish MuJoCo Warp rows)
-        from fightlab import devices
+    if a.publish and (a.device is not None or cfg.backend == "cpu"):
+        # the publish rule on the device the job names (a CPU job may not publish MuJoCo Warp
+        # rows); a job that names none runs on its lane's, known when it starts
         from fightlab.publish import check_publish
 
-        device = a.device if a.device is not None else ("cpu" if cfg.backend == "cpu" else devices.default_device())
-        check_publish(True, device, "the training row", backend=cfg.backend, training=cfg)
+        check_publish(True, a.device or "cpu", "the training row", backend=cfg.backend, training=cfg)
     return cfg
 
 

@@ -467,7 +467,7 @@ def test_cli_layout_split(args, nworld, workers, k, monkeypatch):
     class Stop(Exception):
         pass
 
-    def fake(cfg, progress=True):
+    def fake(cfg, progress=True, **kw):
         seen["cfg"] = cfg
         raise Stop
 
