@@ -660,13 +660,13 @@ def _job_config(a):
     import dataclasses
 
     from fightlab.config import TrainConfig, validate_body, validate_nworld, validate_train
-    from fightlab.rl.launch import plan_overrides
+    from fightlab.rl.launch import plan_overrides, resolve_backend
 
     given = {k: v for k, v in dict(
         body=None if a.body is None else validate_body(a.body),
         nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
         max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every, segment_s=a.segment_s,
-        backend=a.backend).items() if v is not None}
+        backend=resolve_backend(a.backend)).items() if v is not None}
     cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
     cfg = validate_train(dataclasses.replace(cfg, device="cpu"))
     if a.publish and (a.device is not None or cfg.backend == "cpu"):

@@ -137,6 +137,7 @@ def test_a_jobs_file_that_is_not_utf8_is_one_line(tmp_path, capsys, fakebin):
     (["--job", "train --device cpu --max-iterations 0"], "max_iterations must be a positive integer"),
     (["--job", "train --device cpu --segment-s 0"], "segment_s must be a positive number of seconds"),
     (["--job", "train --device cpu --nworld 2 --publish"], "device 'cpu' is not a GPU"),
+    (["--job", "train --backend tpu"], "backend must be one of gpu, cpu, got 'tpu'"),
 ])
 def test_bad_input_is_one_line(args, expect, tmp_path, capsys, fakebin):
     fakebin(gpus=0)
