@@ -32,9 +32,11 @@ from fightlab.errors import ConfigError
 MANIFEST = ".fightlab-run.json"
 LOCK = ".fightlab-run.lock"
 FORMAT = "fightlab-run-1"
-_CKPT = re.compile(r"^ckpt_\d{6}\.pt$")
+#: a checkpoint's file name, ``ckpt_<iteration>.pt`` (`rl.checkpoint.save_checkpoint`: six digits
+#: or more, past iteration 999999); group 1 the iteration
+CHECKPOINT_NAME = re.compile(r"^ckpt_(\d{6,})\.pt$")
 
-__all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "check_location"]
+__all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "CHECKPOINT_NAME", "check_location"]
 
 
 class RunDirError(ConfigError):
@@ -159,7 +161,7 @@ class RunDir:
                 "data/results/train.csv", "data/curves/*.csv")
         return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
                        if (p.is_file() or p.is_symlink())
-                       and (not p.name.startswith("ckpt_") or _CKPT.match(p.with_suffix(".pt").name))})
+                       and (not p.name.startswith("ckpt_") or CHECKPOINT_NAME.match(p.with_suffix(".pt").name))})
 
     def _adoptable(self) -> list[str]:
         """A folder from before manifests (resumed), holding only run-shaped files (checked by

@@ -336,6 +336,15 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
 
 
 
+def test_later_checkpoints_by_iteration_past_six_digits(tmp_path):
+    from fightlab.rl.checkpoint import later_checkpoints
+
+    for name in ("ckpt_000005.pt", "ckpt_999999.pt", "ckpt_1000000.pt", "ckpt_12.pt", "ckpt_000007.tmp"):
+        (tmp_path / name).write_bytes(b"x")
+    assert later_checkpoints(tmp_path, 5) == ["ckpt_999999.pt", "ckpt_1000000.pt"]
+    assert later_checkpoints(tmp_path / "absent", 0) == []
+
+
 def test_fork_rule_on_rows_either_order(tmp_path, capsys):
     """`report.fork_if_diverged` on rows: a fork that published first makes the original (a
     fresh run) the renamed one; the split point is where the two parted, not the last segment's

@@ -241,18 +241,16 @@ def load_checkpoint(path) -> dict:
 
 
 def later_checkpoints(run_dir, iteration: int) -> list[str]:
-    """Names of the ``ckpt_<iteration>.pt`` files in ``run_dir`` past ``iteration``, sorted (a
+    """Names of the ``ckpt_<iteration>.pt`` files in ``run_dir`` past ``iteration``, by iteration (a
     resume of an older checkpoint in its own folder would write over them); [] when none or no
     folder."""
     d = Path(run_dir)
     if not d.is_dir():
         return []
-    out = []
-    for p in d.glob("ckpt_*.pt"):
-        m = re.fullmatch(r"ckpt_(\d+)\.pt", p.name)
-        if m and int(m.group(1)) > iteration:
-            out.append(p.name)
-    return sorted(out)
+    from fightlab.rundir import CHECKPOINT_NAME
+
+    later = {p.name: int(m.group(1)) for p in d.glob("ckpt_*.pt") if (m := CHECKPOINT_NAME.match(p.name))}
+    return sorted((n for n, it in later.items() if it > iteration), key=later.get)
 
 
 def save_checkpoint(run, path=None) -> Path:
