@@ -472,7 +472,7 @@ def cmd_train(a) -> int:
 
     from fightlab import results
     from fightlab.measure import sweep
-    from fightlab.measure.report import finish_run, row_missing
+    from fightlab.measure.report import finish_run, has_train_row
     from fightlab.paths import REPO_ROOT
     from fightlab.rl.launch import plan_training
     from fightlab.rl.runner import Trainer
@@ -484,8 +484,7 @@ def cmd_train(a) -> int:
                          pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
     if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
         results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
-    missing = bool(plan.cfg.resume) and row_missing(plan.cfg.resume)
-    with Trainer(plan.cfg, progress=not a.no_progress, row_missing=missing) as trainer:
+    with Trainer(plan.cfg, progress=not a.no_progress, has_row=has_train_row) as trainer:
         if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
             trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
         res = trainer.train()

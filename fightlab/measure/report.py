@@ -127,41 +127,23 @@ def fork_if_diverged(trainer, roots) -> str | None:
         if at is None:
             continue
         from fightlab.meta import new_run_id
-        from fightlab.rl.checkpoint import later_checkpoints
+        from fightlab.rl.checkpoint import relabel_checkpoints
 
         old = trainer.run_id
         trainer.run_id, trainer.forked_from = new_run_id(), f"{old}@{at}"
-        import torch
-
-        for name in later_checkpoints(trainer.run_dir, at):  # this run's own states past the split
-            target = Path(trainer.run_dir) / name
-            ck = torch.load(target, map_location="cpu", weights_only=False)
-            if ck.get("run_id") != old:
-                continue
-            ck["run_id"], ck["forked_from"] = trainer.run_id, trainer.forked_from
-            tmp = target.with_suffix(".tmp")
-            torch.save(ck, tmp)
-            tmp.replace(target)
+        relabel_checkpoints(trainer, old, at)  # its own states past the split
         print(f"run {old}: {path} holds a row of {old} that went on another way from iteration {at}: "
               f"this run is run {trainer.run_id} (forked_from {old}@{at}), so neither is replaced", flush=True)
         return old
     return None
 
 
-def row_missing(checkpoint) -> bool:
-    """Whether the run of `checkpoint` (its run_id) has no train row in the checkpoint's folder
-    (``data/results/train.csv`` there, which `finish_run` writes last): a run stopped between its
-    last checkpoint and its row. False for an unreadable checkpoint (its resume says why)."""
-    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
-
-    try:
-        run_id = str(load_checkpoint(checkpoint).get("run_id"))
-    except CheckpointError:
-        return False
-    folder = Path(checkpoint).resolve().parent
+def has_train_row(folder, run_id) -> bool:
+    """Whether ``folder/data/results/train.csv`` (a run folder's, which `finish_run` writes last)
+    holds a row of `run_id`; False when the file is absent."""
     if not results.results_path("train", folder).is_file():
-        return True
-    return not (results.read_rows("train", folder)["run_id"].astype(str) == run_id).any()
+        return False
+    return bool((results.read_rows("train", folder)["run_id"].astype(str) == str(run_id)).any())
 
 
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:

@@ -24,6 +24,7 @@ from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint", "later_checkpoints",
+           "relabel_checkpoints",
            "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
            "policy_parameter_names"]
 
@@ -251,6 +252,26 @@ def later_checkpoints(run_dir, iteration: int) -> list[str]:
 
     later = {p.name: int(m.group(1)) for p in d.glob("ckpt_*.pt") if (m := CHECKPOINT_NAME.match(p.name))}
     return sorted((n for n, it in later.items() if it > iteration), key=later.get)
+
+
+def relabel_checkpoints(run, old_run_id: str, after: int) -> list[str]:
+    """Write `run`'s run_id and ``forked_from`` into its folder's checkpoints of `old_run_id` past
+    iteration `after` (a fork's own states, `measure.report.fork_if_diverged`), each atomically
+    as `save_checkpoint` writes (its temporary listed in the run folder's manifest first).
+    Returns the names rewritten."""
+    done = []
+    for name in later_checkpoints(run.run_dir, after):
+        path = Path(run.run_dir) / name
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+        if ck.get("run_id") != old_run_id:
+            continue
+        ck["run_id"], ck["forked_from"] = run.run_id, getattr(run, "forked_from", None)
+        tmp = path.with_suffix(".tmp")
+        run.rundir.add(name, tmp.name)
+        torch.save(ck, tmp)
+        tmp.replace(path)
+        done.append(name)
+    return done
 
 
 def save_checkpoint(run, path=None) -> Path:

@@ -76,16 +76,17 @@ class Trainer(TrainLoop):
       cfg: TrainConfig (validated here; bad values raise ValueError naming them); with
         `cfg.resume` the checkpoint's run continues (its config but `SEGMENT_FIELDS`).
       progress: show a tqdm bar.
-      row_missing: the resumed run's checkpoint is finished (max_iterations reached, or solved
-        and stopped) but its row was never written (`measure.report.row_missing`, which the CLI
-        asks): the segment writes it, no training; otherwise such a resume is refused.
+      has_row: ``(folder, run_id) -> bool``, whether a run folder holds the run's train row
+        (`measure.report.has_train_row`, which the CLI passes), asked only when the resumed
+        checkpoint is finished (max_iterations reached, or solved and stopped): without its row
+        the segment writes it, no training; with it, or with no `has_row`, the resume is refused.
 
     Attributes (besides the loop's): rundir (`fightlab.rundir.RunDir`) and run_dir (its path),
     run_id (all segments share it), history (every row of the run, all segments: kept in
     checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
-    def __init__(self, cfg: TrainConfig, progress: bool = True, row_missing: bool = False):
+    def __init__(self, cfg: TrainConfig, progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
         resume_ck = None
@@ -104,7 +105,8 @@ class Trainer(TrainLoop):
                 print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration "
                       f"{resume_ck['iteration']} (its stop_after_stage): writing its row, no training",
                       flush=True)
-            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and row_missing:
+            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and has_row is not None \
+                    and not has_row(Path(cfg.resume).resolve().parent, resume_ck["run_id"]):
                 # finished but its row never written (stopped on its last iteration by an older
                 # fightlab, a kill between the last checkpoint and the row): write it, no training
                 print(f"run in {cfg.resume!r} finished at iteration {resume_ck['iteration']} without its "
