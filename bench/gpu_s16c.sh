@@ -11,7 +11,7 @@ run() {  # ITERS LS BODY SEED EXPECTED_S
   if [ "$left" -lt "$5" ]; then echo "skip $3 $1/$2 seed $4: ${left}s left < ${5}s"; return; fi
   bash bench/gpu_solver.sh "$1" "$2" "$3" "$4" 2>&1 | grep -E "^(train|reference|run |OVERFLOW|NAN|fightlab)"
   tar czf "$OUT/runs-$3-$1-$2-s$4.tgz" --exclude='*.pt' runs/logs "runs/train/solver-$1-$2-noqs/$3-s$4" \
-    $(ls -t data/curves/*.csv | head -n 1) 2>/dev/null
+    $(ls -t data/curves/*.csv* | head -n 1) 2>/dev/null
 }
 run 1 4 simple 0 90
 run 1 4 muscular-fast 0 170

@@ -9,7 +9,9 @@ experiment's metric columns :data:`EXPERIMENTS[experiment]`, each named with its
     append_row("train", {**meta, **metrics}, root)      # -> root/data/results/train.csv
     df = read_rows("train", root)                       # figures read only these files
 
-Per-iteration curves of a run live in ``data/curves/<run_id>.csv`` (:func:`write_curve`).
+Per-iteration curves of a run live in ``data/curves/<run_id>.csv.gz`` (:func:`write_curve`):
+gzip-compressed CSV (``pd.read_csv`` and ``zcat`` read it), a third of the plain text's size, so
+the committed measurements stay small; a plain ``<run_id>.csv`` (older clones) is read as well.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import csv
 import dataclasses
 import fcntl
+import gzip
 import io
 import json
 import math
@@ -25,6 +28,7 @@ import numbers
 import os
 import re
 import threading
+import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
@@ -482,11 +486,18 @@ class MalformedRowError(ValueError):
 
 
 def read_text(path: Path | str) -> str:
-    """The UTF-8 text of a data file (results, curves, tables under data/). Raises
-    MalformedRowError naming the file, the line and the byte of the first one that is not UTF-8
-    (a hand edit in another encoding, a damaged copy), never UnicodeDecodeError."""
+    """The UTF-8 text of a data file (results, curves, tables under data/; a name ending in
+    ``.gz`` is decompressed). Raises MalformedRowError naming the file, the line and the byte of
+    the first one that is not UTF-8 (a hand edit in another encoding, a damaged copy), or naming a
+    ``.gz`` file that is not whole gzip, never UnicodeDecodeError or a gzip error."""
     path = Path(path)
     data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; a cut file: EOFError
+            raise MalformedRowError(f"{path}: not a whole gzip file ({type(e).__name__}: {e}); a torn "
+                                    "copy? Restore it from git, or remove it and that run's row by hand") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -541,7 +552,7 @@ def _in_repo_data(path: Path) -> bool:
     p = path.resolve()
     if p == data or data in p.parents:
         return True
-    twin = data / path.parent.name / path.name  # data/results/<x>.csv, data/curves/<id>.csv
+    twin = data / path.parent.name / path.name  # data/results/<x>.csv, data/curves/<id>.csv.gz
     try:
         return p.exists() and twin.exists() and os.path.samefile(p, twin)
     except OSError:
@@ -619,15 +630,16 @@ def _check_header(path: Path, experiment: str) -> None:
             "file aside or use a new experiment name")
 
 
-def _records(path: Path, ncols: int, need_id: bool = True) -> tuple[list[str], list[str], bool]:
-    """The lines of ``path`` (header first), each checked to be one CSV record of ``ncols``
-    fields with a non-empty ``run_id``; the rows' first fields (run_ids); and whether the file
-    ends with a newline.
+def _records(path: Path, ncols: int, need_id: bool = True,
+             text: str | None = None) -> tuple[list[str], list[str], bool]:
+    """The lines of ``path`` (header first; ``text``: its text when already read), each checked
+    to be one CSV record of ``ncols`` fields with a non-empty ``run_id``; the rows' first fields
+    (run_ids); and whether the file ends with a newline.
 
     Raises:
       MalformedRowError: naming the file and the first bad line (a torn or hand-broken row).
     """
-    text = read_text(path)
+    text = read_text(path) if text is None else text
     lines = text.splitlines()
     ids = []
     for n, line in enumerate(lines[1:], start=2):
@@ -763,30 +775,45 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
     return df[list(cols)]
 
 
+#: a run's curve file name: ``<run_id>`` + this (gzip-compressed CSV); :data:`CURVE_LEGACY_SUFFIX`
+#: is the plain CSV written before, still read
+CURVE_SUFFIX = ".csv.gz"
+CURVE_LEGACY_SUFFIX = ".csv"
+
+
 def curve_path(run_id: str, root: Path | str) -> Path:
-    """``root/data/curves/<run_id>.csv``.
+    """The curve file of ``run_id``: ``root/data/curves/<run_id>.csv.gz``, or the plain
+    ``<run_id>.csv`` when only that one exists (an older clone's).
 
     Raises:
         ValueError: ``run_id`` is not a safe file name.
     """
     if not isinstance(run_id, str) or not _SAFE_ID.match(run_id):
         raise ValueError(f"run_id must be letters, digits, '_', '.', '-', got {run_id!r}")
-    return Path(root) / "data" / "curves" / f"{run_id}.csv"
+    d = Path(root) / "data" / "curves"
+    path, legacy = d / f"{run_id}{CURVE_SUFFIX}", d / f"{run_id}{CURVE_LEGACY_SUFFIX}"
+    return legacy if legacy.exists() and not path.exists() else path
 
 
 def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | None = None,
                 backend: str = "gpu") -> Path:
-    """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv`` (replaces the run's
-    earlier curve; atomic, under :func:`publish_lock`).
+    """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv.gz`` (gzip at level 9,
+    no time stamp in its header, so the same rows give the same bytes; atomic, under
+    :func:`publish_lock`). Replaces the run's earlier curve, a plain ``<run_id>.csv`` included.
 
     Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``
     and ``backend``: the measurement's device and physics backend, required for a curve of the
     repository's own data/ (publish rule).
 
+    Returns:
+        the path written.
+
     Raises:
         ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
     """
-    path = curve_path(run_id, root)
+    curve_path(run_id, root)  # checks run_id
+    d = Path(root) / "data" / "curves"
+    path, legacy = d / f"{run_id}{CURVE_SUFFIX}", d / f"{run_id}{CURVE_LEGACY_SUFFIX}"
     if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
         from fightlab.config import ConfigError
         from fightlab.publish import check_publish
@@ -799,11 +826,14 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:
         raise ValueError(f"write_curve({run_id!r}): the DataFrame has no columns")
+    data = gzip.compress(df.to_csv(index=False, lineterminator="\n").encode("utf-8"), compresslevel=9, mtime=0)
     with publish_lock(root):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        df.to_csv(tmp, index=False)
+        tmp.write_bytes(data)
         tmp.replace(path)  # a reader never sees half a curve
+        if legacy.is_file() and not legacy.is_symlink():
+            legacy.unlink()  # the run's earlier curve, in the plain format: replaced by this one
     return path
 
 
@@ -813,22 +843,22 @@ TRAIN_CURVE_COLUMNS = ("iteration", "elapsed_s", "reward", "amplitude", "window_
 
 
 def read_curve(run_id: str, root: Path | str, need: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read ``root/data/curves/<run_id>.csv``, which must hold the columns ``need`` and at least
+    """Read the curve of ``run_id`` (:func:`curve_path`), which must hold the columns ``need`` and at least
     one row when ``need`` is given. Raises FileNotFoundError if absent and MalformedRowError for
     a torn or malformed line (file and line named) or a missing column or row (file named)."""
     path = curve_path(run_id, root)
-    if path.exists():
-        if path.stat().st_size == 0:
-            raise MalformedRowError(f"{path}: empty curve file (no header); a torn write?")
-        header = _header(path)
-        _records(path, len(header), need_id=False)
-        missing = [c for c in need if c not in header]
-        if missing:
-            raise MalformedRowError(f"{path}: the curve lacks column(s) {', '.join(missing)} "
-                                    f"(it has {', '.join(map(repr, header[:8]))}{', …' if len(header) > 8 else ''})")
+    text = read_text(path)  # FileNotFoundError if absent
+    if not text:
+        raise MalformedRowError(f"{path}: empty curve file (no header); a torn write?")
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    _records(path, len(header), need_id=False, text=text)
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise MalformedRowError(f"{path}: the curve lacks column(s) {', '.join(missing)} "
+                                f"(it has {', '.join(map(repr, header[:8]))}{', …' if len(header) > 8 else ''})")
     try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:  # e.g. a quote left open: one line, the file named
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:  # e.g. a quote left open: one line, the file named
         first = (str(e).strip().splitlines() or [""])[0][:160]
         raise MalformedRowError(f"{path}: not a readable curve ({type(e).__name__}: {first})") from None
     if need and df.empty:

@@ -158,7 +158,7 @@ class RunDir:
         """Files at the names a training writes (rows, checkpoints and their temporaries, its row
         and curve): a fresh run would overwrite or mix with any of them the manifest does not list."""
         pats = ("rows.csv", "rows.csv.tmp", "latest.pt", "latest.pt.tmp", "ckpt_*.pt", "ckpt_*.tmp",
-                "data/results/train.csv", "data/curves/*.csv")
+                "data/results/train.csv", "data/curves/*.csv", "data/curves/*.csv.gz")
         return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
                        if (p.is_file() or p.is_symlink())
                        and (not p.name.startswith("ckpt_") or CHECKPOINT_NAME.match(p.with_suffix(".pt").name))})

@@ -3,6 +3,8 @@ data written with fightlab.results (CPU, no measurement)."""
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -224,8 +226,9 @@ def test_a_missing_curve_refuses_its_figures_after_drawing_the_others(root, caps
 def test_a_byte_that_is_not_utf8_is_one_line_naming_the_file_and_line(root, capsys):
     run_id = results.read_rows("train", root)["run_id"].iloc[0]
     curve = results.curve_path(run_id, root)
-    curve.write_bytes(curve.read_bytes() + b"1,2\xff\n")
-    lines = curve.read_bytes().count(b"\n")
+    raw = gzip.decompress(curve.read_bytes()) + b"1,2\xff\n"  # a hand edit in another encoding
+    curve.write_bytes(gzip.compress(raw))
+    lines = raw.count(b"\n")
     with pytest.raises(results.MalformedRowError, match=f"{curve}:{lines}: byte 0xff at offset"):
         results.read_curve(run_id, root)
     assert main(["figures", "--root", str(root), "--only", "train_curves"]) == 2
@@ -240,7 +243,8 @@ def test_a_curve_without_the_training_columns_or_rows_is_refused(root, capsys, t
     is not drawn, one line naming the file, exit 2 (never a silently different figure)."""
     run_id = results.read_rows("train", root)["run_id"].iloc[0]
     curve = results.curve_path(run_id, root)
-    curve.write_text(curve.read_text().splitlines()[0] + "\n" if text == "HEADER_ONLY" else text)
+    head = results.read_text(curve).splitlines()[0] + "\n"
+    curve.write_bytes(gzip.compress((head if text == "HEADER_ONLY" else text).encode()))
     assert main(["figures", "--root", str(root), "--only", "train_curves"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err

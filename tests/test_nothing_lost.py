@@ -2,6 +2,7 @@
 sound CSVs and checkpoints. CPU device, tiny sizes."""
 
 import hashlib
+import gzip
 import json
 import os
 import signal
@@ -82,7 +83,7 @@ def test_fresh_run_removes_only_its_manifests_files(tmp_path):
     assert (d / "data" / "mine.txt").read_text() == "also the user's"
     new = results.read_rows("train", d)
     assert len(new) == 1 and new["run_id"].item() != old_id
-    assert not (d / "data" / "curves" / f"{old_id}.csv").exists()
+    assert not results.curve_path(old_id, d).exists()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_resume_keeps_every_setting_and_records_segments(tmp_path, capsys):
     rows = results.read_rows("train", d)  # the reader that keeps ids as text (an all-digit id too)
     assert len(rows) == 1 and rows["iterations"].item() == 3
     assert rows["run_id"].item() == saved["run_id"]
-    curve = pd.read_csv(d / "data" / "curves" / f"{saved['run_id']}.csv")
+    curve = pd.read_csv(d / "data" / "curves" / f"{saved['run_id']}.csv.gz")
     assert curve["iteration"].tolist() == [1, 2, 3]
 
 
@@ -652,16 +653,27 @@ def test_text_in_a_metric_column_and_a_torn_curve_are_refused(tmp_path):
     with pytest.raises(results.MalformedRowError, match=rf"train.csv:2: column '{last}' holds 'abc'"):
         results.read_rows("train", tmp_path)
     c = results.write_curve("aaa", pd.DataFrame({"iteration": [1, 2], "reward": [0.1, 0.2]}), tmp_path)
-    c.write_text(c.read_text() + "3")
-    with pytest.raises(results.MalformedRowError, match=r"aaa.csv:4"):
+    _gz_text(c, results.read_text(c) + "3")
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz:4"):
         results.read_curve("aaa", tmp_path)
-    c.write_text('garbage,,,"\n')  # a quote left open: the parser's error as one line, the file named
-    with pytest.raises(results.MalformedRowError, match=r"aaa.csv: not a readable curve|aaa.csv:\d"):
+    _gz_text(c, 'garbage,,,"\n')  # a quote left open: the parser's error as one line, the file named
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not a readable curve|aaa.csv.gz:\d"):
         results.read_curve("aaa", tmp_path)
-    c.write_text('"iter\nation",reward\n1,0.1\n')  # a newline inside a column name
+    c.write_bytes(c.read_bytes()[:12])  # a torn copy of the gzip file
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not a whole gzip file"):
+        results.read_curve("aaa", tmp_path)
+    c.write_text("iteration\n1\n")  # plain text under the gzip name
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not a whole gzip file"):
+        results.read_curve("aaa", tmp_path)
+    _gz_text(c, '"iter\nation",reward\n1,0.1\n')  # a newline inside a column name
     with pytest.raises(results.MalformedRowError) as e:
         results.read_curve("aaa", tmp_path, need=("iteration",))
     assert "\n" not in str(e.value), str(e.value)
+
+
+def _gz_text(path, text):
+    """Replace the text inside a gzip curve file (a hand edit of its content)."""
+    path.write_bytes(gzip.compress(text.encode()))
 
 
 def test_a_cpu_curve_never_reaches_the_repositorys_data():
@@ -685,6 +697,10 @@ def test_params_that_are_not_json_an_infinite_metric_and_an_empty_curve_are_refu
     with pytest.raises(results.MalformedRowError, match=r"train.csv:2: column 'compile_s' is infinite"):
         results.read_rows("train", tmp_path)
     c = results.write_curve("aaa", pd.DataFrame({"iteration": [1]}), tmp_path)
-    c.write_text("")
+    _gz_text(c, "")
     with pytest.raises(results.MalformedRowError, match="empty curve file"):
+        results.read_curve("aaa", tmp_path)
+    c.unlink()
+    c.with_name("aaa.csv").write_text("")  # the plain format, empty
+    with pytest.raises(results.MalformedRowError, match="aaa.csv: empty curve file"):
         results.read_curve("aaa", tmp_path)

@@ -182,12 +182,45 @@ def test_register_experiment():
 def test_curves(tmp_path):
     df = pd.DataFrame({"iteration": [0, 1, 2], "wall_time_s": [0.0, 1.5, 3.0], "mean_reward": [0.1, 0.2, 0.4]})
     p = results.write_curve("abc123", df, tmp_path)
-    assert p == tmp_path / "data" / "curves" / "abc123.csv"
+    assert p == tmp_path / "data" / "curves" / "abc123.csv.gz" == results.curve_path("abc123", tmp_path)
     pd.testing.assert_frame_equal(results.read_curve("abc123", tmp_path), df)
+    pd.testing.assert_frame_equal(pd.read_csv(p), df)  # plain gzip CSV: any reader takes it
+    first = p.read_bytes()
+    assert results.write_curve("abc123", df, tmp_path).read_bytes() == first  # no time stamp inside
     with pytest.raises(ValueError, match="run_id"):
         results.write_curve("../x", df, tmp_path)
     with pytest.raises(TypeError, match="DataFrame"):
         results.write_curve("abc", [1, 2], tmp_path)
+
+
+def test_a_plain_csv_curve_is_read_and_replaced_by_the_runs_next_curve(tmp_path):
+    df = pd.DataFrame({"iteration": [1, 2], "reward": [0.5, 0.25]})
+    legacy = tmp_path / "data" / "curves" / "old1.csv"
+    legacy.parent.mkdir(parents=True)
+    df.to_csv(legacy, index=False)
+    assert results.curve_path("old1", tmp_path) == legacy
+    pd.testing.assert_frame_equal(results.read_curve("old1", tmp_path, need=("iteration",)), df)
+    longer = pd.DataFrame({"iteration": [1, 2, 3], "reward": [0.5, 0.25, 0.125]})
+    p = results.write_curve("old1", longer, tmp_path)
+    assert p.name == "old1.csv.gz" and not legacy.exists()  # one curve per run
+    pd.testing.assert_frame_equal(results.read_curve("old1", tmp_path), longer)
+    other = tmp_path / "data" / "curves" / "other.csv"
+    other.write_text("iteration\n1\n")
+    results.write_curve("old2", df, tmp_path)
+    assert other.exists()  # another run's curve is never touched
+
+
+def test_every_committed_curve_is_whole_gzip_csv():
+    import gzip
+
+    from fightlab.paths import REPO_ROOT
+
+    files = sorted((REPO_ROOT / "data" / "curves").iterdir())
+    assert files, "no committed curves"
+    for f in files:
+        assert f.name.endswith(".csv.gz"), f"{f.name}: curves are committed as <run_id>.csv.gz"
+        text = gzip.decompress(f.read_bytes()).decode()
+        assert text.count("\n") >= 2 and "," in text.splitlines()[0], f.name
 
 
 # ---------------------------------------------------------------------------------------------

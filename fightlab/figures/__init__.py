@@ -24,9 +24,9 @@ Figures (:data:`FIGURES`):
   factor_time        mass-matrix factorization time per physics step: stock sparse, fightlab's
                      single launch, dense tile reference (data/results/factor.csv), per GPU
   factor_trajectory  joint-angle deviation from the stock run over the trajectories (pushed and
-                     quiet; rows with traj_steps > 0 and their data/curves/<run_id>.csv), per GPU
+                     quiet; rows with traj_steps > 0 and their data/curves/<run_id>.csv.gz), per GPU
   primer_vector_sweep  time per call and effective bandwidth against vector length (notebook 00:
-                     the newest data/results/primer.csv row with a data/curves/<run_id>.csv), per
+                     the newest data/results/primer.csv row with a data/curves/<run_id>.csv.gz), per
                      GPU
   graphs_split       seconds per training iteration (rollout, update, host rest) with and without
                      each graph (notebook 05: data/results/graphs.csv, the newest row per body,
@@ -311,7 +311,7 @@ def factor_curves(df: pd.DataFrame, root: Path | str,
                   log: Callable[[str], None] = print) -> list[tuple[pd.Series, pd.DataFrame]]:
     """(row, curve) pairs for the ``factor`` rows of ``df`` that ran the trajectory comparisons
     (``traj_steps > 0``; other rows have empty trajectory columns and no curve), with the curve
-    read from ``root/data/curves/<run_id>.csv``. A row whose curve file is missing is left out
+    read from ``root/data/curves/<run_id>.csv.gz``. A row whose curve file is missing is left out
     (said through ``log``)."""
     import pandas as pd
 

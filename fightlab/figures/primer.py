@@ -27,7 +27,7 @@ def _sweep_style(dev: str) -> tuple[str, str]:
 def plot_sweep(df: pd.DataFrame, title: str | None = None):
     """Two panels: time per call [us] and effective bandwidth [GB/s] against elements, log-log.
 
-    ``df``: :func:`fightlab.measure.primer.vector_sweep`'s rows (or a primer run's curve, ``data/curves/<run_id>.csv``):
+    ``df``: :func:`fightlab.measure.primer.vector_sweep`'s rows (or a primer run's curve, ``data/curves/<run_id>.csv.gz``):
     needs ``device, op, n, median_s, gb_per_s``. ``title``: optional figure title. Colour is the
     operation and line style the implementation, each with its own legend (so a CPU and a GPU
     line of one operation never share a legend entry). Drawn under the house style

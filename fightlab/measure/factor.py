@@ -561,7 +561,7 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
     """One ``factor`` result row: errors, trajectory deviation and speed for ``body``.
 
     Appends the row to ``root/data/results/factor.csv`` (:mod:`fightlab.results`) and writes the
-    trajectory curve to ``root/data/curves/<run_id>.csv``.
+    trajectory curve to ``root/data/curves/<run_id>.csv.gz``.
 
     Args:
         body: fightlab body (``"muscular-fast"``), ``"chain-N"`` or ``"tree-N"``.

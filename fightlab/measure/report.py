@@ -148,7 +148,7 @@ def has_train_row(folder, run_id) -> bool:
 
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
     """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
-    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv,
+    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv.gz,
     then release the run folder (``trainer.close()``).
 
     One row per run: a later segment of a resumed run replaces the run's row and curve. Per-
@@ -438,7 +438,7 @@ def task_of(params: dict) -> str:
 
 def stage_iterations(curve: pd.DataFrame) -> pd.Series:
     """Iterations a run spent in each curriculum stage, from its per-iteration curve (columns
-    ``stage``, ``event``; rows.csv or data/curves/<run_id>.csv): index the stage (0 = a 0.1), values
+    ``stage``, ``event``; rows.csv or data/curves/<run_id>.csv.gz): index the stage (0 = a 0.1), values
     the counts (int). The row of a widening belongs to the stage it left; the solving row to the
     last stage."""
     stage = pd.to_numeric(curve["stage"]).astype(int) - (curve["event"] == "widen").astype(int)
