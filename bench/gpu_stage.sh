@@ -25,7 +25,9 @@ mkdir -p .gpu
 cp "$SRC/gpu-env.sh" .gpu/gpu-env.sh
 # what travels with every call: tracked files and untracked ones git does not ignore
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
-limit=$((64 * 1024 * 1024)); margin=$((2 * 1024 * 1024))
+# margin: the carried boot.sh / gpu-env.sh and a few commits' growth before the chunk calls
+# (stage right before them); MARGIN_MIB=2 for more room
+limit=$((64 * 1024 * 1024)); margin=$(( ${MARGIN_MIB:-1} * 1024 * 1024 ))
 chunk=$(( (limit - tree - margin) / 1048576 ))
 [ "$chunk" -ge 8 ] || { echo "gpu_stage: the tree ($((tree / 1048576)) MiB) leaves < 8 MiB a call" >&2; exit 2; }
 blob=$(mktemp -d)
