@@ -153,6 +153,18 @@ def _key_value(item: str, flag: str) -> tuple[str, str]:
     return key, raw
 
 
+def _grid_value(v: str) -> object:
+    """The value a grid entry stands for, to find two spellings of one (``1``, ``01``, ``1.0``):
+    a number when it reads as one, else the text."""
+    for kind in (int, float):
+        try:
+            x = kind(v)
+        except ValueError:
+            continue
+        return x if x == x else v  # NaN: compare the text
+    return v
+
+
 def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
     """``["seed=1,2", "body=simple,muscular-fast"]`` → ``[("seed", ["1", "2"]), ("body", […])]``.
 
@@ -168,8 +180,11 @@ def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
             raise BatchError(f"--grid {item!r}: empty grid value; give KEY=V1,V2,... (e.g. seed=1,2,3)")
         if key in out:
             raise BatchError(f"--grid {key} given twice; give all its values in one --grid {key}=V1,V2")
-        if dup := next((v for i, v in enumerate(values) if v in values[:i]), None):
-            raise BatchError(f"--grid {item!r}: value {dup!r} given twice (two identical jobs); give each once")
+        same = [_grid_value(v) for v in values]
+        if dup := next(((values[same.index(x)], v) for i, (v, x) in enumerate(zip(values, same))
+                        if x in same[:i]), None):
+            what = f"value {dup[0]!r} given twice" if dup[0] == dup[1] else f"values {dup[0]!r} and {dup[1]!r} are one value"
+            raise BatchError(f"--grid {item!r}: {what} (two identical jobs); give each once")
         out[key] = values
     return list(out.items())
 

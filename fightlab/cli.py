@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 
@@ -48,6 +49,8 @@ class _Parser(argparse.ArgumentParser):
     line (`fightlab: error: …`, exit 2), pointing at --help instead of printing the usage."""
 
     def error(self, message):
+        # a value argparse quotes whole (a 5000-digit --seed) is cut as config.short_repr cuts it
+        message = re.sub(r"'([^'\n]{80,})'", lambda m: f"'{m.group(1)[:59]}…' ({len(m.group(1))} characters)", message)
         self.exit(2, f"fightlab: error: {message} (see `{self.prog} --help`)\n")
 
 

@@ -116,6 +116,8 @@ def test_a_jobs_file_that_is_not_utf8_is_one_line(tmp_path, capsys, fakebin):
     (["--job", "train", "--grid", "seed"], "--grid expects KEY=VALUE, got 'seed'"),
     (["--job", "train", "--grid", "seed=1", "--grid", "seed=2"], "--grid seed given twice"),
     (["--job", "train", "--grid", "seed=1,1"], "value '1' given twice"),
+    (["--job", "train", "--grid", "seed=1,01"], "values '1' and '01' are one value"),
+    (["--job", "train", "--grid", "ppo.clip_coef=0.5,0.50"], "values '0.5' and '0.50' are one value"),
     (["--job", "train", "--concurrent", "0"], "--concurrent must be a positive integer (jobs at once per GPU), got '0'"),
     (["--job", "train", "--concurrent", "two"], "--concurrent must be a positive integer"),
     (["--job", "frobnicate --x 1"], "unknown command 'frobnicate' in job 'frobnicate --x 1'; commands: train, evaluate"),

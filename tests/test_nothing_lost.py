@@ -628,6 +628,15 @@ def test_more_one_line_errors(args, expect, capsys):
     assert err.startswith("fightlab: error: ") and expect in err and "Traceback" not in err, err
 
 
+def test_a_huge_value_argparse_refuses_is_cut_in_its_error(capsys):
+    with pytest.raises(SystemExit) as e:  # argparse's own refusal exits
+        main(["train", "--seed", "9" * 5000, "--device", "cpu"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fightlab: error: argument --seed: invalid int value: '999") and len(err) < 300, err
+    assert "(5000 characters)" in err and err.count("\n") == 1
+
+
 def test_a_set_key_given_twice_uses_the_last_and_says_so(capsys):
     from fightlab.config import TrainConfig, apply_overrides
 
