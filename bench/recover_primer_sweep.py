@@ -9,7 +9,7 @@ long form: ``device, op, n, bytes, median_s, gb_per_s, frac_of_copy, source``; g
 recomputed from bytes / median_s (fightlab.measure.primer's bytes per element), min/iqr/first times were
 not printed and stay empty, and ``source`` says where every row came from.
 
-    python bench/recover_primer_sweep.py   # writes data/curves/4712542b7710.csv
+    python bench/recover_primer_sweep.py   # writes data/curves/4712542b7710.csv.gz
 """
 
 from __future__ import annotations
