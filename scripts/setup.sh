@@ -82,6 +82,27 @@ PYEOF
   )
 }
 
+# torch on a machine without an NVIDIA GPU: PyTorch's CPU build (≈ 200 MB) from PyTorch's own
+# index, as pytorch.org's install guide says, instead of PyPI's CUDA build (several GB). Only when
+# the pinned torch is not installed yet and that index answers; TORCH_CPU=0 leaves torch to pip.
+TORCH_PIN="$(grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')"
+CPU_INDEX="https://download.pytorch.org/whl/cpu"
+torch_pinned() {  # metadata only: never imports torch
+  "$PY" - "${TORCH_PIN#torch==}" <<'PYEOF' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if m.version("torch").split("+")[0] == sys.argv[1] else 1)
+PYEOF
+}
+if [ -n "$TORCH_PIN" ] && [ "${TORCH_CPU:-auto}" != "0" ] && ! nvidia-smi -L >/dev/null 2>&1 && ! torch_pinned; then
+  if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' "$CPU_INDEX" 2>/dev/null; then
+    say "no NVIDIA GPU here: $TORCH_PIN, CPU build, from $CPU_INDEX (TORCH_CPU=0: PyPI's CUDA build)"
+    "$PY" -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX" \
+      || say "warning: the CPU build did not install; torch comes from pip's usual sources"
+  else
+    say "no NVIDIA GPU here, and $CPU_INDEX does not answer: torch from pip's usual sources"
+  fi
+fi
+
 if [ "${FORCE:-0}" != "1" ] && [ "$want" = "$have" ] && installed_here; then
   say "fightlab already installed and pyproject.toml and extras [$EXTRAS] unchanged: skipping pip install (FORCE=1 to redo)"
 else
