@@ -153,18 +153,6 @@ def _key_value(item: str, flag: str) -> tuple[str, str]:
     return key, raw
 
 
-def _grid_value(v: str) -> object:
-    """The value a grid entry stands for, to find two spellings of one (``1``, ``01``, ``1.0``):
-    a number when it reads as one, else the text."""
-    for kind in (int, float):
-        try:
-            x = kind(v)
-        except ValueError:
-            continue
-        return x if x == x else v  # NaN: compare the text
-    return v
-
-
 def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
     """``["seed=1,2", "body=simple,muscular-fast"]`` → ``[("seed", ["1", "2"]), ("body", […])]``.
 
@@ -180,11 +168,8 @@ def parse_grid(items: Iterable[str]) -> list[tuple[str, list[str]]]:
             raise BatchError(f"--grid {item!r}: empty grid value; give KEY=V1,V2,... (e.g. seed=1,2,3)")
         if key in out:
             raise BatchError(f"--grid {key} given twice; give all its values in one --grid {key}=V1,V2")
-        same = [_grid_value(v) for v in values]
-        if dup := next(((values[same.index(x)], v) for i, (v, x) in enumerate(zip(values, same))
-                        if x in same[:i]), None):
-            what = f"value {dup[0]!r} given twice" if dup[0] == dup[1] else f"values {dup[0]!r} and {dup[1]!r} are one value"
-            raise BatchError(f"--grid {item!r}: {what} (two identical jobs); give each once")
+        if dup := next((v for i, v in enumerate(values) if v in values[:i]), None):
+            raise BatchError(f"--grid {item!r}: value {dup!r} given twice (two identical jobs); give each once")
         out[key] = values
     return list(out.items())
 
@@ -307,8 +292,8 @@ def _slug(text: str) -> str:
 
 
 def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tuple[str, str]],
-              commands: Iterable[str], check_argv: Callable[[list[str]], str | None] | None = None
-              ) -> list[Job]:
+              commands: Iterable[str], check_argv: Callable[[list[str]], str | None] | None = None,
+              job_identity: Callable[[list[str]], str | None] | None = None) -> list[Job]:
     """Expand every base job over the grid (and ``sets``) into the batch's jobs, checked.
 
     Args:
@@ -316,6 +301,9 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
       commands: the fightlab commands a job may name ("batch" is never one).
       check_argv: returns an error line for a fightlab argv the command line would refuse
         (unknown flag, bad choice), or None.
+      job_identity: what a fightlab argv runs (for a new training: its whole config and
+        device), or None when that is known only at run time: two grid points of one job line
+        that run the same (``seed=1,01``, ``backend=gpu,warp``) are refused.
     Returns:
       jobs with ids ``NNN-<what>`` in order.
     Raises:
@@ -341,6 +329,7 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                              "again; give it in one place")
     jobs: list[Job] = []
     for base in bases:
+        seen: dict[str, dict] = {}  # what a grid point of this job line runs -> the point
         for point in points:
             values = list(point.items()) + list(sets)
             if base.kind == "notebook":
@@ -367,6 +356,12 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                 why = check_argv(argv) if check_argv else None
                 if why:
                     raise BatchError(f"job {shlex.join(argv)!r}: {why}")
+                if job_identity is not None and point and (same := job_identity(argv)) is not None:
+                    if same in seen:
+                        a, b = (" ".join(f"{k}={v}" for k, v in p.items()) for p in (seen[same], point))
+                        raise BatchError(f"--grid points {a!r} and {b!r} of job {base.label()!r} run the same "
+                                         "(one value spelled two ways); give each once")
+                    seen[same] = point
                 what = cmd + "-" + "-".join(f"{k}={v}" for k, v in point.items())
                 jobs.append(Job(id="", kind="fightlab", argv=argv))
             jobs[-1].id = f"{len(jobs) - 1:03d}-{_slug(what.rstrip('-'))}"
@@ -937,7 +932,7 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
             jobs_file: str | None = None, job=(), grid=(), sets=(), gpus: str | None = None,
             job_timeout_s: float | None = None, budget_s: float | None = None, min_left_s: float | None = None,
             no_mps: bool = False, with_checkpoints: bool = False, retry_failed: bool = False,
-            progress: bool = True, commands=(), check_argv=None) -> int:
+            progress: bool = True, commands=(), check_argv=None, job_identity=None) -> int:
     """`python -m fightlab batch`, its flags as given (None: not given; a resumed batch keeps its
     saved options unless given again): the jobs built (`make_jobs` over `commands`, each argv
     checked by `check_argv`), run (`run_batch`), the summary table printed. Returns the exit code:
@@ -969,7 +964,7 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         grid = parse_grid(grid)
         sets = parse_sets(sets)
         bases = (read_jobs_file(jobs_file) if jobs_file is not None else []) + [parse_job(j) for j in job]
-        jobs = make_jobs(bases, grid, sets, commands, check_argv=check_argv)
+        jobs = make_jobs(bases, grid, sets, commands, check_argv=check_argv, job_identity=job_identity)
     try:
         state = run_batch(jobs, folder, concurrent=concurrent, gpus=pick(gpus, "gpus", None),
                           job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),

@@ -23,6 +23,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 
 
 
@@ -655,6 +656,28 @@ def check_job_argv(argv: list[str]) -> str | None:
     return None
 
 
+def job_identity(argv: list[str]) -> str | None:
+    """What a job's fightlab argv runs, as text: for a new train job its whole config (after
+    `_job_config`: defaults, aliases and `--set` values read as the run reads them), its
+    device and its run folder; None for anything else (a resume, `--nworld auto`, another command, an argv
+    `check_job_argv` refuses), whose values are known only when it runs."""
+    import contextlib
+    import io
+
+    from fightlab.config import ConfigError, to_dict
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            a = _parser().parse_args(argv)
+        if a.cmd != "train" or a.resume is not None or (isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto"):
+            return None
+        cfg = to_dict(_job_config(a))
+    except (SystemExit, ConfigError):
+        return None
+    run_dir = None if a.run_dir is None else str(Path(a.run_dir).expanduser().resolve())
+    return json.dumps(dict(config=cfg, device=a.device, run_dir=run_dir), sort_keys=True, default=str)
+
+
 def _job_config(a):
     """A new train job's TrainConfig from its flags, every value checked (`validate_train`) as
     its run would, but on the CPU: whether its device is on this host is the batch's own check
@@ -687,7 +710,8 @@ def cmd_batch(a) -> int:
                          job=a.job, grid=a.grid, sets=a.set, gpus=a.gpus, job_timeout_s=a.job_timeout_s,
                          budget_s=a.budget_s, min_left_s=a.min_left_s, no_mps=a.no_mps,
                          with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
-                         progress=not a.no_progress, commands=JOB_COMMANDS, check_argv=check_job_argv)
+                         progress=not a.no_progress, commands=JOB_COMMANDS, check_argv=check_job_argv,
+                         job_identity=job_identity)
 
 
 def cmd_survey(a) -> int:

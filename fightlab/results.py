@@ -496,8 +496,11 @@ def read_text(path: Path | str) -> str:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; a cut file: EOFError
+            if not data.startswith(b"\x1f\x8b"):  # no gzip at all: plain text under a .gz name, say
+                raise MalformedRowError(f"{path}: not gzip (plain text under a .gz name?): compress it with "
+                                        f"`gzip -n` or rename it to {path.name[:-3]}") from None
             raise MalformedRowError(f"{path}: not a whole gzip file ({type(e).__name__}: {e}); a torn "
-                                    "copy? Restore it from git, or remove it and that run's row by hand") from None
+                                    "copy? Restore it from git") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -799,7 +802,8 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
                 backend: str = "gpu") -> Path:
     """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv.gz`` (gzip at level 9,
     no time stamp in its header, so the same rows give the same bytes; atomic, under
-    :func:`publish_lock`). Replaces the run's earlier curve, a plain ``<run_id>.csv`` included.
+    :func:`publish_lock`). Replaces the run's earlier curve, a plain ``<run_id>.csv`` included
+    when that was its curve (no ``.csv.gz`` beside it); a plain copy beside a ``.csv.gz`` is kept.
 
     Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``
     and ``backend``: the measurement's device and physics backend, required for a curve of the
@@ -829,11 +833,14 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
     data = gzip.compress(df.to_csv(index=False, lineterminator="\n").encode("utf-8"), compresslevel=9, mtime=0)
     with publish_lock(root):
         path.parent.mkdir(parents=True, exist_ok=True)
+        # the plain file is the run's earlier curve only when it was the one curve_path read
+        # (no .csv.gz beside it); one beside a .csv.gz is someone's copy, and stays
+        was_curve = not path.exists() and legacy.is_file() and not legacy.is_symlink()
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)  # a reader never sees half a curve
-        if legacy.is_file() and not legacy.is_symlink():
-            legacy.unlink()  # the run's earlier curve, in the plain format: replaced by this one
+        if was_curve:
+            legacy.unlink()  # replaced by this one
     return path
 
 
@@ -845,7 +852,9 @@ TRAIN_CURVE_COLUMNS = ("iteration", "elapsed_s", "reward", "amplitude", "window_
 def read_curve(run_id: str, root: Path | str, need: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read the curve of ``run_id`` (:func:`curve_path`), which must hold the columns ``need`` and at least
     one row when ``need`` is given. Raises FileNotFoundError if absent and MalformedRowError for
-    a torn or malformed line (file and line named) or a missing column or row (file named)."""
+    a torn or malformed line (file and line named), a missing column or row (file named), or a
+    text cell in a column of numbers (a repeated header, a hand edit: file, line and column
+    named)."""
     path = curve_path(run_id, root)
     text = read_text(path)  # FileNotFoundError if absent
     if not text:
@@ -863,6 +872,15 @@ def read_curve(run_id: str, root: Path | str, need: tuple[str, ...] = ()) -> pd.
         raise MalformedRowError(f"{path}: not a readable curve ({type(e).__name__}: {first})") from None
     if need and df.empty:
         raise MalformedRowError(f"{path}: the curve has a header and no rows")
+    from fightlab.config import short_repr
+
+    for col in [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]:  # numbers with a stray text cell
+        v = df[col].dropna()
+        num = pd.to_numeric(v, errors="coerce")
+        if num.notna().sum() > len(v) / 2 and num.isna().any():
+            i = int(num.isna().to_numpy().argmax())
+            raise MalformedRowError(f"{path}:{int(v.index[i]) + 2}: column {col!r} holds {short_repr(v.iloc[i])}, "
+                                    "not a number like the rest of that column; fix or remove that line by hand")
     return df
 
 

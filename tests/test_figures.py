@@ -252,6 +252,22 @@ def test_a_curve_without_the_training_columns_or_rows_is_refused(root, capsys, t
     assert "train_curves.png" not in _files(root)
 
 
+def test_a_header_only_primer_curve_is_refused_not_drawn_empty(tmp_path, capsys):
+    from fightlab.measure import primer as primer_measure  # noqa: F401 (the row's schema)
+
+    row = dict(results.run_metadata(body="-", nworld=1, seed=0, params={}, device="cuda:0"))
+    cols = results.columns("primer")
+    row.update({c: 1.0 for c in cols if c not in row})
+    results.append_row("primer", row, tmp_path)
+    path = results.write_curve(row["run_id"], pd.DataFrame(columns=["device", "op", "n", "median_s", "gb_per_s"]),
+                               tmp_path)
+    assert path.exists()
+    assert main(["figures", "--root", str(tmp_path), "--only", "primer_vector_sweep"]) == 2
+    err = capsys.readouterr().err
+    assert "not drawn: primer_vector_sweep:" in err and "the curve has a header and no rows" in err, err
+    assert not (tmp_path / "figures" / "primer_vector_sweep.png").exists()
+
+
 def test_one_figure_per_gpu(tmp_path):
     for gpu in ("NVIDIA H200", "NVIDIA GeForce RTX 5090"):
         results.append_row("profile", profile_row(gpu=gpu), tmp_path)

@@ -671,9 +671,15 @@ def test_text_in_a_metric_column_and_a_torn_curve_are_refused(tmp_path):
     c.write_bytes(c.read_bytes()[:12])  # a torn copy of the gzip file
     with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not a whole gzip file"):
         results.read_curve("aaa", tmp_path)
-    c.write_text("iteration\n1\n")  # plain text under the gzip name
-    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not a whole gzip file"):
+    c.write_text("iteration\n1\n")  # plain text under the gzip name: intact, misnamed
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz: not gzip \(plain text under a .gz name\?\): "
+                       r"compress it with `gzip -n` or rename it to aaa.csv"):
         results.read_curve("aaa", tmp_path)
+    _gz_text(c, "iteration,reward\n1,0.1\niteration,reward\n2,0.2\n")  # a header repeated mid-file
+    with pytest.raises(results.MalformedRowError, match=r"aaa.csv.gz:3: column 'iteration' holds 'iteration', not a number"):
+        results.read_curve("aaa", tmp_path)
+    _gz_text(c, "iteration,event\n1,wait\n2,widen\n")  # a column of text is text
+    assert results.read_curve("aaa", tmp_path)["event"].tolist() == ["wait", "widen"]
     _gz_text(c, '"iter\nation",reward\n1,0.1\n')  # a newline inside a column name
     with pytest.raises(results.MalformedRowError) as e:
         results.read_curve("aaa", tmp_path, need=("iteration",))

@@ -208,6 +208,10 @@ def test_a_plain_csv_curve_is_read_and_replaced_by_the_runs_next_curve(tmp_path)
     other.write_text("iteration\n1\n")
     results.write_curve("old2", df, tmp_path)
     assert other.exists()  # another run's curve is never touched
+    mine = legacy.with_name("old1.csv")  # a user's plain copy beside the run's .csv.gz
+    mine.write_text("my note\n")
+    results.write_curve("old1", df, tmp_path)
+    assert mine.read_text() == "my note\n"  # not the run's curve: kept
 
 
 def test_every_committed_curve_is_whole_gzip_csv():

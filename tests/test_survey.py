@@ -173,17 +173,22 @@ def test_our_rows_are_priced(ref):
     rate = 3600.0 / ((400.0 + 2.0) / 4)  # one solve in (wall + compile) / K GPU-seconds
     assert packed["solves_per_hour"] == pytest.approx(rate)
     assert packed["cost_per_solve_usd"] == pytest.approx(3.6 / rate + host * 3.6 / 3600 / 4)
-    # packing rows: estimated points, the newest row per (body, GPU, nworld, K, MPS) only
+    # packing rows: estimated points, the newest row per (body, GPU, nworld, K, MPS) only, and
+    # only of the headline's training code (commit abc1234 here): another code's s/it is not its
     pk = pd.DataFrame([dict(run_id=i, time=t, commit=c, gpu="NVIDIA H200", body="simple", nworld=1024,
                             concurrent=k, mps=True, s_per_iter=sp, it_per_s_aggregate=k / sp)
-                       for i, t, c, k, sp in (("old", "2026-12-01T01:00:00+00:00", "aaa", 8, 0.8),
-                                              ("new", "2026-12-01T02:00:00+00:00", "bbb", 8, 0.72),
-                                              ("k4", "2026-12-01T00:00:00+00:00", "aaa", 4, 0.42))])
-    est = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, packing=pk)
+                       for i, t, c, k, sp in (("old", "2026-12-01T01:00:00+00:00", "abc1234", 8, 0.8),
+                                              ("new", "2026-12-01T02:00:00+00:00", "abc1234", 8, 0.72),
+                                              ("k4", "2026-12-01T00:00:00+00:00", "abc1234", 4, 0.42),
+                                              ("k16", "2026-12-01T00:00:00+00:00", "0ther01", 16, 1.4))])
+    said.clear()
+    est = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, packing=pk, log=said.append)
     est = est[est["time_estimated"]].set_index("mode")
     assert sorted(est.index) == ["packed x4 MPS", "packed x8 MPS"]
     assert est.loc["packed x8 MPS", "time_to_solve_s"] == pytest.approx(500 * 0.72)  # headline iterations × s/it
     assert "packing row new" in est.loc["packed x8 MPS", "note"]
+    assert any(x.startswith("survey: 1 packing row(s) left out: another training code") and "k16 (simple, commit 0ther01)" in x
+               for x in said), said
     # the assumed price by default, said in the note
     default = cost.our_rows(_runs(), setup=setup)
     assert (default["usd_per_h"] == cost.ASSUMED_PRICE_PER_HOUR["H200"]).all()
@@ -194,19 +199,23 @@ def test_our_rows_are_priced(ref):
         cost.our_rows(_runs(), price_per_hour=0, setup=setup)
 
 
-def _backends(cpu_rows, gpu_rows=()):
+def _backends(cpu_rows, gpu_rows=(), learner=None):
     """backends rows (data/results/backends.csv's columns this needs): (run_id, time, body,
-    nworld, s_per_iter, env steps/s, compare_id) per CPU-backend row, then per MuJoCo Warp row."""
+    nworld, s_per_iter, env steps/s, compare_id) per CPU-backend row, then per MuJoCo Warp row;
+    each ran ``learner`` (default: its body's default learner, the synthetic headline's)."""
+    from fightlab.measure.report import learner_id
+
     rows = []
     for backend, gpu, spec in (("cpu", "CPU Test CPU (16 cores)", cpu_rows), ("gpu", "NVIDIA H200", gpu_rows)):
         for rid, t, body, nw, sp, eps, cid in spec:
+            lrn = learner or learner_id(json.loads(_default_params(body)))
             rows.append(dict(run_id=rid, time=f"2026-12-01T{t}:00:00+00:00", commit="cde0b70", gpu=gpu, body=body,
-                             nworld=nw, params=json.dumps(dict(backend=backend, compare_id=cid, learner=_LEARNER)),
+                             nworld=nw, params=json.dumps(dict(backend=backend, compare_id=cid, learner=lrn)),
                              s_per_iter=sp, env_steps_per_s=eps, compile_s=0.5))
     return pd.DataFrame(rows)
 
 
-_LEARNER = "00000000"  # not the synthetic headline's learner: the note says so
+_LEARNER = "00000000"  # not the synthetic headline's learner
 
 
 def _varied_runs():
@@ -241,9 +250,8 @@ def test_cpu_backend_time_to_solve_is_estimated(ref):
     assert r["time_to_solve_s"] == pytest.approx(750.0) and r["usd_per_h"] == 0.8
     assert r["setup_s"] == pytest.approx(host + 0.5)  # host set-up + the backends row's compile_s
     assert r["cost_per_solve_usd"] == pytest.approx((750.0 + host + 0.5) * 0.8 / 3600)
-    assert r["note"].startswith("estimated: backends row new (commit cde0b70) s/iteration × headline 500 "
-                                "iterations to solve (GPU runs, commit abc1234)"), r["note"]
-    assert f"learner {_LEARNER}, the headline's" in r["note"]
+    assert r["note"].startswith("estimated: backends row new (commit cde0b70) s/iteration × 500 "
+                                "iterations to solve (headline; GPU runs, commit abc1234)"), r["note"]
     # the GPU rows are untouched by the backends rows
     base = cost.our_rows(_varied_runs(), price_per_hour=3.6, setup=setup, log=lambda _: None)
     pd.testing.assert_frame_equal(ours[ours["kind"] == "gpu"].reset_index(drop=True), base)
@@ -252,6 +260,37 @@ def test_cpu_backend_time_to_solve_is_estimated(ref):
     none = cost.our_rows(_varied_runs(), price_per_hour=3.6, setup=setup, backends=bk, log=said.append)
     assert (none["kind"] == "gpu").all()
     assert "survey: 1 estimated CPU-backend row(s) (simple) left out: no cpu_price_per_hour given" in said, said
+
+
+def test_a_cpu_backend_row_of_another_learner_takes_that_learners_iterations_or_none(ref):
+    """The CPU's seconds per iteration are its learner's (network, physics): they are multiplied
+    by that learner's own iterations to solve, never by another learner's headline."""
+    from fightlab.measure import backends
+    from fightlab.measure.report import learner_id
+
+    other = '{"ppo": {"init_std": 0.2}}'
+    runs = _varied_runs()
+    own = [dict(runs.iloc[0], run_id=f"old{i}", seed=i, params=other, config="c2", iterations=it,
+                commit="0ld0001", time=f"2026-11-30T0{i}:00:00+00:00") for i, it in enumerate((600, 640, 700))]
+    runs = pd.concat([runs, pd.DataFrame(own)], ignore_index=True)
+    runs = runs.assign(learner=[learner_id(json.loads(p)) for p in runs["params"]])
+    bk = _backends([("sim", "03", "simple", 1024, 1.5, 1.4e4, "c2")], learner=learner_id(json.loads(other)))
+    said = []
+    est = backends.estimated_time_to_solve(bk, runs, log=said.append)
+    r = est.iloc[0]
+    assert (r["iterations_of"], r["iterations_to_solve"], r["headline_n_solo"]) == ("learner", 640.0, 3)
+    assert r["time_to_solve_s"] == pytest.approx(1.5 * 640) and r["headline_commit"] == "0ld0001"
+    ours = cost.our_rows(runs, price_per_hour=3.6, setup=cost.fit_setup(ref), cpu_price_per_hour=0.8, backends=bk,
+                         log=said.append)
+    note = ours[ours["kind"] == "cpu"]["note"].item()
+    assert f"640 iterations to solve (its learner {learner_id(json.loads(other))}'s 3 solo solve(s); the " \
+           "headline's learner is" in note, note
+    # a learner with no solo solve at that nworld: no estimate, said
+    said.clear()
+    bk = _backends([("sim", "03", "simple", 1024, 1.5, 1.4e4, "c2")], learner=_LEARNER)
+    assert backends.estimated_time_to_solve(bk, runs, log=said.append).empty
+    assert any(f"backends row sim ran learner {_LEARNER}" in x and "no solo solve on a GPU at 1024 worlds" in x
+               for x in said), said
 
 
 def test_a_measured_cpu_backend_solve_wins_over_the_estimate(ref):

@@ -428,7 +428,8 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
         return []
 
     def plot(gpu, rows, _):
-        return primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root),
+        return primer_figures.plot_sweep(results.read_curve(rows["run_id"].iloc[-1], root,
+                                                            need=("device", "op", "n", "median_s", "gb_per_s")),
                                          title=f"vector sweep, {gpu}")
 
     return _save_per_gpu(_latest(df, ["gpu"]), "primer_vector_sweep", plot, root, log)

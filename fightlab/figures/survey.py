@@ -7,7 +7,8 @@ Colour: the body. Marker: where the row comes from — the original's vast.ai GP
 EC2 GPUs (squares), its EC2 CPU machines (crosses), fightlab's solo rows (stars), fightlab's
 packed rows (plus signs), fightlab's bench estimates (triangles: ``python -m fightlab bench``
 rows, ours and rented hosts', `fightlab.survey.cost.bench_rows`), fightlab's CPU-backend rows
-(diamonds). Hollow: the time to solve was estimated, not measured. Both axes log.
+(diamonds). Hollow: the time to solve was estimated, not measured. Both axes log. A bench
+estimate of a GPU type and body that fightlab solved is not drawn (measured beats estimate).
 """
 
 from __future__ import annotations
@@ -50,12 +51,18 @@ def _short(row) -> str:
 
 def plot_survey(table: pd.DataFrame, title: str | None = None, note: str | None = None):
     """Cost per solve [$] against time to solve [s], log-log, one point per survey row
-    (:func:`fightlab.survey.cost.survey_table`), each labelled with its GPU (or CPU instance).
-    ``note`` goes under the axes (e.g. the assumed price of fightlab's GPU). Returns the Figure."""
+    (:func:`fightlab.survey.cost.survey_table`), each labelled with its GPU (or CPU instance),
+    but for bench estimates that a measured solo solve of the same GPU type and body supersedes
+    (:func:`fightlab.survey.cost.superseded`, as the buying guide: one GPU type is not drawn
+    twice, an older code's estimate beside today's solve). ``note`` goes under the axes (e.g.
+    the assumed price of fightlab's GPU). Returns the Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     from fightlab.figures import style as plots
+    from fightlab.survey.cost import superseded
+
+    table = table[~superseded(table)]
 
     def plain(text: str | None) -> str | None:  # "$" is text here, not mathtext
         return None if text is None else text.replace("$", r"\$")

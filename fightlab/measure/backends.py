@@ -509,26 +509,34 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
                             log: Callable[[str], None] = print) -> pd.DataFrame:
     """The CPU backend's time to solve per body, estimated: the newest CPU-backend ``backends``
     row of the body with its policy on the CPU (the GPU-less baseline) (``rows``: data/results/backends.csv; the newest by its time, nworld as
-    recorded) × the body's headline median iterations to solve on MuJoCo Warp
-    (`report.headline` of `report.solve_summary` of ``runs``, `report.published_runs`).
-    Iterations to solve depend on nworld: a body whose newest CPU-backend row has another
-    nworld than its headline group is left out, and so is a body without a headline; each said
-    through ``log`` in one line.
+    recorded) × the median iterations to solve on MuJoCo Warp of the learner that row ran
+    (its params' ``learner``, `report.learner_id`: PPO settings and training physics): the
+    body's headline (`report.headline` of `report.solve_summary` of ``runs``,
+    `report.published_runs`) when the headline ran that learner, else that learner's own solo
+    solved runs of the task on a GPU at the same nworld. Iterations to solve depend on nworld
+    and on the learner, and a learner's cost per iteration on the CPU differs too (its network,
+    its physics): a body whose newest CPU-backend row has another nworld than its headline, ran
+    a learner with no such solves, or has no headline is left out; each said through ``log`` in
+    one line.
 
     Returns:
       one row per body estimated: body, run_id, commit, time (the backends row's), cpu (its
       `gpu` column: CPU model and cores), nworld, s_per_iter [s], compile_s [s], learner (its
-      params.learner), iterations_to_solve (the headline's median), headline_commit,
-      headline_nworld, headline_n_solo, headline_learner (the headline group's learner ids,
-      joined by "/"), time_to_solve_s [s] = s_per_iter × iterations_to_solve.
+      params.learner), iterations_to_solve (the median of the solves used), iterations_of
+      ("headline", or "learner": that learner's own solo solves), headline_commit (the commits
+      of the solves used), headline_nworld, headline_n_solo (how many solves), headline_learner
+      (the headline group's learner ids, joined by "/"), time_to_solve_s [s] = s_per_iter ×
+      iterations_to_solve.
 
     Raises:
       ConfigError: as :func:`backend_ratios` for bad rows.
     """
-    from fightlab.measure.report import SUMMARY_KEYS, headline, no_headline_note, solve_summary, with_code
+    from fightlab.config import DEFAULT_TASK
+    from fightlab.measure.report import SUMMARY_KEYS, commits_in, headline, no_headline_note, solve_summary, with_code
+    from fightlab.meta import is_cpu_label
 
     cols = ["body", "run_id", "commit", "time", "cpu", "nworld", "s_per_iter", "compile_s", "learner",
-            "iterations_to_solve", "headline_commit", "headline_nworld", "headline_n_solo",
+            "iterations_to_solve", "iterations_of", "headline_commit", "headline_nworld", "headline_n_solo",
             "headline_learner", "time_to_solve_s"]
     if rows is None or rows.empty:
         return pd.DataFrame(columns=cols)
@@ -550,12 +558,24 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
                 f"headline {int(k['nworld'])}: iterations to solve depend on nworld, not estimated")
             continue
         g = runs[np.logical_and.reduce([runs[c] == v for c, v in k.items()])]
-        learners = "/".join(sorted(set(g["learner"]))) if "learner" in g else ""
-        it = float(h["iterations_median"])
+        learners = sorted(set(g["learner"])) if "learner" in g else []
+        if not learners or r["learner"] in learners:
+            it, of, commits, n = float(h["iterations_median"]), "headline", h["commits"], int(h["n_solo"])
+        else:  # the learner the CPU ran: its own solo solves of the task on a GPU at this nworld
+            own = runs[(runs["body"] == body) & (runs["nworld"] == int(r["nworld"]))
+                       & (runs["learner"] == r["learner"]) & (runs["solved"] == True)  # noqa: E712
+                       & (runs["concurrent"] == 1) & (runs["task"] == DEFAULT_TASK)
+                       & np.array([not is_cpu_label(x) for x in runs["gpu"]], dtype=bool)]
+            if own.empty:
+                log(f"CPU backend {body}: backends row {r['run_id']} ran learner {r['learner'] or 'unrecorded'}, "
+                    f"the headline {'/'.join(learners)}, and that learner has no solo solve on a GPU at "
+                    f"{int(r['nworld'])} worlds: not estimated (`compare-backends` with today's learner)")
+                continue
+            it, of, commits, n = float(own["iterations"].median()), "learner", commits_in(own), len(own)
         out.append(dict(body=body, run_id=r["run_id"], commit=r["commit"], time=r["time"], cpu=r["gpu"],
                         nworld=int(r["nworld"]), s_per_iter=float(r["s_per_iter"]),
                         compile_s=float(r["compile_s"]) if "compile_s" in r else float("nan"),
-                        learner=r["learner"], iterations_to_solve=it, headline_commit=h["commits"],
-                        headline_nworld=int(k["nworld"]), headline_n_solo=int(h["n_solo"]),
-                        headline_learner=learners, time_to_solve_s=float(r["s_per_iter"]) * it))
+                        learner=r["learner"], iterations_to_solve=it, iterations_of=of, headline_commit=commits,
+                        headline_nworld=int(k["nworld"]), headline_n_solo=n,
+                        headline_learner="/".join(learners), time_to_solve_s=float(r["s_per_iter"]) * it))
     return pd.DataFrame(out, columns=cols)

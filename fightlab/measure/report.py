@@ -693,6 +693,9 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
         curve = results.read_curve(r.run_id, root)
         if not {"stage", "event"} <= set(curve.columns):
             continue  # a curve without the curriculum columns (not a training's rows.csv)
+        if curve.empty:
+            raise results.MalformedRowError(f"{results.curve_path(r.run_id, root)}: the curve has a header and "
+                                            "no rows (its run's row says it trained)")
         solved = r.solved == True  # noqa: E712
         ended = len(amps) if solved else int((curve["event"] == "widen").sum())  # stages it finished
         for stage, n in stage_iterations(curve).items():

@@ -513,15 +513,18 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       learner study's variants, are left out and counted through ``log``), through
       :func:`~fightlab.measure.report.packed_throughput` (solves per GPU-hour of real solves);
     - packed, estimated (``packing``: data/results/packing.csv rows, K > 1, the newest per body,
-      GPU, nworld, K and MPS): solves per GPU-hour =
-      aggregate iterations/s × 3600 / the body's headline median iterations to solve, time to
-      solve = those iterations × the packed seconds per iteration (``time_estimated`` true);
+      GPU, nworld, K and MPS, of the headline's training code, `report.code_of`: a row of other
+      code ran other physics or another learner, and is left out, said through ``log``): solves
+      per GPU-hour = aggregate iterations/s × 3600 / the body's headline median iterations to
+      solve, time to solve = those iterations × the packed seconds per iteration
+      (``time_estimated`` true);
     - CPU backend, measured (train rows whose params' segments say backend "cpu"): their
       headline (`report.headline` with ``backend="cpu"``), priced at ``cpu_price_per_hour``;
     - CPU backend, estimated (``backends``: data/results/backends.csv rows), for each body
       without a measured CPU-backend solve (a measured one always wins, said through ``log``):
-      time to solve = the newest CPU-backend row's seconds per iteration × the body's MuJoCo
-      Warp headline median iterations to solve, at the same nworld only
+      time to solve = the newest CPU-backend row's seconds per iteration × the median
+      iterations to solve on MuJoCo Warp of the learner it ran (the headline's, or that
+      learner's own solo solves), at the same nworld only
       (:func:`fightlab.measure.backends.estimated_time_to_solve`; ``time_estimated`` true);
       set-up = host set-up + that row's compile_s. CPU rows of either kind are left out (said
       through ``log``) without a ``cpu_price_per_hour``.
@@ -541,8 +544,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
     """
-    from fightlab.measure.report import (SUMMARY_KEYS, cpu_baseline_runs, headline, no_headline_note, packed_throughput,
-                                         solve_summary, with_code)
+    from fightlab.measure.report import (SUMMARY_KEYS, code_of, cpu_baseline_runs, headline, no_headline_note,
+                                         packed_throughput, solve_summary, with_code)
 
     host_setup_s = _host_setup("our_rows", setup, host_setup_s)
     if price_per_hour is not None:
@@ -604,6 +607,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     # packed, estimated from the aggregate rate of packing rows
     if packing is not None and not packing.empty:
         iters = {kb[SUMMARY_KEYS.index("body")]: float(h["iterations_median"]) for kb, h in heads.iterrows()}
+        codes = {kb[SUMMARY_KEYS.index("body")]: kb[SUMMARY_KEYS.index("code")] for kb, _ in heads.iterrows()}
+        stale: list[str] = []
         pk = packing[pd.to_numeric(packing["concurrent"], errors="coerce") > 1]
         # the newest row per body, GPU, nworld, K and MPS: a later commit's rate supersedes
         pk = (pk.assign(_mps=pk["mps"].map(lambda v: _bool(v) or False)).sort_values("time", kind="stable")
@@ -612,6 +617,9 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             if p["body"] not in iters:
                 log(f"survey: packing row {p['run_id']} ({p['body']}): no solo headline of that body "
                     "for its iterations to solve, left out")
+                continue
+            if code_of(p["commit"]) != codes[p["body"]]:  # another physics or learner: its s/it is not the headline's
+                stale.append(f"{p['run_id']} ({p['body']}, commit {p['commit']})")
                 continue
             gpu = gpu_type(p["gpu"])
             price, said = _gpu_price(gpu, price_per_hour)
@@ -625,6 +633,11 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                             solves_per_setup=K,
                             note=f"estimated: packing row {p['run_id']} (commit {p['commit']}) "
                             f"aggregate it/s × headline {n_it:.0f} iterations to solve; {said}"))
+        if stale:
+            log(f"survey: {len(stale)} packing row(s) left out: another training code than their body's "
+                f"headline (other physics or learner: their seconds per iteration are not the headline's): "
+                f"{', '.join(stale)}; a packing row of today's code: `python -m fightlab.measure.packing "
+                "BATCH_DIR --publish`")
     # our CPU backend: measured solves first; an estimate only for a body without one
     from fightlab.measure.backends import estimated_time_to_solve
 
@@ -656,16 +669,17 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                             setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
                             note=f"CPU backend headline, commit {h['commits']}; {given}"))
         for _, e in est.iterrows():
-            other = ("" if e["learner"] in e["headline_learner"].split("/") else
-                     f"; learner {e['learner'] or 'unrecorded'}, the headline's {e['headline_learner']}")
+            whose = ("headline" if e["iterations_of"] == "headline" else
+                     f"its learner {e['learner']}'s {e['headline_n_solo']} solo solve(s); the headline's learner "
+                     f"is {e['headline_learner']}")
             out.append(dict(origin="fightlab", machine=cpu_machine_name(e['cpu']), provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
                             time_estimated=True, time_source="backends estimate",
                             setup_s=host_setup_s + float(np.nan_to_num(e["compile_s"])),
                             note=f"estimated: backends row {e['run_id']} (commit {e['commit']}) s/iteration × "
-                            f"headline {e['iterations_to_solve']:.0f} iterations to solve (GPU runs, commit "
-                            f"{e['headline_commit']}), {e['nworld']} worlds{other}; {given}"))
+                            f"{e['iterations_to_solve']:.0f} iterations to solve ({whose}; GPU runs, commit "
+                            f"{e['headline_commit']}), {e['nworld']} worlds; {given}"))
     if not out:
         return pd.DataFrame(columns=cols)
     t = pd.DataFrame(out)
