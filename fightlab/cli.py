@@ -50,9 +50,14 @@ class _Parser(argparse.ArgumentParser):
     line (`fightlab: error: …`, exit 2), pointing at --help instead of printing the usage."""
 
     def error(self, message):
-        # a value argparse quotes whole (a 5000-digit --seed) is cut as config.short_repr cuts it
         message = re.sub(r"'([^'\n]{80,})'", lambda m: f"'{m.group(1)[:59]}…' ({len(m.group(1))} characters)", message)
-        self.exit(2, f"fightlab: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"fightlab: error: {_cut(message)} (see `{self.prog} --help`)\n")
+
+
+def _cut(message: str, limit: int = 400) -> str:
+    """``message`` with every run of ``limit`` or more non-blank characters (a 5000-digit value
+    echoed back, in any quotes or none) cut to its first 60 and its length: one readable line."""
+    return re.sub(r"\S{%d,}" % limit, lambda m: f"{m.group(0)[:60]}… ({len(m.group(0))} characters)", message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -752,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
                 "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep, "bench": cmd_bench,
                 "compare-backends": cmd_compare_backends, "survey": cmd_survey}[args.cmd](args)
     except (ConfigError, CheckpointError, MalformedRowError) as e:
-        print(f"fightlab: error: {e}", file=sys.stderr)
+        print(f"fightlab: error: {_cut(str(e))}", file=sys.stderr)
         return 2
     except OSError as e:  # a path the filesystem refuses (too long, read-only, full disk, …)
         print(f"fightlab: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",

@@ -637,6 +637,22 @@ def test_a_huge_value_argparse_refuses_is_cut_in_its_error(capsys):
     assert "(5000 characters)" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("args", [
+    ["train", "--seed", "9'" + "9" * 5000, "--device", "cpu"],    # argparse quotes it in double quotes
+    ["train", "--seed", "1", "9" * 5000, "--device", "cpu"],      # unrecognized arguments: unquoted
+    ["train", "--body", "b" * 5000, "--device", "cpu"],           # fightlab's own refusal
+    ["figures", "--only", "f" * 5000],
+])
+def test_every_refusal_of_a_huge_value_is_one_short_line(args, capsys):
+    try:
+        code = main(args)
+    except SystemExit as e:  # argparse's own refusal exits
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fightlab: error: ") and err.count("\n") == 1, err
+    assert len(err) < 600 and "characters)" in err, err
+
+
 def test_a_set_key_given_twice_uses_the_last_and_says_so(capsys):
     from fightlab.config import TrainConfig, apply_overrides
 
