@@ -171,9 +171,10 @@ def test_figures_command_writes_every_figure(root, capsys):
     assert f"drew {len(figures.FIGURES)} of {len(figures.FIGURES)}" in out and "skip" not in out
     assert all((root / "figures" / f).stat().st_size > 1000 for f in _files(root))
     svg = (root / "figures" / "train_curves.svg").read_text()
-    # one legend entry per group: body, setup, commit and its seeds; the shared-GPU run is marked
-    assert "simple, dense, abc1234: seeds 1, 2" in svg and "muscular-fast, tree factor" in svg
-    assert "muscular-fast, stock factor, abc1234: seed 0 (shared GPU ×4)" in svg
+    # one legend entry per headline group: body, setup, commit and its seeds; every other run
+    # (here the shared-GPU one) grey, one entry for all
+    assert "headline: simple, dense, abc1234: seeds 1, 2" in svg and "muscular-fast, tree factor" in svg
+    assert "1 other runs (earlier code, learner studies, packed)" in svg
 
 
 def test_only_draws_the_named_figures(root):
@@ -439,7 +440,7 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
     assert [k for k in alone if alone[k] != together[k]] == []
 
 
-def test_train_curves_label_every_panel_and_one_legend_entry_per_group(root):
+def test_train_curves_label_every_panel_and_highlight_the_headline_groups(root):
     import matplotlib.pyplot as plt
 
     from fightlab.measure.report import published_runs
@@ -451,9 +452,13 @@ def test_train_curves_label_every_panel_and_one_legend_entry_per_group(root):
         assert any(t.get_visible() and t.get_text() for t in ax.get_xticklabels()), ax.get_ylabel()
     legend = axes[0].get_legend() or fig.legends[0]
     texts = [t.get_text() for t in legend.get_texts()]
-    # 4 runs in 3 groups (the two simple seeds share one entry); the shared-GPU run apart
-    assert len(texts) == 3 and "simple, dense, abc1234: seeds 1, 2" in texts, texts
+    # 4 runs: two headline groups (the two simple seeds share one entry), the shared-GPU run grey
+    assert texts == ["1 other runs (earlier code, learner studies, packed)",
+                     "headline: muscular-fast, tree factor, global, abc1234: seed 1",
+                     "headline: simple, dense, abc1234: seeds 1, 2"], texts
     assert sum(len(ax.get_lines()) for ax in axes) >= 4 * 4
+    grey = [ln for ln in axes[0].get_lines() if ln.get_color() == "0.72"]
+    assert len(grey) == 1 and grey[0].get_linestyle() == ":"  # the shared-GPU run, dotted
     plt.close(fig)
 
 

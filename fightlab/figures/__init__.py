@@ -17,8 +17,8 @@ Rows of several GPUs give one figure per GPU, named ``<name>_<gpu slug>``
 (``profile_stages_nvidia-h200``); with one GPU the name stays plain.
 
 Figures (:data:`FIGURES`):
-  train_curves       every published training run (data/results/train.csv + data/curves/), one
-                     colour per (body, factor setup, commit), runs that shared the GPU dotted
+  train_curves       every published training run (data/results/train.csv + data/curves/): each
+                     body's headline group in colour, every other run grey, shared-GPU runs dotted
   profile_stages     kernel time and launches per physics step by stage (data/results/profile.csv,
                      the newest row per body and worlds), per GPU
   factor_time        mass-matrix factorization time per physics step: stock sparse, fightlab's
@@ -176,14 +176,16 @@ def train_curve_labels(runs: pd.DataFrame) -> list[str]:
 def plot_train_curves(runs: pd.DataFrame, root: Path | str,
                       log: Callable[[str], None] = print):
     """All runs of :func:`fightlab.measure.report.published_runs` drawn with
-    :func:`fightlab.figures.training.plot_training`: one colour and one legend entry per (body, setup,
-    commit, ...) group (:func:`train_curve_labels`: the seeds listed), runs that shared the GPU
-    dotted. Runs without a curve file under ``root/data/curves`` are left out (said through
-    ``log``). Returns the Figure, or None when no run has a curve."""
+    :func:`fightlab.figures.training.plot_training`: each body's headline group on MuJoCo Warp
+    and on the CPU backend (:func:`fightlab.measure.report.headline`) in colour, one legend
+    entry per group (:func:`train_curve_labels`: the seeds listed); every other run (earlier
+    code, learner studies, packed) thin and grey under them, one legend entry for all. Runs that
+    shared the GPU dotted. Runs without a curve file under ``root/data/curves`` are left out
+    (said through ``log``). Returns the Figure, or None when no run has a curve."""
     from fightlab import results
     from fightlab.figures.style import COLORS
     from fightlab.figures.training import plot_training
-    from fightlab.measure.report import SUMMARY_KEYS
+    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
 
     # legend order: per body, the groups in the order they first ran, seeds within a group
     keys = list(SUMMARY_KEYS)
@@ -195,19 +197,35 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
             log(f"figures: train_curves: run {r.run_id} ({r.body} seed {r.seed}) has no curve "
                 f"{results.curve_path(r.run_id, root)}")
     runs = runs[have]
-    curves, styles, groups, labelled = {}, {}, {}, set()
+    heads: set[tuple] = set()
+    if not runs.empty:
+        summary = solve_summary(runs)
+        for backend in ("gpu", "cpu"):
+            heads |= set(headline(summary, backend=backend).index)
+    front, back, labelled = {}, {}, set()
+    n_other = 0
     for label, r in zip(train_curve_labels(runs), runs.itertuples()):
         group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
-        color = COLORS[groups.setdefault(group, len(groups)) % len(COLORS)]
-        curves[r.run_id] = results.read_curve(r.run_id, root, need=results.TRAIN_CURVE_COLUMNS)
-        styles[r.run_id] = dict(color=color, lw=1.2, ls="-" if r.concurrent == 1 else ":",
-                                label=label if label not in labelled else "_nolegend_")
-        labelled.add(label)
-    if not curves:
+        curve = results.read_curve(r.run_id, root, need=results.TRAIN_CURVE_COLUMNS)
+        ls = "-" if r.concurrent == 1 else ":"
+        if group in heads and r.concurrent == 1:
+            color = COLORS[sorted(heads).index(group) % len(COLORS)]
+            front[r.run_id] = (curve, dict(color=color, lw=1.6, ls=ls, zorder=3,
+                                           label=f"headline: {label}" if label not in labelled else "_nolegend_"))
+            labelled.add(label)
+        else:
+            back[r.run_id] = (curve, dict(color="0.72", lw=0.7, ls=ls, alpha=0.7, zorder=1, label="_nolegend_"))
+            n_other += 1
+    if not front and not back:
         return None
+    if back:  # one legend entry for every other run
+        first_back = next(iter(back))
+        back[first_back][1]["label"] = f"{n_other} other runs (earlier code, learner studies, packed)"
+    ordered = {**back, **front}  # the headline groups drawn last, on top
     gpus = ", ".join(dict.fromkeys(runs["gpu"]))
-    return plot_training(curves, title=f"published training runs, {gpus} (dotted: GPU shared)",
-                         styles=styles)
+    return plot_training({k: c for k, (c, _) in ordered.items()},
+                         title=f"published training runs, {gpus} (dotted: GPU shared)",
+                         styles={k: st for k, (_, st) in ordered.items()})
 
 
 def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:

@@ -79,6 +79,20 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None, rew
     return fig
 
 
+def _distinct_colors(names: list[str], palette) -> dict[str, str]:
+    """One colour per name, none repeated: ``palette`` without black (black marks today's
+    defaults), then the hues of matplotlib's Dark2 it lacks (purple, green, brown, grey), then
+    tab20's when there are more names than that."""
+    import matplotlib
+
+    base = [c for c in palette if c.lower() not in ("#000000", "k", "black")]
+    dark2 = matplotlib.colormaps["Dark2"].colors
+    extra = [matplotlib.colors.to_hex(dark2[i]) for i in (2, 4, 6, 7)] + [
+        matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab20"].colors]
+    pool = base + [c for c in extra if c not in base]
+    return {nm: pool[i % len(pool)] for i, nm in enumerate(dict.fromkeys(names))}
+
+
 def plot_stage_iterations(table, wait: int | None = None, title: str = "", labels: dict | None = None):
     """Iterations per curriculum stage: one panel per body, grouped bars per learner (median over
     its runs, the bar's whisker min–max), the stage's amplitude on the x axis.
@@ -110,14 +124,16 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
             learners = list(dict.fromkeys(t["learner"]))
             stages = sorted(t["stage"].unique())
             width = 0.8 / len(learners)
-            for j, lr in enumerate(learners):
+            names = [labels.get((body, lr)) or labels.get(lr) or f"learner {lr}" for lr in learners]
+            colors = _distinct_colors([nm for nm in names if nm != "defaults"], COLORS)
+            for j, (lr, name) in enumerate(zip(learners, names)):
                 g = t[t["learner"] == lr].groupby("stage")["iterations"]
                 med, lo, hi = (g.median().reindex(stages), g.min().reindex(stages), g.max().reindex(stages))
                 x = np.arange(len(stages)) + (j - (len(learners) - 1) / 2) * width
                 n = t.loc[t["learner"] == lr, "run_id"].nunique()
-                ax.bar(x, med, width, color=COLORS[j % len(COLORS)],
-                       yerr=[med - lo, hi - med], capsize=2,
-                       label=f"{labels.get((body, lr)) or labels.get(lr) or 'learner ' + str(lr)}: {n} runs")
+                ax.bar(x, med, width, color="k" if name == "defaults" else colors[name],
+                       yerr=[med - lo, hi - med], capsize=2, ecolor="0.4",
+                       label=f"{'defaults (today)' if name == 'defaults' else name}: {n} runs")
             amp = t.groupby("stage")["amplitude"].first().reindex(stages)
             ax.set_xticks(np.arange(len(stages)), [f"{a:g}" for a in amp])
             if wait:
