@@ -214,6 +214,15 @@ def test_describe_values():
                        "n_ellipsoid_muscles", "n_colliding_geoms", "mass_kg"}
 
 
+def test_tree_depth_less_one_is_mujoco_warps_level_updates():
+    """The sparse factor's sequential level updates (one launch each in MuJoCo Warp) are the
+    tree depth less one: the root DOF has no parent to update."""
+    import mujoco_warp as mjw
+
+    m = build("muscular-fast")
+    assert len(mjw.put_model(m).qLD_updates) == desc.describe(m)["tree_depth"] - 1 == 24
+
+
 def test_recommend_slots():
     assert slots.recommend_slots(32, 260) == (48, 400)
     assert slots.recommend_slots(1, 1) == (16, 16)

@@ -22,8 +22,9 @@ def describe(model: mujoco.MjModel) -> dict:
         nbody_without_world: the body's own bodies (links), MuJoCo's ``nbody`` less its world
             body 0, as the bodies table of Figure 1 (notebook 01) counts them.
         ntree: number of kinematic trees (1 for our bodies: one tree from the pelvis).
-        tree_depth: levels of the sparse LDL^T factor = the longest chain of DOFs along
-            ``dof_parentid`` (a free joint counts 6), i.e. the number of sequential level steps.
+        tree_depth: the longest chain of DOFs along ``dof_parentid`` (a free joint counts 6);
+            the sparse LDL^T factor runs tree_depth − 1 sequential level updates (MuJoCo Warp's
+            ``len(Model.qLD_updates)`` for a sparse body: 24 for muscular-fast's 25).
         n_ellipsoid_muscles: ellipsoid geoms whose name starts with ``muscle_``.
         n_colliding_geoms: geoms with contype or conaffinity set (the floor included).
         mass_kg: total mass [kg] (sum of body_mass).
