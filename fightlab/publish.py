@@ -105,8 +105,10 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
                           "GPU: the CPU backend with its policy on the CPU through the copies is a check of "
                           f"that path, the same run as without it (drop {flag}, or put the policy on cuda:N)")
     if size is not None and size != "full":
-        raise ConfigError(f"{flag} writes {what} under data/, which holds full-size measurements; "
-                          f"size {size!r} is not 'full' (drop {flag}, or run at size 'full')")
+        where = "under data/, which holds full-size measurements" if gpu else \
+            "into the committed figures/, which are drawn at full size"
+        raise ConfigError(f"{flag} writes {what} {where}; size {size!r} is not 'full' (drop {flag}, or run "
+                          "at size 'full')")
     if training is not None and (problem := training_size_problem(training)) is not None:
         raise ConfigError(f"{flag} writes {what} under data/, which holds full-size trainings; "
                           f"{problem} (drop {flag}: the row still goes under runs/)")

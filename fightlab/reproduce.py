@@ -89,8 +89,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
     if unknown:
         raise ConfigError(f"unknown notebook {', '.join(unknown)}; notebooks: {', '.join(nbs) or 'none'}")
     for key in chosen:  # every refusal before the first notebook starts
-        check_publish(publish, device, f"notebook {nbs[key].stem}'s results", size,
-                      gpu=key not in RENDER_ONLY)
+        check_publish(publish, device, f"notebook {nbs[key].stem}'s {'figures' if key in RENDER_ONLY else 'results'}",
+                      size, gpu=key not in RENDER_ONLY)
     check_publish(publish_times, device, "the main job's times", size, flag="--publish-times")
     out = (Path(out_dir) if out_dir else OUT_DIR).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,7 @@ from fightlab.cli import main
     (["slots", "--body", "robot", "--device", "cpu"], "unknown body 'robot'"),
     (["reproduce", "--only", "06", "--device", "gpu"], "device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
     (["reproduce", "--only", "06", "--size", "full", "--device", "cpu", "--publish"], "device 'cpu' is not a GPU"),
-    (["reproduce", "--only", "01", "--size", "smoke", "--device", "cpu", "--publish"], "size 'smoke' is not 'full'"),
+    (["reproduce", "--only", "01", "--size", "smoke", "--device", "cpu", "--publish"], "writes notebook 01_bodies's figures into the committed figures/, which are drawn at full size; size 'smoke' is not 'full'"),
     (["evaluate", "missing.pt"], "checkpoint 'missing.pt' does not exist"),
     (["figures", "--only", "nope"], "unknown figure 'nope'; valid figures: train_curves, profile_stages, "
                                     "factor_time, factor_trajectory"),
