@@ -291,6 +291,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:60]
 
 
+def _once(seen: dict, identity: str, point: dict, base: Job) -> None:
+    """Record that grid ``point`` of job line ``base`` runs ``identity``; raises BatchError when
+    an earlier point of that line runs the same (one value spelled two ways)."""
+    if identity in seen:
+        a, b = (" ".join(f"{k}={v}" for k, v in p.items()) for p in (seen[identity], point))
+        raise BatchError(f"--grid points {a!r} and {b!r} of job {base.label()!r} run the same "
+                         "(one value spelled two ways); give each once")
+    seen[identity] = point
+
+
 def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tuple[str, str]],
               commands: Iterable[str], check_argv: Callable[[list[str]], str | None] | None = None,
               job_identity: Callable[[list[str]], str | None] | None = None) -> list[Job]:
@@ -301,9 +311,10 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
       commands: the fightlab commands a job may name ("batch" is never one).
       check_argv: returns an error line for a fightlab argv the command line would refuse
         (unknown flag, bad choice), or None.
-      job_identity: what a fightlab argv runs (for a new training: its whole config and
-        device), or None when that is known only at run time: two grid points of one job line
-        that run the same (``seed=1,01``, ``backend=gpu,warp``) are refused.
+      job_identity: what a fightlab argv runs (its flags as the command line reads them; for a
+        new training its whole config), or None: two grid points of one job line that run the
+        same (``seed=1,01``, ``backend=gpu,warp``) are refused, and so are two of a notebook
+        line whose parameters read the same.
     Returns:
       jobs with ids ``NNN-<what>`` in order.
     Raises:
@@ -339,6 +350,8 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                 check_notebook_params(path, params)
                 what = path.stem + "-" + "-".join(f"{k}={v}" for k, v in point.items())
                 jobs.append(Job(id="", kind="notebook", notebook=str(path), params=params))
+                if point:  # the parameters as the notebook reads them: "smoke" and 'smoke' are one
+                    _once(seen, json.dumps(params, sort_keys=True, default=repr), point, base)
             elif base.kind == "python":
                 argv = list(base.argv) + _flags(values)
                 if not argv:
@@ -357,11 +370,7 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                 if why:
                     raise BatchError(f"job {shlex.join(argv)!r}: {why}")
                 if job_identity is not None and point and (same := job_identity(argv)) is not None:
-                    if same in seen:
-                        a, b = (" ".join(f"{k}={v}" for k, v in p.items()) for p in (seen[same], point))
-                        raise BatchError(f"--grid points {a!r} and {b!r} of job {base.label()!r} run the same "
-                                         "(one value spelled two ways); give each once")
-                    seen[same] = point
+                    _once(seen, same, point, base)
                 what = cmd + "-" + "-".join(f"{k}={v}" for k, v in point.items())
                 jobs.append(Job(id="", kind="fightlab", argv=argv))
             jobs[-1].id = f"{len(jobs) - 1:03d}-{_slug(what.rstrip('-'))}"

@@ -662,10 +662,10 @@ def check_job_argv(argv: list[str]) -> str | None:
 
 
 def job_identity(argv: list[str]) -> str | None:
-    """What a job's fightlab argv runs, as text: for a new train job its whole config (after
-    `_job_config`: defaults, aliases and `--set` values read as the run reads them), its
-    device and its run folder; None for anything else (a resume, `--nworld auto`, another command, an argv
-    `check_job_argv` refuses), whose values are known only when it runs."""
+    """What a job's fightlab argv runs, as text: every flag as argparse reads it (typed: ``01``
+    is 1), paths resolved; for a new train job the values its config takes from them (body,
+    nworld, seed, limits, backend aliases, `--set` values read as the run reads them:
+    `_job_config`) replaced by that whole config. None for an argv the command line refuses."""
     import contextlib
     import io
 
@@ -674,13 +674,22 @@ def job_identity(argv: list[str]) -> str | None:
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             a = _parser().parse_args(argv)
-        if a.cmd != "train" or a.resume is not None or (isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto"):
-            return None
-        cfg = to_dict(_job_config(a))
-    except (SystemExit, ConfigError):
+    except SystemExit:
         return None
-    run_dir = None if a.run_dir is None else str(Path(a.run_dir).expanduser().resolve())
-    return json.dumps(dict(config=cfg, device=a.device, run_dir=run_dir), sort_keys=True, default=str)
+    args = dict(vars(a))
+    for k in ("run_dir", "resume", "root", "batch_dir"):
+        if isinstance(args.get(k), str):
+            args[k] = str(Path(args[k]).expanduser().resolve())
+    auto = isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto" if hasattr(a, "nworld") else False
+    if a.cmd == "train" and a.resume is None and not auto:
+        try:
+            cfg = to_dict(_job_config(a))
+        except ConfigError:
+            return None
+        for k in ("body", "nworld", "seed", "max_iterations", "checkpoint_every", "segment_s", "backend", "set"):
+            args.pop(k, None)  # read into the config
+        args["config"] = cfg
+    return json.dumps(args, sort_keys=True, default=str)
 
 
 def _job_config(a):

@@ -85,14 +85,22 @@ PYEOF
 # torch on a machine without an NVIDIA GPU: PyTorch's CPU build (≈ 200 MB) from PyTorch's own
 # index, as pytorch.org's install guide says, instead of PyPI's CUDA build (several GB). Only when
 # the pinned torch is not installed yet and that index answers; TORCH_CPU=0 leaves torch to pip.
-TORCH_PIN="$(grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')"
+TORCH_PIN="$(grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"' || true)"
 CPU_INDEX="https://download.pytorch.org/whl/cpu"
-torch_pinned() {  # metadata only: never imports torch
+torch_pinned() {  # the pinned version installed (a local label such as +cpu ignored); metadata only
   "$PY" - "${TORCH_PIN#torch==}" <<'PYEOF' 2>/dev/null
 import sys, importlib.metadata as m
 sys.exit(0 if m.version("torch").split("+")[0] == sys.argv[1] else 1)
 PYEOF
 }
+torch_cpu_build() {  # the installed torch is a CPU-only build (+cpu)
+  "$PY" -c 'import sys, importlib.metadata as m; sys.exit(0 if m.version("torch").endswith("+cpu") else 1)' 2>/dev/null
+}
+if [ -n "$TORCH_PIN" ] && nvidia-smi -L >/dev/null 2>&1 && torch_cpu_build; then
+  # a .venv made on a CPU machine, now on a GPU one: PyPI's CUDA build of the same pin
+  say "an NVIDIA GPU here but torch is a CPU build: reinstalling $TORCH_PIN from PyPI (the CUDA build)"
+  "$PY" -m pip install --force-reinstall --no-deps "$TORCH_PIN"
+fi
 if [ -n "$TORCH_PIN" ] && [ "${TORCH_CPU:-auto}" != "0" ] && ! nvidia-smi -L >/dev/null 2>&1 && ! torch_pinned; then
   if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' "$CPU_INDEX" 2>/dev/null; then
     say "no NVIDIA GPU here: $TORCH_PIN, CPU build, from $CPU_INDEX (TORCH_CPU=0: PyPI's CUDA build)"

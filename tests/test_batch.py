@@ -121,6 +121,8 @@ def test_a_jobs_file_that_is_not_utf8_is_one_line(tmp_path, capsys, fakebin):
     (["--job", "train", "--grid", "backend=gpu,warp"], "'backend=gpu' and 'backend=warp' of job 'train' run the same"),
     (["--job", "train", "--grid", "env.push_interval_s=[1,3],[1.0, 3.0]"], "run the same"),
     (["--job", "train", "--grid", "ppo.desired_kl=null,none"], "run the same"),
+    (["--job", "evaluate --zero-action --body simple --device cpu", "--grid", "seed=1,01"], "run the same"),
+    (["--job", "notebook 06", "--grid", "size=smoke,'smoke'"], "run the same"),
     (["--job", "train", "--concurrent", "0"], "--concurrent must be a positive integer (jobs at once per GPU), got '0'"),
     (["--job", "train", "--concurrent", "two"], "--concurrent must be a positive integer"),
     (["--job", "frobnicate --x 1"], "unknown command 'frobnicate' in job 'frobnicate --x 1'; commands: train, evaluate"),
@@ -618,3 +620,18 @@ def test_summary_tail_shows_every_jobs_last_line():
     t = summary_tail(long)
     assert len(t) == TAIL_CHARS and t.startswith("fightlab: error: xxx") and t.endswith("…")
     assert summary_table([done, failed])["tail"].tolist() == ["run folder: runs/train/a", "ValueError: boom"]
+
+
+@pytest.mark.parametrize("grid", ["workers=1,2", "worlds_per_worker=1,2", "policy_device=cpu,cuda:0",
+                                  "run_dir=/tmp/fl-x1,/tmp/fl-x01", "device=cpu,cuda:0"])
+def test_grid_points_that_differ_in_a_flag_outside_the_config_are_kept(grid):
+    """Points that differ in a flag the config does not fold in are two jobs, never 'the same'."""
+    from fightlab.cli import JOB_COMMANDS, check_job_argv, job_identity
+
+    base = "train --backend cpu --nworld 4 --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
+    jobs = batch.make_jobs([batch.parse_job(base)], batch.parse_grid([grid]), [], JOB_COMMANDS,
+                           check_argv=lambda a: None, job_identity=job_identity)
+    assert len(jobs) == 2
+    ids = [job_identity(j.argv) for j in jobs]
+    assert None not in ids and ids[0] != ids[1]  # compared, and found different
+    assert check_job_argv(jobs[0].argv) is None or "cuda" in grid  # a job the command line takes

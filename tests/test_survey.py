@@ -285,6 +285,11 @@ def test_a_cpu_backend_row_of_another_learner_takes_that_learners_iterations_or_
     note = ours[ours["kind"] == "cpu"]["note"].item()
     assert f"640 iterations to solve (its learner {learner_id(json.loads(other))}'s 3 solo solve(s); the " \
            "headline's learner is" in note, note
+    # a row without its seconds per iteration: no estimate, said with the row named
+    said.clear()
+    bad = bk.assign(s_per_iter=float("nan"))
+    assert backends.estimated_time_to_solve(bad, runs, log=said.append).empty
+    assert any("backends row sim (data/results/backends.csv) has s_per_iter nan" in x for x in said), said
     # a learner with no solo solve at that nworld: no estimate, said
     said.clear()
     bk = _backends([("sim", "03", "simple", 1024, 1.5, 1.4e4, "c2")], learner=_LEARNER)

@@ -202,6 +202,9 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
         summary = solve_summary(runs)
         for backend in ("gpu", "cpu"):
             heads |= set(headline(summary, backend=backend).index)
+        if not heads:
+            log("figures: train_curves: no headline group (no body has a solo solve of its default "
+                "learner): every run grey")
     front, back, labelled = {}, {}, set()
     n_other = 0
     for label, r in zip(train_curve_labels(runs), runs.itertuples()):

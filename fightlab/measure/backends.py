@@ -510,14 +510,13 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     """The CPU backend's time to solve per body, estimated: the newest CPU-backend ``backends``
     row of the body with its policy on the CPU (the GPU-less baseline) (``rows``: data/results/backends.csv; the newest by its time, nworld as
     recorded) × the median iterations to solve on MuJoCo Warp of the learner that row ran
-    (its params' ``learner``, `report.learner_id`: PPO settings and training physics): the
-    body's headline (`report.headline` of `report.solve_summary` of ``runs``,
-    `report.published_runs`) when the headline ran that learner, else that learner's own solo
-    solved runs of the task on a GPU at the same nworld. Iterations to solve depend on nworld
-    and on the learner, and a learner's cost per iteration on the CPU differs too (its network,
-    its physics): a body whose newest CPU-backend row has another nworld than its headline, ran
-    a learner with no such solves, or has no headline is left out; each said through ``log`` in
-    one line.
+    (its params' ``learner``, `report.learner_id`: PPO settings and training physics) at the
+    nworld it ran: the body's headline (`report.headline` of `report.solve_summary` of
+    ``runs``, `report.published_runs`) when the headline ran that learner at that nworld, else
+    that learner's own solo solved runs of the task on a GPU at that nworld. Iterations to solve
+    depend on nworld and on the learner, and a learner's cost per iteration on the CPU differs
+    too (its network, its physics): a body whose newest CPU-backend row has no such solves, or
+    that has no headline, is left out; each said through ``log`` in one line.
 
     Returns:
       one row per body estimated: body, run_id, commit, time (the backends row's), cpu (its
@@ -548,28 +547,33 @@ def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
     out = []
     for _, r in cpu.iterrows():
         body = r["body"]
+        sp = pd.to_numeric(pd.Series([r["s_per_iter"]]), errors="coerce").iloc[0]
+        if not (np.isfinite(sp) and sp > 0):
+            log(f"CPU backend {body}: backends row {r['run_id']} (data/results/backends.csv) has s_per_iter "
+                f"{r['s_per_iter']!r}, not a positive number: not estimated")
+            continue
         if body not in by_body:
             log(f"CPU backend {body}: no MuJoCo Warp headline ({no_headline_note(body, runs)}) for its "
                 f"iterations to solve; backends row {r['run_id']} not estimated")
             continue
         k, h = by_body[body]
-        if int(r["nworld"]) != int(k["nworld"]):
-            log(f"CPU backend {body}: backends row {r['run_id']} ran {int(r['nworld'])} worlds, the "
-                f"headline {int(k['nworld'])}: iterations to solve depend on nworld, not estimated")
-            continue
         g = runs[np.logical_and.reduce([runs[c] == v for c, v in k.items()])]
         learners = sorted(set(g["learner"])) if "learner" in g else []
-        if not learners or r["learner"] in learners:
+        same_nworld = int(r["nworld"]) == int(k["nworld"])
+        if same_nworld and (not learners or r["learner"] in learners):
             it, of, commits, n = float(h["iterations_median"]), "headline", h["commits"], int(h["n_solo"])
-        else:  # the learner the CPU ran: its own solo solves of the task on a GPU at this nworld
+        else:  # the learner the CPU ran, at its nworld: its own solo solves of the task on a GPU
             own = runs[(runs["body"] == body) & (runs["nworld"] == int(r["nworld"]))
                        & (runs["learner"] == r["learner"]) & (runs["solved"] == True)  # noqa: E712
                        & (runs["concurrent"] == 1) & (runs["task"] == DEFAULT_TASK)
-                       & np.array([not is_cpu_label(x) for x in runs["gpu"]], dtype=bool)]
+                       & np.array([not is_cpu_label(x) for x in runs["gpu"]], dtype=bool)] \
+                if "learner" in runs else runs.iloc[:0]
             if own.empty:
-                log(f"CPU backend {body}: backends row {r['run_id']} ran learner {r['learner'] or 'unrecorded'}, "
-                    f"the headline {'/'.join(learners)}, and that learner has no solo solve on a GPU at "
-                    f"{int(r['nworld'])} worlds: not estimated (`compare-backends` with today's learner)")
+                why = (f"ran {int(r['nworld'])} worlds, the headline {int(k['nworld'])}" if not same_nworld else
+                       f"ran learner {r['learner'] or 'unrecorded'}, the headline {'/'.join(learners)}")
+                log(f"CPU backend {body}: backends row {r['run_id']} {why}, and that learner has no solo "
+                    f"solve on a GPU at {int(r['nworld'])} worlds: iterations to solve depend on both, not "
+                    "estimated (`compare-backends` with today's learner)")
                 continue
             it, of, commits, n = float(own["iterations"].median()), "learner", commits_in(own), len(own)
         out.append(dict(body=body, run_id=r["run_id"], commit=r["commit"], time=r["time"], cpu=r["gpu"],

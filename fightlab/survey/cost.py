@@ -503,7 +503,7 @@ def _gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
              host_setup_s: float | None = None, packing: pd.DataFrame | None = None,
              cpu_price_per_hour: float | None = None, backends: pd.DataFrame | None = None,
-             log=print) -> pd.DataFrame:
+             log=print, cpu_price_note: str | None = None) -> pd.DataFrame:
     """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced.
 
     - solo: the headline per body (:func:`fightlab.measure.report.headline` of
@@ -535,6 +535,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         CPU-backend rows.
       cpu_price_per_hour: the CPU backend's machine price [$/h]; None: CPU rows left out (no
         price with a source exists for the 16-core host the committed rows ran on).
+      cpu_price_note: where that price comes from, for the CPU rows' notes (an assumption,
+        :func:`assumed_cpu_price_per_hour`); None: "price $X/h given".
       price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` for its type
         (an assumption, :data:`ASSUMED_PRICE_SOURCE`).
       setup / host_setup_s: the paid host set-up [s]: ``host_setup_s``, else the fitted
@@ -659,7 +661,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             log(f"survey: {len(est)} estimated CPU-backend row(s) ({', '.join(est['body'])}) left out: "
                 "no cpu_price_per_hour given")
     else:
-        given = f"price ${cpu_price_per_hour:.2f}/h given"
+        given = cpu_price_note or f"price ${cpu_price_per_hour:.2f}/h given"
         for keys, h in cpu_heads.iterrows():
             k = dict(zip(SUMMARY_KEYS, keys))
             out.append(dict(origin="fightlab", machine=cpu_machine_name(k['gpu']), provider="fightlab",
@@ -901,9 +903,9 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
 def superseded(table: pd.DataFrame) -> pd.Series:
     """Per survey row (same index): True for a bench estimate (``time_source`` "bench estimate")
     of a GPU type and body that fightlab also solved (a solo "measured solve" row of origin
-    "fightlab", same ``gpu`` and ``body``). Measured beats estimate: :func:`buying_guide` counts
-    the measured solve and leaves such an estimate out, so one GPU type is not counted twice;
-    the table and Figure 3 keep both. The original's measured rows supersede nothing: they time
+    "fightlab", same ``gpu`` and ``body``). Measured beats estimate: :func:`buying_guide` and
+    Figure 3 (`fightlab.figures.survey.plot_survey`) take the measured solve and leave such an
+    estimate out, so one GPU type is not counted twice; the table keeps both. The original's measured rows supersede nothing: they time
     another trainer."""
     fl = table[(table["origin"] == "fightlab") & (table["time_source"] == "measured solve")
                & (table["mode"] == "solo")]
@@ -1061,15 +1063,17 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
     price_per_hour = validate_price(price_per_hour, "price_per_hour")
     cpu_price_per_hour = validate_price(cpu_price_per_hour, "cpu_price_per_hour")
-    cpu_note = ""
+    cpu_note, assumed = "", False
     if cpu_price_per_hour is None:  # an assumption from the reference, for the cores the CPU rows ran on
         cores = _cpu_cores(runs, backends)
         if cores:
             cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
+            assumed = True
     else:
         cpu_note = f"${cpu_price_per_hour:.2f}/h given"
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
-                    packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log)
+                    packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log,
+                    cpu_price_note=cpu_note if assumed else None)
     bench = read_bench(root, log=log)
     benched = bench_rows(bench, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s, log=log)
     if not benched.empty:
