@@ -169,7 +169,7 @@ def test_our_rows_are_priced(ref):
     assert solo.loc["simple", "setup_s"] == pytest.approx(host + 2.0)  # + compile_s
     assert solo.loc["simple", "cost_per_solve_usd"] == pytest.approx((101.0 + host + 2.0) * 3.6 / 3600)
     packed = ours[ours["mode"] != "solo"].iloc[0]
-    assert packed["mode"] == "packed x4 MPS"
+    assert packed["mode"] == "packed x4 MPS, 1024 worlds"  # the world count said: packed points may be a sweep's
     rate = 3600.0 / ((400.0 + 2.0) / 4)  # one solve in (wall + compile) / K GPU-seconds
     assert packed["solves_per_hour"] == pytest.approx(rate)
     assert packed["cost_per_solve_usd"] == pytest.approx(3.6 / rate + host * 3.6 / 3600 / 4)
@@ -184,9 +184,10 @@ def test_our_rows_are_priced(ref):
     said.clear()
     est = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, packing=pk, log=said.append)
     est = est[est["time_estimated"]].set_index("mode")
-    assert sorted(est.index) == ["packed x4 MPS", "packed x8 MPS"]
-    assert est.loc["packed x8 MPS", "time_to_solve_s"] == pytest.approx(500 * 0.72)  # headline iterations × s/it
-    assert "packing row new" in est.loc["packed x8 MPS", "note"]
+    assert sorted(est.index) == ["packed x4 MPS, 1024 worlds", "packed x8 MPS, 1024 worlds"]
+    x8 = est.loc["packed x8 MPS, 1024 worlds"]
+    assert x8["time_to_solve_s"] == pytest.approx(500 * 0.72)  # headline iterations × s/it
+    assert "packing row new" in x8["note"]
     assert any(x.startswith("survey: 1 packing row(s) left out: another training code") and "k16 (simple, commit 0ther01)" in x
                for x in said), said
     # the assumed price by default, said in the note
@@ -306,6 +307,9 @@ def test_a_measured_cpu_backend_solve_wins_over_the_estimate(ref):
                      time_to_solve_s=900.0 + 10 * i, iterations=600, time=f"2026-12-02T0{i}:00:00+00:00")
                 for i in range(2)]
     runs = pd.concat([runs, pd.DataFrame(measured)], ignore_index=True)
+    from fightlab.measure.report import learner_id
+
+    runs = runs.assign(learner=[learner_id(json.loads(p)) for p in runs["params"]])  # as published_runs
     bk = _backends([("sim", "03", "simple", 1024, 1.5, 1.4e4, "c2"), ("mf", "03", "muscular-fast", 1024, 3.0, 5e3, "c2")])
     said = []
     ours = cost.our_rows(runs, price_per_hour=3.6, setup=setup, cpu_price_per_hour=0.8, backends=bk, log=said.append)
@@ -313,6 +317,9 @@ def test_a_measured_cpu_backend_solve_wins_over_the_estimate(ref):
     assert sorted(cpu.index) == ["muscular-fast", "simple"]  # one row per body, never both
     assert not cpu.loc["simple", "time_estimated"] and cpu.loc["simple", "time_to_solve_s"] == 905.0  # measured median
     assert cpu.loc["simple", "note"].startswith("CPU backend headline")
+    # its learner ({} params: PPOConfig's own, not simple's defaults) is not the GPU headline's: said
+    assert cpu.loc["simple", "machine"].startswith("CPU backend (earlier learner), ")
+    assert "not the GPU headline's" in cpu.loc["simple", "note"]
     assert cpu.loc["muscular-fast", "time_estimated"]
     assert cpu.loc["muscular-fast", "time_to_solve_s"] == pytest.approx(3.0 * 740)
     assert any("CPU backend simple: a measured solve (train rows) wins over the estimate from backends row sim" in x

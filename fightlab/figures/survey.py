@@ -13,6 +13,8 @@ estimate of a GPU type and body that fightlab solved is not drawn (measured beat
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 __all__ = ["MARKERS", "figure3_title", "marker_of", "plot_survey"]
@@ -43,7 +45,7 @@ def marker_of(row) -> str:
 def _short(row) -> str:
     name = row["gpu"] if isinstance(row["gpu"], str) and row["gpu"] else str(row["machine"]).split(",")[0]
     if row["origin"] != "reference" and row["mode"] != "solo":
-        name += f" {row['mode'].replace('packed ', '')}"
+        name += " " + re.sub(r", (\d+) worlds$", r" \1w", row["mode"].replace("packed ", ""))  # "x4 MPS 512w"
     if row["origin"] != "reference" and row["provider"] not in ("fightlab", row["origin"]):
         name += f" {row['provider']}"  # a rented host's bench row
     return name

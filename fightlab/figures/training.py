@@ -82,13 +82,14 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None, rew
 def _distinct_colors(names: list[str], palette) -> dict[str, str]:
     """One colour per name, none repeated: ``palette`` without black (black marks today's
     defaults), then the hues of matplotlib's Dark2 it lacks (purple, green, brown, grey), then
-    tab20's when there are more names than that."""
+    tab20's (its light hues first) when there are more names than that."""
     import matplotlib
 
     base = [c for c in palette if c.lower() not in ("#000000", "k", "black")]
     dark2 = matplotlib.colormaps["Dark2"].colors
+    tab20 = matplotlib.colormaps["tab20"].colors
     extra = [matplotlib.colors.to_hex(dark2[i]) for i in (2, 4, 6, 7)] + [
-        matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab20"].colors]
+        matplotlib.colors.to_hex(tab20[i]) for i in [*range(1, 20, 2), *range(0, 20, 2)]]  # light hues first
     pool = base + [c for c in extra if c not in base]
     return {nm: pool[i % len(pool)] for i, nm in enumerate(dict.fromkeys(names))}
 
@@ -99,7 +100,8 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
 
     Args:
       table: ``fightlab.measure.report.stage_table`` (columns body, learner, run_id, stage,
-        amplitude, iterations).
+        amplitude, iterations; with ``nworld``, a learner's runs at several world counts are
+        one bar group per count, named with it).
       wait: the curriculum wait W, drawn as the floor a stage cannot go under (dashed).
       title: figure title.
       labels: optional (body, learner id) or learner id → legend text (``report.learner_labels``: the fields changed
@@ -121,19 +123,27 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
         fig, axes = plt.subplots(len(bodies), 1, figsize=(14.0, 3.6 * len(bodies)), squeeze=False)
         for ax, body in zip(axes[:, 0], bodies):
             t = table[table["body"] == body]
-            learners = list(dict.fromkeys(t["learner"]))
+            # iterations depend on the world count too: a learner's runs at several counts are
+            # one group per count, named with it
+            many = "nworld" in t and t["nworld"].nunique() > 1
+            key = list(zip(t["learner"], t["nworld"] if many else [None] * len(t)))
+            t = t.assign(_key=key)
+            learners = list(dict.fromkeys(key))
             stages = sorted(t["stage"].unique())
             width = 0.8 / len(learners)
-            names = [labels.get((body, lr)) or labels.get(lr) or f"learner {lr}" for lr in learners]
-            colors = _distinct_colors([nm for nm in names if nm != "defaults"], COLORS)
+            base = [(labels.get((body, lr)) or labels.get(lr) or f"learner {lr}") for lr, _ in learners]
+            names = [nm if nw is None else f"{nm}, {int(nw)} worlds" for nm, (_, nw) in zip(base, learners)]
+            today = {nm for nm, b in zip(names, base) if b == "defaults"}
+            colors = _distinct_colors([nm for nm in names if nm not in today], COLORS)
             for j, (lr, name) in enumerate(zip(learners, names)):
-                g = t[t["learner"] == lr].groupby("stage")["iterations"]
+                sel = t["_key"].map(lambda k, lr=lr: k == lr).astype(bool)
+                g = t[sel].groupby("stage")["iterations"]
                 med, lo, hi = (g.median().reindex(stages), g.min().reindex(stages), g.max().reindex(stages))
                 x = np.arange(len(stages)) + (j - (len(learners) - 1) / 2) * width
-                n = t.loc[t["learner"] == lr, "run_id"].nunique()
-                ax.bar(x, med, width, color="k" if name == "defaults" else colors[name],
+                n = t.loc[sel, "run_id"].nunique()
+                ax.bar(x, med, width, color="k" if name in today else colors[name],
                        yerr=[med - lo, hi - med], capsize=2, ecolor="0.4",
-                       label=f"{'defaults (today)' if name == 'defaults' else name}: {n} runs")
+                       label=f"{name.replace('defaults', 'defaults (today)', 1) if name in today else name}: {n} runs")
             amp = t.groupby("stage")["amplitude"].first().reindex(stages)
             ax.set_xticks(np.arange(len(stages)), [f"{a:g}" for a in amp])
             if wait:

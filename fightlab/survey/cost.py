@@ -600,7 +600,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             K = int(k["concurrent"])
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
                             group="fightlab GPU", body=k["body"],
-                            mode=f"packed x{K}{' MPS' if k['mps'] else ''}", usd_per_h=price,
+                            mode=f"packed x{K}{' MPS' if k['mps'] else ''}, {int(k['nworld'])} worlds", usd_per_h=price,
                             time_to_solve_s=float(r["time_to_solve_median_s"]), time_estimated=False,
                             time_source="measured solve", setup_s=host_setup_s,
                             solves_per_hour=float(r["solves_per_gpu_hour"]),
@@ -628,7 +628,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             K, mps = int(p["concurrent"]), _bool(p["mps"]) or False
             n_it = iters[p["body"]]
             out.append(dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu,
-                            group="fightlab GPU", body=p["body"], mode=f"packed x{K}{' MPS' if mps else ''}",
+                            group="fightlab GPU", body=p["body"],
+                            mode=f"packed x{K}{' MPS' if mps else ''}, {int(p['nworld'])} worlds",
                             usd_per_h=price, time_to_solve_s=n_it * float(p["s_per_iter"]),
                             time_estimated=True, time_source="packing estimate", setup_s=host_setup_s,
                             solves_per_hour=float(p["it_per_s_aggregate"]) * 3600.0 / n_it,
@@ -664,17 +665,31 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
         given = cpu_price_note or f"price ${cpu_price_per_hour:.2f}/h given"
         for keys, h in cpu_heads.iterrows():
             k = dict(zip(SUMMARY_KEYS, keys))
-            out.append(dict(origin="fightlab", machine=cpu_machine_name(k['gpu']), provider="fightlab",
+            # the CPU solve's own learner and physics against the GPU headline's of its body
+            mine = set(cpu_runs.loc[np.logical_and.reduce([cpu_runs[c] == v for c, v in k.items()]), "learner"]) \
+                if "learner" in cpu_runs else set()
+            theirs = head_learners.get(k["body"], set())
+            other = bool(mine and theirs and not mine & theirs)
+            machine = cpu_machine_name(k['gpu'])
+            if other:
+                machine = machine.replace("CPU backend", "CPU backend (earlier learner)", 1)
+            out.append(dict(origin="fightlab", machine=machine, provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
                             time_estimated=False, time_source="measured solve",
                             setup_s=host_setup_s + float(np.nan_to_num(h["compile_s_median"])),
-                            note=f"CPU backend headline, commit {h['commits']}; {given}"))
+                            note=f"CPU backend headline, commit {h['commits']}"
+                            + (f"; learner {'/'.join(sorted(mine))} (PPO settings and training physics of "
+                               f"that commit), not the GPU headline's {'/'.join(sorted(theirs))}" if other else "")
+                            + f"; {given}"))
         for _, e in est.iterrows():
             whose = ("headline" if e["iterations_of"] == "headline" else
                      f"its learner {e['learner']}'s {e['headline_n_solo']} solo solve(s); the headline's learner "
                      f"is {e['headline_learner']}")
-            out.append(dict(origin="fightlab", machine=cpu_machine_name(e['cpu']), provider="fightlab",
+            machine = cpu_machine_name(e['cpu'])
+            if e["iterations_of"] != "headline":
+                machine = machine.replace("CPU backend", "CPU backend (earlier learner)", 1)
+            out.append(dict(origin="fightlab", machine=machine, provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
                             time_estimated=True, time_source="backends estimate",
