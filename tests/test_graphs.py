@@ -244,32 +244,41 @@ def test_resume_hands_the_loaded_rate_to_the_rate_tensor(tmp_path):
 @cuda
 @pytest.mark.parametrize("critic_lr,kl_estimator", [(None, "k3"), (1e-3, "k3"), (None, "analytic")])
 def test_cuda_graphed_update_equals_eager(tmp_path, critic_lr, kl_estimator):
-    """One iteration with every graph against one without torch graphs, same seed, on CUDA: the
-    same parameters, learning rate and rows (the torch graphs replay the eager kernels); also with
-    the critic in an Adam group of its own (`ppo.critic_learning_rate`, a fixed float rate) and
-    with the analytic KL. The KL target (1.0) keeps the rule's decision away from its thresholds:
-    at a threshold a rounding difference flips the rate ×1.5 and the parameters part by ~1e-2,
-    which is the rule's discontinuity, not the graphs'."""
-    out = {}
-    for on in (True, False):
-        cfg = _cfg(tmp_path, f"u{on}", device="cuda:0", nworld=256, max_iterations=1,
-                   ppo=PPOConfig(critic_learning_rate=critic_lr, kl_estimator=kl_estimator, desired_kl=1.0),
-                   policy_graph=on, update_graph=on)
-        with Trainer(cfg, progress=False) as tr:
-            row = tr.train()["rows"][0]
-            assert (tr.ppo_graph.graph is not None) is on and row["graph_fallbacks"] == 0
-            assert len(tr.optimizer.param_groups) == (1 if critic_lr is None else 2)
-            out[on] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()},
-                       float(tr.lr), row)
-    (pa, la, ra), (pb, lb, rb) = out[True], out[False]
-    assert la == pytest.approx(lb, rel=1e-6), (la, lb, ra["approx_kl"], rb["approx_kl"])
+    """The captured PPO update replayed against the same update run eagerly, on one rollout and
+    from one state (weights, normaliser, Adam state, rate and permutations), on CUDA: the same
+    parameters, rate and losses; also with the critic in an Adam group of its own and with the
+    analytic KL. Two whole trainings cannot be compared: MuJoCo Warp's step accumulates with
+    atomics, so two CUDA rollouts of one seed differ in the last bits, and 20 Adam steps at a
+    grown rate part the weights by ~2e-2 between two eager runs too (measured on the H200)."""
+    cfg = _cfg(tmp_path, "u", device="cuda:0", nworld=256, max_iterations=1,
+               ppo=PPOConfig(critic_learning_rate=critic_lr, kl_estimator=kl_estimator, desired_kl=1.0),
+               policy_graph=True, update_graph=True)
+    with Trainer(cfg, progress=False) as tr:
+        row = tr.train()["rows"][0]  # one iteration: graphs captured, a rollout in the buffer
+        assert tr.ppo_graph.graph is not None and row["graph_fallbacks"] == 0
+        assert len(tr.optimizer.param_groups) == (1 if critic_lr is None else 2)
+        tr.update.draw()
+        state = [*tr.agent.state_dict().values(), tr.lr, tr.update.perm,
+                 *(v for st in tr.optimizer.state.values() for v in st.values() if torch.is_tensor(v))]
+        saved = [t.detach().clone() for t in state]
+        out = {}
+        for how, run in (("eager", tr._update_step), ("graph", tr.ppo_graph)):
+            with torch.no_grad():
+                for t, v in zip(state, saved):
+                    t.copy_(v)  # in place: the graph's tensors keep their storage
+            run()
+            torch.cuda.synchronize()
+            out[how] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()},
+                        float(tr.lr), tr.update.stats.detach().cpu().clone())
+    (pa, la, sa), (pb, lb, sb) = out["graph"], out["eager"]
+    moved = max(float((pa[k] - saved[i].cpu()).abs().max()) for i, k in enumerate(pa))
+    assert moved > 1e-4, moved  # the update did move the weights (not a comparison of no-ops)
+    assert la == pytest.approx(lb, rel=1e-6)
     worst = max(float((pa[k] - pb[k]).abs().max()) for k in pa)
     # float32 rounding, not bitwise: cuBLAS may pick other kernels under capture (observed on the
     # H200 at ce380b3: 1.9e-6 after the 20 Adam steps of one update)
     assert worst <= 1e-5, worst
-    assert la == pytest.approx(lb, rel=1e-6)
-    for k in DETERMINISTIC:
-        assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7) or (math.isnan(ra[k]) and math.isnan(rb[k])), k
+    assert torch.allclose(sa, sb, rtol=1e-4, atol=1e-6), (sa, sb)
 
 
 @cuda

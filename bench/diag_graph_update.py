@@ -1,0 +1,27 @@
+"""Diagnostic: graphed vs eager update on CUDA, per-key max difference (session 23)."""
+import dataclasses, sys, tempfile
+from pathlib import Path
+import torch
+from fightlab.config import PPOConfig, TrainConfig
+from fightlab.rl.runner import Trainer
+
+tmp = Path(tempfile.mkdtemp())
+for pol_on, upd_on in ((True, True), (False, False), (True, False), (False, True)):
+    pass
+out = {}
+for name, pol, upd in (("both", True, True), ("none", False, False), ("none2", False, False), ("both2", True, True)):
+    cfg = TrainConfig(body="simple", nworld=256, device="cuda:0", max_iterations=1, seed=0,
+                      run_dir=str(tmp / name), stop_when_solved=False,
+                      ppo=PPOConfig(desired_kl=1.0), policy_graph=pol, update_graph=upd)
+    with Trainer(cfg, progress=False) as tr:
+        row = tr.train()["rows"][0]
+        out[name] = ({k: v.detach().cpu().clone() for k, v in tr.agent.state_dict().items()}, float(tr.lr), row)
+ref = out["none"][0]
+for name in ("both", "none2", "both2"):
+    p = out[name][0]
+    if name == "both2":
+        ref = out["both"][0]
+    diffs = sorted(((float((p[k] - ref[k]).abs().max()), k) for k in p), reverse=True)[:6]
+    print(name, "lr", out[name][1], out["none"][1], "reward", out[name][2]["reward"], out["none"][2]["reward"])
+    for d, k in diffs:
+        print(f"   {k:40s} {d:.3e}")
