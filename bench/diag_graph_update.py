@@ -1,13 +1,17 @@
-"""Diagnostic: graphed vs eager update on CUDA, per-key max difference (session 23)."""
-import dataclasses, sys, tempfile
+"""Diagnostic (CUDA): one iteration with every graph against one without, and each against a
+second run of its own kind, same seed; prints the largest parameter differences per tensor.
+Two CUDA rollouts of one seed differ in the last bits (MuJoCo Warp's atomics), so whole runs
+part by ~1e-2 after one update even when both are eager (bench/NOTES.md, 2026-12-05).
+
+    python bench/diag_graph_update.py      # on a GPU machine
+"""
+import tempfile
 from pathlib import Path
 import torch
 from fightlab.config import PPOConfig, TrainConfig
 from fightlab.rl.runner import Trainer
 
 tmp = Path(tempfile.mkdtemp())
-for pol_on, upd_on in ((True, True), (False, False), (True, False), (False, True)):
-    pass
 out = {}
 for name, pol, upd in (("both", True, True), ("none", False, False), ("none2", False, False), ("both2", True, True)):
     cfg = TrainConfig(body="simple", nworld=256, device="cuda:0", max_iterations=1, seed=0,
