@@ -784,9 +784,8 @@ CURVE_SUFFIX = ".csv.gz"
 CURVE_LEGACY_SUFFIX = ".csv"
 
 
-def curve_path(run_id: str, root: Path | str) -> Path:
-    """The curve file of ``run_id``: ``root/data/curves/<run_id>.csv.gz``, or the plain
-    ``<run_id>.csv`` when only that one exists (an older clone's).
+def _curve_files(run_id: str, root: Path | str) -> tuple[Path, Path]:
+    """(``<run_id>.csv.gz``, the legacy ``<run_id>.csv``) under ``root/data/curves``.
 
     Raises:
         ValueError: ``run_id`` is not a safe file name.
@@ -794,7 +793,17 @@ def curve_path(run_id: str, root: Path | str) -> Path:
     if not isinstance(run_id, str) or not _SAFE_ID.match(run_id):
         raise ValueError(f"run_id must be letters, digits, '_', '.', '-', got {run_id!r}")
     d = Path(root) / "data" / "curves"
-    path, legacy = d / f"{run_id}{CURVE_SUFFIX}", d / f"{run_id}{CURVE_LEGACY_SUFFIX}"
+    return d / f"{run_id}{CURVE_SUFFIX}", d / f"{run_id}{CURVE_LEGACY_SUFFIX}"
+
+
+def curve_path(run_id: str, root: Path | str) -> Path:
+    """The curve file of ``run_id``: ``root/data/curves/<run_id>.csv.gz``, or the plain
+    ``<run_id>.csv`` when only that one exists (an older clone's).
+
+    Raises:
+        ValueError: ``run_id`` is not a safe file name.
+    """
+    path, legacy = _curve_files(run_id, root)
     return legacy if legacy.exists() and not path.exists() else path
 
 
@@ -815,9 +824,7 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
     Raises:
         ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
     """
-    curve_path(run_id, root)  # checks run_id
-    d = Path(root) / "data" / "curves"
-    path, legacy = d / f"{run_id}{CURVE_SUFFIX}", d / f"{run_id}{CURVE_LEGACY_SUFFIX}"
+    path, legacy = _curve_files(run_id, root)
     if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
         from fightlab.config import ConfigError
         from fightlab.publish import check_publish

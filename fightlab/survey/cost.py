@@ -670,10 +670,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
                 if "learner" in cpu_runs else set()
             theirs = head_learners.get(k["body"], set())
             other = bool(mine and theirs and not mine & theirs)
-            machine = cpu_machine_name(k['gpu'])
-            if other:
-                machine = machine.replace("CPU backend", "CPU backend (earlier learner)", 1)
-            out.append(dict(origin="fightlab", machine=machine, provider="fightlab",
+            out.append(dict(origin="fightlab", machine=cpu_machine_name(k['gpu'], earlier_learner=other),
+                            provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=k["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(h["time_to_solve_median_s"]),
                             time_estimated=False, time_source="measured solve",
@@ -686,10 +684,8 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
             whose = ("headline" if e["iterations_of"] == "headline" else
                      f"its learner {e['learner']}'s {e['headline_n_solo']} solo solve(s); the headline's learner "
                      f"is {e['headline_learner']}")
-            machine = cpu_machine_name(e['cpu'])
-            if e["iterations_of"] != "headline":
-                machine = machine.replace("CPU backend", "CPU backend (earlier learner)", 1)
-            out.append(dict(origin="fightlab", machine=machine, provider="fightlab",
+            out.append(dict(origin="fightlab", machine=cpu_machine_name(e['cpu'], e["iterations_of"] != "headline"),
+                            provider="fightlab",
                             kind="cpu", gpu=None, group="fightlab CPU", body=e["body"], mode="solo",
                             usd_per_h=cpu_price_per_hour, time_to_solve_s=float(e["time_to_solve_s"]),
                             time_estimated=True, time_source="backends estimate",
@@ -1105,11 +1101,13 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
                   price_note=note, backends=backends, bench=bench)
 
 
-def cpu_machine_name(label: str) -> str:
+def cpu_machine_name(label: str, earlier_learner: bool = False) -> str:
     """A survey row's machine for a CPU-backend row of CPU ``label`` ("CPU Intel(R) Xeon(R)
-    Processor (16 cores)" → "CPU backend, Intel Xeon Processor (16 cores)")."""
+    Processor (16 cores)" → "CPU backend, Intel Xeon Processor (16 cores)"); with
+    ``earlier_learner`` (the row ran another learner than the GPU headline's) "CPU backend
+    (earlier learner), …"."""
     name = re.sub(r"\((R|TM)\)", "", str(label)).strip()
-    return "CPU backend, " + re.sub(r"^CPU\s+", "", name)
+    return f"CPU backend{' (earlier learner)' if earlier_learner else ''}, " + re.sub(r"^CPU\s+", "", name)
 
 
 def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
