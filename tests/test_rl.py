@@ -11,7 +11,7 @@ import torch
 from fightlab.config import PPOConfig, TrainConfig
 from fightlab.rl.models import ActorCritic, ObsNormalizer
 from fightlab.rl.ppo import ppo_update
-from fightlab.rl.curriculum import Curriculum
+from fightlab.envs.curriculum import Curriculum
 from fightlab.rl.runner import Trainer
 from fightlab.rl.storage import RolloutStorage, compute_gae
 
@@ -93,10 +93,6 @@ def test_curriculum_widens_after_wait_and_solves_at_the_top():
 def test_the_widening_row_reports_the_window_that_passed():
     """A widening clears the window; its iteration's row still reports the window that passed
     (fall rate, tracking, episode length), not NaN."""
-    import types
-
-    from fightlab.rl.rows import iteration_row
-
     c = Curriculum(stages=(0.5, 1.0), wait=2)
     assert [c.update(_summary(falls=2, tracking=0.8)) for _ in range(2)] == ["wait", "widen"]
     assert c.window_stats()["episodes"] == 0 and c.widened_on["fall_rate"] == pytest.approx(0.02)
@@ -105,16 +101,14 @@ def test_the_widening_row_reports_the_window_that_passed():
     c2 = Curriculum(stages=(0.5, 1.0), wait=2)
     c2.load_state_dict(c.state_dict())
     assert c2.last_stats() == c.last_stats()
-    from fightlab.rl.ppo import STATS
+    from fightlab.envs.task import episode_row
 
-    cfg = TrainConfig(nworld=2, ppo=PPOConfig(num_steps=4))
-    loop = types.SimpleNamespace(cfg=cfg, curriculum=c, iteration=2, elapsed_s=1.0, graph_fallbacks=0,
-                                 env=types.SimpleNamespace(substeps=5, graph_fallbacks=0))
     summary = {**_summary(falls=2, tracking=0.8), **dict.fromkeys(
         ("track_num_survived", "track_den_survived", "return_sum", "overflow_worlds", "nefc_overflow",
          "contact_overflow", "nan_resets", "solver_iter_hits", "solver_ls_hits", "contact_falls",
          "tilt_falls"), 0)}
-    row = iteration_row(loop, summary, [0.0] * (len(STATS) + 1), "widen", 0.1, 0.08, 0.02, 1)
+    row = episode_row(c, "widen", summary)
+    assert (row["amplitude"], row["stage"]) == (0.5, 1)  # the amplitude that passed
     assert row["window_fall_rate"] == pytest.approx(0.02) and row["window_tracking"] == pytest.approx(0.8)
 
 
@@ -411,14 +405,15 @@ def test_a_build_announces_the_compile_once_per_body_and_device(tmp_path, monkey
     assert capsys.readouterr().err == line + "\n"
 
 
-def test_the_loop_sees_the_env_only_through_its_protocol(tmp_path):
-    """TrainLoop trains an env that offers nothing but `TrainEnv`'s members (StanceEnv is one)."""
-    from fightlab.envs.stance import StanceEnv
-    from fightlab.rl.env_io import TrainEnv
+def test_the_loop_sees_the_task_only_through_the_door(tmp_path):
+    """TrainLoop trains a task that offers nothing but the door's members (`VecEnv`'s and its
+    captured form's, `CAPTURED`); the curriculum's statistics reach the row from the extras."""
+    from fightlab.envs.task import StanceTask
+    from fightlab.envs.vecenv import CAPTURED, VecEnv
     from fightlab.rl.loop import TrainLoop
 
-    names = set(TrainEnv.__annotations__) | {k for k, v in vars(TrainEnv).items()
-                                             if callable(v) and not k.startswith("_")}
+    names = set(VecEnv.__annotations__) | set(CAPTURED) | {
+        k for k, v in vars(VecEnv).items() if callable(v) and not k.startswith("_")}
 
     class Narrow:
         def __init__(self, env):
@@ -426,37 +421,76 @@ def test_the_loop_sees_the_env_only_through_its_protocol(tmp_path):
 
         def __getattr__(self, k):
             if k not in names:
-                raise AttributeError(f"the loop read env.{k}, which TrainEnv does not name")
+                raise AttributeError(f"the loop read env.{k}, which the door does not name")
             return getattr(self._env, k)
 
     cfg = _tiny_cfg(tmp_path)
-    env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env)
-    assert isinstance(env, TrainEnv)
-    loop = TrainLoop(cfg, Narrow(env))
+    task = StanceTask(cfg)
+    assert isinstance(task, VecEnv)
+    loop = TrainLoop(cfg, Narrow(task))
     loop.warm_up()
     loop.capture()
     row = loop.iterate()
     assert (row["iteration"], row["env_steps"], loop.rows) == (1, 16, [row])
-    assert set(loop.summary) >= {"episodes", "falls", "overflow_worlds"}
+    assert set(loop.extras["summary"]) >= {"episodes", "falls", "overflow_worlds"}
+    assert (row["stage"], row["event"]) == (loop.extras["curriculum"]["stage"], loop.extras["curriculum"]["event"])
+
+
+def test_a_second_learner_drives_the_same_door(tmp_path):
+    """A minimal REINFORCE-style learner (rsl_rl's calls only: get_observations, step) trains the
+    task for 2 iterations and reads the curriculum's statistics from the extras."""
+    import torch
+
+    from fightlab.envs.task import StanceTask
+
+    cfg = _tiny_cfg(tmp_path)
+    env = StanceTask(cfg)
+    torch.manual_seed(0)
+    policy = torch.nn.Linear(env.get_observations()["policy"].shape[1], env.num_actions)
+    log_std = torch.zeros(env.num_actions, requires_grad=True)
+    opt = torch.optim.Adam([*policy.parameters(), log_std], lr=1e-3)
+    seen = []
+    for _ in range(2):
+        logps, rewards = [], []
+        obs = env.get_observations()["policy"]
+        for _ in range(env.iteration_steps):
+            dist = torch.distributions.Normal(policy(obs), log_std.exp())
+            action = dist.sample()
+            logps.append(dist.log_prob(action).sum(-1))
+            obs, reward, done, extras = env.step(action.clamp(-1, 1))
+            obs = obs["policy"].clone()
+            rewards.append(reward.clone())
+            assert extras["time_outs"].shape == (env.num_envs,)
+        returns = torch.stack(rewards).flip(0).cumsum(0).flip(0)
+        loss = -(torch.stack(logps) * (returns - returns.mean())).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen.append(extras)  # the iteration's last step carries the task's check
+    assert [e["curriculum"]["event"] for e in seen] in (["hold", "hold"], ["widen", "hold"], ["widen", "widen"],
+                                                        ["hold", "widen"])
+    assert all(e["episode"]["stage"] == e["curriculum"]["stage"] for e in seen)
+    assert all(isinstance(e["log"]["/task/fall_rate"], float) for e in seen)
+    assert env.curriculum.stage == seen[-1]["curriculum"]["stage"]
 
 
 def test_every_further_summary_field_is_a_row_column():
-    """A field an env adds to its summary reaches the row (and rows.csv) under its own name; the
-    fields shown through derived columns do not."""
+    """A field the task adds to its summary reaches the row (and rows.csv) under its own name;
+    the fields shown through derived columns do not."""
     from types import SimpleNamespace
 
+    from fightlab.envs.task import SUMMARY_INPUTS, episode_stats
     from fightlab.rl.ppo import STATS
-    from fightlab.rl.rows import SUMMARY_INPUTS, iteration_row
+    from fightlab.rl.rows import iteration_row
 
     cfg = _tiny_cfg("unused")
-    loop = SimpleNamespace(cfg=cfg, curriculum=Curriculum(cfg.curriculum_stages, cfg.curriculum_wait),
-                           iteration=1, elapsed_s=1.0, graph_fallbacks=0,
-                           env=SimpleNamespace(substeps=4, graph_fallbacks=0))
+    loop = SimpleNamespace(cfg=cfg, iteration=1, elapsed_s=1.0, graph_fallbacks=0,
+                           env=SimpleNamespace(num_envs=cfg.nworld, substeps=4, graph_fallbacks=0))
     summary = dict.fromkeys(SUMMARY_INPUTS, 2.0) | dict.fromkeys(
         ("episodes", "nefc_overflow", "contact_overflow", "nan_resets", "solver_iter_hits",
          "solver_ls_hits", "contact_falls", "tilt_falls"), 1) | {"reward_new_term": 0.25}
-    row = iteration_row(loop, summary, [0.5] * (len(STATS) + 1), "wait", 2.0, 1.0, 1.0, 0)
-    assert row["reward_new_term"] == 0.25 and list(row)[-1] == "reward_new_term"
+    row = iteration_row(loop, episode_stats(summary), [0.5] * (len(STATS) + 1), 2.0, 1.0, 1.0, 0)
+    assert row["reward_new_term"] == 0.25
     assert not SUMMARY_INPUTS & set(row)
     assert (row["fall_rate"], row["reward"], row["env_steps_per_s"]) == (2.0, 0.5, 8.0)
 

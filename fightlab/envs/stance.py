@@ -317,6 +317,105 @@ def _contact_check(
             bad_contact_out[worldid] = 1
 
 
+@wp.func
+def _finite(worldid: int, qpos_in: wp.array2d[float], qvel_in: wp.array2d[float]) -> int:
+    """1 when the world's qpos and qvel are all finite, else 0 (a NaN reset)."""
+    finite = int(1)
+    for i in range(qpos_in.shape[1]):
+        if not wp.isfinite(qpos_in[worldid, i]):
+            finite = 0
+    for i in range(qvel_in.shape[1]):
+        if not wp.isfinite(qvel_in[worldid, i]):
+            finite = 0
+    return finite
+
+
+@wp.func
+def _slot_overflow(bits: int, ncon: int, nconmax: int, counters_out: wp.array[int]):
+    """(constraint rows overflowed, contacts overflowed) of one world from its ``d.overflow``
+    bits; solver iteration limits hit are counted. NEFC is per world; pooled contact overflow
+    sets the bit in every world, so only the worlds holding at least their share (nconmax) of
+    contacts are blamed."""
+    if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
+    if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
+        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
+    return (bits & wp.static(_NEFC_BITS)) != 0, (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
+
+
+@wp.func
+def _reward(r: _RewardIn, task: _TaskParams, reward_terms_out: wp.array2d[float]) -> float:
+    """control_dt · Σ weight · term over `REWARD_TERMS`, in the tuple's order (wp.static unrolls
+    the loop: one fused kernel); each weighted term × control_dt is added to its column of
+    ``reward_terms_out``."""
+    total = float(0.0)
+    for k in range(wp.static(len(REWARD_TERMS))):
+        term = task.reward_w[k] * wp.static(REWARD_TERMS[k].func)(r)
+        total = total + term
+        reward_terms_out[r.worldid, k] = reward_terms_out[r.worldid, k] + task.dt * term
+    return task.dt * total
+
+
+@wp.func
+def _accumulate(worldid: int, finite: int, dz: float, zref: float, reward: float,
+                ep_acc_out: wp.array2d[float]):
+    """Add one step to the world's episode accumulators (the ACC_* columns; the lock-in sums
+    only over finite steps)."""
+    if finite:
+        ep_acc_out[worldid, ACC_DZ_R] = ep_acc_out[worldid, ACC_DZ_R] + dz * zref
+        ep_acc_out[worldid, ACC_R_R] = ep_acc_out[worldid, ACC_R_R] + zref * zref
+        ep_acc_out[worldid, ACC_DZ] = ep_acc_out[worldid, ACC_DZ] + dz
+        ep_acc_out[worldid, ACC_R] = ep_acc_out[worldid, ACC_R] + zref
+        ep_acc_out[worldid, ACC_COUNT] = ep_acc_out[worldid, ACC_COUNT] + 1.0
+    ep_acc_out[worldid, ACC_RETURN] = ep_acc_out[worldid, ACC_RETURN] + reward
+    ep_acc_out[worldid, ACC_STEPS] = ep_acc_out[worldid, ACC_STEPS] + 1.0
+
+
+@wp.func
+def _end_episode(worldid: int, timeout: bool, dt: float, ep_acc_in: wp.array2d[float],
+                 sums_out: wp.array[float], counters_out: wp.array[int]):
+    """Add an ended episode to the summary sums: its bounce tracking (the lock-in correlation's
+    numerator and denominator, also apart for an episode that reached the time limit), the
+    length it lived (a staggered first episode starts late in its limit), its return."""
+    n = ep_acc_in[worldid, ACC_COUNT]
+    if n > 1.0:
+        sum_r = ep_acc_in[worldid, ACC_R]
+        num = ep_acc_in[worldid, ACC_DZ_R] - ep_acc_in[worldid, ACC_DZ] * sum_r / n
+        den = ep_acc_in[worldid, ACC_R_R] - sum_r * sum_r / n
+        if den > 1.0e-12:
+            wp.atomic_add(sums_out, SUM_TRACK_NUM, num)
+            wp.atomic_add(sums_out, SUM_TRACK_DEN, den)
+            if timeout:
+                wp.atomic_add(sums_out, SUM_TRACK_NUM_SURVIVED, num)
+                wp.atomic_add(sums_out, SUM_TRACK_DEN_SURVIVED, den)
+    wp.atomic_add(sums_out, SUM_LEN, ep_acc_in[worldid, ACC_STEPS] * dt)
+    wp.atomic_add(sums_out, SUM_RETURN, ep_acc_in[worldid, ACC_RETURN])
+    wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+
+
+@wp.func
+def _count_fall(worldid: int, touch: bool, tilt: bool, nan_reset: bool, nefc_over: bool,
+                con_over: bool, slot_seen_out: wp.array[int], counters_out: wp.array[int]):
+    """Count a fall and each of its kinds: a forbidden contact, a tilt, a NaN reset, a slot reset
+    (and the world's first since the summary, and which slots ran out)."""
+    wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
+    if touch:
+        wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
+    if tilt:
+        wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
+    if nan_reset:
+        wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
+    if nefc_over or con_over:
+        wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
+        if slot_seen_out[worldid] == 0:  # its first slot reset since the last summary
+            slot_seen_out[worldid] = 1
+            wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
+        if nefc_over:
+            wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
+        if con_over:
+            wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
+
+
 @wp.kernel
 def _post_step(
     # Model:
@@ -354,110 +453,40 @@ def _post_step(
     reset_out: wp.array[bool],
 ):
     worldid = wp.tid()
-    nq = qpos_in.shape[1]
-    nv = qvel_in.shape[1]
-    nu = act_qadr.shape[0]
-
-    finite = int(1)
-    for i in range(nq):
-        if not wp.isfinite(qpos_in[worldid, i]):
-            finite = 0
-    for i in range(nv):
-        if not wp.isfinite(qvel_in[worldid, i]):
-            finite = 0
-
-    # slot overflow: NEFC is per world; pooled contact overflow sets the bit in every world, so
-    # only the worlds holding at least their share (nconmax) of contacts are blamed
-    bits = overflow_out[worldid]
-    ncon = ncon_out[worldid]
-    nefc_over = (bits & wp.static(_NEFC_BITS)) != 0
-    con_over = (bits & wp.static(_CONTACT_BITS)) != 0 and ncon >= nconmax
-    if bits & wp.static(int(physics.OverflowType.ITERATIONS)):
-        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_ITER_HITS)), 1)
-    if bits & wp.static(int(physics.OverflowType.LS_ITERATIONS)):
-        wp.atomic_add(counters_out, wp.static(int(Counter.SOLVER_LS_HITS)), 1)
+    finite = _finite(worldid, qpos_in, qvel_in)
+    nefc_over, con_over = _slot_overflow(overflow_out[worldid], ncon_out[worldid], nconmax, counters_out)
     overflow_out[worldid] = 0
     ncon_out[worldid] = 0
-
-    up = xmat_in[worldid, torso_id][2, 2]
-    tilt = up < task.cos_tilt
+    tilt = xmat_in[worldid, torso_id][2, 2] < task.cos_tilt
     touch = bad_contact_out[worldid] != 0
     bad_contact_out[worldid] = 0
 
     steps = step_count_out[worldid] + 1
     amp = amp_in[worldid]
-    phase = _rhythm_phase(steps - 1, task)
-    row = _table_row(phase, table.shape[0])
-
+    row = _table_row(_rhythm_phase(steps - 1, task), table.shape[0])
     reward = float(0.0)
     dz = float(0.0)
-    zref = amp * table[row, nu + COL_PELVIS]
+    zref = amp * table[row, act_qadr.shape[0] + COL_PELVIS]
     if finite:
         r = _RewardIn(worldid, row, amp, act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
                       qpos_in, qvel_in, xmat_in, action_in, prev_action_out)
-        # the terms in REWARD_TERMS' order (wp.static unrolls the loop: one fused kernel)
-        total = float(0.0)
-        for k in range(wp.static(len(REWARD_TERMS))):
-            term = task.reward_w[k] * wp.static(REWARD_TERMS[k].func)(r)
-            total = total + term
-            reward_terms_out[worldid, k] = reward_terms_out[worldid, k] + task.dt * term
-        reward = task.dt * total
-        for i in range(nu):
+        reward = _reward(r, task, reward_terms_out)
+        for i in range(act_qadr.shape[0]):
             prev_action_out[worldid, i] = wp.clamp(action_in[worldid, i], -1.0, 1.0)
         dz = qpos_in[worldid, 2] - z_stance
 
     nan_reset = finite == 0
-    slot_reset = nefc_over or con_over
-    fall = touch or tilt or nan_reset or slot_reset
+    fall = touch or tilt or nan_reset or nefc_over or con_over
     timeout = (steps >= task.episode_steps) and not fall
     if fall:
         reward = reward - task.fall_penalty
         reward_terms_out[worldid, _REWARD_FALL] = reward_terms_out[worldid, _REWARD_FALL] - task.fall_penalty
-
-    # per-episode accumulators (the ACC_* columns)
-    if finite:
-        ep_acc_out[worldid, ACC_DZ_R] = ep_acc_out[worldid, ACC_DZ_R] + dz * zref
-        ep_acc_out[worldid, ACC_R_R] = ep_acc_out[worldid, ACC_R_R] + zref * zref
-        ep_acc_out[worldid, ACC_DZ] = ep_acc_out[worldid, ACC_DZ] + dz
-        ep_acc_out[worldid, ACC_R] = ep_acc_out[worldid, ACC_R] + zref
-        ep_acc_out[worldid, ACC_COUNT] = ep_acc_out[worldid, ACC_COUNT] + 1.0
-    ep_acc_out[worldid, ACC_RETURN] = ep_acc_out[worldid, ACC_RETURN] + reward
-    ep_acc_out[worldid, ACC_STEPS] = ep_acc_out[worldid, ACC_STEPS] + 1.0
-
+    _accumulate(worldid, finite, dz, zref, reward, ep_acc_out)
     done = fall or timeout
     if done:
-        n = ep_acc_out[worldid, ACC_COUNT]
-        if n > 1.0:
-            sum_r = ep_acc_out[worldid, ACC_R]
-            num = ep_acc_out[worldid, ACC_DZ_R] - ep_acc_out[worldid, ACC_DZ] * sum_r / n
-            den = ep_acc_out[worldid, ACC_R_R] - sum_r * sum_r / n
-            if den > 1.0e-12:
-                wp.atomic_add(sums_out, SUM_TRACK_NUM, num)
-                wp.atomic_add(sums_out, SUM_TRACK_DEN, den)
-                if timeout:
-                    wp.atomic_add(sums_out, SUM_TRACK_NUM_SURVIVED, num)
-                    wp.atomic_add(sums_out, SUM_TRACK_DEN_SURVIVED, den)
-        # the length actually lived (a staggered first episode starts late in its time limit)
-        wp.atomic_add(sums_out, SUM_LEN, ep_acc_out[worldid, ACC_STEPS] * task.dt)
-        wp.atomic_add(sums_out, SUM_RETURN, ep_acc_out[worldid, ACC_RETURN])
-        wp.atomic_add(counters_out, wp.static(int(Counter.EPISODES)), 1)
+        _end_episode(worldid, timeout, task.dt, ep_acc_out, sums_out, counters_out)
         if fall:
-            wp.atomic_add(counters_out, wp.static(int(Counter.FALLS)), 1)
-            if touch:
-                wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_FALLS)), 1)
-            if tilt:
-                wp.atomic_add(counters_out, wp.static(int(Counter.TILT_FALLS)), 1)
-            if nan_reset:
-                wp.atomic_add(counters_out, wp.static(int(Counter.NAN_RESETS)), 1)
-            if slot_reset:
-                wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_WORLDS)), 1)
-                if slot_seen_out[worldid] == 0:  # its first slot reset since the last summary
-                    slot_seen_out[worldid] = 1
-                    wp.atomic_add(counters_out, wp.static(int(Counter.OVERFLOW_DISTINCT_WORLDS)), 1)
-                if nefc_over:
-                    wp.atomic_add(counters_out, wp.static(int(Counter.NEFC_OVERFLOW)), 1)
-                if con_over:
-                    wp.atomic_add(counters_out, wp.static(int(Counter.CONTACT_OVERFLOW)), 1)
+            _count_fall(worldid, touch, tilt, nan_reset, nefc_over, con_over, slot_seen_out, counters_out)
         else:
             wp.atomic_add(counters_out, wp.static(int(Counter.TIMEOUTS)), 1)
 
@@ -770,6 +799,7 @@ class StanceEnv:
         self.done = t(self._done)
         self.fall = t(self._fall)
         self.timeout = t(self._timeout)
+        self.episode_length = t(self._step_count)  # int32 [nworld]: env steps into each episode
 
     def _graph_inputs(self) -> list:
         """What the captured step reads and writes, checked by identity before each replay (a

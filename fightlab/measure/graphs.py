@@ -98,7 +98,7 @@ def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
     from fightlab.sim.physics import StepGraph, shared_stream
     from fightlab.timing import default_sync
 
-    env, device = trainer.env, trainer.device
+    env, device = trainer.env.unwrapped, trainer.device
     start = env.state_dict()
     sync = default_sync(device)
     parts = {}

@@ -51,7 +51,7 @@ def train_row(trainer, res: dict) -> dict:
         params["reward_terms"] = weights
     # the solver as the engine ran it (MuJoCo Warp runs tolerance 1e-8 as 1e-6; the CPU backend's C
     # engine always computes qacc_smooth): `sim.physics.engine_solver`
-    if (engine := getattr(trainer.env, "engine_solver", None)) is not None:
+    if (engine := getattr(trainer.env.unwrapped, "engine_solver", None)) is not None:
         params["physics_engine"] = engine
     if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.rl.reference)
         params["reference_eval"] = res["reference_eval"]

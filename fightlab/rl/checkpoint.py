@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from fightlab.config import ConfigError, TrainConfig, from_dict, short_repr, to_dict, validate_train
-from fightlab.rl.curriculum import WINDOW_KEYS
+from fightlab.envs.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 

@@ -1,44 +1,9 @@
-"""The env as the training loop sees it: the `TrainEnv` protocol, and `PolicyIO`, a CPU-backend
-env's step tensors on the policy's device (`TrainConfig.policy_device`)."""
+"""`PolicyIO`: a CPU-backend task's step tensors on the policy's device
+(`TrainConfig.policy_device`); the task itself is behind the door, `fightlab.envs.vecenv.VecEnv`."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
 import torch
-
-
-@runtime_checkable
-class TrainEnv(Protocol):
-    """What the loop uses of an env (`fightlab.envs.stance.StanceEnv` is one): sizes, the step's
-    tensors on the env's device (obs [nworld, obs_dim]; reward, done, timeout [nworld]; action
-    [nworld, nu], written before each step; priv_obs [nworld, priv_dim], an asymmetric critic's
-    privileged observation, priv_dim 0 when the env was built without it), the curriculum's
-    amplitude and the summary."""
-
-    nworld: int
-    obs_dim: int
-    priv_dim: int
-    privileged_dim: int    # the width priv_obs has when the env is built with privileged=True
-    nu: int
-    substeps: int          # physics steps per env step
-    obs_min_std: object    # the observation normaliser's floor, [obs_dim]
-    graph_fallbacks: int
-    amplitude_target: float
-    obs: torch.Tensor
-    priv_obs: torch.Tensor
-    reward: torch.Tensor
-    done: torch.Tensor
-    timeout: torch.Tensor
-    action: torch.Tensor
-
-    def warmup(self) -> None: ...
-    def reset(self, stagger: bool = True) -> torch.Tensor: ...
-    def step(self, action: torch.Tensor | None = None): ...
-    def set_amplitude(self, target: float, ramp_s: float | None = None, immediate: bool = False): ...
-    def read_summary(self, clear: bool = True, extra: torch.Tensor | None = None) -> dict: ...
-    def state_dict(self) -> dict: ...
-    def load_state_dict(self, state: dict) -> None: ...
 
 
 class PolicyIO:
@@ -48,7 +13,7 @@ class PolicyIO:
     from the env's) and action [nworld, nu] (copied to the env's).
 
     Args:
-      env: a `TrainEnv` (its obs / reward / done / timeout / action views, float32, on the
+      env: a `fightlab.envs.vecenv.VecEnv` (its obs / reward / done / timeout / action views, float32, on the
         CPU); device: the policy's torch device ("cpu", "cuda:N").
 
     `pull()` (after a reset, a load or a step) packs the env's outputs into one host buffer

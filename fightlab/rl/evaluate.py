@@ -10,7 +10,7 @@ import torch
 
 from fightlab.config import from_dict
 from fightlab.rl.checkpoint import load_checkpoint, policy_agent
-from fightlab.rl.curriculum import ratio
+from fightlab.envs.curriculum import ratio
 
 __all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action"]
 

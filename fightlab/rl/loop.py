@@ -1,8 +1,10 @@
-"""The training loop: rollouts, GAE, the PPO update, the curriculum and the torch graphs, over
-any env with the `TrainEnv` interface; one host read per iteration (the env's summary).
+"""The training loop: rollouts, GAE, the PPO update and the torch graphs, over any task behind
+the door (`fightlab.envs.vecenv.VecEnv`, its captured form: `advance`, `end_iteration`); one host
+read per iteration (the task's, with the learner's values in the same copy).
 
-After CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of run
-folders, ``rows.csv`` or checkpoints (`fightlab.rl.runner.Trainer` is the run around it).
+After CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of the
+task (its curriculum decides inside `end_iteration`), run folders, ``rows.csv`` or checkpoints
+(`fightlab.rl.runner.Trainer` is the run around it).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import weakref
 import torch
 
 from fightlab.config import TrainConfig
-from fightlab.rl.curriculum import Curriculum
-from fightlab.rl.env_io import PolicyIO, TrainEnv
+from fightlab.envs.vecenv import VecEnv
+from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.graphs import TorchGraph
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import PPOUpdate, make_optimizer
@@ -26,17 +28,18 @@ from fightlab.timing import HostReads, default_sync
 
 
 class TrainLoop:
-    """The agent, optimizer, rollout buffer, curriculum and graphs of a training on `env`.
+    """The agent, optimizer, rollout buffer and graphs of a training on the task `env`.
 
     Attributes: policy_graphs (the num_steps + 1 torch graphs of the rollout, `TorchGraph`),
     ppo_graph (the update's), graph_fallbacks (torch graphs asked for that run eager);
     policy_device (`cfg.policy_device`, else `cfg.device`) and io (what the policy reads and
     writes: the env, or a `PolicyIO` on `cfg.policy_device`: then an iteration reads the host
     num_steps + 1 times on CUDA); iteration, elapsed_s (training wall clock, compile excluded),
-    compile_s, time_to_solve_s, solve_iteration, rows (this loop's), summary (the last).
+    compile_s, time_to_solve_s, solve_iteration (when the task's extras first say solved), rows
+    (this loop's), extras (the task's last `end_iteration` extras).
     """
 
-    def __init__(self, cfg: TrainConfig, env: TrainEnv):
+    def __init__(self, cfg: TrainConfig, env: VecEnv):
         self.cfg, self.env = cfg, env
         self.device = cfg.device
         self.policy_device = cfg.policy_device or cfg.device
@@ -46,12 +49,12 @@ class TrainLoop:
         priv_dim = env.priv_dim if cfg.ppo.critic_obs == "privileged" else 0
         if cfg.ppo.critic_obs == "privileged" and not priv_dim:
             raise ValueError("PPOConfig.critic_obs 'privileged' needs an env built with privileged=True")
-        self.agent = ActorCritic(env.obs_dim, env.nu, cfg.ppo.hidden, cfg.ppo.init_std,
+        self.agent = ActorCritic(env.obs_dim, env.num_actions, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=env.obs_min_std, priv_dim=priv_dim,
                                  matmul_precision=cfg.ppo.matmul_precision).to(dev)
         self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev,
                                                  cfg.ppo.critic_learning_rate)
-        self.buf = RolloutStorage(cfg.ppo.num_steps, cfg.nworld, env.obs_dim, env.nu, dev, priv_dim=priv_dim,
+        self.buf = RolloutStorage(cfg.ppo.num_steps, env.num_envs, env.obs_dim, env.num_actions, dev, priv_dim=priv_dim,
                                   keep_means=cfg.ppo.kl_estimator == "analytic")
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
@@ -67,21 +70,17 @@ class TrainLoop:
         self._reads = HostReads(self.policy_device)
         self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(3)]
                         if dev.type == "cuda" else None)
-        self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
-                                     cfg.min_tracking, cfg.min_episode_s)
         self.iteration, self.elapsed_s, self.compile_s = 0, 0.0, 0.0
         self.time_to_solve_s = self.solve_iteration = None
         self.rows: list[dict] = []
-        self.summary: dict = {}
+        self.extras: dict = {}
 
     def warm_up(self) -> None:
-        """Compile and load the env's kernels, reset every world (staggered), warm torch up; the
-        time goes to compile_s."""
+        """Compile and load the task's kernels, start every world (`VecEnv.reset`), warm torch up;
+        the time goes to compile_s."""
         with shared_stream(self.device):
             t0 = time.perf_counter()
-            self.env.warmup()
-            self.obs = self.env.reset(stagger=True)
-            self.env.set_amplitude(self.curriculum.amplitude, immediate=True)
+            self.obs = self.env.reset()["policy"]
             self._pull()
             with torch.no_grad():  # cuBLAS handles, the allocator: outside the timed loop
                 self.agent.get_action_and_value(self.io.obs, priv=self.io.priv_obs if self.agent.priv_dim else None)
@@ -212,9 +211,10 @@ class TrainLoop:
             self._capture_torch()
 
     def iterate(self) -> dict:
-        """Run one iteration (rollout + update + curriculum) and return its row. One host read:
-        the summary (env counters, losses, reward, learning rate) after the update; the
-        rollout/update split comes from CUDA events read with it (host clock on the CPU)."""
+        """Run one iteration (rollout + update, then the task's `end_iteration`) and return its row.
+        One host read: the task's counters with the learner's losses, reward and learning rate,
+        after the update; the rollout/update split comes from CUDA events read with it (host
+        clock on the CPU)."""
         env, T, ev = self.env, self.cfg.ppo.num_steps, self._events
         with shared_stream(self.device), self._reads:
             t0 = time.perf_counter()
@@ -227,7 +227,7 @@ class TrainLoop:
                 with nvtx_range("policy"):
                     self.policy_graphs[s]()
                 self._push()
-                env.step()
+                env.advance()
                 self._pull()
             with nvtx_range("policy"):
                 self.policy_graphs[T]()
@@ -242,22 +242,19 @@ class TrainLoop:
             t2 = time.perf_counter()
             extra = torch.cat([self.update.stats, self._reward_mean])
             with self._reads.expected():
-                summary = env.read_summary(extra=extra)
+                extras = env.end_iteration(learner=extra)
             host_reads = self._reads.take()
-        vals = summary.pop("extra")
+        vals = extras["learner"]
         if ev:  # complete: the summary read waited for the stream
             rollout_s, update_s = ev[0].elapsed_time(ev[1]) / 1e3, ev[1].elapsed_time(ev[2]) / 1e3
         else:
             rollout_s, update_s = t1 - t0, t2 - t1
-        event = self.curriculum.update(summary)
-        if event == "widen":
-            env.set_amplitude(self.curriculum.amplitude)
         wall = time.perf_counter() - t0
         self.iteration += 1
         self.elapsed_s += wall
-        row = iteration_row(self, summary, vals, event, wall, rollout_s, update_s, host_reads)
-        if event == "solved" and self.time_to_solve_s is None:
+        row = iteration_row(self, extras["episode"], vals, wall, rollout_s, update_s, host_reads)
+        if extras.get("solved") and self.time_to_solve_s is None:
             self.time_to_solve_s, self.solve_iteration = self.elapsed_s, self.iteration
-        self.summary = summary
+        self.extras = extras
         self.rows.append(row)
         return row

@@ -1,62 +1,39 @@
 """An iteration's row and a run's ``rows.csv``.
 
-A row holds the iteration's counters, rates and ratios of the env's summary, the curriculum
-window's, the losses and the timing; every further summary field (one outside
-`SUMMARY_INPUTS`) is a column of its own name, so what an env adds to its summary reaches
-``rows.csv`` as it is. ``rows.csv`` takes a row per line; a row with other columns rewrites the
-file with the union of both headers.
+A row holds the learner's columns (losses, timing) and the task's (its iteration statistics:
+whatever the task's `end_iteration` puts in extras["episode"] reaches ``rows.csv`` as it is).
+``rows.csv`` takes a row per line; a row with other columns rewrites the file with the union of
+both headers.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 
-from fightlab.rl.curriculum import ratio
 from fightlab.rl.ppo import STATS
 
-#: summary fields that rows show only through a derived column (or not at all)
-SUMMARY_INPUTS = frozenset({"falls", "timeouts", "overflow_worlds", "overflow_distinct_worlds",
-                            "episode_s_sum", "return_sum", "track_num", "track_den",
-                            "track_num_survived", "track_den_survived"})
 
-
-def iteration_row(loop, summary: dict, stats, event: str, wall: float, rollout_s: float,
-                  update_s: float, host_reads: int) -> dict:
-    """The row of the iteration `loop` (a `fightlab.rl.loop.TrainLoop`) has just counted.
+def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, update_s: float,
+                  host_reads: int) -> dict:
+    """The row of the iteration `loop` (a `fightlab.rl.loop.TrainLoop`) has just counted: the
+    learner's columns (iteration, wall clock, env and physics steps per s, the mean reward, the
+    update's `STATS`, the rollout / update split, host reads, graph fallbacks) and the task's
+    (``episode``: `VecEnv.end_iteration`'s extras["episode"], every entry a column as it is).
 
     Args:
-      summary: the env's `read_summary` without "extra"; stats: the update's `STATS`, then the
-        mean reward (the summary's extra values); event: the curriculum's; wall, rollout_s,
-        update_s: seconds; host_reads: of the iteration.
+      stats: the update's `STATS`, then the mean reward (the learner's values of the read);
+      wall, rollout_s, update_s: seconds; host_reads: of the iteration.
     """
-    cfg, cur, n = loop.cfg, loop.curriculum, summary["episodes"]
-    n_env = cfg.nworld * cfg.ppo.num_steps
-    # a widening clears the window: its row reports the window that passed
-    ws = cur.widened_on if event == "widen" and cur.widened_on is not None else cur.window_stats()
-    per_episode = lambda k: summary[k] / n if n else math.nan  # noqa: E731
-    row = dict(
-        iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
-        env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
-        physics_steps_per_s=n_env * loop.env.substeps / wall,
-        amplitude=cur.amplitude if event != "widen" else cfg.curriculum_stages[cur.stage - 1],
-        stage=cur.stage, event=event,
-        episodes=n, fall_rate=per_episode("falls"), mean_episode_s=per_episode("episode_s_sum"),
-        tracking=ratio(summary["track_num"], summary["track_den"]),
-        tracking_survived=ratio(summary["track_num_survived"], summary["track_den_survived"]),
-        window_fall_rate=ws["fall_rate"], window_tracking=ws["tracking"],
-        window_tracking_survived=ws["tracking_survived"], window_episode_s=ws["mean_episode_s"],
-        reward=float(stats[len(STATS)]), episode_return=per_episode("return_sum"),
-        **{k: float(v) for k, v in zip(STATS, stats[:len(STATS)])},
-        overflow_count=summary["overflow_worlds"], nefc_overflow=summary["nefc_overflow"],
-        contact_overflow=summary["contact_overflow"], nan_resets=summary["nan_resets"],
-        solver_iter_hits=summary["solver_iter_hits"], solver_ls_hits=summary["solver_ls_hits"],
-        contact_falls=summary["contact_falls"], tilt_falls=summary["tilt_falls"],
-        rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
-        graph_fallbacks=loop.graph_fallbacks + loop.env.graph_fallbacks,
-    )
-    row.update((k, v) for k, v in summary.items() if k not in row and k not in SUMMARY_INPUTS)
+    env = loop.env
+    n_env = env.num_envs * loop.cfg.ppo.num_steps
+    row = dict(iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
+               env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
+               physics_steps_per_s=n_env * getattr(env, "substeps", 1) / wall,
+               **episode, reward=float(stats[len(STATS)]),
+               **{k: float(v) for k, v in zip(STATS, stats[:len(STATS)])},
+               rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
+               graph_fallbacks=loop.graph_fallbacks + getattr(env, "graph_fallbacks", 0))
     return row
 
 

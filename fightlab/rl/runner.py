@@ -69,8 +69,9 @@ def _signals_stop_after_the_iteration():
             signal.signal(sig, h)
 
 class Trainer(TrainLoop):
-    """One training run: builds the `StanceEnv`, trains it with the loop (`TrainLoop`: env,
-    agent, optimizer, lr, buf, update, curriculum, graphs, io, rows), writes its run folder.
+    """One training run: builds the task (`fightlab.envs.task.StanceTask`), trains it with the
+    loop (`TrainLoop`: env, agent, optimizer, lr, buf, update, graphs, io, rows), writes its run
+    folder.
 
     Args:
       cfg: TrainConfig (validated here; bad values raise ValueError naming them); with
@@ -150,24 +151,22 @@ class Trainer(TrainLoop):
             raise
 
     def _build(self, cfg: TrainConfig, progress: bool, resume_ck: dict | None) -> None:
-        from fightlab.envs.stance import StanceEnv
+        from fightlab.envs.task import StanceTask
         from fightlab.meta import git_commit, gpu_name, new_run_id, packing_from_env, utc_now
         from fightlab.sim.cpu import backend_record
 
         self.progress = progress
         announce_compile(cfg.body, cfg.device, cfg.backend)  # building the env compiles warp's kernels
-        env = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env, graph=cfg.graph,
-                        tree_factor=cfg.tree_factor, backend=cfg.backend, threads=cfg.workers,
-                        privileged=cfg.ppo.critic_obs == "privileged", solver_loop=cfg.solver_loop)
+        env = StanceTask(cfg)
         super().__init__(cfg, env)
         self.history: list[dict] = []
         self.run_id = new_run_id()
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
         # row whose segments ran different code, kernels or devices says so (report.train_row)
-        self.segments = [dict(commit=git_commit(), tree_factor_variant=env.tree_factor_variant,
+        self.segments = [dict(commit=git_commit(), tree_factor_variant=env.unwrapped.tree_factor_variant,
                               **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
                               device=cfg.device, gpu=gpu_name(cfg.device),
-                              **backend_record(env),
+                              **backend_record(env.unwrapped),
                               **({"policy_device": cfg.policy_device, "policy_gpu": gpu_name(cfg.policy_device)}
                                  if cfg.policy_device else {}),
                               max_iterations=cfg.max_iterations, segment_s=cfg.segment_s,
@@ -177,6 +176,11 @@ class Trainer(TrainLoop):
         self._resume_ck = resume_ck
         #: the reference check's result once it ran (`fightlab.rl.reference`; saved in checkpoints)
         self.reference_eval = resume_ck.get("reference_eval") if resume_ck else None
+
+    @property
+    def curriculum(self):
+        """The task's curriculum (`fightlab.envs.curriculum.Curriculum`: stage, amplitude, solved)."""
+        return self.env.curriculum
 
     def close(self) -> None:
         """Release the run folder (its lock); the Trainer can not train after this."""
@@ -205,9 +209,9 @@ class Trainer(TrainLoop):
         """The loop's iteration (`TrainLoop.iterate`), its row kept in the run's history; slot
         overflows and non-finite states said in one line each."""
         row = super().iterate()
-        summary, cfg = self.summary, self.cfg
+        summary, cfg = self.extras["summary"], self.cfg
         if summary["overflow_worlds"]:
-            slots = self.env.slots
+            slots = self.env.unwrapped.slots
             print(f"OVERFLOW iteration {self.iteration}: {summary['overflow_worlds']} slot resets in "
                   f"{summary['overflow_distinct_worlds']} of {cfg.nworld} worlds (a world that runs "
                   f"out of slots is reset, counted as a fall, and may run out again; resets by "

@@ -1,0 +1,166 @@
+"""The stance task as one unit behind the door (`fightlab.envs.vecenv.VecEnv`): the batched env
+(`fightlab.envs.stance.StanceEnv`: observations, reward terms, termination, pushes), the amplitude
+curriculum and the solve criterion (`fightlab.envs.curriculum`), checked every
+``iteration_steps`` env steps (the task's rollout length, `PPOConfig.num_steps`: the curriculum's
+wait is counted in these iterations).
+
+Any learner drives it through the door; fightlab's PPO uses the captured form (`advance`, then
+`end_iteration` with its own values in the one host read); rsl_rl's runner would call `step`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fightlab.config import TrainConfig
+from fightlab.envs.curriculum import Curriculum, ratio
+from fightlab.envs.stance import StanceEnv
+from fightlab.envs.vecenv import VecEnv
+
+__all__ = ["SUMMARY_INPUTS", "StanceTask", "episode_row", "episode_stats"]
+
+#: summary counters the rows show only through a derived column (or not at all)
+SUMMARY_INPUTS = frozenset({"falls", "timeouts", "overflow_worlds", "overflow_distinct_worlds",
+                             "episode_s_sum", "return_sum", "track_num", "track_den",
+                             "track_num_survived", "track_den_survived"})
+
+
+def episode_stats(summary: dict) -> dict:
+    """The task's statistics of one iteration from `StanceEnv.read_summary`'s counters: episodes,
+    fall_rate, mean_episode_s (s), tracking, tracking_survived (NaN without episodes),
+    episode_return, the slot, NaN and solver counters, the fall kinds, and every further summary
+    field (the per-term reward sums ``reward_<name>``) as it is."""
+    n = summary["episodes"]
+    per_episode = lambda k: summary[k] / n if n else math.nan  # noqa: E731
+    out = dict(
+        episodes=n, fall_rate=per_episode("falls"), mean_episode_s=per_episode("episode_s_sum"),
+        tracking=ratio(summary["track_num"], summary["track_den"]),
+        tracking_survived=ratio(summary["track_num_survived"], summary["track_den_survived"]),
+        episode_return=per_episode("return_sum"),
+        overflow_count=summary["overflow_worlds"], nefc_overflow=summary["nefc_overflow"],
+        contact_overflow=summary["contact_overflow"], nan_resets=summary["nan_resets"],
+        solver_iter_hits=summary["solver_iter_hits"], solver_ls_hits=summary["solver_ls_hits"],
+        contact_falls=summary["contact_falls"], tilt_falls=summary["tilt_falls"])
+    out.update((k, v) for k, v in summary.items() if k not in out and k not in SUMMARY_INPUTS)
+    return out
+
+
+def episode_row(cur: Curriculum, event: str, summary: dict) -> dict:
+    """The task's row of an iteration: the curriculum's amplitude, stage and ``event`` (what
+    `Curriculum.update` returned for ``summary``), `episode_stats`, and the window's fall rate,
+    tracking, tracking_survived and episode length (``window_*``). A widening's row reports
+    the window that passed and the amplitude it passed at (the window is cleared then)."""
+    ws = cur.widened_on if event == "widen" and cur.widened_on is not None else cur.window_stats()
+    return dict(amplitude=cur.amplitude if event != "widen" else cur.stages[cur.stage - 1],
+                stage=cur.stage, event=event, **episode_stats(summary),
+                window_fall_rate=ws["fall_rate"], window_tracking=ws["tracking"],
+                window_tracking_survived=ws["tracking_survived"], window_episode_s=ws["mean_episode_s"])
+
+
+class StanceTask(VecEnv):
+    """The stance task of `cfg` (a `TrainConfig`: body, nworld, device, seed, the env's config,
+    the curriculum's stages, wait and thresholds, the rollout length, graphs, tree factor,
+    backend, workers, an asymmetric critic's privileged observation, solver loop).
+
+    Besides the door's attributes: unwrapped (the `StanceEnv`), curriculum (its `Curriculum`:
+    stage, amplitude, solved; `state_dict` / `load_state_dict` for checkpoints), nu (=
+    num_actions), privileged_dim (the privileged observation's width when built with it).
+
+    Raises:
+      ValueError: bad body, nworld, device or env config (from `StanceEnv`).
+    """
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.unwrapped = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
+                                   graph=cfg.graph, tree_factor=cfg.tree_factor, backend=cfg.backend,
+                                   threads=cfg.workers, privileged=cfg.ppo.critic_obs == "privileged",
+                                   solver_loop=cfg.solver_loop)
+        self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
+                                     cfg.min_tracking, cfg.min_episode_s)
+        e = self.unwrapped
+        self.num_envs, self.num_actions, self.nu = e.nworld, e.nu, e.nu
+        self.max_episode_length = cfg.env.episode_steps
+        self.device = e.device
+        self.iteration_steps = cfg.ppo.num_steps
+        self.obs_dim, self.priv_dim, self.privileged_dim = e.obs_dim, e.priv_dim, e.privileged_dim
+        self.obs_min_std, self.substeps = e.obs_min_std, e.substeps
+        self.obs, self.priv_obs, self.action = e.obs, e.priv_obs, e.action
+        self.reward, self.done, self.timeout = e.reward, e.done, e.timeout
+        self.episode_length_buf = e.episode_length
+        self._started = False
+        self._steps_since_end = 0
+
+    @property
+    def graph_fallbacks(self) -> int:
+        """Times the env step's graph fell back to eager (0 or 1)."""
+        return self.unwrapped.graph_fallbacks
+
+    @property
+    def amplitude_target(self) -> float:
+        """The rhythm amplitude the worlds ramp to (the curriculum's, once started)."""
+        return self.unwrapped.amplitude_target
+
+    def warmup(self) -> None:
+        """Compile the env's kernels and capture its step (`StanceEnv.warmup`)."""
+        self.unwrapped.warmup()
+
+    def get_observations(self) -> dict[str, torch.Tensor]:
+        if not self._started:
+            self.reset()
+        return self._groups()
+
+    def _groups(self) -> dict[str, torch.Tensor]:
+        return {"policy": self.obs, **({"critic": self.priv_obs} if self.priv_dim else {})}
+
+    def reset(self) -> dict[str, torch.Tensor]:
+        """Warm up, reset every world (staggered) at the curriculum's amplitude; the groups."""
+        self.unwrapped.warmup()
+        self.unwrapped.reset(stagger=True)
+        self.unwrapped.set_amplitude(self.curriculum.amplitude, immediate=True)
+        self._started, self._steps_since_end = True, 0
+        return self._groups()
+
+    def advance(self) -> None:
+        self.unwrapped.step()
+
+    def end_iteration(self, learner: torch.Tensor | None = None) -> dict:
+        """The one host read of the iteration, then the curriculum's check.
+
+        Returns ``extras``: "summary" (`StanceEnv.read_summary`'s counters), "episode" (the
+        iteration's row of the task: `episode_stats`, the curriculum's amplitude, stage and event
+        — "wait", "hold", "widen" or "solved" —, and the window's fall rate, tracking,
+        tracking_survived and episode length: ``window_*``; a widening row reports the window
+        that passed and the amplitude it passed at), "curriculum" (event, stage, amplitude,
+        solved), "solved" (bool: the solve criterion met), "log" (rsl_rl's: "/task/<name>" → the episode's numbers), and with ``learner``
+        "learner" (its values, float64 numpy).
+        """
+        s = self.unwrapped.read_summary(extra=learner)
+        values = s.pop("extra", None)
+        cur = self.curriculum
+        event = cur.update(s)
+        if event == "widen":
+            self.unwrapped.set_amplitude(cur.amplitude)
+        self._steps_since_end = 0
+        episode = episode_row(cur, event, s)
+        extras = dict(summary=s, episode=episode, solved=cur.solved,
+                      curriculum=dict(event=event, stage=cur.stage, amplitude=cur.amplitude, solved=cur.solved),
+                      log={f"/task/{k}": v for k, v in episode.items() if k != "event"})
+        if values is not None:
+            extras["learner"] = values
+        return extras
+
+    def state_dict(self) -> dict:
+        """The env's state (`StanceEnv.state_dict`); the curriculum's is `curriculum.state_dict()`."""
+        return self.unwrapped.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output (ValueError naming a missing or misshapen array); the task
+        counts as started (no reset before the next step)."""
+        self.unwrapped.load_state_dict(state)
+        self._started, self._steps_since_end = True, 0
+
+    def close(self) -> None:
+        self.unwrapped.close()
