@@ -201,3 +201,19 @@ def test_the_layer_check_can_fail(tmp_path):
     table = [("low", ["fightlab.a"]), ("high", ["fightlab.b"])]
     assert layer_of("fightlab.a.x", table) == 0 and layer_of("fightlab.b", table) == 1
     assert layer_of("fightlab.c", table) is None
+
+
+#: the learner's modules: they see a task only through the door (`fightlab.envs.vecenv`)
+LEARNER = ("loop", "ppo", "models", "storage", "graphs", "env_io", "rows")
+
+
+@pytest.mark.parametrize("name", LEARNER)
+def test_the_learner_imports_no_task_module(name):
+    path = PKG / "rl" / f"{name}.py"
+    bad = [m for m, _ in fightlab_imports(path)
+           if m.startswith("fightlab.envs") and m != "fightlab.envs.vecenv"]
+    assert not bad, f"fightlab/rl/{name}.py imports task modules {bad}: only the door, fightlab.envs.vecenv"
+
+
+def test_the_curriculum_lives_with_the_task():
+    assert not (PKG / "rl" / "curriculum.py").exists() and (PKG / "envs" / "curriculum.py").exists()
