@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import math
 import sys
 
@@ -221,6 +222,8 @@ def test_cloud_prices_are_the_quoted_ones_with_a_source():
     quoted = dict(zip(df.instance, df.usd_per_h))
     assert quoted == {"p3.2xlarge": 3.06, "p5.48xlarge": 98.32, "g4dn.xlarge": 0.526}
     assert df.source.str.len().min() > 10
+    for cited in df.source:  # what the repository holds, never a file beside it (../shared)
+        assert "shared/" not in cited and (primer.REPO_ROOT / re.search(r"data/\S+\.md", cited)[0]).is_file()
     assert df.set_index("instance").loc["p5.48xlarge", "usd_per_gpu_h"] == pytest.approx(98.32 / 8)
     assert df.vs_cheapest_per_gpu_h_x.min() == pytest.approx(1.0)
 
