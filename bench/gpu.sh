@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU calls (sessions 6-7; bench/gpu_s6.sh until session 7), one step per argument, in order,
+# The GPU machine's steps (checks, solo and packed trainings, learner studies, K-scans, sweeps,
+# evaluations; what each measures below), one step per argument, in order,
 # then a table:
 #   FIGHTLAB_COMMIT=<sha> bash bench/gpu.sh STEP [STEP ...]
 # STEP:

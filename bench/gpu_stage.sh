@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage the GPU machine's bundle (../shared/gpu) in as few device calls as the tree leaves room for
-# (session 11 on; bench/NOTES.md "Session 11"). A call carries at most 64 MiB: the working tree
+# (bench/NOTES.md, 2026-12-02: why in chunks). A call carries at most 64 MiB: the working tree
 # plus what `carry` names. The bundle (part_aa, part_ab, jupyter.tar.xz) and a warp kernel cache
 # go as one tar split into chunks that fit beside the tree, .gpu/k0, .gpu/k1, …; .gpu/boot.sh
 # copies each call's chunk to /opt/flstage/chunks and, once all are there, unpacks them, checks

@@ -15,8 +15,9 @@ What the job measured of itself: one ``reproduce`` row per notebook (its wall ti
 ran, the peak GPU memory in use, the figures it drew and how many differ from the committed ones)
 in ``<out_dir>/data/results/reproduce.csv``; with ``publish_times`` (full size on a GPU) also in
 the repository's ``data/results/reproduce.csv``. After the notebooks it compares every figure
-they wrote under runs/ with the committed figure of the same name (`compare_figures`): one line
-per figure, and for a PNG that differs the two side by side in ``<out_dir>/compare/``.
+they wrote under runs/ with the committed figure of the same name (`compare_figures`), and for a
+PNG that differs puts the two side by side in ``<out_dir>/compare/``; `report_figures` prints one
+line per figure at full size (or with `log_output`), at smoke size only the counts.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
         notebooks write data/ and figures/ (publish.check_publish: full size on a GPU, or a
         rendering at full size); device: "cpu"/"cuda:N";
       out_dir: where executed copies go (default runs/notebooks); extra: more parameters;
-      log_output: stream the cells' output instead of a progress bar per notebook;
+      log_output: stream the cells' output instead of a progress bar per notebook, and list
+        every figure's comparison at smoke size too;
       publish_times: also write the job's ``reproduce`` rows (one per notebook: wall time,
         peak GPU memory) into the repository's data/results/reproduce.csv (full size on a GPU).
 
@@ -150,20 +152,36 @@ def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publ
         print(f"[reproduce] {src.name} done in {wall:.1f} s{mem_s}: {dst}", flush=True)
     print(f"[reproduce] {len(chosen)} notebook(s) in {total:.1f} s; times in "
           f"{results.results_path('reproduce', out)}", flush=True)
-    for _, line in verdicts.values():
-        print(f"[reproduce] {line}", flush=True)
-    if verdicts:
-        count = {k: sum(v == k for v, _ in verdicts.values()) for k in VERDICTS}
-        print(f"[reproduce] figure files (PNG and SVG): {count['same']} the same as the committed ones, "
-              f"{count['differs']} differ, {count['none']} have no committed twin, "
-              f"{count['error']} could not be compared"
-              + ("; at smoke size the measured figures differ by design (a check of the code path)"
-                 if size == "smoke" else "; new measurements differ from the committed ones: look at "
-                 f"{out / 'compare'}"), flush=True)
+    report_figures(verdicts, size, out / "compare", verbose=log_output)
     if publish:
         print("[reproduce] published figures were written over figures/: `git diff --stat figures/` "
               "shows which changed", flush=True)
     return 0
+
+
+def report_figures(verdicts: dict[Path, tuple[str, str]], size: str, compare_dir: Path,
+                   verbose: bool = False) -> None:
+    """Print the figure comparison: {figure: (verdict, line)} of `figure_verdicts`.
+
+    At full size (or ``verbose``) one line per figure, then the counts. At smoke size the
+    measured figures differ by design, so that is said once, first, then the counts and where
+    the side-by-sides are; only figures that could not be compared get a line of their own.
+    """
+    if not verdicts:
+        return
+    smoke = size == "smoke"
+    if smoke:
+        print("[reproduce] at smoke size the measured figures differ from the committed ones by "
+              "design (a check of the code path, not a measurement)", flush=True)
+    for verdict, line in verdicts.values():
+        if verbose or not smoke or verdict == "error":
+            print(f"[reproduce] {line}", flush=True)
+    count = {k: sum(v == k for v, _ in verdicts.values()) for k in VERDICTS}
+    where = f"; side by side in {compare_dir}" if count["differs"] else ""
+    more = "; one line per figure: --log-output" if smoke and not verbose else ""
+    print(f"[reproduce] figure files (PNG and SVG): {count['same']} the same as the committed ones, "
+          f"{count['differs']} differ, {count['none']} have no committed twin, "
+          f"{count['error']} could not be compared{where}{more}", flush=True)
 
 
 @contextlib.contextmanager

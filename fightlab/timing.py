@@ -599,6 +599,21 @@ SYNC_WARNING = "called a synchronizing CUDA operation"
 _WARP_READS = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
 
 
+#: torch's one-time note on first setting a sync-debug mode ("... is a prototype feature and does
+#: not yet detect all synchronizing operations"): about torch, not the run, so never shown
+SYNC_DEBUG_NOTE = "Synchronization debug mode is a prototype feature"
+
+
+def set_sync_debug_mode(mode: str | int) -> None:
+    """``torch.cuda.set_sync_debug_mode(mode)`` ("default", "warn", "error" or 0-2), the check kept,
+    without torch's one-time `SYNC_DEBUG_NOTE` warning; every other warning passes."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SYNC_DEBUG_NOTE)
+        torch.cuda.set_sync_debug_mode(mode)
+
+
 class HostReads:
     """Count — or, with `strict`, forbid — device→host reads while active (a context manager).
 
@@ -663,9 +678,7 @@ class HostReads:
         return wrapped
 
     def _torch_mode(self):
-        import torch
-
-        torch.cuda.set_sync_debug_mode("error" if self.strict and not self._sanctioned else "warn")
+        set_sync_debug_mode("error" if self.strict and not self._sanctioned else "warn")
 
     def __enter__(self) -> "HostReads":
         import warp as wp
@@ -707,9 +720,7 @@ class HostReads:
             return
         try:
             if self.cuda:
-                import torch
-
-                torch.cuda.set_sync_debug_mode(self._torch_saved)
+                set_sync_debug_mode(self._torch_saved)
                 self._drain()  # still recording: the reads and warnings since the last drain
         finally:
             self._depth = 0

@@ -53,9 +53,19 @@ else
   if [ "$SUDO" = "none" ]; then
     say "warning: libOSMesa not found and neither root nor password-less sudo; run: sudo apt-get install -y libosmesa6"
   else
+    # another apt (unattended-upgrades, a second setup) may hold apt's locks for a moment: wait
+    # for them (APT_LOCK_TIMEOUT s, default 120) instead of giving up, and retry `update` twice
+    APT="${SUDO:+$SUDO }env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-120}"
+    apt_update() {
+      local try
+      for try in 1 2 3; do
+        $APT update && return 0
+        [ "$try" = 3 ] || { say "apt-get update failed (try $try of 3; apt's lock held?): again in 15 s"; sleep 15; }
+      done
+      return 1
+    }
     say "libOSMesa not found: ${SUDO:+$SUDO }apt-get update && ${SUDO:+$SUDO }apt-get install -y libosmesa6"
-    if $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q \
-        && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libosmesa6; then
+    if apt_update && $APT install -y libosmesa6; then
       have_osmesa && say "installed libosmesa6" || say "warning: libosmesa6 installed but libOSMesa still not found"
     else
       say "warning: could not install libosmesa6 (continuing; the Figure 1 render test will skip)"

@@ -38,19 +38,18 @@ def _actions(env, n, seed=0):
 
 
 @pytest.mark.parametrize("body", ["simple", "muscular-fast"])
-def test_same_state_one_env_step(body, capsys):
+def test_same_state_one_env_step(body):
     """From the same state (20 env steps of random actions on MuJoCo Warp, loaded into the CPU
     backend) and the same action, one env step agrees within float32 tolerance
     (`fightlab.measure.backends.same_state_error`, what compare-backends reports)."""
     from fightlab.measure.backends import same_state_error
 
     err = same_state_error(body, "cpu", nworld=N, threads=2)
-    with capsys.disabled():
-        print(f"\n{body}: CPU backend vs MuJoCo Warp, one env step: " +
-              ", ".join(f"{k} {err[k]:.2e}" for k in TOL) +
-              f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {err['ulp_qpos']:.2e}, qvel {err['ulp_qvel']:.2e}")
+    said = (f"{body}: CPU backend vs MuJoCo Warp, one env step: " + ", ".join(f"{k} {err[k]:.2e}" for k in TOL)
+            + f"; MuJoCo Warp's own 1-ulp sensitivity: qpos {err['ulp_qpos']:.2e}, qvel {err['ulp_qvel']:.2e}")
+    print(said)  # captured: shown with a failure (or `pytest -rP`), not between the dots
     for k, tol in TOL.items():
-        assert err[k] < tol, (k, err[k], tol)
+        assert err[k] < tol, f"{k} {err[k]:.2e} >= {tol:.0e}; {said}"
 
 
 def test_resets_and_pushes_match(tmp_path, monkeypatch):

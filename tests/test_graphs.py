@@ -1,6 +1,6 @@
 """Graphs and host reads. The CPU suite tests the eager path, the on-device learning-rate
 rule, warp's CPU graph against eager, the capture discipline (fallbacks, re-capture) and the
-host-read guard; the tests marked `cuda` run on a GPU (a recorded GPU run: bench/gpu_check_s5.sh)."""
+host-read guard; the tests marked `cuda` run on a GPU (`bash bench/gpu.sh check` runs them)."""
 
 import dataclasses
 import math

@@ -145,12 +145,12 @@ def test_publish_rows_with_the_profiling_machine(tmp_path):
 
 
 def test_committed_rows_match_the_committed_h200_logs():
-    # data/results/ncu.csv was published from bench/logs/2026-11-30-s3/ncu_*.csv.xz: every
-    # metric column must be what summarise gives for those logs
+    # data/results/ncu.csv was published from the H200's Nsight Compute logs, kept as
+    # tests/data/ncu_*.csv.xz: every metric column must be what summarise gives for them
     committed = results.read_rows("ncu", REPO)
     assert sorted(committed["nworld"].unique()) == [1024, 8192]
     for nworld in (1024, 8192):
-        s = ncu.summarise(REPO / f"bench/logs/2026-11-30-s3/ncu_{nworld}.csv.xz", nworld=nworld)
+        s = ncu.summarise(REPO / f"tests/data/ncu_{nworld}.csv.xz", nworld=nworld)
         s = s.set_index("path")
         rows = committed[committed["nworld"] == nworld]
         params = [json.loads(p) for p in rows["params"]]

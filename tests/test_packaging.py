@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tomllib
 
 import pytest
@@ -178,3 +179,26 @@ def test_the_session_fails_when_a_test_writes_the_users_runs_folder(tmp_path):
                           text=True, timeout=300)
     assert loud.returncode == 1, loud.stdout + loud.stderr
     assert "FAILED: the user's runs folder changed" in loud.stdout and "created oops.txt" in loud.stdout
+
+
+def test_setup_waits_for_apts_lock_and_retries_update(tmp_path):
+    """setup.sh's libosmesa6 install: apt-get waits for apt's lock (DPkg::Lock::Timeout) and a
+    failed `update` (the lists lock held a moment by another apt) is tried again, not given up."""
+    text = (ROOT / "scripts/setup.sh").read_text()
+    block = re.search(r"^    APT=.*?^    }$", text, re.S | re.M)
+    assert block, "setup.sh's apt block (APT=..., apt_update) not found"
+    fake = tmp_path / "apt-get"  # fails `update` twice, as when another apt holds the lock
+    fake.write_text('#!/bin/bash\necho "$*" >> "$LOG"\n'
+                    'n=$(grep -c " update" "$LOG")\n'
+                    '[[ " $* " == *" update "* && $n -le 2 ]] && exit 100\nexit 0\n')
+    fake.chmod(0o755)
+    script = ('say() { echo "[setup] $*"; }; SUDO=""\n' + block.group(0).replace("sleep 15", "sleep 0")
+              + '\napt_update && $APT install -y libosmesa6 && echo INSTALLED\n')
+    log = tmp_path / "log"
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "LOG": str(log)})
+    calls = log.read_text().splitlines()
+    assert r.returncode == 0 and "INSTALLED" in r.stdout, r.stdout + r.stderr
+    assert [c.split()[-1] for c in calls] == ["update", "update", "update", "libosmesa6"]
+    assert all("-o DPkg::Lock::Timeout=120" in c for c in calls)
+    assert r.stdout.count("apt-get update failed") == 2

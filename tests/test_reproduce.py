@@ -52,17 +52,29 @@ def test_reproduce_writes_a_row_per_notebook_and_compares_its_figures(tmp_path, 
     assert pd_isna(row["gpu_mem_peak_mib"])  # no GPU here
     assert row["figures_drawn"] == 2 and row["figures_differ"] == 1  # a line plot is not the committed one
     drawn = runs / "fig" / "nb98" / "figures"
-    assert f"{drawn / 'train_curves.png'}: differs from the committed figure figures/train_curves.png" in printed
-    assert f"{drawn / 'not_a_committed_figure.png'}: no committed figure of this name" in printed
+    # at smoke size: said once, first, then the counts; no line per figure
+    assert "differs from the committed figure" not in printed
+    assert printed.index("at smoke size the measured figures differ") < printed.index("figure files (PNG and SVG)")
+    assert printed.count("at smoke size") == 1
     side = out / "compare" / "train_curves.png"
-    assert side.is_file() and f"side by side: {side}" in printed
+    assert side.is_file() and f"side by side in {out / 'compare'}; one line per figure: --log-output" in printed
     from PIL import Image
 
     committed = Image.open(rep.REPO_ROOT / "figures" / "train_curves.png")
     assert Image.open(side).width > committed.width  # the two, side by side
     assert "1 notebook(s) in" in printed
     assert ("figure files (PNG and SVG): 0 the same as the committed ones, 2 differ, 2 have no committed twin, 0 could not "
-            "be compared; at smoke size the measured figures differ by design") in printed
+            "be compared; side by side in") in printed
+    # at full size, or with log_output (the verbose flag), one line per figure
+    figs = rep.drawn_figures(0, runs=runs, exclude=out)
+    verdicts = dict(zip(figs, rep.figure_verdicts(figs, tmp_path / "cmp")))
+    for size, verbose in (("full", False), ("smoke", True)):
+        rep.report_figures(verdicts, size, tmp_path / "cmp", verbose=verbose)
+        lines = capsys.readouterr().out
+        assert f"{drawn / 'train_curves.png'}: differs from the committed figure figures/train_curves.png" in lines
+        assert f"{drawn / 'not_a_committed_figure.png'}: no committed figure of this name" in lines
+        assert f"side by side: {tmp_path / 'cmp' / 'train_curves.png'}" in lines
+        assert ("at smoke size" in lines) == (size == "smoke") and "--log-output" not in lines
     # the repository's data/ is untouched without publish_times
     assert not (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").exists() or \
         "98_fig" not in (rep.REPO_ROOT / "data" / "results" / "reproduce.csv").read_text()

@@ -391,3 +391,28 @@ def test_real_warp_cold_compile_builds_what_a_cpu_launch_uses(tmp_path):
     timing.compile_time(_axpy, device="cpu", kernel_cache_dir=cold)
     built = {p.name for p in cold.iterdir()}
     assert _axpy.module.get_module_identifier(1) in built
+
+
+def test_sync_debug_mode_hides_only_torchs_prototype_note(monkeypatch):
+    """The mode is set (the check kept); torch's one-time "prototype feature" note is dropped,
+    any other warning of the call still reaches the user."""
+    import warnings
+
+    import torch
+
+    from fightlab.timing import SYNC_DEBUG_NOTE, set_sync_debug_mode
+
+    modes = []
+
+    def fake(mode):  # torch's C++ TORCH_WARN_ONCE arrives as a Python UserWarning
+        modes.append(mode)
+        warnings.warn(SYNC_DEBUG_NOTE + " and does not yet detect all synchronizing operations")
+        warnings.warn("something else")
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", fake)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        set_sync_debug_mode("error")
+        set_sync_debug_mode(0)
+    assert modes == ["error", 0]
+    assert [str(w.message) for w in seen] == ["something else", "something else"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from fightlab.sim.physics import FallbackGraph, suspend_gc
+from fightlab.timing import set_sync_debug_mode
 
 
 class TorchGraph(FallbackGraph):
@@ -61,13 +62,13 @@ class TorchGraph(FallbackGraph):
             # the capture, and a failed capture leaves torch's pool and RNG state half-recording)
             # is refused here, eagerly and cleanly, before any capture begins
             mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode("error")
+            set_sync_debug_mode("error")  # without torch's "prototype feature" note
             try:
                 with torch.cuda.stream(side):
                     for _ in range(self.warmup):
                         self.fn()
             finally:
-                torch.cuda.set_sync_debug_mode(mode)
+                set_sync_debug_mode(mode)
             torch.cuda.current_stream(self.device).wait_stream(side)
             g = torch.cuda.CUDAGraph()
             with suspend_gc(), torch.cuda.graph(g, pool=pool):

@@ -1,5 +1,7 @@
-# CPU probe (issue 16): mean episode length at a = 0.1 under the task's pushes with actions = std * N(0, 1)
-# around the reference (no policy), 32 worlds, 5 s, for std 0, 0.2, 0.5: python bench/noise_probe.py BODY
+# Measures the mean episode length (s) at amplitude 0.1 under the task's pushes when the actions
+# are exploration noise alone, std * N(0, 1) around the reference (no policy): 32 worlds, 5 s, for
+# std 0, 0.2, 0.5, on warp's CPU device (bench/NOTES.md, 2026-12-01: what init_std costs).
+#   PYTHONPATH=. python bench/noise_episode_length.py BODY        # BODY: simple or muscular-fast
 import sys, time, torch
 from fightlab.config import EnvConfig
 from fightlab.envs.stance import StanceEnv

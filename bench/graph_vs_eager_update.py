@@ -1,9 +1,9 @@
-"""Diagnostic (CUDA): one iteration with every graph against one without, and each against a
-second run of its own kind, same seed; prints the largest parameter differences per tensor.
+"""Measures (CUDA) how far one training iteration with every graph lands from one without, and
+each from a second run of its own kind, same seed: the largest parameter difference per tensor.
 Two CUDA rollouts of one seed differ in the last bits (MuJoCo Warp's atomics), so whole runs
 part by ~1e-2 after one update even when both are eager (bench/NOTES.md, 2026-12-05).
 
-    python bench/diag_graph_update.py      # on a GPU machine
+    PYTHONPATH=. python bench/graph_vs_eager_update.py      # on a GPU machine, from the repository root
 """
 import tempfile
 from pathlib import Path
