@@ -43,7 +43,6 @@ torn down, the state says ``interrupted``. The runner is injected (`fightlab.sur
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -61,7 +60,8 @@ from fightlab.survey import offers
 from fightlab.survey.bench_rows import survey_bench_path
 from fightlab.survey.options import BANDWIDTH_URL, TRIES, SurveyOptions, cluster_name, make_options
 from fightlab.survey.task import UPLOAD_LIMIT_BYTES, check_upload, read_task
-from fightlab.survey.tries import Call, DryRunner, Runner, SubprocessRunner, Survey, output_json, output_tail
+from fightlab.survey.tries import (Call, DryRunner, Runner, SubprocessRunner, Survey, output_json, output_tail,
+                                   write_state)
 
 __all__ = ["SURVEY_DATA", "TOOLS", "check_tools", "local_sky_server_up", "preflight", "run_survey", "format_plan",
            "no_offer", "summary_lines", "command"]
@@ -228,7 +228,7 @@ def _run(o, runner, dest, dry_run, log, task, sleep, clock) -> dict:
             s.state["results"][g].append(dict(cluster="", status="error", reason=repr(f.exception())))
     s.state["finished"] = meta.utc_now()
     if not dry_run:
-        (dest / "survey.json").write_text(json.dumps(s.state, indent=1, default=str))
+        write_state(dest / "survey.json", s.state)
     if isinstance(runner, DryRunner):
         s.state["calls"] = runner.calls
     return s.state

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -28,7 +29,8 @@ from fightlab.survey.options import SurveyOptions, accelerator, cluster_name, ta
 from fightlab.survey.task import REMOTE_WORKDIR, TASK_YAML, task_script
 
 __all__ = ["Call", "Result", "Runner", "DryRunner", "SubprocessRunner", "Survey", "SETUP_TIMEOUT_S",
-           "VAST_IMAGE", "FINAL", "output_json", "output_tail"]
+           "VAST_IMAGE", "FINAL", "output_json", "output_tail",
+           "write_state"]
 
 #: setup's limit [s]: the host check, a venv, pip install -e . (torch's CUDA wheels included)
 SETUP_TIMEOUT_S = 1200.0
@@ -158,6 +160,14 @@ def _remote_rows(o: SurveyOptions, prefix: str) -> list[str]:
     return [f"{base}/bench.json", f"{base}/data/results/bench.csv"]
 
 
+def write_state(path: Path, state: dict) -> None:
+    """``state`` as JSON into ``path`` through a temporary name, so a kill leaves the old file or
+    the new one, never a torn one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1, default=str))
+    os.replace(tmp, path)
+
+
 def output_json(out: str):
     """The JSON value a ``--raw`` command printed, past any warning lines before it (the
     runner keeps stdout and stderr together). Raises ValueError when there is none."""
@@ -190,9 +200,6 @@ class _Try:
     files: list[str] = field(default_factory=list)
     teardown: str = ""
 
-    def asdict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 class Survey:
     """The executor: runs each GPU type's tries with ``runner``, writes rows under ``dest``."""
@@ -217,11 +224,11 @@ class Survey:
         with self._lock:
             tries = self.state["results"][gpu]
             if tries and tries[-1]["cluster"] == t.cluster:
-                tries[-1] = t.asdict()
+                tries[-1] = dataclasses.asdict(t)
             else:
-                tries.append(t.asdict())
+                tries.append(dataclasses.asdict(t))
             if not self.dry:
-                (self.dest / "survey.json").write_text(json.dumps(self.state, indent=1, default=str))
+                write_state(self.dest / "survey.json", self.state)
 
     def gpu(self, gpu: str) -> str:
         """Every try of one GPU type; returns its last status."""
@@ -286,23 +293,18 @@ class Survey:
         elif self.dry:
             return [dict(id="<OFFER>", machine_id="<MACHINE>", dph_total=None)]
         else:
-            if r.rc:
-                t.status, t.reason = "error", f"vastai search failed (exit {r.rc}): {output_tail(r.out)}"
-                return None
             try:
-                found = output_json(r.out)
+                found = output_json(r.out) if r.rc == 0 else None
+                why = "" if isinstance(found, list) else f"failed (exit {r.rc})" if r.rc else "printed no list of offers"
             except ValueError:
-                t.status, t.reason = "error", f"vastai search printed no JSON: {output_tail(r.out)}"
-                return None
-            if not isinstance(found, list):
-                t.status, t.reason = "error", f"vastai search printed no list of offers: {output_tail(r.out)}"
+                why = "printed no JSON"
+            if why:
+                t.status, t.reason = "error", f"vastai search {why}: {output_tail(r.out)}"
                 return None
         ok, bad = offers.rank_offers(found, gpu, o.requirements)
         self.log(f"survey: {gpu}: {len(ok)} of {len(found)} offers pass ({q})")
         if not ok:
-            why: dict[str, int] = {}
-            for _, w in bad:
-                why[w] = why.get(w, 0) + 1
+            why = Counter(w for _, w in bad)
             t.status, t.reason = "no offer", f"none of {len(found)} offers passes" + (
                 ": " + "; ".join(f"{w} ({n}x)" for w, n in list(why.items())[:3]) if why else "")
             return None
