@@ -1,44 +1,31 @@
-"""``python -m fightlab survey launch``: the GPU survey on rented machines (docs/survey.md says
-who does what, and why).
+"""``python -m fightlab survey launch``: the GPU survey on rented machines. docs/survey.md says
+who does what and why; `fightlab.survey.tries` runs one GPU type's tries, every command through
+an injected runner.
 
     python -m fightlab survey launch --gpus RTX4090,L40S,RTX3090 [--infra vast] [--dry-run]
     python -m fightlab survey launch --gpus RTX4090 --picker vastai [--offers-json FILE] [--dry-run]
 
-One cluster per GPU type, all at once (a thread each); per type up to ``--tries`` hosts one after
-another (a host that fails its check, runs slow, or does not answer is torn down and the next
-one tried: `fightlab.survey.tries`). Every command runs from the repository root. Per try, with
-cluster name ``C``:
-
-``--picker sky`` (default; ``--infra`` vast, runpod, lambda or aws, optionally ``/region``):
-SkyPilot picks the host and launches it (the ``sky`` CLI, skypilot 0.14.1):
-
-1. provision: ``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y`` (an empty
-   task), given up after `GIVE_UP_S` (5 min): SkyPilot 0.14.1 itself waits for a Vast instance
-   without a limit (``sky/provision/vast/instance.py:run_instances``) and 10 min for its SSH.
-   The ``sky`` client only streams a request that SkyPilot's API server runs, so a stopped
-   client leaves it running and prints its id: ``sky api cancel ID -y`` follows.
-2. task: ``sky launch -c C TASK_YAML ... --env K=V`` on that cluster (`fightlab.survey.task`:
-   the workdir upload, ``setup`` = the host check and ``pip install -e .``, ``run`` = bench).
-3. collect: ``rsync`` of bench.json and bench.csv into ``data/survey/bench/<survey id>/<gpu>-<try>/``
-   (a folder this command makes); a failed rsync after bench ran ends the GPU type.
-4. finally, always: ``sky down C -y``. Autostop (``-i N --down``) is the safety net if this
-   process dies: ``sky launch --down`` alone does not tear down when provisioning, sync or setup
-   fails. (SkyPilot's managed jobs, ``sky jobs launch``, would retry and tear down by
-   themselves, but they retry without a limit while no host answers, upload the workdir through
-   a cloud bucket, and give no SSH to collect the rows from: Vast has no bucket.)
-
-``--picker vastai`` (``--infra vast`` only): fightlab picks the offer, since SkyPilot's Vast
-backend rents the first result of its own search (`fightlab.survey.offers`): ``vastai search
-offers QUERY -o dph_total --raw`` once per type, `offers.rank_offers` re-checks every offer, the
-cheapest untried one is rented (``vastai create instance``), waited for (SSH within 5 min), given
-the same upload (``rsync`` with .skyignore as its filter), the task's setup and run over ``ssh``,
-collected, and destroyed in ``finally`` (``vastai destroy instance ID -y``; survey.json lists
-every rented instance before its task starts).
+Every GPU type at once (a thread each), per type up to ``--tries`` hosts one after another, every
+command from the repository root. Per try, with cluster name ``C``, ``--picker sky`` (default):
+provision (``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y``, an empty task)
+given up after `GIVE_UP_S`, since SkyPilot 0.14.1 waits for a Vast instance without a limit
+(``sky/provision/vast/instance.py:run_instances``) and 10 min for its SSH; a stopped ``sky``
+client leaves its request on SkyPilot's API server and prints its id, so ``sky api cancel ID
+-y`` follows. Then the task (``sky launch -c C TASK_YAML ... --env K=V``), the rows collected
+(``rsync`` into ``data/survey/bench/<survey id>/<gpu>-<try>/``, a folder this command makes) and,
+always, ``sky down C -y``; autostop (``-i N --down``) is the net if this process dies (``sky
+launch --down`` alone keeps a cluster whose provisioning, sync or setup failed). SkyPilot's
+managed jobs (``sky jobs launch``) would retry and tear down by themselves, but retry without a
+limit while no host answers, upload through a cloud bucket (Vast has none) and give no SSH to
+collect the rows from. ``--picker vastai`` (Vast only): fightlab searches (``vastai search
+offers``), `offers.rank_offers` picks, ``vastai create instance`` rents, rsync uploads, ssh runs
+the task, and ``vastai destroy instance`` always; survey.json names every rented instance before
+its task starts.
 
 Before anything is written or rented: every value (`fightlab.survey.options.make_options`), the
 local tools (`check_tools`), the cloud access (`preflight`); a local SkyPilot API server this run
 started is stopped at the end (``sky api stop``). Ctrl-C: every running step stopped, every host
-torn down, the state says ``interrupted``. The runner is injected (`fightlab.survey.tries`).
+torn down, the state says ``interrupted``.
 """
 
 from __future__ import annotations

@@ -109,7 +109,6 @@ def assumed_cpu_price_per_hour(ref: pd.DataFrame, cores: int) -> tuple[float, st
                    f"vCPU ({m}: ${p:.2f}/h)")
 
 
-
 #: the columns of a survey table (reference rows and fightlab's), :func:`survey_table`
 SURVEY_COLUMNS: tuple[str, ...] = (
     "origin", "machine", "provider", "kind", "gpu", "group", "body", "mode", "usd_per_h",
@@ -130,7 +129,6 @@ TIME_SOURCES: dict[str, str] = {
 }
 
 
-
 # --- names -------------------------------------------------------------------------------------
 
 def gpu_type(name: str) -> str:
@@ -146,7 +144,7 @@ def gpu_type(name: str) -> str:
         if same_gpu(known, name):
             return known
     raise ConfigError(f"unknown GPU {name!r}; known GPU types: {', '.join(GPU_TYPES)} "
-                      "(add one to fightlab.survey.cost.GPU_TYPES)")
+                      "(add one to fightlab.survey.reference.GPU_TYPES)")
 
 
 _CPU = re.compile(r"^\s*(?P<instance>[^,()]+?)\s*,\s*(?P<vcpus>\d+)\s*vCPU\s*$", re.I)
