@@ -20,7 +20,8 @@ from fightlab.config import ConfigError
 from fightlab.measure import bench
 from fightlab.paths import REPO_ROOT
 from fightlab.survey import hostcheck, offers
-from fightlab.survey.cost import GPU_TYPES
+from fightlab.survey import options as survey_options, task as survey_task, tries as survey_tries
+from fightlab.survey.reference import GPU_TYPES
 
 OFFERS = Path(__file__).parent / "data" / "vast_offers.json"
 #: the study's 9 GPU types (original-study.md, Survey)
@@ -30,7 +31,7 @@ NINE = "RTX5080,L40S,RTX3090,RTX4090,RTX5090,T4,L4,A100,RTXPRO6000"
 def options(gpus="RTX4090", **k):
     k.setdefault("min_cuda", "13.4")
     k.setdefault("survey_id", "t1")
-    return sl.make_options(gpus, **k)
+    return survey_options.make_options(gpus, **k)
 
 
 # --- the task YAML, read by SkyPilot itself ---------------------------------------------------
@@ -91,34 +92,34 @@ def sky_answers(requests: list[dict]) -> list:
 
 def test_task_yaml_valid_for_skypilot():
     o = options(NINE)
-    cfg = sl.read_task()
-    per_gpu = [dict(op="config", envs=sl.task_envs(o, gpu),  # what the launcher's command line adds
+    cfg = survey_task.read_task()
+    per_gpu = [dict(op="config", envs=survey_options.task_envs(o, gpu),  # what the launcher's command line adds
                     config=dict(cfg, resources=dict(cfg["resources"], infra="vast",
-                                                    accelerators=f"{sl.accelerator(gpu)}:1")))
+                                                    accelerators=f"{survey_options.accelerator(gpu)}:1")))
                for gpu in o.gpus]
-    task, *gpus = sky_answers([dict(op="yaml", path=str(sl.TASK_YAML)), *per_gpu])
+    task, *gpus = sky_answers([dict(op="yaml", path=str(survey_task.TASK_YAML)), *per_gpu])
     assert "error" not in task, task
     assert task["workdir"] == "." and task["name"] == "fightlab-bench"
     assert task["setup"].index("fightlab/survey/hostcheck.py") < task["setup"].index("pip install -q -e .")
     assert "python\" -m fightlab bench" in task["run"]
     assert task["disk_size"] == cfg["resources"]["disk_size"]
-    assert {k for k, _ in sl.task_envs(o, "RTX 4090")} == set(task["envs"])  # every --env is declared
+    assert {k for k, _ in survey_options.task_envs(o, "RTX 4090")} == set(task["envs"])  # every --env is declared
     assert len(gpus) == len(o.gpus) == 9
     for gpu, t in zip(o.gpus, gpus):
         assert "error" not in t, (gpu, t)
         assert t["envs"]["FIGHTLAB_GPU"] == gpu and t["envs"]["FIGHTLAB_MIN_CUDA"] == "13.4"
-        assert t["accelerators"] == [sl.accelerator(gpu)]
+        assert t["accelerators"] == [survey_options.accelerator(gpu)]
 
 
 def test_skypilot_refuses_a_broken_task(tmp_path):
-    text = sl.TASK_YAML.read_text()
+    text = survey_task.TASK_YAML.read_text()
     paths = []
     for i, bad in enumerate((text.replace("\nsetup:", "\nsetpu:"), text.replace("disk_size: 40", "disk_size: -40"),
                              text + "resources:\n  infra: nosuchcloud\n")):
         assert bad != text
         paths.append(tmp_path / f"bad{i}.yaml")
         paths[-1].write_text(bad)
-    good, *bad = sky_answers([dict(op="yaml", path=str(p)) for p in (sl.TASK_YAML, *paths)])
+    good, *bad = sky_answers([dict(op="yaml", path=str(p)) for p in (survey_task.TASK_YAML, *paths)])
     assert "error" not in good, good  # the probe tells a good task from a broken one
     assert all("error" in b for b in bad), bad
 
@@ -127,17 +128,17 @@ def test_read_task_refuses_a_task_without_setup(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text("name: x\nrun: echo\nresources:\n  disk_size: 10\n")
     with pytest.raises(ConfigError, match="setup"):
-        sl.read_task(p)
+        survey_task.read_task(p)
 
 
 # --- the upload ---------------------------------------------------------------------------------
 
 def test_upload_is_small_and_only_what_bench_needs():
-    n, total = sl.check_upload(REPO_ROOT)
-    names = {p for p, _ in sl.upload_set(REPO_ROOT)}
-    assert n == len(names) and total <= sl.UPLOAD_LIMIT_BYTES
+    n, total = survey_task.check_upload(REPO_ROOT)
+    names = {p for p, _ in survey_task.upload_set(REPO_ROOT)}
+    assert n == len(names) and total <= survey_task.UPLOAD_LIMIT_BYTES
     # a margin below the limit, so a growing package is caught before a launch is refused
-    assert total <= 0.95 * sl.UPLOAD_LIMIT_BYTES, f"the upload is {total / 1e6:.2f} MB: trim .skyignore's set"
+    assert total <= 0.95 * survey_task.UPLOAD_LIMIT_BYTES, f"the upload is {total / 1e6:.2f} MB: trim .skyignore's set"
     for need in ("pyproject.toml", "README.md", "fightlab/cli.py", "fightlab/survey/hostcheck.py",
                  "fightlab/survey/bench.sky.yaml", "data/results/train.csv"):
         assert need in names, need
@@ -153,7 +154,7 @@ def test_upload_set_is_what_skypilot_zips(tmp_path):
     top = str(REPO_ROOT).lstrip("/") + "/"  # the zip names files by their full path
     with zipfile.ZipFile(z) as f:
         zipped = {n[len(top):] for n in f.namelist() if n.startswith(top) and not n.endswith("/")}
-    assert zipped == {p for p, _ in sl.upload_set(REPO_ROOT)}
+    assert zipped == {p for p, _ in survey_task.upload_set(REPO_ROOT)}
 
 
 def _tree(root: Path, skyignore: str) -> Path:
@@ -166,24 +167,24 @@ def _tree(root: Path, skyignore: str) -> Path:
 
 
 def test_upload_check_catches_runs_results_and_size(tmp_path):
-    good = sl.SKYIGNORE.read_text()
-    n, total = sl.check_upload(_tree(tmp_path / "ok", good))
+    good = survey_task.SKYIGNORE.read_text()
+    n, total = survey_task.check_upload(_tree(tmp_path / "ok", good))
     assert n == 4 and total == 300 + len(good.encode())  # pyproject, fightlab, train.csv, .skyignore
     with pytest.raises(ConfigError, match="runs/train/a/latest.pt"):
-        sl.check_upload(_tree(tmp_path / "runs", good.replace("\n/runs\n", "\n")))
+        survey_task.check_upload(_tree(tmp_path / "runs", good.replace("\n/runs\n", "\n")))
     with pytest.raises(ConfigError, match="data/results/factor.csv"):
-        sl.check_upload(_tree(tmp_path / "results", good.replace("/data/results/factor.csv\n", "")))
+        survey_task.check_upload(_tree(tmp_path / "results", good.replace("/data/results/factor.csv\n", "")))
     new = _tree(tmp_path / "new", good)
     (new / "data/results/energy.csv").write_text("a new table\n")  # not listed in .skyignore yet
     with pytest.raises(ConfigError, match="energy.csv"):
-        sl.check_upload(new)
+        survey_task.check_upload(new)
     big = _tree(tmp_path / "big", good)
     (big / "fightlab/blob.bin").write_bytes(b"x" * 2_500_000)
     with pytest.raises(ConfigError, match=r"2\.50 MB, over the 2 MB limit.*blob\.bin"):
-        sl.check_upload(big)
+        survey_task.check_upload(big)
     (big / ".skyignore").unlink()
     with pytest.raises(ConfigError, match=".skyignore is missing"):
-        sl.check_upload(big)
+        survey_task.check_upload(big)
 
 
 # --- the host check (setup's first step) ------------------------------------------------------
@@ -247,7 +248,7 @@ def test_setup_fails_fast_on_the_host_check(tmp_path):
     (bin_ / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
     (bin_ / "python3").chmod(0o755)
     script = tmp_path / "task.sh"
-    script.write_text(sl.task_script(sl.read_task(), sl.task_envs(options("RTX5080"), "RTX 5080")))
+    script.write_text(survey_task.task_script(survey_task.read_task(), survey_options.task_envs(options("RTX5080"), "RTX 5080")))
     env = dict(PATH=f"{bin_}:/usr/bin:/bin", HOME=str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     r = subprocess.run(["bash", str(script)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
@@ -325,7 +326,7 @@ class Fake:
             rows = [dict(run_id="x", ok=ok, params=json.dumps(dict(reason="" if ok else self.reason)))]
             (dest / "bench.json").write_text(json.dumps(dict(rows=rows)))
             (dest / "bench.csv").write_text("run_id,ok\nx,%s\n" % ok)
-        return sl.Result(0, "")
+        return survey_tries.Result(0, "")
 
     def argvs(self, what):
         return [c.argv for c in self.calls if c.what == what]
@@ -334,15 +335,15 @@ class Fake:
 def test_dry_run_plan_of_nine_gpu_types_shows_every_command(tmp_path):
     o = options(NINE)
     state = sl.run_survey(o, dry_run=True, data_dir=tmp_path, log=lambda s: None)
-    text = sl.format_plan(o, state["calls"], upload=sl.check_upload(), data_dir=tmp_path)
+    text = sl.format_plan(o, state["calls"], upload=survey_task.check_upload(), data_dir=tmp_path)
     assert not (tmp_path / o.survey_id).exists() and not list(tmp_path.iterdir())  # nothing written
     assert len(o.gpus) == 9
     for gpu in o.gpus:
-        c = sl.cluster_name(o.survey_id, gpu, 1)
+        c = survey_options.cluster_name(o.survey_id, gpu, 1)
         block = text.split(f"[{gpu}] {c}\n")[1].split("\n\n")[0]
         steps = [ln.split()[0] for ln in block.splitlines() if not ln.startswith(("    $", "  a failed"))]
         assert steps == ["provision", "task", "collect", "teardown"], block
-        assert f"sky launch -c {c} --infra vast --gpus {sl.accelerator(gpu)}:1" in block
+        assert f"sky launch -c {c} --infra vast --gpus {survey_options.accelerator(gpu)}:1" in block
         assert "-i 10 --down -y" in block and "limit 300 s; give up after 300 s" in block
         assert f"sky launch -c {c} fightlab/survey/bench.sky.yaml" in block and f"rsync -az '{c}:~/sky_workdir" in block
         assert block.splitlines()[-2].strip() == f"$ sky down {c} -y"
@@ -367,23 +368,23 @@ def test_recorded_offers_are_for_dry_runs_only(tmp_path):
 def test_teardown_when_the_host_does_not_answer(tmp_path):
     said = ("Waiting for instances to be ready\n\x1b[1m\u2699\ufe0e Request will continue running asynchronously."
             "\x1b[0m\n  To cancel the request, run: \x1b[1msky api cancel 1a2b3c4d\x1b[0m\n")
-    fake = Fake(lambda c, n: sl.Result(124, said) if c.what == "provision" else None)
+    fake = Fake(lambda c, n: survey_tries.Result(124, said) if c.what == "provision" else None)
     state = sl.run_survey(options("RTX4090,L40S", tries=2), runner=fake, data_dir=tmp_path, log=lambda s: None)
     assert len(fake.argvs("provision")) == 4 and not fake.argvs("task")  # 2 types x 2 tries
     assert fake.argvs("cancel") == [("sky", "api", "cancel", "1a2b3c4d", "-y")] * 4  # the server's request too
     for gpu in ("RTX 4090", "L40S"):  # per cluster: give up, cancel, tear down, in that order
-        c = sl.cluster_name("t1", gpu, 1)
+        c = survey_options.cluster_name("t1", gpu, 1)
         assert [x.what for x in fake.calls if x.cluster == c] == ["provision", "cancel", "teardown"]
     assert sorted(a[2] for a in fake.argvs("teardown")) == sorted(a[3] for a in fake.argvs("provision"))
     for tries in state["results"].values():
         assert [t["status"] for t in tries] == ["gave up", "gave up"] and all(t["teardown"] == "ok" for t in tries)
-    assert all(c.timeout_s == sl.GIVE_UP_S for c in fake.calls if c.what == "provision")
+    assert all(c.timeout_s == survey_options.GIVE_UP_S for c in fake.calls if c.what == "provision")
 
 
 def test_teardown_when_setup_or_the_runner_fails(tmp_path):
     def script(c, n):
         if c.what == "task" and n == 1:
-            return sl.Result(3, "Running setup\nfightlab host check: GPU RTX 4090\n"
+            return survey_tries.Result(3, "Running setup\nfightlab host check: GPU RTX 4090\n"
                                 f"{hostcheck.FAILED_MARK} download bandwidth 80 Mbit/s is below the 500 Mbit/s required\n")
         if c.what == "task":
             raise RuntimeError("the runner itself broke")
@@ -394,7 +395,7 @@ def test_teardown_when_setup_or_the_runner_fails(tmp_path):
     assert tries[-1]["status"] == "error" and "runner itself broke" in tries[-1]["reason"]
     assert len(tries) == 2 and all(t["teardown"] == "ok" for t in tries)  # an error ends the type's tries
     assert not fake.argvs("collect")  # a host that failed its check has no rows
-    assert [a[2] for a in fake.argvs("teardown")] == [sl.cluster_name("t1", "RTX 4090", k) for k in (1, 2)]
+    assert [a[2] for a in fake.argvs("teardown")] == [survey_options.cluster_name("t1", "RTX 4090", k) for k in (1, 2)]
 
 
 def test_clusters_run_in_parallel(tmp_path):
@@ -434,15 +435,15 @@ def test_vastai_picker_rents_the_next_offer_and_destroys_each(tmp_path):
 
     def script(c, n):
         if c.what == "search":
-            return sl.Result(0, "Warning: Unrecognized field: reliability\n" + json.dumps(offers.read_offers(OFFERS)))
+            return survey_tries.Result(0, "Warning: Unrecognized field: reliability\n" + json.dumps(offers.read_offers(OFFERS)))
         if c.what == "rent":
-            return sl.Result(0, json.dumps(dict(success=True, new_contract=f"77{n}")))
+            return survey_tries.Result(0, json.dumps(dict(success=True, new_contract=f"77{n}")))
         if c.argv[:3] == ("vastai", "show", "instance"):
             polls["n"] += 1
             st = "running" if polls["n"] % 3 == 0 else "loading"
-            return sl.Result(0, json.dumps(dict(actual_status=st, ssh_host="ssh4.vast.ai", ssh_port=2222)))
+            return survey_tries.Result(0, json.dumps(dict(actual_status=st, ssh_host="ssh4.vast.ai", ssh_port=2222)))
         if c.what == "task" and n == 1:
-            return sl.Result(1, f"{hostcheck.FAILED_MARK} asked for a RTX 4090 but the host has a NVIDIA L40S")
+            return survey_tries.Result(1, f"{hostcheck.FAILED_MARK} asked for a RTX 4090 but the host has a NVIDIA L40S")
     fake = Fake(script)
     t = {"now": 0.0}
     state = sl.run_survey(options("RTX4090", picker="vastai"), runner=fake, data_dir=tmp_path, log=lambda s: None,
@@ -460,17 +461,17 @@ def test_vastai_picker_rents_the_next_offer_and_destroys_each(tmp_path):
 def test_vastai_gives_up_on_a_silent_host(tmp_path):
     def script(c, n):
         if c.what == "search":
-            return sl.Result(0, json.dumps(offers.read_offers(OFFERS)))
+            return survey_tries.Result(0, json.dumps(offers.read_offers(OFFERS)))
         if c.what == "rent":
-            return sl.Result(0, json.dumps(dict(new_contract=f"88{n}")))
+            return survey_tries.Result(0, json.dumps(dict(new_contract=f"88{n}")))
         if c.what == "wait":
-            return sl.Result(0, json.dumps(dict(actual_status="loading")))
+            return survey_tries.Result(0, json.dumps(dict(actual_status="loading")))
     fake = Fake(script)
     t = {"now": 0.0}
     state = sl.run_survey(options("L40S", picker="vastai"), runner=fake, data_dir=tmp_path, log=lambda s: None,
                           sleep=lambda s: t.update(now=t["now"] + s), clock=lambda: t["now"])
     tries = state["results"]["L40S"]
-    assert tries[0]["status"] == "gave up" and t["now"] >= sl.GIVE_UP_S
+    assert tries[0]["status"] == "gave up" and t["now"] >= survey_options.GIVE_UP_S
     assert tries[1]["status"] == "no offer"  # the only L40S was tried
     assert [a[3] for a in fake.argvs("teardown")] == ["881"] and not fake.argvs("upload")
 
@@ -557,7 +558,7 @@ def test_local_tools_are_checked_before_anything_is_rented(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("rc", [127, 23])
 def test_a_collect_failure_rents_no_other_host(tmp_path, rc):
-    fake = Fake(lambda c, n: sl.Result(rc, "rsync: command not found") if c.what == "collect" else None)
+    fake = Fake(lambda c, n: survey_tries.Result(rc, "rsync: command not found") if c.what == "collect" else None)
     state = sl.run_survey(options("RTX4090", tries=3), runner=fake, data_dir=tmp_path, log=lambda s: None)
     (t,) = state["results"]["RTX 4090"]
     assert t["status"] == "collect failed" and f"rsync of the rows failed (exit {rc})" in t["reason"]
@@ -566,7 +567,7 @@ def test_a_collect_failure_rents_no_other_host(tmp_path, rc):
 
 def sky_check(enabled=("Vast",), rc=0):
     out = "Checking credentials\n" + json.dumps({"default": {c: ["compute"] for c in enabled}})
-    return lambda c, n: sl.Result(rc, out if rc == 0 else "Error: no cloud access") if c.what == "check" else None
+    return lambda c, n: survey_tries.Result(rc, out if rc == 0 else "Error: no cloud access") if c.what == "check" else None
 
 
 def test_no_cloud_access_stops_before_anything_is_written(tmp_path):
@@ -577,7 +578,7 @@ def test_no_cloud_access_stops_before_anything_is_written(tmp_path):
             sl.run_survey(options(), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True,
                           sky_server_up=lambda: True)
         assert [c.what for c in fake.calls] == ["check"] and not list(tmp_path.iterdir())
-    fake = Fake(lambda c, n: sl.Result(1, "failed with error 401") if c.what == "check" else None)
+    fake = Fake(lambda c, n: survey_tries.Result(1, "failed with error 401") if c.what == "check" else None)
     with pytest.raises(ConfigError, match="vastai show user.*vastai set api-key"):
         sl.run_survey(options(picker="vastai"), runner=fake, data_dir=tmp_path, log=lambda s: None, check=True)
     assert fake.argvs("check") == [("vastai", "show", "user", "--raw")] and not list(tmp_path.iterdir())
@@ -606,7 +607,7 @@ def test_the_api_server_this_run_started_is_stopped(tmp_path):
 def test_plan_says_what_is_checked(capsys):
     assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"download >= 500 Mbit/s (timed on the host from {sl.BANDWIDTH_URL})" in out and "$" not in out.split("\n")[2]
+    assert f"download >= 500 Mbit/s (timed on the host from {survey_options.BANDWIDTH_URL})" in out and "$" not in out.split("\n")[2]
     assert cli.main(["survey", "launch", "--gpus", "L40S", "--min-cuda", "13.4", "--bandwidth-url", "", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "download >= 500 Mbit/s (not timed on the host (--bandwidth-url ''))" in out
@@ -638,7 +639,7 @@ def test_ctrl_c_tears_down_and_says_so(tmp_path, monkeypatch, capsys):
         if c.what == "provision":
             _thread.interrupt_main()
             stop.wait(20)
-            return sl.Result(130, "")
+            return survey_tries.Result(130, "")
     fake = Fake(script)
     fake.stop = stop
     state = sl.run_survey(options("RTX4090", tries=3), runner=fake, data_dir=tmp_path, log=lambda s: None)

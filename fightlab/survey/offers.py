@@ -30,7 +30,7 @@ import pandas as pd
 
 from fightlab.config import ConfigError
 from fightlab.hosts import same_gpu
-from fightlab.survey.cost import gpu_type
+from fightlab.survey.reference import gpu_type
 from fightlab.survey.hostcheck import version_tuple
 
 __all__ = ["VAST_GPU_NAMES", "MIN_MBIT_S", "MIN_RELIABILITY", "OfferRequirements", "vast_query",
