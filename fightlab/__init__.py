@@ -2,7 +2,8 @@
 
 Public API (imported lazily, so `python -m fightlab --help` stays fast):
   build_body(name) -> mujoco.MjModel, BODIES, describe
-  StanceEnv, EnvConfig, PPOConfig, TrainConfig
+  StanceTask (the task behind the door, rsl_rl's VecEnv), VecEnv, StanceEnv (the env under it),
+  EnvConfig, PPOConfig, TrainConfig
   train(cfg) -> result dict, evaluate(checkpoint, ...) -> dict
   REPO_ROOT: the repository every default path resolves from (fightlab.paths)
 """
@@ -14,6 +15,8 @@ _LAZY = {
     "BODIES": ("fightlab.bodies", "BODIES"),
     "describe": ("fightlab.bodies.describe", "describe"),
     "StanceEnv": ("fightlab.envs.stance", "StanceEnv"),
+    "StanceTask": ("fightlab.envs.task", "StanceTask"),
+    "VecEnv": ("fightlab.envs.vecenv", "VecEnv"),
     "EnvConfig": ("fightlab.config", "EnvConfig"),
     "PPOConfig": ("fightlab.config", "PPOConfig"),
     "TrainConfig": ("fightlab.config", "TrainConfig"),
