@@ -55,7 +55,7 @@ class EnvConfig:
       action_scale_rad: action in [-1, 1] → position target offset ± this around the reference.
       init_noise_rad: joint-angle noise at reset (uniform ±).
       w_alive, w_pose, w_bounce, w_upright, w_action_rate: reward term weights (their
-        `fightlab.envs.stance.REWARD_TERMS` entries name these fields); fall_penalty: per fall.
+        `fightlab.envs.rewards.REWARD_TERMS` entries name these fields); fall_penalty: per fall.
       solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance: the
         training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
         `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is

@@ -22,7 +22,7 @@ input, `PPOConfig.critic_obs`; the policy never sees it), priv_dim = PRIV_FIXED 
   PRIV_PUSH_LEFT: env steps the push still acts over push_steps; PRIV_PUSH_NEXT: time to the next
   push over the longest interval; PRIV_EPISODE: env steps into the episode over episode_steps;
   PRIV_FIXED + j: qvel of every DOF j × 0.1 (rad/s, m/s).
-Reward per env step: control_dt · Σ weight · term over `REWARD_TERMS` (mjlab's reward manager:
+Reward per env step: control_dt · Σ weight · term over `REWARD_TERMS` (`fightlab.envs.rewards`; mjlab's reward manager:
 one function and one weight per term, summed in the list's order; × control_dt, so an episode's
 return is O(10)), each term's formula in its function's docstring; a fall adds −fall_penalty.
 `read_summary` gives each term's weighted sum over the iteration (`reward_<name>`, `reward_fall`).
@@ -33,7 +33,6 @@ contact slots overflow (d.overflow NEFC / NARROWPHASE / BROADPHASE). Each kind i
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import mujoco
@@ -46,6 +45,8 @@ from fightlab import bodies
 from fightlab.config import EnvConfig, validate_backend, validate_body, validate_env, validate_nworld
 from fightlab.devices import validate_device
 from fightlab.envs.reference import COL_PELVIS, build_table
+from fightlab.envs.rewards import (REWARD_FALL, REWARD_KEYS, REWARD_TERMS, RewardIn, RewardWeights,  # noqa: F401
+                                   RewardTerm, code_weights, weighted_sum)
 from fightlab.sim import physics
 from fightlab.sim.physics import Counter
 from fightlab.sim.nvtx import nvtx_range
@@ -72,114 +73,6 @@ ACC_DZ_R, ACC_R_R, ACC_DZ, ACC_R, ACC_COUNT, ACC_RETURN, ACC_STEPS, ACC_N = 0, 1
 
 
 @wp.struct
-class _RewardIn:
-    """What a reward term reads of one world after the physics substeps (built in `_post_step`)."""
-
-    worldid: int
-    row: int                          # reference table row of the step's phase
-    amp: float                        # rhythm amplitude a
-    # Model:
-    act_qadr: wp.array[int]           # qpos address of each actuated joint
-    act_dadr: wp.array[int]           # its DOF address (qvel), one per action
-    ctrl_stance: wp.array[float]
-    table: wp.array2d[float]
-    torso_id: int
-    z_stance: float
-    # Data in:
-    qpos: wp.array2d[float]
-    qvel: wp.array2d[float]
-    xmat: wp.array2d[wp.mat33]
-    # In:
-    action: wp.array2d[float]         # this step's action (unclipped)
-    prev_action: wp.array2d[float]    # the previous step's (clipped)
-
-
-@wp.func
-def _alive(r: _RewardIn) -> float:
-    """1 per step lived."""
-    return 1.0
-
-
-@wp.func
-def _pose(r: _RewardIn) -> float:
-    """exp(−mean((q − q_ref)²) / 0.05): the actuated joints near the reference."""
-    nu = r.act_qadr.shape[0]
-    err = float(0.0)
-    for i in range(nu):
-        q = r.qpos[r.worldid, r.act_qadr[i]]
-        qref = r.ctrl_stance[i] + r.amp * r.table[r.row, i]
-        err += (q - qref) * (q - qref)
-    err = err / float(nu)
-    return wp.exp(-err / 0.05)
-
-
-@wp.func
-def _bounce(r: _RewardIn) -> float:
-    """exp(−((Δz − z_ref) / 0.02)²): the pelvis height Δz above the stance on the commanded bounce."""
-    nu = r.act_qadr.shape[0]
-    dz = r.qpos[r.worldid, 2] - r.z_stance
-    eb = (dz - r.amp * r.table[r.row, nu + COL_PELVIS]) / 0.02
-    return wp.exp(-eb * eb)
-
-
-@wp.func
-def _upright(r: _RewardIn) -> float:
-    """torso z-axis · world z."""
-    return r.xmat[r.worldid, r.torso_id][2, 2]
-
-
-@wp.func
-def _action_rate(r: _RewardIn) -> float:
-    """−mean((a − a_prev)²), a clipped to [−1, 1]: a penalty, so its weight is ≥ 0."""
-    nu = r.act_qadr.shape[0]
-    rate = float(0.0)
-    for i in range(nu):
-        da = wp.clamp(r.action[r.worldid, i], -1.0, 1.0) - r.prev_action[r.worldid, i]
-        rate += da * da
-    rate = rate / float(nu)
-    return -rate
-
-
-@dataclasses.dataclass(frozen=True)
-class RewardTerm:
-    """One reward term, after mjlab's `RewardTermCfg` (func, weight; mujocolab/mjlab,
-    mjlab/managers/reward_manager.py): `name` (the summary's `reward_<name>`), `func` (a
-    `@wp.func` of `_RewardIn` → float, unweighted) and `weight` (a number, or the name of the
-    EnvConfig field that holds it)."""
-
-    name: str
-    func: object
-    weight: float | str
-
-    def weight_of(self, cfg: EnvConfig) -> float:
-        """The term's weight under `cfg`."""
-        return float(getattr(cfg, self.weight) if isinstance(self.weight, str) else self.weight)
-
-
-#: the reward's terms, summed in this order (a new term: its function above and its entry here)
-REWARD_TERMS = (
-    RewardTerm("alive", _alive, "w_alive"),
-    RewardTerm("pose", _pose, "w_pose"),
-    RewardTerm("bounce", _bounce, "w_bounce"),
-    RewardTerm("upright", _upright, "w_upright"),
-    RewardTerm("action_rate", _action_rate, "w_action_rate"),
-)
-
-
-def code_weights() -> dict[str, float]:
-    """The terms whose weight is a number in `REWARD_TERMS` (not an EnvConfig field): name →
-    weight. Train rows record them (params `reward_terms`), so a learner with such a term has
-    its own learner id; {} when every term's weight is an EnvConfig field."""
-    return {t.name: float(t.weight) for t in REWARD_TERMS if not isinstance(t.weight, str)}
-
-
-#: the summary's per-term keys: the terms', then the fall penalty's (`reward_fall`)
-REWARD_KEYS = tuple(f"reward_{t.name}" for t in REWARD_TERMS) + ("reward_fall",)
-_REWARD_FALL = len(REWARD_TERMS)  # the fall penalty's column of the per-term sums
-_RewardWeights = wp.types.vector(length=len(REWARD_TERMS), dtype=float)
-
-
-@wp.struct
 class _TaskParams:
     """The task's constants, one value per env (built from its EnvConfig by `_task_params`)."""
 
@@ -189,7 +82,7 @@ class _TaskParams:
     cos_tilt: float        # cos(tilt_fall_deg): a torso z·world z below this is a fall
     action_scale: float    # rad per unit action
     init_noise: float      # rad, uniform ± at reset
-    reward_w: _RewardWeights  # REWARD_TERMS' weights, in its order
+    reward_w: RewardWeights  # REWARD_TERMS' weights, in its order
     fall_penalty: float
     push_steps: int        # env steps a push lasts (≥ 1)
     push_duration: float   # s
@@ -208,7 +101,7 @@ def _task_params(cfg: EnvConfig) -> _TaskParams:
     p.cos_tilt = math.cos(math.radians(cfg.tilt_fall_deg))
     p.action_scale = cfg.action_scale_rad
     p.init_noise = cfg.init_noise_rad
-    p.reward_w = _RewardWeights(*[t.weight_of(cfg) for t in REWARD_TERMS])
+    p.reward_w = RewardWeights(*[t.weight_of(cfg) for t in REWARD_TERMS])
     p.fall_penalty = cfg.fall_penalty
     p.push_steps = max(1, int(round(cfg.push_duration_s / cfg.control_dt)))
     p.push_duration = cfg.push_duration_s
@@ -344,19 +237,6 @@ def _slot_overflow(bits: int, ncon: int, nconmax: int, counters_out: wp.array[in
 
 
 @wp.func
-def _reward(r: _RewardIn, task: _TaskParams, reward_terms_out: wp.array2d[float]) -> float:
-    """control_dt · Σ weight · term over `REWARD_TERMS`, in the tuple's order (wp.static unrolls
-    the loop: one fused kernel); each weighted term × control_dt is added to its column of
-    ``reward_terms_out``."""
-    total = float(0.0)
-    for k in range(wp.static(len(REWARD_TERMS))):
-        term = task.reward_w[k] * wp.static(REWARD_TERMS[k].func)(r)
-        total = total + term
-        reward_terms_out[r.worldid, k] = reward_terms_out[r.worldid, k] + task.dt * term
-    return task.dt * total
-
-
-@wp.func
 def _accumulate(worldid: int, finite: int, dz: float, zref: float, reward: float,
                 ep_acc_out: wp.array2d[float]):
     """Add one step to the world's episode accumulators (the ACC_* columns; the lock-in sums
@@ -468,9 +348,9 @@ def _post_step(
     dz = float(0.0)
     zref = amp * table[row, act_qadr.shape[0] + COL_PELVIS]
     if finite:
-        r = _RewardIn(worldid, row, amp, act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
+        r = RewardIn(worldid, row, amp, act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
                       qpos_in, qvel_in, xmat_in, action_in, prev_action_out)
-        reward = _reward(r, task, reward_terms_out)
+        reward = weighted_sum(r, task.reward_w, task.dt, reward_terms_out)
         for i in range(act_qadr.shape[0]):
             prev_action_out[worldid, i] = wp.clamp(action_in[worldid, i], -1.0, 1.0)
         dz = qpos_in[worldid, 2] - z_stance
@@ -480,7 +360,7 @@ def _post_step(
     timeout = (steps >= task.episode_steps) and not fall
     if fall:
         reward = reward - task.fall_penalty
-        reward_terms_out[worldid, _REWARD_FALL] = reward_terms_out[worldid, _REWARD_FALL] - task.fall_penalty
+        reward_terms_out[worldid, REWARD_FALL] = reward_terms_out[worldid, REWARD_FALL] - task.fall_penalty
     _accumulate(worldid, finite, dz, zref, reward, ep_acc_out)
     done = fall or timeout
     if done:

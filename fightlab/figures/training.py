@@ -17,7 +17,7 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None, rew
     Args:
       curves: {label: DataFrame of per-iteration rows (columns elapsed_s, reward, amplitude,
         window_fall_rate, window_episode_s; for the terms iteration, env_steps and the
-        ``reward_<term>`` sums of `fightlab.envs.stance.REWARD_KEYS`)} — e.g. read from
+        ``reward_<term>`` sums of `fightlab.envs.rewards.REWARD_KEYS`)} — e.g. read from
         data/curves/<run_id>.csv.gz (`fightlab.results.read_curve`).
       title: figure title.
       styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;

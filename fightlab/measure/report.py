@@ -45,7 +45,7 @@ def train_row(trainer, res: dict) -> dict:
     params["mps"] = any(x["mps"] for x in packs if x["concurrent"] > 1)
     params["tree_factor_variant"] = segs[-1].get("tree_factor_variant")
     params["task"] = task_id(cfg)  # "default", or "custom-…": another task (config.TASK_FIELDS)
-    from fightlab.envs.stance import code_weights
+    from fightlab.envs.rewards import code_weights
 
     if weights := code_weights():  # reward terms weighted in code: part of the learner (learner_id)
         params["reward_terms"] = weights
@@ -467,7 +467,7 @@ def learner_id(params: dict) -> str:
     params = canonical_params(params)
     env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
     key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
-    if params.get("reward_terms"):  # terms weighted in code (envs.stance.code_weights)
+    if params.get("reward_terms"):  # terms weighted in code (envs.rewards.code_weights)
         key["reward_terms"] = params["reward_terms"]
     key = json.dumps(key, sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:8]
