@@ -336,6 +336,18 @@ class RunDir:
                 m["files"].append(str(r))
         self._write(m)
 
+    def files(self) -> list[str]:
+        """The files the manifest lists (relative paths: what fightlab wrote here)."""
+        return list((self._read() or {}).get("files", []))
+
+    def forget(self, *rel: str) -> None:
+        """Drop files this run deleted from the manifest (a file later put at that name by
+        someone else is then never taken for fightlab's)."""
+        m = self._read()
+        if m is not None:
+            m["files"] = [f for f in m["files"] if f not in {str(r) for r in rel}]
+            self._write(m)
+
     # -- lock ----------------------------------------------------------------------------------
     def _lock(self) -> None:
         lock = self.path / LOCK

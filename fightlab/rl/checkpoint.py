@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import math
 import pickle
 import re
@@ -37,7 +36,7 @@ from fightlab.config import ConfigError, TrainConfig, from_dict, short_repr, to_
 from fightlab.rl.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
-from fightlab.rundir import CHECKPOINT_NAME, MANIFEST, atomic_path, write_error
+from fightlab.rundir import CHECKPOINT_NAME, atomic_path, write_error
 
 __all__ = ["CheckpointError", "KEEP_CHECKPOINTS", "save_checkpoint", "load_checkpoint", "safe_load",
            "prune_checkpoints", "restore_checkpoint", "later_checkpoints",
@@ -321,7 +320,7 @@ def save_checkpoint(run, path=None) -> Path:
         link.replace(run.run_dir / "latest.pt")  # atomic: latest.pt is never missing
     except OSError:
         pass
-    prune_checkpoints(run.run_dir, path)
+    prune_checkpoints(run.rundir, path)
     return path
 
 
@@ -329,28 +328,26 @@ def save_checkpoint(run, path=None) -> Path:
 KEEP_CHECKPOINTS = 3
 
 
-def prune_checkpoints(run_dir, newest, n: int = KEEP_CHECKPOINTS) -> list[str]:
-    """Delete the ``ckpt_<iteration>.pt`` files in ``run_dir`` that its manifest lists (fightlab
-    wrote them) older than the ``n`` newest before ``newest`` (the checkpoint just written);
-    never ``newest``, a link or a file fightlab did not write. (A resume starts from its folder's
-    newest checkpoint: an older one is refused while later ones exist, `later_checkpoints`.)
-    Returns the names deleted."""
-    d = Path(run_dir)
-    try:
-        listed = set(json.loads((d / MANIFEST).read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return []  # no manifest: nothing here is known to be fightlab's
-    mine = sorted(((int(m.group(1)), name) for name in listed if (m := CHECKPOINT_NAME.match(name))),
+def prune_checkpoints(rundir, newest, n: int = KEEP_CHECKPOINTS) -> list[str]:
+    """Delete the ``ckpt_<iteration>.pt`` files of run folder ``rundir`` (a `fightlab.rundir.RunDir`)
+    that its manifest lists (fightlab wrote them) older than the ``n`` newest before ``newest``
+    (the checkpoint just written), and drop them from the manifest; never ``newest``, a link or a
+    file fightlab did not write. (A resume starts from its folder's newest checkpoint: an older
+    one is refused while later ones exist, `later_checkpoints`.) Returns the names deleted."""
+    newest = Path(newest).name
+    mine = sorted(((int(m.group(1)), name) for name in rundir.files() if (m := CHECKPOINT_NAME.match(name))),
                   reverse=True)
-    newest_it = next((it for it, name in mine if name == Path(newest).name), None)
+    newest_it = next((it for it, name in mine if name == newest), None)
     older = [name for it, name in mine if newest_it is None or it < newest_it]
     gone = []
     for name in older[n:]:
-        p = d / name
-        if name == Path(newest).name or p.is_symlink() or not p.is_file():
+        p = rundir.path / name
+        if name == newest or p.is_symlink() or not p.is_file():
             continue
         p.unlink()
         gone.append(name)
+    if gone:
+        rundir.forget(*gone)
     return gone
 
 
