@@ -515,10 +515,12 @@ def _first_line(e: BaseException) -> str:
 
 def _out_of_memory(e: BaseException) -> bool:
     """Whether ``e`` is a device or host allocation failing: MemoryError, torch.OutOfMemoryError,
-    or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate")."""
+    or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate N bytes")."""
+    import re
+
     text = str(e).lower()
-    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or any(
-        k in text for k in ("out of memory", "failed to allocate", "cudaerrormemoryallocation"))
+    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or bool(
+        re.search(r"out of memory|failed to allocate \d+ bytes|cudaerrormemoryallocation", text))
 
 
 def cmd_evaluate(a) -> int:
