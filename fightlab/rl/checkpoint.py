@@ -291,7 +291,12 @@ def save_checkpoint(run, path=None) -> Path:
     env state, RNG, counters, run_id, segments and rows) to `path`, default
     ``ckpt_<iteration>.pt`` in its run folder, atomically (with the reference check's verdict once it
     ran: `run.reference_eval`); inside the run folder ``latest.pt``
-    then links to it. Returns the path."""
+    then links to it and checkpoints older than the :data:`KEEP_CHECKPOINTS` before it go
+    (`prune_checkpoints`). Returns the path.
+
+    Raises:
+      OSError: one line naming the file when it cannot be written (a full disk, also under
+        torch's RuntimeError), its temporary removed and the previous checkpoint intact."""
     path = Path(path) if path else run.run_dir / f"ckpt_{run.iteration:06d}.pt"
     ck = dict(format="fightlab-ckpt-1", config=to_dict(run.cfg), agent=run.agent.state_dict(),
               optimizer=_float_lr(run.optimizer.state_dict()), curriculum=run.curriculum.state_dict(),
