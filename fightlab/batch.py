@@ -65,6 +65,7 @@ from typing import Callable, Iterable
 
 from fightlab.config import ConfigError
 from fightlab.paths import NOTEBOOKS, REPO_ROOT, RUNS
+from fightlab.rundir import MANIFEST, atomic_path, atomic_write, check_location
 
 BATCH_ROOT = RUNS / "batch"
 STATE = "batch.json"
@@ -578,9 +579,7 @@ def _claim(folder: Path, fresh: bool):
 
 
 def _write_state(folder: Path, state: dict) -> None:
-    tmp = folder / (STATE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=str))
-    os.replace(tmp, folder / STATE)  # never a torn batch.json
+    atomic_write(folder / STATE, json.dumps(state, indent=1, default=str))  # never a torn batch.json
 
 
 def _opt(argv: list[str], flag: str) -> str | None:
@@ -683,14 +682,35 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # children the job left behind
 
 
+def _written_by_fightlab(rd: Path) -> list[Path]:
+    """The files of run folder ``rd`` that fightlab wrote: its manifest and the files the
+    manifest lists, inside the folder; [] for a folder that is no fightlab run folder (no
+    manifest, unreadable, or a place runs are refused: ``/``, ``$HOME``, a checkout)."""
+    try:
+        rd = check_location(rd)
+        files = json.loads((rd / MANIFEST).read_text())["files"]
+    except (ConfigError, OSError, ValueError, KeyError, TypeError):
+        return []
+    out = [rd / MANIFEST]
+    for rel in files if isinstance(files, list) else []:
+        p = rd / str(rel)
+        if Path(str(rel)).is_absolute() or ".." in Path(str(rel)).parts or not (p.is_file() or p.is_symlink()):
+            continue
+        if rd in p.parent.resolve().parents or p.parent.resolve() == rd:
+            out.append(p)
+    return out
+
+
 def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path] = ()) -> Path:
     """``batch.tar.gz`` of the batch folder (logs, state, rows, curves, executed notebooks, run
     folders), without checkpoints (``*.pt``; with them, each run's ``latest.pt`` link too)
     unless ``with_checkpoints``, locks (the batch's and the run folders') and MPS pipes.
     ``run_dirs`` outside the batch folder (a job's own ``--run-dir``) go in as
-    ``<batch>/run_dirs/<folder name>``. Returns the archive's path."""
+    ``<batch>/run_dirs/<folder name>``, only the files their manifest lists (what fightlab
+    wrote there): a folder without one (``/``, ``/usr/lib``, a job's refused ``--run-dir``) adds
+    nothing. Written through a temporary (`fightlab.rundir.atomic_path`). Returns the archive's
+    path."""
     out = folder / ARCHIVE
-    tmp = folder / (ARCHIVE + ".tmp")
 
     def keep(info: tarfile.TarInfo):
         name = info.name.split("/", 1)[1] if "/" in info.name else ""
@@ -706,12 +726,13 @@ def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path]
             return None
         return info
 
-    with tarfile.open(tmp, "w:gz") as tar:
+    with atomic_path(out) as tmp, tarfile.open(tmp, "w:gz") as tar:
         tar.add(folder, arcname=folder.name, filter=keep)
         for rd in dict.fromkeys(Path(r).resolve() for r in run_dirs):
             if rd.is_dir() and folder.resolve() not in (rd, *rd.parents):
-                tar.add(rd, arcname=f"{folder.name}/run_dirs/{rd.name}", filter=keep)
-    os.replace(tmp, out)
+                for p in _written_by_fightlab(rd):
+                    tar.add(p, arcname=f"{folder.name}/run_dirs/{rd.name}/{p.relative_to(rd)}",
+                            filter=keep, recursive=False)
     return out
 
 
@@ -931,7 +952,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
             state["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             save()
             table = summary_table(jobs)
-            (folder / "summary.txt").write_text(table.to_string(index=False) + "\n")
+            atomic_write(folder / "summary.txt", table.to_string(index=False) + "\n")
             state["archive"] = str(archive(folder, with_checkpoints, [j.run_dir for j in jobs if j.run_dir]))
             save()
     return state

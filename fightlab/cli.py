@@ -480,6 +480,7 @@ def cmd_train(a) -> int:
     from pathlib import Path
 
     from fightlab import results
+    from fightlab.config import ConfigError
     from fightlab.measure import sweep
     from fightlab.measure.report import finish_run, has_train_row
     from fightlab.paths import REPO_ROOT
@@ -493,12 +494,33 @@ def cmd_train(a) -> int:
                          pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
     if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
         results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
-    with Trainer(plan.cfg, progress=not a.no_progress, has_row=has_train_row) as trainer:
-        if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
-            trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
-        res = trainer.train()
-        finish_run(trainer, res, publish=a.publish)
+    try:
+        with Trainer(plan.cfg, progress=not a.no_progress, has_row=has_train_row) as trainer:
+            if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
+                trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
+            res = trainer.train()
+            finish_run(trainer, res, publish=a.publish)
+    except (MemoryError, RuntimeError) as e:  # torch's and warp's out-of-memory: one line, the size asked
+        if not _out_of_memory(e):
+            raise
+        raise ConfigError(f"out of memory training {plan.cfg.nworld} worlds of {plan.cfg.body} on "
+                          f"{plan.cfg.device} ({type(e).__name__}: {_first_line(e)}); choose a "
+                          "smaller --nworld") from None
     return 0
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:160]
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is a device or host allocation failing: MemoryError, torch.OutOfMemoryError,
+    or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate N bytes")."""
+    import re
+
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or bool(
+        re.search(r"out of memory|failed to allocate \d+ bytes|cudaerrormemoryallocation", text))
 
 
 def cmd_evaluate(a) -> int:

@@ -38,6 +38,7 @@ from fightlab.hosts import GpuMemoryPeak
 from fightlab.meta import new_run_id
 from fightlab.paths import NOTEBOOKS as NOTEBOOK_DIR
 from fightlab.paths import REPO_ROOT, RUNS
+from fightlab.rundir import atomic_path
 
 OUT_DIR = RUNS / "notebooks"
 
@@ -295,7 +296,8 @@ def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
     d.text((pad, pad // 2), f"committed: figures/{left.name}", fill="black", font=font)
     d.text((2 * pad + a.width, pad // 2), f"this run: {right}", fill="black", font=font)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    img.save(dst)
+    with atomic_path(dst) as tmp:
+        img.save(tmp, format="PNG")
     return dst
 
 

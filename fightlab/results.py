@@ -39,6 +39,7 @@ import pandas as pd
 from fightlab import meta
 from fightlab.meta import PACKING_ENV, _count, _flag, packing_from_env  # noqa: F401  (re-exported)
 from fightlab.paths import REPO_ROOT
+from fightlab.rundir import atomic_write
 
 __all__ = [
     "META_COLUMNS",
@@ -69,7 +70,8 @@ META_COLUMNS: tuple[str, ...] = (
 )
 
 #: metadata columns holding text (read back as str, "" stays "")
-_META_STR = tuple(c for c in META_COLUMNS if c not in ("nworld", "seed"))
+_META_INT = ("nworld", "seed")
+_META_STR = tuple(c for c in META_COLUMNS if c not in _META_INT)
 
 #: metric columns per experiment (after the metadata columns, in this order)
 #: a train row's reference check (`fightlab.rl.reference`; empty for a run that did not solve):
@@ -615,9 +617,7 @@ def _migrate_older(path: Path, experiment: str) -> None:
     lines, _, _ = _records(path, len(_header(path)))
     pad = "," * len(added)
     text = ",".join(columns(experiment)) + "\n" + "".join(ln + pad + "\n" for ln in lines[1:])
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write(path, text)
 
 
 def _check_header(path: Path, experiment: str) -> None:
@@ -694,7 +694,7 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     line = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols)).to_csv(
         index=False, header=False, lineterminator="\n")
     if not exists:
-        path.write_text(",".join(cols) + "\n" + line)
+        atomic_write(path, ",".join(cols) + "\n" + line)
         return path
     _migrate_older(path, experiment)  # a file of an older schema gains the new columns, empty
     _check_header(path, experiment)
@@ -703,14 +703,11 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     if same:  # one row per run: replace it where it stands (atomically)
         keep = [ln for i, ln in enumerate(lines) if i not in same[1:]]
         keep[same[0]] = line.rstrip("\n")
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("\n".join(keep) + "\n")
-        tmp.replace(path)
+        atomic_write(path, "\n".join(keep) + "\n")
         return path
-    with path.open("a", newline="") as f:
-        if not newline:  # the last line is a whole row (checked above): end it before appending
-            f.write("\n")
-        f.write(line)
+    # appended by rewriting the file under a temporary name (a kill leaves the old file or the
+    # new one); the last line, a whole row (checked above), gains its newline first
+    atomic_write(path, read_text(path) + ("" if newline else "\n") + line)
     return path
 
 
@@ -745,12 +742,18 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
     try:
         df = pd.read_csv(
             path,
-            dtype={c: str for c in _META_STR} | {"nworld": "int64", "seed": "int64"},
+            dtype={c: str for c in (*_META_STR, *_META_INT)},
             keep_default_na=False,
             na_values={c: na for c in EXPERIMENTS[experiment]},
         )
-    except ValueError as e:  # e.g. a non-integer nworld: say where
+    except ValueError as e:
         raise MalformedRowError(f"{path}: malformed rows ({e})") from None
+    for c in _META_INT:  # integer cells, checked one by one so that a bad one is named with its line
+        for i, v in enumerate(df[c]):
+            if not re.fullmatch(r"[+-]?[0-9]{1,18}", v.strip()):
+                raise MalformedRowError(f"{path}:{i + 2}: column {c!r} holds {v!r}, not an integer; "
+                                        "fix or remove that line by hand")
+        df[c] = df[c].astype("int64")
     for c in added:
         df[c] = np.nan
     for i, v in enumerate(df["params"]):  # params is a JSON object, as append_row wrote it
@@ -843,9 +846,7 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
         # the plain file is the run's earlier curve only when it was the one curve_path read
         # (no .csv.gz beside it); one beside a .csv.gz is someone's copy, and stays
         was_curve = not path.exists() and legacy.is_file() and not legacy.is_symlink()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)  # a reader never sees half a curve
+        atomic_write(path, data)  # a reader never sees half a curve
         if was_curve:
             legacy.unlink()  # replaced by this one
     return path

@@ -15,15 +15,23 @@ filesystem root, ``$HOME``, the repository root or any folder above it, a folder
 or ``data/results`` without a manifest; a non-empty folder without a manifest; for a fresh run,
 a folder holding run files (rows, checkpoints, result rows, curves) its manifest does not list;
 a folder another live process holds.
+
+Every file fightlab writes goes through :func:`atomic_path` / :func:`atomic_write`: written to a
+temporary name beside it, flushed to disk, then renamed over it (``os.replace``), so a kill at any
+moment leaves the old file or the new one, never a torn one; a failed write (a full disk) removes
+its temporary and raises one ``OSError`` naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
 from pathlib import Path
+from typing import Iterator
 
 from fightlab.meta import utc_now
 from fightlab.paths import REPO_ROOT
@@ -36,7 +44,70 @@ FORMAT = "fightlab-run-1"
 #: or more, past iteration 999999); group 1 the iteration
 CHECKPOINT_NAME = re.compile(r"^ckpt_(\d{6,})\.pt$")
 
-__all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "CHECKPOINT_NAME", "check_location"]
+__all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "CHECKPOINT_NAME", "check_location",
+           "atomic_path", "atomic_write", "write_error"]
+
+
+def write_error(e: BaseException, path: Path | str) -> OSError | None:
+    """The one-line ``OSError`` naming ``path`` for a failed write ``e``: a full disk or quota
+    (``OSError`` ENOSPC / EDQUOT, or torch's ``RuntimeError`` around it: "No space left on
+    device", "file write failed") as ENOSPC naming ``path``, any other ``OSError`` as it is;
+    None when ``e`` is not a write failure (a bug: let it raise as it is)."""
+    msg = str(e)
+    if isinstance(e, OSError):
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return e  # its own message, which names the file it failed on
+    if isinstance(e, RuntimeError) and ("No space left" in msg or "write failed" in msg
+                                        or "Disk quota" in msg):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return None
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem opens folders
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str, tmp: Path | str | None = None) -> Iterator[Path]:
+    """Write ``path`` atomically: yields the temporary to write (``tmp``, default ``<name>.tmp``
+    in the same folder); when the block ends without error the temporary is flushed to disk
+    (fsync) and renamed over ``path`` (``os.replace``), so a kill at any moment leaves the old
+    file or the new one. On an error the temporary is removed; a full disk (or any ``OSError``)
+    is raised as one ``OSError`` naming ``path`` (:func:`write_error`).
+
+        with atomic_path(folder / "fig.png") as tmp:
+            fig.savefig(tmp, format="png")
+    """
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        err = write_error(e, path) if isinstance(e, Exception) else None
+        if err is not None and err is not e:
+            raise err from None
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write(path: Path | str, data: bytes | str, tmp: Path | str | None = None) -> Path:
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` through :func:`atomic_path`.
+    Returns ``path``; raises one ``OSError`` naming it when the write fails (a full disk)."""
+    path = Path(path)
+    with atomic_path(path, tmp) as t:
+        t.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
 
 
 class RunDirError(ConfigError):
@@ -223,9 +294,7 @@ class RunDir:
         return m
 
     def _write(self, manifest: dict) -> None:
-        tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.path / MANIFEST)
+        atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
     def _inside(self, rel: str) -> Path | None:
         """The manifest entry ``rel`` as a path inside the folder (None if it points outside)."""
@@ -266,6 +335,18 @@ class RunDir:
             if str(r) not in m["files"]:
                 m["files"].append(str(r))
         self._write(m)
+
+    def files(self) -> list[str]:
+        """The files the manifest lists (relative paths: what fightlab wrote here)."""
+        return list((self._read() or {}).get("files", []))
+
+    def forget(self, *rel: str) -> None:
+        """Drop files this run deleted from the manifest (a file later put at that name by
+        someone else is then never taken for fightlab's)."""
+        m = self._read()
+        if m is not None:
+            m["files"] = [f for f in m["files"] if f not in {str(r) for r in rel}]
+            self._write(m)
 
     # -- lock ----------------------------------------------------------------------------------
     def _lock(self) -> None:

@@ -19,6 +19,7 @@ from fightlab.paths import REPO_ROOT
 from fightlab.cli import main
 from fightlab.config import ConfigError
 from fightlab.publish import check_publish
+from fightlab.rl.checkpoint import safe_load
 from fightlab.rundir import LOCK, MANIFEST, RunDir, RunDirError, check_location
 
 TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
@@ -296,7 +297,7 @@ def tiny_ckpt(tmp_path_factory):
     (lambda ck: ck.update(elapsed_s=float("nan")), "elapsed_s must be a number >= 0"),
 ])
 def test_hand_edited_checkpoints_are_one_line_errors(tiny_ckpt, tmp_path, edit, expect, capsys):
-    ck = torch.load(tiny_ckpt, weights_only=False)
+    ck = safe_load(tiny_ckpt)  # env_state as numpy arrays: saved back as an older fightlab wrote it
     edit(ck)
     p = tmp_path / "copy" / "ckpt_000001.pt"  # a copied checkpoint in a folder of its own
     p.parent.mkdir()

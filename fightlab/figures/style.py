@@ -21,6 +21,8 @@ from typing import Any
 import matplotlib as mpl
 from cycler import cycler
 
+from fightlab.rundir import atomic_path
+
 __all__ = ["COLORS", "STYLE", "use_style", "label", "savefig"]
 
 #: Okabe-Ito colours, in cycle order
@@ -132,8 +134,12 @@ def savefig(fig: Any, name: str, root: Path | str, *, formats: tuple[str, ...] =
     Returns:
         The written paths, in ``formats`` order.
 
+    Each file is written to ``<name>.<fmt>.tmp`` and renamed (`fightlab.rundir.atomic_path`).
+
     Raises:
-        ValueError: ``name`` has a suffix (``.png``/``.svg``), a path separator or is empty.
+        ValueError: ``name`` has a suffix (``.png``/``.svg``), a path separator or is empty;
+        OSError: one line naming the file that could not be written (a full disk), its
+            temporary removed.
     """
     if not isinstance(name, str) or not _NAME.match(name) or Path(name).suffix.lower() in (".png", ".svg", ".pdf"):
         raise ValueError(
@@ -148,6 +154,7 @@ def savefig(fig: Any, name: str, root: Path | str, *, formats: tuple[str, ...] =
         for fmt in formats:
             path = out / f"{name}.{fmt}"
             meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
-            fig.savefig(path, format=fmt, metadata=meta, **kwargs)
+            with atomic_path(path) as tmp:  # a kill or a full disk leaves the old file, never a torn one
+                fig.savefig(tmp, format=fmt, metadata=meta, **kwargs)
             paths.append(path)
     return paths

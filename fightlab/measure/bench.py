@@ -54,6 +54,7 @@ from fightlab.config import ConfigError, TrainConfig, to_dict, validate_nworld, 
 from fightlab.publish import check_publish
 from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT, RUNS
+from fightlab.rundir import atomic_write
 
 #: the timed training per body [s] (the issue's 2 minutes)
 TRAIN_S = 120.0
@@ -510,8 +511,8 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
         bar.close()
-    (out / "bench.json").write_text(json.dumps(dict(bench_id=bench_id, rows=rows), indent=1,
-                                               default=str, allow_nan=True))
+    atomic_write(out / "bench.json", json.dumps(dict(bench_id=bench_id, rows=rows), indent=1,
+                                                default=str, allow_nan=True))
     log(f"bench: rows in {results.results_path('bench', out)} and {out / 'bench.json'}")
     return rows
 

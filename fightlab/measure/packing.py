@@ -50,10 +50,12 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
       a row dict (metadata from the first run's checkpoint config: body, nworld, device).
 
     Raises:
+      CheckpointError: a run's latest.pt is unreadable or holds objects a weights-only load
+        refuses (a crafted file: none of it runs);
       ConfigError: no batch.json, a negative `skip`, no training with more than `skip`
         iterations, `until` not above `skip`, trainings of different bodies or world counts in one batch.
     """
-    import torch
+    from fightlab.rl.checkpoint import safe_load
 
     if skip < 0:
         raise ConfigError(f"skip={skip} must be >= 0 (iterations left out at the start)")
@@ -69,7 +71,7 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
         rows = rows[(rows["iteration"] > skip) & (rows["iteration"] <= last)]
         if len(rows):
             med.append(float(np.median(rows["wall_s"])))
-            ck = torch.load(r / "latest.pt", map_location="cpu", weights_only=False)
+            ck = safe_load(r / "latest.pt")  # tensors, numbers, text only: no code in it runs
             cfgs.append(ck["config"])
     if not med:
         raise ConfigError(f"{folder}: no training with more than {skip} iterations (skip={skip})")

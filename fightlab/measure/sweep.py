@@ -57,6 +57,7 @@ from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, int_text, to_d
 from fightlab import meta
 from fightlab.meta import new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
+from fightlab.rundir import atomic_write
 from fightlab.rl.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld  # noqa: F401  (the rule)
 
 #: the timing sweep's world counts (the issue's list)
@@ -258,9 +259,7 @@ def read_state(folder: Path | str) -> dict | None:
 
 
 def _write_state(folder: Path, state: dict) -> None:
-    tmp = folder / (STATE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    tmp.replace(folder / STATE)  # atomic: a kill never leaves half a state
+    atomic_write(folder / STATE, json.dumps(state, indent=1, sort_keys=True))  # a kill never leaves half a state
 
 
 @contextlib.contextmanager

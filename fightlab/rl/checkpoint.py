@@ -5,13 +5,27 @@ and the resume rule (a resumed run keeps every setting of its checkpoint except
 A checkpoint is a ``torch.save`` dict (format ``fightlab-ckpt-1``): config, agent, optimizer,
 curriculum, iteration, elapsed_s, the env's ``state_dict``, RNG states, run_id, per-segment
 records and the run's rows; `save_checkpoint` writes it, `load_checkpoint` reads it and
-`restore_checkpoint` puts it back into a run. Checkpoints are pickles: load only your own.
+`restore_checkpoint` puts it back into a run.
+
+No file runs code: a checkpoint holds only tensors, numbers, strings, None, lists, tuples and
+dicts (the env's numpy state as tensors), and is read with ``torch.load(weights_only=True)``.
+A checkpoint of an older fightlab (numpy arrays inside) is read with numpy's array
+reconstruction allowed and nothing else (`torch.serialization.safe_globals`, as torch's docs
+advise for numpy), converted in memory; any other object in a file (a crafted pickle) is refused
+in one line before anything of it runs.
+
+Retention: a run folder keeps ``latest.pt``, the checkpoint it links to and the
+:data:`KEEP_CHECKPOINTS` newest others before it; an older ``ckpt_<iteration>.pt`` that the
+folder's manifest lists (fightlab wrote it) is deleted when a newer one is saved
+(`prune_checkpoints`). Files fightlab did not write are never touched.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
+import pickle
 import re
 from pathlib import Path
 
@@ -22,8 +36,10 @@ from fightlab.config import ConfigError, TrainConfig, from_dict, short_repr, to_
 from fightlab.envs.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
+from fightlab.rundir import CHECKPOINT_NAME, atomic_path, write_error
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "restore_checkpoint", "later_checkpoints",
+__all__ = ["CheckpointError", "KEEP_CHECKPOINTS", "save_checkpoint", "load_checkpoint", "safe_load",
+           "prune_checkpoints", "restore_checkpoint", "later_checkpoints",
            "relabel_checkpoints",
            "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
            "policy_parameter_names"]
@@ -214,20 +230,19 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
 
 
 def load_checkpoint(path) -> dict:
-    """Load a fightlab checkpoint (torch.save dict) and check the type of everything it holds.
+    """Load a fightlab checkpoint (torch.save dict, read by `safe_load`: no code in it runs) and
+    check the type of everything it holds; ``env_state`` comes back as numpy arrays.
 
     Raises:
-      CheckpointError: naming the path: missing, unreadable, truncated, not a fightlab
+      CheckpointError: naming the path: missing, unreadable, truncated, holding objects other
+        than tensors, numbers, text, lists and dicts (a crafted file), not a fightlab
         checkpoint, or damaged / hand-edited (a field of the wrong type or out of range, an
         optimizer state whose shapes do not fit the policy's parameters).
     """
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
-    try:
-        ck = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated zip, pickle garbage, …
-        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({type(e).__name__}: {e})") from None
+    ck = safe_load(p)
     need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
     if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
         if not isinstance(ck, dict):
@@ -248,8 +263,6 @@ def later_checkpoints(run_dir, iteration: int) -> list[str]:
     d = Path(run_dir)
     if not d.is_dir():
         return []
-    from fightlab.rundir import CHECKPOINT_NAME
-
     later = {p.name: int(m.group(1)) for p in d.glob("ckpt_*.pt") if (m := CHECKPOINT_NAME.match(p.name))}
     return sorted((n for n, it in later.items() if it > iteration), key=later.get)
 
@@ -262,14 +275,13 @@ def relabel_checkpoints(run, old_run_id: str, after: int) -> list[str]:
     done = []
     for name in later_checkpoints(run.run_dir, after):
         path = Path(run.run_dir) / name
-        ck = torch.load(path, map_location="cpu", weights_only=False)
+        ck = safe_load(path)
         if ck.get("run_id") != old_run_id:
             continue
         ck["run_id"], ck["forked_from"] = run.run_id, getattr(run, "forked_from", None)
         tmp = path.with_suffix(".tmp")
         run.rundir.add(name, tmp.name)
-        torch.save(ck, tmp)
-        tmp.replace(path)
+        _write(_plain(ck), path, tmp)
         done.append(name)
     return done
 
@@ -279,7 +291,12 @@ def save_checkpoint(run, path=None) -> Path:
     env state, RNG, counters, run_id, segments and rows) to `path`, default
     ``ckpt_<iteration>.pt`` in its run folder, atomically (with the reference check's verdict once it
     ran: `run.reference_eval`); inside the run folder ``latest.pt``
-    then links to it. Returns the path."""
+    then links to it and checkpoints older than the :data:`KEEP_CHECKPOINTS` before it go
+    (`prune_checkpoints`). Returns the path.
+
+    Raises:
+      OSError: one line naming the file when it cannot be written (a full disk, also under
+        torch's RuntimeError), its temporary removed and the previous checkpoint intact."""
     path = Path(path) if path else run.run_dir / f"ckpt_{run.iteration:06d}.pt"
     ck = dict(format="fightlab-ckpt-1", config=to_dict(run.cfg), agent=run.agent.state_dict(),
               optimizer=_float_lr(run.optimizer.state_dict()), curriculum=run.curriculum.state_dict(),
@@ -298,8 +315,7 @@ def save_checkpoint(run, path=None) -> Path:
     inside = path.resolve().parent == run.run_dir
     if inside:  # recorded first, so that a kill -9 mid-write leaves nothing unlisted
         run.rundir.add(path.name, tmp.name, "latest.pt", "latest.pt.tmp")
-    torch.save(ck, tmp)
-    tmp.replace(path)
+    _write(_plain(ck), path, tmp)
     if not inside:
         return path  # a copy elsewhere: not part of the run folder
     link = run.run_dir / "latest.pt.tmp"
@@ -309,7 +325,112 @@ def save_checkpoint(run, path=None) -> Path:
         link.replace(run.run_dir / "latest.pt")  # atomic: latest.pt is never missing
     except OSError:
         pass
+    prune_checkpoints(run.rundir, path)
     return path
+
+
+#: older checkpoints a run folder keeps beside its newest (``latest.pt``'s): `prune_checkpoints`
+KEEP_CHECKPOINTS = 3
+
+
+def prune_checkpoints(rundir, newest, n: int = KEEP_CHECKPOINTS) -> list[str]:
+    """Delete the ``ckpt_<iteration>.pt`` files of run folder ``rundir`` (a `fightlab.rundir.RunDir`)
+    that its manifest lists (fightlab wrote them) older than the ``n`` newest before ``newest``
+    (the checkpoint just written), and drop them from the manifest; never ``newest``, a link or a
+    file fightlab did not write. (A resume starts from its folder's newest checkpoint: an older
+    one is refused while later ones exist, `later_checkpoints`.) Returns the names deleted."""
+    newest = Path(newest).name
+    mine = sorted(((int(m.group(1)), name) for name in rundir.files() if (m := CHECKPOINT_NAME.match(name))),
+                  reverse=True)
+    newest_it = next((it for it, name in mine if name == newest), None)
+    older = [name for it, name in mine if newest_it is None or it < newest_it]
+    gone = []
+    for name in older[n:]:
+        p = rundir.path / name
+        if name == newest or p.is_symlink() or not p.is_file():
+            continue
+        p.unlink()
+        gone.append(name)
+    if gone:
+        rundir.forget(*gone)
+    return gone
+
+
+def _write(ck: dict, path: Path, tmp: Path) -> None:
+    """``torch.save`` through a temporary (`fightlab.rundir.atomic_path`): a kill leaves the old
+    file or the new one; a full disk (torch's RuntimeError around it too) is one OSError naming
+    the file, the temporary removed."""
+    with atomic_path(path, tmp) as t:
+        try:
+            torch.save(ck, t)
+        except RuntimeError as e:  # torch's writer wraps the OS error ("file write failed")
+            raise (write_error(e, path) or e) from None
+
+
+def _plain(obj):
+    """``obj`` in the types a weights-only load reads: numpy arrays as tensors (the env state),
+    numpy scalars as Python numbers, deques as lists, dataclasses as dicts."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, collections.deque)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_plain(v) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.array(obj, order="C", copy=True))  # 0-d stays 0-d
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _plain(dataclasses.asdict(obj))
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _numpy_globals() -> list:
+    """What an older checkpoint's numpy arrays and scalars unpickle through: numpy's array and
+    scalar reconstruction and its dtypes (torch's advice for numpy in a weights-only load)."""
+    core = getattr(np, "_core", None) or np.core
+    out = [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, bytes]
+    out += [v for v in vars(np.dtypes).values() if isinstance(v, type) and issubclass(v, np.dtype)]
+    return out
+
+
+def safe_load(path) -> object:
+    """``torch.load(path, weights_only=True)`` on the CPU: tensors, numbers, text, lists and dicts
+    only, so no code in the file runs. An older fightlab checkpoint (numpy arrays inside) is
+    read with numpy's array reconstruction allowed as well, its arrays and scalars converted to
+    numpy as today's loader gives them. A dict's ``env_state`` comes back as numpy arrays.
+
+    Raises:
+      CheckpointError: one line naming the file: unreadable or truncated, or holding other
+        objects (their names, e.g. ``posix.system``), which never run.
+    """
+    p = Path(path)
+    try:
+        try:
+            ck = torch.load(p, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:  # numpy inside (an older checkpoint), or worse
+            with torch.serialization.safe_globals(_numpy_globals()):
+                ck = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        try:
+            bad = [g for g in torch.serialization.get_unsafe_globals_in_checkpoint(p)
+                   if not g.startswith(("numpy.", "builtins.bytes"))]
+        except Exception:  # torch without the listing, or a file it cannot list
+            bad = []
+        raise CheckpointError(
+            f"checkpoint {str(p)!r} holds objects other than tensors, numbers, text, lists and "
+            f"dicts ({', '.join(bad[:3]) or 'not loadable with weights_only=True'}): fightlab never "
+            "runs code from a file; use a checkpoint fightlab wrote") from None
+    except Exception as e:  # truncated zip, garbage, …
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated "
+                              f"({type(e).__name__}: {first})") from None
+    if isinstance(ck, dict) and isinstance(ck.get("env_state"), dict):
+        ck["env_state"] = {k: v.numpy() if isinstance(v, torch.Tensor) else v
+                           for k, v in ck["env_state"].items()}
+    return ck
 
 
 def _float_lr(state: dict) -> dict:

@@ -9,9 +9,11 @@ both headers.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from fightlab.rl.ppo import STATS
+from fightlab.rundir import atomic_write
 
 
 def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, update_s: float,
@@ -37,15 +39,36 @@ def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, upd
     return row
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """Write a run's rows.csv from its rows (atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
+def _rows_text(rows: list[dict]) -> str:
+    """rows.csv's text for `rows` (the union of their fields, in order of appearance)."""
     fields = list(dict.fromkeys(k for r in rows for k in r))  # rows of another version too
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return f.getvalue()
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """Write a run's rows.csv from its rows (atomically: `fightlab.rundir.atomic_write`)."""
+    atomic_write(path, _rows_text(rows))
+
+
+def rebuild_note(path: Path, rows: list[dict]) -> str | None:
+    """The one line a resume prints when rewriting ``path`` (rows.csv) from its checkpoint's
+    ``rows`` changes the file (missing, rows past the checkpoint, damaged or edited), naming
+    the file and why; None when the file already holds exactly those rows."""
+    text, n = _rows_text(rows), len(rows)
+    if not path.exists():
+        why = "was missing"
+    else:
+        old = path.read_bytes().decode("utf-8", errors="replace")
+        if old == text:
+            return None
+        why = (f"held {old.count(chr(10)) - text.count(chr(10))} row(s) past the checkpoint "
+               "(a segment that stopped before its next checkpoint)" if old.startswith(text)
+               else "differed from the checkpoint's rows (damaged, torn or edited by hand)")
+    return f"resume: {path} {why}: rebuilt from the checkpoint's {n} rows"
 
 
 def truncate_rows(path: Path, n: int) -> None:
@@ -61,10 +84,9 @@ def truncate_rows(path: Path, n: int) -> None:
         if len(keep) > n or len(rec) != len(header) or rec[col] != str(len(keep)):
             break
         keep.append(rec)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(keep)
-    tmp.replace(path)
+    f = io.StringIO(newline="")
+    csv.writer(f, lineterminator="\n").writerows(keep)
+    atomic_write(path, f.getvalue())
 
 
 def append_row(path: Path, row: dict):

@@ -25,7 +25,7 @@ from fightlab.rl.checkpoint import (later_checkpoints, load_checkpoint, restore_
                                     save_checkpoint)
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
-from fightlab.rl.rows import append_row, truncate_rows, write_rows
+from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
 
 __all__ = ["Trainer", "TrainingStopped", "PolicyIO", "announce_compile", "train"]
 
@@ -199,7 +199,10 @@ class Trainer(TrainLoop):
         if self._resume_ck is not None:
             restore_checkpoint(self, self._resume_ck)
             if self.history:  # rows.csv is the checkpoint's history (a copy's, a branch's too)
+                note = rebuild_note(rows_csv, self.history)
                 write_rows(rows_csv, self.history)
+                if note:
+                    print(note, flush=True)
             elif rows_csv.exists():  # older checkpoints: drop rows past the checkpoint
                 truncate_rows(rows_csv, self.iteration)
             self._pull()  # the loaded observation

@@ -1,0 +1,337 @@
+"""The break-it review's cases, each as it should end: a kill or a full disk leaves the old file
+or the new one (never a torn or empty one) and says which file in one line; running out of
+memory is one line naming the size asked; a crafted checkpoint is refused before any of it runs;
+a batch archives only what fightlab wrote; a resume that rewrites rows.csv says so; checkpoint
+retention; a bad integer cell is named with its line. CPU device, tiny sizes."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from fightlab import results
+from fightlab.cli import main
+from fightlab.paths import REPO_ROOT
+from fightlab.rl.checkpoint import KEEP_CHECKPOINTS, safe_load
+from fightlab.rundir import MANIFEST, atomic_path, atomic_write
+
+TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
+        "--set", "ppo.num_minibatches=1", "--set", "ppo.update_epochs=1"]
+
+
+def _one_line_error(err: str) -> str:
+    """The one error line of stderr (its last; a compile notice may come before it)."""
+    lines = err.splitlines()
+    assert lines and lines[-1].startswith("fightlab: error: ") and "Traceback" not in err, err
+    assert sum(ln.startswith("fightlab: error:") for ln in lines) == 1, err
+    return lines[-1]
+
+
+def _tmp_files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*.tmp"))
+
+
+# --- the atomic writer ------------------------------------------------------------------------
+
+def test_a_failed_rename_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    p = tmp_path / "f.txt"
+    p.write_text("old")
+
+    def boom(*a, **k):
+        raise OSError(errno.EIO, "rename failed")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write(p, "new")
+    assert p.read_text() == "old" and _tmp_files(tmp_path) == []
+
+
+def test_a_full_disk_is_one_oserror_naming_the_file(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"old")
+    with pytest.raises(OSError) as e:
+        with atomic_path(p) as t:
+            t.write_bytes(b"half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(p)
+    assert p.read_bytes() == b"old" and _tmp_files(tmp_path) == []
+
+
+def test_kill_9_mid_write_leaves_the_old_file_whole(tmp_path):
+    p = tmp_path / "figure.png"
+    p.write_bytes(b"the committed figure")
+    code = ("import sys, time; from fightlab.rundir import atomic_path\n"
+            f"with atomic_path({str(p)!r}) as t:\n"
+            "    f = open(t, 'wb'); f.write(b'x' * 100000); f.flush()\n"
+            "    print('writing', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert p.read_bytes() == b"the committed figure"
+
+
+# --- figures ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def factor_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "data" / "results").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "data" / "results" / "factor.csv", root / "data" / "results")
+    assert main(["figures", "--only", "factor_time", "--root", str(root)]) == 0
+    return root
+
+
+def test_a_kill_during_figures_leaves_the_old_figure(factor_root, monkeypatch, capsys):
+    png = factor_root / "figures" / "factor_time.png"
+    before = png.read_bytes()
+    assert before
+
+    def killed(*a, **k):  # the process dies between writing the temporary and the rename
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    main(["figures", "--only", "factor_time", "--root", str(factor_root)])
+    assert png.read_bytes() == before and _tmp_files(factor_root) == []
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_a_full_disk_during_figures_is_one_line_naming_the_file(factor_root, fmt, monkeypatch, capsys):
+    import matplotlib.figure
+
+    old = {p.name: p.read_bytes() for p in (factor_root / "figures").iterdir()}
+    real = matplotlib.figure.Figure.savefig
+
+    def full(self, fname, *a, **k):
+        if k.get("format") == fmt:
+            open(fname, "wb").write(b"<svg torn")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, fname, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    capsys.readouterr()
+    assert main(["figures", "--only", "factor_time", "--root", str(factor_root)]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert f"factor_time.{fmt}: No space left on device" in err
+    assert {p.name: p.read_bytes() for p in (factor_root / "figures").iterdir()} == old
+
+
+# --- checkpoints: full disk, retention, crafted files ------------------------------------------
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, monkeypatch, capsys):
+    import fightlab.rl.checkpoint as ckpt
+
+    def full(obj, f, *a, **k):  # what torch raises when its zip writer hits a full disk
+        open(f, "wb").write(b"PK half")
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . unexpected pos 64 vs 0\n"
+                           "PytorchStreamWriter failed writing file data/0: file write failed")
+
+    monkeypatch.setattr(ckpt.torch, "save", full)
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert f"{d / 'ckpt_000001.pt'}: No space left on device" in err
+    assert _tmp_files(d) == [] and not (d / "ckpt_000001.pt").exists()
+
+
+def test_out_of_memory_is_one_line_naming_the_size(tmp_path, monkeypatch, capsys):
+    import mujoco_warp
+
+    def oom(*a, **k):
+        raise RuntimeError("Failed to allocate 96000000000 bytes on device 'cpu'")
+
+    monkeypatch.setattr(mujoco_warp, "make_data", oom)
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *TINY]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "out of memory training 2 worlds of simple on cpu" in err and "smaller --nworld" in err
+    assert not (d / "rows.csv").exists() and not list(d.glob("*.pt")) and _tmp_files(d) == []
+
+
+def test_torch_out_of_memory_is_one_line_too(tmp_path, monkeypatch, capsys):
+    from fightlab.rl.runner import Trainer
+
+    def oom(self):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+
+    monkeypatch.setattr(Trainer, "train", oom)
+    assert main(["train", "--run-dir", str(tmp_path / "run"), "--max-iterations", "1", *TINY]) == 2
+    assert "out of memory training 2 worlds" in _one_line_error(capsys.readouterr().err)
+
+
+@pytest.fixture(scope="module")
+def kept_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("keep") / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "7", "--checkpoint-every", "1", *TINY]) == 0
+    return d
+
+
+def _ckpts(d):
+    return sorted(p.name for p in d.glob("ckpt_*.pt"))
+
+
+def test_retention_keeps_latest_and_a_bounded_number_then_resumes(kept_run, capsys):
+    d = kept_run
+    assert KEEP_CHECKPOINTS == 3
+    assert _ckpts(d) == [f"ckpt_{i:06d}.pt" for i in range(4, 8)]
+    assert os.readlink(d / "latest.pt") == "ckpt_000007.pt"
+    # checkpoints hold only what a weights-only load reads
+    ck = torch.load(d / "latest.pt", map_location="cpu", weights_only=True)
+    assert all(isinstance(v, torch.Tensor) for v in ck["env_state"].values())
+    (d / "ckpt_000001.pt").write_bytes(b"the user's own copy")  # not in the manifest: never deleted
+    assert main(["train", "--resume", str(d / "latest.pt"), "--max-iterations", "9", "--no-progress"]) == 0
+    assert _ckpts(d) == ["ckpt_000001.pt"] + [f"ckpt_{i:06d}.pt" for i in range(6, 10)]
+    assert (d / "ckpt_000001.pt").read_bytes() == b"the user's own copy"
+    assert "resume:" not in capsys.readouterr().out  # rows.csv was the checkpoint's: nothing to say
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_checkpoint_is_refused_before_it_runs(kept_run, tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    p = tmp_path / "copy" / "evil.pt"
+    p.parent.mkdir()
+    ck = torch.load(kept_run / "latest.pt", weights_only=True)
+    ck["history"].append(_Evil(marker))
+    torch.save(ck, p)
+    for argv in (["evaluate", str(p), "--nworld", "2", "--device", "cpu"],
+                 ["train", "--resume", str(p), "--max-iterations", "99", "--device", "cpu"]):
+        assert main(argv) == 2
+        err = _one_line_error(capsys.readouterr().err)
+        assert "holds objects other than tensors" in err and "system" in err and str(p) in err
+    assert not marker.exists()
+
+
+def test_packing_refuses_a_crafted_latest_pt(tmp_path, capsys):
+    from fightlab.measure import packing
+
+    marker = tmp_path / "pwned"
+    run = tmp_path / "batch" / "jobs" / "j1" / "run"
+    run.mkdir(parents=True)
+    (run / "rows.csv").write_text("iteration,wall_s\n" + "".join(f"{i},0.1\n" for i in range(1, 9)))
+    torch.save({"config": _Evil(marker)}, run / "latest.pt")
+    (tmp_path / "batch" / "batch.json").write_text(json.dumps({"jobs": [{"run_dir": str(run)}]}))
+    assert packing.main([str(tmp_path / "batch")]) == 2
+    assert "holds objects other than tensors" in _one_line_error(capsys.readouterr().err)
+    assert not marker.exists()
+
+
+def test_an_older_checkpoint_with_numpy_arrays_still_loads(kept_run, tmp_path):
+    ck = safe_load(kept_run / "latest.pt")
+    assert all(isinstance(v, np.ndarray) for v in ck["env_state"].values())
+    ck["history"][0]["reward"] = np.float64(ck["history"][0]["reward"])  # numpy scalars, as older rows had
+    torch.save(ck, tmp_path / "old.pt")  # as an older fightlab wrote it
+    with pytest.raises(Exception):
+        torch.load(tmp_path / "old.pt", weights_only=True)  # not loadable without numpy's globals
+    from fightlab.rl.checkpoint import load_checkpoint
+
+    back = load_checkpoint(tmp_path / "old.pt")
+    assert all(np.array_equal(back["env_state"][k], ck["env_state"][k]) for k in ck["env_state"])
+
+
+# --- a resume that rebuilds rows.csv says so -----------------------------------------------------
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda p: p.write_text(p.read_text() + "garbage,,,\n"), "held"),
+    (lambda p: p.write_text(p.read_text().replace("\n2,", "\n9,", 1)), "differed from the checkpoint's rows"),
+    (lambda p: p.unlink(), "was missing"),
+])
+def test_a_resume_that_rebuilds_rows_says_so(tmp_path, damage, why, capsys):
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "2", *TINY]) == 0
+    good = (d / "rows.csv").read_text()
+    damage(d / "rows.csv")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(d / "latest.pt"), "--max-iterations", "3", "--no-progress"]) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("resume:")]
+    assert len(notes) == 1 and str(d / "rows.csv") in notes[0] and why in notes[0], notes
+    assert (d / "rows.csv").read_text().startswith(good)
+
+
+# --- the batch archive holds only what the batch wrote ------------------------------------------
+
+def test_the_archive_holds_only_files_fightlab_wrote(kept_run, tmp_path):
+    from fightlab import batch
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "batch.json").write_text("{}")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "big.bin").write_bytes(os.urandom(1 << 20))
+    run = tmp_path / "run"
+    shutil.copytree(kept_run, run, symlinks=True)
+    (run / "big.bin").write_bytes(os.urandom(1 << 20))  # the user's file beside a run's
+    out = batch.archive(folder, False, ["/", "/usr/lib", str(foreign), str(run)])
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+    assert not any("big.bin" in n or "/usr" in n or "foreign" in n for n in names), names
+    assert "b/run_dirs/run/rows.csv" in names and f"b/run_dirs/run/{MANIFEST}" in names
+    assert out.stat().st_size < 200_000 and _tmp_files(folder) == []
+
+
+def test_a_batch_job_with_a_refused_run_dir_never_reaches_the_archive(tmp_path, capsys):
+    big = tmp_path / "mine"
+    big.mkdir()
+    (big / "big.bin").write_bytes(os.urandom(1 << 20))
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--job",
+               f"train --run-dir {big} --max-iterations 1 --device cpu --nworld 2"])
+    assert rc != 0
+    archive = folder / "batch.tar.gz"
+    if archive.exists():
+        with tarfile.open(archive) as tar:
+            assert not any("big.bin" in n for n in tar.getnames())
+    assert [p.name for p in big.iterdir()] == ["big.bin"]
+
+
+# --- results files -------------------------------------------------------------------------------
+
+def _row(run_id="a1", nworld=8):
+    meta = results.run_metadata(body="simple", nworld=nworld, seed=0, params={}, device="cpu")
+    return {**meta, "run_id": run_id, **{c: 1.0 for c in results.EXPERIMENTS["slots"]}}
+
+
+def test_a_malformed_integer_cell_is_named_with_its_line(tmp_path):
+    results.append_row("slots", _row("a1"), tmp_path)
+    results.append_row("slots", _row("b2"), tmp_path)
+    p = results.results_path("slots", tmp_path)
+    lines = p.read_text().splitlines()
+    cols = lines[0].split(",")
+    rec = lines[2].split(",")
+    rec[cols.index("nworld")] = "eight"
+    p.write_text("\n".join([*lines[:2], ",".join(rec)]) + "\n")
+    with pytest.raises(results.MalformedRowError, match=rf"{p}:3: column 'nworld' holds 'eight', not an integer"):
+        results.read_rows("slots", tmp_path)
+
+
+def test_an_append_killed_before_its_rename_leaves_the_old_file(tmp_path, monkeypatch):
+    results.append_row("slots", _row("a1"), tmp_path)
+    p = results.results_path("slots", tmp_path)
+    before = p.read_bytes()
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        results.append_row("slots", _row("b2"), tmp_path)
+    assert p.read_bytes() == before and _tmp_files(tmp_path) == []
