@@ -5,9 +5,15 @@ wall clock, as this code wrote them; a run compares only those columns (columns 
 as per-term reward sums, pass). Python writes a float as its shortest repr, so equal text is equal
 bits. Regenerate after a deliberate change of behaviour only: `python tests/test_golden.py`.
 
-The training runs in a child process whose floats do not depend on the machine's x86-64 CPU
-(`PORTABLE_ENV`, `_portable_warp`): the same bits on an AMD or an Intel machine, with or without
-AVX-512 (torch, MKL, oneDNN and warp all pick code paths by the CPU's features by default).
+The training runs in a child process that pins the CPU-dependent code paths (`PORTABLE_ENV`,
+`_portable_warp`; torch, MKL, oneDNN and warp all pick code paths by the CPU's features by
+default). Checked on one Sapphire Rapids host: the fixtures hold with glibc's libm without its
+FMA/AVX2 variants (GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F) and with MKL limited to
+SSE4.2 or AVX2 (MKL_ENABLE_INSTRUCTIONS). What they do depend on is the numeric stack in
+tests/data/golden_build.txt: MKL's vector math (torch.exp, log, sqrt) and sgemm give other bits
+on another code branch (MKL_CBWR=AVX2 or AVX512 change them), and the fixtures of 2026-12-02
+(torch from PyPI then, before setup.sh took the +cpu build) part from a 2.13.0+cpu run in the
+first PPO update's approx_kl. A mismatch's message names both stacks.
 """
 
 from __future__ import annotations
@@ -77,6 +83,17 @@ def _train_here(name: str, run_dir: Path) -> Path:
     return run_dir / "rows.csv"
 
 
+def _build() -> str:
+    """The numeric stack a recording depends on beyond the CPU: torch's build (a +cpu wheel or
+    PyPI's CUDA one), the MKL it links, glibc; written beside the fixtures, shown when they differ."""
+    import platform
+
+    import torch
+
+    mkl = next((ln.strip(" -") for ln in torch.__config__.show().splitlines() if "Math Kernel Library" in ln), "no MKL")
+    return f"torch {torch.__version__}; {mkl}; {'-'.join(platform.libc_ver())}"
+
+
 def _columns(path: Path, columns: list[str] | None = None) -> str:
     """The CSV text of rows.csv's `columns` (default: all but TIMING), in that order."""
     with open(path, newline="") as f:
@@ -99,10 +116,15 @@ def test_training_rows_are_bitwise_unchanged(name, tmp_path):
     want = fixture.read_text()
     columns = want.splitlines()[0].split(",")
     got = _columns(_train(name, tmp_path / "run"), columns)
-    assert got == want, f"rows.csv differs from {fixture.name}:\n{got}"
+    recorded = (DATA / "golden_build.txt").read_text().strip()
+    assert got == want, (f"rows.csv differs from {fixture.name} (recorded with {recorded}; "
+                         f"this is {_build()}):\n{got}")
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--train"]:  # the child of _train
+    # this checkout's fightlab, not the one an editable install points at (as a script the
+    # child's sys.path starts with tests/, so `import fightlab` would find the install's copy)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     _train_here(sys.argv[2], Path(sys.argv[3]))
 elif __name__ == "__main__":  # rewrite the fixtures from this code
     import tempfile
@@ -112,3 +134,4 @@ elif __name__ == "__main__":  # rewrite the fixtures from this code
             text = _columns(_train(name, Path(d) / "run"))
         (DATA / f"golden_{name}.csv").write_text(text)
         print(f"wrote {DATA / f'golden_{name}.csv'}", file=sys.stderr)
+    (DATA / "golden_build.txt").write_text(_build() + "\n")
