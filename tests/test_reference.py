@@ -111,15 +111,15 @@ def test_a_solve_ends_with_the_reference_check_in_its_row(tmp_path, capsys):
 
 
 def test_a_failing_check_is_reported_unsolved_with_its_reason(tmp_path, monkeypatch, capsys):
-    from fightlab.rl import reference
+    from fightlab.envs import task
 
-    real = reference.evaluate
+    real = task.evaluate_policy
 
-    def falls_at_half_dt(*a, **k):
-        r = real(*a, **k)
-        return dict(r, fall_rate=0.5) if k["timestep"] < 0.004 else r
+    def falls_at_half_dt(make_policy, body, env_cfg, *a, **k):
+        r = real(make_policy, body, env_cfg, *a, **k)
+        return dict(r, fall_rate=0.5) if env_cfg.timestep < 0.004 else r
 
-    monkeypatch.setattr(reference, "evaluate", falls_at_half_dt)
+    monkeypatch.setattr(task, "evaluate_policy", falls_at_half_dt)
     run = tmp_path / "run"
     assert main(["train", *SOLVES, "--set", "max_fall_rate=0.2", "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
@@ -130,7 +130,6 @@ def test_a_failing_check_is_reported_unsolved_with_its_reason(tmp_path, monkeypa
     assert math.isnan(row["time_to_solve_s"])
     ref = json.loads(row["params"])["reference_eval"]
     assert ref["reason"] == "dt/2: fall rate 0.500 > 0.2" and ref["curriculum_time_to_solve_s"] > 0
-    monkeypatch.setattr(reference, "evaluate", falls_at_half_dt)
     assert main(["evaluate", str(run / "latest.pt"), "--reference-check", "--nworld", "4", "--device", "cpu",
                  "--no-progress"]) == 1
 
@@ -229,22 +228,22 @@ def test_an_interrupted_reference_check_resumes_into_the_check_and_its_row(tmp_p
     """Ctrl-C (or a kill) between the solve and the end of its check: the checkpoint says solved
     but holds no verdict, so `--resume` trains no further, runs the check and writes the row;
     a resume after that finds the run finished."""
-    from fightlab.rl import reference
+    from fightlab.envs import task
     from fightlab.rl.checkpoint import load_checkpoint
 
-    real = reference.evaluate
+    real = task.evaluate_policy
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(reference, "evaluate", interrupted)
+    monkeypatch.setattr(task, "evaluate_policy", interrupted)
     run = tmp_path / "run"
     assert main(["train", *SOLVES, "--run-dir", str(run)]) == 130
     ck = load_checkpoint(run / "latest.pt")
     assert ck["curriculum"]["solved"] and ck["reference_eval"] is None
     assert not (run / "results").exists() or results.read_rows("train", run).empty
     capsys.readouterr()
-    monkeypatch.setattr(reference, "evaluate", real)
+    monkeypatch.setattr(task, "evaluate_policy", real)
     # a bad segment flag is refused before the check is announced
     assert main(["train", "--resume", str(run / "latest.pt"), "--no-progress", "--max-iterations", "0"]) == 2
     bad = capsys.readouterr()

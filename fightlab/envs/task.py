@@ -6,20 +6,26 @@ wait is counted in these iterations).
 
 Any learner drives it through the door; fightlab's PPO uses the captured form (`advance`, then
 `end_iteration` with its own values in the one host read); rsl_rl's runner would call `step`.
+A policy is judged here too: `evaluate_policy` (fresh worlds, a fixed amplitude) and
+`reference_check` (a solve's policy in the reference physics at dt and dt/2, the task's own
+thresholds), given any ``make_policy(env) -> (obs -> action)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 
 import torch
 
-from fightlab.config import TrainConfig
+from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig
 from fightlab.envs.curriculum import Curriculum, ratio
 from fightlab.envs.stance import StanceEnv
 from fightlab.envs.vecenv import VecEnv
 
-__all__ = ["SUMMARY_INPUTS", "StanceTask", "episode_row", "episode_stats"]
+__all__ = ["SUMMARY_INPUTS", "StanceTask", "episode_row", "episode_stats", "evaluate_policy",
+           "reference_check"]
 
 #: summary counters the rows show only through a derived column (or not at all)
 SUMMARY_INPUTS = frozenset({"falls", "timeouts", "overflow_worlds", "overflow_distinct_worlds",
@@ -164,3 +170,106 @@ class StanceTask(VecEnv):
 
     def close(self) -> None:
         self.unwrapped.close()
+
+
+def evaluate_policy(make_policy, body: str, env_cfg, nworld: int, device: str, episodes_per_world: float = 1.0,
+                    amplitude: float = 1.0, seed: int = 1, graph: bool = True, tree_factor: bool = True,
+                    progress: bool = True, backend: str = "gpu", threads: int | None = None) -> dict:
+    """Run a policy on ``nworld`` fresh worlds of ``body`` (unstaggered, the rhythm amplitude fixed
+    at ``amplitude``) for ``episodes_per_world`` episode lengths and return the task's statistics.
+
+    Args:
+      make_policy: ``env -> policy`` (the `StanceEnv`, for its obs_dim / nu), policy: ``obs
+        [nworld, obs_dim] -> action [nworld, nu]``, torch float32 on ``device``; None: the
+        zero-action policy (the servos hold the moving reference alone).
+      env_cfg: the `EnvConfig` (its solver and timestep are the physics judged in).
+    Returns:
+      dict: physics_engine (`sim.physics.engine_solver`), timestep (s), seconds_per_world
+      (simulated s each world ran), episodes, falls, fall_rate, tracking (over every ended
+      episode), tracking_survived (over those that reached the time limit; NaN when none did),
+      mean_episode_s (s), overflow_count (slot resets), nan_resets, contact_falls, tilt_falls.
+    Raises:
+      ValueError: a bad body, nworld, device or env config (one line naming it).
+    """
+    from tqdm import tqdm
+
+    from fightlab.config import validate_body, validate_env, validate_nworld
+    from fightlab.devices import announce_compile, validate_device
+    from fightlab.sim.physics import shared_stream
+
+    device = validate_device(device)
+    validate_body(body), validate_env(env_cfg)  # before the bar opens
+    nworld = validate_nworld(nworld)  # an int, whatever a checkpoint's config held
+    nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
+    announce_compile(body, device, backend)  # building the env compiles warp's kernels
+    # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
+    bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor,
+                    backend=backend, threads=threads)
+    policy = make_policy(env) if make_policy is not None else None
+    with shared_stream(device):
+        env.set_amplitude(amplitude, immediate=True)
+        obs = env.reset(stagger=False)
+        zero = torch.zeros(nworld, env.nu, device=torch.device(device))
+        for _ in range(nsteps):
+            with torch.no_grad():
+                a = zero if policy is None else policy(obs)
+            obs, _, _, _ = env.step(a)
+            bar.update(1)
+        s = env.read_summary()
+    bar.close()
+    n = s["episodes"]
+    return dict(physics_engine=env.engine_solver, timestep=env.mjm.opt.timestep,
+                seconds_per_world=nsteps * env_cfg.control_dt,
+                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
+                tracking=ratio(s["track_num"], s["track_den"]),
+                tracking_survived=ratio(s["track_num_survived"], s["track_den_survived"]),
+                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
+                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
+                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])
+
+
+#: what each run of the reference check keeps of `evaluate_policy`'s result
+_REFERENCE_KEEP = ("timestep", "episodes", "falls", "fall_rate", "tracking", "mean_episode_s",
+                   "overflow_count", "nan_resets")
+
+
+def reference_check(make_policy, cfg: TrainConfig, device: str, nworld: int, seed: int = 1,
+                    progress: bool = True) -> dict:
+    """A solve's policy re-run in the reference physics (`config.REFERENCE_SOLVER`) at the task's
+    timestep dt and at dt/2 (`config.REFERENCE_CHECKS`): on ``nworld`` fresh worlds, one episode
+    each at amplitude 1 with the pushes on, its falls at most ``cfg.max_fall_rate`` of the
+    episodes and its tracking at least ``cfg.min_tracking`` at both (docs/task.md).
+
+    Args:
+      make_policy: as `evaluate_policy`'s; cfg: the run's TrainConfig (its body, task, graphs,
+        tree factor, thresholds); seed: the fresh worlds' seed (a training's check: its seed + 1).
+    Returns:
+      dict: passed (bool), reason (None, or why: "dt/2: fall rate 0.083 > 0.05"), nworld, seed,
+      seconds (wall time of the whole check, s), solver (`REFERENCE_SOLVER`), solver_engine (as the
+      engine ran it), thresholds (max_fall_rate, min_tracking), and per label ("dt", "dt/2") the
+      run's timestep (s), episodes, falls, fall_rate, tracking, mean_episode_s, overflow_count,
+      nan_resets.
+    """
+    from fightlab.config import reference_env
+
+    t0 = time.perf_counter()
+    out = dict(nworld=int(nworld), seed=int(seed), solver=dict(REFERENCE_SOLVER),
+               thresholds=dict(max_fall_rate=cfg.max_fall_rate, min_tracking=cfg.min_tracking))
+    reasons = []
+    for label, frac in REFERENCE_CHECKS:
+        env_cfg = dataclasses.replace(reference_env(cfg.env), timestep=cfg.env.timestep * frac)
+        r = evaluate_policy(make_policy, cfg.body, env_cfg, nworld, device, amplitude=1.0, seed=seed,
+                            graph=cfg.graph, tree_factor=cfg.tree_factor, progress=progress,
+                            backend=cfg.backend, threads=cfg.workers)
+        out[label] = {k: r[k] for k in _REFERENCE_KEEP}
+        out.setdefault("solver_engine", r["physics_engine"])
+        fall, trk = r["fall_rate"], r["tracking"]
+        if not (math.isfinite(fall) and fall <= cfg.max_fall_rate):
+            reasons.append(f"{label}: fall rate {fall:.3f} > {cfg.max_fall_rate:g}")
+        if not (math.isfinite(trk) and trk >= cfg.min_tracking):
+            reasons.append(f"{label}: tracking {trk:.3f} < {cfg.min_tracking:g}")
+    out["passed"] = not reasons
+    out["reason"] = "; ".join(reasons) or None
+    out["seconds"] = time.perf_counter() - t0
+    return out

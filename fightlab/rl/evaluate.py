@@ -4,13 +4,8 @@ statistics: fall rate, tracking, mean episode length (``python -m fightlab evalu
 from __future__ import annotations
 
 import dataclasses
-import math
-
-import torch
-
 from fightlab.config import from_dict
 from fightlab.rl.checkpoint import load_checkpoint, policy_agent
-from fightlab.envs.curriculum import ratio
 
 __all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action"]
 
@@ -83,49 +78,18 @@ def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = 
 
 def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
               graph, tree_factor, progress=True, backend: str = "gpu", threads=None):
-    from tqdm import tqdm
+    from fightlab.config import training_physics
+    from fightlab.envs.task import evaluate_policy
 
-    from fightlab.config import training_physics, validate_body, validate_env, validate_nworld
-    from fightlab.devices import validate_device
-    from fightlab.envs.stance import StanceEnv
-    from fightlab.sim.physics import shared_stream
-
-    device = validate_device(device)
-    validate_body(body), validate_env(env_cfg)  # before the bar opens
-    nworld = validate_nworld(nworld)  # an int, whatever a checkpoint's config held
-    nsteps = int(round(episodes_per_world * env_cfg.episode_steps))
-    from fightlab.devices import announce_compile
-
-    announce_compile(body, device, backend)  # building the env compiles warp's kernels
-    # the bar opens before the env is built: building it compiles and captures (slow on a CPU)
-    bar = tqdm(total=nsteps, desc=f"evaluate {body} ×{nworld}", unit="step", disable=not progress)
-    env = StanceEnv(body, nworld, device, seed=seed, cfg=env_cfg, graph=graph, tree_factor=tree_factor,
-                    backend=backend, threads=threads)
-    agent = policy_agent(ck, env, device) if ck is not None and not zero_action else None
-    with shared_stream(device):
-        env.set_amplitude(amplitude, immediate=True)
-        obs = env.reset(stagger=False)
-        zero = torch.zeros(nworld, env.nu, device=torch.device(device))
-        for _ in range(nsteps):
-            with torch.no_grad():
-                a = zero if agent is None else agent.act_mean(obs)
-            obs, _, _, _ = env.step(a)
-            bar.update(1)
-        s = env.read_summary()
-    bar.close()
-    n = s["episodes"]
-    return dict(body=body, zero_action=agent is None, physics=training_physics(env_cfg),
-                physics_engine=env.engine_solver,
-                timestep=env.mjm.opt.timestep, nworld=nworld,
+    # the checkpoint's actor on the env's sizes, its mean action; None: the zero-action policy
+    make_policy = None if ck is None or zero_action else (lambda env: policy_agent(ck, env, device).act_mean)
+    r = evaluate_policy(make_policy, body, env_cfg, nworld, device, episodes_per_world, amplitude, seed,
+                        graph, tree_factor, progress, backend=backend, threads=threads)
+    return dict(body=body, zero_action=make_policy is None, physics=training_physics(env_cfg),
+                physics_engine=r.pop("physics_engine"), timestep=r.pop("timestep"), nworld=int(nworld),
                 amplitude=amplitude, episodes_per_world=episodes_per_world,
-                seconds_per_world=nsteps * env_cfg.control_dt,
+                seconds_per_world=r.pop("seconds_per_world"),
                 run_id=ck.get("run_id") if ck is not None else None,
                 # which policy: a checkpoint of a solved run, or one saved before the solve
                 ckpt_iteration=ck.get("iteration") if ck is not None else None,
-                ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None,
-                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
-                tracking=ratio(s["track_num"], s["track_den"]),
-                tracking_survived=ratio(s["track_num_survived"], s["track_den_survived"]),
-                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
-                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
-                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])
+                ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None, **r)
