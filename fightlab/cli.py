@@ -20,6 +20,7 @@ exit code 2, never a traceback from inside warp.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -489,11 +490,11 @@ def cmd_train(a) -> int:
     req = _train_request(a)
     if a.publish:
         results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
-    plan = plan_training(req, progress=not a.no_progress,
+    plan = plan_training(req, progress=not a.no_progress, has_row=has_train_row,
                          pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
     if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
         results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
-    with Trainer(plan.cfg, progress=not a.no_progress, has_row=has_train_row) as trainer:
+    with Trainer(plan, progress=not a.no_progress) as trainer:
         if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
             trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
         res = trainer.train()
@@ -630,91 +631,96 @@ JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots",
                 "compare-backends")
 
 
-def check_job_argv(argv: list[str]) -> str | None:
-    """The line the command line would print for a job's fightlab argv (unknown flag, bad choice;
-    for a new train job any value its config refuses: `_job_config`), or None when accepted. A
-    resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint or
-    its GPU)."""
-    import contextlib
-    import io
+def check_job(argv: list[str]) -> tuple[str | None, str | None]:
+    """One parse of a job's fightlab argv: (error, identity).
 
-    from fightlab.config import ConfigError, TrainConfig
-    from fightlab.rl.launch import plan_overrides
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            a = _parser().parse_args(argv)
-    except SystemExit as e:
-        if e.code:
-            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-            return lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})"
-        return None
-    if a.cmd == "train":  # every --set key and value, and the config they make, before any job runs
-        try:
-            if a.set:
-                plan_overrides(TrainConfig(), a.set)
-            if a.resume is None and not (isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto"):
-                _job_config(a)
-        except ConfigError as e:
-            return str(e)
-    return None
-
-
-def job_identity(argv: list[str]) -> str | None:
-    """What a job's fightlab argv runs, as text: every flag as argparse reads it (typed: ``01``
-    is 1), paths resolved; for a new train job the values its config takes from them (body,
-    nworld, seed, limits, backend aliases, `--set` values read as the run reads them:
-    `_job_config`) replaced by that whole config. None for an argv the command line refuses."""
+    error: the line the command line would print (unknown flag, bad choice; for a new train job
+    any value its config refuses, `_job_config`, and a `--run-dir` its run would refuse:
+    `rundir.check_location`, or a non-empty folder fightlab did not make), or None when accepted.
+    A resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint
+    or its GPU). identity: what the argv runs, as text: every flag as argparse reads it (typed:
+    ``01`` is 1), paths resolved; for a new train job the values its config takes from them
+    (body, nworld, seed, limits, backend aliases, `--set` values read as the run reads them)
+    replaced by that whole config; None when refused."""
     import contextlib
     import io
 
     from fightlab.config import ConfigError, to_dict
 
+    err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            a = _parser().parse_args(argv)
-    except SystemExit:
-        return None
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            a = _job_parser().parse_args(argv)
+    except SystemExit as e:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        return (lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})") if e.code else None, None
     args = dict(vars(a))
     for k in ("run_dir", "resume", "root", "batch_dir"):
         if isinstance(args.get(k), str):
             args[k] = str(Path(args[k]).expanduser().resolve())
-    auto = isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto" if hasattr(a, "nworld") else False
-    if a.cmd == "train" and a.resume is None and not auto:
-        try:
+    if a.cmd == "train" and a.resume is None and not _auto(a.nworld):
+        try:  # every --set key and value, and the config they make, before any job runs
             cfg = to_dict(_job_config(a))
-        except ConfigError:
-            return None
+        except ConfigError as e:
+            return str(e), None
         for k in ("body", "nworld", "seed", "max_iterations", "checkpoint_every", "segment_s", "backend", "set"):
             args.pop(k, None)  # read into the config
         args["config"] = cfg
-    return json.dumps(args, sort_keys=True, default=str)
+    elif a.cmd == "train" and a.set:
+        try:
+            from fightlab.rl.launch import plan_overrides
+            from fightlab.config import TrainConfig
+
+            plan_overrides(TrainConfig(), a.set)
+        except ConfigError as e:
+            return str(e), None
+    return None, json.dumps(args, sort_keys=True, default=str)
+
+
+def check_job_argv(argv: list[str]) -> str | None:
+    """The refusal line of a job's fightlab argv, or None (:func:`check_job`'s first half)."""
+    return check_job(argv)[0]
+
+
+def job_identity(argv: list[str]) -> str | None:
+    """What a job's fightlab argv runs, or None when refused (:func:`check_job`'s second half)."""
+    return check_job(argv)[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _job_parser() -> argparse.ArgumentParser:
+    """The command line's parser, built once for a batch's many job checks."""
+    return _parser()
+
+
+def _auto(nworld) -> bool:
+    return isinstance(nworld, str) and nworld.strip().lower() == "auto"
 
 
 def _job_config(a):
-    """A new train job's TrainConfig from its flags, every value checked (`validate_train`) as
-    its run would, but on the CPU: whether its device is on this host is the batch's own check
-    (`batch.check_devices`). Raises ConfigError, one line."""
-    import dataclasses
-
-    from fightlab.config import TrainConfig, validate_body, validate_nworld, validate_train
-    from fightlab.rl.launch import plan_overrides, resolve_backend
+    """A new train job's TrainConfig from its flags, through the run's gate (`rl.launch.plan_run`)
+    as its run would pass it, but on the CPU: whether its device is on this host is the batch's
+    own check (`batch.check_devices`); the publish rule on the device the job names (a CPU job
+    may not publish MuJoCo Warp rows; a job that names none runs on its lane's, known when it
+    starts). A `--run-dir` its run would refuse (`rundir.check_location`, or a non-empty folder
+    fightlab did not make) is refused now. Raises ConfigError, one line."""
+    from fightlab.config import TrainConfig, validate_body, validate_nworld
+    from fightlab.rl.launch import plan_overrides, plan_run, resolve_backend
+    from fightlab.rundir import MANIFEST, RunDirError, check_location
 
     given = {k: v for k, v in dict(
         body=None if a.body is None else validate_body(a.body),
         nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
         max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every, segment_s=a.segment_s,
-        backend=resolve_backend(a.backend)).items() if v is not None}
+        backend=resolve_backend(a.backend), device=a.device).items() if v is not None}
     cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
-    cfg = validate_train(dataclasses.replace(cfg, device="cpu"))
-    if a.publish and (a.device is not None or cfg.backend == "cpu"):
-        # the publish rule on the device the job names (a CPU job may not publish MuJoCo Warp
-        # rows); a job that names none runs on its lane's, known when it starts
-        from fightlab.publish import check_publish
-
-        check_publish(True, a.device or "cpu", "the training row", backend=cfg.backend, training=cfg)
-    return cfg
+    if a.run_dir is not None:
+        p = check_location(a.run_dir)
+        if p.is_dir() and not (p / MANIFEST).is_file() and any(p.iterdir()):
+            raise RunDirError(f"run folder {a.run_dir!r} is not empty and was not made by fightlab (no "
+                              f"{MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+    publish = a.publish and (a.device is not None or cfg.backend == "cpu")
+    return plan_run(cfg, publish=publish, device_here=False).cfg
 
 
 def cmd_batch(a) -> int:
@@ -724,8 +730,7 @@ def cmd_batch(a) -> int:
                          job=a.job, grid=a.grid, sets=a.set, gpus=a.gpus, job_timeout_s=a.job_timeout_s,
                          budget_s=a.budget_s, min_left_s=a.min_left_s, no_mps=a.no_mps,
                          with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
-                         progress=not a.no_progress, commands=JOB_COMMANDS, check_argv=check_job_argv,
-                         job_identity=job_identity)
+                         progress=not a.no_progress, commands=JOB_COMMANDS, check_job=check_job)
 
 
 def cmd_survey(a) -> int:

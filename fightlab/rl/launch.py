@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_backend, validate_body,
-                             validate_nworld, validate_policy_device)
+                             validate_nworld, validate_policy_device, validate_train)
 from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
@@ -88,13 +88,113 @@ class TrainRequest:
         return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
 
 
+#: how a planned run starts (`TrainPlan.start`): "fresh" (a new run), "resume" (a checkpoint
+#: trains on), "row" (a run finished or stopped after its stage without its row: the row is
+#: written, no training), "check" (a solve whose reference check did not finish: the check runs,
+#: then the row)
+STARTS = ("fresh", "resume", "row", "check")
+
+
 @dataclass(frozen=True)
 class TrainPlan:
-    """`plan_training`'s answer: the run's config and, for `--nworld auto`, the pick's record
+    """The gate's answer (:func:`plan_run`), which the `Trainer` and the rows trust as it is:
+    the run's config (checked, its device canonical; a resume's: the checkpoint's with the
+    segment's fields), how it starts (:data:`STARTS`), the resumed checkpoint (loaded once),
+    whether it publishes (the publish rule passed), and for `--nworld auto` the pick's record
     (the rule, the ramp's points and the chosen nworld; the row's `params.nworld_auto`)."""
 
     cfg: TrainConfig
     nworld_auto: dict | None = None
+    start: str = "fresh"
+    checkpoint: dict | None = None
+    publish: bool = False
+
+
+def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | None = None,
+             nworld_auto: dict | None = None, checkpoint: dict | None = None,
+             device_here: bool = True) -> TrainPlan:
+    """The gate of a run: every request (the command line's flags, a notebook's parameters, a
+    batch job, a resume, a library call) ends here, once, before any work.
+
+    It merges a resume's checkpoint (`cfg.resume`: the checkpoint's config, only the segment's
+    fields from `cfg`), validates the config (`config.validate_train`: each field's rule, then
+    the rules across fields), applies the publish rule (`publish.check_publish` with the whole
+    training) and decides how the run starts (:data:`STARTS`).
+
+    Args:
+      cfg: the run's TrainConfig (with `resume`: the segment's fields).
+      publish: the run's row and curve go to data/ (the publish rule is checked).
+      has_row: ``(folder, run_id) -> bool`` (`measure.report.has_train_row`), asked only for a
+        finished checkpoint: without its row the run writes it ("row"); with it, or without
+        `has_row`, the resume is refused.
+      nworld_auto: `--nworld auto`'s record, kept in the plan.
+      checkpoint: `cfg.resume` already loaded (else loaded here).
+      device_here: False checks the config on the CPU (a batch job runs on a lane's device,
+        known when it starts); the publish rule still reads `cfg.device`.
+    Returns:
+      :class:`TrainPlan`.
+    Raises:
+      ConfigError: one line (a refused value, a run that may not publish, a finished run, a
+        checkpoint with later ones in its folder); CheckpointError: an unreadable checkpoint.
+    """
+    ck = None
+    if cfg.resume:
+        from fightlab.rl.checkpoint import load_checkpoint, resume_config
+
+        ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume)
+        cfg = resume_config(from_dict(ck["config"]), cfg)
+    checked = validate_train(cfg if device_here else dataclasses.replace(cfg, device="cpu"))
+    if not device_here:
+        checked = dataclasses.replace(checked, device=cfg.device)
+    check_publish(publish, checked.device, "the training row", backend=checked.backend,
+                  policy_device=checked.policy_device, training=checked)
+    start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
+    return TrainPlan(checked, nworld_auto, start, ck, publish)
+
+
+def _resume_start(cfg: TrainConfig, ck: dict, has_row: Callable | None) -> str:
+    """How a resumed run starts (:data:`STARTS`), said in one line where it does not train on.
+    Raises ConfigError: finished (its row written, or no `has_row`), or later checkpoints in its
+    folder that resuming there would overwrite."""
+    from fightlab.config import stage_done
+    from fightlab.rl.checkpoint import later_checkpoints
+
+    it, cur = ck["iteration"], ck["curriculum"]
+    solved = bool(cur.get("solved"))
+    done = solved and cfg.stop_when_solved
+    unchecked = solved and ck.get("reference_eval") is None
+    start = "resume"
+    if not solved and stage_done(cfg, int(cur.get("stage", 0))):
+        # ended by stop_after_stage (its row may be missing: a segment or a kill ended on the
+        # widening): this segment trains no further, it writes the run's row
+        print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration {it} "
+              "(its stop_after_stage): writing its row, no training", flush=True)
+        start = "row"
+    elif (done or it >= cfg.max_iterations) and has_row is not None \
+            and not has_row(Path(cfg.resume).resolve().parent, ck["run_id"]):
+        # finished but its row never written (stopped on its last iteration by an older
+        # fightlab, a kill between the last checkpoint and the row): write it, no training
+        print(f"run in {cfg.resume!r} finished at iteration {it} without its row: writing it, no training",
+              flush=True)
+        start = "check" if unchecked else "row"
+    elif done or it >= cfg.max_iterations:
+        if not unchecked:
+            raise ConfigError(f"run in {cfg.resume!r} already finished at iteration {it} (solved, its "
+                              "reference check done)" if done else
+                              f"run in {cfg.resume!r} already finished at iteration {it} (max_iterations "
+                              "reached); raise --max-iterations to train it further")
+        start = "check"  # stopped (Ctrl-C, kill) between the solve and the end of its reference check
+    if start == "check":
+        print(f"run in {cfg.resume!r} solved at iteration {it} but its reference check did not finish: "
+              "running the check", flush=True)
+    if later := later_checkpoints(cfg.run_dir, int(it)):
+        # the folder went on past this checkpoint: resuming here would write over that
+        raise ConfigError(
+            f"checkpoint {cfg.resume!r} is at iteration {it} but its folder holds later ones "
+            f"({', '.join(later[:3])}{', …' if len(later) > 3 else ''}) that resuming it there would "
+            "overwrite: resume latest.pt, or copy this checkpoint into a new empty folder and resume "
+            "it from there (a new run, forked from this one)")
+    return start
 
 
 def _given(value, default):
@@ -183,12 +283,9 @@ def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
                                                         for k in FLAG_FIELDS})
 
 
-def _overrides(cfg: TrainConfig, req: TrainRequest) -> TrainConfig:
-    return plan_overrides(cfg, req.overrides)
-
-
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
-    """A resumed run's config: the checkpoint's, the segment's fields from the request."""
+    """A resumed run's segment: the request's segment fields; any other flag the request gives
+    must agree with the checkpoint (`rl.checkpoint.resume_conflicts`)."""
     from fightlab.rl.checkpoint import resume_conflicts
 
     if req.overrides:
@@ -218,26 +315,24 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
                           "--device, --max-iterations, --segment-s and --no-progress may change "
                           "per segment)")
-    cfg = TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
-                      max_iterations=_given(req.max_iterations, saved.max_iterations))
-    # full size (publish.training_size_problem) with the segment's max_iterations
-    check_publish(req.publish, device, "the training row", backend=saved.backend,
-                  policy_device=saved.policy_device,
-                  training=dataclasses.replace(saved, max_iterations=cfg.max_iterations))
-    return cfg
+    return TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
+                       max_iterations=_given(req.max_iterations, saved.max_iterations))
 
 
 def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
-                  progress: bool = True) -> TrainPlan:
-    """The run's TrainConfig from a request, every rule checked before any work.
+                  progress: bool = True, has_row: Callable | None = None) -> TrainPlan:
+    """The command line's request as a run's config, through the gate (:func:`plan_run`).
 
     Args:
       req: what was given (:class:`TrainRequest`).
       pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
-        record)``; None refuses "auto".
+        record)``; None refuses "auto". The probe passes the gate first (at
+        `MIN_PUBLISH_NWORLD` worlds: the ramp's world counts are all full size), so a refusal
+        comes before the ramp's work.
       progress: passed to `pick_nworld` (its ramp's progress bars).
+      has_row: passed to :func:`plan_run` (a finished checkpoint without its row).
     Returns:
-      :class:`TrainPlan`: the config (validated again by the `Trainer`) and the auto pick's record.
+      :class:`TrainPlan` (the gate's).
     Raises:
       ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
         pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
@@ -245,13 +340,14 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     from fightlab import devices
 
     backend = resolve_backend(req.backend)
-    saved = None
+    ck = saved = None
     if req.resume is not None:
         from fightlab.rl.checkpoint import load_checkpoint
 
         if not req.resume.strip():
             raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
-        saved = from_dict(load_checkpoint(req.resume)["config"])  # a clear error before any work
+        ck = load_checkpoint(req.resume)  # a clear error before any work
+        saved = from_dict(ck["config"])
         if backend is not None and backend != saved.backend:
             raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
                               "a resumed run keeps its physics backend (only --device, --max-iterations, "
@@ -264,32 +360,29 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
                           f"and the policy run on the CPU), got --device {req.device!r}")
     device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
     policy_device = validate_policy_device(req.policy_device, backend)
-    # a resume keeps its checkpoint's policy device (a CPU-policy check never publishes)
-    check_publish(req.publish, device, "the training row", backend=backend,
-                  policy_device=saved.policy_device if saved is not None else policy_device)
     auto = isinstance(req.nworld, str) and req.nworld.strip().lower() == "auto"
     if auto and req.resume is not None:
         raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
                           "checkpoint's")
     if saved is not None:
-        return TrainPlan(_resumed(req, saved, device, policy_device))
+        return plan_run(_resumed(req, saved, device, policy_device), publish=req.publish, has_row=has_row,
+                        checkpoint=ck)
     dflt = TrainConfig()
     body = validate_body(_given(req.body, dflt.body))
     seed = _given(req.seed, dflt.seed)
+    given = dict(body=body, device=device, seed=seed, **req.graphs(), tree_factor=not req.no_tree_factor,
+                 max_iterations=_given(req.max_iterations, dflt.max_iterations), segment_s=req.segment_s,
+                 checkpoint_every=_given(req.checkpoint_every, dflt.checkpoint_every), backend=backend,
+                 policy_device=policy_device)
     nworld_auto = None
     if auto:
-        # the iterations before the ramp's work (the ramp's world counts are all full size)
-        check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                      training=_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD,
-                                                      max_iterations=_given(req.max_iterations,
-                                                                            dflt.max_iterations)), req))
         if backend != "gpu" or req.workers is not None or req.worlds_per_worker is not None or req.cpu_layout:
             raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
                               "--backend cpu give --nworld or --workers / --worlds-per-worker")
         if pick_nworld is None:
             raise ConfigError("--nworld auto needs the ramp's measurement; give --nworld N")
-        probe = _overrides(TrainConfig(body=body, device=device, seed=seed, **req.graphs(),
-                                       tree_factor=not req.no_tree_factor), req)
+        probe = plan_run(plan_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD, **given), req.overrides),
+                         publish=req.publish).cfg
         nworld, nworld_auto = pick_nworld(probe, progress)
         layout = {}
     else:
@@ -297,16 +390,8 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     run_dir = _given(req.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
     if not str(run_dir).strip():
         raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
-    cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
-                      max_iterations=_given(req.max_iterations, dflt.max_iterations),
-                      run_dir=run_dir, segment_s=req.segment_s,
-                      checkpoint_every=_given(req.checkpoint_every, dflt.checkpoint_every),
-                      **req.graphs(), tree_factor=not req.no_tree_factor,
-                      backend=backend, policy_device=policy_device, **layout)
-    cfg = _overrides(cfg, req)
-    check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                  training=cfg)  # full size (publish.training_size_problem), before any work
-    return TrainPlan(cfg, nworld_auto)
+    cfg = plan_overrides(TrainConfig(nworld=nworld, run_dir=run_dir, **given, **layout), req.overrides)
+    return plan_run(cfg, publish=req.publish, nworld_auto=nworld_auto)
 
 
 @dataclass(frozen=True)
