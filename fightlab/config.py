@@ -792,7 +792,7 @@ def check_cross(cfg: TrainConfig) -> dict:
     """Every rule across a TrainConfig's fields, together (each field's own rule passed:
     :func:`check_fields`): the reference check's physics, MuJoCo Warp's tolerance, the CPU
     backend's layout and options, the samples an iteration holds, the KL per action, the
-    curriculum's thresholds and stop stage. Returns ``{"policy_device": canonical}``.
+    curriculum's thresholds and stop stage. Returns the canonical policy device as a field dict.
     Raises ConfigError, one line."""
     env, p, nworld = cfg.env, cfg.ppo, cfg.nworld
     _check_env_cross(env)
@@ -804,12 +804,12 @@ def check_cross(cfg: TrainConfig) -> dict:
             raise ConfigError(f"EnvConfig.timestep {env.timestep!r}: a solve's reference check also runs "
                               f"at {label} = {t:g} s, which fails: {e}") from None
     tol = env.solver_tolerance
-    if cfg.backend == "gpu" and isinstance(tol, float) and tol < MUJOCO_WARP_MIN_TOLERANCE \
-            and tol != REFERENCE_SOLVER["solver_tolerance"]:
+    ref_tol = reference_env(env).solver_tolerance
+    if cfg.backend == "gpu" and isinstance(tol, float) and tol < MUJOCO_WARP_MIN_TOLERANCE and tol != ref_tol:
         raise ConfigError(f"EnvConfig.solver_tolerance {tol:g} is below MuJoCo Warp's smallest, "
                           f"{MUJOCO_WARP_MIN_TOLERANCE:g} (its put_model raises it for float32): give "
-                          f">= {MUJOCO_WARP_MIN_TOLERANCE:g}, or the reference's "
-                          f"{REFERENCE_SOLVER['solver_tolerance']:g} (run as {MUJOCO_WARP_MIN_TOLERANCE:g})")
+                          f">= {MUJOCO_WARP_MIN_TOLERANCE:g}, or the reference's {ref_tol:g} (run as "
+                          f"{MUJOCO_WARP_MIN_TOLERANCE:g})")
     validate_layout(cfg.backend, cfg.workers, cfg.worlds_per_worker, nworld, cfg.device)
     if nworld * p.num_steps > MAX_BATCH_SAMPLES:
         raise ConfigError(f"nworld × num_steps ({nworld} × {short_repr(p.num_steps)}) is more than "
@@ -818,8 +818,7 @@ def check_cross(cfg: TrainConfig) -> dict:
     if (nworld * p.num_steps) % p.num_minibatches:
         raise ConfigError(f"nworld × num_steps ({nworld} × {p.num_steps}) must divide into "
                           f"num_minibatches={p.num_minibatches} equal minibatches")
-    if "desired_kl_per_action" not in idle_ppo_fields(dataclasses.asdict(p)) \
-            and p.desired_kl_per_action > MAX_KL_PER_ACTION:
+    if not idle_ppo_fields(dataclasses.asdict(p)) and p.desired_kl_per_action > MAX_KL_PER_ACTION:
         raise ConfigError(f"PPOConfig.desired_kl_per_action must be a number in (0, {MAX_KL_PER_ACTION:g}] "
                           f"(× nu, up to {max_nu()} actions, a KL target ≤ 1 as desired_kl's), "
                           f"got {p.desired_kl_per_action!r}")

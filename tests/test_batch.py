@@ -685,7 +685,7 @@ def test_grid_points_that_differ_in_a_flag_outside_the_config_are_kept(grid):
     """Points that differ in a flag the config does not fold in are two jobs, never 'the same'."""
     from fightlab.cli import JOB_COMMANDS, check_job_argv, job_identity
 
-    base = "train --backend cpu --nworld 4 --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
+    base = "train --backend cpu --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
     jobs = batch.make_jobs([batch.parse_job(base)], batch.parse_grid([grid]), [], JOB_COMMANDS,
                            check_job=lambda a: (None, job_identity(a)))
     assert len(jobs) == 2

@@ -25,7 +25,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_backend, validate_body,
                              validate_nworld, validate_policy_device, validate_train)
@@ -43,56 +43,140 @@ CPU_LAYOUTS = ("all-cores", "original")
 #: engine); the config and the rows always say gpu / cpu
 BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
 
-#: TrainConfig fields with a flag of their own (`--set` refuses them), and the boolean ones' flags
-FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
-               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
-               "backend", "workers", "worlds_per_worker", "policy_device")
-BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
-              "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
-
-
 @dataclass(frozen=True)
-class TrainRequest:
-    """What the train command was given; None (or False for the `no_*` switches): not given.
+class Flag:
+    """One flag of `python -m fightlab train`, declared once (:data:`TRAIN_FLAGS`): its
+    `TrainRequest` field (`name`), its option, the TrainConfig field it sets (None: none, or
+    several), whether `plan_training` takes its value as given (`plain`: the config's default
+    when not given), and argparse's ``add_argument`` keywords (help, type, action)."""
 
-    `nworld` is text or an int ("auto": `plan_training`'s `pick_nworld`); `workers` and
-    `worlds_per_worker` text or ints; `overrides` the `--set KEY=VALUE` items, in order."""
+    name: str
+    option: str
+    field: str | None
+    argparse: dict
+    plain: bool = False
 
-    body: str | None = None
-    nworld: int | str | None = None
-    seed: int | None = None
-    device: str | None = None
-    backend: str | None = None
-    max_iterations: int | None = None
-    run_dir: str | None = None
-    resume: str | None = None
-    segment_s: float | None = None
-    checkpoint_every: int | None = None
-    no_graph: bool = False
-    no_env_graph: bool = False
-    no_policy_graph: bool = False
-    no_update_graph: bool = False
-    no_tree_factor: bool = False
-    workers: int | str | None = None
-    worlds_per_worker: int | str | None = None
-    cpu_layout: str | None = None
-    policy_device: str | None = None
-    overrides: tuple[str, ...] = ()
-    publish: bool = False
+    @property
+    def dest(self) -> str:
+        """argparse's attribute for it."""
+        return self.option[2:].replace("-", "_")
 
-    def graphs(self, none_if_unset: bool = False) -> dict:
-        """graph / policy_graph / update_graph: `no_graph` turns all off, each `no_*` its own;
-        with `none_if_unset` a graph whose switch is off is None (a resume keeps the saved)."""
-        off = {"graph": self.no_env_graph, "policy_graph": self.no_policy_graph,
-               "update_graph": self.no_update_graph}
-        return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+    @property
+    def default(self):
+        """`TrainRequest`'s "not given": False for a switch, () for --set, else None."""
+        return False if self.argparse.get("action") == "store_true" else () if self.name == "overrides" else None
 
 
-#: how a planned run starts (`TrainPlan.start`): "fresh" (a new run), "resume" (a checkpoint
-#: trains on), "row" (a run finished or stopped after its stage without its row: the row is
-#: written, no training), "check" (a solve whose reference check did not finish: the check runs,
-#: then the row)
-STARTS = ("fresh", "resume", "row", "check")
+def layout_flags(nworld_flag: str) -> dict[str, dict]:
+    """The CPU backend's layout flags (train and compare-backends), option → argparse keywords;
+    `nworld_flag` names the command's world count."""
+    return {
+        "--workers": dict(default=None, help="CPU backend: threads W of the C engine's pool (default: every core)"),
+        "--worlds-per-worker": dict(default=None, help="CPU backend: worlds K per worker; nworld = W × K "
+                                    f"(default: {nworld_flag} / W)"),
+        "--cpu-layout": dict(default=None, help="CPU backend preset: 'original' = the original study's 72 "
+                             f"workers × 6 worlds = 432 (no --workers / --worlds-per-worker, {nworld_flag} only "
+                             "432); 'all-cores' (the default) = W every core (no --workers)")}
+
+
+def _train_flags() -> tuple[Flag, ...]:
+    from fightlab.bodies import BODY_NAMES
+
+    d = TrainConfig()
+    layout = layout_flags("--nworld")
+    flags = [
+        Flag("body", "--body", "body", dict(default=None, help=f"one of: {', '.join(BODY_NAMES)} (default {d.body})")),
+        Flag("nworld", "--nworld", "nworld", dict(default=None, help="parallel worlds, a positive integer, or auto "
+             "(GPU: a short ramp against the committed world sweep, fightlab.measure.sweep) "
+             f"(default {d.nworld})")),
+        Flag("device", "--device", "device", dict(default=None, help="cpu, cuda or cuda:N (default: cuda:0 if "
+             "present, else cpu)")),
+        Flag("seed", "--seed", "seed", dict(type=int, default=None, help=f"torch and env seed (default {d.seed})"),
+             plain=True),
+        Flag("max_iterations", "--max-iterations", "max_iterations", dict(
+            type=int, default=None, help=f"stop unsolved after this many iterations (default {d.max_iterations}, "
+            "or the checkpoint's)"), plain=True),
+        Flag("run_dir", "--run-dir", "run_dir", dict(default=None, help="default runs/train/<body>-<nworld>-s<seed> "
+             "in the repository; a resumed run stays in its checkpoint's folder. A fresh run refuses a non-empty "
+             "folder that fightlab did not make, and deletes only files fightlab wrote")),
+        Flag("resume", "--resume", "resume", dict(default=None, help="checkpoint to continue from")),
+        Flag("segment_s", "--segment-s", "segment_s", dict(
+            type=float, default=None, help="stop (with a checkpoint) after this many seconds; continue with "
+            "--resume"), plain=True),
+        Flag("checkpoint_every", "--checkpoint-every", "checkpoint_every", dict(
+            type=int, default=None, help="iterations between checkpoints, 0: only at the end (default "
+            f"{d.checkpoint_every}, or the checkpoint's)"), plain=True),
+        Flag("no_graph", "--no-graph", None, dict(action="store_true", help="no graphs at all: every env step, "
+             "policy step and update launched eagerly")),
+        Flag("no_env_graph", "--no-env-graph", "graph", dict(action="store_true", help="do not capture the env "
+             "step as a warp graph")),
+        Flag("no_policy_graph", "--no-policy-graph", "policy_graph", dict(
+            action="store_true", help="do not capture the rollout's torch work between env steps as CUDA graphs")),
+        Flag("no_update_graph", "--no-update-graph", "update_graph", dict(
+            action="store_true", help="do not capture the PPO update as a CUDA graph")),
+        Flag("no_tree_factor", "--no-tree-factor", "tree_factor", dict(
+            action="store_true", help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
+            "instead of fightlab's single-launch kernel")),
+        Flag("backend", "--backend", "backend", dict(default=None, help="the env's physics: gpu = MuJoCo Warp on "
+             "--device (a GPU, or warp's CPU device for smoke checks: the default, also on a machine without a "
+             "GPU); cpu = MuJoCo's C engine on a thread pool (the env's kernels and the policy on the CPU; needs "
+             "--device cpu, its default). Aliases: warp = gpu, mujoco = cpu. Rows record backend gpu/cpu and "
+             "physics in words")),
+        Flag("workers", "--workers", "workers", layout["--workers"]),
+        Flag("worlds_per_worker", "--worlds-per-worker", "worlds_per_worker", layout["--worlds-per-worker"]),
+        Flag("cpu_layout", "--cpu-layout", None, layout["--cpu-layout"]),
+        Flag("policy_device", "--policy-device", "policy_device", dict(default=None, help="CPU backend: where "
+             "torch's policy and PPO update run, e.g. cuda:0 (the env's observation, reward and done copied "
+             "there and the action back at every env step; default: on the CPU, as on the original's GPU-less "
+             "CPU machine)"))]
+    own = sorted(f.field for f in flags if f.field)
+    flags.append(Flag("overrides", "--set", None, dict(
+        action="append", default=[], metavar="KEY=VALUE", help="override a config field (typed like its "
+        "default), e.g. --set ppo.learning_rate=3e-4 --set env.push_impulse_ns=[20,40]; fields with their "
+        f"own flag ({', '.join(own)}) are set by that flag only")))
+    flags.append(Flag("publish", "--publish", None, dict(
+        action="store_true", help="a GPU, or --backend cpu (its row names the CPU model and cores): append the "
+        "result row to data/results/train.csv and the curve to data/curves/ (never MuJoCo Warp on warp's CPU "
+        "device)")))
+    return tuple(flags)
+
+
+#: train's flags, in the order --help lists them: the one declaration the parser
+#: (`cli._parser`), `TrainRequest`, `FLAG_FIELDS` and `plan_training`'s config are made from
+TRAIN_FLAGS = _train_flags()
+#: TrainConfig fields with a flag of their own (`--set` refuses them), to the flag
+OWN_FLAGS = {f.field: f.option for f in TRAIN_FLAGS if f.field}
+FLAG_FIELDS = tuple(OWN_FLAGS)
+#: the boolean fields' switches
+BOOL_FLAGS = {k: v for k, v in OWN_FLAGS.items() if v.startswith("--no-")}
+
+
+def _graphs(self, none_if_unset: bool = False) -> dict:
+    """graph / policy_graph / update_graph: `no_graph` turns all off, each `no_*` its own;
+    with `none_if_unset` a graph whose switch is off is None (a resume keeps the saved)."""
+    off = {"graph": self.no_env_graph, "policy_graph": self.no_policy_graph,
+           "update_graph": self.no_update_graph}
+    return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+
+
+def _plain(self) -> dict:
+    """The TrainConfig fields given as they are (`Flag.plain`), those given only."""
+    return {f.field: getattr(self, f.name) for f in TRAIN_FLAGS if f.plain and getattr(self, f.name) is not None}
+
+
+TrainRequest = dataclasses.make_dataclass(
+    "TrainRequest", [(f.name, Any, dataclasses.field(default=f.default)) for f in TRAIN_FLAGS], frozen=True,
+    namespace=dict(graphs=_graphs, plain=_plain, __module__=__name__, __doc__="""What the train command was
+    given, one field per flag of :data:`TRAIN_FLAGS` (named as its `Flag.name`); None (False for a
+    switch, () for `overrides`): not given. `nworld` is text or an int ("auto": `plan_training`'s
+    `pick_nworld`); `workers` and `worlds_per_worker` text or ints; `overrides` the `--set
+    KEY=VALUE` items, in order."""))
+
+
+def request_from_args(args) -> "TrainRequest":
+    """The `TrainRequest` of argparse's namespace for train (:data:`TRAIN_FLAGS`' dests)."""
+    return TrainRequest(**{f.name: tuple(getattr(args, f.dest)) if f.name == "overrides" else getattr(args, f.dest)
+                           for f in TRAIN_FLAGS})
 
 
 @dataclass(frozen=True)
@@ -129,8 +213,8 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
         `has_row`, the resume is refused.
       nworld_auto: `--nworld auto`'s record, kept in the plan.
       checkpoint: `cfg.resume` already loaded (else loaded here).
-      device_here: False checks the config on the CPU (a batch job runs on a lane's device,
-        known when it starts); the publish rule still reads `cfg.device`.
+      device_here: False checks the config as if its devices were the CPU (a batch job runs on
+        a lane's device, known when it starts); the publish rule still reads `cfg.device`.
     Returns:
       :class:`TrainPlan`.
     Raises:
@@ -143,9 +227,10 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
 
         ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume)
         cfg = resume_config(from_dict(ck["config"]), cfg)
-    checked = validate_train(cfg if device_here else dataclasses.replace(cfg, device="cpu"))
-    if not device_here:
-        checked = dataclasses.replace(checked, device=cfg.device)
+    here = {} if device_here else dict(device="cpu", policy_device=cfg.policy_device and "cpu")
+    checked = validate_train(dataclasses.replace(cfg, **here))
+    if here:  # checked as if on the CPU; the run's own devices kept
+        checked = dataclasses.replace(checked, device=cfg.device, policy_device=cfg.policy_device)
     check_publish(publish, checked.device, "the training row", backend=checked.backend,
                   policy_device=checked.policy_device, training=checked)
     start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
@@ -279,8 +364,7 @@ def cpu_layout(req: TrainRequest, backend: str) -> tuple[int, dict]:
 def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
     """`config.apply_overrides` as train's `--set` reads them: fields with a flag of their own
     (:data:`FLAG_FIELDS`) refused, the message naming the flag."""
-    return apply_overrides(cfg, list(items), own_flags={k: BOOL_FLAGS.get(k, "--" + k.replace("_", "-"))
-                                                        for k in FLAG_FIELDS})
+    return apply_overrides(cfg, list(items), own_flags=OWN_FLAGS)
 
 
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
@@ -320,7 +404,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
 
 
 def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
-                  progress: bool = True, has_row: Callable | None = None) -> TrainPlan:
+                  progress: bool = True, has_row: Callable | None = None, device_here: bool = True) -> TrainPlan:
     """The command line's request as a run's config, through the gate (:func:`plan_run`).
 
     Args:
@@ -331,6 +415,9 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
         comes before the ramp's work.
       progress: passed to `pick_nworld` (its ramp's progress bars).
       has_row: passed to :func:`plan_run` (a finished checkpoint without its row).
+      device_here: False for a batch job, checked before it runs on a lane: its devices are
+        not looked for on this host, and a job naming no device (it runs on its lane's) meets
+        the publish rule when it starts.
     Returns:
       :class:`TrainPlan` (the gate's).
     Raises:
@@ -358,22 +445,25 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
         # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
         raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
                           f"and the policy run on the CPU), got --device {req.device!r}")
-    device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
-    policy_device = validate_policy_device(req.policy_device, backend)
+    if device_here:
+        device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
+        policy_device = validate_policy_device(req.policy_device, backend)
+    else:  # a batch job: its devices are its lane's, checked when it starts
+        device, policy_device = _given(req.device, "cpu" if backend == "cpu" else None), req.policy_device
+    # the publish rule where the device is known (a batch job naming none: when it starts)
+    publish = req.publish and device is not None
     auto = isinstance(req.nworld, str) and req.nworld.strip().lower() == "auto"
     if auto and req.resume is not None:
         raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
                           "checkpoint's")
     if saved is not None:
-        return plan_run(_resumed(req, saved, device, policy_device), publish=req.publish, has_row=has_row,
-                        checkpoint=ck)
+        return plan_run(_resumed(req, saved, device, policy_device), publish=publish, has_row=has_row,
+                        checkpoint=ck, device_here=device_here)
     dflt = TrainConfig()
     body = validate_body(_given(req.body, dflt.body))
     seed = _given(req.seed, dflt.seed)
-    given = dict(body=body, device=device, seed=seed, **req.graphs(), tree_factor=not req.no_tree_factor,
-                 max_iterations=_given(req.max_iterations, dflt.max_iterations), segment_s=req.segment_s,
-                 checkpoint_every=_given(req.checkpoint_every, dflt.checkpoint_every), backend=backend,
-                 policy_device=policy_device)
+    given = dict(req.plain(), body=body, device=device, **req.graphs(), tree_factor=not req.no_tree_factor,
+                 backend=backend, policy_device=policy_device)
     nworld_auto = None
     if auto:
         if backend != "gpu" or req.workers is not None or req.worlds_per_worker is not None or req.cpu_layout:
@@ -382,7 +472,7 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
         if pick_nworld is None:
             raise ConfigError("--nworld auto needs the ramp's measurement; give --nworld N")
         probe = plan_run(plan_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD, **given), req.overrides),
-                         publish=req.publish).cfg
+                         publish=publish, device_here=device_here).cfg
         nworld, nworld_auto = pick_nworld(probe, progress)
         layout = {}
     else:
@@ -391,7 +481,7 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     if not str(run_dir).strip():
         raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
     cfg = plan_overrides(TrainConfig(nworld=nworld, run_dir=run_dir, **given, **layout), req.overrides)
-    return plan_run(cfg, publish=req.publish, nworld_auto=nworld_auto)
+    return plan_run(cfg, publish=publish, nworld_auto=nworld_auto, device_here=device_here)
 
 
 @dataclass(frozen=True)
