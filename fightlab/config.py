@@ -163,7 +163,7 @@ class Rule:
 
     Attributes:
       kind: the value's type as `coerce_field` reads text: "number", "int", "bool", "text",
-        "numbers" (a list), "config" (a nested config, walked in turn).
+        "numbers" (a list), "pair" ([min, max]), "config" (a nested config, walked in turn).
       check: ``(label, value) -> value`` (canonical) or a ConfigError naming `label`, the value
         and what it must be; None: only the cross rules (:func:`check_cross`) judge it.
       optional: None is a value (not given, or the rule in the field's docstring).
@@ -245,7 +245,7 @@ def pair(says: str, lo_open: bool) -> dict:
     def ok(v):
         return (isinstance(v, (tuple, list)) and len(v) == 2 and all(_number(x) for x in v)
                 and (0 < v[0] if lo_open else 0 <= v[0]) and v[0] <= v[1])
-    return _rule("numbers", says, ok)
+    return _rule("pair", says, ok)
 
 
 def nested() -> dict:
@@ -881,14 +881,15 @@ def validate_policy_device(policy_device, backend) -> str | None:
 
 def coerce_field(cls, name: str, raw):
     """Parse `raw` (a string from the command line, or a JSON-decoded value) into the type of
-    dataclass field `cls.name`, judged from its default and its :class:`Rule`'s kind. Raises ConfigError naming the field,
-    the value and the expected type."""
+    dataclass field `cls.name`, judged from its default and its :class:`Rule` (kind, optional).
+    Raises ConfigError naming the field, the value and the expected type."""
     import json
 
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if name not in fields:
         raise ConfigError(f"unknown field {name!r}; {cls.__name__} fields: {', '.join(fields)}")
     f = fields[name]
+    rule = f.metadata["rule"]
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
     val = raw
     if isinstance(raw, str):
@@ -896,53 +897,41 @@ def coerce_field(cls, name: str, raw):
             val = json.loads(raw)
         except (ValueError, RecursionError):  # not JSON; or past Python's int-digit limit or nesting
             val = raw
+    null = rule.optional and (val is None or (isinstance(val, str) and val.strip().lower() == "none"))
 
     def bad(expect):
         return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {short_repr(raw)}")
 
-    if isinstance(default, bool):
+    if rule.kind == "bool":
         if isinstance(val, bool):
             return val
         raise bad("true or false")
-    rule = f.metadata["rule"]
-    if rule.kind == "int" and rule.optional:
-        if isinstance(val, int) and not isinstance(val, bool):
-            return val
-        if val is None or (isinstance(val, str) and val.strip().lower() == "none"):
-            return None
-        raise bad("an integer or null")
-    if isinstance(default, int):
-        if isinstance(val, int) and not isinstance(val, bool):
-            return val
-        raise bad("an integer")
-    if isinstance(default, float) or (default is None and rule.kind == "number"):
-        if isinstance(val, (int, float)) and not isinstance(val, bool) and _finite(val):
-            return float(val)
-        if default is None and (val is None or (isinstance(val, str) and val.strip().lower() == "none")):
-            return None
-        raise bad("a finite number" + (" or null (the rule in its docstring)" if rule.optional and rule.check else ""))
-    if isinstance(default, tuple):
-        if not isinstance(val, (list, tuple)) or not all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in val):
+    if rule.kind == "int":
+        if _int(val) or null:
+            return None if null else val
+        raise bad("an integer or null" if rule.optional else "an integer")
+    if rule.kind == "number":
+        if _number(val) or null:
+            return None if null else float(val)
+        raise bad("a finite number" + (" or null (the rule in its docstring)" if rule.optional else ""))
+    if rule.kind in ("numbers", "pair"):
+        if not isinstance(val, (list, tuple)) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                         for x in val):
             raise bad("a list of numbers, e.g. [1, 2]")
-        if name in ("push_interval_s", "push_impulse_ns") and len(val) != 2:
+        if rule.kind == "pair" and len(val) != 2:
             raise bad("a pair [min, max]")
         if all(isinstance(x, int) for x in default):
             if not all(isinstance(x, int) for x in val):
                 raise bad("a list of integers")
             return tuple(val)
-        if all(isinstance(x, float) for x in default):  # [5, 10] is the same pair as [5.0, 10.0]
-            if not all(_finite(x) for x in val):
-                raise bad("a list of finite numbers")
-            return tuple(float(x) for x in val)
-        return tuple(val)
-    if isinstance(default, str) or default is None:
-        if isinstance(val, str) or val is None:
-            return val
-        if isinstance(raw, str) and isinstance(default, str):
-            return raw  # typed 1 or [1]: the string as given, so the field's own check names its choices
-        raise bad("a string")
-    raise bad(f"a {type(default).__name__}")
+        if not all(_finite(x) for x in val):
+            raise bad("a list of finite numbers")
+        return tuple(float(x) for x in val)  # [5, 10] is the same pair as [5.0, 10.0]
+    if isinstance(val, str) or val is None:
+        return val
+    if isinstance(raw, str):
+        return raw  # typed 1 or [1]: the string as given, so the field's own check names its choices
+    raise bad("a string")
 
 
 def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None = None) -> TrainConfig:

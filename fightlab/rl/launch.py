@@ -1,7 +1,7 @@
-"""From what a user asked for to what runs: the train and evaluate commands' rules, in one place.
+"""From what a user asked for to what runs: the gate of a run, and the evaluate command's rules.
 
-`TrainRequest` holds what was given, named as `python -m fightlab train`'s flags (None or False:
-not given); `plan_training` applies the rules and returns the config the `Trainer` runs:
+`TRAIN_FLAGS` declares `python -m fightlab train`'s flags once; `TrainRequest` holds what was
+given (None or False: not given); `plan_training` turns it into a TrainConfig:
 
 - a resume keeps every setting of its checkpoint but the segment's (`--device`,
   `--max-iterations`, `--segment-s`, `--no-progress`): `rl.checkpoint.resume_conflicts`;
@@ -9,9 +9,13 @@ not given); `plan_training` applies the rules and returns the config the `Traine
 - the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
   W × K = nworld (`config.validate_layout` checks the result again);
 - `--set KEY=VALUE` overrides (`config.apply_overrides`);
-- the publish rule (`publish.check_publish`) before any work;
 - `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
   measures the ramp; the core's rule is `rl.nworld.pick_nworld`).
+
+Every run, from the command line, a notebook, a batch job or a library call, then passes
+`plan_run`, the gate, once before any work: a resume's checkpoint merged, the config validated
+(`config.validate_train`), the publish rule applied (`publish.check_publish`), the start decided
+(`STARTS`); its `TrainPlan` is what the `Trainer` and the training row trust.
 
 `EvalRequest` / `evaluate_request` do the same for `python -m fightlab evaluate` (a saved or the
 zero-action policy, in the training or the reference physics, or the reference check).
@@ -403,6 +407,37 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
                        max_iterations=_given(req.max_iterations, saved.max_iterations))
 
 
+def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
+    """The checkpoint `req.resume` names, loaded (a clear error before any work); a `--backend`
+    other than its own refused."""
+    from fightlab.rl.checkpoint import load_checkpoint
+
+    if not req.resume.strip():
+        raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
+    ck = load_checkpoint(req.resume)
+    saved = from_dict(ck["config"])
+    if backend is not None and backend != saved.backend:
+        raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
+                          "a resumed run keeps its physics backend (only --device, --max-iterations, "
+                          "--segment-s and --no-progress may change per segment)")
+    return ck
+
+
+def _devices(req: TrainRequest, backend: str, here: bool) -> tuple[str | None, str | None]:
+    """(device, policy_device) of a request on `backend`; not `here` (a batch job): as given,
+    its lane's when it names none (None)."""
+    from fightlab import devices
+
+    if backend == "cpu" and req.device is not None and req.device.strip().lower() != "cpu":
+        # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
+        raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
+                          f"and the policy run on the CPU), got --device {req.device!r}")
+    if not here:
+        return _given(req.device, "cpu" if backend == "cpu" else None), req.policy_device
+    device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
+    return device, validate_policy_device(req.policy_device, backend)
+
+
 def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
                   progress: bool = True, has_row: Callable | None = None, device_here: bool = True) -> TrainPlan:
     """The command line's request as a run's config, through the gate (:func:`plan_run`).
@@ -424,32 +459,11 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
       ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
         pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
     """
-    from fightlab import devices
-
     backend = resolve_backend(req.backend)
-    ck = saved = None
-    if req.resume is not None:
-        from fightlab.rl.checkpoint import load_checkpoint
-
-        if not req.resume.strip():
-            raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
-        ck = load_checkpoint(req.resume)  # a clear error before any work
-        saved = from_dict(ck["config"])
-        if backend is not None and backend != saved.backend:
-            raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
-                              "a resumed run keeps its physics backend (only --device, --max-iterations, "
-                              "--segment-s and --no-progress may change per segment)")
-        backend = saved.backend
-    backend = _given(backend, "gpu")
-    if backend == "cpu" and req.device is not None and req.device.strip().lower() != "cpu":
-        # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
-        raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
-                          f"and the policy run on the CPU), got --device {req.device!r}")
-    if device_here:
-        device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
-        policy_device = validate_policy_device(req.policy_device, backend)
-    else:  # a batch job: its devices are its lane's, checked when it starts
-        device, policy_device = _given(req.device, "cpu" if backend == "cpu" else None), req.policy_device
+    ck = _resumed_checkpoint(req, backend) if req.resume is not None else None
+    saved = None if ck is None else from_dict(ck["config"])
+    backend = _given(backend, "gpu") if saved is None else saved.backend
+    device, policy_device = _devices(req, backend, device_here)
     # the publish rule where the device is known (a batch job naming none: when it starts)
     publish = req.publish and device is not None
     auto = isinstance(req.nworld, str) and req.nworld.strip().lower() == "auto"
@@ -527,20 +541,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     if req.checkpoint is not None and not req.checkpoint.strip():
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
     if req.reference_check:
-        from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
-
-        given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
-                                ("--publish", req.publish), ("--physics", req.physics is not None),
-                                ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
-        if given:
-            raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
-                              f"{', '.join(given)} conflicts")
-        if req.checkpoint is None:
-            raise ConfigError("--reference-check needs a CHECKPOINT file")
-        cfg = _checkpoint_config(req)
-        ref = reference_check(req.checkpoint, cfg, device, REFERENCE_NWORLD if nworld is None else nworld,
-                              seed=req.seed, progress=progress)
-        return "reference", ref, device
+        return "reference", _reference_request(req, nworld, device, progress), device
     check_publish(req.publish, device, "the evaluation row")
     if not 0.0 <= req.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
@@ -565,6 +566,23 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
                    timestep=req.timestep, zero_action=req.zero_action, amplitude=req.amplitude,
                    seed=req.seed, progress=progress, physics=physics)
     return "evaluate", res, device
+
+
+def _reference_request(req: EvalRequest, nworld: int | None, device: str, progress: bool) -> dict:
+    """`evaluate --reference-check`: the check of the request's checkpoint (its dict); the flags
+    the check sets itself refused (ConfigError)."""
+    from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
+
+    given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
+                            ("--publish", req.publish), ("--physics", req.physics is not None),
+                            ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
+    if given:
+        raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
+                          f"{', '.join(given)} conflicts")
+    if req.checkpoint is None:
+        raise ConfigError("--reference-check needs a CHECKPOINT file")
+    return reference_check(req.checkpoint, _checkpoint_config(req), device,
+                           REFERENCE_NWORLD if nworld is None else nworld, seed=req.seed, progress=progress)
 
 
 def _checkpoint_config(req: EvalRequest):
