@@ -77,10 +77,13 @@ MPS_CONTROL = "nvidia-cuda-mps-control"
 #: statuses a resume runs again (failed ones only with retry_failed)
 RERUN = ("pending", "running", "paused", "timeout", "budget", "interrupted")
 TAIL_LINES = 5
+#: most jobs one batch may hold (job lines × the grid's cross product), checked before the cross
+#: product is built: a batch past it is a typo (a grid of millions of points), not a study
+MAX_JOBS = 10_000
 
 __all__ = ["BatchError", "Job", "Lane", "Mps", "split_values", "parse_grid", "parse_sets", "expand",
            "parse_job", "read_jobs_file", "check_devices", "make_jobs", "notebook_path", "check_notebook_params",
-           "discover_gpus", "make_lanes", "job_command", "archive", "summary_table", "run_batch",
+           "discover_gpus", "make_lanes", "check_options", "MAX_JOBS", "job_command", "archive", "summary_table", "run_batch",
            "resolve_batch_dir"]
 
 
@@ -180,6 +183,19 @@ def parse_sets(items: Iterable[str]) -> list[tuple[str, str]]:
     return [_key_value(item, "--set") for item in items]
 
 
+def check_size(n_bases: int, grid: list[tuple[str, list[str]]]) -> int:
+    """The batch's job count, job lines × the grid's points, computed without building them.
+
+    Raises:
+      BatchError: more than :data:`MAX_JOBS`, naming the count, its factors and the limit."""
+    n = n_bases * math.prod(len(v) for _, v in grid)
+    if n > MAX_JOBS:
+        sizes = " × ".join([f"{n_bases} job line(s)"] + [f"{len(v)} {k}" for k, v in grid])
+        raise BatchError(f"the batch would hold {n:,} jobs ({sizes}); at most {MAX_JOBS:,}: split it "
+                         "into smaller batches")
+    return n
+
+
 def expand(grid: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
     """The cross product of a grid, in order (the last key varies fastest); ``[{}]`` for none."""
     keys = [k for k, _ in grid]
@@ -271,20 +287,19 @@ def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
 
 
 def _flags(values: Iterable[tuple[str, str]], base: list[str] | None = None,
-           check_argv: Callable[[list[str]], str | None] | None = None) -> list[str]:
+           check_job: Callable | None = None, via_set: dict | None = None) -> list[str]:
     """Grid / set values as arguments: ``env.x`` → ``--set env.x=V``; ``name`` → ``--name V``, or
     ``--set name=V`` where the command has no such flag but takes that ``--set`` (a TrainConfig
-    field without a flag of its own, e.g. curriculum_wait), as ``check_argv`` on ``base`` says."""
+    field without a flag of its own, e.g. curriculum_wait), as ``check_job`` on ``base`` says for
+    the key's first value (``via_set`` caches that per key: one look per job line and key)."""
     out = []
+    cache = {} if via_set is None else via_set
     for key, v in values:
-        flag = ["--" + key.replace("_", "-"), v]
-        via_set = ["--set", f"{key}={v}"]
-        if "." in key:
-            flag = via_set
-        elif check_argv is not None and base is not None and check_argv(base + flag) \
-                and not check_argv(base + via_set):
-            flag = via_set
-        out += flag
+        if "." not in key and key not in cache:
+            flag, setting = ["--" + key.replace("_", "-"), v], ["--set", f"{key}={v}"]
+            cache[key] = bool(check_job is not None and base is not None and check_job(base + flag)[0]
+                              and not check_job(base + setting)[0])
+        out += ["--set", f"{key}={v}"] if "." in key or cache[key] else ["--" + key.replace("_", "-"), v]
     return out
 
 
@@ -303,29 +318,30 @@ def _once(seen: dict, identity: str, point: dict, base: Job) -> None:
 
 
 def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tuple[str, str]],
-              commands: Iterable[str], check_argv: Callable[[list[str]], str | None] | None = None,
-              job_identity: Callable[[list[str]], str | None] | None = None) -> list[Job]:
-    """Expand every base job over the grid (and ``sets``) into the batch's jobs, checked.
+              commands: Iterable[str], check_job: Callable[[list[str]], tuple] | None = None) -> list[Job]:
+    """Expand every base job over the grid (and ``sets``) into the batch's jobs, checked in one
+    pass: the size first (:func:`check_size`, before the cross product is built), then each job.
 
     Args:
       bases: :func:`parse_job` results; grid: :func:`parse_grid`; sets: :func:`parse_sets`.
       commands: the fightlab commands a job may name ("batch" is never one).
-      check_argv: returns an error line for a fightlab argv the command line would refuse
-        (unknown flag, bad choice), or None.
-      job_identity: what a fightlab argv runs (its flags as the command line reads them; for a
-        new training its whole config), or None: two grid points of one job line that run the
-        same (``seed=1,01``, ``backend=gpu,warp``) are refused, and so are two of a notebook
-        line whose parameters read the same.
+      check_job: ``argv -> (error, identity)`` for a fightlab argv, one parse for both: the line
+        the command line would print when it refuses the argv (else None), and what the argv runs
+        (its flags as the command line reads them; for a new training its whole config; None
+        when refused). Two grid points of one job line that run the same (``seed=1,01``,
+        ``backend=gpu,warp``) are refused, and so are two of a notebook line whose parameters
+        read the same. None: no check.
     Returns:
       jobs with ids ``NNN-<what>`` in order.
     Raises:
-      BatchError: no job, an unknown command (names the commands), an argv ``check_argv``
-        refuses, a missing script, an unknown notebook or notebook parameter.
+      BatchError: no job, more than :data:`MAX_JOBS`, an unknown command (names the commands),
+        an argv ``check_job`` refuses, a missing script, an unknown notebook or notebook parameter.
     """
     commands = [c for c in commands if c != "batch"]
     if not bases:
         raise BatchError("batch needs jobs: --jobs FILE and/or --job 'CMD ARGS' (e.g. --job 'train "
                          "--body simple'), or --resume BATCH_ID")
+    check_size(len(bases), grid)
     points = expand(grid)
     both = sorted({k for k, _ in grid} & {k for k, _ in sets})
     if both:
@@ -342,6 +358,7 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
     jobs: list[Job] = []
     for base in bases:
         seen: dict[str, dict] = {}  # what a grid point of this job line runs -> the point
+        via_set: dict[str, bool] = {}  # per key: a --set rather than a flag (`_flags`)
         for point in points:
             values = list(point.items()) + list(sets)
             if base.kind == "notebook":
@@ -366,11 +383,11 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
                 if cmd not in commands:
                     raise BatchError(f"unknown command {cmd!r} in job {base.label()!r}; commands: "
                                      f"{', '.join(commands)}, notebook NN, python SCRIPT")
-                argv = list(base.argv) + _flags(values, list(base.argv), check_argv)
-                why = check_argv(argv) if check_argv else None
+                argv = list(base.argv) + _flags(values, list(base.argv), check_job, via_set)
+                why, same = check_job(argv) if check_job else (None, None)
                 if why:
                     raise BatchError(f"job {shlex.join(argv)!r}: {why}")
-                if job_identity is not None and point and (same := job_identity(argv)) is not None:
+                if point and same is not None:
                     _once(seen, same, point, base)
                 what = cmd + "-" + "-".join(f"{k}={v}" for k, v in point.items())
                 jobs.append(Job(id="", kind="fightlab", argv=argv))
@@ -445,6 +462,23 @@ def make_lanes(gpus: str | None, found: list[int], concurrent: int) -> list[Lane
     if not chosen:
         return [Lane("cpu", None, concurrent)]
     return [Lane(f"gpu{g}", g, concurrent) for g in chosen]
+
+
+def check_options(concurrent, gpus: str | None, job_timeout_s, budget_s, min_left_s,
+                  discover: Callable[[], list[int]] = discover_gpus) -> list[Lane]:
+    """The batch's own flags, checked before any job is built or checked: the lanes they make.
+
+    Raises:
+      BatchError: --concurrent not a positive integer, a time that is not a positive number of
+        seconds (--min-left-s: >= 0), a --gpus index this host lacks (:func:`make_lanes`)."""
+    if isinstance(concurrent, bool) or not isinstance(concurrent, int) or concurrent < 1:
+        raise BatchError(f"--concurrent must be a positive integer (jobs at once per GPU), got {concurrent!r}")
+    for name, v in (("--job-timeout-s", job_timeout_s), ("--budget-s", budget_s)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise BatchError(f"{name} must be a positive number of seconds, got {v!r}")
+    if not (math.isfinite(min_left_s) and min_left_s >= 0):
+        raise BatchError(f"--min-left-s must be a number of seconds >= 0, got {min_left_s!r}")
+    return make_lanes(gpus, discover(), concurrent)
 
 
 # --- CUDA MPS --------------------------------------------------------------------------------
@@ -781,15 +815,8 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
     from tqdm.auto import tqdm
 
     say = log or (lambda m: tqdm.write(m, file=sys.stderr))
-    if isinstance(concurrent, bool) or not isinstance(concurrent, int) or concurrent < 1:
-        raise BatchError(f"--concurrent must be a positive integer (jobs at once per GPU), got {concurrent!r}")
-    for name, v in (("--job-timeout-s", job_timeout_s), ("--budget-s", budget_s)):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise BatchError(f"{name} must be a positive number of seconds, got {v!r}")
-    if not (math.isfinite(min_left_s) and min_left_s >= 0):
-        raise BatchError(f"--min-left-s must be a number of seconds >= 0, got {min_left_s!r}")
     t0 = time.monotonic()
-    lanes = make_lanes(gpus, discover(), concurrent)
+    lanes = check_options(concurrent, gpus, job_timeout_s, budget_s, min_left_s, discover)
     if jobs is not None:
         check_devices(jobs, lanes)
     folder = Path(folder)
@@ -962,10 +989,11 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
             jobs_file: str | None = None, job=(), grid=(), sets=(), gpus: str | None = None,
             job_timeout_s: float | None = None, budget_s: float | None = None, min_left_s: float | None = None,
             no_mps: bool = False, with_checkpoints: bool = False, retry_failed: bool = False,
-            progress: bool = True, commands=(), check_argv=None, job_identity=None) -> int:
+            progress: bool = True, commands=(), check_job=None) -> int:
     """`python -m fightlab batch`, its flags as given (None: not given; a resumed batch keeps its
-    saved options unless given again): the jobs built (`make_jobs` over `commands`, each argv
-    checked by `check_argv`), run (`run_batch`), the summary table printed. Returns the exit code:
+    saved options unless given again), checked in one pass before anything runs: the batch's
+    own flags (`check_options`), the grid's size, every job (`make_jobs` over `commands`, each
+    argv checked by `check_job`); then run (`run_batch`), the summary table printed. Returns the exit code:
     0 every job done, 1 some not (continue with --resume), 130 interrupted.
 
     Raises:
@@ -985,6 +1013,9 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         concurrent = raw
     if isinstance(concurrent, str) or concurrent < 1:
         raise ConfigError(f"--concurrent must be a positive integer (jobs at once per GPU), got {raw!r}")
+    options = dict(gpus=pick(gpus, "gpus", None), job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),
+                   budget_s=pick(budget_s, "budget_s", None), min_left_s=pick(min_left_s, "min_left_s", 60.0))
+    check_options(concurrent, **options)  # the batch's own flags before its jobs
     if resume is not None:
         if jobs_file or job or grid or sets:
             raise ConfigError("--resume takes its jobs from the batch's batch.json; --jobs, --job, "
@@ -994,12 +1025,9 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         grid = parse_grid(grid)
         sets = parse_sets(sets)
         bases = (read_jobs_file(jobs_file) if jobs_file is not None else []) + [parse_job(j) for j in job]
-        jobs = make_jobs(bases, grid, sets, commands, check_argv=check_argv, job_identity=job_identity)
+        jobs = make_jobs(bases, grid, sets, commands, check_job=check_job)
     try:
-        state = run_batch(jobs, folder, concurrent=concurrent, gpus=pick(gpus, "gpus", None),
-                          job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),
-                          budget_s=pick(budget_s, "budget_s", None),
-                          min_left_s=pick(min_left_s, "min_left_s", 60.0),
+        state = run_batch(jobs, folder, concurrent=concurrent, **options,
                           mps=not (no_mps or saved.get("no_mps", False)),
                           with_checkpoints=with_checkpoints or saved.get("with_checkpoints", False),
                           retry_failed=retry_failed, progress=progress, resume=resume is not None)

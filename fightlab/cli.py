@@ -20,6 +20,7 @@ exit code 2, never a traceback from inside warp.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -63,7 +64,7 @@ def _cut(message: str, limit: int = 400) -> str:
 def _parser() -> argparse.ArgumentParser:
     from fightlab.bodies import BODY_NAMES
     from fightlab.config import TrainConfig
-    from fightlab.rl.launch import FLAG_FIELDS
+    from fightlab.rl.launch import TRAIN_FLAGS
 
     fmt = _Formatter
     p = _Parser(prog="python -m fightlab", description=__doc__.split("\n\n")[0], formatter_class=fmt)
@@ -74,55 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Train from scratch, or continue a run with --resume CHECKPOINT "
                        "(then body, nworld, seed and the config come from the checkpoint, the run "
                        "stays in the checkpoint's folder, and --body/--nworld/--seed/--set are refused).")
-    dflt = TrainConfig()
-    t.add_argument("--body", default=None, help=f"one of: {bodies} (default {dflt.body})")
-    t.add_argument("--nworld", default=None, help=f"parallel worlds, a positive integer, or auto (GPU: "
-                   "a short ramp against the committed world sweep, fightlab.measure.sweep) "
-                   f"(default {dflt.nworld})")
-    t.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
-    t.add_argument("--seed", type=int, default=None, help=f"torch and env seed (default {dflt.seed})")
-    t.add_argument("--max-iterations", type=int, default=None,
-                   help=f"stop unsolved after this many iterations (default {dflt.max_iterations}, "
-                        "or the checkpoint's)")
-    t.add_argument("--run-dir", default=None,
-                   help="default runs/train/<body>-<nworld>-s<seed> in the repository; a resumed "
-                        "run stays in its checkpoint's folder. A fresh run refuses a non-empty "
-                        "folder that fightlab did not make, and deletes only files fightlab wrote")
-    t.add_argument("--resume", default=None, help="checkpoint to continue from")
-    t.add_argument("--segment-s", type=float, default=None,
-                   help="stop (with a checkpoint) after this many seconds; continue with --resume")
-    t.add_argument("--checkpoint-every", type=int, default=None,
-                   help=f"iterations between checkpoints, 0: only at the end (default "
-                        f"{dflt.checkpoint_every}, or the checkpoint's)")
-    t.add_argument("--no-graph", action="store_true",
-                   help="no graphs at all: every env step, policy step and update launched eagerly")
-    t.add_argument("--no-env-graph", action="store_true", help="do not capture the env step as a warp graph")
-    t.add_argument("--no-policy-graph", action="store_true",
-                   help="do not capture the rollout's torch work between env steps as CUDA graphs")
-    t.add_argument("--no-update-graph", action="store_true",
-                   help="do not capture the PPO update as a CUDA graph")
-    t.add_argument("--no-tree-factor", action="store_true",
-                   help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
-                        "instead of fightlab's single-launch kernel")
-    t.add_argument("--backend", default=None,
-                   help="the env's physics: gpu = MuJoCo Warp on --device (a GPU, or warp's CPU "
-                        "device for smoke checks: the default, also on a machine without a GPU); "
-                        "cpu = MuJoCo's C engine on a thread pool (the env's kernels and the policy "
-                        "on the CPU; needs --device cpu, its default). Aliases: warp = gpu, "
-                        "mujoco = cpu. Rows record backend gpu/cpu and physics in words")
-    _cpu_layout_flags(t, "--nworld")
-    t.add_argument("--policy-device", default=None,
-                   help="CPU backend: where torch's policy and PPO update run, e.g. cuda:0 (the env's "
-                        "observation, reward and done copied there and the action back at every env "
-                        "step; default: on the CPU, as on the original's GPU-less CPU machine)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field (typed like its default), e.g. --set ppo.learning_rate=3e-4 "
-                        "--set env.push_impulse_ns=[20,40]; fields with their own flag "
-                        f"({', '.join(sorted(FLAG_FIELDS))}) are set by that flag only")
-    t.add_argument("--publish", action="store_true",
-                   help="a GPU, or --backend cpu (its row names the CPU model and cores): append the "
-                        "result row to data/results/train.csv and the curve to data/curves/ "
-                        "(never MuJoCo Warp on warp's CPU device)")
+    for f in TRAIN_FLAGS:  # declared once, in rl.launch
+        t.add_argument(f.option, **f.argparse)
     t.add_argument("--no-progress", action="store_true", help="no tqdm bar; a log line every 25 iterations")
 
     e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length",
@@ -365,16 +319,11 @@ def cmd_bench(a) -> int:
 
 
 def _cpu_layout_flags(p, nworld_flag: str) -> None:
-    """The CPU backend's layout flags (train and compare-backends); `nworld_flag` names the
-    command's world count."""
-    p.add_argument("--workers", default=None,
-                   help="CPU backend: threads W of the C engine's pool (default: every core)")
-    p.add_argument("--worlds-per-worker", default=None,
-                   help=f"CPU backend: worlds K per worker; nworld = W × K (default: {nworld_flag} / W)")
-    p.add_argument("--cpu-layout", default=None,
-                   help="CPU backend preset: 'original' = the original study's 72 workers × 6 "
-                        f"worlds = 432 (no --workers / --worlds-per-worker, {nworld_flag} only 432); "
-                        "'all-cores' (the default) = W every core (no --workers)")
+    """The CPU backend's layout flags (`rl.launch.layout_flags`: train's, here compare-backends')."""
+    from fightlab.rl.launch import layout_flags
+
+    for option, kw in layout_flags(nworld_flag).items():
+        p.add_argument(option, **kw)
 
 
 def _compare_parser(sub, fmt) -> None:
@@ -463,19 +412,6 @@ def _given(value, default):
     return default if value is None else value
 
 
-def _train_request(a):
-    """train's flags as a `rl.launch.TrainRequest`."""
-    from fightlab.rl.launch import TrainRequest
-
-    return TrainRequest(
-        body=a.body, nworld=a.nworld, seed=a.seed, device=a.device, backend=a.backend,
-        max_iterations=a.max_iterations, run_dir=a.run_dir, resume=a.resume, segment_s=a.segment_s,
-        checkpoint_every=a.checkpoint_every, no_graph=a.no_graph, no_env_graph=a.no_env_graph,
-        no_policy_graph=a.no_policy_graph, no_update_graph=a.no_update_graph,
-        no_tree_factor=a.no_tree_factor, workers=a.workers, worlds_per_worker=a.worlds_per_worker,
-        cpu_layout=a.cpu_layout, policy_device=a.policy_device, overrides=tuple(a.set), publish=a.publish)
-
-
 def cmd_train(a) -> int:
     from pathlib import Path
 
@@ -484,18 +420,18 @@ def cmd_train(a) -> int:
     from fightlab.measure import sweep
     from fightlab.measure.report import finish_run, has_train_row
     from fightlab.paths import REPO_ROOT
-    from fightlab.rl.launch import plan_training
+    from fightlab.rl.launch import plan_training, request_from_args
     from fightlab.rl.runner import Trainer
 
-    req = _train_request(a)
+    req = request_from_args(a)
     if a.publish:
         results.read_rows("train", REPO_ROOT)  # a torn results file: said before training
-    plan = plan_training(req, progress=not a.no_progress,
+    plan = plan_training(req, progress=not a.no_progress, has_row=has_train_row,
                          pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
     if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
         results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
     try:
-        with Trainer(plan.cfg, progress=not a.no_progress, has_row=has_train_row) as trainer:
+        with Trainer(plan, progress=not a.no_progress) as trainer:
             if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
                 trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
             res = trainer.train()
@@ -652,91 +588,88 @@ JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots",
                 "compare-backends")
 
 
-def check_job_argv(argv: list[str]) -> str | None:
-    """The line the command line would print for a job's fightlab argv (unknown flag, bad choice;
-    for a new train job any value its config refuses: `_job_config`), or None when accepted. A
-    resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint or
-    its GPU)."""
-    import contextlib
-    import io
+def check_job(argv: list[str]) -> tuple[str | None, str | None]:
+    """One parse of a job's fightlab argv: (error, identity).
 
-    from fightlab.config import ConfigError, TrainConfig
-    from fightlab.rl.launch import plan_overrides
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            a = _parser().parse_args(argv)
-    except SystemExit as e:
-        if e.code:
-            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-            return lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})"
-        return None
-    if a.cmd == "train":  # every --set key and value, and the config they make, before any job runs
-        try:
-            if a.set:
-                plan_overrides(TrainConfig(), a.set)
-            if a.resume is None and not (isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto"):
-                _job_config(a)
-        except ConfigError as e:
-            return str(e)
-    return None
-
-
-def job_identity(argv: list[str]) -> str | None:
-    """What a job's fightlab argv runs, as text: every flag as argparse reads it (typed: ``01``
-    is 1), paths resolved; for a new train job the values its config takes from them (body,
-    nworld, seed, limits, backend aliases, `--set` values read as the run reads them:
-    `_job_config`) replaced by that whole config. None for an argv the command line refuses."""
+    error: the line the command line would print (unknown flag, bad choice; for a new train job
+    any value its config refuses, `_job_config`, and a `--run-dir` its run would refuse:
+    `rundir.check_location`, or a non-empty folder fightlab did not make), or None when accepted.
+    A resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint
+    or its GPU). identity: what the argv runs, as text: every flag as argparse reads it (typed:
+    ``01`` is 1), paths resolved; for a new train job the values its config takes from them
+    (body, nworld, seed, limits, backend aliases, `--set` values read as the run reads them)
+    replaced by that whole config; None when refused."""
     import contextlib
     import io
 
     from fightlab.config import ConfigError, to_dict
 
+    err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            a = _parser().parse_args(argv)
-    except SystemExit:
-        return None
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            a = _job_parser().parse_args(argv)
+    except SystemExit as e:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        return (lines[-1].split("error: ", 1)[-1] if lines else f"refused (exit {e.code})") if e.code else None, None
     args = dict(vars(a))
     for k in ("run_dir", "resume", "root", "batch_dir"):
         if isinstance(args.get(k), str):
             args[k] = str(Path(args[k]).expanduser().resolve())
-    auto = isinstance(a.nworld, str) and a.nworld.strip().lower() == "auto" if hasattr(a, "nworld") else False
-    if a.cmd == "train" and a.resume is None and not auto:
-        try:
+    if a.cmd == "train" and a.resume is None and not _auto(a.nworld):
+        try:  # every --set key and value, and the config they make, before any job runs
             cfg = to_dict(_job_config(a))
-        except ConfigError:
-            return None
+        except ConfigError as e:
+            return str(e), None
         for k in ("body", "nworld", "seed", "max_iterations", "checkpoint_every", "segment_s", "backend", "set"):
             args.pop(k, None)  # read into the config
         args["config"] = cfg
-    return json.dumps(args, sort_keys=True, default=str)
+    elif a.cmd == "train" and a.set:
+        try:
+            from fightlab.rl.launch import plan_overrides
+            from fightlab.config import TrainConfig
+
+            plan_overrides(TrainConfig(), a.set)
+        except ConfigError as e:
+            return str(e), None
+    return None, json.dumps(args, sort_keys=True, default=str)
+
+
+def check_job_argv(argv: list[str]) -> str | None:
+    """The refusal line of a job's fightlab argv, or None (:func:`check_job`'s first half)."""
+    return check_job(argv)[0]
+
+
+def job_identity(argv: list[str]) -> str | None:
+    """What a job's fightlab argv runs, or None when refused (:func:`check_job`'s second half)."""
+    return check_job(argv)[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _job_parser() -> argparse.ArgumentParser:
+    """The command line's parser, built once for a batch's many job checks."""
+    return _parser()
+
+
+def _auto(nworld) -> bool:
+    return isinstance(nworld, str) and nworld.strip().lower() == "auto"
 
 
 def _job_config(a):
-    """A new train job's TrainConfig from its flags, every value checked (`validate_train`) as
-    its run would, but on the CPU: whether its device is on this host is the batch's own check
-    (`batch.check_devices`). Raises ConfigError, one line."""
-    import dataclasses
+    """A new train job's TrainConfig: its flags as the command line's request
+    (`rl.launch.request_from_args`), through `plan_training` and the run's gate as its run would
+    pass them, but with its devices unchecked here (`device_here=False`: whether its device is on
+    this host is the batch's own check, `batch.check_devices`). A `--run-dir` its run would refuse
+    (`rundir.check_location`, or a non-empty folder fightlab did not make) is refused now.
+    Raises ConfigError, one line."""
+    from fightlab.rl.launch import plan_training, request_from_args
+    from fightlab.rundir import MANIFEST, RunDirError, check_location
 
-    from fightlab.config import TrainConfig, validate_body, validate_nworld, validate_train
-    from fightlab.rl.launch import plan_overrides, resolve_backend
-
-    given = {k: v for k, v in dict(
-        body=None if a.body is None else validate_body(a.body),
-        nworld=None if a.nworld is None else validate_nworld(a.nworld), seed=a.seed,
-        max_iterations=a.max_iterations, checkpoint_every=a.checkpoint_every, segment_s=a.segment_s,
-        backend=resolve_backend(a.backend)).items() if v is not None}
-    cfg = plan_overrides(TrainConfig(**given), a.set or [])  # the body's own default learner
-    cfg = validate_train(dataclasses.replace(cfg, device="cpu"))
-    if a.publish and (a.device is not None or cfg.backend == "cpu"):
-        # the publish rule on the device the job names (a CPU job may not publish MuJoCo Warp
-        # rows); a job that names none runs on its lane's, known when it starts
-        from fightlab.publish import check_publish
-
-        check_publish(True, a.device or "cpu", "the training row", backend=cfg.backend, training=cfg)
-    return cfg
+    if a.run_dir is not None:
+        p = check_location(a.run_dir)
+        if p.is_dir() and not (p / MANIFEST).is_file() and any(p.iterdir()):
+            raise RunDirError(f"run folder {a.run_dir!r} is not empty and was not made by fightlab (no "
+                              f"{MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+    return plan_training(request_from_args(a), device_here=False).cfg
 
 
 def cmd_batch(a) -> int:
@@ -746,8 +679,7 @@ def cmd_batch(a) -> int:
                          job=a.job, grid=a.grid, sets=a.set, gpus=a.gpus, job_timeout_s=a.job_timeout_s,
                          budget_s=a.budget_s, min_left_s=a.min_left_s, no_mps=a.no_mps,
                          with_checkpoints=a.with_checkpoints, retry_failed=a.retry_failed,
-                         progress=not a.no_progress, commands=JOB_COMMANDS, check_argv=check_job_argv,
-                         job_identity=job_identity)
+                         progress=not a.no_progress, commands=JOB_COMMANDS, check_job=check_job)
 
 
 def cmd_survey(a) -> int:

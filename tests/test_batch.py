@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -92,10 +93,10 @@ def test_grid_expansion_and_list_values():
         ["train", "--nworld", "2", "--seed", s, "--set", "env.push_impulse_ns=[20,40]"] for s in ("1", "2")]
     assert [j.id for j in jobs] == ["000-train-seed=1", "001-train-seed=2"]
     # a TrainConfig field without its own flag goes through train's --set
-    from fightlab.cli import JOB_COMMANDS, check_job_argv
+    from fightlab.cli import JOB_COMMANDS, check_job
 
     (job,) = batch.make_jobs([batch.parse_job("train")], batch.parse_grid(["curriculum_wait=5"]), [],
-                             JOB_COMMANDS, check_argv=check_job_argv)
+                             JOB_COMMANDS, check_job=check_job)
     assert job.argv == ["train", "--set", "curriculum_wait=5"]
 
 
@@ -174,6 +175,62 @@ def test_gpu_that_does_not_exist(tmp_path, capsys, fakebin):
     assert rc == 2 and err == "fightlab: error: --gpus 0,3: no GPU 3 on this host; its GPUs: 0"
     assert batch.discover_gpus() == [0]
     assert [ln.name for ln in batch.make_lanes(None, [], 2)] == ["cpu"]  # no GPU: one CPU lane
+
+
+def test_a_grid_past_the_limit_is_refused_before_it_is_built(tmp_path, capsys, fakebin):
+    """A grid of millions of points: one line naming the size and the limit, at once (the cross
+    product is never built, no job checked)."""
+    fakebin(gpus=0)
+    values = ",".join(str(i) for i in range(2000))
+    t0 = time.monotonic()
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "train --nworld 2",
+               "--grid", f"seed={values}", "--grid", f"ppo.num_steps={values}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and time.monotonic() - t0 < 10
+    assert err == (f"fightlab: error: the batch would hold 4,000,000 jobs (1 job line(s) × 2000 seed × 2000 "
+                   f"ppo.num_steps); at most {batch.MAX_JOBS:,}: split it into smaller batches")
+    assert not (tmp_path / "b").exists()
+    assert batch.check_size(2, [("seed", ["1"] * 100)]) == 200
+
+
+def test_the_batch_flags_are_checked_before_its_jobs(tmp_path, capsys, fakebin):
+    """A 100 × 100 grid with --gpus none: the flag's line at once, not after checking 10,000 jobs."""
+    fakebin(gpus=0)
+    values = ",".join(str(i) for i in range(100))
+    t0 = time.monotonic()
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "train --nworld 2",
+               "--grid", f"seed={values}", "--grid", f"max_iterations={values}", "--gpus", "none"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, got 'none'"
+    assert time.monotonic() - t0 < 10 and not (tmp_path / "b").exists()
+    for flag, value, said in (("--budget-s", "-1", "--budget-s must be a positive number of seconds"),
+                              ("--job-timeout-s", "nan", "--job-timeout-s must be a positive number")):
+        rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "train --nworld 2",
+                   "--grid", f"seed={values}", flag, value])
+        assert rc == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("run_dir", ["/", "/usr/lib", "HOME"])
+def test_a_job_whose_run_folder_is_refused_never_starts(tmp_path, capsys, fakebin, run_dir):
+    """A training job with a --run-dir its run would refuse (a protected place, a non-empty
+    folder fightlab did not make) is refused with the batch, before any job starts: nothing of
+    that folder reaches the batch's folder or its archive."""
+    fakebin(gpus=0)
+    run_dir = str(Path.home()) if run_dir == "HOME" else run_dir
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", f"train --nworld 2 --run-dir {run_dir}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and f"run folder {run_dir!r}" in err
+    assert not (tmp_path / "b").exists()
+
+
+def test_one_parse_gives_a_jobs_refusal_and_identity():
+    """`cli.check_job`: (None, identity) for a job the command line takes, (line, None) else."""
+    from fightlab.cli import check_job
+
+    why, same = check_job(["train", "--nworld", "2", "--seed", "01"])
+    assert why is None and same == check_job(["train", "--nworld", "02", "--seed", "1"])[1]
+    assert check_job(["train", "--set", "ppo.hidden=[0]"]) == ("PPOConfig.hidden must be positive integers, "
+                                                                "got (0,)", None)
 
 
 # --- lanes and MPS ---------------------------------------------------------------------------
@@ -435,11 +492,11 @@ def test_notebook_job_runs_with_papermill(tmp_path, capsys, fakebin):
 
 def test_bench_jobs_example_expands():
     """bench/jobs_example.txt (the bench's batch, after gpu_lanes.sh) is a valid jobs file."""
-    from fightlab.cli import JOB_COMMANDS, check_job_argv
+    from fightlab.cli import JOB_COMMANDS, check_job
 
     root = Path(__file__).resolve().parents[1]
     jobs = batch.make_jobs(batch.read_jobs_file(root / "bench" / "jobs_example.txt"),
-                           [], [], JOB_COMMANDS, check_argv=check_job_argv)
+                           [], [], JOB_COMMANDS, check_job=check_job)
     assert [j.kind for j in jobs] == ["fightlab", "fightlab", "notebook"]
     assert jobs[2].params == dict(size="full", device="cuda:0", publish=True)
     assert not (root / "bench" / "gpu_lanes.sh").exists()
@@ -574,7 +631,7 @@ def test_every_committed_study_jobs_file_is_a_valid_batch():
     import re
 
     from fightlab import batch
-    from fightlab.cli import JOB_COMMANDS, check_job_argv
+    from fightlab.cli import JOB_COMMANDS, check_job
     from fightlab.paths import REPO_ROOT
 
     script = (REPO_ROOT / "bench" / "gpu.sh").read_text()
@@ -584,7 +641,7 @@ def test_every_committed_study_jobs_file_is_a_valid_batch():
         spec = re.search(r'\[\w+\]="\d+\|@bench/studies/' + re.escape(f.name) + r'\|([^"]*)"', script)
         assert spec, f"{f.name} is not a study of bench/gpu.sh"
         grid = batch.parse_grid(re.findall(r"--grid (\S+)", spec.group(1)))
-        jobs = batch.make_jobs(batch.read_jobs_file(f), grid, [], JOB_COMMANDS, check_argv=check_job_argv)
+        jobs = batch.make_jobs(batch.read_jobs_file(f), grid, [], JOB_COMMANDS, check_job=check_job)
         assert jobs and all(j.argv[0] == "train" for j in jobs), f.name
         seeds = [j.argv[j.argv.index("--seed") + 1] if "--seed" in j.argv else None for j in jobs]
         assert len(jobs) == len(set(map(tuple, (j.argv for j in jobs)))), f"{f.name}: a job twice"
@@ -628,9 +685,9 @@ def test_grid_points_that_differ_in_a_flag_outside_the_config_are_kept(grid):
     """Points that differ in a flag the config does not fold in are two jobs, never 'the same'."""
     from fightlab.cli import JOB_COMMANDS, check_job_argv, job_identity
 
-    base = "train --backend cpu --nworld 4 --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
+    base = "train --backend cpu --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
     jobs = batch.make_jobs([batch.parse_job(base)], batch.parse_grid([grid]), [], JOB_COMMANDS,
-                           check_argv=lambda a: None, job_identity=job_identity)
+                           check_job=lambda a: (None, job_identity(a)))
     assert len(jobs) == 2
     ids = [job_identity(j.argv) for j in jobs]
     assert None not in ids and ids[0] != ids[1]  # compared, and found different

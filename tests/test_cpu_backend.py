@@ -466,8 +466,8 @@ def test_cli_layout_split(args, nworld, workers, k, monkeypatch):
     class Stop(Exception):
         pass
 
-    def fake(cfg, progress=True, **kw):
-        seen["cfg"] = cfg
+    def fake(plan, progress=True, **kw):
+        seen["cfg"] = plan.cfg  # the gate's plan (rl.launch.plan_run)
         raise Stop
 
     monkeypatch.setattr("fightlab.rl.runner.Trainer", fake)

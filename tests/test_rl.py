@@ -795,3 +795,141 @@ def test_the_analytic_kl_drives_the_rate_and_is_a_learner_field(tmp_path, capsys
                                                adaptive_lr=False), lr=lr)
     assert st["approx_kl"] == pytest.approx(2 * 0.1 ** 2 / (2 * 0.3 ** 2), rel=1e-4)
     assert Trainer(_tiny_cfg(tmp_path / "b"), progress=False).buf.means.shape[-1] == 0  # k3 keeps none
+
+
+# --- the gate: each field's rule once, one validation, one publish rule -----------------------
+
+def test_each_config_field_declares_its_rule_once_beside_it():
+    """Every field of EnvConfig, PPOConfig and TrainConfig carries its rule (`config.Rule` in its
+    metadata: a check, a nested config, or a rule across fields); the functions that check
+    configs name no field by its quoted name (the old way of listing fields to check), so a
+    field's rule is written once, beside it, and the walker and the cross rules read it."""
+    import inspect
+
+    from fightlab import config
+
+    names = set()
+    for cls in (config.EnvConfig, PPOConfig, TrainConfig):
+        for f in dataclasses.fields(cls):
+            rule = f.metadata.get("rule")
+            assert isinstance(rule, config.Rule), f"{cls.__name__}.{f.name} has no rule"
+            assert rule.check is not None or rule.cross or rule.kind == "config", f.name
+            names.add(f.name)
+    for fn in (config.check_fields, config.check_cross, config.validate_env, config.validate_train,
+               config.validate_layout, config.validate_policy_device):
+        src = inspect.getsource(fn)
+        assert not [n for n in names if re.search(rf"[\"']{n}[\"']", src)], fn.__name__
+    # a cross rule's field is judged by check_cross, which reads it as an attribute
+    cross = [f.name for cls in (config.EnvConfig, PPOConfig, TrainConfig) for f in dataclasses.fields(cls)
+             if f.metadata["rule"].cross]
+    assert cross and all(f".{n}" in inspect.getsource(config.check_cross) for n in cross)
+
+
+def test_every_rule_refuses_a_bad_value_in_one_line():
+    from fightlab import config
+
+    for cls in (config.EnvConfig, PPOConfig, TrainConfig):
+        for f in dataclasses.fields(cls):
+            rule = f.metadata["rule"]
+            if rule.check is None:
+                continue
+            with pytest.raises(config.ConfigError) as e:
+                rule.check(f"{cls.__name__}.{f.name}", object())
+            msg = str(e.value)
+            assert "\n" not in msg and (" got " in msg or "unknown body" in msg), f.name
+
+
+def test_the_reward_weight_fields_are_the_reward_terms_weights():
+    """The reward terms (envs.stance.REWARD_TERMS) name their weight fields; EnvConfig declares
+    each with its rule (a number >= 0), and no weight field lacks its term."""
+    from fightlab.config import EnvConfig, validate_env
+    from fightlab.envs.stance import REWARD_TERMS
+
+    named = {t.weight for t in REWARD_TERMS if isinstance(t.weight, str)}
+    weights = {f.name for f in dataclasses.fields(EnvConfig) if f.name.startswith("w_")}
+    assert named == weights
+    for name in named:
+        with pytest.raises(ValueError, match=rf"EnvConfig.{name} must be a number >= 0, got -1"):
+            validate_env(dataclasses.replace(EnvConfig(), **{name: -1}))
+
+
+def test_one_gate_validates_once_and_applies_the_publish_rule_once(monkeypatch):
+    """A train request passes the gate (rl.launch.plan_run) once: one validation, one publish
+    rule, whatever the path (here a fresh run and a refused --publish)."""
+    from fightlab.config import ConfigError
+    from fightlab.rl import launch
+
+    calls = []
+    real_validate, real_publish = launch.validate_train, launch.check_publish
+    monkeypatch.setattr(launch, "validate_train", lambda cfg: calls.append("validate") or real_validate(cfg))
+    monkeypatch.setattr(launch, "check_publish", lambda *a, **k: calls.append("publish") or real_publish(*a, **k))
+    plan = launch.plan_training(launch.TrainRequest(body="simple", nworld="4", device="cpu", seed=2))
+    assert calls == ["validate", "publish"] and plan.start == "fresh" and not plan.publish
+    assert plan.cfg.nworld == 4 and plan.cfg.seed == 2
+    calls.clear()
+    with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
+        launch.plan_training(launch.TrainRequest(nworld=512, device="cpu", publish=True))
+    assert calls == ["validate", "publish"]
+
+
+def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
+    """`validate_train(` is called in one place in fightlab/ (the gate), and the train path
+    (the command line, rl/, the training row) applies the publish rule in the gate alone
+    (evaluate's rows have their own call)."""
+    from pathlib import Path
+
+    import fightlab
+
+    pkg = Path(fightlab.__file__).parent
+
+    def callers(needle, files):
+        return [(p.relative_to(pkg).as_posix(), ln.strip()) for p in files
+                for ln in p.read_text().splitlines() if needle in ln and "def " not in ln]
+
+    assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["rl/launch.py"]
+    train_path = [pkg / "cli.py", pkg / "measure" / "report.py", *sorted((pkg / "rl").glob("*.py"))]
+    assert [ln for _, ln in callers("check_publish(", train_path)] == [
+        'check_publish(publish, checked.device, "the training row", backend=checked.backend,',
+        'check_publish(req.publish, device, "the evaluation row")']
+
+
+def test_a_train_flag_is_declared_once():
+    """train's flags are one table (rl.launch.TRAIN_FLAGS): the parser, the request, the fields
+    `--set` refuses and the config are made from it."""
+    import argparse
+
+    from fightlab.config import ConfigError
+    from fightlab.rl import launch
+
+    assert [f.name for f in dataclasses.fields(launch.TrainRequest)] == [f.name for f in launch.TRAIN_FLAGS]
+    assert set(launch.FLAG_FIELDS) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    p = argparse.ArgumentParser()
+    for f in launch.TRAIN_FLAGS:
+        p.add_argument(f.option, **f.argparse)
+    req = launch.request_from_args(p.parse_args(["--nworld", "4", "--device", "cpu", "--seed", "5",
+                                                 "--checkpoint-every", "0", "--no-env-graph",
+                                                 "--set", "ppo.num_steps=4"]))
+    cfg = launch.plan_training(req).cfg
+    assert (cfg.nworld, cfg.seed, cfg.checkpoint_every, cfg.graph, cfg.ppo.num_steps) == (4, 5, 0, False, 4)
+    with pytest.raises(ConfigError, match=r"--set seed=… is refused: 'seed' has its own flag \(--seed\)"):
+        launch.plan_overrides(TrainConfig(), ["seed=3"])
+    with pytest.raises(ConfigError, match=r"has its own flag \(--no-tree-factor\)"):
+        launch.plan_overrides(TrainConfig(), ["tree_factor=false"])
+
+
+def test_the_trainer_trusts_its_plan(tmp_path, monkeypatch):
+    """A Trainer given the gate's plan validates nothing again (the env keeps its own cheap
+    checks for direct library users)."""
+    from fightlab.config import apply_overrides
+    from fightlab.rl import launch
+
+    plan = launch.plan_run(apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu", max_iterations=1,
+                                                       run_dir=str(tmp_path / "run")), ["ppo.num_steps=4"]))
+
+    def again(*a, **k):
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(launch, "validate_train", again)
+    monkeypatch.setattr(launch, "check_publish", again)
+    with Trainer(plan, progress=False) as t:
+        assert t.cfg == plan.cfg and t.publish is False

@@ -158,11 +158,10 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
     checkpoint to resume). Returns the row (None when the segment ended before the run did).
 
     Raises:
-      ConfigError: `publish` from a run that may not publish (publish.check_publish: a training
-        at full size, publish.training_size_problem), checked before anything is written.
+      ConfigError: `publish` from a run whose plan did not publish (`trainer.publish`: the gate,
+        `rl.launch.plan_run`, applied the publish rule before the run), before anything is written.
     """
-    from fightlab.publish import check_publish
-    from fightlab.rl.runner import stage_done
+    from fightlab.config import stage_done
 
     try:
         if res.get("segment_end"):
@@ -172,8 +171,11 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
                   f"training (amplitude {res['final_amplitude']:.1f}); continue with "
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
-        check_publish(publish, trainer.cfg.device, "the training row", backend=trainer.cfg.backend,
-                      policy_device=trainer.cfg.policy_device, training=trainer.cfg)
+        if publish and not getattr(trainer, "publish", False):
+            # the publish rule is the gate's (rl.launch.plan_run), passed before the run began
+            raise ConfigError("publish: this run was planned without publishing; plan it with "
+                              "fightlab.rl.launch.plan_run(cfg, publish=True) (train --publish), "
+                              "which applies the publish rule before any work")
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"
         curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])

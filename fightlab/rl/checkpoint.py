@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fightlab.config import ConfigError, TrainConfig, from_dict, short_repr, to_dict, validate_train
+from fightlab.config import (ConfigError, TrainConfig, check_fields, from_dict, short_repr, to_dict,
+                             validate_env)
 from fightlab.envs.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
@@ -62,13 +63,15 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
         raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
     try:
         cfg = from_dict(ck["config"])
-        # the file's own types, not this machine's devices: a run of another machine's GPU (its
-        # device, its policy device) is checked as if it were on the CPU; whether the GPU is here
-        # is said when the run resumes
+        # the file's own values (each field's rule, the env's physics), not this machine's
+        # devices: a run of another machine's GPU is checked as if it were on the CPU; whether
+        # the GPU is here, and the rules across a run's fields, the gate (`rl.launch.plan_run`)
+        # says when the run resumes
         pd = cfg.policy_device
-        if isinstance(pd, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", pd.strip().lower()):
-            pd = "cpu"
-        validate_train(dataclasses.replace(cfg, device="cpu", policy_device=pd))
+        if pd is not None and not (isinstance(pd, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", pd.strip().lower())):
+            raise ConfigError(f"policy_device must be cpu, cuda or cuda:N, got {pd!r}")
+        check_fields(dataclasses.replace(cfg, device="cpu"))
+        validate_env(cfg.env)
     except (ConfigError, TypeError, ValueError) as e:
         raise bad(f"config: {e}") from None
     it = ck["iteration"]

@@ -1,7 +1,7 @@
-"""From what a user asked for to what runs: the train and evaluate commands' rules, in one place.
+"""From what a user asked for to what runs: the gate of a run, and the evaluate command's rules.
 
-`TrainRequest` holds what was given, named as `python -m fightlab train`'s flags (None or False:
-not given); `plan_training` applies the rules and returns the config the `Trainer` runs:
+`TRAIN_FLAGS` declares `python -m fightlab train`'s flags once; `TrainRequest` holds what was
+given (None or False: not given); `plan_training` turns it into a TrainConfig:
 
 - a resume keeps every setting of its checkpoint but the segment's (`--device`,
   `--max-iterations`, `--segment-s`, `--no-progress`): `rl.checkpoint.resume_conflicts`;
@@ -9,9 +9,13 @@ not given); `plan_training` applies the rules and returns the config the `Traine
 - the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
   W × K = nworld (`config.validate_layout` checks the result again);
 - `--set KEY=VALUE` overrides (`config.apply_overrides`);
-- the publish rule (`publish.check_publish`) before any work;
 - `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
   measures the ramp; the core's rule is `rl.nworld.pick_nworld`).
+
+Every run, from the command line, a notebook, a batch job or a library call, then passes
+`plan_run`, the gate, once before any work: a resume's checkpoint merged, the config validated
+(`config.validate_train`), the publish rule applied (`publish.check_publish`), the start decided
+(`STARTS`); its `TrainPlan` is what the `Trainer` and the training row trust.
 
 `EvalRequest` / `evaluate_request` do the same for `python -m fightlab evaluate` (a saved or the
 zero-action policy, in the training or the reference physics, or the reference check).
@@ -25,10 +29,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_backend, validate_body,
-                             validate_nworld, validate_policy_device)
+                             validate_nworld, validate_policy_device, validate_train)
 from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
@@ -43,58 +47,243 @@ CPU_LAYOUTS = ("all-cores", "original")
 #: engine); the config and the rows always say gpu / cpu
 BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
 
-#: TrainConfig fields with a flag of their own (`--set` refuses them), and the boolean ones' flags
-FLAG_FIELDS = ("body", "nworld", "seed", "device", "max_iterations", "run_dir", "resume",
-               "segment_s", "checkpoint_every", "graph", "policy_graph", "update_graph", "tree_factor",
-               "backend", "workers", "worlds_per_worker", "policy_device")
-BOOL_FLAGS = {"graph": "--no-env-graph", "policy_graph": "--no-policy-graph",
-              "update_graph": "--no-update-graph", "tree_factor": "--no-tree-factor"}
-
-
 @dataclass(frozen=True)
-class TrainRequest:
-    """What the train command was given; None (or False for the `no_*` switches): not given.
+class Flag:
+    """One flag of `python -m fightlab train`, declared once (:data:`TRAIN_FLAGS`): its
+    `TrainRequest` field (`name`), its option, the TrainConfig field it sets (None: none, or
+    several), whether `plan_training` takes its value as given (`plain`: the config's default
+    when not given), and argparse's ``add_argument`` keywords (help, type, action)."""
 
-    `nworld` is text or an int ("auto": `plan_training`'s `pick_nworld`); `workers` and
-    `worlds_per_worker` text or ints; `overrides` the `--set KEY=VALUE` items, in order."""
+    name: str
+    option: str
+    field: str | None
+    argparse: dict
+    plain: bool = False
 
-    body: str | None = None
-    nworld: int | str | None = None
-    seed: int | None = None
-    device: str | None = None
-    backend: str | None = None
-    max_iterations: int | None = None
-    run_dir: str | None = None
-    resume: str | None = None
-    segment_s: float | None = None
-    checkpoint_every: int | None = None
-    no_graph: bool = False
-    no_env_graph: bool = False
-    no_policy_graph: bool = False
-    no_update_graph: bool = False
-    no_tree_factor: bool = False
-    workers: int | str | None = None
-    worlds_per_worker: int | str | None = None
-    cpu_layout: str | None = None
-    policy_device: str | None = None
-    overrides: tuple[str, ...] = ()
-    publish: bool = False
+    @property
+    def dest(self) -> str:
+        """argparse's attribute for it."""
+        return self.option[2:].replace("-", "_")
 
-    def graphs(self, none_if_unset: bool = False) -> dict:
-        """graph / policy_graph / update_graph: `no_graph` turns all off, each `no_*` its own;
-        with `none_if_unset` a graph whose switch is off is None (a resume keeps the saved)."""
-        off = {"graph": self.no_env_graph, "policy_graph": self.no_policy_graph,
-               "update_graph": self.no_update_graph}
-        return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+    @property
+    def default(self):
+        """`TrainRequest`'s "not given": False for a switch, () for --set, else None."""
+        return False if self.argparse.get("action") == "store_true" else () if self.name == "overrides" else None
+
+
+def layout_flags(nworld_flag: str) -> dict[str, dict]:
+    """The CPU backend's layout flags (train and compare-backends), option → argparse keywords;
+    `nworld_flag` names the command's world count."""
+    return {
+        "--workers": dict(default=None, help="CPU backend: threads W of the C engine's pool (default: every core)"),
+        "--worlds-per-worker": dict(default=None, help="CPU backend: worlds K per worker; nworld = W × K "
+                                    f"(default: {nworld_flag} / W)"),
+        "--cpu-layout": dict(default=None, help="CPU backend preset: 'original' = the original study's 72 "
+                             f"workers × 6 worlds = 432 (no --workers / --worlds-per-worker, {nworld_flag} only "
+                             "432); 'all-cores' (the default) = W every core (no --workers)")}
+
+
+def _train_flags() -> tuple[Flag, ...]:
+    from fightlab.bodies import BODY_NAMES
+
+    d = TrainConfig()
+    layout = layout_flags("--nworld")
+    flags = [
+        Flag("body", "--body", "body", dict(default=None, help=f"one of: {', '.join(BODY_NAMES)} (default {d.body})")),
+        Flag("nworld", "--nworld", "nworld", dict(default=None, help="parallel worlds, a positive integer, or auto "
+             "(GPU: a short ramp against the committed world sweep, fightlab.measure.sweep) "
+             f"(default {d.nworld})")),
+        Flag("device", "--device", "device", dict(default=None, help="cpu, cuda or cuda:N (default: cuda:0 if "
+             "present, else cpu)")),
+        Flag("seed", "--seed", "seed", dict(type=int, default=None, help=f"torch and env seed (default {d.seed})"),
+             plain=True),
+        Flag("max_iterations", "--max-iterations", "max_iterations", dict(
+            type=int, default=None, help=f"stop unsolved after this many iterations (default {d.max_iterations}, "
+            "or the checkpoint's)"), plain=True),
+        Flag("run_dir", "--run-dir", "run_dir", dict(default=None, help="default runs/train/<body>-<nworld>-s<seed> "
+             "in the repository; a resumed run stays in its checkpoint's folder. A fresh run refuses a non-empty "
+             "folder that fightlab did not make, and deletes only files fightlab wrote")),
+        Flag("resume", "--resume", "resume", dict(default=None, help="checkpoint to continue from")),
+        Flag("segment_s", "--segment-s", "segment_s", dict(
+            type=float, default=None, help="stop (with a checkpoint) after this many seconds; continue with "
+            "--resume"), plain=True),
+        Flag("checkpoint_every", "--checkpoint-every", "checkpoint_every", dict(
+            type=int, default=None, help="iterations between checkpoints, 0: only at the end (default "
+            f"{d.checkpoint_every}, or the checkpoint's)"), plain=True),
+        Flag("no_graph", "--no-graph", None, dict(action="store_true", help="no graphs at all: every env step, "
+             "policy step and update launched eagerly")),
+        Flag("no_env_graph", "--no-env-graph", "graph", dict(action="store_true", help="do not capture the env "
+             "step as a warp graph")),
+        Flag("no_policy_graph", "--no-policy-graph", "policy_graph", dict(
+            action="store_true", help="do not capture the rollout's torch work between env steps as CUDA graphs")),
+        Flag("no_update_graph", "--no-update-graph", "update_graph", dict(
+            action="store_true", help="do not capture the PPO update as a CUDA graph")),
+        Flag("no_tree_factor", "--no-tree-factor", "tree_factor", dict(
+            action="store_true", help="use MuJoCo Warp's per-level sparse factorization for trees over 64 DOF "
+            "instead of fightlab's single-launch kernel")),
+        Flag("backend", "--backend", "backend", dict(default=None, help="the env's physics: gpu = MuJoCo Warp on "
+             "--device (a GPU, or warp's CPU device for smoke checks: the default, also on a machine without a "
+             "GPU); cpu = MuJoCo's C engine on a thread pool (the env's kernels and the policy on the CPU; needs "
+             "--device cpu, its default). Aliases: warp = gpu, mujoco = cpu. Rows record backend gpu/cpu and "
+             "physics in words")),
+        Flag("workers", "--workers", "workers", layout["--workers"]),
+        Flag("worlds_per_worker", "--worlds-per-worker", "worlds_per_worker", layout["--worlds-per-worker"]),
+        Flag("cpu_layout", "--cpu-layout", None, layout["--cpu-layout"]),
+        Flag("policy_device", "--policy-device", "policy_device", dict(default=None, help="CPU backend: where "
+             "torch's policy and PPO update run, e.g. cuda:0 (the env's observation, reward and done copied "
+             "there and the action back at every env step; default: on the CPU, as on the original's GPU-less "
+             "CPU machine)"))]
+    own = sorted(f.field for f in flags if f.field)
+    flags.append(Flag("overrides", "--set", None, dict(
+        action="append", default=[], metavar="KEY=VALUE", help="override a config field (typed like its "
+        "default), e.g. --set ppo.learning_rate=3e-4 --set env.push_impulse_ns=[20,40]; fields with their "
+        f"own flag ({', '.join(own)}) are set by that flag only")))
+    flags.append(Flag("publish", "--publish", None, dict(
+        action="store_true", help="a GPU, or --backend cpu (its row names the CPU model and cores): append the "
+        "result row to data/results/train.csv and the curve to data/curves/ (never MuJoCo Warp on warp's CPU "
+        "device)")))
+    return tuple(flags)
+
+
+#: train's flags, in the order --help lists them: the one declaration the parser
+#: (`cli._parser`), `TrainRequest`, `FLAG_FIELDS` and `plan_training`'s config are made from
+TRAIN_FLAGS = _train_flags()
+#: TrainConfig fields with a flag of their own (`--set` refuses them), to the flag
+OWN_FLAGS = {f.field: f.option for f in TRAIN_FLAGS if f.field}
+FLAG_FIELDS = tuple(OWN_FLAGS)
+#: the boolean fields' switches
+BOOL_FLAGS = {k: v for k, v in OWN_FLAGS.items() if v.startswith("--no-")}
+
+
+def _graphs(self, none_if_unset: bool = False) -> dict:
+    """graph / policy_graph / update_graph: `no_graph` turns all off, each `no_*` its own;
+    with `none_if_unset` a graph whose switch is off is None (a resume keeps the saved)."""
+    off = {"graph": self.no_env_graph, "policy_graph": self.no_policy_graph,
+           "update_graph": self.no_update_graph}
+    return {k: False if (self.no_graph or v) else (None if none_if_unset else True) for k, v in off.items()}
+
+
+def _plain(self) -> dict:
+    """The TrainConfig fields given as they are (`Flag.plain`), those given only."""
+    return {f.field: getattr(self, f.name) for f in TRAIN_FLAGS if f.plain and getattr(self, f.name) is not None}
+
+
+TrainRequest = dataclasses.make_dataclass(
+    "TrainRequest", [(f.name, Any, dataclasses.field(default=f.default)) for f in TRAIN_FLAGS], frozen=True,
+    namespace=dict(graphs=_graphs, plain=_plain, __module__=__name__, __doc__="""What the train command was
+    given, one field per flag of :data:`TRAIN_FLAGS` (named as its `Flag.name`); None (False for a
+    switch, () for `overrides`): not given. `nworld` is text or an int ("auto": `plan_training`'s
+    `pick_nworld`); `workers` and `worlds_per_worker` text or ints; `overrides` the `--set
+    KEY=VALUE` items, in order."""))
+
+
+def request_from_args(args) -> "TrainRequest":
+    """The `TrainRequest` of argparse's namespace for train (:data:`TRAIN_FLAGS`' dests)."""
+    return TrainRequest(**{f.name: tuple(getattr(args, f.dest)) if f.name == "overrides" else getattr(args, f.dest)
+                           for f in TRAIN_FLAGS})
 
 
 @dataclass(frozen=True)
 class TrainPlan:
-    """`plan_training`'s answer: the run's config and, for `--nworld auto`, the pick's record
+    """The gate's answer (:func:`plan_run`), which the `Trainer` and the rows trust as it is:
+    the run's config (checked, its device canonical; a resume's: the checkpoint's with the
+    segment's fields), how it starts (:data:`STARTS`), the resumed checkpoint (loaded once),
+    whether it publishes (the publish rule passed), and for `--nworld auto` the pick's record
     (the rule, the ramp's points and the chosen nworld; the row's `params.nworld_auto`)."""
 
     cfg: TrainConfig
     nworld_auto: dict | None = None
+    start: str = "fresh"
+    checkpoint: dict | None = None
+    publish: bool = False
+
+
+def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | None = None,
+             nworld_auto: dict | None = None, checkpoint: dict | None = None,
+             device_here: bool = True) -> TrainPlan:
+    """The gate of a run: every request (the command line's flags, a notebook's parameters, a
+    batch job, a resume, a library call) ends here, once, before any work.
+
+    It merges a resume's checkpoint (`cfg.resume`: the checkpoint's config, only the segment's
+    fields from `cfg`), validates the config (`config.validate_train`: each field's rule, then
+    the rules across fields), applies the publish rule (`publish.check_publish` with the whole
+    training) and decides how the run starts (:data:`STARTS`).
+
+    Args:
+      cfg: the run's TrainConfig (with `resume`: the segment's fields).
+      publish: the run's row and curve go to data/ (the publish rule is checked).
+      has_row: ``(folder, run_id) -> bool`` (`measure.report.has_train_row`), asked only for a
+        finished checkpoint: without its row the run writes it ("row"); with it, or without
+        `has_row`, the resume is refused.
+      nworld_auto: `--nworld auto`'s record, kept in the plan.
+      checkpoint: `cfg.resume` already loaded (else loaded here).
+      device_here: False checks the config as if its devices were the CPU (a batch job runs on
+        a lane's device, known when it starts); the publish rule still reads `cfg.device`.
+    Returns:
+      :class:`TrainPlan`.
+    Raises:
+      ConfigError: one line (a refused value, a run that may not publish, a finished run, a
+        checkpoint with later ones in its folder); CheckpointError: an unreadable checkpoint.
+    """
+    ck = None
+    if cfg.resume:
+        from fightlab.rl.checkpoint import load_checkpoint, resume_config
+
+        ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume)
+        cfg = resume_config(from_dict(ck["config"]), cfg)
+    here = {} if device_here else dict(device="cpu", policy_device=cfg.policy_device and "cpu")
+    checked = validate_train(dataclasses.replace(cfg, **here))
+    if here:  # checked as if on the CPU; the run's own devices kept
+        checked = dataclasses.replace(checked, device=cfg.device, policy_device=cfg.policy_device)
+    check_publish(publish, checked.device, "the training row", backend=checked.backend,
+                  policy_device=checked.policy_device, training=checked)
+    start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
+    return TrainPlan(checked, nworld_auto, start, ck, publish)
+
+
+def _resume_start(cfg: TrainConfig, ck: dict, has_row: Callable | None) -> str:
+    """How a resumed run starts (:data:`STARTS`), said in one line where it does not train on.
+    Raises ConfigError: finished (its row written, or no `has_row`), or later checkpoints in its
+    folder that resuming there would overwrite."""
+    from fightlab.config import stage_done
+    from fightlab.rl.checkpoint import later_checkpoints
+
+    it, cur = ck["iteration"], ck["curriculum"]
+    solved = bool(cur.get("solved"))
+    done = solved and cfg.stop_when_solved
+    unchecked = solved and ck.get("reference_eval") is None
+    start = "resume"
+    if not solved and stage_done(cfg, int(cur.get("stage", 0))):
+        # ended by stop_after_stage (its row may be missing: a segment or a kill ended on the
+        # widening): this segment trains no further, it writes the run's row
+        print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration {it} "
+              "(its stop_after_stage): writing its row, no training", flush=True)
+        start = "row"
+    elif (done or it >= cfg.max_iterations) and has_row is not None \
+            and not has_row(Path(cfg.resume).resolve().parent, ck["run_id"]):
+        # finished but its row never written (stopped on its last iteration by an older
+        # fightlab, a kill between the last checkpoint and the row): write it, no training
+        print(f"run in {cfg.resume!r} finished at iteration {it} without its row: writing it, no training",
+              flush=True)
+        start = "check" if unchecked else "row"
+    elif done or it >= cfg.max_iterations:
+        if not unchecked:
+            raise ConfigError(f"run in {cfg.resume!r} already finished at iteration {it} (solved, its "
+                              "reference check done)" if done else
+                              f"run in {cfg.resume!r} already finished at iteration {it} (max_iterations "
+                              "reached); raise --max-iterations to train it further")
+        start = "check"  # stopped (Ctrl-C, kill) between the solve and the end of its reference check
+    if start == "check":
+        print(f"run in {cfg.resume!r} solved at iteration {it} but its reference check did not finish: "
+              "running the check", flush=True)
+    if later := later_checkpoints(cfg.run_dir, int(it)):
+        # the folder went on past this checkpoint: resuming here would write over that
+        raise ConfigError(
+            f"checkpoint {cfg.resume!r} is at iteration {it} but its folder holds later ones "
+            f"({', '.join(later[:3])}{', …' if len(later) > 3 else ''}) that resuming it there would "
+            "overwrite: resume latest.pt, or copy this checkpoint into a new empty folder and resume "
+            "it from there (a new run, forked from this one)")
+    return start
 
 
 def _given(value, default):
@@ -179,16 +368,12 @@ def cpu_layout(req: TrainRequest, backend: str) -> tuple[int, dict]:
 def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
     """`config.apply_overrides` as train's `--set` reads them: fields with a flag of their own
     (:data:`FLAG_FIELDS`) refused, the message naming the flag."""
-    return apply_overrides(cfg, list(items), own_flags={k: BOOL_FLAGS.get(k, "--" + k.replace("_", "-"))
-                                                        for k in FLAG_FIELDS})
-
-
-def _overrides(cfg: TrainConfig, req: TrainRequest) -> TrainConfig:
-    return plan_overrides(cfg, req.overrides)
+    return apply_overrides(cfg, list(items), own_flags=OWN_FLAGS)
 
 
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
-    """A resumed run's config: the checkpoint's, the segment's fields from the request."""
+    """A resumed run's segment: the request's segment fields; any other flag the request gives
+    must agree with the checkpoint (`rl.checkpoint.resume_conflicts`)."""
     from fightlab.rl.checkpoint import resume_conflicts
 
     if req.overrides:
@@ -218,78 +403,90 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
                           "--device, --max-iterations, --segment-s and --no-progress may change "
                           "per segment)")
-    cfg = TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
-                      max_iterations=_given(req.max_iterations, saved.max_iterations))
-    # full size (publish.training_size_problem) with the segment's max_iterations
-    check_publish(req.publish, device, "the training row", backend=saved.backend,
-                  policy_device=saved.policy_device,
-                  training=dataclasses.replace(saved, max_iterations=cfg.max_iterations))
-    return cfg
+    return TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
+                       max_iterations=_given(req.max_iterations, saved.max_iterations))
 
 
-def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
-                  progress: bool = True) -> TrainPlan:
-    """The run's TrainConfig from a request, every rule checked before any work.
+def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
+    """The checkpoint `req.resume` names, loaded (a clear error before any work); a `--backend`
+    other than its own refused."""
+    from fightlab.rl.checkpoint import load_checkpoint
 
-    Args:
-      req: what was given (:class:`TrainRequest`).
-      pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
-        record)``; None refuses "auto".
-      progress: passed to `pick_nworld` (its ramp's progress bars).
-    Returns:
-      :class:`TrainPlan`: the config (validated again by the `Trainer`) and the auto pick's record.
-    Raises:
-      ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
-        pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
-    """
+    if not req.resume.strip():
+        raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
+    ck = load_checkpoint(req.resume)
+    saved = from_dict(ck["config"])
+    if backend is not None and backend != saved.backend:
+        raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
+                          "a resumed run keeps its physics backend (only --device, --max-iterations, "
+                          "--segment-s and --no-progress may change per segment)")
+    return ck
+
+
+def _devices(req: TrainRequest, backend: str, here: bool) -> tuple[str | None, str | None]:
+    """(device, policy_device) of a request on `backend`; not `here` (a batch job): as given,
+    its lane's when it names none (None)."""
     from fightlab import devices
 
-    backend = resolve_backend(req.backend)
-    saved = None
-    if req.resume is not None:
-        from fightlab.rl.checkpoint import load_checkpoint
-
-        if not req.resume.strip():
-            raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
-        saved = from_dict(load_checkpoint(req.resume)["config"])  # a clear error before any work
-        if backend is not None and backend != saved.backend:
-            raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
-                              "a resumed run keeps its physics backend (only --device, --max-iterations, "
-                              "--segment-s and --no-progress may change per segment)")
-        backend = saved.backend
-    backend = _given(backend, "gpu")
     if backend == "cpu" and req.device is not None and req.device.strip().lower() != "cpu":
         # the pairing first: on a machine without a GPU, "no CUDA GPU" would hide the real mistake
         raise ConfigError(f"--backend cpu needs --device cpu (MuJoCo's C engine; the env's kernels "
                           f"and the policy run on the CPU), got --device {req.device!r}")
+    if not here:
+        return _given(req.device, "cpu" if backend == "cpu" else None), req.policy_device
     device = devices.validate_device(_given(req.device, "cpu" if backend == "cpu" else devices.default_device()))
-    policy_device = validate_policy_device(req.policy_device, backend)
-    # a resume keeps its checkpoint's policy device (a CPU-policy check never publishes)
-    check_publish(req.publish, device, "the training row", backend=backend,
-                  policy_device=saved.policy_device if saved is not None else policy_device)
+    return device, validate_policy_device(req.policy_device, backend)
+
+
+def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
+                  progress: bool = True, has_row: Callable | None = None, device_here: bool = True) -> TrainPlan:
+    """The command line's request as a run's config, through the gate (:func:`plan_run`).
+
+    Args:
+      req: what was given (:class:`TrainRequest`).
+      pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
+        record)``; None refuses "auto". The probe passes the gate first (at
+        `MIN_PUBLISH_NWORLD` worlds: the ramp's world counts are all full size), so a refusal
+        comes before the ramp's work.
+      progress: passed to `pick_nworld` (its ramp's progress bars).
+      has_row: passed to :func:`plan_run` (a finished checkpoint without its row).
+      device_here: False for a batch job, checked before it runs on a lane: its devices are
+        not looked for on this host, and a job naming no device (it runs on its lane's) meets
+        the publish rule when it starts.
+    Returns:
+      :class:`TrainPlan` (the gate's).
+    Raises:
+      ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
+        pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
+    """
+    backend = resolve_backend(req.backend)
+    ck = _resumed_checkpoint(req, backend) if req.resume is not None else None
+    saved = None if ck is None else from_dict(ck["config"])
+    backend = _given(backend, "gpu") if saved is None else saved.backend
+    device, policy_device = _devices(req, backend, device_here)
+    # the publish rule where the device is known (a batch job naming none: when it starts)
+    publish = req.publish and device is not None
     auto = isinstance(req.nworld, str) and req.nworld.strip().lower() == "auto"
     if auto and req.resume is not None:
         raise ConfigError("--nworld auto picks the world count of a new run; a resumed run keeps its "
                           "checkpoint's")
     if saved is not None:
-        return TrainPlan(_resumed(req, saved, device, policy_device))
+        return plan_run(_resumed(req, saved, device, policy_device), publish=publish, has_row=has_row,
+                        checkpoint=ck, device_here=device_here)
     dflt = TrainConfig()
     body = validate_body(_given(req.body, dflt.body))
     seed = _given(req.seed, dflt.seed)
+    given = dict(req.plain(), body=body, device=device, **req.graphs(), tree_factor=not req.no_tree_factor,
+                 backend=backend, policy_device=policy_device)
     nworld_auto = None
     if auto:
-        # the iterations before the ramp's work (the ramp's world counts are all full size)
-        check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                      training=_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD,
-                                                      max_iterations=_given(req.max_iterations,
-                                                                            dflt.max_iterations)), req))
         if backend != "gpu" or req.workers is not None or req.worlds_per_worker is not None or req.cpu_layout:
             raise ConfigError("--nworld auto picks the world count for MuJoCo Warp on a GPU; with "
                               "--backend cpu give --nworld or --workers / --worlds-per-worker")
         if pick_nworld is None:
             raise ConfigError("--nworld auto needs the ramp's measurement; give --nworld N")
-        probe = _overrides(TrainConfig(body=body, device=device, seed=seed, **req.graphs(),
-                                       tree_factor=not req.no_tree_factor), req)
+        probe = plan_run(plan_overrides(TrainConfig(nworld=MIN_PUBLISH_NWORLD, **given), req.overrides),
+                         publish=publish, device_here=device_here).cfg
         nworld, nworld_auto = pick_nworld(probe, progress)
         layout = {}
     else:
@@ -297,16 +494,8 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     run_dir = _given(req.run_dir, str(RUNS / "train" / f"{body}-{nworld}-s{seed}"))
     if not str(run_dir).strip():
         raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
-    cfg = TrainConfig(body=body, nworld=nworld, device=device, seed=seed,
-                      max_iterations=_given(req.max_iterations, dflt.max_iterations),
-                      run_dir=run_dir, segment_s=req.segment_s,
-                      checkpoint_every=_given(req.checkpoint_every, dflt.checkpoint_every),
-                      **req.graphs(), tree_factor=not req.no_tree_factor,
-                      backend=backend, policy_device=policy_device, **layout)
-    cfg = _overrides(cfg, req)
-    check_publish(req.publish, device, "the training row", backend=backend, policy_device=policy_device,
-                  training=cfg)  # full size (publish.training_size_problem), before any work
-    return TrainPlan(cfg, nworld_auto)
+    cfg = plan_overrides(TrainConfig(nworld=nworld, run_dir=run_dir, **given, **layout), req.overrides)
+    return plan_run(cfg, publish=publish, nworld_auto=nworld_auto, device_here=device_here)
 
 
 @dataclass(frozen=True)
@@ -352,20 +541,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     if req.checkpoint is not None and not req.checkpoint.strip():
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
     if req.reference_check:
-        from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
-
-        given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
-                                ("--publish", req.publish), ("--physics", req.physics is not None),
-                                ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
-        if given:
-            raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
-                              f"{', '.join(given)} conflicts")
-        if req.checkpoint is None:
-            raise ConfigError("--reference-check needs a CHECKPOINT file")
-        cfg = _checkpoint_config(req)
-        ref = reference_check(req.checkpoint, cfg, device, REFERENCE_NWORLD if nworld is None else nworld,
-                              seed=req.seed, progress=progress)
-        return "reference", ref, device
+        return "reference", _reference_request(req, nworld, device, progress), device
     check_publish(req.publish, device, "the evaluation row")
     if not 0.0 <= req.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
@@ -390,6 +566,23 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
                    timestep=req.timestep, zero_action=req.zero_action, amplitude=req.amplitude,
                    seed=req.seed, progress=progress, physics=physics)
     return "evaluate", res, device
+
+
+def _reference_request(req: EvalRequest, nworld: int | None, device: str, progress: bool) -> dict:
+    """`evaluate --reference-check`: the check of the request's checkpoint (its dict); the flags
+    the check sets itself refused (ConfigError)."""
+    from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
+
+    given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
+                            ("--publish", req.publish), ("--physics", req.physics is not None),
+                            ("--episodes", req.episodes != 1.0), ("--amplitude", req.amplitude != 1.0)) if v]
+    if given:
+        raise ConfigError(f"--reference-check runs the check's own physics, episodes and amplitude; "
+                          f"{', '.join(given)} conflicts")
+    if req.checkpoint is None:
+        raise ConfigError("--reference-check needs a CHECKPOINT file")
+    return reference_check(req.checkpoint, _checkpoint_config(req), device,
+                           REFERENCE_NWORLD if nworld is None else nworld, seed=req.seed, progress=progress)
 
 
 def _checkpoint_config(req: EvalRequest):

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fightlab.config import ConfigError, TrainConfig, from_dict, task_warning, validate_train
+from fightlab.config import ConfigError, TrainConfig, stage_done, task_warning
 from fightlab.devices import announce_compile
 from fightlab.errors import Terminated
-from fightlab.rl.checkpoint import (later_checkpoints, load_checkpoint, restore_checkpoint, resume_config,
-                                    save_checkpoint)
+from fightlab.rl.checkpoint import restore_checkpoint, save_checkpoint
+from fightlab.rl.launch import TrainPlan, plan_run
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
@@ -74,71 +74,27 @@ class Trainer(TrainLoop):
     folder.
 
     Args:
-      cfg: TrainConfig (validated here; bad values raise ValueError naming them); with
+      cfg: a `rl.launch.TrainPlan` (the gate's, trusted as it is), or a TrainConfig, which
+        passes the gate here (`plan_run`: bad values raise ConfigError naming them); with
         `cfg.resume` the checkpoint's run continues (its config but `SEGMENT_FIELDS`).
       progress: show a tqdm bar.
-      has_row: ``(folder, run_id) -> bool``, whether a run folder holds the run's train row
-        (`measure.report.has_train_row`, which the CLI passes), asked only when the resumed
-        checkpoint is finished (max_iterations reached, or solved and stopped): without its row
-        the segment writes it, no training; with it, or with no `has_row`, the resume is refused.
+      has_row: with a TrainConfig, `plan_run`'s: whether a run folder holds the run's train row,
+        asked only when the resumed checkpoint is finished.
 
-    Attributes (besides the loop's): rundir (`fightlab.rundir.RunDir`) and run_dir (its path),
-    run_id (all segments share it), history (every row of the run, all segments: kept in
+    Attributes (besides the loop's): publish (the plan's: the publish rule passed), rundir
+    (`fightlab.rundir.RunDir`) and run_dir (its path), run_id (all segments share it), history (every row of the run, all segments: kept in
     checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
-    def __init__(self, cfg: TrainConfig, progress: bool = True, has_row=None):
+    def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
-        resume_ck = None
-        if cfg.resume:
-            resume_ck = load_checkpoint(cfg.resume)
-            saved = from_dict(resume_ck["config"])
-            # the run continues with every setting of its checkpoint; only SEGMENT_FIELDS change
-            cfg = resume_config(saved, cfg)
-            solved = bool(resume_ck["curriculum"].get("solved"))
-            done = solved and saved.stop_when_solved
-            check_only = False
-            stopped = not solved and stage_done(cfg, int(resume_ck["curriculum"].get("stage", 0)))
-            if stopped:
-                # ended by stop_after_stage (its row may be missing: a segment or a kill ended
-                # on the widening): this segment trains no further, it writes the run's row
-                print(f"run in {cfg.resume!r} stopped after stage {cfg.stop_after_stage} at iteration "
-                      f"{resume_ck['iteration']} (its stop_after_stage): writing its row, no training",
-                      flush=True)
-            elif (done or resume_ck["iteration"] >= cfg.max_iterations) and has_row is not None \
-                    and not has_row(Path(cfg.resume).resolve().parent, resume_ck["run_id"]):
-                # finished but its row never written (stopped on its last iteration by an older
-                # fightlab, a kill between the last checkpoint and the row): write it, no training
-                print(f"run in {cfg.resume!r} finished at iteration {resume_ck['iteration']} without its "
-                      "row: writing it, no training", flush=True)
-                check_only = solved and resume_ck.get("reference_eval") is None
-            elif done or resume_ck["iteration"] >= cfg.max_iterations:
-                if solved and resume_ck.get("reference_eval") is None:
-                    # stopped (Ctrl-C, kill) between the solve and the end of its reference check:
-                    # this segment trains no further, it runs the check and writes the row
-                    check_only = True
-                elif done:
-                    raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
-                                      f"{resume_ck['iteration']} (solved, its reference check done)")
-                else:
-                    raise ConfigError(f"run in {cfg.resume!r} already finished at iteration "
-                                      f"{resume_ck['iteration']} (max_iterations reached); raise "
-                                      "--max-iterations to train it further")
-        cfg = validate_train(cfg)
-        if resume_ck is not None and check_only:
-            print(f"run in {cfg.resume!r} solved at iteration {resume_ck['iteration']} but its "
-                  "reference check did not finish: running the check", flush=True)
+        # the gate (`rl.launch.plan_run`) checked and decided it all; a bare config passes it here
+        plan = cfg if isinstance(cfg, TrainPlan) else plan_run(cfg, has_row=has_row)
+        cfg, resume_ck, self.publish = plan.cfg, plan.checkpoint, plan.publish
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
         if (warn := task_warning(cfg)) is not None:
             print(f"fightlab: warning: {warn}", flush=True)
-        if resume_ck is not None and (later := later_checkpoints(cfg.run_dir, int(resume_ck["iteration"]))):
-            # the folder went on past this checkpoint: resuming here would write over that
-            raise ConfigError(
-                f"checkpoint {cfg.resume!r} is at iteration {resume_ck['iteration']} but its folder holds "
-                f"later ones ({', '.join(later[:3])}{', …' if len(later) > 3 else ''}) that resuming it "
-                "there would overwrite: resume latest.pt, or copy this checkpoint into a new empty "
-                "folder and resume it from there (a new run, forked from this one)")
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
         self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
         if self.rundir.removed:
@@ -347,13 +303,6 @@ class Trainer(TrainLoop):
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved
                     and not stage_done(self.cfg, self.curriculum.stage))
-
-
-def stage_done(cfg: TrainConfig, stage: int) -> bool:
-    """Whether a run at curriculum stage `stage` (int, 0 = the first) has passed
-    `cfg.stop_after_stage` and so ends (False when that is None)."""
-    st = cfg.stop_after_stage
-    return isinstance(st, int) and not isinstance(st, bool) and stage > st
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
