@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Solo trainings in a training physics (the Newton solver's iterations / line-search iterations,
-# `--set env.solver_*`), each ending with the reference check (fightlab/rl/reference.py), their
+# `--set env.solver_*`), each ending with the reference check (fightlab/run/reference.py), their
 # rows published; then, with ZERO=1, the zero-action policy in that physics (evaluate CKPT
 # --zero-action --publish: the task must stay hard in it).
 #

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 import torch
 from fightlab.config import PPOConfig, TrainConfig
-from fightlab.rl.runner import Trainer
+from fightlab.run.runner import Trainer
 
 tmp = Path(tempfile.mkdtemp())
 out = {}

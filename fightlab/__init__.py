@@ -20,8 +20,8 @@ _LAZY = {
     "EnvConfig": ("fightlab.config", "EnvConfig"),
     "PPOConfig": ("fightlab.config", "PPOConfig"),
     "TrainConfig": ("fightlab.config", "TrainConfig"),
-    "train": ("fightlab.rl.runner", "train"),
-    "evaluate": ("fightlab.rl.evaluate", "evaluate"),
+    "train": ("fightlab.run.runner", "train"),
+    "evaluate": ("fightlab.run.evaluate", "evaluate"),
     "REPO_ROOT": ("fightlab.paths", "REPO_ROOT"),
 }
 

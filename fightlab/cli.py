@@ -64,7 +64,7 @@ def _cut(message: str, limit: int = 400) -> str:
 def _parser() -> argparse.ArgumentParser:
     from fightlab.bodies import BODY_NAMES
     from fightlab.config import TrainConfig
-    from fightlab.rl.launch import TRAIN_FLAGS
+    from fightlab.run.launch import TRAIN_FLAGS
 
     fmt = _Formatter
     p = _Parser(prog="python -m fightlab", description=__doc__.split("\n\n")[0], formatter_class=fmt)
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                        description="Train from scratch, or continue a run with --resume CHECKPOINT "
                        "(then body, nworld, seed and the config come from the checkpoint, the run "
                        "stays in the checkpoint's folder, and --body/--nworld/--seed/--set are refused).")
-    for f in TRAIN_FLAGS:  # declared once, in rl.launch
+    for f in TRAIN_FLAGS:  # declared once, in run.launch
         t.add_argument(f.option, **f.argparse)
     t.add_argument("--no-progress", action="store_true", help="no tqdm bar; a log line every 25 iterations")
 
@@ -319,8 +319,8 @@ def cmd_bench(a) -> int:
 
 
 def _cpu_layout_flags(p, nworld_flag: str) -> None:
-    """The CPU backend's layout flags (`rl.launch.layout_flags`: train's, here compare-backends')."""
-    from fightlab.rl.launch import layout_flags
+    """The CPU backend's layout flags (`run.launch.layout_flags`: train's, here compare-backends')."""
+    from fightlab.run.launch import layout_flags
 
     for option, kw in layout_flags(nworld_flag).items():
         p.add_argument(option, **kw)
@@ -420,8 +420,8 @@ def cmd_train(a) -> int:
     from fightlab.measure import sweep
     from fightlab.measure.report import finish_run, has_train_row
     from fightlab.paths import REPO_ROOT
-    from fightlab.rl.launch import plan_training, request_from_args
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.launch import plan_training, request_from_args
+    from fightlab.run.runner import Trainer
 
     req = request_from_args(a)
     if a.publish:
@@ -461,8 +461,8 @@ def _out_of_memory(e: BaseException) -> bool:
 
 def cmd_evaluate(a) -> int:
     from fightlab.measure.report import eval_row
-    from fightlab.rl.launch import EvalRequest, evaluate_request
-    from fightlab.rl.reference import CHECKS
+    from fightlab.run.launch import EvalRequest, evaluate_request
+    from fightlab.run.reference import CHECKS
 
     kind, res, device = evaluate_request(EvalRequest(
         checkpoint=a.checkpoint, body=a.body, nworld=a.nworld, device=a.device, episodes=a.episodes,
@@ -625,7 +625,7 @@ def check_job(argv: list[str]) -> tuple[str | None, str | None]:
         args["config"] = cfg
     elif a.cmd == "train" and a.set:
         try:
-            from fightlab.rl.launch import plan_overrides
+            from fightlab.run.launch import plan_overrides
             from fightlab.config import TrainConfig
 
             plan_overrides(TrainConfig(), a.set)
@@ -656,12 +656,12 @@ def _auto(nworld) -> bool:
 
 def _job_config(a):
     """A new train job's TrainConfig: its flags as the command line's request
-    (`rl.launch.request_from_args`), through `plan_training` and the run's gate as its run would
+    (`run.launch.request_from_args`), through `plan_training` and the run's gate as its run would
     pass them, but with its devices unchecked here (`device_here=False`: whether its device is on
     this host is the batch's own check, `batch.check_devices`). A `--run-dir` its run would refuse
     (`rundir.check_location`, or a non-empty folder fightlab did not make) is refused now.
     Raises ConfigError, one line."""
-    from fightlab.rl.launch import plan_training, request_from_args
+    from fightlab.run.launch import plan_training, request_from_args
     from fightlab.rundir import MANIFEST, RunDirError, check_location
 
     if a.run_dir is not None:
@@ -695,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
     from fightlab.results import MalformedRowError
-    from fightlab.rl.checkpoint import CheckpointError
+    from fightlab.run.checkpoint import CheckpointError
 
     from fightlab.paths import RUNS_ENV, runs_problem
 
@@ -727,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        from fightlab.rl.runner import TrainingStopped
+        from fightlab.run.runner import TrainingStopped
 
         if isinstance(e, TrainingStopped):  # a checkpoint of the last whole iteration is saved
             print(f"fightlab: {e}", file=sys.stderr)

@@ -318,7 +318,7 @@ class EnvConfig:
       control_dt: env (policy) step, 0.02 s = 50 Hz control.
       timestep: physics timestep, 0.004 s, so `substeps = control_dt / timestep = 5`.
         Changed only with a measured reason; the convergence check re-runs a trained policy at
-        half this timestep (`fightlab.rl.evaluate.evaluate(..., timestep=0.002)`).
+        half this timestep (`fightlab.run.evaluate.evaluate(..., timestep=0.002)`).
       episode_s: episode length, 10 s = 500 env steps.
       rhythm_hz: bounce frequency (a boxer's bounce), 2 Hz.
       bounce_m: pelvis bounce amplitude at amplitude a = 1: ±0.03 m. More would lift the feet off
@@ -339,7 +339,7 @@ class EnvConfig:
         training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
         `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
         checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
-        (`fightlab.rl.reference`). The defaults, Newton 2 / 4 without qacc_smooth and with
+        (`fightlab.run.reference`). The defaults, Newton 2 / 4 without qacc_smooth and with
         explicit damping, are the headline's training physics (bench/NOTES.md: −44 % / −45 %
         time to solve against 10 / 20, every seed passing the reference check).
       solver_qacc_smooth: MuJoCo Warp's `opt.run_qacc_smooth` (training physics): False starts
@@ -516,7 +516,7 @@ class TrainConfig:
       policy_device: where torch's policy, rollout buffer and PPO update run on the "cpu"
         backend (None: on `device`, the CPU, as on the original's GPU-less CPU machine; "cuda:N":
         a GPU beside the CPU physics, the env's observation, reward and done copied to it and the
-        action back at every env step, `fightlab.rl.runner.PolicyIO`; the action's copy is a
+        action back at every env step, `fightlab.run.runner.PolicyIO`; the action's copy is a
         counted host read). Only with backend "cpu": MuJoCo Warp's policy runs on its `device`.
       solver_loop: how MuJoCo Warp runs the training physics' Newton loop, one of
         `SOLVER_LOOPS`: "conditional" (a conditional graph node that stops when every world has
@@ -524,7 +524,7 @@ class TrainConfig:
         them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). How a run
         is launched, not the learner: it leaves the config id as it is.
       reference_nworld: worlds of the reference check a solved run ends with
-        (`fightlab.rl.reference`; a published training needs at least
+        (`fightlab.run.reference`; a published training needs at least
         `publish.MIN_PUBLISH_NWORLD`).
     """
 
@@ -625,7 +625,7 @@ DEFAULT_TASK = "default"
 
 #: the reference physics' solver: MuJoCo Warp's Newton solver at 10 iterations and 20 line-search
 #: iterations, MuJoCo's default tolerances (1e-8, 0.01); with the task's timestep, where every
-#: solve's final policy is checked (`fightlab.rl.reference`)
+#: solve's final policy is checked (`fightlab.run.reference`)
 REFERENCE_SOLVER = dict(solver_iterations=10, solver_ls_iterations=20, solver_tolerance=1e-8,
                         solver_ls_tolerance=0.01, solver_qacc_smooth=True, solver_eulerdamp=True)
 
@@ -841,7 +841,7 @@ def check_cross(cfg: TrainConfig) -> dict:
 def validate_train(cfg: TrainConfig) -> TrainConfig:
     """Check a TrainConfig: each field's rule (:func:`check_fields`), then the rules across
     fields (:func:`check_cross`); returns it with its canonical nworld, device and policy device.
-    The one caller is the run's gate, `fightlab.rl.launch.plan_run`.
+    The one caller is the run's gate, `fightlab.run.launch.plan_run`.
 
     Raises ConfigError naming the bad value and the valid choices.
     """

@@ -74,7 +74,7 @@ _META_INT = ("nworld", "seed")
 _META_STR = tuple(c for c in META_COLUMNS if c not in _META_INT)
 
 #: metric columns per experiment (after the metadata columns, in this order)
-#: a train row's reference check (`fightlab.rl.reference`; empty for a run that did not solve):
+#: a train row's reference check (`fightlab.run.reference`; empty for a run that did not solve):
 #: passed (bool), its seconds (apart from the time to solve), each run's fall rate and tracking
 REFERENCE_COLUMNS = ("reference_passed", "reference_eval_s", "reference_fall_rate_dt", "reference_tracking_dt",
                      "reference_fall_rate_half_dt", "reference_tracking_half_dt")
@@ -154,7 +154,7 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "slots": (
         "seconds", "ncon_max", "ncon_p99", "nefc_max", "nefc_p99", "nconmax", "njmax",
     ),
-    # a policy (or the zero-action policy) re-run on fresh worlds (fightlab.rl.evaluate.evaluate);
+    # a policy (or the zero-action policy) re-run on fresh worlds (fightlab.run.evaluate.evaluate);
     # params holds the checkpoint and its training run_id
     "evaluate": (
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",

@@ -40,7 +40,7 @@ from fightlab.errors import ConfigError
 MANIFEST = ".fightlab-run.json"
 LOCK = ".fightlab-run.lock"
 FORMAT = "fightlab-run-1"
-#: a checkpoint's file name, ``ckpt_<iteration>.pt`` (`rl.checkpoint.save_checkpoint`: six digits
+#: a checkpoint's file name, ``ckpt_<iteration>.pt`` (`run.checkpoint.save_checkpoint`: six digits
 #: or more, past iteration 999999); group 1 the iteration
 CHECKPOINT_NAME = re.compile(r"^ckpt_(\d{6,})\.pt$")
 

@@ -12,7 +12,7 @@ import pandas as pd
 from fightlab.bodies import BODY_NAMES
 from fightlab.config import BODY_PPO, PPOConfig, TrainConfig, apply_overrides, body_ppo, to_dict, with_body
 from fightlab.measure import report
-from fightlab.rl.launch import TrainRequest, plan_training
+from fightlab.run.launch import TrainRequest, plan_training
 
 
 def test_each_body_gets_its_own_default_learner():

@@ -21,7 +21,7 @@ import torch
 from fightlab import results
 from fightlab.cli import main
 from fightlab.paths import REPO_ROOT
-from fightlab.rl.checkpoint import KEEP_CHECKPOINTS, safe_load
+from fightlab.run.checkpoint import KEEP_CHECKPOINTS, safe_load
 from fightlab.rundir import MANIFEST, atomic_path, atomic_write
 
 TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
@@ -131,7 +131,7 @@ def test_a_full_disk_during_figures_is_one_line_naming_the_file(factor_root, fmt
 # --- checkpoints: full disk, retention, crafted files ------------------------------------------
 
 def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, monkeypatch, capsys):
-    import fightlab.rl.checkpoint as ckpt
+    import fightlab.run.checkpoint as ckpt
 
     def full(obj, f, *a, **k):  # what torch raises when its zip writer hits a full disk
         open(f, "wb").write(b"PK half")
@@ -161,7 +161,7 @@ def test_out_of_memory_is_one_line_naming_the_size(tmp_path, monkeypatch, capsys
 
 
 def test_torch_out_of_memory_is_one_line_too(tmp_path, monkeypatch, capsys):
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     def oom(self):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
@@ -241,7 +241,7 @@ def test_an_older_checkpoint_with_numpy_arrays_still_loads(kept_run, tmp_path):
     torch.save(ck, tmp_path / "old.pt")  # as an older fightlab wrote it
     with pytest.raises(Exception):
         torch.load(tmp_path / "old.pt", weights_only=True)  # not loadable without numpy's globals
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     back = load_checkpoint(tmp_path / "old.pt")
     assert all(np.array_equal(back["env_state"][k], ck["env_state"][k]) for k in ck["env_state"])

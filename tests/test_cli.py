@@ -245,7 +245,7 @@ def test_runs_from_inside_the_package(tmp_path):
 def test_optimizer_state_of_the_wrong_shape_is_one_line_at_load(tiny_run, tmp_path, capsys):
     import torch
 
-    from fightlab.rl.checkpoint import policy_parameter_names
+    from fightlab.run.checkpoint import policy_parameter_names
     from fightlab.rl.models import ActorCritic
 
     ck = torch.load(tiny_run / "latest.pt", weights_only=False)

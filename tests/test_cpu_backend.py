@@ -467,10 +467,10 @@ def test_cli_layout_split(args, nworld, workers, k, monkeypatch):
         pass
 
     def fake(plan, progress=True, **kw):
-        seen["cfg"] = plan.cfg  # the gate's plan (rl.launch.plan_run)
+        seen["cfg"] = plan.cfg  # the gate's plan (run.launch.plan_run)
         raise Stop
 
-    monkeypatch.setattr("fightlab.rl.runner.Trainer", fake)
+    monkeypatch.setattr("fightlab.run.runner.Trainer", fake)
     with pytest.raises(Stop):
         main(["train", "--backend", "cpu", *args])
     cores = meta.cpu_count()
@@ -549,7 +549,7 @@ def test_policy_device_copies_train_the_same(tmp_path):
 
     from fightlab.config import PPOConfig, TrainConfig
     from fightlab.measure.report import config_id, train_row
-    from fightlab.rl.runner import PolicyIO, Trainer
+    from fightlab.run.runner import PolicyIO, Trainer
 
     base = TrainConfig(body="simple", nworld=4, backend="cpu", workers=2, device="cpu", seed=5,
                        max_iterations=3, checkpoint_every=0, stop_when_solved=False,
@@ -596,7 +596,7 @@ def test_a_gpu_policy_checkpoint_opens_on_a_machine_without_that_gpu(tmp_path, c
     ck = torch.load(rd / "latest.pt", weights_only=False)
     ck["config"]["policy_device"] = "cuda:3"
     torch.save(ck, tmp_path / "gpu.pt")
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     assert load_checkpoint(str(tmp_path / "gpu.pt"))["config"]["policy_device"] == "cuda:3"
     assert main(["evaluate", str(tmp_path / "gpu.pt"), "--nworld", "4", "--device", "cpu", "--no-progress"]) == 0

@@ -68,7 +68,7 @@ def _train_here(name: str, run_dir: Path) -> Path:
     _portable_warp()
     torch.set_num_threads(1)
     from fightlab.config import TrainConfig
-    from fightlab.rl.runner import train
+    from fightlab.run.runner import train
 
     from fightlab.config import REFERENCE_SOLVER, EnvConfig, PPOConfig
 

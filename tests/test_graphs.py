@@ -14,7 +14,7 @@ from fightlab.config import ConfigError, EnvConfig, PPOConfig, TrainConfig
 from fightlab.envs.stance import StanceEnv
 from fightlab.rl import ppo
 from fightlab.rl.graphs import TorchGraph
-from fightlab.rl.runner import Trainer
+from fightlab.run.runner import Trainer
 from fightlab.sim import physics
 from fightlab.timing import HostReadError, HostReads
 

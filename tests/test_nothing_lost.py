@@ -19,7 +19,7 @@ from fightlab.paths import REPO_ROOT
 from fightlab.cli import main
 from fightlab.config import ConfigError
 from fightlab.publish import check_publish
-from fightlab.rl.checkpoint import safe_load
+from fightlab.run.checkpoint import safe_load
 from fightlab.rundir import LOCK, MANIFEST, RunDir, RunDirError, check_location
 
 TINY = ["--device", "cpu", "--nworld", "2", "--no-progress", "--set", "ppo.num_steps=4",
@@ -153,7 +153,7 @@ def test_second_writer_is_refused_and_a_killed_holder_leaves_a_stale_lock(tmp_pa
 
 def test_one_process_two_trainers_same_folder(tmp_path):
     from fightlab.config import PPOConfig, TrainConfig
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     cfg = TrainConfig(body="simple", nworld=2, device="cpu", max_iterations=1, run_dir=str(tmp_path / "r"),
                       ppo=PPOConfig(num_steps=4, num_minibatches=1, update_epochs=1))
@@ -339,7 +339,7 @@ def test_kill_9_mid_training_then_resume_keeps_whole_rows_in_order(tmp_path):
 
 
 def test_later_checkpoints_by_iteration_past_six_digits(tmp_path):
-    from fightlab.rl.checkpoint import later_checkpoints
+    from fightlab.run.checkpoint import later_checkpoints
 
     for name in ("ckpt_000005.pt", "ckpt_999999.pt", "ckpt_1000000.pt", "ckpt_12.pt", "ckpt_000007.tmp"):
         (tmp_path / name).write_bytes(b"x")
@@ -551,7 +551,7 @@ def test_resuming_an_older_checkpoint_in_its_folder_is_refused_and_a_copy_forks(
 
     from fightlab.config import TrainConfig
     from fightlab.measure.report import fork_if_diverged
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     d = tmp_path / "run"
     assert main(["train", "--run-dir", str(d), "--max-iterations", "3", "--checkpoint-every", "1", *TINY]) == 0

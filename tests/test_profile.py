@@ -247,7 +247,7 @@ def test_env_and_trainer_emit_every_stage_range(monkeypatch, tmp_path):
     """One uncaptured training iteration pushes the five stage ranges through the nvtx API."""
     nvtx = pytest.importorskip("nvtx")
     from fightlab.config import PPOConfig, TrainConfig
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     seen = []
     monkeypatch.setattr(nvtx, "push_range", lambda message=None, **kw: seen.append(message))

@@ -229,7 +229,7 @@ def test_an_interrupted_reference_check_resumes_into_the_check_and_its_row(tmp_p
     but holds no verdict, so `--resume` trains no further, runs the check and writes the row;
     a resume after that finds the run finished."""
     from fightlab.envs import task
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     real = task.evaluate_policy
 

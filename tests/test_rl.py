@@ -12,7 +12,7 @@ from fightlab.config import PPOConfig, TrainConfig
 from fightlab.rl.models import ActorCritic, ObsNormalizer
 from fightlab.rl.ppo import ppo_update
 from fightlab.envs.curriculum import Curriculum
-from fightlab.rl.runner import Trainer
+from fightlab.run.runner import Trainer
 from fightlab.rl.storage import RolloutStorage, compute_gae
 
 
@@ -185,7 +185,7 @@ def test_resume_gives_the_same_next_row(tmp_path):
 
 
 def test_truncated_checkpoint_is_a_clear_error(tmp_path):
-    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
+    from fightlab.run.checkpoint import CheckpointError, load_checkpoint
 
     p = tmp_path / "x.pt"
     p.write_bytes(b"PK\x03\x04garbage")
@@ -230,7 +230,7 @@ def test_evaluate_says_which_policy_it_ran(tmp_path, capsys):
     import json
 
     from fightlab.measure.report import eval_row
-    from fightlab.rl.evaluate import evaluate
+    from fightlab.run.evaluate import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
     res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu")
@@ -278,7 +278,7 @@ def test_overflow_message_counts_resets_and_worlds(tmp_path, monkeypatch, capsys
 
 def test_zero_action_evaluation_of_a_checkpoint_says_its_policy_did_not_run(tmp_path, capsys):
     from fightlab.measure.report import eval_row
-    from fightlab.rl.evaluate import evaluate
+    from fightlab.run.evaluate import evaluate
 
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
     res = evaluate(tmp_path / "latest.pt", nworld=2, device="cpu", zero_action=True, progress=False,
@@ -391,7 +391,7 @@ def test_a_build_announces_the_compile_once_per_body_and_device(tmp_path, monkey
     import warp as wp
 
     from fightlab import devices
-    from fightlab.rl import runner
+    from fightlab.run import runner
 
     monkeypatch.setattr(devices, "_ANNOUNCED", set())
     Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).close()
@@ -501,8 +501,8 @@ def test_an_optimizer_state_out_of_adams_ranges_is_refused_at_load(tmp_path):
     import torch
 
     from fightlab.config import TrainConfig
-    from fightlab.rl.checkpoint import CheckpointError, load_checkpoint
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.checkpoint import CheckpointError, load_checkpoint
+    from fightlab.run.runner import Trainer
 
     cfg = TrainConfig(body="simple", nworld=2, device="cpu", seed=0, max_iterations=1,
                       run_dir=str(tmp_path / "run"))
@@ -541,7 +541,7 @@ def test_the_asymmetric_critic_sees_the_privileged_observation_and_resumes(tmp_p
     it beside the policy's observation (its own normaliser), the actor is unchanged in shape; a
     resume gives the same next row; the evaluation of its checkpoint loads the policy."""
     from fightlab.envs.stance import PRIV_EPISODE, PRIV_FIXED, PRIV_PUSH_LEFT, StanceEnv
-    from fightlab.rl.evaluate import evaluate
+    from fightlab.run.evaluate import evaluate
 
     env = StanceEnv("simple", 4, "cpu", seed=3, privileged=True)
     env.reset(stagger=False)
@@ -589,7 +589,7 @@ def test_the_critic_learning_rate_is_a_group_of_its_own_apart_from_the_kl_rule(t
     """`ppo.critic_learning_rate`: the critic's parameters in Adam's second group at that fixed
     rate while the KL rule moves the actor's; both networks learn; the checkpoint holds both
     groups and a resume gives the same next row; the default (None) is one group, as before."""
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
     from fightlab.rl.ppo import make_optimizer, optimizer_order
 
     agent = ActorCritic(6, 2, hidden=(8, 8))
@@ -619,7 +619,7 @@ def test_the_critic_learning_rate_is_a_group_of_its_own_apart_from_the_kl_rule(t
     assert [len(g["params"]) for g in ck["optimizer"]["param_groups"]] == [len(list(a.agent.actor.parameters())) + 1,
                                                                            len(list(a.agent.critic.parameters()))]
     # a file whose groups and config disagree is refused in one line, before any resume
-    from fightlab.rl.checkpoint import CheckpointError
+    from fightlab.run.checkpoint import CheckpointError
 
     def edited(fn, name):
         bad = copy.deepcopy(ck)
@@ -677,7 +677,7 @@ def test_matmul_precision_is_a_learner_field_that_never_leaks(tmp_path, capsys, 
     from fightlab.config import apply_overrides, to_dict
     from fightlab.measure.report import config_id, learner_id
     from fightlab.rl import models
-    from fightlab.rl.checkpoint import load_checkpoint, policy_agent
+    from fightlab.run.checkpoint import load_checkpoint, policy_agent
 
     for typed in ("medium", "tf32", "1", "null"):
         assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress",
@@ -854,10 +854,10 @@ def test_the_reward_weight_fields_are_the_reward_terms_weights():
 
 
 def test_one_gate_validates_once_and_applies_the_publish_rule_once(monkeypatch):
-    """A train request passes the gate (rl.launch.plan_run) once: one validation, one publish
+    """A train request passes the gate (run.launch.plan_run) once: one validation, one publish
     rule, whatever the path (here a fresh run and a refused --publish)."""
     from fightlab.config import ConfigError
-    from fightlab.rl import launch
+    from fightlab.run import launch
 
     calls = []
     real_validate, real_publish = launch.validate_train, launch.check_publish
@@ -886,7 +886,7 @@ def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
         return [(p.relative_to(pkg).as_posix(), ln.strip()) for p in files
                 for ln in p.read_text().splitlines() if needle in ln and "def " not in ln]
 
-    assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["rl/launch.py"]
+    assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["run/launch.py"]
     train_path = [pkg / "cli.py", pkg / "measure" / "report.py", *sorted((pkg / "rl").glob("*.py"))]
     assert [ln for _, ln in callers("check_publish(", train_path)] == [
         'check_publish(publish, checked.device, "the training row", backend=checked.backend,',
@@ -894,12 +894,12 @@ def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
 
 
 def test_a_train_flag_is_declared_once():
-    """train's flags are one table (rl.launch.TRAIN_FLAGS): the parser, the request, the fields
+    """train's flags are one table (run.launch.TRAIN_FLAGS): the parser, the request, the fields
     `--set` refuses and the config are made from it."""
     import argparse
 
     from fightlab.config import ConfigError
-    from fightlab.rl import launch
+    from fightlab.run import launch
 
     assert [f.name for f in dataclasses.fields(launch.TrainRequest)] == [f.name for f in launch.TRAIN_FLAGS]
     assert set(launch.FLAG_FIELDS) <= {f.name for f in dataclasses.fields(TrainConfig)}
@@ -921,7 +921,7 @@ def test_the_trainer_trusts_its_plan(tmp_path, monkeypatch):
     """A Trainer given the gate's plan validates nothing again (the env keeps its own cheap
     checks for direct library users)."""
     from fightlab.config import apply_overrides
-    from fightlab.rl import launch
+    from fightlab.run import launch
 
     plan = launch.plan_run(apply_overrides(TrainConfig(body="simple", nworld=2, device="cpu", max_iterations=1,
                                                        run_dir=str(tmp_path / "run")), ["ppo.num_steps=4"]))

@@ -44,7 +44,7 @@ def test_publish_needs_room_for_the_stages_it_measures():
 def test_a_run_stops_at_the_widening_past_its_stage_and_a_resume_says_it_finished(tmp_path):
     """A tiny CPU training (8 worlds, a 2-iteration wait) stops after stage 0 at its widening:
     unsolved, at the next stage's amplitude, the last row a widening; its resume is refused."""
-    from fightlab.rl.runner import Trainer, stage_done
+    from fightlab.run.runner import Trainer, stage_done
 
     cfg = validate_train(apply_overrides(TrainConfig(
         body="simple", nworld=8, device="cpu", seed=1, max_iterations=40, checkpoint_every=0,
@@ -68,7 +68,7 @@ def test_a_run_stops_at_the_widening_past_its_stage_and_a_resume_says_it_finishe
 def test_a_segment_that_ends_on_the_stopping_widening_is_the_runs_end(tmp_path):
     """A segment budget that runs out on the widening past the stage: the run ended there, so the
     segment is its last (a row is written), not a pause to resume."""
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     cfg = validate_train(apply_overrides(TrainConfig(
         body="simple", nworld=8, device="cpu", seed=1, max_iterations=40, checkpoint_every=0,

@@ -14,7 +14,7 @@ from fightlab.cli import main
 from fightlab.config import ConfigError, PPOConfig, TrainConfig, to_dict
 from fightlab.measure import sweep
 from fightlab.measure.report import learner_id, published_runs
-from fightlab.rl import nworld as nworld_rule  # the --nworld auto rule (core); sweep measures for it
+from fightlab.run import nworld as nworld_rule  # the --nworld auto rule (core); sweep measures for it
 
 TINY = dict(ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
 LEARNER = learner_id(to_dict(TrainConfig()))

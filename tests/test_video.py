@@ -9,7 +9,7 @@ import pytest
 from fightlab.cli import main
 from fightlab.config import ConfigError, PPOConfig, TrainConfig
 from fightlab.figures import video
-from fightlab.rl.runner import Trainer
+from fightlab.run.runner import Trainer
 
 _OK, _REASON = video.render_available()
 needs_render = pytest.mark.skipif(not _OK, reason=f"cannot render here ({_REASON}); scripts/setup.sh "

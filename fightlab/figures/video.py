@@ -7,7 +7,7 @@ env's pushes, drawn by MuJoCo's renderer (``python -m fightlab render CHECKPOINT
     res["mp4"], res["gif"], res["frames"], res["pushes"], res["falls"]
 
 One world (nworld = 1) runs the deterministic mean action at a fixed amplitude, exactly as
-``fightlab.rl.evaluate`` does: the env's own pushes, fall checks and resets, seeded by ``seed``.
+``fightlab.run.evaluate`` does: the env's own pushes, fall checks and resets, seeded by ``seed``.
 After every control step world 0's qpos and the force on its torso are read to the host (one
 world, not the training loop: the reads are fine here). Each frame is drawn with
 ``mujoco.Renderer`` (OSMesa on a CPU, see :mod:`fightlab.figures.bodies`) from a camera that
@@ -150,7 +150,7 @@ def _run_episode(body, ck, env_cfg, nsteps, device, seed, zero_action, amplitude
     from tqdm import tqdm
 
     from fightlab.envs.stance import StanceEnv
-    from fightlab.rl.checkpoint import policy_agent
+    from fightlab.run.checkpoint import policy_agent
     from fightlab.sim.physics import shared_stream
 
     from fightlab.devices import announce_compile
@@ -491,7 +491,7 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
     from fightlab.bodies import BODY_NAMES
     from fightlab.config import EnvConfig, from_dict, validate_body, validate_env
     from fightlab.devices import validate_device
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     if checkpoint is not None and not str(checkpoint).strip():
         raise ConfigError(f"render needs a CHECKPOINT file, got {checkpoint!r}")

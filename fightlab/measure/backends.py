@@ -309,13 +309,13 @@ def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=
     and turned into a :func:`compare` call; returns its rows.
 
     nworld: MuJoCo Warp's worlds (default :data:`GPU_NWORLD`), also the CPU backend's unless
-    `cpu_nworld` or a whole layout says otherwise (train's layout rules, `rl.launch.cpu_layout`);
+    `cpu_nworld` or a whole layout says otherwise (train's layout rules, `run.launch.cpu_layout`);
     gpu_device None: cuda:0 when there is one, else the CPU backend only (said in one line);
     cpu_policy_device: "auto" (None), "none", or a device; overrides: train's `--set` items, the
     learner only. Raises ConfigError: one line naming the flag and the value."""
     from fightlab import devices
     from fightlab.config import validate_nworld
-    from fightlab.rl.launch import TrainRequest, cpu_layout as layout_of, plan_overrides, positive
+    from fightlab.run.launch import TrainRequest, cpu_layout as layout_of, plan_overrides, positive
 
     nworld = validate_nworld(positive("--nworld", nworld) or GPU_NWORLD)
     if gpu_device is None:

@@ -328,7 +328,7 @@ def _read(experiment: str, root: Path) -> pd.DataFrame:
 def _train(body: str, nworld: int, device: str, budget_s: float, run_dir: Path, base: TrainConfig,
            progress: bool) -> dict:
     """The timed training: a `Trainer` that stops at ``budget_s`` (segment_s)."""
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     cfg = dataclasses.replace(with_body(base, body), nworld=nworld, device=device, max_iterations=10**6,
                               checkpoint_every=0, run_dir=str(run_dir), stop_when_solved=False,

@@ -86,7 +86,7 @@ def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
     one warm-up region (`fightlab.timing.default_sync`). The env state is restored at the end.
 
     Args:
-      trainer: a `fightlab.rl.runner.Trainer` that has trained (its graphs captured); nstep,
+      trainer: a `fightlab.run.runner.Trainer` that has trained (its graphs captured); nstep,
         repeats: as above.
 
     Returns:
@@ -152,7 +152,7 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
     Raises:
       ConfigError: unknown setting, iterations <= skip.
     """
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     validate_settings([setting])
     validate_run([body], iterations, skip)

@@ -55,7 +55,7 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
       ConfigError: no batch.json, a negative `skip`, no training with more than `skip`
         iterations, `until` not above `skip`, trainings of different bodies or world counts in one batch.
     """
-    from fightlab.rl.checkpoint import safe_load
+    from fightlab.run.checkpoint import safe_load
 
     if skip < 0:
         raise ConfigError(f"skip={skip} must be >= 0 (iterations left out at the start)")

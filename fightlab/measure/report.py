@@ -53,7 +53,7 @@ def train_row(trainer, res: dict) -> dict:
     # engine always computes qacc_smooth): `sim.physics.engine_solver`
     if (engine := getattr(trainer.env.unwrapped, "engine_solver", None)) is not None:
         params["physics_engine"] = engine
-    if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.rl.reference)
+    if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.run.reference)
         params["reference_eval"] = res["reference_eval"]
     # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
     auto = next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)
@@ -84,7 +84,7 @@ def train_row(trainer, res: dict) -> dict:
         host_reads_per_iter=f(res.get("host_reads_per_iter")),
         graph_fallbacks=int(res.get("graph_fallbacks") or 0),
         tracking=f(res.get("tracking")), tracking_survived=f(res.get("tracking_survived")),
-        # the reference check of a solve (fightlab.rl.reference): empty for a run that did not solve
+        # the reference check of a solve (fightlab.run.reference): empty for a run that did not solve
         reference_passed=ref["passed"] if (ref := res.get("reference_eval")) else None,
         reference_eval_s=f(ref["seconds"]) if ref else float("nan"),
         **{f"reference_{m}_{k}": f(ref[run][m]) if ref else float("nan")
@@ -127,7 +127,7 @@ def fork_if_diverged(trainer, roots) -> str | None:
         if at is None:
             continue
         from fightlab.meta import new_run_id
-        from fightlab.rl.checkpoint import relabel_checkpoints
+        from fightlab.run.checkpoint import relabel_checkpoints
 
         old = trainer.run_id
         trainer.run_id, trainer.forked_from = new_run_id(), f"{old}@{at}"
@@ -159,7 +159,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
 
     Raises:
       ConfigError: `publish` from a run whose plan did not publish (`trainer.publish`: the gate,
-        `rl.launch.plan_run`, applied the publish rule before the run), before anything is written.
+        `run.launch.plan_run`, applied the publish rule before the run), before anything is written.
     """
     from fightlab.config import stage_done
 
@@ -172,9 +172,9 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
         if publish and not getattr(trainer, "publish", False):
-            # the publish rule is the gate's (rl.launch.plan_run), passed before the run began
+            # the publish rule is the gate's (run.launch.plan_run), passed before the run began
             raise ConfigError("publish: this run was planned without publishing; plan it with "
-                              "fightlab.rl.launch.plan_run(cfg, publish=True) (train --publish), "
+                              "fightlab.run.launch.plan_run(cfg, publish=True) (train --publish), "
                               "which applies the publish rule before any work")
         run_dir = Path(trainer.run_dir)
         rows_csv = run_dir / "rows.csv"
@@ -215,7 +215,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
 
 def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = False,
              local_root: Path = RUNS / "eval") -> dict:
-    """Print an evaluation (fightlab.rl.evaluate.evaluate) and store it as an `evaluate` row under
+    """Print an evaluation (fightlab.run.evaluate.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
     params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
                   episodes_per_world=res.get("episodes_per_world"),
@@ -354,7 +354,7 @@ def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.
 
 
 #: `published_runs`' `reference` column: a row's standing against the reference check
-#: (`fightlab.rl.reference`): its check passed or failed; no check, trained in the reference
+#: (`fightlab.run.reference`): its check passed or failed; no check, trained in the reference
 #: physics itself (every row from before the check: their solves were judged in it at the task's
 #: timestep); no check in other physics (never a solve)
 REFERENCE_VERDICTS = ("passed", "failed", "trained in reference", "unchecked")

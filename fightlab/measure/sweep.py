@@ -58,7 +58,7 @@ from fightlab import meta
 from fightlab.meta import new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import atomic_write
-from fightlab.rl.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld  # noqa: F401  (the rule)
+from fightlab.run.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld  # noqa: F401  (the rule)
 
 #: the timing sweep's world counts (the issue's list)
 NWORLDS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -185,7 +185,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
       `report.learner_id`).
     """
     from fightlab.measure.report import learner_id
-    from fightlab.rl.runner import Trainer
+    from fightlab.run.runner import Trainer
 
     validate_timing(iterations, skip)
     run_dir = Path(run_dir or SWEEP_ROOT / "points" / f"{body}-{nworld}")

@@ -33,7 +33,7 @@ class TorchGraph(FallbackGraph):
     `fn` must not draw random numbers (a captured RNG ties the graph to torch's generator state;
     the rollout draws its noise eagerly, once per iteration).
     The caller restores whatever state the warm-up moved, and checks once per iteration whether
-    a tensor the graphs hold was replaced (`fightlab.rl.runner.Trainer` re-captures all of them
+    a tensor the graphs hold was replaced (`fightlab.run.runner.Trainer` re-captures all of them
     then). A capture that raises leaves no graph, prints one warning and counts a fallback
     (`fightlab.sim.physics.FallbackGraph`).
 

@@ -4,7 +4,7 @@ read per iteration (the task's, with the learner's values in the same copy).
 
 After CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of the
 task (its curriculum decides inside `end_iteration`), run folders, ``rows.csv`` or checkpoints
-(`fightlab.rl.runner.Trainer` is the run around it).
+(`fightlab.run.runner.Trainer` is the run around it).
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@
 given (None or False: not given); `plan_training` turns it into a TrainConfig:
 
 - a resume keeps every setting of its checkpoint but the segment's (`--device`,
-  `--max-iterations`, `--segment-s`, `--no-progress`): `rl.checkpoint.resume_conflicts`;
+  `--max-iterations`, `--segment-s`, `--no-progress`): `run.checkpoint.resume_conflicts`;
 - the physics backend and the device pair up (`--backend cpu` needs `--device cpu`);
 - the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
   W × K = nworld (`config.validate_layout` checks the result again);
 - `--set KEY=VALUE` overrides (`config.apply_overrides`);
 - `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
-  measures the ramp; the core's rule is `rl.nworld.pick_nworld`).
+  measures the ramp; the core's rule is `run.nworld.pick_nworld`).
 
 Every run, from the command line, a notebook, a batch job or a library call, then passes
 `plan_run`, the gate, once before any work: a resume's checkpoint merged, the config validated
@@ -227,7 +227,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
     """
     ck = None
     if cfg.resume:
-        from fightlab.rl.checkpoint import load_checkpoint, resume_config
+        from fightlab.run.checkpoint import load_checkpoint, resume_config
 
         ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume)
         cfg = resume_config(from_dict(ck["config"]), cfg)
@@ -246,7 +246,7 @@ def _resume_start(cfg: TrainConfig, ck: dict, has_row: Callable | None) -> str:
     Raises ConfigError: finished (its row written, or no `has_row`), or later checkpoints in its
     folder that resuming there would overwrite."""
     from fightlab.config import stage_done
-    from fightlab.rl.checkpoint import later_checkpoints
+    from fightlab.run.checkpoint import later_checkpoints
 
     it, cur = ck["iteration"], ck["curriculum"]
     solved = bool(cur.get("solved"))
@@ -373,8 +373,8 @@ def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
 
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
     """A resumed run's segment: the request's segment fields; any other flag the request gives
-    must agree with the checkpoint (`rl.checkpoint.resume_conflicts`)."""
-    from fightlab.rl.checkpoint import resume_conflicts
+    must agree with the checkpoint (`run.checkpoint.resume_conflicts`)."""
+    from fightlab.run.checkpoint import resume_conflicts
 
     if req.overrides:
         raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
@@ -410,7 +410,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
 def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
     """The checkpoint `req.resume` names, loaded (a clear error before any work); a `--backend`
     other than its own refused."""
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     if not req.resume.strip():
         raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
@@ -518,8 +518,8 @@ class EvalRequest:
 
 def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict, str]:
     """Check an evaluate request and run it: the reference check of a checkpoint
-    (`req.reference_check`, `fightlab.rl.reference.reference_check`), a checkpoint's policy or the
-    zero-action policy (`rl.evaluate.evaluate`, `evaluate_zero_action`).
+    (`req.reference_check`, `fightlab.run.reference.reference_check`), a checkpoint's policy or the
+    zero-action policy (`run.evaluate.evaluate`, `evaluate_zero_action`).
 
     Returns:
       (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
@@ -531,7 +531,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     """
     from fightlab import devices
     from fightlab.config import EnvConfig, reference_env
-    from fightlab.rl.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action
+    from fightlab.run.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action
 
     nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
     physics = "training" if req.physics is None else req.physics
@@ -571,7 +571,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
 def _reference_request(req: EvalRequest, nworld: int | None, device: str, progress: bool) -> dict:
     """`evaluate --reference-check`: the check of the request's checkpoint (its dict); the flags
     the check sets itself refused (ConfigError)."""
-    from fightlab.rl.reference import REFERENCE_NWORLD, reference_check
+    from fightlab.run.reference import REFERENCE_NWORLD, reference_check
 
     given = [f for f, v in (("--zero-action", req.zero_action), ("--timestep", req.timestep is not None),
                             ("--publish", req.publish), ("--physics", req.physics is not None),
@@ -587,7 +587,7 @@ def _reference_request(req: EvalRequest, nworld: int | None, device: str, progre
 
 def _checkpoint_config(req: EvalRequest):
     """The request's checkpoint's TrainConfig; `--body` must be its body (ConfigError)."""
-    from fightlab.rl.checkpoint import load_checkpoint
+    from fightlab.run.checkpoint import load_checkpoint
 
     cfg = from_dict(load_checkpoint(req.checkpoint)["config"])
     if req.body is not None and req.body != cfg.body:

@@ -1,6 +1,6 @@
 """A training run: the env it builds, the loop (:mod:`fightlab.rl.loop`) on it, the run folder
 (:mod:`fightlab.rundir`), ``rows.csv`` (:mod:`fightlab.rl.rows`), checkpoints and ``--resume``
-(:mod:`fightlab.rl.checkpoint`) and what each segment ran with.
+(:mod:`fightlab.run.checkpoint`) and what each segment ran with.
 
 Time to solve = the summed training wall clock of the
 iterations up to and including the solving one, over all `--resume` segments; compilation and
@@ -21,8 +21,8 @@ import numpy as np
 from fightlab.config import ConfigError, TrainConfig, stage_done, task_warning
 from fightlab.devices import announce_compile
 from fightlab.errors import Terminated
-from fightlab.rl.checkpoint import restore_checkpoint, save_checkpoint
-from fightlab.rl.launch import TrainPlan, plan_run
+from fightlab.run.checkpoint import restore_checkpoint, save_checkpoint
+from fightlab.run.launch import TrainPlan, plan_run
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
@@ -74,7 +74,7 @@ class Trainer(TrainLoop):
     folder.
 
     Args:
-      cfg: a `rl.launch.TrainPlan` (the gate's, trusted as it is), or a TrainConfig, which
+      cfg: a `run.launch.TrainPlan` (the gate's, trusted as it is), or a TrainConfig, which
         passes the gate here (`plan_run`: bad values raise ConfigError naming them); with
         `cfg.resume` the checkpoint's run continues (its config but `SEGMENT_FIELDS`).
       progress: show a tqdm bar.
@@ -89,7 +89,7 @@ class Trainer(TrainLoop):
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
-        # the gate (`rl.launch.plan_run`) checked and decided it all; a bare config passes it here
+        # the gate (`run.launch.plan_run`) checked and decided it all; a bare config passes it here
         plan = cfg if isinstance(cfg, TrainPlan) else plan_run(cfg, has_row=has_row)
         cfg, resume_ck, self.publish = plan.cfg, plan.checkpoint, plan.publish
         # a run that changes a Fixed field of the task says so once; its rows carry the task id
@@ -130,7 +130,7 @@ class Trainer(TrainLoop):
                               started=utc_now(), segment_id=new_run_id())]
         self.run_dir = self.rundir.path
         self._resume_ck = resume_ck
-        #: the reference check's result once it ran (`fightlab.rl.reference`; saved in checkpoints)
+        #: the reference check's result once it ran (`fightlab.run.reference`; saved in checkpoints)
         self.reference_eval = resume_ck.get("reference_eval") if resume_ck else None
 
     @property
@@ -184,14 +184,14 @@ class Trainer(TrainLoop):
         return row
 
     def save(self, path=None) -> Path:
-        """Write a checkpoint (`fightlab.rl.checkpoint.save_checkpoint`)."""
+        """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`)."""
         return save_checkpoint(self, path)
 
     # ------------------------------------------------------------------------------------------
     def train(self) -> dict:
         """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`.
 
-        A run that solves ends with the reference check (`fightlab.rl.reference`): solved and
+        A run that solves ends with the reference check (`fightlab.run.reference`): solved and
         time_to_solve_s stand only when it passes; reference_eval (its result) and
         reference_eval_s (its seconds, apart from the time to solve) are in the result.
 
@@ -265,9 +265,9 @@ class Trainer(TrainLoop):
                 break
 
     def _reference(self, checkpoint, res: dict) -> dict:
-        """The reference check of a solve (`fightlab.rl.reference`): what it changes in the result
+        """The reference check of a solve (`fightlab.run.reference`): what it changes in the result
         (solved and time_to_solve_s only when it passes; reference_eval, reference_eval_s)."""
-        from fightlab.rl.reference import reference_check
+        from fightlab.run.reference import reference_check
 
         cfg = self.cfg
         ref = reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from fightlab.config import from_dict
-from fightlab.rl.checkpoint import load_checkpoint, policy_agent
+from fightlab.run.checkpoint import load_checkpoint, policy_agent
 
 __all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action"]
 

@@ -35,10 +35,10 @@ def reference_check(checkpoint, cfg: TrainConfig, device: str, nworld: int, seed
     Returns:
       the task's check result, with iteration: the checked policy's (the checkpoint's).
     Raises:
-      CheckpointError: an unreadable checkpoint (`fightlab.rl.checkpoint.load_checkpoint`).
+      CheckpointError: an unreadable checkpoint (`fightlab.run.checkpoint.load_checkpoint`).
     """
     from fightlab.envs.task import reference_check as task_check
-    from fightlab.rl.checkpoint import load_checkpoint, policy_agent
+    from fightlab.run.checkpoint import load_checkpoint, policy_agent
 
     ck = load_checkpoint(checkpoint)
     out = task_check(lambda env: policy_agent(ck, env, device).act_mean, cfg, device, nworld, seed=seed,

@@ -65,7 +65,7 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
         cfg = from_dict(ck["config"])
         # the file's own values (each field's rule, the env's physics), not this machine's
         # devices: a run of another machine's GPU is checked as if it were on the CPU; whether
-        # the GPU is here, and the rules across a run's fields, the gate (`rl.launch.plan_run`)
+        # the GPU is here, and the rules across a run's fields, the gate (`run.launch.plan_run`)
         # says when the run resumes
         pd = cfg.policy_device
         if pd is not None and not (isinstance(pd, str) and re.fullmatch(r"cpu|cuda(:[0-9]+)?", pd.strip().lower())):
@@ -290,7 +290,7 @@ def relabel_checkpoints(run, old_run_id: str, after: int) -> list[str]:
 
 
 def save_checkpoint(run, path=None) -> Path:
-    """Write `run`'s checkpoint (a `fightlab.rl.runner.Trainer`: agent, optimizer, curriculum,
+    """Write `run`'s checkpoint (a `fightlab.run.runner.Trainer`: agent, optimizer, curriculum,
     env state, RNG, counters, run_id, segments and rows) to `path`, default
     ``ckpt_<iteration>.pt`` in its run folder, atomically (with the reference check's verdict once it
     ran: `run.reference_eval`); inside the run folder ``latest.pt``
@@ -445,7 +445,7 @@ def _float_lr(state: dict) -> dict:
 
 
 def restore_checkpoint(run, ck: dict) -> None:
-    """Put a loaded checkpoint back into `run` (a `fightlab.rl.runner.Trainer` whose env is warm):
+    """Put a loaded checkpoint back into `run` (a `fightlab.run.runner.Trainer` whose env is warm):
     policy, optimizer, curriculum, counters, run_id, rows, segments (the checkpoint's, then the
     run's own last), env state, observation and RNG states.
 
