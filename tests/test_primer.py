@@ -6,7 +6,6 @@ import ast
 import json
 import re
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -153,15 +152,6 @@ def test_load_digits_shapes():
     assert set(d["y_train"].tolist()) == set(range(10))
     assert 0.0 <= float(d["x_train"].min()) and float(d["x_train"].max()) <= 1.0
     assert primer.load_digits(16)["x_test"].shape[-1] == 16
-
-
-def test_load_digits_falls_back_without_scikit_learn(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sklearn", None)
-    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    d = primer.load_digits(8)
-    assert "scikit-learn not installed" in d["source"]
-    assert len(d["x_train"]) + len(d["x_test"]) == 1797
-    assert set(d["y_test"].tolist()) == set(range(10))
 
 
 def test_cnn_study_times_and_learns_on_cpu():

@@ -1,5 +1,6 @@
 """Checks and measurements of the single-launch tree factor (:mod:`fightlab.kernels.factor`):
-a float64 reference factorization, errors against stock, generated chains and trees, pushed and
+a float64 reference factorization, errors against stock, generated chains and trees
+(:mod:`fightlab.measure.factor_models`, re-exported here), pushed and
 quiet trajectories, timing of one factorization and of a whole step, the experiment that writes
 ``factor`` rows, and the Amdahl table of notebook 03.
 
@@ -22,30 +23,19 @@ import mujoco_warp as mjw
 from mujoco_warp._src import smooth
 from mujoco_warp._src import types as mjw_types
 
-from fightlab import bodies, results, timing
+from fightlab import results, timing
 from fightlab.kernels.factor import (BLOCK_DIM, CHUNK, build_schedule, count_factor_calls,
                                      dense_max, factor_tree, resolve_variant, stock_factor,
                                      tree_factor)
+from fightlab.measure.factor_models import chain_model, model_for, random_tree_model  # re-exported
 from fightlab.sim import physics
 
 __all__ = [
-    "reference_factor",
-    "relative_error",
-    "random_state",
-    "put",
-    "set_state",
-    "factor_errors",
-    "step_qacc_error",
-    "chain_model",
-    "random_tree_model",
-    "push_body",
-    "push_schedule",
-    "trajectory_deviation",
-    "benchmark",
-    "model_for",
-    "run_experiment",
-    "amdahl_table",
+    "reference_factor", "relative_error", "random_state", "put", "set_state", "factor_errors",
+    "step_qacc_error", "chain_model", "random_tree_model", "push_body", "push_schedule",
+    "trajectory_deviation", "benchmark", "model_for", "run_experiment", "amdahl_table",
 ]
+
 
 def reference_factor(m: Any, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """MuJoCo's ``mj_factorI`` of the sparse blocks in float64 (numpy), same layout as the stock.
@@ -200,96 +190,6 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
     out["qacc_rel_err_ulp"] = relative_error(qa_u, qa_s)
     out["tree_calls"], out["stock_calls"] = calls["tree"], calls["stock"]
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# test models (mujoco.MjSpec)
-
-
-def _add_link(parent, name: str, length: float, rng: np.random.Generator, joint: str = "hinge"):
-    body = parent.add_body(name=name, pos=[0, 0, -length])
-    axis = rng.normal(size=3)
-    axis /= np.linalg.norm(axis)
-    if joint == "ball":
-        body.add_joint(name=f"{name}_j", type=mujoco.mjtJoint.mjJNT_BALL, damping=0.5)
-    else:
-        body.add_joint(name=f"{name}_j", type=mujoco.mjtJoint.mjJNT_HINGE, axis=axis, damping=0.5,
-                       armature=0.05)
-    body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.03, 0, 0],
-                  fromto=[0, 0, 0, 0, 0, -length], mass=float(rng.uniform(0.2, 1.0)),
-                  contype=0, conaffinity=0)
-    return body
-
-
-def _tree_spec(parents: list[int], joints: list[str], seed: int, free: bool,
-               extra_chains: tuple[int, ...] = ()) -> mujoco.MjSpec:
-    rng = np.random.default_rng(seed)
-    spec = mujoco.MjSpec()
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    root = spec.worldbody.add_body(name="root", pos=[0, 0, 2])
-    if free:
-        root.add_freejoint()
-    root.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.1, 0, 0], mass=2.0,
-                  contype=0, conaffinity=0)
-    bodies = [root]
-    for n, (p, jt) in enumerate(zip(parents, joints)):
-        bodies.append(_add_link(bodies[p], f"b{n}", float(rng.uniform(0.05, 0.2)), rng, jt))
-    for c, length in enumerate(extra_chains):  # separate small trees (dense / scalar paths)
-        body = spec.worldbody.add_body(name=f"extra{c}", pos=[1.0 + c, 0, 2])
-        for n in range(length):
-            body = _add_link(body, f"x{c}_{n}", 0.1, rng)
-    for n in range(0, len(joints), 3):  # a few motors so steps have control input
-        if joints[n] == "hinge":
-            spec.add_actuator(target=f"b{n}_j", trntype=mujoco.mjtTrn.mjTRN_JOINT,
-                              gear=[1, 0, 0, 0, 0, 0], ctrlrange=[-1, 1], ctrllimited=True)
-    return spec
-
-
-def chain_model(ndof: int, seed: int = 0, free: bool = False,
-                extra_chains: tuple[int, ...] = ()) -> mujoco.MjModel:
-    """A hinge chain of ``ndof`` DOF (plus 6 with ``free``), random axes and masses, damping 0.5,
-    armature 0.05, no contacts, Euler integrator, built with ``mujoco.MjSpec``; ``extra_chains``
-    adds separate hinge chains of those lengths (further trees: small ones take the scalar or
-    dense block paths)."""
-    if ndof < 1:
-        raise ValueError(f"ndof must be >= 1, got {ndof!r}")
-    return _tree_spec(list(range(ndof)), ["hinge"] * ndof, seed, free, extra_chains).compile()
-
-
-def random_tree_model(ndof: int, nbranch: int = 4, seed: int = 0, free: bool = True,
-                      ball_fraction: float = 0.1) -> mujoco.MjModel:
-    """A random tree of about ``ndof`` DOF: ``nbranch`` branches of different depths grown from a
-    short trunk, some branches forking again; hinges plus a fraction of ball joints (3 DOF), a
-    free root by default. Built with ``mujoco.MjSpec``; no contacts; Euler integrator.
-
-    Raises:
-        ValueError: ``ndof < nbranch`` or ``nbranch < 1``.
-    """
-    if nbranch < 1 or ndof < nbranch:
-        raise ValueError(f"need ndof >= nbranch >= 1, got ndof={ndof!r}, nbranch={nbranch!r}")
-    rng = np.random.default_rng(seed)
-    parents, joints = [], []
-    dof = 6 if free else 0
-    trunk = 2
-    for _ in range(trunk):
-        parents.append(len(parents))  # body index: 0 is root, body n+1 is link n
-        joints.append("hinge")
-        dof += 1
-    tips = []
-    weights = rng.dirichlet(np.ones(nbranch) * 0.7)  # uneven branch lengths
-    budget = max(ndof - dof, nbranch)
-    for b in range(nbranch):
-        length = max(1, int(round(weights[b] * budget)))
-        parent = int(rng.integers(0, trunk + 1)) if not tips or rng.random() < 0.6 \
-            else int(rng.choice(tips))
-        for _ in range(length):
-            jt = "ball" if rng.random() < ball_fraction else "hinge"
-            parents.append(parent)
-            joints.append(jt)
-            parent = len(parents)
-            dof += 3 if jt == "ball" else 1
-        tips.append(parent - max(1, length // 2))  # a later branch may fork mid-branch
-    return _tree_spec(parents, joints, seed, free).compile()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -454,7 +354,6 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
         ``graph`` (1.0/0.0); and ``variant``, the variant timed (str, "auto" resolved). Times
         are for all ``nworld`` worlds together.
     """
-
     if graph is None:
         graph = timing.is_cuda_device(device)
     kw = dict(nconmax=nconmax, njmax=njmax)
@@ -467,19 +366,7 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
         off = m.qLD_block_total
         L = d.qLD[:, off:]
 
-        def timed(call: Callable[[], None], name: str) -> float:
-            def work():
-                for _ in range(inner):
-                    call()
-            fn = work
-            if graph:
-                work()  # compile and load outside the capture
-                with wp.ScopedCapture(device=device) as cap:
-                    work()
-                fn = lambda: wp.capture_launch(cap.graph)  # noqa: E731
-            t = timing.measure(fn, device=device, warmup=warmup, repeats=repeats, name=name)
-            return t.median_s / inner
-
+        timed = lambda call, name: _per_call(call, name, device, inner, graph, warmup, repeats)  # noqa: E731
         stock_s = timed(lambda: stock_factor(m, d, d.M, L, d.qLDiagInv), "stock sparse LDL")
         chosen = resolve_variant(s, variant)
         tree_s = timed(lambda: factor_tree(m, d, d.M, L, d.qLDiagInv, schedule=s, block_dim=block_dim,
@@ -501,56 +388,52 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
             # stock and tree each step from the same random state (reset before every repeat,
             # outside the timed region) and, on CUDA, as a captured graph like training does
             m2, d2 = put(mjm, nworld, device, **kw)
-
-            def step_time(name: str) -> float:
-                set_state(d2, qpos, qvel)
-                mjw.step(m2, d2)  # compile / allocate outside the timed region and the capture
-                run = lambda: mjw.step(m2, d2)  # noqa: E731
-                if graph:
-                    with wp.ScopedCapture(device=device) as cap:
-                        mjw.step(m2, d2)
-                    run = lambda: wp.capture_launch(cap.graph)  # noqa: E731
-                times = []
-                for _ in range(max(1, repeats // 2)):
-                    set_state(d2, qpos, qvel)
-                    times.append(timing.measure(run, device=device, warmup=0, repeats=1,
-                                                name=name).median_s)
-                return float(np.median(times))
-
-            step_s = step_time("step stock")
+            step_s = _step_time(m2, d2, qpos, qvel, "step stock", device, graph, repeats)
             with tree_factor(m2, block_dim=block_dim, variant=chosen) as on:
                 _require(on, mjm)
-                step_t = step_time("step tree")
+                step_t = _step_time(m2, d2, qpos, qvel, "step tree", device, graph, repeats)
+    per_call = {"stock": stock_s, "tree": tree_s, "tree_global": global_s, "dense": dense_s}
     return {
-        "nv": float(mjm.nv),
-        "levels": float(s.nlevel),
-        "factor_calls_per_step": float(calls),
-        "inner_calls": float(inner),
-        "stock_us_per_call": stock_s * 1e6,
-        "tree_us_per_call": tree_s * 1e6,
-        "tree_global_us_per_call": global_s * 1e6,
-        "dense_us_per_call": dense_s * 1e6,
-        "stock_factor_ms_per_step": stock_s * calls * 1e3,
-        "tree_factor_ms_per_step": tree_s * calls * 1e3,
-        "dense_factor_ms_per_step": dense_s * calls * 1e3,
+        "nv": float(mjm.nv), "levels": float(s.nlevel), "factor_calls_per_step": float(calls),
+        "inner_calls": float(inner), **{f"{k}_us_per_call": t * 1e6 for k, t in per_call.items()},
+        **{f"{k}_factor_ms_per_step": per_call[k] * calls * 1e3 for k in ("stock", "tree", "dense")},
         "speedup_vs_stock": stock_s / tree_s if tree_s > 0 else float("nan"),
-        "step_stock_us": step_s * 1e6,
-        "step_tree_us": step_t * 1e6,
-        "graph": float(bool(graph)),
+        "step_stock_us": step_s * 1e6, "step_tree_us": step_t * 1e6, "graph": float(bool(graph)),
         "variant": chosen,
     }
 
 
-def model_for(body: str) -> tuple[mujoco.MjModel, dict]:
-    """``body``: a fightlab body name, ``chain-N`` or ``tree-N`` (random tree, 4 branches)."""
-    if body.startswith("chain-"):
-        return chain_model(int(body.split("-", 1)[1])), {}
-    if body.startswith("tree-"):
-        return random_tree_model(int(body.split("-", 1)[1])), {}
+def _per_call(call: Callable[[], None], name: str, device: str, inner: int, graph: bool, warmup: int,
+              repeats: int) -> float:
+    """Seconds per ``call`` (median over ``repeats`` of ``inner`` calls, from a CUDA graph when ``graph``)."""
+    def work():
+        for _ in range(inner):
+            call()
+    fn = work
+    if graph:
+        work()  # compile and load outside the capture
+        with wp.ScopedCapture(device=device) as cap:
+            work()
+        fn = lambda: wp.capture_launch(cap.graph)  # noqa: E731
+    return timing.measure(fn, device=device, warmup=warmup, repeats=repeats, name=name).median_s / inner
 
-    mjm = bodies.build(body)
-    slots = physics.slots_for(body)
-    return mjm, {"nconmax": slots.nconmax, "njmax": slots.njmax}
+
+def _step_time(m, d, qpos: np.ndarray, qvel: np.ndarray, name: str, device: str, graph: bool,
+               repeats: int) -> float:
+    """Seconds of one ``mjw.step`` of all worlds from ``(qpos, qvel)`` (reset before every repeat,
+    outside the timed region; on CUDA a captured graph, as training steps)."""
+    set_state(d, qpos, qvel)
+    mjw.step(m, d)  # compile / allocate outside the timed region and the capture
+    run = lambda: mjw.step(m, d)  # noqa: E731
+    if graph:
+        with wp.ScopedCapture(device=device) as cap:
+            mjw.step(m, d)
+        run = lambda: wp.capture_launch(cap.graph)  # noqa: E731
+    times = []
+    for _ in range(max(1, repeats // 2)):
+        set_state(d, qpos, qvel)
+        times.append(timing.measure(run, device=device, warmup=0, repeats=1, name=name).median_s)
+    return float(np.median(times))
 
 
 def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed: int = 0,
@@ -584,8 +467,6 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
         RuntimeError: the tree factor disagrees with stock beyond float32 rounding (nothing is
         timed or written).
     """
-
-
     mjm, kw = model_for(body)
     errs = factor_errors(mjm, nworld=check_nworld, seed=seed, device=device, block_dim=block_dim,
                          variant=variant)
@@ -670,7 +551,6 @@ def amdahl_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     Raises:
         KeyError: a required column is missing.
     """
-
     need = ["body", "nworld", "stock_factor_ms_per_step", "speedup_vs_stock", "step_stock_us",
             "step_tree_us"]
     missing = [c for c in need if c not in rows.columns]

@@ -10,7 +10,8 @@ Everything the notebook shows is computed here; the notebook only calls these fu
   cold compile, first launch and steady state apart; synchronised and unsynchronised timing side
   by side; every Warp image compared with the numpy image, pixel by pixel (:func:`mandelbrot_study`).
 - A tiny CNN training step in torch on the handwritten-digits data set (:func:`load_digits`,
-  :func:`cnn_study`), with the same warm-up / synchronise discipline.
+  :func:`cnn_study`, from :mod:`fightlab.measure.primer_cnn`), with the same warm-up / synchronise
+  discipline.
 - The closing table of ratios (:func:`ratios`) and the cloud prices the article quoted
   (:func:`cloud_prices`, ``data/reference/cloud_prices.csv``).
 - One result row per run (:func:`result_row`, experiment ``"primer"`` in :mod:`fightlab.results`).
@@ -26,7 +27,6 @@ the first honest exercise and effective bandwidth = bytes read + written / time.
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -35,37 +35,19 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
-import torch.nn.functional as F
 import warp as wp
-from torch import nn
 
 from fightlab import results, timing
+from fightlab.measure.primer_cnn import TinyCNN, cnn_study, load_digits  # the notebook's names
 from fightlab.publish import check_publish
 from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
-    "PrimerParams",
-    "params_for",
-    "devices_for",
-    "vector_add",
-    "saxpy",
-    "device_copy",
-    "check_vector_kernels",
-    "vector_sweep",
-    "mandelbrot_numpy",
-    "mandelbrot_warp",
-    "image_match",
-    "mandelbrot_study",
-    "load_digits",
-    "TinyCNN",
-    "cnn_study",
-    "ratios",
-    "cloud_prices",
-    "CLOUD_PRICES",
-    "PRIMER_METRICS",
-    "result_row",
+    "PrimerParams", "params_for", "devices_for", "vector_add", "saxpy", "device_copy",
+    "check_vector_kernels", "vector_sweep", "mandelbrot_numpy", "mandelbrot_warp", "image_match",
+    "mandelbrot_study", "load_digits", "TinyCNN", "cnn_study", "ratios", "cloud_prices",
+    "CLOUD_PRICES", "PRIMER_METRICS", "result_row",
 ]
 
 #: the cloud prices quoted by the GPU survival-toolkit article (see the file's source column)
@@ -103,19 +85,13 @@ class PrimerParams:
 
 
 #: what size="smoke" cuts the full parameters down to (CPU, seconds)
-SMOKE = dict(
-    vector_sizes=[2**4, 2**10, 2**14, 2**18],
-    repeats=3,
-    warmup=1,
-    mandelbrot_shape=(128, 192),
-    cnn_image_px=16,
-    cnn_train_steps=20,
-)
+SMOKE = dict(vector_sizes=[2**4, 2**10, 2**14, 2**18], repeats=3, warmup=1, mandelbrot_shape=(128, 192),
+             cnn_image_px=16, cnn_train_steps=20)
 
 
-def _positive_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+def _int_at_least(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
     return int(v)
 
 
@@ -129,13 +105,7 @@ def check_cpu_compiler(available: bool | None = None) -> None:
     Raises:
         RuntimeError: the CPU compiler is missing, saying where it belongs and how to restore it.
     """
-    if available is None:
-        import warp as wp
-
-        available = wp.is_cpu_available()
-    if not available:
-        import warp as wp
-
+    if not (wp.is_cpu_available() if available is None else available):
         where = Path(wp.__file__).parent / "bin" / "warp-clang.so"
         raise RuntimeError(
             "the primer compares Warp kernels on the CPU and the GPU, but this Warp cannot compile "
@@ -175,42 +145,29 @@ def params_for(
     check_cpu_compiler()
     dev = timing.resolve_device(device, has_cuda=has_cuda)
     check_publish(publish, dev, "data/results/primer.csv and figures/", size)
-    sizes = [_positive_int("vector_sizes entry", n) for n in vector_sizes]
+    sizes = sorted({_int_at_least("vector_sizes entry", n) for n in vector_sizes})
     if not sizes:
         raise ValueError("vector_sizes must hold at least one size")
-    shape = tuple(_positive_int("mandelbrot_shape entry", n) for n in mandelbrot_shape)
+    shape = tuple(_int_at_least("mandelbrot_shape entry", n) for n in mandelbrot_shape)
     if len(shape) != 2:
         raise ValueError(f"mandelbrot_shape must be (rows, columns), got {mandelbrot_shape!r}")
     if not cnn_image_px >= 4 or cnn_image_px % 4:
         raise ValueError(f"cnn_image_px must be a multiple of 4 (two 2x2 poolings), got {cnn_image_px!r}")
     p = PrimerParams(
-        size=size,
-        device=dev,
-        vector_sizes=sorted(set(sizes)),
-        saxpy_a=float(saxpy_a),
-        repeats=_positive_int("repeats", repeats),
-        warmup=int(warmup) if isinstance(warmup, (int, np.integer)) and warmup >= 0 else _bad_warmup(warmup),
+        size=size, device=dev, vector_sizes=sizes, saxpy_a=float(saxpy_a),
+        repeats=_int_at_least("repeats", repeats), warmup=_int_at_least("warmup", warmup, 0),
         mandelbrot_shape=shape,  # type: ignore[arg-type]
-        mandelbrot_max_iter=_positive_int("mandelbrot_max_iter", mandelbrot_max_iter),
-        cnn_image_px=int(cnn_image_px),
-        cnn_batch=_positive_int("cnn_batch", cnn_batch),
-        cnn_train_steps=_positive_int("cnn_train_steps", cnn_train_steps),
-        seed=int(seed),
+        mandelbrot_max_iter=_int_at_least("mandelbrot_max_iter", mandelbrot_max_iter),
+        cnn_image_px=int(cnn_image_px), cnn_batch=_int_at_least("cnn_batch", cnn_batch),
+        cnn_train_steps=_int_at_least("cnn_train_steps", cnn_train_steps), seed=int(seed),
     )
     if size == "smoke":
-        small = [n for n in p.vector_sizes if n <= max(SMOKE["vector_sizes"])]
-        p.vector_sizes = small or list(SMOKE["vector_sizes"])
-        p.repeats = min(p.repeats, SMOKE["repeats"])
-        p.warmup = min(p.warmup, SMOKE["warmup"])
-        p.mandelbrot_shape = tuple(min(a, b) for a, b in zip(p.mandelbrot_shape, SMOKE["mandelbrot_shape"]))
-        p.cnn_image_px = min(p.cnn_image_px, SMOKE["cnn_image_px"])
-        p.cnn_train_steps = min(p.cnn_train_steps, SMOKE["cnn_train_steps"])
+        p.vector_sizes = [n for n in sizes if n <= max(SMOKE["vector_sizes"])] or list(SMOKE["vector_sizes"])
+        p.mandelbrot_shape = tuple(min(a, b) for a, b in zip(shape, SMOKE["mandelbrot_shape"]))
+        for key in ("repeats", "warmup", "cnn_image_px", "cnn_train_steps"):
+            setattr(p, key, min(getattr(p, key), SMOKE[key]))
     p.devices = devices_for(dev)
     return p
-
-
-def _bad_warmup(v: Any) -> int:
-    raise ValueError(f"warmup must be an int >= 0, got {v!r}")
 
 
 def devices_for(device: str) -> list[str]:
@@ -388,17 +345,10 @@ def vector_sweep(
                 rows.append(_sweep_row(dev, op, n, t))
         if include_numpy and dev == "cpu":
             for n in sizes:
-                xn = np.ones(n, np.float32)
-                yn = np.full(n, 2.0, np.float32)
-                zn = np.zeros(n, np.float32)
+                xn, yn, zn = np.ones(n, np.float32), np.full(n, 2.0, np.float32), np.zeros(n, np.float32)
                 af = np.float32(a)
-
-                def np_saxpy() -> None:
-                    np.multiply(xn, af, out=zn)
-                    np.add(zn, yn, out=yn)
-
                 np_ops = {"numpy_copy": lambda: np.copyto(zn, xn), "numpy_add": lambda: np.add(xn, yn, out=zn),
-                          "numpy_saxpy": np_saxpy}
+                          "numpy_saxpy": lambda: (np.multiply(xn, af, out=zn), np.add(zn, yn, out=yn))}
                 for op, fn in np_ops.items():
                     t = timing.measure(fn, device="cpu", warmup=warmup, repeats=repeats, name=f"{op} n={n}")
                     rows.append(_sweep_row("numpy", op, n, t))
@@ -412,17 +362,9 @@ def vector_sweep(
 
 def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
     nbytes = BYTES_PER_ELEMENT[op] * n
-    return {
-        "device": dev,
-        "op": op,
-        "n": n,
-        "bytes": nbytes,
-        "median_s": t.median_s,
-        "min_s": t.min_s,
-        "iqr_s": t.iqr_s,
-        "first_s": t.first_s,
-        "gb_per_s": nbytes / t.median_s / 1e9 if nbytes and t.median_s > 0 else math.nan,
-    }
+    return {"device": dev, "op": op, "n": n, "bytes": nbytes, "median_s": t.median_s, "min_s": t.min_s,
+            "iqr_s": t.iqr_s, "first_s": t.first_s,
+            "gb_per_s": nbytes / t.median_s / 1e9 if nbytes and t.median_s > 0 else math.nan}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -565,166 +507,12 @@ def mandelbrot_study(
 
 
 # ----------------------------------------------------------------------------------------------
-# tiny CNN on the digits data set
-
-
-def load_digits(image_px: int = 8, *, seed: int = 0, test_fraction: float = 0.2) -> dict[str, Any]:
-    """The handwritten digits (UCI optdigits, 1797 8x8 images, 10 classes) as torch tensors.
-
-    Taken from scikit-learn (``sklearn.datasets.load_digits``, shipped inside the package, no
-    download). Without scikit-learn installed, falls back to digits drawn from the fonts that
-    ship with matplotlib (DejaVu/STIX, randomly shifted and scaled, with noise): the same shape
-    and classes, but glyphs, not handwriting -- ``source`` says which one was used.
-
-    Args:
-        image_px: side of the images handed to the CNN (bilinear upsampling from 8x8;
-            the article used 64x64 inputs).
-        seed: train/test split seed.
-        test_fraction: share held out for the test accuracy.
-
-    Returns:
-        ``{"x_train", "y_train", "x_test", "y_test"`` (float32 ``[N, 1, px, px]`` in [0, 1] and
-        int64 ``[N]``), ``"source"``, ``"n_classes"``}.
-    """
-    try:
-        from sklearn.datasets import load_digits as _sk_digits
-
-        d = _sk_digits()
-        images, labels = d.images.astype(np.float32) / 16.0, d.target.astype(np.int64)
-        source = "scikit-learn digits (UCI optdigits, handwritten)"
-    except ImportError:
-        images, labels = _font_digits(seed=seed)
-        source = "font digits drawn from matplotlib's fonts (scikit-learn not installed)"
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(labels))
-    n_test = int(round(test_fraction * len(labels)))
-    x = torch.from_numpy(images[order]).unsqueeze(1)
-    if image_px != x.shape[-1]:
-        x = F.interpolate(x, size=(image_px, image_px), mode="bilinear", align_corners=False)
-    y = torch.from_numpy(labels[order])
-    return {
-        "x_train": x[n_test:].contiguous(), "y_train": y[n_test:].contiguous(),
-        "x_test": x[:n_test].contiguous(), "y_test": y[:n_test].contiguous(),
-        "source": source, "n_classes": 10,
-    }
-
-
-@functools.lru_cache(maxsize=4)
-def _font_digits(n: int = 1797, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """8x8 images of 0-9 rendered from matplotlib's bundled fonts with random shift/scale/noise."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.path import Path as MplPath
-    from matplotlib.textpath import TextPath
-
-    rng = np.random.default_rng(seed)
-    fonts = [FontProperties(family=f) for f in ("DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono", "STIXGeneral")]
-    hi = 32  # draw at 32x32, average down to 8x8
-    yy, xx = np.mgrid[0:hi, 0:hi] + 0.5
-    pts = np.column_stack([xx.ravel(), yy.ravel()])
-    images = np.zeros((n, 8, 8), np.float32)
-    labels = np.arange(n) % 10
-    for k in range(n):
-        path = TextPath((0, 0), str(labels[k]), size=1.0, prop=fonts[rng.integers(len(fonts))])
-        v = path.vertices
-        span = (v.max(0) - v.min(0)).max()
-        scale = hi * rng.uniform(0.6, 0.85) / span
-        centre = hi / 2 + rng.uniform(-2.5, 2.5, 2)
-        v = (v - (v.min(0) + v.max(0)) / 2) * scale * np.array([1.0, -1.0]) + centre
-        mask = MplPath(v, path.codes).contains_points(pts).reshape(hi, hi).astype(np.float32)
-        img = mask.reshape(8, 4, 8, 4).mean((1, 3))
-        images[k] = np.clip(img + rng.normal(0, 0.05, img.shape), 0, 1)
-    return images, labels.astype(np.int64)
-
-
-class TinyCNN(nn.Module):
-    """The primer's CNN: conv3x3(1->w) ReLU pool2, conv3x3(w->2w) ReLU pool2, linear -> classes."""
-
-    def __init__(self, image_px: int = 8, n_classes: int = 10, width: int = 16):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        )
-        self.head = nn.Linear(2 * width * (image_px // 4) ** 2, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [B, 1, px, px] -> logits [B, n_classes]
-        return self.head(self.features(x).flatten(1))
-
-
-def cnn_study(
-    data: dict[str, Any],
-    devices: Sequence[str],
-    *,
-    batch: int = 32,
-    train_steps: int = 300,
-    repeats: int = 20,
-    warmup: int = 3,
-    seed: int = 0,
-    lr: float = 1e-3,
-) -> pd.DataFrame:
-    """Time one training step (forward, cross-entropy, backward, Adam) of :class:`TinyCNN` per device.
-
-    On each device: a fresh model (same seed), data moved to the device once, batches taken in
-    order from the training set. The step is measured synchronised and unsynchronised
-    (:func:`fightlab.timing.compare_sync`; the first step, with cuDNN/allocator set-up, apart), then
-    the model trains ``train_steps`` more steps and is scored on the test set -- a model that
-    learns proves the steps ran.
-
-    Returns:
-        One row per device: ``device, batch, image_px, first_s, step_s, step_iqr_s,
-        unsynced_step_s, samples_per_s, final_loss, test_accuracy, torch_threads``.
-    """
-    rows = []
-    for dev in devices:
-        tdev = torch.device(dev)
-        torch.manual_seed(seed)
-        px = data["x_train"].shape[-1]
-        model = TinyCNN(px, data["n_classes"]).to(tdev)
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        x_train, y_train = data["x_train"].to(tdev), data["y_train"].to(tdev)
-        n = x_train.shape[0]
-        state = {"k": 0, "loss": None}
-
-        def step() -> None:
-            i = (state["k"] * batch) % max(1, n - batch + 1)
-            state["k"] += 1
-            xb, yb = x_train[i:i + batch], y_train[i:i + batch]  # [B, 1, px, px], [B]
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            state["loss"] = loss  # stays on the device: reading it would synchronise
-
-        right, wrong = timing.compare_sync(step, device=dev, warmup=warmup, repeats=repeats,
-                                           name=f"cnn step {dev}")
-        for _ in range(train_steps):
-            step()
-        model.eval()
-        with torch.no_grad():
-            pred = model(data["x_test"].to(tdev)).argmax(1).cpu()
-        model.train()
-        rows.append({
-            "device": dev, "batch": batch, "image_px": px, "first_s": right.first_s,
-            "step_s": right.median_s, "step_iqr_s": right.iqr_s, "unsynced_step_s": wrong.median_s,
-            "samples_per_s": right.rate(batch), "final_loss": float(state["loss"].item()),
-            "test_accuracy": float((pred == data["y_test"]).float().mean()),
-            "torch_threads": torch.get_num_threads(),
-        })
-    return pd.DataFrame(rows)
-
-
-# ----------------------------------------------------------------------------------------------
 # closing table, prices, result row
 
 
-def _largest(sweep: pd.DataFrame, device: str, op: str, col: str) -> float:
-    g = sweep[(sweep.device == device) & (sweep.op == op)]
-    return float(g.sort_values("n").iloc[-1][col]) if len(g) else math.nan
-
-
-def _smallest(sweep: pd.DataFrame, device: str, op: str, col: str) -> float:
-    g = sweep[(sweep.device == device) & (sweep.op == op)]
-    return float(g.sort_values("n").iloc[0][col]) if len(g) else math.nan
+def _at_n(sweep: pd.DataFrame, device: str, op: str, col: str, largest: bool = True) -> float:
+    g = sweep[(sweep.device == device) & (sweep.op == op)].sort_values("n")
+    return float(g.iloc[-1 if largest else 0][col]) if len(g) else math.nan
 
 
 def summary(sweep: pd.DataFrame, mandel: pd.DataFrame, cnn: pd.DataFrame, gpu: str | None) -> dict[str, float]:
@@ -733,41 +521,28 @@ def summary(sweep: pd.DataFrame, mandel: pd.DataFrame, cnn: pd.DataFrame, gpu: s
         g = mandel[mandel.impl == impl]
         return float(g.iloc[0][col]) if len(g) and col in g else math.nan
 
-    def c(dev: str | None, col: str) -> float:
-        g = cnn[cnn.device == dev] if dev else cnn.iloc[0:0]
+    def c(dev: str, col: str) -> float:
+        g = cnn[cnn.device == dev]
         return float(g.iloc[0][col]) if len(g) else math.nan
 
     g = gpu or "-"
-    out = {
-        "vector_n": float(sweep.n.max()),
-        "copy_gb_per_s_cpu": _largest(sweep, "cpu", "copy", "gb_per_s"),
-        "vec_add_gb_per_s_cpu": _largest(sweep, "cpu", "vec_add", "gb_per_s"),
-        "saxpy_gb_per_s_cpu": _largest(sweep, "cpu", "saxpy", "gb_per_s"),
-        "numpy_saxpy_gb_per_s": _largest(sweep, "numpy", "numpy_saxpy", "gb_per_s"),
-        "copy_gb_per_s_gpu": _largest(sweep, g, "copy", "gb_per_s"),
-        "vec_add_gb_per_s_gpu": _largest(sweep, g, "vec_add", "gb_per_s"),
-        "saxpy_gb_per_s_gpu": _largest(sweep, g, "saxpy", "gb_per_s"),
-        "empty_launch_us_cpu": _smallest(sweep, "cpu", "empty_kernel", "median_s") * 1e6,
-        "empty_launch_us_gpu": _smallest(sweep, g, "empty_kernel", "median_s") * 1e6,
-        "mandelbrot_pixels": float(mandel.attrs.get("pixels", math.nan)),
-        "mandelbrot_numpy_s": m("numpy", "steady_s"),
-        "mandelbrot_compile_s_cpu": m("warp cpu", "compile_s"),
-        "mandelbrot_first_s_cpu": m("warp cpu", "first_s"),
-        "mandelbrot_steady_s_cpu": m("warp cpu", "steady_s"),
-        "mandelbrot_compile_s_gpu": m(f"warp {g}", "compile_s"),
-        "mandelbrot_first_s_gpu": m(f"warp {g}", "first_s"),
-        "mandelbrot_steady_s_gpu": m(f"warp {g}", "steady_s"),
-        "mandelbrot_unsynced_s_gpu": m(f"warp {g}", "unsynced_s"),
-        "mandelbrot_image_match_gpu": m(f"warp {g}", "image_match"),
-        "cnn_batch": c("cpu", "batch"),
-        "cnn_image_px": c("cpu", "image_px"),
-        "cnn_step_s_cpu": c("cpu", "step_s"),
-        "cnn_step_s_gpu": c(gpu, "step_s"),
-        "cnn_unsynced_step_s_gpu": c(gpu, "unsynced_step_s"),
-        "cnn_test_accuracy_cpu": c("cpu", "test_accuracy"),
-        "cnn_test_accuracy_gpu": c(gpu, "test_accuracy"),
-    }
-    return out
+    out = {"vector_n": float(sweep.n.max()),
+           "numpy_saxpy_gb_per_s": _at_n(sweep, "numpy", "numpy_saxpy", "gb_per_s"),
+           "mandelbrot_pixels": float(mandel.attrs.get("pixels", math.nan)),
+           "mandelbrot_numpy_s": m("numpy", "steady_s"),
+           "mandelbrot_unsynced_s_gpu": m(f"warp {g}", "unsynced_s"),
+           "mandelbrot_image_match_gpu": m(f"warp {g}", "image_match"),
+           "cnn_batch": c("cpu", "batch"), "cnn_image_px": c("cpu", "image_px"),
+           "cnn_unsynced_step_s_gpu": c(g, "unsynced_step_s")}
+    for side, dev in (("cpu", "cpu"), ("gpu", g)):
+        for op in ("copy", "vec_add", "saxpy"):
+            out[f"{op}_gb_per_s_{side}"] = _at_n(sweep, dev, op, "gb_per_s")
+        out[f"empty_launch_us_{side}"] = _at_n(sweep, dev, "empty_kernel", "median_s", largest=False) * 1e6
+        for col in ("compile_s", "first_s", "steady_s"):
+            out[f"mandelbrot_{col}_{side}"] = m(f"warp {dev}", col)
+        out[f"cnn_step_s_{side}"] = c(dev, "step_s")
+        out[f"cnn_test_accuracy_{side}"] = c(dev, "test_accuracy")
+    return {k: out[k] for k in PRIMER_METRICS}  # the row's column order
 
 
 #: the ``primer`` experiment's metric columns (units in the names; GPU columns empty on a CPU run)
@@ -781,12 +556,9 @@ def ratios(s: dict[str, float]) -> pd.DataFrame:
     note where no GPU ran.
     """
     def row(what: str, unit: str, cpu: float, gpu: float, higher_is_better: bool) -> dict[str, Any]:
-        if math.isnan(gpu):
-            r, note = math.nan, GPU_MISSING
-        else:
-            r = gpu / cpu if higher_is_better else cpu / gpu
-            note = ""
-        return {"quantity": what, "unit": unit, "cpu": cpu, "gpu": gpu, "gpu_advantage_x": r, "note": note}
+        r = math.nan if math.isnan(gpu) else gpu / cpu if higher_is_better else cpu / gpu
+        return {"quantity": what, "unit": unit, "cpu": cpu, "gpu": gpu, "gpu_advantage_x": r,
+                "note": GPU_MISSING if math.isnan(gpu) else ""}
 
     ms = s["mandelbrot_steady_s_gpu"]
     rows = [

@@ -24,148 +24,23 @@ On the CPU warp records no kernel timing: ``profile`` still runs the steps, reco
 names and launch counts, times the captured step on the host, and returns a result with
 ``timed=False``, NaN kernel times and a ``message`` that says so.
 
-Stages: every kernel name maps to one stage through ``KERNEL_STAGES`` (exact kernel keys, from the
-functions of MuJoCo Warp 4.0.0 that launch them: ``smooth.kinematics/com_pos/com_vel/crb/
-factor_m/solve_m/rne``, ``passive``, ``forward.fwd_actuation/fwd_acceleration/euler``,
-``collision_driver``, ``constraint.make_constraint``, ``solver.solve``; and fightlab's env kernels),
-then ``MODULE_STAGES`` (the module a kernel is defined in), else "other". On a GPU run more than
-``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure (``check_other``): the table needs
-the kernels it names.
+Stages: the kernel name -> stage table of :mod:`fightlab.measure.stages` (its names re-exported
+here); on a GPU run more than ``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from fightlab.measure.stages import (KERNEL_STAGES, MODULE_STAGES, OTHER_LIMIT, STAGE_DOC,  # noqa: F401
+                                     STAGES, TREE_FACTOR_SHARED, check_other, cuda_base_name,
+                                     factor_kind, kernel_key, stage_of, stage_slug, unmapped)
 from fightlab.sim.nvtx import nvtx_range
-
-#: the stages, in pipeline order; "env" is fightlab's own env kernels (only in ``what="env"``)
-STAGES: tuple[str, ...] = (
-    "kinematics", "inertia", "mass-matrix factor", "forces", "broadphase", "narrowphase",
-    "constraint build", "constraint solve", "integration", "env", "other",
-)
-#: what each stage holds (printed under the stage chart)
-STAGE_DOC: dict[str, str] = {
-    "kinematics": "body/geom poses, com, cdof, actuator transmission, com velocities, tendon/actuator "
-                  "velocities, position/velocity sensors",
-    "inertia": "composite rigid-body inertia and the joint-space mass matrix M (cinert, crb, M)",
-    "mass-matrix factor": "LDLᵀ/Cholesky of M (and of M + h·D in the Euler step) with its triangular "
-                          "solves: sparse per-level kernels (_qLD_acc, one launch per tree level) or "
-                          "the dense tile Cholesky (fused factor + solve)",
-    "forces": "bias forces (RNE), passive springs/damping/gravity, actuator forces, applied forces, "
-              "qfrc_smooth, force/acceleration sensors",
-    "broadphase": "candidate geom pairs (nxn or sweep-and-prune)",
-    "narrowphase": "contact points of the candidate pairs (primitive, convex GJK/EPA, sdf)",
-    "constraint build": "constraint rows: limits, friction loss, equality, contact Jacobians",
-    "constraint solve": "Newton solver: init, gradient, Hessian JᵀDJ + M and its Cholesky (not "
-                        "the mass-matrix factor), line search, M·x products, qfrc_constraint",
-    "integration": "Euler damping terms, next velocity/position/activation/time",
-    "env": "fightlab env kernels (actions, pushes, contact check, reward, reset, observation) and "
-           "MuJoCo Warp's masked reset_data",
-    "other": "kernels the table does not know (must stay under 2 % of kernel time)",
-}
-
-_K = "__locals__kernel"
-#: key of fightlab's single-launch tree factor, "shared" variant (a kernel built per staging size
-#: inside ``fightlab.kernels.factor._shared_kernel``, hence the closure name)
-TREE_FACTOR_SHARED = "_shared_kernel__locals___factor_tree_shared"
-#: exact kernel key (warp ``Kernel.key``; CUDA timing names add a prefix and a hash) -> stage
-KERNEL_STAGES: dict[str, str] = {}
-_TABLE: dict[str, tuple[str, ...]] = {
-    "kinematics": (
-        # smooth.kinematics, com_pos, camlight, flex, transmission, com_vel; forward velocities
-        "_kinematics_branch", "_compute_body_matrices", "_compute_body_inertial_frames",
-        "_geom_local_to_global", "_site_local_to_global", "_subtree_com", "_subtree_com_world",
-        "_cdof", "_cam_local_to_global", "_light_local_to_global", "_flex_nodes", "_flex_vertices",
-        "_flex_edges", "_flex_face_kinematics", "_transmission" + _K, "_comvel_root",
-        "_comvel_branch", "_tendon_dot", "_tendon_velocity", "_actuator_velocity",
-        # sensor.sensor_pos / sensor_vel (size 0 for bodies without sensors: never launched)
-        "_sensor_pos", "_limit_pos", "_sensor_vel", "_limit_vel",
-    ),
-    "inertia": ("_cinert", "_crb_subtree", "_M", "_tendon_armature" + _K),
-    "mass-matrix factor": (
-        # smooth.factor_m / solve_m (sparse: per-level LDLᵀ; dense: tile Cholesky) and the Euler
-        # step's factor of M + h·D
-        "_qLD_acc" + _K, "_qLDiag_div", "_solve_LD_sparse_fused" + _K,
-        "_solve_LD_sparse_level" + _K, "_solve_LD_sparse_diag", "_solve_LD_sparse_copy",
-        "_tile_cholesky_factorize_solve_block" + _K, "_tile_cholesky_factorize" + _K,
-        "_tile_cholesky_solve" + _K, "_copy_CSR", "_factor_solve_lu_sparse_fused" + _K,
-        # fightlab.kernels.factor: the single-launch tree LDLᵀ (default for trees over 64 DOF),
-        # "shared" variant (the default when it fits) and "global" variant
-        TREE_FACTOR_SHARED, "_factor_tree",
-    ),
-    "forces": (
-        # smooth.rne, tendon_bias; passive; forward.fwd_actuation / fwd_acceleration; support
-        "_cacc_world", "_cacc_branch", "_cfrc", "_cfrc_subtree", "_cfrc_world", "_qfrc_bias",
-        "_tendon_bias_coef" + _K, "_tendon_bias_qfrc" + _K, "_spring_damper_dof_passive",
-        "_spring_damper_flexedge_passive" + _K, "_flex_elasticity" + _K, "_flex_bending" + _K,
-        "_flex_passive_bend_interp" + _K, "_gravity_force" + _K, "_qfrc_passive_kernel" + _K,
-        "_actuator_force", "_qfrc_actuator" + _K, "_qfrc_actuator_gravcomp_limits",
-        "_qfrc_smooth" + _K, "_apply_ft",
-        # sensor.sensor_acc (size 0 without sensors)
-        "_sensor_acc", "_sensor_touch" + _K, "_limit_frc", "_tendon_actuator_force" + _K,
-        "_tendon_actuator_force_cutoff",
-    ),
-    "broadphase": ("_nxn_broadphase" + _K, "_sap_project__locals__sap_project",
-                   "_sap_pair_margin__locals__sap_pair_margin", "_sap_broadphase" + _K,
-                   "_segmented_sort__locals__segmented_sort"),
-    "narrowphase": ("_primitive_narrowphase__locals__primitive_narrowphase",),
-    "constraint build": (
-        "_zero_constraint_counts", "_equality_connect" + _K, "_equality_weld" + _K,
-        "_equality_joint" + _K, "_equality_tendon" + _K, "_friction_dof" + _K,
-        "_friction_tendon" + _K, "_limit_ball" + _K, "_limit_slide_hinge" + _K,
-        "_limit_tendon" + _K, "_efc_contact_init" + _K, "_efc_contact_jac_sparse" + _K,
-        "_efc_contact_update" + _K, "_efc_nnz_overflow" + _K,
-    ),
-    "constraint solve": (
-        "_solve_init_dof" + _K, "_inertia_scale", "_solve_init_efc", "_solve_init_jaref_kernel" + _K,
-        "_update_constraint_efc" + _K, "_zero_qfrc_constraint_sparse",
-        "_update_constraint_init_qfrc_constraint_sparse" + _K, "_update_gradient_zero_grad_dot" + _K,
-        "_update_gradient_grad" + _K, "_update_gradient_init_h_sparse" + _K, "_JTDACJ_sparse" + _K,
-        "_update_gradient_cholesky_blocked" + _K,                    # Newton Hessian factor
-        "_update_gradient_cholesky_blocked_skip_unchanged" + _K,     # (not the mass matrix)
-        "_update_gradient_h_incremental_sparse" + _K, "_linesearch_jv_fused_kernel" + _K,
-        "_linesearch_iterative_kernel" + _K, "_zero_change_counters", "_solve_done" + _K,
-        "_qfrc_constraint_from_grad", "mul_m_kernel__locals___mul_m",
-    ),
-    "integration": (
-        "_compute_damping_deriv", "_euler_damp_qfrc", "_next_activation", "_next_velocity",
-        "_next_position", "_next_time_builder__locals___next_time",
-    ),
-    "env": (
-        "_pre_step", "_contact_check", "_post_step", "_reset_worlds", "_observe",
-        "reset_data__locals__reset_xfrc_applied", "reset_data__locals__reset_M",
-        "reset_data__locals__reset_mocap", "reset_data__locals__reset_contact",
-        "reset_data__locals__reset_sleep", "reset_data__locals__reset_nworld",
-    ),
-}
-for _stage, _keys in _TABLE.items():
-    for _key in _keys:
-        assert _key not in KERNEL_STAGES, f"{_key} listed twice"
-        KERNEL_STAGES[_key] = _stage
-
-#: fallback by the module a kernel is defined in (kernels not in KERNEL_STAGES)
-MODULE_STAGES: dict[str, str] = {
-    "mujoco_warp._src.collision_primitive": "narrowphase",
-    "mujoco_warp._src.collision_convex": "narrowphase",
-    "mujoco_warp._src.collision_gjk": "narrowphase",
-    "mujoco_warp._src.collision_sdf": "narrowphase",
-    "mujoco_warp._src.collision_flex": "narrowphase",
-    "mujoco_warp._src.constraint": "constraint build",
-    "mujoco_warp._src.solver": "constraint solve",
-    "mujoco_warp._src.passive": "forces",
-    "mujoco_warp._src.io": "env",
-    "fightlab.envs.stance": "env",
-}
-
-#: more than this share of kernel time in "other" fails a GPU run (the table has a gap)
-OTHER_LIMIT = 0.02
 
 #: default CUDA activity filter: kernels (warp's own and built-in ones such as sorts)
 def _default_filter() -> int:
@@ -175,31 +50,6 @@ def _default_filter() -> int:
 
 #: most env steps one profile may run (each records every kernel launch it makes)
 MAX_NSTEP = 100_000
-
-
-_CUDA_NAME = re.compile(r"^(?:forward kernel|backward kernel|builtin kernel)\s+")
-_HASH = re.compile(r"_[0-9a-f]{8}$")
-
-
-def stage_slug(stage: str) -> str:
-    """Column-name form of a stage: "mass-matrix factor" -> "mass_matrix_factor"."""
-    return re.sub(r"[^a-z0-9]+", "_", stage.lower()).strip("_")
-
-
-def kernel_key(name: str) -> str:
-    """Warp kernel key of a timing record name: strips warp's "forward kernel " prefix and the
-    8-hex-digit module hash suffix ("forward kernel _cinert_1a2b3c4d" -> "_cinert")."""
-    return _HASH.sub("", _CUDA_NAME.sub("", name))
-
-
-def stage_of(key: str, module: str | None = None) -> str:
-    """Stage of kernel ``key``: ``KERNEL_STAGES``, else ``MODULE_STAGES[module]``, else "other"."""
-    key = kernel_key(key)
-    if key in KERNEL_STAGES:
-        return KERNEL_STAGES[key]
-    if module and module in MODULE_STAGES:
-        return MODULE_STAGES[module]
-    return "other"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,14 +92,10 @@ def aggregate(records: Iterable[Any], nstep: int, modules: dict[str, str] | None
         ms[key] = ms.get(key, 0.0) + float(r.elapsed)
         count[key] = count.get(key, 0) + 1
     timed = bool(ms)
-    for key, n in (launches or {}).items():
-        if key not in count:
-            count[key] = n
-    rows = []
-    for key, n in count.items():
-        rows.append(dict(kernel=key, module=modules.get(key, ""), stage=stage_of(key, modules.get(key)),
-                         launches_per_step=n / nstep,
-                         ms_per_step=(ms.get(key, 0.0) / nstep) if timed else math.nan))
+    count = {**(launches or {}), **count}  # the host's launch counts where no record timed a kernel
+    rows = [dict(kernel=key, module=modules.get(key, ""), stage=stage_of(key, modules.get(key)),
+                 launches_per_step=n / nstep, ms_per_step=(ms.get(key, 0.0) / nstep) if timed else math.nan)
+            for key, n in count.items()]
     by_kernel = pd.DataFrame(rows, columns=["kernel", "module", "stage", "launches_per_step", "ms_per_step"])
     total = by_kernel["ms_per_step"].sum() if timed else math.nan
     by_kernel["share"] = by_kernel["ms_per_step"] / total if timed and total > 0 else math.nan
@@ -266,41 +112,12 @@ def aggregate(records: Iterable[Any], nstep: int, modules: dict[str, str] | None
     return by_kernel, by_stage
 
 
-def check_other(by_stage: pd.DataFrame, by_kernel: pd.DataFrame | None = None,
-                limit: float = OTHER_LIMIT) -> list[str]:
-    """Failures of the name->stage table: "other" holding more than ``limit`` of kernel time.
-
-    Returns a list of messages (empty: fine; also empty when untimed, e.g. on the CPU). Each
-    message gives the share and, with ``by_kernel``, the kernels that fell to "other" (add them to
-    ``KERNEL_STAGES``).
-    """
-    row = by_stage.set_index("stage").loc["other"]
-    share = float(row["share"])
-    if math.isnan(share) or share <= limit:
-        return []
-    names = ""
-    if by_kernel is not None:
-        oth = by_kernel[by_kernel["stage"] == "other"].head(10)
-        names = "; kernels: " + ", ".join(f"{k} ({s:.1%})" for k, s in zip(oth["kernel"], oth["share"]))
-    return [f"other: {share:.1%} of kernel time > {limit:.0%} (the stage table misses kernels){names}"]
-
-
-def unmapped(keys: Iterable[str], modules: dict[str, str] | None = None) -> list[str]:
-    """The kernel keys that ``stage_of`` puts in "other" (what a complete table must not have)."""
-    modules = modules or {}
-    return sorted({k for k in keys if stage_of(k, modules.get(k)) == "other"})
-
-
 # ----------------------------------------------------------------------------------------------
 # launch recording (host side, any device)
 
 
 def _dim_size(dim) -> int:
-    if dim is None:
-        return 1
-    if isinstance(dim, int):
-        return dim
-    return int(np.prod([int(x) for x in dim]))
+    return 1 if dim is None else dim if isinstance(dim, int) else int(np.prod([int(x) for x in dim]))
 
 
 class LaunchRecorder:
@@ -436,15 +253,6 @@ FACTOR_PATHS = {"tree": "fightlab tree factor (single launch)",
                 "dense": "dense tile Cholesky (trees up to 64 DOF)"}
 
 
-def _factor_path(launches: dict[str, int]) -> str:
-    """Which mass-matrix factor ran: "tree" (fightlab's single-launch kernel), "sparse"
-    (MuJoCo Warp's per-level LDLᵀ), "dense" (tile Cholesky), or a "+"-joined mix."""
-    kinds = [k for k, hit in (("tree", "_factor_tree" in launches or TREE_FACTOR_SHARED in launches),
-                              ("sparse", "_qLD_acc" + _K in launches),
-                              ("dense", any("tile_cholesky" in k for k in launches))) if hit]
-    return "+".join(kinds) or "none"
-
-
 def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None = None,
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
             cuda_filter: int | None = None, repeats: int = 20,
@@ -487,57 +295,81 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ConfigError(f"--top must be a positive integer (kernels to list), got {top}")
     body, nworld = validate_body(body), validate_nworld(nworld)
-    import torch
-    import warp as wp
-
+    if what not in ("physics", "env"):
+        raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
     import mujoco_warp as mjw
-    from fightlab import timing
+    import torch
+    from tqdm import tqdm
+
     from fightlab.devices import resolve_device
     from fightlab.envs.stance import StanceEnv
     from fightlab.sim import physics
 
-    if what not in ("physics", "env"):
-        raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
-    if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
-        raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
     device = resolve_device(device)
-    cuda = _cuda(device)
-    from tqdm import tqdm
-
     # a bar over the phases: the first (the env's kernels compiling) takes longest on a cold cache
     bar = tqdm(total=5 if graph else 4, desc=f"profile {body} ×{nworld}", unit="phase",
                disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}")
-
-    def next_phase(name: str):
-        bar.update(1)
-        bar.set_postfix_str(name)
-
     bar.set_postfix_str("build the env (compiles kernels)")
     env = StanceEnv(body, nworld, device, seed=seed, cfg=env, graph=False, tree_factor=tree_factor)
     env.warmup()
     env.reset(stagger=True)
-    next_phase(f"settle ({settle_steps} env steps)")
+    _next_phase(bar, f"settle ({settle_steps} env steps)")
     gen = torch.Generator(device=env.action.device).manual_seed(seed)
     with physics.shared_stream(device):
         for _ in range(settle_steps):
             env.step(torch.rand(env.action.shape, generator=gen, device=env.action.device) * 2 - 1)
-
     if what == "physics":
         m, d = env.m, env.d
-        step = lambda: mjw.step(m, d)  # noqa: E731
-        physics_per_step = 1
+        step, physics_per_step = (lambda: mjw.step(m, d)), 1
     else:
-        step = env.launch_step
-        physics_per_step = env.substeps
+        step, physics_per_step = env.launch_step, env.substeps
+    filt = cuda_filter if cuda_filter is not None else _default_filter()
+    rec, records, uncaptured_s, graph_ms = _time_steps(step, device, what, nstep, filt, graph, repeats, bar)
+    by_kernel, by_stage = aggregate(records, nstep, rec.modules, rec.launches)
+    timed = bool(records)
+    params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
+                  iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
+                  qacc_smooth=bool(env.m.opt.run_qacc_smooth),
+                  eulerdamp=env.engine_solver["solver_eulerdamp"],
+                  solver_loop=env.engine_solver["solver_loop"],
+                  nconmax=env.slots.nconmax, njmax=env.slots.njmax,
+                  factor_path=factor_kind(rec.launches), tree_factor=bool(tree_factor),
+                  tree_factor_variant=env.tree_factor_variant,
+                  settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin")
+    return ProfileResult(
+        body=body, nworld=nworld, nstep=nstep, device=device, what=what, timed=timed,
+        message=_message(len(records), nstep, device), by_kernel=by_kernel, by_stage=by_stage,
+        launches_per_step=float(sum(rec.launches.values())) / nstep,
+        kernel_ms_per_step=float(by_kernel["ms_per_step"].sum()) if timed else math.nan,
+        graph_ms_per_step=graph_ms, uncaptured_ms_per_step=uncaptured_s * 1e3,
+        physics_per_step=physics_per_step, params=params,
+    )
 
-    records: list = []
+
+def _next_phase(bar, name: str) -> None:
+    bar.update(1)
+    bar.set_postfix_str(name)
+
+
+def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int, graph: bool, repeats: int,
+                bar) -> tuple[LaunchRecorder, list[Record], float, float]:
+    """Run ``nstep`` steps under the launch recorder (and warp's CUDA activity timing on a GPU),
+    then time uncaptured steps and, with ``graph``, the step captured as a graph.
+
+    Returns ``(recorder, records, uncaptured seconds per step, graph ms per step or NaN)``."""
+    import warp as wp
+
+    from fightlab import timing
+    from fightlab.sim import physics
+
+    cuda, records = _cuda(device), []
     with wp.ScopedDevice(device), physics.shared_stream(device):
-        next_phase(f"profile {nstep} {what} steps")
+        _next_phase(bar, f"profile {nstep} {what} steps")
         step()                                       # everything compiled and loaded
         wp.synchronize_device(device)
         with LaunchRecorder() as rec, nvtx_range("physics" if what == "physics" else "env"):
             if cuda:
-                wp.timing_begin(cuda_filter=cuda_filter if cuda_filter is not None else _default_filter())
+                wp.timing_begin(cuda_filter=cuda_filter)
             try:
                 for _ in range(nstep):
                     step()
@@ -545,47 +377,29 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
                 if cuda:
                     records = wp.timing_end()
         wp.synchronize_device(device)
-
-        next_phase("time uncaptured steps")
+        _next_phase(bar, "time uncaptured steps")
         uncaptured = timing.measure(step, device=device, warmup=1, repeats=max(3, min(repeats, nstep)))
         graph_ms = math.nan
         if graph:
-            next_phase("capture and time the graph")
+            _next_phase(bar, "capture and time the graph")
             sg = physics.StepGraph(step, device)
             sg.capture()
             graph_ms = timing.measure(sg, device=device, warmup=2, repeats=repeats).median_s * 1e3
-    next_phase("done")
+    _next_phase(bar, "done")
     bar.close()
-
     mangled = rec.mangled()
-    records = [Record(mangled.get(_CUDA_NAME.sub("", r.name), kernel_key(r.name)), r.elapsed) for r in records]
-    by_kernel, by_stage = aggregate(records, nstep, rec.modules, rec.launches)
-    timed = bool(records)
-    if timed:
-        message = f"{len(records)} kernel records over {nstep} steps"
-    elif cuda:
-        message = "warp returned no CUDA timing records (is another profiler holding CUPTI?)"
-    else:
-        message = (f"no kernel timing on {device}: warp's activity timing (wp.timing_begin) records "
-                   "CUDA work only; kernel names and launch counts come from recording wp.launch, "
-                   "step times from the host clock")
-    params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
-                  iterations=int(env.mjm.opt.iterations), ls_iterations=int(env.mjm.opt.ls_iterations),
-                  qacc_smooth=bool(env.m.opt.run_qacc_smooth),
-                  eulerdamp=env.engine_solver["solver_eulerdamp"],
-                  solver_loop=env.engine_solver["solver_loop"],
-                  nconmax=env.slots.nconmax, njmax=env.slots.njmax,
-                  factor_path=_factor_path(rec.launches), tree_factor=bool(tree_factor),
-                  tree_factor_variant=env.tree_factor_variant,
-                  settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin")
-    return ProfileResult(
-        body=body, nworld=nworld, nstep=nstep, device=device, what=what, timed=timed, message=message,
-        by_kernel=by_kernel, by_stage=by_stage,
-        launches_per_step=float(sum(rec.launches.values())) / nstep,
-        kernel_ms_per_step=float(by_kernel["ms_per_step"].sum()) if timed else math.nan,
-        graph_ms_per_step=graph_ms, uncaptured_ms_per_step=uncaptured.median_s * 1e3,
-        physics_per_step=physics_per_step, params=params,
-    )
+    records = [Record(mangled.get(cuda_base_name(r.name), kernel_key(r.name)), r.elapsed) for r in records]
+    return rec, records, uncaptured.median_s, graph_ms
+
+
+def _message(nrecords: int, nstep: int, device: str) -> str:
+    if nrecords:
+        return f"{nrecords} kernel records over {nstep} steps"
+    if _cuda(device):
+        return "warp returned no CUDA timing records (is another profiler holding CUPTI?)"
+    return (f"no kernel timing on {device}: warp's activity timing (wp.timing_begin) records "
+            "CUDA work only; kernel names and launch counts come from recording wp.launch, "
+            "step times from the host clock")
 
 
 def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu",
@@ -664,7 +478,7 @@ def factor_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "OTHER_LIMIT", "ProfileResult",
+    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "OTHER_LIMIT", "ProfileResult", "TREE_FACTOR_SHARED",
     "Record", "STAGES", "STAGE_DOC", "aggregate", "check_other", "factor_table", "kernel_key",
     "kernel_names", "latest_rows", "profile", "result_row", "row_metrics",
     "stage_of", "stage_slug", "unmapped",
