@@ -75,7 +75,7 @@ def git_commit(root: Path | str | None = None) -> str:
 #: experiment for the same params (the config's values are in every row's params; see
 #: `fightlab.measure.report.config_id`), so their seeds pool (`training_code_id`).
 TRAINING_CODE = ("fightlab/bodies", "fightlab/sim", "fightlab/kernels", "fightlab/envs", "fightlab/rl",
-                 "fightlab/run", "fightlab/timing.py")
+                 "fightlab/run", "fightlab/timing.py", "fightlab/hostreads.py")
 
 
 @functools.lru_cache(maxsize=512)

@@ -131,10 +131,13 @@ def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
     return paths
 
 
-def _save_per_gpu(df: pd.DataFrame, name: str, plot: Callable, root: Path,
+def _save_per_gpu(df: pd.DataFrame | None, name: str, plot: Callable, root: Path,
                   log: Callable[[str], None]) -> list[Path]:
-    """One figure per GPU in ``df`` (:func:`_per_gpu` names them): ``plot(gpu, rows, name)``
-    returns the Figure, or None to skip that GPU's (having said why). Returns the written paths."""
+    """One figure per GPU in ``df`` (:func:`_per_gpu` names them; None: none): ``plot(gpu, rows,
+    name)`` returns the Figure, or None to skip that GPU's (having said why). Returns the written
+    paths."""
+    if df is None:
+        return []
     paths = []
     for gpu, rows, fig_name in _per_gpu(df, name):
         fig = plot(gpu, rows, fig_name)
@@ -206,7 +209,6 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
             log("figures: train_curves: no headline group (no body has a solo solve of its default "
                 "learner): every run grey")
     front, back, labelled = {}, {}, set()
-    n_other = 0
     for label, r in zip(train_curve_labels(runs), runs.itertuples()):
         group = tuple(getattr(r, k) for k in SUMMARY_KEYS)
         curve = results.read_curve(r.run_id, root, need=results.TRAIN_CURVE_COLUMNS)
@@ -218,12 +220,11 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
             labelled.add(label)
         else:
             back[r.run_id] = (curve, dict(color="0.72", lw=0.7, ls=ls, alpha=0.7, zorder=1, label="_nolegend_"))
-            n_other += 1
     if not front and not back:
         return None
     if back:  # one legend entry for every other run
         first_back = next(iter(back))
-        back[first_back][1]["label"] = f"{n_other} other runs (earlier code, learner studies, packed)"
+        back[first_back][1]["label"] = f"{len(back)} other runs (earlier code, learner studies, packed)"
     ordered = {**back, **front}  # the headline groups drawn last, on top
     gpus = ", ".join(dict.fromkeys(runs["gpu"]))
     return plot_training({k: c for k, (c, _) in ordered.items()},
@@ -232,17 +233,8 @@ def plot_train_curves(runs: pd.DataFrame, root: Path | str,
 
 
 def _train_curves(root: Path, log: Callable[[str], None]) -> list[Path]:
-    from fightlab.measure.report import published_runs
-
-    if _rows("train", root, "train_curves", log) is None:
-        return []
-    runs = published_runs(root)
-    _require_curves(runs["run_id"], root, "train_curves", "the rows of data/results/train.csv")
-    fig = plot_train_curves(runs, root, log)
-    if fig is None:
-        log("figures: skip train_curves: no published run has a curve in data/curves/")
-        return []
-    return _save(fig, "train_curves", root, log)
+    return _from_train_runs("train_curves", root, log, lambda runs, _: plot_train_curves(runs, root, log),
+                            "no published run has a curve in data/curves/")
 
 
 # --- profile --------------------------------------------------------------------------------
@@ -251,10 +243,7 @@ def _profile_stages(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.figures import profile as stage_figures
     from fightlab.measure import profile
 
-    df = _rows("profile", root, "profile_stages", log)
-    if df is None:
-        return []
-    return _save_per_gpu(df, "profile_stages", lambda gpu, rows, _: stage_figures.plot_stages(
+    return _save_per_gpu(_rows("profile", root, "profile_stages", log), "profile_stages", lambda gpu, rows, _: stage_figures.plot_stages(
         profile.latest_rows(rows), title=f"one physics step, {gpu}"), root, log)
 
 
@@ -461,20 +450,14 @@ def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
 def _graphs_split(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.figures import graphs as graph_figures
 
-    df = _rows("graphs", root, "graphs_split", log)
-    if df is None:
-        return []
-    return _save_per_gpu(df, "graphs_split", lambda gpu, rows, _: graph_figures.plot_graphs(
+    return _save_per_gpu(_rows("graphs", root, "graphs_split", log), "graphs_split", lambda gpu, rows, _: graph_figures.plot_graphs(
         rows, title=f"one training iteration, {gpu}"), root, log)
 
 
 def _packing_throughput(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.figures import packing as packing_figures
 
-    df = _rows("packing", root, "packing_throughput", log)
-    if df is None:
-        return []
-    return _save_per_gpu(df, "packing_throughput", lambda gpu, rows, _: packing_figures.plot_packing(
+    return _save_per_gpu(_rows("packing", root, "packing_throughput", log), "packing_throughput", lambda gpu, rows, _: packing_figures.plot_packing(
         rows, title=f"packed trainings, {gpu}"), root, log)
 
 
@@ -527,9 +510,7 @@ def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.measure.report import published_runs
 
     df = _rows("sweep", root, "figure2_world_sweep", log)
-    if df is None:
-        return []
-    runs = published_runs(root)  # no train rows: an empty table, the time panel says so
+    runs = published_runs(root) if df is not None else None  # no train rows: an empty table
     return _save_per_gpu(df, "figure2_world_sweep", lambda gpu, rows, _: sweep_figures.plot_world_sweep(
         sweep.time_to_solve_table(rows, runs), title=f"Figure 2: the world-count sweep, {gpu}"), root, log)
 
@@ -551,20 +532,8 @@ def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
     return _save(fig, "figure3_survey", root, log)
 
 
-_DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {
-    "train_curves": _train_curves,
-    "profile_stages": _profile_stages,
-    "factor_time": _factor_time,
-    "factor_trajectory": _factor_trajectory,
-    "primer_vector_sweep": _primer_vector_sweep,
-    "graphs_split": _graphs_split,
-    "packing_throughput": _packing_throughput,
-    "stage_iterations": _stage_iterations,
-    "learner_study": _learner_study,
-    "figure2_world_sweep": _figure2_world_sweep,
-    "figure3_survey": _figure3_survey,
-}
-assert tuple(_DRAW) == FIGURES
+#: figure name -> its drawer ``_<name>(root, log)``, returning the written paths
+_DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {n: globals()["_" + n] for n in FIGURES}
 
 
 def check_names(only: Iterable[str] | None) -> list[str]:

@@ -31,6 +31,7 @@ any failure the temporaries fightlab created are removed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -151,9 +152,8 @@ def _run_episode(body, ck, env_cfg, nsteps, device, seed, zero_action, amplitude
 
     from fightlab.envs.stance import StanceEnv
     from fightlab.run.checkpoint import policy_agent
-    from fightlab.sim.physics import shared_stream
-
     from fightlab.devices import announce_compile
+    from fightlab.sim.physics import shared_stream
 
     announce_compile(body, device)  # building the env compiles warp's kernels
     bar = tqdm(total=nsteps, desc=f"render {body}: simulate", unit="step", disable=not progress)
@@ -354,21 +354,17 @@ class _Claims:
     def take_back(self, path: Path, tmp: Path) -> None:
         """Remove `path` if it is the file created as `tmp` (published by this render)."""
         key = {str(p): k for p, k in self.files}.get(str(tmp))
-        try:
+        with contextlib.suppress(OSError):
             st = os.lstat(path)
             if key == (st.st_dev, st.st_ino):
                 os.unlink(path)
-        except OSError:
-            pass
 
     def cleanup(self) -> None:
         """Remove the temporaries still ours, then the folders made for them if left empty."""
         for tmp, _ in self.files:
             if self.ours(tmp):
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
-                except OSError:
-                    pass
         for f in self.folders:
             try:
                 f.rmdir()
@@ -444,10 +440,8 @@ class _Mp4:
             self._fail(RuntimeError("ffmpeg wrote nothing (a full disk?)"))
 
     def abort(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.w.close()
-        except Exception:
-            pass
 
 
 def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 30, width: int = 640,
@@ -505,10 +499,7 @@ def render_episode(checkpoint=None, out=None, seconds: float = 5.0, fps: int = 3
     if isinstance(amplitude, bool) or not isinstance(amplitude, (int, float)) or not 0.0 <= amplitude <= 1.0:
         raise ConfigError(f"amplitude must be in [0, 1], got {amplitude!r}")
     device = validate_device(device)
-    if checkpoint is None:
-        if not zero_action or body is None:
-            raise ConfigError("render needs a CHECKPOINT, or zero_action with a body "
-                              f"(valid bodies: {', '.join(BODY_NAMES)})")
+    if checkpoint is None:  # zero_action with a body (checked above)
         body, ck, env_cfg, tree_factor = validate_body(body), None, EnvConfig(), True
         run_id = iteration = None
     else:

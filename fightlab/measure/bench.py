@@ -36,13 +36,16 @@ says which (``basis``) and "estimated": iterations depend on the learner and the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import signal
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
@@ -364,9 +367,80 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
     """
     from tqdm.auto import tqdm
 
-    from fightlab.measure.report import learner_id, published_runs
-    from fightlab.measure.sweep import auto_nworld, time_point
+    from fightlab.measure.report import published_runs
+    from fightlab.measure.sweep import time_point
+    from fightlab.rundir import check_location
 
+    device, size, bodies, n_fixed, train_s, time_limit_s = _bench_options(
+        bodies, device, nworld, size, train_s, time_limit_s, publish)
+    root = Path(root)
+    bench_id = meta.new_run_id()
+    out = Path(out) if out is not None else ROOT / bench_id
+    check_location(out)
+    it, skip = SPEED_ITERATIONS[size]
+    t_job = time.perf_counter()
+    # what every body's measurement shares (`_bench_body`); n: the body's nworld
+    job = SimpleNamespace(device=device, root=root, out=out, log=log, base=_base_cfg(size), it=it, skip=skip,
+                          point=point or time_point, train=train or _train, probe=probe or probe_bandwidth,
+                          probed={}, train_s=float(train_s), deadline=t_job + time_limit_s,
+                          train_rows=published_runs(root), bench_rows=_read("bench", root), n=None)
+    inst = install_s()
+    rows: list[dict] = []
+    with _hard_limit(time_limit_s):
+        job.bar = bar = tqdm(total=1 + 2 * len(bodies), desc="bench: host check", disable=not progress)
+        try:
+            hc = (check or host_check)(device, bandwidth_url)
+            for line in hc["lines"]:
+                log(f"bench: {line}")
+            bar.update(1)
+            stop = "" if hc["ok"] else f"host check failed: {hc['reason']}"
+            for body in bodies:
+                m: dict[str, Any] = dict.fromkeys(COLUMNS)
+                m.update(ok=False, install_s=inst, cpu_cores=meta.cpu_count(), train_budget_s=float(train_s),
+                         time_limit_s=float(time_limit_s),
+                         cuda_driver_version=hc["cuda_driver_version"],
+                         cuda_toolkit_version=hc["cuda_toolkit_version"],
+                         bandwidth_mb_per_s=hc["bandwidth_mb_per_s"])
+                info: dict[str, Any] = dict(size=size, device=device, cpu_model=meta.cpu_model(),
+                                            host_check=hc["lines"], bench_id=bench_id,
+                                            bad_host_fraction=BAD_HOST_FRACTION)
+                job.n = n_fixed
+                try:
+                    if stop:
+                        raise _Stop(stop)
+                    _bench_body(job, body, m, info)
+                except _Stop as e:
+                    info["reason"] = str(e)
+                    stop = str(e) if isinstance(e, _BadHost) else stop
+                except TimeLimit:
+                    stop = info["reason"] = f"hard time limit {time_limit_s:g} s reached"
+                m["job_wall_s"] = time.perf_counter() - t_job
+                row = {**results.run_metadata(body=body, nworld=job.n or 1, seed=0, params=info, device=device),
+                       **m}
+                row["run_id"] = f"{bench_id}-{body}"
+                results.append_row("bench", row, out)
+                if publish:
+                    results.append_row("bench", row, root)
+                rows.append(row)
+                log(f"bench: {body}: " + (f"estimated time to solve {_fmt(m['estimated_time_to_solve_s'])} s "
+                                          f"({_fmt(m['iterations_to_solve_reference'])} iterations × "
+                                          f"{_fmt(m['train_s_per_iter'] or m['s_per_iter'])} s)" if m["ok"]
+                                          else f"stopped: {info['reason']}"))
+        finally:
+            bar.close()
+    atomic_write(out / "bench.json", json.dumps(dict(bench_id=bench_id, rows=rows), indent=1,
+                                                default=str, allow_nan=True))
+    log(f"bench: rows in {results.results_path('bench', out)} and {out / 'bench.json'}")
+    return rows
+
+
+def _bench_options(bodies, device, nworld, size, train_s, time_limit_s, publish) -> tuple:
+    """`run_bench`'s option rules, before anything runs: (device, size, bodies (a list), nworld
+    (an int; None: auto), train_s, time_limit_s), the defaults filled in.
+
+    Raises:
+      ConfigError: as `run_bench` says, naming the value.
+    """
     from fightlab import devices
     from fightlab.config import int_text
     from fightlab.sizes import resolve_size
@@ -401,130 +475,91 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
                           f"training + {SETUP_ALLOWANCE_S[size]:g} s set-up and speed test) = {need:g} s; "
                           "give more time or a shorter --train-s")
     check_publish(publish, device, "bench rows", size=size)
-    root = Path(root)
-    bench_id = meta.new_run_id()
-    out = Path(out) if out is not None else ROOT / bench_id
-    from fightlab.rundir import check_location
+    return device, size, bodies, n_fixed, train_s, time_limit_s
 
-    check_location(out)
-    point, train, check = point or time_point, train or _train, check or host_check
-    probe = probe or probe_bandwidth
-    probed: dict = {}  # the fallback's probe, once per job
-    base = _base_cfg(size)
-    it, skip = SPEED_ITERATIONS[size]
-    t_job = time.perf_counter()
-    deadline = t_job + time_limit_s
-    inst = install_s()
-    train_rows = published_runs(root)
-    bench_rows = _read("bench", root)
+
+def _bench_body(job: SimpleNamespace, body: str, m: dict, info: dict) -> None:
+    """One body of `run_bench`: nworld auto (when ``job.n`` is None; ``job.n`` then holds it),
+    the speed test and its judgement, the timed training and the estimate, into the row's
+    metrics ``m`` and params ``info``.
+
+    Raises:
+      _BadHost: the speed test judged this host bad; _Stop: no time is left for the training;
+      TimeLimit: the job's hard limit passed.
+    """
+    from fightlab.measure.report import learner_id
+    from fightlab.measure.sweep import auto_nworld
+
+    base, bar, device = job.base, job.bar, job.device
+    if job.n is None:
+        bar.set_description(f"bench: {body} nworld auto")
+        job.n, info["nworld_auto"] = auto_nworld(dataclasses.replace(with_body(base, body), device=device),
+                                                 root=job.root, progress=False, log=job.log)
+    n = job.n
+    bar.set_description(f"bench: {body} speed test ×{n}")
+    r = job.point(body, n, device, iterations=job.it, skip=job.skip,
+                  run_dir=job.out / "runs" / f"{body}-{n}-speed", progress=False, base=base)
+    bar.update(1)
+    m.update(compile_s=r["compile_s"], first_iter_s=r.get("first_iter_s"),
+             speed_iterations=r["iterations"], s_per_iter=r["s_per_iter"],
+             rollout_s_per_iter=r["rollout_s_per_iter"], update_s_per_iter=r["update_s_per_iter"],
+             env_steps_per_s=r["env_steps_per_s"])
+    gpu = meta.gpu_name(device)
+    exp, n_ref = expected_speed(gpu, body, n, job.bench_rows, job.train_rows)
+    good, line = bad_host(r["env_steps_per_s"], exp)
+    if exp is None and hosts.published_bandwidth(gpu) is not None:  # the fallback, probed once per job
+        if not job.probed:
+            job.probed.update(job.probe(device))
+        good, bw_line, info["bandwidth_reference"] = bandwidth_check(
+            gpu, job.probed["copy_gb_per_s"], job.probed.get("launch_us"))
+        line = (f"speed: {r['env_steps_per_s']:.0f} env steps/s; no earlier rows of this GPU, body "
+                f"and nworld: judged by the primer's probe: {bw_line}")
+    job.log(f"bench: {body}: {line}")
+    info.update(speed=line, reference_rows=n_ref)
+    m.update(expected_env_steps_per_s=exp,
+             speed_ratio_vs_expected=None if exp is None else r["env_steps_per_s"] / exp)
+    if good is False:
+        raise _BadHost(line)
+    left = job.deadline - time.perf_counter() - 5.0
+    if left < 1.0:
+        raise _Stop("the time limit leaves no time for the training")
+    budget = min(job.train_s, left)
+    bar.set_description(f"bench: {body} training {budget:.0f} s")
+    tr = job.train(body, n, device, budget, job.out / "runs" / f"{body}-{n}-train", base, False)
+    bar.update(1)
+    m.update(tr)
+    s_it = tr.get("train_s_per_iter") or r["s_per_iter"]
+    iters, t, src = estimate(body, s_it, job.train_rows, learner=learner_id(to_dict(with_body(base, body))),
+                             nworld=n)
+    m.update(iterations_to_solve_reference=iters, estimated_time_to_solve_s=t, ok=True)
+    info["estimate"] = src
+
+
+@contextlib.contextmanager
+def _hard_limit(seconds: float):
+    """Raise `TimeLimit` when ``seconds`` of wall clock pass (SIGALRM: in the main thread only)."""
+    if not (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()):
+        yield
+        return
 
     def handler(signum, frame):
         raise TimeLimit()
 
-    use_alarm = hasattr(signal, "setitimer") and _main_thread()
-    if use_alarm:
-        old = signal.signal(signal.SIGALRM, handler)
-        signal.setitimer(signal.ITIMER_REAL, float(time_limit_s))
-    rows: list[dict] = []
-    bar = tqdm(total=1 + 2 * len(bodies), desc="bench: host check", disable=not progress)
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
     try:
-        hc = check(device, bandwidth_url)
-        for line in hc["lines"]:
-            log(f"bench: {line}")
-        bar.update(1)
-        stop = "" if hc["ok"] else f"host check failed: {hc['reason']}"
-        for body in bodies:
-            m: dict[str, Any] = dict.fromkeys(COLUMNS)
-            m.update(ok=False, install_s=inst, cpu_cores=meta.cpu_count(), train_budget_s=float(train_s),
-                     time_limit_s=float(time_limit_s),
-                     cuda_driver_version=hc["cuda_driver_version"],
-                     cuda_toolkit_version=hc["cuda_toolkit_version"],
-                     bandwidth_mb_per_s=hc["bandwidth_mb_per_s"])
-            info: dict[str, Any] = dict(size=size, device=device, cpu_model=meta.cpu_model(),
-                                        host_check=hc["lines"], bench_id=bench_id,
-                                        bad_host_fraction=BAD_HOST_FRACTION)
-            n = n_fixed
-            try:
-                if stop:
-                    raise _Stop(stop)
-                if auto:
-                    bar.set_description(f"bench: {body} nworld auto")
-                    n, info["nworld_auto"] = auto_nworld(dataclasses.replace(with_body(base, body), device=device),
-                                                         root=root, progress=False, log=log)
-                bar.set_description(f"bench: {body} speed test ×{n}")
-                r = point(body, n, device, iterations=it, skip=skip,
-                          run_dir=out / "runs" / f"{body}-{n}-speed", progress=False, base=base)
-                bar.update(1)
-                m.update(compile_s=r["compile_s"], first_iter_s=r.get("first_iter_s"),
-                         speed_iterations=r["iterations"], s_per_iter=r["s_per_iter"],
-                         rollout_s_per_iter=r["rollout_s_per_iter"], update_s_per_iter=r["update_s_per_iter"],
-                         env_steps_per_s=r["env_steps_per_s"])
-                gpu = meta.gpu_name(device)
-                exp, n_ref = expected_speed(gpu, body, n, bench_rows, train_rows)
-                good, line = bad_host(r["env_steps_per_s"], exp)
-                if exp is None and hosts.published_bandwidth(gpu) is not None:  # the fallback
-                    if not probed:
-                        probed.update(probe(device))
-                    good, bw_line, info["bandwidth_reference"] = bandwidth_check(
-                        gpu, probed["copy_gb_per_s"], probed.get("launch_us"))
-                    line = (f"speed: {r['env_steps_per_s']:.0f} env steps/s; no earlier rows of this GPU, body "
-                            f"and nworld: judged by the primer's probe: {bw_line}")
-                log(f"bench: {body}: {line}")
-                info.update(speed=line, reference_rows=n_ref)
-                m.update(expected_env_steps_per_s=exp,
-                         speed_ratio_vs_expected=None if exp is None else r["env_steps_per_s"] / exp)
-                if good is False:
-                    stop = line
-                    raise _Stop(line)
-                left = deadline - time.perf_counter() - 5.0
-                if left < 1.0:
-                    raise _Stop("the time limit leaves no time for the training")
-                budget = min(float(train_s), left)
-                bar.set_description(f"bench: {body} training {budget:.0f} s")
-                tr = train(body, n, device, budget, out / "runs" / f"{body}-{n}-train", base, False)
-                bar.update(1)
-                m.update(tr)
-                s_it = tr.get("train_s_per_iter") or r["s_per_iter"]
-                iters, t, src = estimate(body, s_it, train_rows, learner=learner_id(to_dict(
-                    with_body(base, body))), nworld=n)
-                m.update(iterations_to_solve_reference=iters, estimated_time_to_solve_s=t, ok=True)
-                info["estimate"] = src
-            except _Stop as e:
-                info["reason"] = str(e)
-            except TimeLimit:
-                stop = f"hard time limit {time_limit_s:g} s reached"
-                info["reason"] = stop
-            m["job_wall_s"] = time.perf_counter() - t_job
-            row = {**results.run_metadata(body=body, nworld=n or 1, seed=0, params=info, device=device),
-                   **m}
-            row["run_id"] = f"{bench_id}-{body}"
-            results.append_row("bench", row, out)
-            if publish:
-                results.append_row("bench", row, root)
-            rows.append(row)
-            log(f"bench: {body}: " + (f"estimated time to solve {_fmt(m['estimated_time_to_solve_s'])} s "
-                                      f"({_fmt(m['iterations_to_solve_reference'])} iterations × "
-                                      f"{_fmt(m['train_s_per_iter'] or m['s_per_iter'])} s)" if m["ok"]
-                                      else f"stopped: {info['reason']}"))
+        yield
     finally:
-        if use_alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
-        bar.close()
-    atomic_write(out / "bench.json", json.dumps(dict(bench_id=bench_id, rows=rows), indent=1,
-                                                default=str, allow_nan=True))
-    log(f"bench: rows in {results.results_path('bench', out)} and {out / 'bench.json'}")
-    return rows
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 class _Stop(Exception):
     """A body's measurement ends early (a failed check, the time limit): its row says why."""
 
 
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+class _BadHost(_Stop):
+    """The speed test judged the host bad: the bodies after it are not measured."""
 
 
 def _fmt(v) -> str:

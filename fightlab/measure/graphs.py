@@ -109,8 +109,7 @@ def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
             g.fn()  # compiled, loaded (and its state moved: every region reloads `start`)
             g.capture()
             parts[name] = g
-    parts["env_step"] = env.step
-    parts["policy"] = trainer.policy_graphs[0]
+    parts.update(env_step=env.step, policy=trainer.policy_graphs[0])
 
     def timed(call) -> float:
         times = []
@@ -218,8 +217,6 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
 
 # --- where an iteration's time goes ----------------------------------------------------------
 
-
-
 def _physics_key(iterations, ls_iterations, qacc_smooth, eulerdamp=True) -> tuple:
     return int(iterations), int(ls_iterations), bool(qacc_smooth), bool(eulerdamp)
 
@@ -276,8 +273,7 @@ def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
         raise ConfigError(f"graphs row {g.get('run_id')} has no {', '.join(missing)}: no time budget "
                           "(rows before the step split measured the policy and the env's kernels apart)")
     physics = g["physics_ms_per_step"] * n
-    lines = []
-    stage_ms = {}
+    lines, stage_ms = [], {}
     if profile_row is not None:
         from fightlab.measure.profile import STAGES, stage_slug
 

@@ -221,12 +221,10 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     rows = []
     for r in summary.to_dict("records"):
         p, kernels = r.pop("path"), r.pop("kernels")
-        params = dict(path=p, kernels=kernels, factorizations=factorizations,
-                      source=source, probe="bench/factor_probe.py",
-                      clock_control="none")
+        params = dict(path=p, kernels=kernels, factorizations=factorizations, source=source,
+                      probe="bench/factor_probe.py", clock_control="none")
         row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device="cuda:0")
-        row.update(meta)
-        row.update(r)
+        row.update(meta, **r)
         if row["gpu"] in ("", "cpu", "unknown"):
             raise ValueError(f"no GPU name for the profile (this machine reports {row['gpu']!r}): "
                              "pass gpu= (--gpu) naming the card that ran it")
