@@ -16,14 +16,14 @@ replaces ``smooth._factor_i_sparse`` by a dispatcher that runs :func:`factor_tre
 models only; :func:`disable_tree_factor` puts the original back when no model is left. fightlab's
 settings factor twice per physics step (:func:`count_factor_calls`). A graph captured with the
 switch on keeps the kernel after it is turned off: re-capture after switching. On the CPU, blocks
-of more than one thread need ``wp.config.enable_cpu_blocks = True``.
+of more than one thread need ``wp.config.enable_cpu_blocks = True``. The work lists the kernels
+walk: :mod:`fightlab.kernels.schedule`. No ``from __future__ import annotations`` here: the
+"shared" steps annotate a tile whose size is a closure value (see :mod:`fightlab.kernels._smem`).
 
 Call sites, the variants' history and their measurements: bench/NOTES.md ("Tree factor: design
 notes"). Sources: ``mujoco_warp/_src/smooth.py``, ``io.py``, ``forward.py``, ``derivative.py``;
 ``warp/native/tile.h`` (mujoco-warp 4.0.0, warp-lang 1.19.0); MuJoCo ``mj_factorI``.
 """
-
-from __future__ import annotations
 
 import contextlib
 import dataclasses
@@ -31,185 +31,67 @@ import functools
 import weakref
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import warp as wp
 
 import mujoco_warp as mjw
 from mujoco_warp._src import smooth
 from mujoco_warp._src import types as mjw_types
 
-__all__ = [
-    "CHUNK",
-    "BLOCK_DIM",
-    "TreeSchedule",
-    "build_schedule",
-    "factor_tree",
-    "stock_factor",
-    "use_tree_factor",
-    "disable_tree_factor",
-    "is_tree_factor_enabled",
-    "active_variant",
-    "resolve_variant",
-    "shared_capacity",
-    "variant_kernels",
-    "VARIANTS",
-    "tree_factor",
-    "dense_max",
-    "count_factor_calls",
-]
+from fightlab.kernels.schedule import CHUNK, TreeSchedule, build_schedule, vec4i
 
-#: descendants summed by one thread before the partial sums are combined
-CHUNK = 8
+__all__ = ["CHUNK", "BLOCK_DIM", "TreeSchedule", "build_schedule", "factor_tree", "stock_factor",
+           "use_tree_factor", "disable_tree_factor", "is_tree_factor_enabled", "active_variant",
+           "resolve_variant", "shared_capacity", "variant_kernels", "VARIANTS", "tree_factor",
+           "dense_max", "count_factor_calls"]
+
 #: threads per world (one block per world)
 BLOCK_DIM = 64
-
-_vec4i = wp.types.vector(length=4, dtype=wp.int32)
-
-
-# ----------------------------------------------------------------------------------------------
-# schedule (host side, once per model)
-
-
-@dataclasses.dataclass
-class TreeSchedule:
-    """Work lists of :func:`factor_tree` for one model, on the model's device.
-
-    Levels are in processing order (deepest first). ``*_off`` arrays hold ``nlevel + 1`` offsets.
-
-    Attributes:
-        nv, nC: DOF count and length of the sparse LDL region (``m.nC``).
-        nlevel: number of tree levels holding updates.
-        a_item: phase-A items ``(adr of L[i,j], column j, first update, n updates)`` (vec4i).
-        a_slot: partial-sum slot of each phase-A item, ``-1`` when the item subtracts in place.
-        a_off: level offsets into ``a_item``.
-        upd: updates ``(rowadr_k, diag adr of k, adr of L[k,i])`` (vec3i), grouped by level and row.
-        upd_off: level offsets into ``upd`` (phase B scales each update of the level).
-        red: phase-B reductions ``(adr of L[i,j], first slot, n slots)`` (vec3i).
-        red_off: level offsets into ``red``.
-        np_max: partial sums per world (the largest level).
-        nupdate: number of stock updates (for reports).
-        nu_max: updates in the largest level (the "shared" variant's scale-factor slots).
-        scratch: partial-sum buffers ``(nworld, np_max)`` by ``(nworld, device)``, made on first
-            use (run the first factorization before a graph capture).
-    """
-
-    nv: int
-    nC: int
-    nlevel: int
-    a_item: wp.array
-    a_slot: wp.array
-    a_off: wp.array
-    upd: wp.array
-    upd_off: wp.array
-    red: wp.array
-    red_off: wp.array
-    np_max: int
-    nupdate: int
-    nu_max: int = 1
-    scratch: dict = dataclasses.field(default_factory=dict, repr=False)
-
-
-def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
-    """Build the level schedule of :func:`factor_tree` from a MuJoCo Warp model.
-
-    Reads ``m.qLD_updates`` (the stock per-level updates ``(i, k, adr of L[k,i])``, so only DOFs of
-    sparse blocks are factored, exactly as in the stock path), ``m.M_rowadr`` and ``m.M_rownnz``.
-
-    Args:
-        m: ``mujoco_warp`` Model.
-        chunk: descendants per partial sum (int >= 1).
-
-    Returns:
-        :class:`TreeSchedule` with arrays on the device of ``m.M_rowadr``.
-
-    Raises:
-        ValueError: ``chunk < 1``.
-    """
-    if not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
-    rowadr = m.M_rowadr.numpy().astype(np.int64)
-    rownnz = m.M_rownnz.numpy().astype(np.int64)
-    nv, nC = int(m.nv), int(m.nC)
-    levels = [u.numpy().reshape(-1, 3) for u in reversed(m.qLD_updates)]  # deepest first
-    a_item, a_slot, a_off = [], [], [0]
-    upd, upd_off = [], [0]
-    red, red_off = [], [0]
-    np_max = 0
-    for lev in levels:
-        nslot = 0
-        # group by updated row i, keep the stock order of descendants k within a row
-        rows: dict[int, list[tuple[int, int]]] = {}
-        for i, k, madr_ki in lev:
-            rows.setdefault(int(i), []).append((int(k), int(madr_ki)))
-        for i, ks in rows.items():
-            first = len(upd)
-            for k, madr_ki in ks:
-                upd.append((rowadr[k], rowadr[k] + rownnz[k] - 1, madr_ki))
-            nchunk = -(-len(ks) // chunk)
-            for j in range(rownnz[i]):
-                adr_ij = rowadr[i] + j
-                if nchunk == 1:
-                    a_item.append((adr_ij, j, first, len(ks)))
-                    a_slot.append(-1)
-                    continue
-                red.append((adr_ij, nslot, nchunk))
-                for c in range(nchunk):
-                    start = c * chunk
-                    a_item.append((adr_ij, j, first + start, min(chunk, len(ks) - start)))
-                    a_slot.append(nslot)
-                    nslot += 1
-        np_max = max(np_max, nslot)
-        a_off.append(len(a_item))
-        upd_off.append(len(upd))
-        red_off.append(len(red))
-    _check_schedule(a_item, a_slot, upd, red, nC, np_max)
-    device = m.M_rowadr.device
-
-    def arr(x, dtype, width):
-        x = np.asarray(x, dtype=np.int32).reshape(-1, width) if width > 1 else np.asarray(x, np.int32)
-        if len(x) == 0:  # warp kernels need a non-empty array; offsets keep it unread
-            x = np.zeros((1, width) if width > 1 else 1, np.int32)
-        return wp.array(x, dtype=dtype, device=device)
-
-    return TreeSchedule(
-        nv=nv, nC=nC, nlevel=len(levels),
-        a_item=arr(a_item, _vec4i, 4), a_slot=arr(a_slot, wp.int32, 1),
-        a_off=arr(a_off, wp.int32, 1),
-        upd=arr(upd, wp.vec3i, 3), upd_off=arr(upd_off, wp.int32, 1),
-        red=arr(red, wp.vec3i, 3), red_off=arr(red_off, wp.int32, 1),
-        np_max=max(np_max, 1), nupdate=len(upd),
-        nu_max=max([1] + [b - a for a, b in zip(upd_off, upd_off[1:])]),
-    )
-
-
-def _check_schedule(a_item, a_slot, upd, red, nC: int, np_max: int) -> None:
-    """Every address the kernels touch lies inside ``L`` (``[0, nC)``) and every partial-sum slot
-    inside ``[0, np_max)``: the shared variant has no bounds checks, so the schedule is checked
-    once on the host. Raises AssertionError naming the first bad entry."""
-    a = np.asarray(a_item, np.int64).reshape(-1, 4)
-    u = np.asarray(upd, np.int64).reshape(-1, 3)
-    r = np.asarray(red, np.int64).reshape(-1, 3)
-    sl = np.asarray(a_slot, np.int64)
-    checks = (("phase-A address", a[:, 0] if len(a) else a), ("update row/diag/L[k,i] address", u),
-              ("reduction address", r[:, 0] if len(r) else r))
-    for what, x in checks:
-        if x.size and (x.min() < 0 or x.max() >= nC):
-            raise AssertionError(f"tree factor schedule: a {what} is outside [0, nC={nC})")
-    if len(a) and ((a[:, 0] - a[:, 1] < 0).any() or (u[a[:, 2] + a[:, 3] - 1, 0] + a[:, 1] >= nC).any()):
-        raise AssertionError(f"tree factor schedule: a column offset leaves L (nC={nC})")
-    used = np.concatenate([sl[sl >= 0], (r[:, 1] + r[:, 2] - 1) if len(r) else []])
-    if used.size and used.max() >= np_max:
-        raise AssertionError(f"tree factor schedule: a partial-sum slot is outside [0, {np_max})")
-
-
-# ----------------------------------------------------------------------------------------------
-# kernel
 
 
 @wp.func_native(snippet="WP_TILE_SYNC();")
 def _sync_threads():
     """Block-wide barrier (``__syncthreads`` on CUDA, a fiber yield on CPU blocks)."""
     ...
+
+
+@wp.func
+def _sum_item(
+    # In:
+    worldid: int,
+    item: vec4i,
+    slot: int,
+    upd_in: wp.array[wp.vec3i],
+    # Out:
+    L_out: wp.array2d[float],
+    partial_out: wp.array2d[float],
+):
+    """Phase A of one item ``(adr of L[i,j], j, first update, n)``: ``L[i,j] -= L[k,j]·L[k,i] /
+    L[k,k]`` over its updates in place (``slot < 0``), or their sum into partial ``slot``."""
+    adr_ij, j, first, n = item[0], item[1], item[2], item[3]
+    if slot < 0:
+        value = L_out[worldid, adr_ij]
+        for u in range(first, first + n):
+            up = upd_in[u]
+            tmp = L_out[worldid, up[2]] / L_out[worldid, up[1]]
+            value -= L_out[worldid, up[0] + j] * tmp
+        L_out[worldid, adr_ij] = value
+    else:
+        partial = float(0.0)
+        for u in range(first, first + n):
+            up = upd_in[u]
+            tmp = L_out[worldid, up[2]] / L_out[worldid, up[1]]
+            partial += L_out[worldid, up[0] + j] * tmp
+        partial_out[worldid, slot] = partial
+
+
+@wp.func
+def _reduce_item(worldid: int, r: wp.vec3i, partial_in: wp.array2d[float], L_out: wp.array2d[float]):
+    """Phase B of one reduction ``(adr of L[i,j], first slot, n)``: subtract its partial sums in
+    chunk order."""
+    value = L_out[worldid, r[0]]
+    for slot in range(r[1], r[1] + r[2]):
+        value -= partial_in[worldid, slot]
+    L_out[worldid, r[0]] = value
 
 
 @wp.kernel(module="unique", enable_backward=False)
@@ -221,7 +103,7 @@ def _factor_tree(
     M_rowadr: wp.array[int],
     # In:
     nlevel: int,
-    a_item_in: wp.array[_vec4i],
+    a_item_in: wp.array[vec4i],
     a_slot_in: wp.array[int],
     a_off_in: wp.array[int],
     upd_in: wp.array[wp.vec3i],
@@ -244,32 +126,12 @@ def _factor_tree(
     for lev in range(nlevel):
         # phase A: chunked sums over the descendants k of row i, column j
         for w in range(a_off_in[lev] + tid, a_off_in[lev + 1], nthread):
-            item = a_item_in[w]
-            adr_ij, j, first, n = item[0], item[1], item[2], item[3]
-            slot = a_slot_in[w]
-            if slot < 0:
-                value = L_out[worldid, adr_ij]
-                for u in range(first, first + n):
-                    up = upd_in[u]
-                    tmp = L_out[worldid, up[2]] / L_out[worldid, up[1]]
-                    value -= L_out[worldid, up[0] + j] * tmp
-                L_out[worldid, adr_ij] = value
-            else:
-                partial = float(0.0)
-                for u in range(first, first + n):
-                    up = upd_in[u]
-                    tmp = L_out[worldid, up[2]] / L_out[worldid, up[1]]
-                    partial += L_out[worldid, up[0] + j] * tmp
-                partial_out[worldid, slot] = partial
+            _sum_item(worldid, a_item_in[w], a_slot_in[w], upd_in, L_out, partial_out)
         _sync_threads()
 
         # phase B: subtract the partials in chunk order; scale L[k,i] /= L[k,k]
         for w in range(red_off_in[lev] + tid, red_off_in[lev + 1], nthread):
-            r = red_in[w]
-            value = L_out[worldid, r[0]]
-            for slot in range(r[1], r[1] + r[2]):
-                value -= partial_out[worldid, slot]
-            L_out[worldid, r[0]] = value
+            _reduce_item(worldid, red_in[w], partial_out, L_out)
         for u in range(upd_off_in[lev] + tid, upd_off_in[lev + 1], nthread):
             up = upd_in[u]
             L_out[worldid, up[2]] = L_out[worldid, up[2]] / L_out[worldid, up[1]]
@@ -299,11 +161,13 @@ def shared_capacity(schedule: TreeSchedule) -> int:
 
 
 @functools.cache
-def _shared_kernel(capacity: int):
-    """The "shared" variant for a staging buffer of ``capacity`` floats (one kernel per size).
+def _shared_steps(capacity: int):
+    """The "shared" variant's phase A and B steps (``wp.func``) for a staging tile of ``capacity``
+    floats: ``L`` at ``[0, nC)``, partial sums at ``nC + slot``, the level's scale factors at
+    ``tmp0 + update``.
 
-    Differences from :func:`_factor_tree` (the "global" variant), none of which changes a
-    single operation or its order (results are bitwise equal, tested):
+    Differences from the "global" variant, none of which changes a single operation or its order
+    (results are bitwise equal, tested):
 
     * the world's ``L``, the partial sums and the level's scale factors live in shared memory
       (a Warp shared tile; elements read and written through native one-liners because Warp's
@@ -314,10 +178,43 @@ def _shared_kernel(capacity: int):
       ``j`` of row ``i``; phase A then reads it, and phase B writes it to ``L[k,i]``, so the
       inner loop's dependent chain is an index load, an ``L`` load and a multiply-add.
     """
-
     from fightlab.kernels._smem import shared_accessors
 
     _sh_load, _sh_store = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def sum_item(sh: Tile, item: vec4i, slot: int, upd_in: wp.array[wp.vec3i], nC: int, tmp: int):
+        """Phase A of one item; ``tmp``: where the level's scale factors start, less its first
+        update."""
+        adr_ij, j, first, n = item[0], item[1], item[2], item[3]
+        if slot < 0:
+            value = _sh_load(sh, adr_ij)
+            for u in range(first, first + n):
+                value -= _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp + u)
+            _sh_store(sh, adr_ij, value)
+        else:
+            partial = float(0.0)
+            for u in range(first, first + n):
+                partial += _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp + u)
+            _sh_store(sh, nC + slot, partial)
+
+    @wp.func
+    def reduce_item(sh: Tile, r: wp.vec3i, nC: int):
+        """Phase B of one reduction: subtract its partial sums in chunk order."""
+        value = _sh_load(sh, r[0])
+        for slot in range(r[1], r[1] + r[2]):
+            value -= _sh_load(sh, nC + slot)
+        _sh_store(sh, r[0], value)
+
+    return _sh_load, _sh_store, sum_item, reduce_item
+
+
+@functools.cache
+def _shared_kernel(capacity: int):
+    """The "shared" variant for a staging tile of ``capacity`` floats (one kernel per size; its
+    steps and how it differs from :func:`_factor_tree`: :func:`_shared_steps`)."""
+    _sh_load, _sh_store, _sum_item_sh, _reduce_item_sh = _shared_steps(capacity)
 
     @wp.kernel(module="unique", enable_backward=False)
     def _factor_tree_shared(
@@ -329,7 +226,7 @@ def _shared_kernel(capacity: int):
         # In:
         nlevel: int,
         np_max: int,
-        a_item_in: wp.array[_vec4i],
+        a_item_in: wp.array[vec4i],
         a_slot_in: wp.array[int],
         a_off_in: wp.array[int],
         upd_in: wp.array[wp.vec3i],
@@ -343,10 +240,8 @@ def _shared_kernel(capacity: int):
     ):
         worldid, tid = wp.tid()
         nthread = wp.block_dim()
-        # L at [0, nC), partial sums at nC + slot, the level's scale factors at tmp0 + update
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
         tmp0 = nC + np_max
-
         for adr in range(tid, nC, nthread):
             _sh_store(sh, adr, M_in[worldid, adr])
         _sync_threads()
@@ -358,31 +253,13 @@ def _shared_kernel(capacity: int):
                 up = upd_in[u]
                 _sh_store(sh, tmp0 + u - u0, _sh_load(sh, up[2]) / _sh_load(sh, up[1]))
             _sync_threads()
-
             # phase A: chunked sums over the descendants k of row i, column j
             for w in range(a_off_in[lev] + tid, a_off_in[lev + 1], nthread):
-                item = a_item_in[w]
-                adr_ij, j, first, n = item[0], item[1], item[2], item[3]
-                slot = a_slot_in[w]
-                if slot < 0:
-                    value = _sh_load(sh, adr_ij)
-                    for u in range(first, first + n):
-                        value -= _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp0 + u - u0)
-                    _sh_store(sh, adr_ij, value)
-                else:
-                    partial = float(0.0)
-                    for u in range(first, first + n):
-                        partial += _sh_load(sh, upd_in[u][0] + j) * _sh_load(sh, tmp0 + u - u0)
-                    _sh_store(sh, nC + slot, partial)
+                _sum_item_sh(sh, a_item_in[w], a_slot_in[w], upd_in, nC, tmp0 - u0)
             _sync_threads()
-
-            # phase B: subtract the partials in chunk order; scale L[k,i] /= L[k,k]
+            # phase B: subtract the partials in chunk order; write the scale factors to L[k,i]
             for w in range(red_off_in[lev] + tid, red_off_in[lev + 1], nthread):
-                r = red_in[w]
-                value = _sh_load(sh, r[0])
-                for slot in range(r[1], r[1] + r[2]):
-                    value -= _sh_load(sh, nC + slot)
-                _sh_store(sh, r[0], value)
+                _reduce_item_sh(sh, red_in[w], nC)
             for u in range(u0 + tid, upd_off_in[lev + 1], nthread):
                 _sh_store(sh, upd_in[u][2], _sh_load(sh, tmp0 + u - u0))
             _sync_threads()
@@ -478,10 +355,17 @@ class _Entry:
 _REGISTRY: dict[int, _Entry] = {}
 
 
+def _entry(m: Any) -> _Entry | None:
+    """``m``'s registry entry, None when ``m`` is not registered (an id reused by a new model
+    does not count)."""
+    entry = _REGISTRY.get(id(m))
+    return entry if entry is not None and entry.ref() is m else None
+
+
 def _dispatch(m, d, M, L, D):
     """Replacement of ``smooth._factor_i_sparse`` while at least one model is registered."""
-    entry = _REGISTRY.get(id(m))
-    if entry is not None and entry.ref() is m:
+    entry = _entry(m)
+    if entry is not None:
         factor_tree(m, d, M, L, D, schedule=entry.schedule, block_dim=entry.block_dim,
                     variant=entry.variant)
     else:
@@ -545,32 +429,28 @@ def disable_tree_factor(m: Any) -> None:
 
     When no model is left, ``smooth._factor_i_sparse`` is the original function object again.
     """
-    entry = _REGISTRY.get(id(m))
-    if entry is not None and entry.ref() is m:
+    if _entry(m) is not None:
         del _REGISTRY[id(m)]
     _uninstall_if_unused()
 
 
 def is_tree_factor_enabled(m: Any) -> bool:
     """True while the tree factor is switched on for ``m``."""
-    entry = _REGISTRY.get(id(m))
-    return entry is not None and entry.ref() is m and smooth._factor_i_sparse is _dispatch
+    return _entry(m) is not None and smooth._factor_i_sparse is _dispatch
 
 
 def active_variant(m: Any) -> str | None:
     """The kernel variant ("shared" / "global") factoring ``m`` now, None when the tree factor
     is off for ``m`` (recorded in result rows, so a row says which kernel produced it)."""
-    if not is_tree_factor_enabled(m):
-        return None
-    entry = _REGISTRY[id(m)]
-    return resolve_variant(entry.schedule, entry.variant)
+    entry = _entry(m) if is_tree_factor_enabled(m) else None
+    return None if entry is None else resolve_variant(entry.schedule, entry.variant)
 
 
 @contextlib.contextmanager
 def tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto") -> Iterator[bool]:
     """``with tree_factor(m) as on:`` -- :func:`use_tree_factor` for the block, then the state
     before it (on or off) is restored, also on error. ``on`` is :func:`use_tree_factor`'s result."""
-    before = _REGISTRY.get(id(m)) if is_tree_factor_enabled(m) else None
+    before = _entry(m) if is_tree_factor_enabled(m) else None
     try:
         yield use_tree_factor(m, block_dim=block_dim, variant=variant)
     finally:
@@ -603,9 +483,7 @@ def count_factor_calls(m: Any, d: Any, fn: Callable[[], Any] | None = None) -> d
     """
     counts = {"tree": 0, "stock": 0}
     current = smooth._factor_i_sparse
-
-    entry = _REGISTRY.get(id(m))
-    tree_on = current is _dispatch and entry is not None and entry.ref() is m
+    tree_on = is_tree_factor_enabled(m)
 
     def counting(mm, dd, M, L, D):
         if mm is m:
