@@ -165,7 +165,7 @@ def test_trainer_with_graphs_starts_from_the_reset_state(tmp_path):
         with Trainer(_cfg(tmp_path, f"g{graph}", graph=graph, policy_graph=graph, update_graph=graph),
                      progress=False) as tr:
             rows[graph] = tr.train()["rows"]
-            assert tr.env.graph_captured is graph
+            assert tr.env.unwrapped.graph_captured is graph
     for a, b in zip(rows[True], rows[False]):
         for k in DETERMINISTIC:
             assert a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])), k
@@ -210,19 +210,18 @@ def test_host_read_guard_counts_and_forbids_warp_reads():
 def test_an_extra_read_in_the_iteration_is_caught(tmp_path):
     """A read slipped into the env step is counted in the rows, and a strict guard refuses it."""
     with Trainer(_cfg(tmp_path, max_iterations=1), progress=False) as tr:
-        step = tr.env.step
+        advance = tr.env.advance
 
-        def leaky(*a, **k):
-            out = step(*a, **k)
-            tr.env._counters.numpy()  # a device read inside the rollout
-            return out
+        def leaky():
+            advance()
+            tr.env.unwrapped.d.qpos.numpy()  # a device read inside the rollout
 
-        tr.env.step = leaky
+        tr.env.advance = leaky
         row = tr.train()["rows"][0]
         assert row["host_reads"] == TINY_PPO.num_steps
     with Trainer(_cfg(tmp_path, "strict", max_iterations=1), progress=False) as tr:
         tr._reads = HostReads("cpu", strict=True)
-        tr.env.step = lambda *a, **k: (tr.env._counters.numpy(), None)
+        tr.env.advance = lambda: tr.env.unwrapped.d.qpos.numpy()
         with pytest.raises(HostReadError):
             tr.train()
 
