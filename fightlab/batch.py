@@ -1,10 +1,9 @@
 """Many jobs on one machine: ``python -m fightlab batch`` packs K jobs per GPU, over every GPU.
 
-The jobs (fightlab commands, notebooks with parameters, Python scripts) expanded over a
-``--grid``, and the lanes, come from `fightlab.batchjobs`, checked in one pass before anything
-runs. Each lane (a GPU, or the one CPU lane) has its own thread pool of K workers
-(``concurrent.futures``) that wait on its jobs' processes (``Popen.wait`` with the job's time
-limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its lane's GPU (so ``cuda:0`` is that GPU)
+The jobs (commands, notebooks, scripts over a ``--grid``) and lanes come from
+`fightlab.batchjobs`, checked in one pass before anything runs. Each lane (a GPU, or the one CPU
+lane) has a thread pool of K workers (``concurrent.futures``) waiting on its jobs' processes
+(``Popen.wait`` with the job's time limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its lane's GPU (so ``cuda:0`` is that GPU)
 and the packing in its environment (``FIGHTLAB_CONCURRENT`` = min(K, jobs): jobs at once on its
 GPU; ``FIGHTLAB_MPS``; ``FIGHTLAB_GPU_JOBS`` = jobs at once on the host over all lanes), which
 every row the job writes records (``fightlab.results``). With GPU lanes and K > 1, CUDA MPS is
@@ -36,6 +35,7 @@ import concurrent.futures as cf
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import math
 import os
@@ -56,7 +56,7 @@ from fightlab.batchjobs import (  # noqa: F401 (the batch's names, importable fr
     parse_job, parse_sets, read_jobs_file, split_values)
 from fightlab.errors import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
-from fightlab.rundir import MANIFEST, atomic_path, atomic_write, check_location
+from fightlab.rundir import LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location
 
 BATCH_ROOT = RUNS / "batch"
 STATE = "batch.json"
@@ -198,10 +198,6 @@ def _claim(folder: Path, fresh: bool):
         os.close(fd)
 
 
-def _write_state(folder: Path, state: dict) -> None:
-    atomic_write(folder / STATE, json.dumps(state, indent=1, default=str))  # never a torn batch.json
-
-
 def _tail(log: Path, n: int = TAIL_LINES) -> str:
     try:
         lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
@@ -227,11 +223,9 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 30.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
             break
-        except subprocess.TimeoutExpired:
-            continue
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # children the job left behind
 
@@ -268,17 +262,12 @@ def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path]
 
     def keep(info: tarfile.TarInfo):
         name = info.name.split("/", 1)[1] if "/" in info.name else ""
-        if name in (ARCHIVE, ARCHIVE + ".tmp", LOCK, STATE + ".tmp") or name.startswith("mps/pipe"):
+        if (name in (ARCHIVE, ARCHIVE + ".tmp", LOCK, STATE + ".tmp") or name.startswith("mps/pipe")
+                or (name.endswith(".pt") and not with_checkpoints) or name.rsplit("/", 1)[-1] == RUN_LOCK):
             return None
-        if name.endswith(".pt") and not with_checkpoints:
-            return None
-        if name.rsplit("/", 1)[-1] in (".fightlab-run.lock",):  # a run folder's writer lock
-            return None
-        if info.issym() and with_checkpoints and name.endswith("latest.pt") and "/" not in info.linkname:
-            return info  # the link to the newest checkpoint beside it (`--resume .../latest.pt`)
-        if not (info.isfile() or info.isdir()):
-            return None
-        return info
+        # with checkpoints, the link to the newest one beside it (`--resume .../latest.pt`)
+        link = info.issym() and with_checkpoints and name.endswith("latest.pt") and "/" not in info.linkname
+        return info if link or info.isfile() or info.isdir() else None
 
     with atomic_path(out) as tmp, tarfile.open(tmp, "w:gz") as tar:
         tar.add(folder, arcname=folder.name, filter=keep)
@@ -298,8 +287,7 @@ def summary_tail(job: Job, width: int = TAIL_CHARS) -> str:
     """The summary's ``tail`` of ``job``: its log's last line (a training's: its run folder; a
     failure's: its error), "" for a job that has not run. A longer line keeps its start, cut
     with a trailing "…" (the job's last lines are in batch.json and its log)."""
-    lines = job.tail.splitlines()
-    text = lines[-1] if lines else ""
+    text = (job.tail.splitlines() or [""])[-1]
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
@@ -315,25 +303,24 @@ def summary_table(jobs: list[Job]):
 
 def _load(jobs: list[Job] | None, folder: Path, lanes: list[Lane], resume: bool, retry_failed: bool,
           min_left_s: float, say: Callable[[str], None]) -> tuple[dict, list[Job], list[Job]]:
-    """The batch's state, its jobs and those to run: a fresh state, or batch.json's on a resume
-    (a job's process group that outlived a killed batch stopped; a training that wrote its
-    result before a kill -9 was recorded is done)."""
+    """The state (fresh, or batch.json's), the jobs and those to run; a job left by a killed
+    batch stopped, a training that wrote its result before a kill -9 was recorded done."""
     if resume:
         state = json.loads((folder / STATE).read_text())
         if state.get("format") != FORMAT:
             raise BatchError(f"{folder / STATE}: not a fightlab batch state ({FORMAT})")
         jobs = [Job(**j) for j in state["jobs"]]
-        check_devices([j for j in jobs if j.status in RERUN or (retry_failed and j.status == "failed")], lanes)
         state["resumes"] = state.get("resumes", 0) + 1
     else:
         state = dict(format=FORMAT, batch_id=folder.name, created=time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), resumes=0)
+    todo = [j for j in jobs if j.status in RERUN or (retry_failed and j.status == "failed")]
+    check_devices(todo, lanes)
     for j in jobs:
         if j.status == "running" and j.pid and _ours(j.pid, folder):  # left by a killed batch
             say(f"[batch] {j.id}: its process group {j.pid} outlived the batch that started it: stopped")
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(j.pid, signal.SIGKILL)
-    todo = [j for j in jobs if j.status in RERUN or (retry_failed and j.status == "failed")]
     for j in todo:
         if j.kind == "fightlab" and j.argv[0] == "train":
             job_command(j, folder, None, min_left_s)  # sets run_dir
@@ -344,9 +331,8 @@ def _load(jobs: list[Job] | None, folder: Path, lanes: list[Lane], resume: bool,
 
 def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, job_timeout_s: float | None,
            min_left_s: float) -> tuple[subprocess.Popen, float, str]:
-    """Start ``job``'s next attempt on ``lane`` in its own process group, its output appended to
-    ``jobs/<id>/log.txt``. Returns the process, its time limit in seconds (inf: none) and the
-    status it gets past it ("timeout", or "budget": ``min_left_s / 4`` s before the budget ends)."""
+    """Start ``job``'s next attempt on ``lane`` (own process group, log.txt appended): the process,
+    its limit in s (inf: none) and its status past it (timeout, or budget: min-left/4 before)."""
     seg_left = left  # a training's segment ends (with a checkpoint) before its time limit too
     if job_timeout_s is not None:
         own = job_timeout_s - min(min_left_s, job_timeout_s / 4) + min_left_s
@@ -370,9 +356,8 @@ def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, jo
 
 
 def _wait(proc: subprocess.Popen, limit: float, grace_s: float) -> bool:
-    """A lane's worker: wait for a job's process up to ``limit`` s. True: it ran over and its
-    process group was stopped (:func:`_kill_group`); else its group is killed all the same
-    (nothing of a finished job lingers)."""
+    """A lane's worker: wait up to ``limit`` s; True: over, stopped (:func:`_kill_group`). The
+    group of a finished job is killed too (nothing of it lingers)."""
     try:
         proc.wait(timeout=None if math.isinf(limit) else max(limit, 0.0))
     except subprocess.TimeoutExpired:
@@ -384,8 +369,7 @@ def _wait(proc: subprocess.Popen, limit: float, grace_s: float) -> bool:
 
 
 def _settle(job: Job, rc: int | None, start: float, folder: Path, over: str | None) -> None:
-    """Record an attempt's end: rc, seconds, the log's tail, the status (``over``: the status
-    of a job stopped by its limit or the batch; a training that wrote its result is done)."""
+    """Record an attempt's end (``over``: the status of a job stopped by its limit or the batch)."""
     job.rc, job.ended = rc, time.time()
     job.seconds += time.monotonic() - start
     job.tail = _tail(folder / "jobs" / job.id / "log.txt")
@@ -400,15 +384,13 @@ def _settle(job: Job, rc: int | None, start: float, folder: Path, over: str | No
 
 
 def _job_env(folder: Path, m: Mps, per_lane: int, gpu_jobs: int) -> dict:
-    """The environment of every job: this fightlab (whatever the cwd or an installed copy), the
-    batch and its packing (``FIGHTLAB_CONCURRENT``, ``FIGHTLAB_MPS``, ``FIGHTLAB_GPU_JOBS``)."""
+    """Every job's environment: this fightlab (whatever the cwd or an installed copy), the batch,
+    its packing."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FIGHTLAB_SHARED_GPU", "FIGHTLAB_HOST_JOBS")}
     path = os.pathsep.join(x for x in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if x)
-    env = {**os.environ, **m.env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path,
-           "FIGHTLAB_BATCH": str(folder.resolve()), "FIGHTLAB_CONCURRENT": str(per_lane),
-           "FIGHTLAB_MPS": "1" if m.active else "0", "FIGHTLAB_GPU_JOBS": str(gpu_jobs)}
-    for old in ("FIGHTLAB_SHARED_GPU", "FIGHTLAB_HOST_JOBS"):
-        env.pop(old, None)  # the new names say it
-    return env
+    return {**env, **m.env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path,  # old names dropped: the new say it
+            "FIGHTLAB_BATCH": str(folder.resolve()), "FIGHTLAB_CONCURRENT": str(per_lane),
+            "FIGHTLAB_MPS": "1" if m.active else "0", "FIGHTLAB_GPU_JOBS": str(gpu_jobs)}
 
 
 @contextlib.contextmanager
@@ -428,8 +410,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
               job_timeout_s: float | None = None, budget_s: float | None = None,
               min_left_s: float = 60.0, mps: bool = True, with_checkpoints: bool = False,
               retry_failed: bool = False, progress: bool = True, resume: bool = False,
-              discover: Callable[[], list[int]] = discover_gpus,
-              kill_grace_s: float = KILL_GRACE_S, log: Callable[[str], None] | None = None) -> dict:
+              discover: Callable[[], list[int]] = discover_gpus) -> dict:
     """Run a batch (see the module docstring) and return its state (batch.json's content).
 
     Jobs start in order on the least busy lane; each lane's thread pool (K workers) waits on
@@ -448,7 +429,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
     """
     from tqdm.auto import tqdm
 
-    say = log or (lambda m: tqdm.write(m, file=sys.stderr))
+    say = functools.partial(tqdm.write, file=sys.stderr)
     t0 = time.monotonic()
     lanes = check_options(concurrent, gpus, job_timeout_s, budget_s, min_left_s, discover)
     if jobs is not None:
@@ -469,7 +450,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
 
         def save():
             state["jobs"] = [dataclasses.asdict(j) for j in jobs]
-            _write_state(folder, state)
+            atomic_write(folder / STATE, json.dumps(state, indent=1, default=str))  # never a torn batch.json
 
         save()
         bar = tqdm(total=len(pending), desc=f"batch {folder.name}", unit="job", disable=not progress,
@@ -490,7 +471,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         break
                     job = pending.pop(0)
                     proc, limit, why = _start(job, lane, folder, env, left, job_timeout_s, min_left_s)
-                    running[pools[lane.name].submit(_wait, proc, limit, kill_grace_s)] = (
+                    running[pools[lane.name].submit(_wait, proc, limit, KILL_GRACE_S)] = (
                         job, lane, proc, time.monotonic(), why)
                     lane.running += 1
                     save()
@@ -507,7 +488,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                 bar.set_postfix(running=len(running))
         except BaseException:
             for job, _, proc, start, _ in running.values():
-                _kill_group(proc, kill_grace_s)
+                _kill_group(proc, KILL_GRACE_S)
                 _settle(job, proc.returncode, start, folder, "interrupted")
             raise
         finally:
@@ -539,14 +520,10 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         jobs given, a bad grid, set, jobs file or job."""
     folder = resolve_batch_dir(resume, batch_dir)
     # a resumed batch keeps its own options (batch.json) unless given again
-    saved = saved_options(folder) if resume is not None else {}
-
-    def pick(given, key, default):
-        return given if given is not None else saved.get(key, default)
-
-    concurrent = pick(concurrent, "concurrent", 1)
-    options = dict(gpus=pick(gpus, "gpus", None), job_timeout_s=pick(job_timeout_s, "job_timeout_s", None),
-                   budget_s=pick(budget_s, "budget_s", None), min_left_s=pick(min_left_s, "min_left_s", 60.0))
+    saved = {"concurrent": 1, "min_left_s": 60.0, **(saved_options(folder) if resume is not None else {})}
+    options = {k: v if v is not None else saved.get(k) for k, v in dict(
+        gpus=gpus, job_timeout_s=job_timeout_s, budget_s=budget_s, min_left_s=min_left_s).items()}
+    concurrent = concurrent if concurrent is not None else saved["concurrent"]
     check_options(concurrent, **options)  # the batch's own flags before its jobs
     concurrent = int(concurrent)
     if resume is not None:
@@ -555,8 +532,7 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
                               "--grid and --set are refused with it")
         jobs = None
     else:
-        grid = parse_grid(grid)
-        sets = parse_sets(sets)
+        grid, sets = parse_grid(grid), parse_sets(sets)
         bases = (read_jobs_file(jobs_file) if jobs_file is not None else []) + [parse_job(j) for j in job]
         jobs = make_jobs(bases, grid, sets, commands, check_job=check_job)
     try:

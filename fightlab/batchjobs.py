@@ -1,20 +1,16 @@
 """A batch's input, checked in one pass before anything runs: its jobs over the grid and its lanes.
 
-A job is a fightlab command (``train --body simple --seed 1``, ``evaluate …``, ``profile …``:
-anything ``python -m fightlab CMD …`` takes), a notebook with parameters (``notebook 06
-size=smoke``, or ``notebook path/to/x.ipynb key=value``, run with papermill in notebooks/ as
-``fightlab.reproduce`` runs them) or a Python script (``python bench/factor_probe.py 1024``).
-Jobs come from a jobs file (``--jobs FILE``: one job per line as above, ``#`` comments and blank
-lines skipped) and/or ``--job 'CMD …'`` (repeatable). Every job is expanded over the grid, the
-cross product of ``--grid KEY=V1,V2,…`` (commas inside brackets or quotes do not split, so
-``--grid env.push_impulse_ns=[20,40],[10,20]`` has two values); ``--set KEY=VALUE`` adds one value,
-never split (``--set env.push_impulse_ns=[20,40]`` is one list). For a command or script a key
-``name`` becomes ``--name VALUE`` (underscores as dashes) and a dotted key ``env.x`` / ``ppo.x``
-becomes ``--set env.x=VALUE``; for a notebook a key is a parameter (the value read as a Python
-literal, else kept as a string), refused unless the notebook's parameters cell has it.
-
-Lanes: every visible GPU (``nvidia-smi -L``; ``--gpus 0,1`` to choose; no GPU: one CPU lane), each
-running up to ``--concurrent K`` jobs at once (``fightlab.batch`` runs them).
+A job is a fightlab command (``train --body simple --seed 1``: anything ``python -m fightlab CMD
+…`` takes), a notebook with parameters (``notebook 06 size=smoke``, or ``notebook x.ipynb k=v``,
+run with papermill in notebooks/ as ``fightlab.reproduce`` runs them) or a Python script
+(``python bench/factor_probe.py 1024``), from a jobs file (``--jobs FILE``: one per line, ``#``
+comments and blank lines skipped) and/or ``--job 'CMD …'``. Each is expanded over the cross
+product of ``--grid KEY=V1,V2,…`` (commas inside brackets or quotes do not split:
+``env.push_impulse_ns=[20,40],[10,20]`` is two values); ``--set KEY=VALUE`` adds one value, never
+split. For a command or script a key ``name`` becomes ``--name VALUE`` (underscores as dashes), a
+dotted key ``env.x`` ``--set env.x=VALUE``; for a notebook a key is a parameter (a Python literal,
+else a string), refused unless its parameters cell has it. Lanes: every GPU (``nvidia-smi -L``;
+``--gpus 0,1`` to choose; none: one CPU lane), each running up to ``--concurrent K`` jobs.
 """
 
 from __future__ import annotations
@@ -43,7 +39,6 @@ MAX_JOBS = 10_000
 
 class BatchError(ConfigError):
     """Bad batch input or a refused batch folder: one line naming the value and the choices."""
-
 
 
 # --- jobs ------------------------------------------------------------------------------------
@@ -196,9 +191,8 @@ def parse_job(line: str) -> Job:
 
 def read_jobs_file(path: str | Path) -> list[Job]:
     """The jobs of a jobs file: one per line, blank lines and ``#`` comments skipped."""
-    p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write: dropped
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark some editors write: dropped
     except OSError as e:
         raise BatchError(f"jobs file {str(path)!r}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
@@ -262,16 +256,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:60]
 
 
-def _once(seen: dict, identity: str, point: dict, base: Job) -> None:
-    """Record that grid ``point`` of job line ``base`` runs ``identity``; raises BatchError when
-    an earlier point of that line runs the same (one value spelled two ways)."""
-    if identity in seen:
-        a, b = (" ".join(f"{k}={v}" for k, v in p.items()) for p in (seen[identity], point))
-        raise BatchError(f"--grid points {a!r} and {b!r} of job {base.label()!r} run the same "
-                         "(one value spelled two ways); give each once")
-    seen[identity] = point
-
-
 def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tuple[str, str]],
               commands: Iterable[str], check_job: Callable[[list[str]], tuple] | None = None) -> list[Job]:
     """Expand every base job over the grid (and ``sets``) into the batch's jobs, checked in one
@@ -315,38 +299,38 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
         seen: dict[str, dict] = {}  # what a grid point of this job line runs -> the point
         via_set: dict[str, bool] = {}  # per key: a --set rather than a flag (`_flags`)
         for point in points:
-            values = list(point.items()) + list(sets)
+            values, same = list(point.items()) + list(sets), None
             if base.kind == "notebook":
                 path = notebook_path(base.notebook)
-                params = {**{k: _literal(v) for k, v in base.params.items()},
-                          **{k: _literal(v) for k, v in values}}
+                params = {k: _literal(v) for k, v in [*base.params.items(), *values]}
                 check_notebook_params(path, params)
-                what = path.stem + "-" + "-".join(f"{k}={v}" for k, v in point.items())
-                jobs.append(Job(id="", kind="notebook", notebook=str(path), params=params))
-                if point:  # the parameters as the notebook reads them: "smoke" and 'smoke' are one
-                    _once(seen, json.dumps(params, sort_keys=True, default=repr), point, base)
+                job, what = Job(id="", kind="notebook", notebook=str(path), params=params), path.stem
+                same = json.dumps(params, sort_keys=True, default=repr)  # as read: "smoke" and 'smoke' are one
             elif base.kind == "python":
                 argv = list(base.argv) + _flags(values)
                 if not argv:
                     raise BatchError("job 'python' needs a script (e.g. python bench/factor_probe.py 1024)")
                 if not argv[0].startswith("-") and not Path(argv[0]).is_file():
                     raise BatchError(f"job 'python {shlex.join(argv)}': script {argv[0]!r} not found")
-                what = ("py" if argv[0].startswith("-") else Path(argv[0]).stem) + "-" + "-".join(f"{k}={v}" for k, v in point.items())
-                jobs.append(Job(id="", kind="python", argv=argv))
+                job, what = Job(id="", kind="python", argv=argv), "py" if argv[0].startswith("-") else Path(argv[0]).stem
             else:
-                cmd = base.argv[0]
-                if cmd not in commands:
-                    raise BatchError(f"unknown command {cmd!r} in job {base.label()!r}; commands: "
+                if (what := base.argv[0]) not in commands:
+                    raise BatchError(f"unknown command {what!r} in job {base.label()!r}; commands: "
                                      f"{', '.join(commands)}, notebook NN, python SCRIPT")
                 argv = list(base.argv) + _flags(values, list(base.argv), check_job, via_set)
                 why, same = check_job(argv) if check_job else (None, None)
                 if why:
                     raise BatchError(f"job {shlex.join(argv)!r}: {why}")
-                if point and same is not None:
-                    _once(seen, same, point, base)
-                what = cmd + "-" + "-".join(f"{k}={v}" for k, v in point.items())
-                jobs.append(Job(id="", kind="fightlab", argv=argv))
-            jobs[-1].id = f"{len(jobs) - 1:03d}-{_slug(what.rstrip('-'))}"
+                job = Job(id="", kind="fightlab", argv=argv)
+            if point and same is not None:
+                if same in seen:  # one value spelled two ways
+                    a, b = (" ".join(f"{k}={v}" for k, v in p.items()) for p in (seen[same], point))
+                    raise BatchError(f"--grid points {a!r} and {b!r} of job {base.label()!r} run the "
+                                     "same (one value spelled two ways); give each once")
+                seen[same] = point
+            tag = "-".join(f"{k}={v}" for k, v in point.items())
+            job.id = f"{len(jobs):03d}-{_slug(f'{what}-{tag}'.rstrip('-'))}"
+            jobs.append(job)
     # two trainings in one run folder: the second would start over the first's files
     dirs = [str(Path(d).resolve()) for j in jobs if j.kind == "fightlab" and j.argv[0] == "train"
             for d in [_opt(j.argv, "--run-dir")] if d is not None]
@@ -375,9 +359,7 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
         out = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
-    if out.returncode != 0:
-        return []
-    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out.stdout, re.M)]
+    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out.stdout, re.M)] if out.returncode == 0 else []
 
 
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
@@ -414,9 +396,7 @@ def make_lanes(gpus: str | None, found: list[int], concurrent: int) -> list[Lane
         if bad:
             have = ", ".join(map(str, found)) if found else "none (nvidia-smi -L lists no GPU: jobs run on one CPU lane without --gpus)"
             raise BatchError(f"--gpus {gpus}: no GPU {', '.join(map(str, bad))} on this host; its GPUs: {have}")
-    if not chosen:
-        return [Lane("cpu", None, concurrent)]
-    return [Lane(f"gpu{g}", g, concurrent) for g in chosen]
+    return [Lane(f"gpu{g}", g, concurrent) for g in chosen] or [Lane("cpu", None, concurrent)]
 
 
 def check_options(concurrent, gpus: str | None, job_timeout_s, budget_s, min_left_s,
