@@ -28,13 +28,6 @@ from pathlib import Path
 from fightlab.cliparser import _cut, _parser
 
 
-def _default_device() -> str:
-    """cuda:0 when warp sees a GPU, else cpu (the rule lives in fightlab.devices.default_device)."""
-    from fightlab.devices import default_device
-
-    return default_device()
-
-
 def cmd_bench(a) -> int:
     from fightlab.measure import bench
 
@@ -138,10 +131,10 @@ def cmd_render(a) -> int:
 
 
 def cmd_reproduce(a) -> int:
-    from fightlab.devices import validate_device
+    from fightlab.devices import default_device, validate_device
     from fightlab.reproduce import NotebookError, reproduce
 
-    device = validate_device(_given(a.device, _default_device()))
+    device = validate_device(_given(a.device, default_device()))
     size = _given(a.size, "auto")  # the notebooks resolve "auto" alike and say so first
     try:
         return reproduce(only=a.only, size=size, publish=a.publish, device=device,

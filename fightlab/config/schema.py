@@ -45,12 +45,6 @@ def _stages(label, v):
     return v
 
 
-def _segment_s(label, v):
-    if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
-        raise ConfigError(f"{label} must be a positive number of seconds, got {v!r}")
-    return v
-
-
 #: the rule of the fields of EnvConfig and of TrainConfig (own body, nworld, device, backend)
 #: whose check is a validate_* function of its own (called directly elsewhere too)
 _BODY = _custom("text", lambda label, v: validate_body(v))
@@ -306,7 +300,9 @@ class TrainConfig:
     tree_factor: bool = field(default=True, metadata=flag())
     solver_loop: str = field(default="auto", metadata=one_of(SOLVER_LOOPS))
     reference_nworld: int = field(default=256, metadata=integer(1, MAX_NWORLD))
-    segment_s: float | None = field(default=None, metadata=_custom("number", _segment_s, optional=True))
+    segment_s: float | None = field(default=None, metadata=_rule(
+        "number", "must be a positive number of seconds",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, optional=True))
     backend: str = field(default="gpu", metadata=_BACKEND)
     workers: int | None = field(default=None, metadata=integer(1, says="must be a positive integer",
                                                                optional=True))
