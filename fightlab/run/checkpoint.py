@@ -68,7 +68,6 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     Raises CheckpointError naming the file and the first thing damaged."""
     try:
         cfg = _check_config(ck)
-        _check_counts(ck)
         _check_learner(ck, cfg)
         _check_curriculum(ck)
         _check_run(ck)
@@ -93,22 +92,6 @@ def _check_config(ck: dict) -> TrainConfig:
     except (ConfigError, TypeError, ValueError) as e:
         raise _Damaged(f"config: {e}") from None
     return cfg
-
-
-def _check_counts(ck: dict) -> None:
-    it = ck["iteration"]
-    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-        raise _Damaged(f"iteration must be an integer >= 0, got {it!r}")
-    if not _number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
-        raise _Damaged(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
-    if not (_number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
-        raise _Damaged(f"amp_target must be a number in [0, 1], got {ck.get('amp_target')!r}")
-    for k in ("time_to_solve_s", "compile_s"):
-        if ck.get(k) is not None and not _number(ck[k]):
-            raise _Damaged(f"{k} must be a number or None, got {ck[k]!r}")
-    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
-                                                  or not isinstance(ck["solve_iteration"], int)):
-        raise _Damaged(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
 
 
 def _check_learner(ck: dict, cfg: TrainConfig) -> None:
@@ -159,7 +142,20 @@ def _check_curriculum(ck: dict) -> None:
 
 
 def _check_run(ck: dict) -> None:
-    """The env's state, the RNG states, the run's id, segments and rows."""
+    """The counters, the env's state, the RNG states, the run's id, segments and rows."""
+    it = ck["iteration"]
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise _Damaged(f"iteration must be an integer >= 0, got {it!r}")
+    if not _number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
+        raise _Damaged(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
+    if not (_number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
+        raise _Damaged(f"amp_target must be a number in [0, 1], got {ck.get('amp_target')!r}")
+    for k in ("time_to_solve_s", "compile_s"):
+        if ck.get(k) is not None and not _number(ck[k]):
+            raise _Damaged(f"{k} must be a number or None, got {ck[k]!r}")
+    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
+                                                  or not isinstance(ck["solve_iteration"], int)):
+        raise _Damaged(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
     if ck.get("forked_from") is not None and not isinstance(ck["forked_from"], str):
         raise _Damaged(f"forked_from must be text or null, got {short_repr(ck['forked_from'])}")
     if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
@@ -182,7 +178,7 @@ def _check_run(ck: dict) -> None:
                 raise _Damaged(f"segments' {k} must be an integer, got {x[k]!r}")
         if x.get("mps") is not None and not isinstance(x["mps"], bool):
             raise _Damaged(f"segments' mps must be true or false, got {x['mps']!r}")
-    hist, it = ck.get("history"), ck["iteration"]
+    hist = ck.get("history")
     if hist is not None and not (isinstance(hist, list) and all(isinstance(r, dict) for r in hist)
                                  and [r.get("iteration") for r in hist] == list(range(1, it + 1))):
         raise _Damaged(f"history must hold the rows of iterations 1..{it} in order")
