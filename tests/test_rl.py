@@ -874,7 +874,7 @@ def test_one_gate_validates_once_and_applies_the_publish_rule_once(monkeypatch):
 
 def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
     """`validate_train(` is called in one place in fightlab/ (the gate), and the train path
-    (the command line, rl/, the training row) applies the publish rule in the gate alone
+    (the command line, rl/, run/, the training row) applies the publish rule in the gate alone
     (evaluate's rows have their own call)."""
     from pathlib import Path
 
@@ -887,7 +887,8 @@ def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
                 for ln in p.read_text().splitlines() if needle in ln and "def " not in ln]
 
     assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["run/launch.py"]
-    train_path = [pkg / "cli.py", pkg / "measure" / "report.py", *sorted((pkg / "rl").glob("*.py"))]
+    train_path = [pkg / "cli.py", pkg / "measure" / "report.py",
+                  *sorted((pkg / "rl").glob("*.py")), *sorted((pkg / "run").glob("*.py"))]
     assert [ln for _, ln in callers("check_publish(", train_path)] == [
         'check_publish(publish, checked.device, "the training row", backend=checked.backend,',
         'check_publish(req.publish, device, "the evaluation row")']

@@ -50,17 +50,34 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable, truncated or not a fightlab checkpoint."""
 
 
+class _Damaged(Exception):
+    """What is wrong in a checkpoint (one clause); `_check_checkpoint` names the file."""
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _scalar(v):
+    """A one-element tensor's value, anything else as it is (an optimizer's lr, betas, step)."""
+    return v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+
+
 def _check_checkpoint(p: Path, ck: dict) -> None:
-    """Types of what a checkpoint holds, checked before anything is built from it."""
+    """Types of what a checkpoint holds, checked before anything is built from it.
+    Raises CheckpointError naming the file and the first thing damaged."""
+    try:
+        cfg = _check_config(ck)
+        _check_learner(ck, cfg)
+        _check_curriculum(ck)
+        _check_run(ck)
+    except _Damaged as e:
+        raise CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {e}") from None
 
-    def bad(what):
-        return CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {what}")
 
-    def number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
+def _check_config(ck: dict) -> TrainConfig:
     if not isinstance(ck["config"], dict):
-        raise bad(f"config must be a dict, got {type(ck['config']).__name__}")
+        raise _Damaged(f"config must be a dict, got {type(ck['config']).__name__}")
     try:
         cfg = from_dict(ck["config"])
         # the file's own values (each field's rule, the env's physics), not this machine's
@@ -73,88 +90,98 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
         check_fields(dataclasses.replace(cfg, device="cpu"))
         validate_env(cfg.env)
     except (ConfigError, TypeError, ValueError) as e:
-        raise bad(f"config: {e}") from None
-    it = ck["iteration"]
-    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-        raise bad(f"iteration must be an integer >= 0, got {it!r}")
-    if not number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
-        raise bad(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
+        raise _Damaged(f"config: {e}") from None
+    return cfg
+
+
+def _check_learner(ck: dict, cfg: TrainConfig) -> None:
+    """The agent's tensors and the optimizer's state, its groups those of the config."""
     for k in ("agent", "optimizer"):
         if not isinstance(ck[k], dict):
-            raise bad(f"{k} must be a state dict, got {type(ck[k]).__name__}")
+            raise _Damaged(f"{k} must be a state dict, got {type(ck[k]).__name__}")
     if not all(isinstance(v, torch.Tensor) for v in ck["agent"].values()):
-        raise bad("agent must map names to tensors")
+        raise _Damaged("agent must map names to tensors")
     if not all(bool(torch.isfinite(v).all()) for v in ck["agent"].values() if v.is_floating_point()):
-        raise bad("agent weights are not all finite")
+        raise _Damaged("agent weights are not all finite")
     opt = ck["optimizer"]
     if not (isinstance(opt.get("state"), dict) and isinstance(opt.get("param_groups"), list)
             and all(isinstance(g, dict) for g in opt["param_groups"])):
-        raise bad("optimizer must be a torch optimizer state dict (state, param_groups)")
+        raise _Damaged("optimizer must be a torch optimizer state dict (state, param_groups)")
     problem = _optimizer_problem(ck["agent"], opt)
     if problem:
-        raise bad(f"optimizer: {problem}")
+        raise _Damaged(f"optimizer: {problem}")
     # the groups are the config's: one, or the critic's own at ppo.critic_learning_rate
     clr = cfg.ppo.critic_learning_rate
     if len(opt["param_groups"]) != (1 if clr is None else 2):
-        raise bad(f"optimizer: {len(opt['param_groups'])} parameter group(s), but the config's "
-                  f"ppo.critic_learning_rate {clr!r} makes {1 if clr is None else 2}")
-    if clr is not None:
-        v = opt["param_groups"][1]["lr"]
-        if float(v) != float(clr):
-            raise bad(f"optimizer: the critic's group runs at {float(v):g}, the config's "
-                      f"ppo.critic_learning_rate is {clr:g}")
+        raise _Damaged(f"optimizer: {len(opt['param_groups'])} parameter group(s), but the config's "
+                       f"ppo.critic_learning_rate {clr!r} makes {1 if clr is None else 2}")
+    if clr is not None and float(v := opt["param_groups"][1]["lr"]) != float(clr):
+        raise _Damaged(f"optimizer: the critic's group runs at {float(v):g}, the config's "
+                       f"ppo.critic_learning_rate is {clr:g}")
+
+
+def _check_curriculum(ck: dict) -> None:
     cur = ck["curriculum"]
     if not isinstance(cur, dict):
-        raise bad(f"curriculum must be a dict, got {type(cur).__name__}")
+        raise _Damaged(f"curriculum must be a dict, got {type(cur).__name__}")
     for k, typ in (("stage", int), ("since_widen", int), ("solved", bool), ("window", list)):
         v = cur.get(k)
         if not isinstance(v, typ) or (typ is int and (isinstance(v, bool) or v < 0)):
-            raise bad(f"curriculum[{k!r}] must be {'an integer >= 0' if typ is int else typ.__name__}, "
-                      f"got {v!r}")
+            raise _Damaged(f"curriculum[{k!r}] must be {'an integer >= 0' if typ is int else typ.__name__}, "
+                           f"got {v!r}")
     n_stages = len(ck["config"].get("curriculum_stages") or ())
     if not cur["stage"] < n_stages:
-        raise bad(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
+        raise _Damaged(f"curriculum stage {cur['stage']} is beyond the config's {n_stages} stages")
     if not all(isinstance(w, dict) and set(WINDOW_KEYS) <= set(w)
-               and all(number(w[k]) for k in WINDOW_KEYS) for w in cur["window"]):
-        raise bad(f"curriculum window entries must be dicts of numbers with {list(WINDOW_KEYS)}")
+               and all(_number(w[k]) for k in WINDOW_KEYS) for w in cur["window"]):
+        raise _Damaged(f"curriculum window entries must be dicts of numbers with {list(WINDOW_KEYS)}")
     if cur.get("widened_on") is not None and not (isinstance(cur["widened_on"], dict) and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in cur["widened_on"].values())):
-        raise bad(f"curriculum['widened_on'] must be a dict of numbers (NaN where none) or null, got {short_repr(cur['widened_on'])}")
+        raise _Damaged("curriculum['widened_on'] must be a dict of numbers (NaN where none) or null, "
+                       f"got {short_repr(cur['widened_on'])}")
+
+
+def _check_run(ck: dict) -> None:
+    """The counters, the env's state, the RNG states, the run's id, segments and rows."""
+    it = ck["iteration"]
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise _Damaged(f"iteration must be an integer >= 0, got {it!r}")
+    if not _number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
+        raise _Damaged(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
+    if not (_number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
+        raise _Damaged(f"amp_target must be a number in [0, 1], got {ck.get('amp_target')!r}")
+    for k in ("time_to_solve_s", "compile_s"):
+        if ck.get(k) is not None and not _number(ck[k]):
+            raise _Damaged(f"{k} must be a number or None, got {ck[k]!r}")
+    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
+                                                  or not isinstance(ck["solve_iteration"], int)):
+        raise _Damaged(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
     if ck.get("forked_from") is not None and not isinstance(ck["forked_from"], str):
-        raise bad(f"forked_from must be text or null, got {short_repr(ck['forked_from'])}")
+        raise _Damaged(f"forked_from must be text or null, got {short_repr(ck['forked_from'])}")
     if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
             isinstance(v, np.ndarray) and (np.issubdtype(v.dtype, np.number) or v.dtype == bool)
             for v in ck["env_state"].values()):
-        raise bad("env_state must be a dict of numeric numpy arrays (the simulation state)")
+        raise _Damaged("env_state must be a dict of numeric numpy arrays (the simulation state)")
     for k in ("obs", "torch_rng", "gen_state"):
         if not isinstance(ck.get(k), torch.Tensor):
-            raise bad(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
-    for k in ("torch_rng", "gen_state"):
-        if ck[k].dtype != torch.uint8:
-            raise bad(f"{k} must be a torch RNG state (uint8 tensor), got {ck[k].dtype}")
-    if not (number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
-        raise bad(f"amp_target must be a number in [0, 1], got {ck.get('amp_target')!r}")
-    for k in ("time_to_solve_s", "compile_s"):
-        if ck.get(k) is not None and not number(ck[k]):
-            raise bad(f"{k} must be a number or None, got {ck[k]!r}")
-    if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
-                                                  or not isinstance(ck["solve_iteration"], int)):
-        raise bad(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
+            raise _Damaged(f"{k} must be a tensor, got {type(ck.get(k)).__name__}")
+        if k != "obs" and ck[k].dtype != torch.uint8:
+            raise _Damaged(f"{k} must be a torch RNG state (uint8 tensor), got {ck[k].dtype}")
     if not (isinstance(ck.get("run_id"), str) and ck["run_id"].isalnum()):
-        raise bad(f"run_id must be letters and digits, got {ck.get('run_id')!r}")
+        raise _Damaged(f"run_id must be letters and digits, got {ck.get('run_id')!r}")
     segs = ck.get("segments")
     if segs is not None and not (isinstance(segs, list) and all(isinstance(x, dict) for x in segs)):
-        raise bad(f"segments must be a list of dicts, got {segs!r}")
+        raise _Damaged(f"segments must be a list of dicts, got {segs!r}")
     for x in segs or []:
         for k in ("concurrent", "gpu_jobs", "shared_gpu", "host_jobs"):  # the last two: older names
             if x.get(k) is not None and (isinstance(x[k], bool) or not isinstance(x[k], int)):
-                raise bad(f"segments' {k} must be an integer, got {x[k]!r}")
+                raise _Damaged(f"segments' {k} must be an integer, got {x[k]!r}")
         if x.get("mps") is not None and not isinstance(x["mps"], bool):
-            raise bad(f"segments' mps must be true or false, got {x['mps']!r}")
+            raise _Damaged(f"segments' mps must be true or false, got {x['mps']!r}")
     hist = ck.get("history")
     if hist is not None and not (isinstance(hist, list) and all(isinstance(r, dict) for r in hist)
                                  and [r.get("iteration") for r in hist] == list(range(1, it + 1))):
-        raise bad(f"history must hold the rows of iterations 1..{it} in order")
+        raise _Damaged(f"history must hold the rows of iterations 1..{it} in order")
 
 
 def policy_parameter_names(agent_state: dict) -> list[str]:
@@ -176,11 +203,6 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
     if not all(isinstance(ps, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ps)
                for ps in groups):
         return f"param_groups' params must be lists of parameter indices, got {groups!r}"[:200]
-    def number(v):
-        if isinstance(v, torch.Tensor) and v.numel() == 1:
-            v = v.item()
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
     if len(opt["param_groups"]) not in (1, 2):
         return f"{len(opt['param_groups'])} parameter groups, fightlab's Adam has one or two"
     if len(groups) == 2:
@@ -190,45 +212,54 @@ def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
                     f"has {ncritic}")
     names = optimizer_order(names, len(groups))
     for g in opt["param_groups"]:
-        for k, ok, rule in (("lr", lambda v: v > 0, "> 0"), ("eps", lambda v: v > 0, "> 0"),
-                            ("weight_decay", lambda v: v >= 0, ">= 0")):
-            if k not in g:
-                return f"param_groups' {k} is missing"
-            v = g[k].item() if isinstance(g[k], torch.Tensor) and g[k].numel() == 1 else g[k]
-            if not number(v) or not ok(v):
-                return f"param_groups' {k} must be a number {rule}, got {g[k]!r}"[:200]
-        if not (isinstance(g.get("betas"), (tuple, list)) and len(g["betas"]) == 2
-                and all(number(b) and 0 <= (b.item() if isinstance(b, torch.Tensor) else b) < 1
-                        for b in g["betas"])):
-            return f"param_groups' betas must be a pair of numbers in [0, 1), got {g.get('betas')!r}"[:200]
+        if problem := _group_problem(g):
+            return problem
     ids = [i for ps in groups for i in ps]
     if len(ids) != len(names):
         return f"{len(ids)} parameters listed, the policy has {len(names)}"
     for i, name in zip(ids, names):
-        st = opt["state"].get(i, {})
-        if not isinstance(st, dict):
-            return f"the state of parameter {i} ({name}) must be a dict, got {type(st).__name__}"
-        want = tuple(agent_state[name].shape)
-        step = st.get("step")
-        if step is not None:
-            v = step.item() if isinstance(step, torch.Tensor) and step.numel() == 1 else step
-            if not number(v) or v < 0:
-                return f"step of parameter {i} ({name}) must be a number >= 0, got {step!r}"[:200]
-        for k in ("exp_avg", "exp_avg_sq"):
-            v = st.get(k)
-            if v is None:
-                continue
-            if not isinstance(v, torch.Tensor):
-                return f"{k} of parameter {i} ({name}) must be a tensor, got {type(v).__name__}"
-            if tuple(v.shape) != want:
-                return (f"{k} of parameter {i} ({name}) has shape {list(v.shape)}, the policy's "
-                        f"parameter {list(want)}")
-            if v.dtype != agent_state[name].dtype:
-                return f"{k} of parameter {i} ({name}) is {v.dtype}, the policy's parameter {agent_state[name].dtype}"
-            if v.is_floating_point() and not bool(torch.isfinite(v).all()):
-                return f"{k} of parameter {i} ({name}) is not all finite"
-            if k == "exp_avg_sq" and bool((v < 0).any()):
-                return f"exp_avg_sq of parameter {i} ({name}) has negative entries (a mean of squares)"
+        if problem := _moments_problem(f"parameter {i} ({name})", opt["state"].get(i, {}), agent_state[name]):
+            return problem
+    return None
+
+
+def _group_problem(g: dict) -> str | None:
+    """Why a parameter group's hyper-parameters are not Adam's (lr, eps > 0, weight_decay >= 0,
+    betas in [0, 1)), or None."""
+    for k, ok, rule in (("lr", lambda v: v > 0, "> 0"), ("eps", lambda v: v > 0, "> 0"),
+                        ("weight_decay", lambda v: v >= 0, ">= 0")):
+        if k not in g:
+            return f"param_groups' {k} is missing"
+        v = _scalar(g[k])
+        if not _number(v) or not ok(v):
+            return f"param_groups' {k} must be a number {rule}, got {g[k]!r}"[:200]
+    if not (isinstance(g.get("betas"), (tuple, list)) and len(g["betas"]) == 2
+            and all(_number(_scalar(b)) and 0 <= _scalar(b) < 1 for b in g["betas"])):
+        return f"param_groups' betas must be a pair of numbers in [0, 1), got {g.get('betas')!r}"[:200]
+    return None
+
+
+def _moments_problem(what: str, st, param: torch.Tensor) -> str | None:
+    """Why one parameter's Adam state (`what` names it) does not fit `param`, or None."""
+    if not isinstance(st, dict):
+        return f"the state of {what} must be a dict, got {type(st).__name__}"
+    step = st.get("step")
+    if step is not None and (not _number(_scalar(step)) or _scalar(step) < 0):
+        return f"step of {what} must be a number >= 0, got {step!r}"[:200]
+    for k in ("exp_avg", "exp_avg_sq"):
+        v = st.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, torch.Tensor):
+            return f"{k} of {what} must be a tensor, got {type(v).__name__}"
+        if tuple(v.shape) != tuple(param.shape):
+            return f"{k} of {what} has shape {list(v.shape)}, the policy's parameter {list(param.shape)}"
+        if v.dtype != param.dtype:
+            return f"{k} of {what} is {v.dtype}, the policy's parameter {param.dtype}"
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            return f"{k} of {what} is not all finite"
+        if k == "exp_avg_sq" and bool((v < 0).any()):
+            return f"exp_avg_sq of {what} has negative entries (a mean of squares)"
     return None
 
 
