@@ -5,15 +5,17 @@ per curriculum stage (`stage_table`, `run_stages`, `variant_table`) and the deci
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
+import numbers
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import DEFAULT_TASK, TASK_FIELDS, ConfigError, to_dict
+from fightlab.config import (DEFAULT_TASK, IMPLIED_FIELDS, TASK_FIELDS, ConfigError, EnvConfig, TrainConfig,
+                             canonical_params, idle_ppo_fields, to_dict)
 from fightlab.paths import REPO_ROOT
 
 
@@ -30,8 +32,6 @@ def _effective_ppo(ppo: dict) -> dict:
     """A row's PPO fields less those that do not act: `desired_kl_per_action` when `desired_kl`
     is set (PPOConfig.kl_target), so a run that sets the old fixed target hashes as the older
     rows that stored no per-action field."""
-    from fightlab.config import idle_ppo_fields
-
     idle = idle_ppo_fields(ppo)
     return {k: v for k, v in ppo.items() if k not in idle}
 
@@ -39,19 +39,20 @@ def _effective_ppo(ppo: dict) -> dict:
 def learner_id(params: dict) -> str:
     """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
     fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
-    which are), and of the reward terms weighted in code (params ``reward_terms``). Runs that differ only in how they were launched (graphs, factor path, seed,
-    nworld) or in code share it; a changed reward weight or learning rate does not."""
-    import hashlib
-
-    from fightlab.config import canonical_params
-
+    which are), and of the reward terms weighted in code (params ``reward_terms``). Runs that
+    differ only in how they were launched (graphs, factor path, seed, nworld) or in code share
+    it; a changed reward weight or learning rate does not."""
     params = canonical_params(params)
     env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
     key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
     if params.get("reward_terms"):  # terms weighted in code (envs.rewards.code_weights)
         key["reward_terms"] = params["reward_terms"]
-    key = json.dumps(key, sort_keys=True)
-    return hashlib.sha1(key.encode()).hexdigest()[:8]
+    return digest(key)
+
+
+def digest(obj) -> str:
+    """8 hex characters: the SHA-1 of ``obj`` as JSON with sorted keys (`learner_id`, `config_id`)."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, object]]:
@@ -61,27 +62,22 @@ def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, objec
     pairs (values as the row stores them; [] when none differ). A field a row does not store
     reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
     before them: the reference solver); list-valued fields compare as tuples."""
-    from fightlab.config import TrainConfig
-
     def norm(x):
         return tuple(x) if isinstance(x, (list, tuple)) else x
-
-    from fightlab.config import IMPLIED_FIELDS
 
     body = body if isinstance(body, str) else params.get("body")
     ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body))
     out = []
     for part in ("ppo", "env"):
         have = params.get(part) or {}
-        if part == "ppo":
-            have = _effective_ppo(have)
+        have = _effective_ppo(have) if part == "ppo" else have
         for k, d in sorted(ref[part].items()):
             name = f"{part}.{k}"
             if name in TASK_FIELDS or (k not in have and name not in IMPLIED_FIELDS):
                 continue
             v = have[k] if k in have else IMPLIED_FIELDS[name]  # a field older rows lack
             if norm(v) != norm(d):
-                out.append((f"{part}.{k}", v))
+                out.append((name, v))
     return out
 
 
@@ -101,8 +97,6 @@ def physics_label(params: dict) -> str:
     added when they are not the defaults', ", explicit damping" without eulerdamp), from its env
     fields (a field it does not store read as `config.IMPLIED_FIELDS` says, else as today's
     default)."""
-    from fightlab.config import IMPLIED_FIELDS, EnvConfig
-
     env, dflt = params.get("env") or {}, EnvConfig()
 
     def get(k):
@@ -124,7 +118,7 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
     solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
     iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
     it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
-    session-7 solves); otherwise the defaults stay.
+    committed solves); otherwise the defaults stay.
 
     ``metric="stage0"`` is the same rule over the first stage's iterations, for a study of runs
     stopped after stage 0 (``published_runs(..., stage_studies=True)`` rows with a ``stage0``
@@ -142,8 +136,6 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
         without a run of the task; a body whose study has no eligible learner of today's
         defaults (nothing to compare against).
     """
-    import numbers
-
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
     if metric not in ("iterations", "stage0"):
@@ -225,9 +217,8 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
         rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g), n_solved=len(its),
                          seeds=", ".join(str(x) for x in sorted(g["seed"])),
                          stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                         stage0_max=g["stage0"].max(), iterations_median=its.median() if len(its) else math.nan,
-                         iterations_min=its.min() if len(its) else math.nan,
-                         iterations_max=its.max() if len(its) else math.nan))
+                         stage0_max=g["stage0"].max(), iterations_median=its.median(),  # NaN when none solved
+                         iterations_min=its.min(), iterations_max=its.max()))
     return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median", "stage0_median"]) \
         .reset_index(drop=True)
 
@@ -259,8 +250,6 @@ def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = Fal
     ``event`` columns are left out. ``packed=True`` keeps packed runs too (a learner study packs
     its variants: packing changes wall time, not iterations). MuJoCo Warp trainings only
     (`backend` "gpu"): the CPU backend's solves are its own headline's."""
-    from fightlab.config import TrainConfig
-
     root = Path(root) if root else REPO_ROOT
     solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
     study = runs["stage_study"] == True if "stage_study" in runs else pd.Series(False, index=runs.index)  # noqa: E712

@@ -13,10 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab import results
-from fightlab.config import DEFAULT_TASK, ConfigError, task_id, to_dict  # noqa: F401  (task_id re-exported)
+from fightlab.config import REFERENCE_SOLVER, DEFAULT_TASK, ConfigError, stage_done, task_id, to_dict
 from fightlab.measure.learners import (learner_changes, learner_diff, learner_id, learner_labels,  # noqa: F401
                                        physics_label, pick_variant, run_stages, stage_iterations, stage_table,
                                        variant_table, with_stage0)
+from fightlab.meta import new_run_id
 from fightlab.measure.summary import (FACTOR_SETUPS, ORIGINAL_STUDY_S, PACKING_KEYS, REFERENCE_VERDICTS,  # noqa: F401
                                       SOLVE_VERDICTS, SUMMARY_KEYS, VOLATILE_PARAMS, code_of, commits_by_time,
                                       commits_in, config_id, cpu_baseline_runs, cpu_headline, factor_comparison,
@@ -65,23 +66,20 @@ def train_row(trainer, res: dict) -> dict:
     if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.run.reference)
         params["reference_eval"] = res["reference_eval"]
     # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
-    auto = next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)
-    if auto is not None:
+    if (auto := next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)) is not None:
         params["nworld_auto"] = auto
     if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
         params["mixed_segments"] = True
     if getattr(trainer, "forked_from", None):  # a continuation of another run's row (fork_if_diverged)
         params["forked_from"] = trainer.forked_from
     # the CPU backend's rows name the CPU model and cores in the gpu column (meta.cpu_label)
-    meta = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed,
-                                params=params, device=cfg.device, backend=cfg.backend,
-                                cores=segs[-1].get("cores"))
-    meta["run_id"] = trainer.run_id
+    row = results.run_metadata(body=cfg.body, nworld=cfg.nworld, seed=cfg.seed, params=params,
+                               device=cfg.device, backend=cfg.backend, cores=segs[-1].get("cores"))
+    row["run_id"] = trainer.run_id
 
     def f(x):
         return float("nan") if x is None else float(x)
 
-    row = dict(meta)
     row.update(
         time_to_solve_s=f(res["time_to_solve_s"]) if res["solved"] else float("nan"),
         iterations=int(res["iterations"]), compile_s=f(res["compile_s"]),
@@ -135,7 +133,6 @@ def fork_if_diverged(trainer, roots) -> str | None:
                 break
         if at is None:
             continue
-        from fightlab.meta import new_run_id
         from fightlab.run.checkpoint import relabel_checkpoints
 
         old = trainer.run_id
@@ -170,8 +167,6 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
       ConfigError: `publish` from a run whose plan did not publish (`trainer.publish`: the gate,
         `run.launch.plan_run`, applied the publish rule before the run), before anything is written.
     """
-    from fightlab.config import stage_done
-
     try:
         if res.get("segment_end"):
             # the run goes on with --resume: its row is written when it solves or runs out of
@@ -226,18 +221,13 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
              local_root: Path = RUNS / "eval") -> dict:
     """Print an evaluation (fightlab.run.evaluate.evaluate) and store it as an `evaluate` row under
     runs/eval/ (always) and data/results/ (with `publish`). Returns the row."""
-    params = dict(checkpoint=str(checkpoint) if checkpoint else None, run_id=res.get("run_id"),
-                  episodes_per_world=res.get("episodes_per_world"),
-                  ckpt_iteration=res.get("ckpt_iteration"), ckpt_solved=res.get("ckpt_solved"),
-                  physics=res.get("physics"), physics_engine=res.get("physics_engine"))
-    row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params,
-                               device=device)
+    params = {k: res.get(k) for k in ("run_id", "episodes_per_world", "ckpt_iteration", "ckpt_solved", "physics",
+                                      "physics_engine")}
+    params["checkpoint"] = str(checkpoint) if checkpoint else None
+    row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params, device=device)
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
-               amplitude=float(res["amplitude"]), episodes=int(res["episodes"]),
-               fall_rate=float(res["fall_rate"]), tracking=float(res["tracking"]),
-               mean_episode_s=float(res["mean_episode_s"]),
-               overflow_count=int(res["overflow_count"]), nan_resets=int(res["nan_resets"]),
-               tracking_survived=float(res["tracking_survived"]))
+               **{k: float(res[k]) for k in ("amplitude", "fall_rate", "tracking", "mean_episode_s", "tracking_survived")},
+               **{k: int(res[k]) for k in ("episodes", "overflow_count", "nan_resets")})
     results.publish_row("evaluate", row, publish, local_root, device)
     print(f"evaluate {res['body']}: {_policy_label(res)}; {_physics_text(res.get('physics'))}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
@@ -253,8 +243,6 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
 def _physics_text(physics) -> str:
     """Which physics an evaluation ran, from its `physics` (`config.training_physics`: the solver
     fields): "physics=reference (Newton 10/20 …)" or "physics=training (Newton 2/4 …)"."""
-    from fightlab.config import REFERENCE_SOLVER
-
     if not isinstance(physics, dict):
         return "physics=unrecorded"
     ref = all(physics.get(k) == v for k, v in REFERENCE_SOLVER.items())

@@ -4,6 +4,7 @@ comparison and the throughput of packed runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -12,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fightlab import results
-from fightlab.config import DEFAULT_TASK, TASK_FIELDS, ConfigError, task_id
-from fightlab.measure.learners import learner_changes, learner_id
+from fightlab import bodies, meta, results
+from fightlab.config import (DEFAULT_TASK, REFERENCE_SOLVER, TASK_FIELDS, ConfigError, EnvConfig, PPOConfig,
+                             TrainConfig, canonical_params, task_id)
+from fightlab.measure.learners import digest, learner_changes, learner_id
 from fightlab.paths import REPO_ROOT
 
 
@@ -32,10 +34,7 @@ def _sparse_tree(body: str) -> bool | None:
     """True when ``body`` has a kinematic tree over MuJoCo Warp's dense limit
     (``types.M_BLOCK_DENSE_MAX``, 64 DOF): its mass matrix takes the sparse path, which training
     replaces with fightlab's tree factor (``TrainConfig.tree_factor``). None for an unknown body."""
-    import numpy as np
     from mujoco_warp._src.types import M_BLOCK_DENSE_MAX
-
-    from fightlab import bodies
 
     if body not in bodies.BODIES:
         return None
@@ -55,15 +54,12 @@ def factor_setup(body: str, params: dict) -> str:
     sparse = _sparse_tree(body)
     if sparse is None:
         return "unknown body"
-    if params.get("backend") == "cpu":
-        return "cpu backend" + (" (mixed segments)" if params.get("mixed_segments") else "")
-    if not sparse:
-        return "dense" + (" (mixed segments)" if params.get("mixed_segments") else "")
+    mixed = " (mixed segments)" if params.get("mixed_segments") else ""
+    if params.get("backend") == "cpu" or not sparse:
+        return ("cpu backend" if params.get("backend") == "cpu" else "dense") + mixed
     if params.get("tree_factor") is not True:
-        setup = "stock factor"
-    else:
-        setup = f"tree factor, {params.get('tree_factor_variant') or 'global'}"
-    return setup + (" (mixed segments)" if params.get("mixed_segments") else "")
+        return "stock factor" + mixed
+    return f"tree factor, {params.get('tree_factor_variant') or 'global'}" + mixed
 
 
 def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.DataFrame:
@@ -88,9 +84,8 @@ def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
-    df["concurrent"] = [x["concurrent"] for x in packs]
-    df["mps"] = [x["mps"] for x in packs]
-    df["gpu_jobs"] = [x["gpu_jobs"] for x in packs]
+    for k in ("concurrent", "mps", "gpu_jobs"):
+        df[k] = [x[k] for x in packs]
     df["shared_gpu"] = df["concurrent"]
     df["host_jobs"] = df["gpu_jobs"]
     df["setup"] = [factor_setup(b, p) for b, p in zip(df["body"], params)]
@@ -99,8 +94,7 @@ def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.
     df["learner"] = [learner_id(p) for p in params]
     df["code"] = [code_of(c) for c in df["commit"]]
     df["backend"] = [physics_backend(p) for p in params]
-    passed = df["reference_passed"] if "reference_passed" in df else pd.Series([None] * len(df), index=df.index)
-    df["reference"] = [reference_verdict(x, p) for x, p in zip(passed, params)]
+    df["reference"] = [reference_verdict(x, p) for x, p in zip(df["reference_passed"], params)]
     df["curriculum_solved"] = df["solved"] == True  # noqa: E712
     df["solved"] = df["curriculum_solved"] & df["reference"].isin(SOLVE_VERDICTS)
     df["stage_study"] = pd.Series([p.get("stop_after_stage") is not None for p in params], index=df.index, dtype=bool)
@@ -122,8 +116,6 @@ def reference_verdict(passed, params: dict) -> str:
     False as written, or as read back: "True", 1.0; empty or NaN: no check) and its params
     (the training physics: `config.training_physics` of its env fields, a field it does not
     store read as `config.IMPLIED_FIELDS` says)."""
-    from fightlab.config import REFERENCE_SOLVER
-
     if isinstance(passed, str):
         passed = {"true": True, "false": False}.get(passed.strip().lower())
     elif isinstance(passed, (int, float, np.bool_)) and not (isinstance(passed, float) and math.isnan(passed)):
@@ -173,10 +165,6 @@ def task_of(params: dict) -> str:
     fit its field (such a row never counts as a solve of the task)."""
     if params.get("task"):
         return str(params["task"])
-    import dataclasses
-
-    from fightlab.config import EnvConfig, PPOConfig, TrainConfig
-
     parts = {"": {}, "env": {}, "ppo": {}}
     for name in TASK_FIELDS:
         part, key = name.split(".", 1) if "." in name else ("", name)
@@ -207,12 +195,7 @@ def config_id(params: dict) -> str:
     does not). The factor switch and the per-segment record (commit, kernel variant, sharing) are
     volatile here because :data:`SUMMARY_KEYS` keeps them apart already (``setup``, ``code``),
     so runs with and without the tree factor share a config id and can be compared."""
-    import hashlib
-
-    from fightlab.config import canonical_params
-
-    keep = {k: v for k, v in canonical_params(params).items() if k not in VOLATILE_PARAMS}
-    return hashlib.sha1(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:8]
+    return digest({k: v for k, v in canonical_params(params).items() if k not in VOLATILE_PARAMS})
 
 
 #: solve_summary's grouping: rows of different bodies, factor paths, training code (``code``:
@@ -225,9 +208,7 @@ def code_of(commit) -> str:
     """A train row's ``code`` key: `fightlab.meta.training_code_id` of its commit (commits whose
     training code is identical share it), else ``"commit <commit>"`` (never pooled with another
     commit: no git history here, a dirty or unknown commit, a synthetic row)."""
-    from fightlab.meta import training_code_id
-
-    return training_code_id(str(commit)) or f"commit {commit}"
+    return meta.training_code_id(str(commit)) or f"commit {commit}"
 
 
 def with_code(df: pd.DataFrame) -> pd.DataFrame:
@@ -317,13 +298,11 @@ def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
 
     Raises:
       ConfigError: a backend other than "gpu" / "cpu"."""
-    from fightlab.meta import is_cpu_label
-
     if backend not in ("gpu", "cpu"):
         raise ConfigError(f"headline backend must be 'gpu' or 'cpu', got {backend!r}")
     s = summary[summary["n_solo"] > 0]
     s = s[s.index.get_level_values("task") == DEFAULT_TASK]
-    s = s[[is_cpu_label(g) == (backend == "cpu") for g in s.index.get_level_values("gpu")]]
+    s = s[[meta.is_cpu_label(g) == (backend == "cpu") for g in s.index.get_level_values("gpu")]]
     if backend == "gpu" and "learner_changes" in s:
         s = s[s["learner_changes"] == "defaults"]
     if s.empty:
@@ -398,8 +377,6 @@ def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataF
       ValueError: ``body`` is not a fightlab body, or has no tree over 64 DOF (names the bodies
         that have one).
     """
-    from fightlab import bodies
-
     sparse = _sparse_tree(body)
     if sparse is None:
         raise ValueError(f"factor_comparison: unknown body {body!r}; bodies: {sorted(bodies.BODIES)}")

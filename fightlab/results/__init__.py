@@ -21,6 +21,8 @@ import json
 import math
 import numbers
 import re
+import shutil
+import types
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import meta
+from fightlab.errors import ConfigError
 from fightlab.meta import PACKING_ENV, _count, _flag, packing_from_env  # noqa: F401  (re-exported)
 from fightlab.paths import REPO_ROOT
 from fightlab.results.curves import (CURVE_LEGACY_SUFFIX, CURVE_SUFFIX, TRAIN_CURVE_COLUMNS, curve_path,
@@ -42,10 +45,6 @@ __all__ = ["META_COLUMNS", "EXPERIMENTS", "REFERENCE_COLUMNS", "columns", "regis
            "params_json", "validate_row", "append_row", "publish_row", "publish_lock", "MalformedRowError",
            "read_rows", "read_text", "read_file", "results_path", "write_curve", "read_curve", "curve_path",
            "CURVE_SUFFIX", "CURVE_LEGACY_SUFFIX", "TRAIN_CURVE_COLUMNS", "packing_of", "scratch_root"]
-
-
-# ----------------------------------------------------------------------------------------------
-# metadata
 
 
 def _json_default(obj: Any) -> Any:
@@ -139,26 +138,14 @@ def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any]
     Raises:
         ValueError: bad ``body``/``nworld``/``seed``; TypeError: params not JSON serialisable.
     """
-    row = {
-        "run_id": meta.new_run_id(),
-        "time": meta.utc_now(),
-        "commit": meta.git_commit(),
-        "host": meta.host_name(),
-        "gpu": meta.cpu_label(cores) if backend == "cpu" else meta.gpu_name(device),
-        "driver": "" if backend == "cpu" else meta.driver_version(),
-        **meta.package_versions(),
-        "body": body,
-        "nworld": nworld,
-        "seed": seed,
-        "params": _with_packing(params_json(params)),
-    }
+    cpu = backend == "cpu"
+    row = dict(run_id=meta.new_run_id(), time=meta.utc_now(), commit=meta.git_commit(), host=meta.host_name(),
+               gpu=meta.cpu_label(cores) if cpu else meta.gpu_name(device), driver="" if cpu else meta.driver_version(),
+               **meta.package_versions(), body=body, nworld=nworld, seed=seed,
+               params=_with_packing(params_json(params)))
     row = {c: row[c] for c in META_COLUMNS}
     _check_meta(row)
     return row
-
-
-# ----------------------------------------------------------------------------------------------
-# validation
 
 
 def _is_int(v: Any) -> bool:
@@ -208,14 +195,10 @@ def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
     cols = columns(experiment)
     if not isinstance(row, Mapping):
         raise ValueError(f"row must be a dict, got {type(row).__name__}")
-    missing = [c for c in cols if c not in row]
-    if missing:
+    if missing := [c for c in cols if c not in row]:
         raise ValueError(f"{experiment!r} row is missing column(s) {missing}")
-    extra = [c for c in row if c not in cols]
-    if extra:
-        raise ValueError(
-            f"{experiment!r} row has unexpected column(s) {extra}; columns are {list(cols)}"
-        )
+    if extra := [c for c in row if c not in cols]:
+        raise ValueError(f"{experiment!r} row has unexpected column(s) {extra}; columns are {list(cols)}")
     _check_meta(row)
     for col in EXPERIMENTS[experiment]:
         v = row[col]
@@ -227,10 +210,6 @@ def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
             raise ValueError(f"column {col!r} must be finite (use None/NaN for 'not measured'), got {v!r}")
 
 
-# ----------------------------------------------------------------------------------------------
-# files
-
-
 def scratch_root(path: Path | str) -> Path:
     """A fresh local results root for one unpublished run: ``path/data`` is removed so rows of an
     earlier run (possibly with an older schema) do not mix in. Refuses any path that is not
@@ -239,8 +218,6 @@ def scratch_root(path: Path | str) -> Path:
     Returns:
         ``Path(path)``. Raises ValueError for a path outside ``runs/``.
     """
-    import shutil
-
     p = Path(path)
     r, repo = p.resolve(), REPO_ROOT.resolve()
     in_repo = r == repo or repo in r.parents
@@ -261,7 +238,6 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     (params ``backend: "cpu"``, its ``gpu`` column naming the CPU and cores,
     `fightlab.meta.cpu_label`), at full size where the row records a size; a train row at a
     training's full size (its nworld and params' max_iterations and curriculum)."""
-    from fightlab.config import ConfigError
     from fightlab.publish import check_publish
 
     if not _in_repo_data(results_path(experiment, root), REPO_ROOT):
@@ -276,8 +252,6 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
     size = params.get("size")
     training = None
     if experiment == "train":  # a training publishes at full size (publish.training_size_problem)
-        import types
-
         from fightlab.config import TrainConfig
 
         dflt = TrainConfig()
@@ -356,10 +330,9 @@ def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Pat
 
 def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     cols = columns(experiment)
-    exists = path.exists() and path.stat().st_size > 0
     line = pd.DataFrame([{c: row[c] for c in cols}], columns=list(cols)).to_csv(
         index=False, header=False, lineterminator="\n")
-    if not exists:
+    if not (path.exists() and path.stat().st_size > 0):
         atomic_write(path, ",".join(cols) + "\n" + line)
         return path
     _migrate_older(path, experiment)  # a file of an older schema gains the new columns, empty
@@ -404,14 +377,9 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
     if not added:
         _check_header(path, experiment)
     _records(path, len(cols) - len(added))
-    na = ["", "nan", "NaN"]
     try:
-        df = pd.read_csv(
-            path,
-            dtype={c: str for c in (*_META_STR, *_META_INT)},
-            keep_default_na=False,
-            na_values={c: na for c in EXPERIMENTS[experiment]},
-        )
+        df = pd.read_csv(path, dtype={c: str for c in (*_META_STR, *_META_INT)}, keep_default_na=False,
+                         na_values={c: ["", "nan", "NaN"] for c in EXPERIMENTS[experiment]})
     except ValueError as e:
         raise MalformedRowError(f"{path}: malformed rows ({e})") from None
     for c in _META_INT:  # integer cells, checked one by one so that a bad one is named with its line

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fightlab.errors import ConfigError
 from fightlab.results.files import MalformedRowError, _in_repo_data, _records, publish_lock, read_text
 from fightlab.results.schema import _SAFE_ID
 from fightlab.rundir import atomic_write
@@ -63,7 +64,6 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
     """
     path, legacy = _curve_files(run_id, root)
     if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
-        from fightlab.config import ConfigError
         from fightlab.publish import check_publish
 
         if device is None:

@@ -164,10 +164,8 @@ def _experiment(experiment: str) -> tuple[str, ...]:
     try:
         return EXPERIMENTS[experiment]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown experiment {experiment!r}; choices: {sorted(EXPERIMENTS)} "
-            "(add one with fightlab.results.register_experiment)"
-        ) from None
+        raise ValueError(f"unknown experiment {experiment!r}; choices: {sorted(EXPERIMENTS)} "
+                         "(add one with fightlab.results.register_experiment)") from None
 
 
 def columns(experiment: str) -> tuple[str, ...]:
@@ -200,11 +198,9 @@ def register_experiment(name: str, metrics: tuple[str, ...] | list[str]) -> tupl
             raise ValueError(f"metric column of {name!r} must match [a-z][a-z0-9_]*, got {col!r}")
         if col in META_COLUMNS:
             raise ValueError(f"metric column {col!r} of {name!r} clashes with a metadata column")
-    dup = sorted({c for c in metrics if metrics.count(c) > 1})
-    if dup:
+    if dup := sorted({c for c in metrics if metrics.count(c) > 1}):
         raise ValueError(f"experiment {name!r}: duplicate metric columns {dup}")
-    old = EXPERIMENTS.get(name)
-    if old is not None and old != metrics:
+    if (old := EXPERIMENTS.get(name)) is not None and old != metrics:
         raise ValueError(f"experiment {name!r} is already registered with columns {old}, not {metrics}")
     EXPERIMENTS[name] = metrics
     return metrics
