@@ -22,7 +22,7 @@ from fightlab.measure.summary import (FACTOR_SETUPS, ORIGINAL_STUDY_S, PACKING_K
                                       SOLVE_VERDICTS, SUMMARY_KEYS, VOLATILE_PARAMS, code_of, commits_by_time,
                                       commits_in, config_id, cpu_baseline_runs, cpu_headline, factor_comparison,
                                       factor_setup, headline, no_headline_note, original_comparison,
-                                      packed_throughput, published_runs, reference_verdict, run_wall_s,
+                                      packed_throughput, physics_backend, published_runs, reference_verdict, run_wall_s,
                                       solve_summary, task_of, with_code)
 from fightlab.paths import REPO_ROOT, RUNS
 
