@@ -226,8 +226,9 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
     params["checkpoint"] = str(checkpoint) if checkpoint else None
     row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params, device=device)
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
-               **{k: float(res[k]) for k in ("amplitude", "fall_rate", "tracking", "mean_episode_s", "tracking_survived")},
-               **{k: int(res[k]) for k in ("episodes", "overflow_count", "nan_resets")})
+               **{k: int(res[k]) for k in ("episodes", "overflow_count", "nan_resets")},
+               **{k: float(res[k]) for k in ("amplitude", "fall_rate", "tracking", "mean_episode_s",
+                                             "tracking_survived")})
     results.publish_row("evaluate", row, publish, local_root, device)
     print(f"evaluate {res['body']}: {_policy_label(res)}; {_physics_text(res.get('physics'))}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
