@@ -248,9 +248,9 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
     that ran on the host beside any of them (gpu_jobs, and its older name host_jobs), and the
     newest solo run's time (latest; the newest run of any kind where there is no solo run), and
     ``learner_changes`` (:func:`learner_changes` of the group's first row: "defaults" for today's
-    learner and training physics of its body). Runs
-    that shared the GPU, packed with or without MPS (or did not solve), are counted apart
-    (n_shared, n_unsolved) and not summarised: their times are :func:`packed_throughput`'s.
+    learner and training physics of its body). Runs that shared the GPU, packed with or without
+    MPS (or did not solve), are counted apart (n_shared, n_unsolved) and not summarised: their
+    times are :func:`packed_throughput`'s.
 
     Args:
       df: :func:`published_runs` (needs its `setup`, `config`, `concurrent` and `gpu_jobs`
@@ -265,11 +265,9 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
         alone = g["concurrent"] == 1
         solo = g[solved & alone]
         rows.append(dict(zip(SUMMARY_KEYS, keys), commits=commits_in(g),
-                         commit=commits_by_time(solo if len(solo) else g).iloc[-1],
-                         n_solo=len(solo),
-                         n_shared=int((~alone).sum()),
-                         n_unsolved=int((~solved & alone).sum()),
-                         **_solve_times(solo), iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
+                         commit=commits_by_time(solo if len(solo) else g).iloc[-1], n_solo=len(solo),
+                         n_shared=int((~alone).sum()), n_unsolved=int((~solved & alone).sum()), **_solve_times(solo),
+                         iterations_min=solo["iterations"].min(), iterations_max=solo["iterations"].max(),
                          compile_s_median=solo["compile_s"].median(),
                          env_steps_per_s_median=solo["env_steps_per_s"].median(),
                          rollout_s_per_iter=solo["rollout_s_per_iter"].median(),

@@ -103,13 +103,9 @@ def _with_packing(params: str) -> str:
     """Add the launcher's packing (:func:`packing_from_env`: concurrent, mps, gpu_jobs) to a
     params JSON string when a packing variable is set, keeping any the params say already:
     CPU-side numbers (launch overhead, numpy baselines) depend on it."""
-    pack = packing_from_env()
-    if pack is None:
+    if (pack := packing_from_env()) is None:
         return params
-    d = json.loads(params)
-    for k, v in pack.items():
-        d.setdefault(k, v)
-    return json.dumps(d, sort_keys=True, allow_nan=True)
+    return json.dumps({**pack, **json.loads(params)}, sort_keys=True, allow_nan=True)
 
 
 def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any,
@@ -275,13 +271,10 @@ def _older_schema(path: Path, experiment: str) -> list[str] | None:
 def _migrate_older(path: Path, experiment: str) -> None:
     """Rewrite a file of an older schema version under the current header, its rows' new
     columns empty (not measured), atomically. Leaves any other file alone."""
-    added = _older_schema(path, experiment)
-    if not added:
-        return
-    lines, _, _ = _records(path, len(_header(path)))
-    pad = "," * len(added)
-    text = ",".join(columns(experiment)) + "\n" + "".join(ln + pad + "\n" for ln in lines[1:])
-    atomic_write(path, text)
+    if added := _older_schema(path, experiment):
+        lines, _, _ = _records(path, len(_header(path)))
+        pad = "," * len(added)
+        atomic_write(path, ",".join(columns(experiment)) + "\n" + "".join(ln + pad + "\n" for ln in lines[1:]))
 
 
 def _check_header(path: Path, experiment: str) -> None:
