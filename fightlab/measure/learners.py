@@ -1,0 +1,281 @@
+"""Learner studies over published train rows: which learner a run trained (`learner_id`, what it
+changed from its body's defaults: `learner_diff`, `learner_changes`, `physics_label`), iterations
+per curriculum stage (`stage_table`, `run_stages`, `variant_table`) and the decision rule
+(`pick_variant`: the best mean adopted past a 5 % margin)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fightlab import results
+from fightlab.config import (DEFAULT_TASK, IMPLIED_FIELDS, TASK_FIELDS, ConfigError, EnvConfig, TrainConfig,
+                             canonical_params, idle_ppo_fields, to_dict)
+from fightlab.paths import REPO_ROOT
+
+
+def stage_iterations(curve: pd.DataFrame) -> pd.Series:
+    """Iterations a run spent in each curriculum stage, from its per-iteration curve (columns
+    ``stage``, ``event``; rows.csv or data/curves/<run_id>.csv.gz): index the stage (0 = a 0.1), values
+    the counts (int). The row of a widening belongs to the stage it left; the solving row to the
+    last stage."""
+    stage = pd.to_numeric(curve["stage"]).astype(int) - (curve["event"] == "widen").astype(int)
+    return stage.value_counts().sort_index().rename("iterations").rename_axis("stage")
+
+
+def _effective_ppo(ppo: dict) -> dict:
+    """A row's PPO fields less those that do not act: `desired_kl_per_action` when `desired_kl`
+    is set (PPOConfig.kl_target), so a run that sets the old fixed target hashes as the older
+    rows that stored no per-action field."""
+    idle = idle_ppo_fields(ppo)
+    return {k: v for k, v in ppo.items() if k not in idle}
+
+
+def learner_id(params: dict) -> str:
+    """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
+    fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
+    which are), and of the reward terms weighted in code (params ``reward_terms``). Runs that
+    differ only in how they were launched (graphs, factor path, seed, nworld) or in code share
+    it; a changed reward weight or learning rate does not."""
+    params = canonical_params(params)
+    env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
+    key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
+    if params.get("reward_terms"):  # terms weighted in code (envs.rewards.code_weights)
+        key["reward_terms"] = params["reward_terms"]
+    return digest(key)
+
+
+def digest(obj) -> str:
+    """8 hex characters: the SHA-1 of ``obj`` as JSON with sorted keys (`learner_id`, `config_id`)."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, object]]:
+    """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
+    ``config.TASK_FIELDS``) that differ from today's defaults for its body (``body``, else params
+    ``body``, else TrainConfig's; `config.body_ppo`), as sorted ``("ppo.init_std", 0.2)``
+    pairs (values as the row stores them; [] when none differ). A field a row does not store
+    reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
+    before them: the reference solver); list-valued fields compare as tuples."""
+    def norm(x):
+        return tuple(x) if isinstance(x, (list, tuple)) else x
+
+    body = body if isinstance(body, str) else params.get("body")
+    ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body))
+    out = []
+    for part in ("ppo", "env"):
+        have = params.get(part) or {}
+        have = _effective_ppo(have) if part == "ppo" else have
+        for k, d in sorted(ref[part].items()):
+            name = f"{part}.{k}"
+            if name in TASK_FIELDS or (k not in have and name not in IMPLIED_FIELDS):
+                continue
+            v = have[k] if k in have else IMPLIED_FIELDS[name]  # a field older rows lack
+            if norm(v) != norm(d):
+                out.append((name, v))
+    return out
+
+
+def learner_changes(params: dict, body: str | None = None) -> str:
+    """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; the training physics,
+    when any of its solver fields differs, as one :func:`physics_label` at the end; ``"defaults"``
+    when no learner field differs from today's defaults."""
+    diff = learner_diff(params, body)
+    out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
+    if len(out) < len(diff):
+        out.append(physics_label(params))
+    return ", ".join(out) or "defaults"
+
+
+def physics_label(params: dict) -> str:
+    """A row's training physics in a few words, ``"Newton 10/20 with qacc_smooth"`` (tolerances
+    added when they are not the defaults', ", explicit damping" without eulerdamp), from its env
+    fields (a field it does not store read as `config.IMPLIED_FIELDS` says, else as today's
+    default)."""
+    env, dflt = params.get("env") or {}, EnvConfig()
+
+    def get(k):
+        return env[k] if k in env else IMPLIED_FIELDS.get(f"env.{k}", getattr(dflt, k))
+
+    text = (f"Newton {get('solver_iterations')}/{get('solver_ls_iterations')} "
+            f"{'with' if get('solver_qacc_smooth') else 'without'} qacc_smooth")
+    tol = (get("solver_tolerance"), get("solver_ls_tolerance"))
+    if tol != (dflt.solver_tolerance, dflt.solver_ls_tolerance):
+        text += f" tol {tol[0]:g}/{tol[1]:g}"
+    if not get("solver_eulerdamp"):
+        text += ", explicit damping"
+    return text
+
+
+def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterations") -> pd.DataFrame:
+    """A learner study's decision rule (bench/NOTES.md), per body of ``runs``
+    (:func:`published_runs` rows of one study, packed or not; MuJoCo Warp's): among the learners whose every run
+    solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
+    iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
+    it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
+    committed solves); otherwise the defaults stay.
+
+    ``metric="stage0"`` is the same rule over the first stage's iterations, for a study of runs
+    stopped after stage 0 (``published_runs(..., stage_studies=True)`` rows with a ``stage0``
+    column, :func:`with_stage0`): eligible are the learners whose every run ended stage 0
+    (stage0 > 0) over ≥ 2 distinct seeds.
+
+    Returns:
+      one row per body: ``defaults_mean`` and ``best_mean`` (iterations), ``best`` (its
+      :func:`learner_changes`), ``adopt`` (bool), ``sets`` (``key=value`` for ``--set``, values
+      as JSON, that run the chosen learner under today's defaults: list of str, [] when the
+      defaults stay) and ``variants`` (changes → mean iterations, over the eligible learners).
+    Raises:
+      ConfigError: ``margin`` not a number in [0, 1); ``metric`` not "iterations" or
+        "stage0"; ``runs`` without published_runs' columns (and ``stage0`` for that metric) or
+        without a run of the task; a body whose study has no eligible learner of today's
+        defaults (nothing to compare against).
+    """
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
+        raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
+    if metric not in ("iterations", "stage0"):
+        raise ConfigError(f"metric must be 'iterations' or 'stage0', got {metric!r}")
+    need = {"run_id", "body", "seed", "solved", "iterations", "params", "task", "backend"} | (
+        {"stage0"} if metric == "stage0" else set())
+    if not need <= set(runs.columns):
+        raise ConfigError(f"pick_variant needs published_runs rows (columns {sorted(need)}), "
+                          f"missing {sorted(need - set(runs.columns))}")
+    tasks = sorted(set(map(str, runs["task"])))
+    runs = runs[(runs["task"] == DEFAULT_TASK) & (runs["backend"] == "gpu")]  # MuJoCo Warp trainings
+    if runs.empty:
+        raise ConfigError(f"pick_variant: no runs of task {DEFAULT_TASK!r} (tasks seen: {tasks or 'none'})")
+    out = []
+    for body, g in runs.groupby("body", sort=True):
+        params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
+        g = g.assign(changes=[learner_changes(params[i], body) for i in g["run_id"]])
+        means, sets = {}, {}
+        for changes, v in g.groupby("changes", sort=False):
+            # eligible: every run solved (or ended stage 0) with a known count, over >= 2 distinct seeds
+            counts = pd.to_numeric(v[metric], errors="coerce")
+            done = (counts > 0).all() if metric == "stage0" else (v["solved"] == True).all()  # noqa: E712
+            if v["seed"].nunique() >= 2 and done and np.isfinite(counts.to_numpy(dtype=float)).all():
+                means[changes] = float(counts.mean())
+                sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]], body)]
+        if "defaults" not in means:
+            what = "seeds that ended stage 0" if metric == "stage0" else "solved seeds"
+            raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
+                              f">= 2 {what} (have {sorted(means) or 'none'})")
+        best = min(means, key=lambda k: (means[k], k != "defaults"))  # a tie keeps the defaults
+        adopt = best != "defaults" and means[best] < (1 - margin) * means["defaults"]
+        out.append(dict(body=body, defaults_mean=means["defaults"], best=best, best_mean=means[best],
+                        adopt=adopt, sets=sets[best] if adopt else [], variants=means))
+    return pd.DataFrame(out, columns=["body", "defaults_mean", "best", "best_mean", "adopt", "sets", "variants"])
+
+
+def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """``runs`` (:func:`published_runs`, ``stage_studies=True`` for runs stopped after stage 0)
+    with a ``stage0`` column: the first stage's iterations (:func:`run_stages`, curves under
+    ``root``, default the repository), 0 for a run without an ended stage 0 or its curve."""
+    if "run_id" not in runs:
+        raise ConfigError(f"with_stage0 needs published_runs rows (a run_id column), got columns {list(runs.columns)}")
+    per_run = run_stages(runs, root) if not runs.empty else pd.DataFrame(columns=["stage0"])
+    s0 = per_run["stage0"] if len(per_run) else pd.Series(dtype=float)
+    return runs.assign(stage0=[float(s0.get(i, 0)) for i in runs["run_id"]])
+
+
+def learner_labels(runs: pd.DataFrame) -> dict:
+    """(body, learner id) (:func:`learner_id`) → :func:`learner_changes` of its first row in
+    ``runs`` (:func:`published_runs`): a legend that says what a learner changed from its body's
+    defaults (one learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
+    out: dict = {}
+    for r in runs.itertuples():
+        if (r.body, r.learner) not in out:
+            out[(r.body, r.learner)] = learner_changes(json.loads(r.params or "{}"), r.body)
+    return out
+
+
+def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """A learner study's table: per (body, learner) over the runs of the task in ``runs``
+    (:func:`published_runs`, with ``stage_studies=True`` to count the runs stopped after stage
+    0) that solved or ended stage 0 by `stop_after_stage`, packed or solo (packing changes wall
+    time, not iterations), that have curves: ``changes`` (:func:`learner_changes`), ``n`` runs,
+    ``n_solved``, ``seeds``, median / min / max ``stage0`` iterations (the first stage, a = 0.1,
+    over all n) and median / min / max ``iterations`` to solve (over the solved runs; NaN
+    without one). Sorted by body, then median iterations, then median stage 0. Empty (same
+    columns) without such runs."""
+    cols = ["body", "learner", "changes", "n", "n_solved", "seeds", "stage0_median", "stage0_min", "stage0_max",
+            "iterations_median", "iterations_min", "iterations_max"]
+    per_run = run_stages(runs, root)
+    per_run = per_run[per_run["stage0"] > 0] if not per_run.empty else per_run
+    if per_run.empty:
+        return pd.DataFrame(columns=cols)
+    changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body) for r in runs.itertuples()}
+    per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
+    rows = []
+    for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
+        its = g["iterations"].dropna()
+        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g), n_solved=len(its),
+                         seeds=", ".join(str(x) for x in sorted(g["seed"])),
+                         stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
+                         stage0_max=g["stage0"].max(), iterations_median=its.median(),  # NaN when none solved
+                         iterations_min=its.min(), iterations_max=its.max()))
+    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median", "stage0_median"]) \
+        .reset_index(drop=True)
+
+
+def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
+    """Per run of the task with a curve that solved or ended a stage by `stop_after_stage`,
+    packed or solo (:func:`stage_table` with ``packed=True``): body, learner, nworld, seed,
+    solved, iterations (to solve, summed over the stages; NaN for a run that did not solve) and
+    stage0 (the first stage's; 0 where the curve has none), indexed by run_id. Empty without
+    such runs."""
+    t = stage_table(runs, root, packed=True) if not runs.empty else pd.DataFrame()
+    if t.empty:
+        return pd.DataFrame(columns=["body", "learner", "nworld", "seed", "solved", "iterations", "stage0"])
+    per_run = t.groupby("run_id").agg(body=("body", "first"), learner=("learner", "first"),
+                                      nworld=("nworld", "first"), seed=("seed", "first"),
+                                      solved=("solved", "first"), iterations=("iterations", "sum"))
+    per_run["iterations"] = per_run["iterations"].where(per_run["solved"].astype(bool)).astype(float)
+    per_run["stage0"] = t[t["stage"] == 0].set_index("run_id")["iterations"].reindex(per_run.index).fillna(0)
+    return per_run
+
+
+def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = False) -> pd.DataFrame:
+    """Iterations per curriculum stage of every solo run of the task itself in ``runs``
+    (:func:`published_runs`) that solved, or that ended stages by `stop_after_stage` (a
+    ``stage_study`` row: only the stages it ended, each by a widening), and has its curve under
+    ``root`` (default: the repository), one row per (run, stage): run_id, body, learner
+    (:func:`learner_id`: old and new learner defaults are different groups), commit, nworld,
+    seed, concurrent, solved, stage, amplitude, iterations. Curves without the ``stage`` and
+    ``event`` columns are left out. ``packed=True`` keeps packed runs too (a learner study packs
+    its variants: packing changes wall time, not iterations). MuJoCo Warp trainings only
+    (`backend` "gpu"): the CPU backend's solves are its own headline's."""
+    root = Path(root) if root else REPO_ROOT
+    solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
+    study = runs["stage_study"] == True if "stage_study" in runs else pd.Series(False, index=runs.index)  # noqa: E712
+    keep = runs[((runs["solved"] == True) | study) & solo  # noqa: E712
+                & (runs["task"] == DEFAULT_TASK) & (runs["backend"] == "gpu")]
+    amps = TrainConfig().curriculum_stages
+    rows = []
+    for r in keep.itertuples():
+        if not results.curve_path(r.run_id, root).exists():
+            continue
+        curve = results.read_curve(r.run_id, root)
+        if not {"stage", "event"} <= set(curve.columns):
+            continue  # a curve without the curriculum columns (not a training's rows.csv)
+        if curve.empty:
+            raise results.MalformedRowError(f"{results.curve_path(r.run_id, root)}: the curve has a header and "
+                                            "no rows (its run's row says it trained)")
+        solved = r.solved == True  # noqa: E712
+        ended = len(amps) if solved else int((curve["event"] == "widen").sum())  # stages it finished
+        for stage, n in stage_iterations(curve).items():
+            if stage >= ended:
+                continue  # the stage a stopped run was in: not ended, not a measurement
+            rows.append(dict(run_id=r.run_id, body=r.body, learner=r.learner, commit=r.commit,
+                             nworld=int(r.nworld), seed=r.seed,
+                             concurrent=int(r.concurrent) if r.concurrent == r.concurrent else None,  # NaN: unrecorded
+                             solved=bool(solved), stage=int(stage),
+                             amplitude=amps[stage] if 0 <= stage < len(amps) else float("nan"),
+                             iterations=int(n)))
+    return pd.DataFrame(rows, columns=["run_id", "body", "learner", "commit", "nworld", "seed", "concurrent",
+                                       "solved", "stage", "amplitude", "iterations"])
