@@ -20,7 +20,7 @@ WIDTH = 100
 
 HEADER = """# Command-line reference
 
-Generated from the parser of `python -m fightlab` (`fightlab/cli.py`) by `fightlab/clidoc.py`; do
+Generated from the parser of `python -m fightlab` (`fightlab/cliparser.py`) by `fightlab/clidoc.py`; do
 not edit by hand. Regenerate with `.venv/bin/python -m fightlab.clidoc > docs/cli.md` (a test
 fails when this page and the parser differ). What the commands do and how they behave together
 (batches, sweeps, run folders, resume, publishing, graphs): [cli-guide.md](cli-guide.md).
