@@ -349,11 +349,10 @@ def post_step(
     finite, nefc_over, con_over, tilt, touch = _checks(worldid, torso_id, nconmax, qpos_in, qvel_in, xmat_in,
                                                        task, overflow_out, ncon_out, bad_contact_out, counters_out)
     steps = step_count_out[worldid] + 1
-    amp = amp_in[worldid]
     row = _table_row(_rhythm_phase(steps - 1, task), table.shape[0])
     reward = float(0.0)
     if finite:
-        r = RewardIn(worldid, row, amp, act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
+        r = RewardIn(worldid, row, amp_in[worldid], act_qadr, act_dadr, ctrl_stance, table, torso_id, z_stance,
                      qpos_in, qvel_in, xmat_in, action_in, prev_action_out)
         reward = weighted_sum(r, task.reward_w, task.dt, reward_terms_out)
         for i in range(act_qadr.shape[0]):
@@ -363,8 +362,8 @@ def post_step(
     if fall:
         reward = reward - task.fall_penalty
         reward_terms_out[worldid, REWARD_FALL] = reward_terms_out[worldid, REWARD_FALL] - task.fall_penalty
-    _accumulate(worldid, finite, qpos_in[worldid, 2] - z_stance, amp * table[row, act_qadr.shape[0] + COL_PELVIS],
-                reward, ep_acc_out)
+    _accumulate(worldid, finite, qpos_in[worldid, 2] - z_stance,
+                amp_in[worldid] * table[row, act_qadr.shape[0] + COL_PELVIS], reward, ep_acc_out)
     if fall or timeout:
         _end_episode(worldid, timeout, task.dt, ep_acc_out, sums_out, counters_out)
         _count_ending(worldid, fall, touch, tilt, finite == 0, nefc_over, con_over, slot_seen_out, counters_out)
