@@ -436,6 +436,17 @@ def test_the_loop_sees_the_task_only_through_the_door(tmp_path):
     assert (row["stage"], row["event"]) == (loop.extras["curriculum"]["stage"], loop.extras["curriculum"]["event"])
 
 
+def test_the_door_refuses_a_bad_config_in_one_line():
+    """A library user's StanceTask checks each field's rule as the command line does."""
+    from fightlab.config import ConfigError
+    from fightlab.envs.task import StanceTask
+
+    for bad in (PPOConfig(num_steps=0), PPOConfig(num_steps=-3)):
+        with pytest.raises(ConfigError, match="num_steps") as e:
+            StanceTask(TrainConfig(body="simple", nworld=4, device="cpu", ppo=bad))
+        assert "\n" not in str(e.value)
+
+
 def test_a_second_learner_drives_the_same_door(tmp_path):
     """A minimal REINFORCE-style learner (rsl_rl's calls only: get_observations, step) trains the
     task for 2 iterations and reads the curriculum's statistics from the extras."""

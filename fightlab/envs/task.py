@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig
+from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig, check_fields
 from fightlab.envs.curriculum import Curriculum, ratio
 from fightlab.envs.stance import StanceEnv
 from fightlab.envs.vecenv import VecEnv
@@ -74,11 +74,18 @@ class StanceTask(VecEnv):
     stage, amplitude, solved; `state_dict` / `load_state_dict` for checkpoints), nu (=
     num_actions), privileged_dim (the privileged observation's width when built with it).
 
+    ``checked``: the config already passed the run's gate (`fightlab.run.launch.plan_run`, as the
+    `Trainer`'s does); otherwise each field's rule is checked here (`config.check_fields`), so a
+    library user gets the command line's one-line refusals.
+
     Raises:
-      ValueError: bad body, nworld, device or env config (from `StanceEnv`).
+      ConfigError (a ValueError): a field out of its rule (e.g. ppo.num_steps 0), a bad body,
+        nworld, device or env config, one line naming it.
     """
 
-    def __init__(self, cfg: TrainConfig):
+    def __init__(self, cfg: TrainConfig, checked: bool = False):
+        if not checked:
+            cfg = dataclasses.replace(cfg, **check_fields(cfg))
         self.cfg = cfg
         self.unwrapped = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                                    graph=cfg.graph, tree_factor=cfg.tree_factor, backend=cfg.backend,

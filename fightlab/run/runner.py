@@ -113,7 +113,7 @@ class Trainer(TrainLoop):
 
         self.progress = progress
         announce_compile(cfg.body, cfg.device, cfg.backend)  # building the env compiles warp's kernels
-        env = StanceTask(cfg)
+        env = StanceTask(cfg, checked=True)  # the plan passed the gate
         super().__init__(cfg, env)
         self.history: list[dict] = []
         self.run_id = new_run_id()
