@@ -335,3 +335,31 @@ def test_an_append_killed_before_its_rename_leaves_the_old_file(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         results.append_row("slots", _row("b2"), tmp_path)
     assert p.read_bytes() == before and _tmp_files(tmp_path) == []
+
+
+# --- flags: what the help says is accepted, a bad value one line before anything is written -----
+
+def test_batch_gpus_none_is_one_cpu_lane_on_a_gpu_host(tmp_path, monkeypatch, capsys):
+    """--gpus none, as its help says: one CPU lane whose jobs see no GPU, even where nvidia-smi
+    lists two; a bad value is still one line naming it and the choices."""
+    from fightlab import batch
+    b = tmp_path / "bin"
+    b.mkdir()
+    (b / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA Fake (UUID: GPU-0)\\nGPU 1: NVIDIA Fake (UUID: GPU-1)\\n'\n")
+    (b / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    folder = tmp_path / "batch"
+    code = "import os; print('seen=' + repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--gpus", "none",
+               "--job", f"python -c {json.dumps(code)}"])
+    out = capsys.readouterr()
+    assert rc == 0 and "no GPU lane (nvidia-smi -L lists none, or --gpus none)" in out.err + out.out, out.err
+    st = json.loads((folder / "batch.json").read_text())
+    assert st["lanes"] == ["cpu"] and [j["status"] for j in st["jobs"]] == ["done"]
+    assert "seen=''" in (folder / "jobs" / st["jobs"][0]["id"] / "log.txt").read_text()
+    assert [ln.name for ln in batch.make_lanes(" None ", [0, 1], 2)] == ["cpu"]
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b2"), "--job", "train", "--gpus", "nein"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU lane), got 'nein'"
+    assert not (tmp_path / "b2").exists()
