@@ -363,3 +363,14 @@ def test_batch_gpus_none_is_one_cpu_lane_on_a_gpu_host(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU lane), got 'nein'"
     assert not (tmp_path / "b2").exists()
+
+
+@pytest.mark.parametrize("seed", ["-3", "2147483648"])
+def test_evaluate_seed_passes_trains_rule(seed, capsys):
+    """evaluate --seed is refused as train --seed is (TrainConfig.seed's rule), before any env."""
+    rc = main(["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--nworld", "2",
+               "--no-progress", f"--seed={seed}"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and err == f"fightlab: error: --seed must be an integer in [0, 2**31), got {seed}"
+    rc = main(["evaluate", "--reference-check", "/no/such.pt", "--device", "cpu", f"--seed={seed}"])
+    assert rc == 2 and "--seed must be an integer in [0, 2**31)" in capsys.readouterr().err

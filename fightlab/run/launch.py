@@ -40,6 +40,9 @@ from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
 #: most episodes per world an evaluation may ask for (10 s each)
 MAX_EVAL_EPISODES = 10_000
 
+#: TrainConfig.seed's rule, which evaluate's --seed passes too
+_SEED_RULE = TrainConfig.__dataclass_fields__["seed"].metadata["rule"]
+
 #: --cpu-layout presets
 CPU_LAYOUTS = ("all-cores", "original")
 
@@ -525,8 +528,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
       (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
       dict); device the canonical device it ran on.
     Raises:
-      ConfigError: one line naming the flag and the value (a bad nworld, physics, amplitude,
-        episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
+      ConfigError: one line naming the flag and the value (a bad nworld, physics, seed,
+        amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
         that --reference-check sets itself); CheckpointError: an unreadable checkpoint.
     """
     from fightlab import devices
@@ -537,6 +540,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     physics = "training" if req.physics is None else req.physics
     if physics not in PHYSICS:
         raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {req.physics!r}")
+    _SEED_RULE.check("--seed", req.seed)  # train's rule for the seed, TrainConfig.seed's
     device = devices.pick_device(req.device)
     if req.checkpoint is not None and not req.checkpoint.strip():
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
