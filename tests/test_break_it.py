@@ -374,3 +374,23 @@ def test_evaluate_seed_passes_trains_rule(seed, capsys):
     assert rc == 2 and err == f"fightlab: error: --seed must be an integer in [0, 2**31), got {seed}"
     rc = main(["evaluate", "--reference-check", "/no/such.pt", "--device", "cpu", f"--seed={seed}"])
     assert rc == 2 and "--seed must be an integer in [0, 2**31)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--iterations", "99999999999", "--nworld-list", "4"], "iterations must be at most 10000000"),
+    (["--seed", "-1", "--nworld-list", "4"], "seed must be an integer in [0, 2**31), got -1"),
+    (["--body", "nope"], "unknown body 'nope'; valid bodies: "),  # the bad body, not the missing list
+    (["--body", "nope", "--nworld-list", "4"], "unknown body 'nope'"),
+])
+def test_a_bad_sweep_flag_is_refused_before_anything_is_written(args, said, capsys):
+    """Every sweep flag, a point's training config included, is checked before the sweep's folder
+    is made or its "rerun the same command" line is printed."""
+    from fightlab.measure import sweep
+
+    before = sorted(sweep.SWEEP_ROOT.iterdir()) if sweep.SWEEP_ROOT.exists() else None
+    rc = main(["sweep", "--device", "cpu", "--no-progress", *args])
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("fightlab: error: ") and said in err[0], out
+    assert "rerun the same command" not in out.out
+    assert (sorted(sweep.SWEEP_ROOT.iterdir()) if sweep.SWEEP_ROOT.exists() else None) == before
