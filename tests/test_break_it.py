@@ -394,3 +394,28 @@ def test_a_bad_sweep_flag_is_refused_before_anything_is_written(args, said, caps
     assert rc == 2 and len(err) == 1 and err[0].startswith("fightlab: error: ") and said in err[0], out
     assert "rerun the same command" not in out.out
     assert (sorted(sweep.SWEEP_ROOT.iterdir()) if sweep.SWEEP_ROOT.exists() else None) == before
+
+
+def test_a_refused_run_that_changes_the_task_prints_one_line(tmp_path, capsys):
+    """The task warning comes once the run has passed the gate: a run folder the run would refuse
+    (not fightlab's, a protected place, in use) is refused at the gate, the error alone."""
+    from fightlab.rundir import RunDir
+
+    tiny = ["train", "--device", "cpu", "--nworld", "4", "--max-iterations", "2", "--no-progress",
+            "--set", "curriculum_wait=1"]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep me")
+    held = RunDir(tmp_path / "held", fresh=True)
+    try:
+        for run_dir, said in ((foreign, "is not empty (mine.txt) and was not made by fightlab"),
+                              (REPO_ROOT, "refused: it is the repository root"),
+                              (tmp_path / "held", "is in use by this process")):
+            rc = main([*tiny, "--run-dir", str(run_dir)])
+            out = capsys.readouterr()
+            lines = (out.out + out.err).strip().splitlines()
+            assert rc == 2 and len(lines) == 1 and said in lines[0], lines
+            assert lines[0].startswith("fightlab: error: run folder")
+    finally:
+        held.release()
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
