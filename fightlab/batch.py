@@ -3,10 +3,11 @@
 The jobs (commands, notebooks, scripts over a ``--grid``) and lanes come from
 `fightlab.batchjobs`, checked in one pass before anything runs. Each lane (a GPU, or the one CPU
 lane) has a thread pool of K workers (``concurrent.futures``) waiting on its jobs' processes
-(``Popen.wait`` with the job's time limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its lane's GPU (so ``cuda:0`` is that GPU)
-and the packing in its environment (``FIGHTLAB_CONCURRENT`` = min(K, jobs): jobs at once on its
-GPU; ``FIGHTLAB_MPS``; ``FIGHTLAB_GPU_JOBS`` = jobs at once on the host over all lanes), which
-every row the job writes records (``fightlab.results``). With GPU lanes and K > 1, CUDA MPS is
+(``Popen.wait`` with the job's time limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its
+lane's GPU (so ``cuda:0`` is that GPU; empty on the CPU lane) and the packing in its environment
+(``FIGHTLAB_CONCURRENT`` = min(K, jobs): jobs at once on its GPU; ``FIGHTLAB_MPS``;
+``FIGHTLAB_GPU_JOBS`` = jobs at once on the host over all lanes), which every row the job writes
+records (``fightlab.results``). With GPU lanes and K > 1, CUDA MPS is
 started for the batch (``nvidia-cuda-mps-control -d`` with its pipe and log folders under the
 batch folder) and stopped after it (``quit``); a daemon already running is used and left alone;
 without MPS the jobs time-slice (said in one line).
@@ -87,7 +88,7 @@ class Mps:
         self._want = gpu and per_lane > 1 and allowed  # GPU lanes of more than one job, no --no-mps
         self._bin = which(MPS_CONTROL) if self._want else None
         if not gpu:
-            self.message = "batch: no GPU (nvidia-smi -L lists none): the jobs run on one CPU lane"
+            self.message = "batch: no GPU lane (nvidia-smi -L lists none, or --gpus none): the jobs run on one CPU lane"
         elif not allowed and per_lane > 1:
             self.message = "batch: --no-mps: jobs sharing a GPU time-slice"
 
@@ -343,8 +344,8 @@ def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, jo
     limit, why = (math.inf if job_timeout_s is None else job_timeout_s), "timeout"
     if left is not None and left - min_left_s / 4 < limit:
         limit, why = left - min_left_s / 4, "budget"
-    if lane.gpu is not None:
-        env = {**env, "CUDA_VISIBLE_DEVICES": str(lane.gpu)}
+    # the CPU lane hides every GPU: with --gpus none on a GPU host its jobs' "auto" is the CPU
+    env = {**env, "CUDA_VISIBLE_DEVICES": "" if lane.gpu is None else str(lane.gpu)}
     with open(jdir / "log.txt", "a") as fh:
         fh.write(f"=== batch {folder.name} attempt {job.attempts + 1} lane {lane.name}: {shlex.join(cmd)}\n")
         fh.flush()

@@ -363,8 +363,8 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
 
 
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
-    """Refuse, before any job starts, jobs that ask for a CUDA device on a host whose only lane
-    is the CPU (no GPU found): each would fail after its start-up.
+    """Refuse, before any job starts, jobs that ask for a CUDA device when the only lane is the
+    CPU (no GPU found, or ``--gpus none``): each would fail after its start-up.
 
     Raises:
       BatchError: naming the first such job, its device and how many there are.
@@ -374,24 +374,27 @@ def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
     cuda = [(j, d) for j in jobs if j.kind == "fightlab" for d in [_opt(j.argv, "--device") or ""]
             if d.startswith("cuda")]
     if cuda:
-        raise BatchError(f"job {cuda[0][0].label()!r} asks for --device {cuda[0][1]} but this host "
-                         f"has no GPU (nvidia-smi lists none; {len(cuda)} of {len(jobs)} job(s) do): run the "
-                         "batch on a GPU host, or give the jobs --device cpu")
+        raise BatchError(f"job {cuda[0][0].label()!r} asks for --device {cuda[0][1]} but the batch has "
+                         f"no GPU lane (nvidia-smi lists no GPU, or --gpus none; {len(cuda)} of {len(jobs)} "
+                         "job(s) do): run the batch on a GPU host with GPU lanes, or give the jobs --device cpu")
 
 
 def make_lanes(gpus: str | None, found: list[int], concurrent: int) -> list[Lane]:
-    """Lanes of ``--gpus`` (comma-separated indices; None: every GPU found; no GPU: one CPU lane).
+    """Lanes of ``--gpus`` (comma-separated indices; None: every GPU found; ``none`` or no GPU:
+    one CPU lane, which a GPU host may want too).
 
     Raises:
       BatchError: an index that is not a GPU of this host (names those it has), a bad list.
     """
     if gpus is None or not gpus.strip():
         chosen = list(found)
+    elif gpus.strip().lower() == "none":
+        chosen = []
     else:
         try:
             chosen = list(dict.fromkeys(int(g) for g in gpus.split(",")))
         except ValueError:
-            raise BatchError(f"--gpus takes GPU indices such as 0,1, got {gpus!r}") from None
+            raise BatchError(f"--gpus takes GPU indices such as 0,1, or none (one CPU lane), got {gpus!r}") from None
         bad = [g for g in chosen if g not in found]
         if bad:
             have = ", ".join(map(str, found)) if found else "none (nvidia-smi -L lists no GPU: jobs run on one CPU lane without --gpus)"

@@ -235,7 +235,7 @@ def _batch_parser(sub, fmt) -> None:
     b.add_argument("--concurrent", default=None, help="jobs at once per GPU (lane) (default 1, or "
                    "the resumed batch's)")
     b.add_argument("--gpus", default=None, help="GPU indices to use, e.g. 0,1 (default: every GPU "
-                   "nvidia-smi -L lists; none: one CPU lane)")
+                   "nvidia-smi -L lists; none: one CPU lane, its jobs see no GPU)")
     b.add_argument("--job-timeout-s", type=float, default=None, help="kill a job (its process group) after this")
     b.add_argument("--budget-s", type=float, default=None,
                    help="the whole batch's seconds: trainings get --segment-s to stop with a checkpoint")

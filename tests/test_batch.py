@@ -194,14 +194,15 @@ def test_a_grid_past_the_limit_is_refused_before_it_is_built(tmp_path, capsys, f
 
 
 def test_the_batch_flags_are_checked_before_its_jobs(tmp_path, capsys, fakebin):
-    """A 100 × 100 grid with --gpus none: the flag's line at once, not after checking 10,000 jobs."""
+    """A 100 × 100 grid with a bad --gpus: the flag's line at once, not after checking 10,000 jobs."""
     fakebin(gpus=0)
     values = ",".join(str(i) for i in range(100))
     t0 = time.monotonic()
     rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "train --nworld 2",
-               "--grid", f"seed={values}", "--grid", f"max_iterations={values}", "--gpus", "none"])
+               "--grid", f"seed={values}", "--grid", f"max_iterations={values}", "--gpus", "zero"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, got 'none'"
+    assert rc == 2 and err == ("fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU "
+                               "lane), got 'zero'")
     assert time.monotonic() - t0 < 10 and not (tmp_path / "b").exists()
     for flag, value, said in (("--budget-s", "-1", "--budget-s must be a positive number of seconds"),
                               ("--job-timeout-s", "nan", "--job-timeout-s must be a positive number")):
@@ -658,7 +659,7 @@ def test_cuda_jobs_on_a_host_without_gpu_are_refused_before_any_start(tmp_path, 
                     "train --body simple --nworld 2 --device cpu --max-iterations 1\n")
     rc = main(["batch", "--jobs", str(jobs), "--batch-dir", str(tmp_path / "b"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert rc == 2 and "asks for --device cuda:0 but this host has no GPU" in err and "2 of 3 job(s)" in err, err
+    assert rc == 2 and "asks for --device cuda:0 but the batch has no GPU lane" in err and "2 of 3 job(s)" in err, err
     assert not (tmp_path / "b").exists()
     parsed = batch.read_jobs_file(jobs)
     batch.check_devices(parsed[2:], batch.make_lanes(None, [], 1))        # a CPU job on the CPU lane

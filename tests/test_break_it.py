@@ -335,3 +335,87 @@ def test_an_append_killed_before_its_rename_leaves_the_old_file(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         results.append_row("slots", _row("b2"), tmp_path)
     assert p.read_bytes() == before and _tmp_files(tmp_path) == []
+
+
+# --- flags: what the help says is accepted, a bad value one line before anything is written -----
+
+def test_batch_gpus_none_is_one_cpu_lane_on_a_gpu_host(tmp_path, monkeypatch, capsys):
+    """--gpus none, as its help says: one CPU lane whose jobs see no GPU, even where nvidia-smi
+    lists two; a bad value is still one line naming it and the choices."""
+    from fightlab import batch
+    b = tmp_path / "bin"
+    b.mkdir()
+    (b / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA Fake (UUID: GPU-0)\\nGPU 1: NVIDIA Fake (UUID: GPU-1)\\n'\n")
+    (b / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    folder = tmp_path / "batch"
+    code = "import os; print('seen=' + repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--gpus", "none",
+               "--job", f"python -c {json.dumps(code)}"])
+    out = capsys.readouterr()
+    assert rc == 0 and "no GPU lane (nvidia-smi -L lists none, or --gpus none)" in out.err + out.out, out.err
+    st = json.loads((folder / "batch.json").read_text())
+    assert st["lanes"] == ["cpu"] and [j["status"] for j in st["jobs"]] == ["done"]
+    assert "seen=''" in (folder / "jobs" / st["jobs"][0]["id"] / "log.txt").read_text()
+    assert [ln.name for ln in batch.make_lanes(" None ", [0, 1], 2)] == ["cpu"]
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b2"), "--job", "train", "--gpus", "nein"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU lane), got 'nein'"
+    assert not (tmp_path / "b2").exists()
+
+
+@pytest.mark.parametrize("seed", ["-3", "2147483648"])
+def test_evaluate_seed_passes_trains_rule(seed, capsys):
+    """evaluate --seed is refused as train --seed is (TrainConfig.seed's rule), before any env."""
+    rc = main(["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--nworld", "2",
+               "--no-progress", f"--seed={seed}"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and err == f"fightlab: error: --seed must be an integer in [0, 2**31), got {seed}"
+    rc = main(["evaluate", "--reference-check", "/no/such.pt", "--device", "cpu", f"--seed={seed}"])
+    assert rc == 2 and "--seed must be an integer in [0, 2**31)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--iterations", "99999999999", "--nworld-list", "4"], "iterations must be at most 10000000"),
+    (["--seed", "-1", "--nworld-list", "4"], "seed must be an integer in [0, 2**31), got -1"),
+    (["--body", "nope"], "unknown body 'nope'; valid bodies: "),  # the bad body, not the missing list
+    (["--body", "nope", "--nworld-list", "4"], "unknown body 'nope'"),
+])
+def test_a_bad_sweep_flag_is_refused_before_anything_is_written(args, said, capsys):
+    """Every sweep flag, a point's training config included, is checked before the sweep's folder
+    is made or its "rerun the same command" line is printed."""
+    from fightlab.measure import sweep
+
+    before = sorted(sweep.SWEEP_ROOT.iterdir()) if sweep.SWEEP_ROOT.exists() else None
+    rc = main(["sweep", "--device", "cpu", "--no-progress", *args])
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("fightlab: error: ") and said in err[0], out
+    assert "rerun the same command" not in out.out
+    assert (sorted(sweep.SWEEP_ROOT.iterdir()) if sweep.SWEEP_ROOT.exists() else None) == before
+
+
+def test_a_refused_run_that_changes_the_task_prints_one_line(tmp_path, capsys):
+    """The task warning comes once the run has passed the gate: a run folder the run would refuse
+    (not fightlab's, a protected place, in use) is refused at the gate, the error alone."""
+    from fightlab.rundir import RunDir
+
+    tiny = ["train", "--device", "cpu", "--nworld", "4", "--max-iterations", "2", "--no-progress",
+            "--set", "curriculum_wait=1"]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep me")
+    held = RunDir(tmp_path / "held", fresh=True)
+    try:
+        for run_dir, said in ((foreign, "is not empty (mine.txt) and was not made by fightlab"),
+                              (REPO_ROOT, "refused: it is the repository root"),
+                              (tmp_path / "held", "is in use by this process")):
+            rc = main([*tiny, "--run-dir", str(run_dir)])
+            out = capsys.readouterr()
+            lines = (out.out + out.err).strip().splitlines()
+            assert rc == 2 and len(lines) == 1 and said in lines[0], lines
+            assert lines[0].startswith("fightlab: error: run folder")
+    finally:
+        held.release()
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]

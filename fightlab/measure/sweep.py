@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from fightlab import meta, results
-from fightlab.config import MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body, with_body
+from fightlab.config import MAX_ITERATIONS, MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body, with_body
 from fightlab.measure.solvetime import (ORIGINAL_GPU, ORIGINAL_NWORLD, SUMMARY_WIDTH, auto_runs, auto_vs_sweep,
                                         findings, iterations_to_solve, known_iterations, packing_check,
                                         stage0_by_nworld, summary_lines, time_to_solve_table, warp_runs)
@@ -61,7 +61,7 @@ from fightlab.run.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld
 
 __all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "SOLVE_MAX_ITERATIONS", "RAMP_NWORLDS", "SWEEP_ROOT",
            "parse_nworld_list", "parse_seed_list", "validate_timing", "validate_sweep_id", "int_text",
-           "time_point", "sweep_options", "sweep_id", "read_state", "sweep_folder", "run_sweep",
+           "time_point", "point_config", "sweep_options", "sweep_id", "read_state", "sweep_folder", "run_sweep",
            "solve_batch_argv", "command_line", "auto_nworld", "command", "AUTO_TOLERANCE",
            "interp_iterations", "pick_nworld", "ORIGINAL_GPU", "ORIGINAL_NWORLD", "SUMMARY_WIDTH",
            "auto_runs", "auto_vs_sweep", "findings", "iterations_to_solve", "known_iterations",
@@ -155,10 +155,13 @@ def _int_items(value, what: str, noun: str, example: str) -> list[tuple[Any, int
 
 
 def validate_timing(iterations, skip) -> None:
-    """iterations > skip >= 0, both integers (ConfigError naming the values)."""
+    """iterations > skip >= 0, both integers, iterations at most a run's (ConfigError naming the
+    values)."""
     for name, v in (("iterations", iterations), ("skip", skip)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise ConfigError(f"{name} must be an integer, got {v!r}")
+    if iterations > MAX_ITERATIONS:
+        raise ConfigError(f"iterations must be at most {MAX_ITERATIONS} (a run's most), got {iterations!r}")
     if not 0 <= skip < iterations:
         raise ConfigError(f"iterations must exceed skip >= 0, got iterations={iterations!r}, skip={skip!r}")
 
@@ -186,11 +189,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
     from fightlab.run.runner import Trainer
 
     validate_timing(iterations, skip)
-    run_dir = Path(run_dir or SWEEP_ROOT / "points" / f"{body}-{nworld}")
-    cfg = dataclasses.replace(with_body(base or TrainConfig(), body), nworld=nworld, device=device,
-                              seed=seed, max_iterations=iterations, checkpoint_every=0,
-                              run_dir=str(run_dir), stop_when_solved=False, resume=None,
-                              segment_s=None, **train_kw)
+    cfg = point_config(body, nworld, device, iterations, seed, run_dir, base, **train_kw)
     with Trainer(cfg, progress=progress) as tr:
         tr.train()
         rows, compile_s, graph_fallbacks = tr.rows[skip:], tr.compile_s, max(r["graph_fallbacks"] for r in tr.rows)
@@ -207,19 +206,38 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
                 first_iter_s=first_iter_s, learner=learner_id(to_dict(cfg)))
 
 
+def point_config(body: str, nworld: int, device: str, iterations: int = 12, seed: int = 0,
+                 run_dir: Path | str | None = None, base: TrainConfig | None = None,
+                 **train_kw: Any) -> TrainConfig:
+    """The TrainConfig of one timing point (:func:`time_point`'s run), not yet through the gate."""
+    run_dir = Path(run_dir or SWEEP_ROOT / "points" / f"{body}-{nworld}")
+    return dataclasses.replace(with_body(base or TrainConfig(), body), nworld=nworld, device=device,
+                               seed=seed, max_iterations=iterations, checkpoint_every=0,
+                               run_dir=str(run_dir), stop_when_solved=False, resume=None,
+                               segment_s=None, **train_kw)
+
+
 # --- the sweep: state, resume ----------------------------------------------------------------
 
 def sweep_options(bodies, nworlds, device: str, iterations: int = 12, skip: int = 3,
                   seed: int = 0, size: str | None = None, **train_kw) -> dict:
     """The options that define a sweep (validated): bodies, nworlds, device, iterations, skip,
-    seed, size, train_kw (JSON-ready). Raises ConfigError naming a bad value."""
+    seed, size, train_kw (JSON-ready). Every point's run passes the run's gate here
+    (`run.launch.plan_run`), so a value its training would refuse is refused before the sweep
+    writes or announces anything. Raises ConfigError naming a bad value."""
+    from fightlab.run.launch import plan_run
+
     if isinstance(bodies, str) or not bodies:
         raise ConfigError(f"bodies must be a non-empty list of body names, got {bodies!r}")
     bodies = [validate_body(b) for b in bodies]
     if len(set(bodies)) != len(bodies):
         raise ConfigError(f"bodies {bodies} name a body twice")
     validate_timing(iterations, skip)
-    out = dict(bodies=bodies, nworlds=parse_nworld_list(nworlds, "nworlds"), device=device,
+    nworlds = parse_nworld_list(nworlds, "nworlds")
+    for body in bodies:
+        for n in nworlds:
+            plan_run(point_config(body, n, device, iterations, seed, **train_kw))
+    out = dict(bodies=bodies, nworlds=nworlds, device=device,
                iterations=iterations, skip=skip, seed=seed, size=size,
                train_kw={k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
                          for k, v in train_kw.items()})
@@ -503,7 +521,7 @@ def command(*, summary: bool = False, solve: bool = False, run: bool = False, pu
         for line in findings(table):
             log(fill(line, SUMMARY_WIDTH, subsequent_indent="  "))
         return 0
-    bodies = bodies or list(BODY_NAMES)
+    bodies = [validate_body(b) for b in bodies or BODY_NAMES]  # a bad body first: the flags in order
     if solve:
         nw = SOLVE_NWORLDS if solve_nworld_list is None else solve_nworld_list
         argv = solve_batch_argv(bodies, parse_nworld_list(nw, "--solve-nworld-list"),
@@ -523,6 +541,7 @@ def command(*, summary: bool = False, solve: bool = False, run: bool = False, pu
             log("(add --run to run it; then python -m fightlab sweep --summary)")
             return 0
         return run_argv(argv)
+    validate_timing(iterations, skip)
     nworlds = parse_nworld_list(NWORLDS if nworld_list is None else nworld_list)
     device = devices.pick_device(device)
     if device == "cpu" and nworld_list is None:

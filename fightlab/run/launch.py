@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,18 +35,20 @@ from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_b
 from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
+from fightlab.run.folder import check_run_folder
 
 #: most episodes per world an evaluation may ask for (10 s each)
 MAX_EVAL_EPISODES = 10_000
 
+_SEED_RULE = TrainConfig.__dataclass_fields__["seed"].metadata["rule"]  # evaluate's --seed passes it too
+
 #: --cpu-layout presets
 CPU_LAYOUTS = ("all-cores", "original")
 
-#: --backend's other names: warp = gpu (MuJoCo Warp on --device), mujoco = cpu (MuJoCo's C
-#: engine); the config and the rows always say gpu / cpu
+#: --backend's other names: warp = gpu (MuJoCo Warp), mujoco = cpu (MuJoCo's C engine); rows say gpu / cpu
 BACKEND_ALIASES = {"warp": "gpu", "mujoco": "cpu"}
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Flag:
     """One flag of `python -m fightlab train`, declared once (:data:`TRAIN_FLAGS`): its
     `TrainRequest` field (`name`), its option, the TrainConfig field it sets (None: none, or
@@ -183,7 +184,7 @@ def request_from_args(args) -> "TrainRequest":
                            for f in TRAIN_FLAGS})
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class TrainPlan:
     """The gate's answer (:func:`plan_run`), which the `Trainer` and the rows trust as it is:
     the run's config (checked, its device canonical; a resume's: the checkpoint's with the
@@ -200,7 +201,7 @@ class TrainPlan:
 
 def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | None = None,
              nworld_auto: dict | None = None, checkpoint: dict | None = None,
-             device_here: bool = True) -> TrainPlan:
+             device_here: bool = True, folder: bool = False) -> TrainPlan:
     """The gate of a run: every request (the command line's flags, a notebook's parameters, a
     batch job, a resume, a library call) ends here, once, before any work.
 
@@ -219,6 +220,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
       checkpoint: `cfg.resume` already loaded (else loaded here).
       device_here: False checks the config as if its devices were the CPU (a batch job runs on
         a lane's device, known when it starts); the publish rule still reads `cfg.device`.
+      folder: refuse the run folder now as the run would (`run.folder.check_run_folder`).
     Returns:
       :class:`TrainPlan`.
     Raises:
@@ -238,6 +240,8 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
     check_publish(publish, checked.device, "the training row", backend=checked.backend,
                   policy_device=checked.policy_device, training=checked)
     start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
+    if folder:  # the last refusal: a run past the gate says its first line (a task warning) after it
+        check_run_folder(checked.run_dir, fresh=ck is None)
     return TrainPlan(checked, nworld_auto, start, ck, publish)
 
 
@@ -472,7 +476,7 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
                           "checkpoint's")
     if saved is not None:
         return plan_run(_resumed(req, saved, device, policy_device), publish=publish, has_row=has_row,
-                        checkpoint=ck, device_here=device_here)
+                        checkpoint=ck, device_here=device_here, folder=device_here)
     dflt = TrainConfig()
     body = validate_body(_given(req.body, dflt.body))
     seed = _given(req.seed, dflt.seed)
@@ -495,10 +499,10 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     if not str(run_dir).strip():
         raise ConfigError(f"--run-dir must name a folder, got {run_dir!r}")
     cfg = plan_overrides(TrainConfig(nworld=nworld, run_dir=run_dir, **given, **layout), req.overrides)
-    return plan_run(cfg, publish=publish, nworld_auto=nworld_auto, device_here=device_here)
+    return plan_run(cfg, publish=publish, nworld_auto=nworld_auto, device_here=device_here, folder=device_here)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class EvalRequest:
     """What `python -m fightlab evaluate` was given, named as its flags (None: not given)."""
 
@@ -525,8 +529,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
       (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
       dict); device the canonical device it ran on.
     Raises:
-      ConfigError: one line naming the flag and the value (a bad nworld, physics, amplitude,
-        episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
+      ConfigError: one line naming the flag and the value (a bad nworld, physics, seed,
+        amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
         that --reference-check sets itself); CheckpointError: an unreadable checkpoint.
     """
     from fightlab import devices
@@ -537,6 +541,7 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     physics = "training" if req.physics is None else req.physics
     if physics not in PHYSICS:
         raise ConfigError(f"--physics must be one of {', '.join(PHYSICS)}, got {req.physics!r}")
+    _SEED_RULE.check("--seed", req.seed)  # train's rule for the seed, TrainConfig.seed's
     device = devices.pick_device(req.device)
     if req.checkpoint is not None and not req.checkpoint.strip():
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
