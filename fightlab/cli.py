@@ -20,6 +20,7 @@ exit code 2, never a traceback from inside warp.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -46,7 +47,6 @@ def cmd_train(a) -> int:
     from pathlib import Path
 
     from fightlab import results
-    from fightlab.config import ConfigError
     from fightlab.measure import sweep
     from fightlab.measure.report import finish_run, has_train_row
     from fightlab.paths import REPO_ROOT
@@ -60,19 +60,29 @@ def cmd_train(a) -> int:
                          pick_nworld=lambda probe, progress: sweep.auto_nworld(probe, progress=progress))
     if plan.cfg.resume:  # a torn row file in the run folder: said now, not after the training
         results.read_rows("train", Path(plan.cfg.resume).resolve().parent)
-    try:
+    with _memory_is_one_line("training", lambda: (plan.cfg.nworld, plan.cfg.body, plan.cfg.device)):
         with Trainer(plan, progress=not a.no_progress) as trainer:
             if plan.nworld_auto is not None:  # checkpointed with the segment; the row's params.nworld_auto
                 trainer.segments[-1]["nworld_auto"] = plan.nworld_auto
             res = trainer.train()
             finish_run(trainer, res, publish=a.publish)
-    except (MemoryError, RuntimeError) as e:  # torch's and warp's out-of-memory: one line, the size asked
+    return 0
+
+
+@contextlib.contextmanager
+def _memory_is_one_line(doing: str, sizes):
+    """Out of memory inside (`_out_of_memory`: torch's, warp's, numpy's) as one ConfigError naming
+    the worlds, body and device asked (``sizes()`` gives them) instead of a traceback."""
+    from fightlab.config import ConfigError
+
+    try:
+        yield
+    except (MemoryError, RuntimeError) as e:
         if not _out_of_memory(e):
             raise
-        raise ConfigError(f"out of memory training {plan.cfg.nworld} worlds of {plan.cfg.body} on "
-                          f"{plan.cfg.device} ({type(e).__name__}: {_first_line(e)}); choose a "
-                          "smaller --nworld") from None
-    return 0
+        nworld, body, device = sizes()
+        raise ConfigError(f"out of memory {doing} {nworld} worlds of {body} on {device} "
+                          f"({type(e).__name__}: {_first_line(e)}); choose a smaller --nworld") from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -81,12 +91,14 @@ def _first_line(e: BaseException) -> str:
 
 def _out_of_memory(e: BaseException) -> bool:
     """Whether ``e`` is a device or host allocation failing: MemoryError, torch.OutOfMemoryError,
-    or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate N bytes")."""
+    or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate N bytes",
+    numpy's "Unable to allocate" inside warp's array conversion)."""
     import re
 
     text = str(e).lower()
     return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or bool(
-        re.search(r"out of memory|failed to allocate \d+ bytes|cudaerrormemoryallocation", text))
+        re.search(r"out of memory|failed to allocate \d+ bytes|unable to allocate|cannot allocate memory|"
+                  r"cudaerrormemoryallocation", text))
 
 
 def cmd_evaluate(a) -> int:
@@ -94,10 +106,11 @@ def cmd_evaluate(a) -> int:
     from fightlab.run.launch import EvalRequest, evaluate_request
     from fightlab.run.reference import CHECKS
 
-    kind, res, device = evaluate_request(EvalRequest(
-        checkpoint=a.checkpoint, body=a.body, nworld=a.nworld, device=a.device, episodes=a.episodes,
-        timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude, seed=a.seed,
-        physics=a.physics, reference_check=a.reference_check, publish=a.publish), progress=not a.no_progress)
+    with _memory_is_one_line("evaluating", lambda: _eval_sizes(a)):
+        kind, res, device = evaluate_request(EvalRequest(
+            checkpoint=a.checkpoint, body=a.body, nworld=a.nworld, device=a.device, episodes=a.episodes,
+            timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude, seed=a.seed,
+            physics=a.physics, reference_check=a.reference_check, publish=a.publish), progress=not a.no_progress)
     if kind == "evaluate":
         eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
         return 0
@@ -109,6 +122,21 @@ def cmd_evaluate(a) -> int:
     print(f"reference check: {'passed' if res['passed'] else 'FAILED: ' + res['reason']} "
           f"[{res['seconds']:.1f} s]", flush=True)
     return 0 if res["passed"] else 1
+
+
+def _eval_sizes(a) -> tuple:
+    """The worlds, body and device an evaluation asked for (the checkpoint's where not given)."""
+    from fightlab.devices import pick_device
+    from fightlab.run.checkpoint import safe_load
+    from fightlab.run.evaluate import DEFAULT_NWORLD
+
+    cfg = {}
+    with contextlib.suppress(Exception):
+        cfg = safe_load(a.checkpoint)["config"] if a.checkpoint and (a.nworld is None or a.body is None) else {}
+    device = a.device
+    with contextlib.suppress(Exception):
+        device = pick_device(a.device)
+    return (a.nworld or cfg.get("nworld", DEFAULT_NWORLD), a.body or cfg.get("body", "?"), device)
 
 
 def cmd_render(a) -> int:

@@ -191,6 +191,9 @@ class RunDir:
         if existed:
             self._check_ours(allow_adopt=not fresh)
         lock_was_there = (self.path / LOCK).exists()
+        # what this claim makes (folders, manifest, lock): `abandon` removes them after a failed start
+        self._made = dict(folders=[d for d in (self.path, *self.path.parents) if not d.exists()],
+                          manifest=not (self.path / MANIFEST).exists(), lock=not lock_was_there)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock()
@@ -200,6 +203,11 @@ class RunDir:
         try:
             self._check_ours(allow_adopt=not fresh)  # again, now that we hold the lock
             manifest = self._read()
+            if self._resume == "latest.pt" and not (self.path / "latest.pt").is_symlink() and (
+                    manifest is None or "latest.pt" not in manifest["files"]):
+                raise RunDirError(f"{str(self.path / 'latest.pt')!r} is not fightlab's link (a copied "
+                                  "checkpoint?) and a run replaces its latest.pt: rename it, e.g. to "
+                                  "start.pt, and resume that")
             if manifest is None:  # new folder, or adopting a pre-manifest run folder
                 files = [] if fresh else self._adoptable()
                 manifest = dict(format=FORMAT, created=utc_now(), files=files)
@@ -335,6 +343,33 @@ class RunDir:
             if str(r) not in m["files"]:
                 m["files"].append(str(r))
         self._write(m)
+
+    def claim(self, *rel: str) -> None:
+        """`add` files this run is about to write, refusing (RunDirError, nothing written) when one
+        exists at that name, is no link and the manifest does not list it: a file fightlab did not
+        write (a copied checkpoint) is never replaced."""
+        listed = set(self.files())
+        theirs = [r for r in rel if r not in listed and (self.path / r).exists() and not (self.path / r).is_symlink()]
+        if theirs:
+            raise RunDirError(f"{str(self.path / theirs[0])!r} was not written by this run (not in its "
+                              f"{MANIFEST}; a copied checkpoint?) and would be replaced: rename it, e.g. "
+                              "to start.pt, and resume that")
+        self.add(*rel)
+
+    def abandon(self) -> None:
+        """After a start that failed (out of memory, a refused restore): release the lock and, when
+        none of the files the manifest lists exists (the run wrote nothing), remove the manifest,
+        lock and folders this claim made; anything else in the folder stays."""
+        self.release()
+        made = getattr(self, "_made", None)
+        if not made or not made["manifest"] or any((self.path / r).exists() for r in self.files()):
+            return
+        for name, mine in ((MANIFEST, True), (LOCK, made["lock"])):
+            if mine:
+                (self.path / name).unlink(missing_ok=True)
+        for d in made["folders"]:  # innermost first; only the empty ones this claim made
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
     def files(self) -> list[str]:
         """The files the manifest lists (relative paths: what fightlab wrote here)."""

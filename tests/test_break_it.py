@@ -419,3 +419,207 @@ def test_a_refused_run_that_changes_the_task_prints_one_line(tmp_path, capsys):
     finally:
         held.release()
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
+
+
+# --- the second break-it pass: a torn save, memory, crafted counts, one-line messages, a copy ---
+
+CKPT_TINY = ["--device", "cpu", "--nworld", "4", "--no-progress", "--set", "ppo.num_steps=4",
+             "--set", "ppo.num_minibatches=1", "--set", "ppo.update_epochs=1"]
+
+
+def _saved_intact(d):
+    """latest.pt links to a whole checkpoint and every checkpoint left loads; no temporary."""
+    assert _tmp_files(d) == [] and os.path.islink(d / "latest.pt")
+    for p in [d / "latest.pt", *d.glob("ckpt_*.pt")]:
+        assert safe_load(p)["format"] == "fightlab-ckpt-1"
+
+
+def test_any_torch_save_failure_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys):
+    import fightlab.run.checkpoint as ckpt
+
+    real, calls = torch.save, []
+
+    def torn(obj, f, *a, **k):  # torch's zip writer on a full tmpfs: not an OSError, no "write failed"
+        calls.append(f)
+        if len(calls) < 2:
+            return real(obj, f, *a, **k)
+        open(f, "wb").write(b"PK half")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 143040 vs 142928")
+
+    monkeypatch.setattr(ckpt.torch, "save", torn)
+    d = tmp_path / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "2", "--checkpoint-every", "1", *CKPT_TINY]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert f"{d / 'ckpt_000002.pt'}: could not write the checkpoint (RuntimeError: " in err
+    assert "unexpected pos" in err and err.endswith("is the disk full?")
+    assert not (d / "ckpt_000002.pt").exists() and os.readlink(d / "latest.pt") == "ckpt_000001.pt"
+    _saved_intact(d)
+
+
+def test_a_full_tmpfs_during_a_checkpoint_save_is_one_line(tmp_path, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    probe = tmp_path / "probe"  # a checkpoint's size here: the tmpfs holds two and a half
+    assert main(["train", "--run-dir", str(probe), "--max-iterations", "1", *CKPT_TINY]) == 0
+    size_k = int(2.5 * (probe / "ckpt_000001.pt").stat().st_size / 1024) + 8
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_k}k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode:
+        pytest.skip("mount -t tmpfs refused here")
+    try:
+        d = mnt / "run"
+        rc = main(["train", "--run-dir", str(d), "--max-iterations", "6", "--checkpoint-every", "1", *CKPT_TINY])
+        err = _one_line_error(capsys.readouterr().err)
+        assert rc == 2 and ("could not write the checkpoint" in err or "No space left" in err), err
+        _saved_intact(d)  # the checkpoints before the full one whole, latest.pt on the last of them
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("message", [
+    "Failed to convert input data to an array with type <class 'numpy.int32'>: Unable to allocate 366. MiB "
+    "for an array with shape (96000000,) and data type int32",
+    "Failed to allocate 7247757312 bytes on device 'cpu'"])
+def test_out_of_memory_at_the_start_is_one_line_and_leaves_no_run_folder(tmp_path, monkeypatch, capsys, message):
+    import mujoco_warp
+
+    def oom(*a, **k):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(mujoco_warp, "make_data", oom)
+    d = tmp_path / "new" / "run"
+    assert main(["train", "--run-dir", str(d), "--max-iterations", "1", *CKPT_TINY]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "out of memory training 4 worlds of simple on cpu" in err and "smaller --nworld" in err
+    assert not (tmp_path / "new").exists()  # no manifest listing nothing, no stale lock, no folder
+
+
+def test_out_of_memory_evaluating_is_one_line(monkeypatch, capsys):
+    import fightlab.envs.task as task
+
+    def oom(*a, **k):
+        raise RuntimeError("Failed to allocate 7247757312 bytes on device 'cpu'")
+
+    monkeypatch.setattr(task, "evaluate_policy", oom)
+    assert main(["evaluate", "--zero-action", "--body", "simple", "--device", "cpu", "--nworld", "4194304",
+                 "--no-progress"]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "out of memory evaluating 4194304 worlds of simple on cpu" in err and "smaller --nworld" in err
+
+
+def test_a_refused_restore_leaves_the_folder_as_it_was(kept_run, tmp_path, monkeypatch, capsys):
+    import fightlab.run.runner as runner
+    from fightlab.run.checkpoint import CheckpointError
+
+    def refuse(run, ck):
+        raise CheckpointError("checkpoint could not be restored (refused here)")
+
+    monkeypatch.setattr(runner, "restore_checkpoint", refuse)
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    shutil.copy(kept_run / "ckpt_000007.pt", fork / "start.pt")
+    assert main(["train", "--resume", str(fork / "start.pt"), "--max-iterations", "9", "--device", "cpu",
+                 "--no-progress"]) == 2
+    assert "refused here" in _one_line_error(capsys.readouterr().err)
+    assert sorted(p.name for p in fork.iterdir()) == ["start.pt"]
+
+
+@pytest.mark.parametrize("iteration", [10**30, 10**9, 10**5000], ids=["1e30", "1e9", "1e5000"])
+def test_a_huge_iteration_is_refused_before_any_list_is_built(kept_run, tmp_path, capsys, iteration):
+    p = tmp_path / "huge.pt"
+    ck = torch.load(kept_run / "latest.pt", weights_only=True)
+    ck["iteration"] = iteration
+    torch.save(ck, p)
+    t0 = time.perf_counter()
+    assert main(["evaluate", str(p), "--nworld", "2", "--device", "cpu", "--no-progress"]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert ("iteration must be at most 10000000" in err or (iteration > 10**4000 and "holds objects" in err))
+    assert time.perf_counter() - t0 < 30 and len(err) < 400  # torch's unpickler refuses the 5000-digit one
+
+
+def test_a_policy_that_does_not_fit_names_its_first_mismatch(kept_run):
+    from types import SimpleNamespace
+
+    from fightlab.rl.models import ActorCritic
+    from fightlab.run.checkpoint import CheckpointError, load_policy
+
+    ck = safe_load(kept_run / "latest.pt")
+    n_obs = ck["agent"]["obs_norm.mean"].shape[0] + 5
+    agent = ActorCritic(n_obs, 83, tuple(ck["config"]["ppo"]["hidden"]))
+    with pytest.raises(CheckpointError) as e:
+        load_policy(agent, ck, "muscular-fast", SimpleNamespace(obs_dim=n_obs, nu=83))
+    msg = str(e.value)
+    assert "\n" not in msg and "(obs %d, actions 83): size mismatch for " % n_obs in msg, msg
+    agent = ActorCritic(n_obs - 5, ck["agent"]["actor_logstd"].shape[0], (8,))
+    with pytest.raises(CheckpointError, match=r"(Missing|Unexpected) key\(s\) in state_dict"):
+        load_policy(agent, ck, "simple", SimpleNamespace(obs_dim=n_obs - 5, nu=0))
+
+
+def test_unreadable_files_are_one_clean_line(kept_run, tmp_path, capsys):
+    import pickle
+
+    raw = tmp_path / "raw.pt"
+    raw.write_bytes(pickle.dumps({"format": "fightlab-ckpt-1", "iteration": 1}, protocol=4))
+    noise = tmp_path / "noise.pt"
+    noise.write_bytes(np.random.default_rng(0).bytes(4096))
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes((kept_run / "ckpt_000007.pt").read_bytes()[:5000])
+    for p, expect in ((raw, "is not a checkpoint torch can read"), (noise, "is not a checkpoint torch can read"),
+                      (cut, "is unreadable or truncated")):
+        assert main(["evaluate", str(p), "--nworld", "2", "--device", "cpu", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Warning" not in err, err  # no torch warning before it
+        line = _one_line_error(err)
+        assert str(p) in line and expect in line, line
+        assert "objects other than tensors" not in line and "If you are seeing" not in line
+
+
+def test_a_reader_message_with_newlines_is_one_line_in_figures(tmp_path, monkeypatch, capsys):
+    import fightlab.results as res
+
+    p = res.results_path("train", tmp_path)
+    p.parent.mkdir(parents=True)
+    p.write_text('run_id\n"unterminated\n')
+
+    def pandas_says(*a, **k):
+        raise ValueError("Error tokenizing data. C error: EOF inside string starting at row 1\n"
+                         "  (second line)")
+
+    monkeypatch.setattr(res, "read_rows", pandas_says)
+    assert main(["figures", "--only", "train_curves", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "EOF inside string starting at row 1 (second line)" in _one_line_error(err)
+
+
+def test_a_copied_checkpoint_named_as_fightlab_writes_is_never_replaced(kept_run, tmp_path, capsys):
+    import hashlib
+
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    # a copy named latest.pt in a folder without a manifest: refused at the start, nothing written
+    user = tmp_path / "user"
+    user.mkdir()
+    shutil.copy(kept_run / "ckpt_000007.pt", user / "latest.pt")
+    before = digest(user / "latest.pt")
+    assert main(["train", "--resume", str(user / "latest.pt"), "--max-iterations", "9", "--device", "cpu",
+                 "--no-progress"]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "latest.pt' is not fightlab's link" in err and "start.pt" in err
+    assert sorted(p.name for p in user.iterdir()) == ["latest.pt"] and digest(user / "latest.pt") == before
+    # a copy at the ckpt_<iteration>.pt name the run writes (a segment of no iteration saves its
+    # own state again): refused, the copy kept
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(kept_run / "ckpt_000007.pt", other / "ckpt_000007.pt")
+    before = digest(other / "ckpt_000007.pt")
+    assert main(["train", "--resume", str(other / "ckpt_000007.pt"), "--max-iterations", "7", "--device", "cpu",
+                 "--no-progress"]) == 2
+    err = _one_line_error(capsys.readouterr().err)
+    assert "ckpt_000007.pt' was not written by this run" in err and digest(other / "ckpt_000007.pt") == before
+    # the documented fork: the copy under another name resumes
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    shutil.copy(kept_run / "ckpt_000007.pt", fork / "start.pt")
+    assert main(["train", "--resume", str(fork / "start.pt"), "--max-iterations", "8", "--device", "cpu",
+                 "--no-progress"]) == 0
+    assert os.readlink(fork / "latest.pt") == "ckpt_000008.pt" and (fork / "start.pt").exists()

@@ -96,7 +96,7 @@ def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) ->
     try:
         df = results.read_rows(experiment, root)
     except ValueError as e:
-        raise DataFileError(str(e)) from None
+        raise DataFileError(" ".join(str(e).split())) from None  # pandas: several lines
     if df.empty:
         log(f"figures: skip {name}: {path} has no rows")
         return None
@@ -527,7 +527,7 @@ def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
     try:
         s = cost.load_survey(root, log=log)
     except ConfigError as e:
-        raise DataFileError(str(e)) from None
+        raise DataFileError(" ".join(str(e).split())) from None  # pandas: several lines
     fig = survey_figures.plot_survey(s.table, title=survey_figures.figure3_title(s.ours), note=s.price_note)
     return _save(fig, "figure3_survey", root, log)
 

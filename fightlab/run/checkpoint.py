@@ -24,24 +24,25 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import math
 import pickle
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from fightlab.config import (ConfigError, TrainConfig, check_fields, from_dict, short_repr, to_dict,
-                             validate_env)
+from fightlab.config import (MAX_ITERATIONS, ConfigError, TrainConfig, check_fields, from_dict, short_repr,
+                             to_dict, validate_env)
 from fightlab.envs.curriculum import WINDOW_KEYS
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 from fightlab.rundir import CHECKPOINT_NAME, atomic_path, write_error
 
 __all__ = ["CheckpointError", "KEEP_CHECKPOINTS", "save_checkpoint", "load_checkpoint", "safe_load",
-           "prune_checkpoints", "restore_checkpoint", "later_checkpoints",
-           "relabel_checkpoints",
+           "prune_checkpoints", "restore_checkpoint", "later_checkpoints", "relabel_checkpoints",
            "SEGMENT_FIELDS", "resume_conflicts", "resume_config", "load_policy", "policy_agent",
            "policy_parameter_names"]
 
@@ -56,6 +57,18 @@ class _Damaged(Exception):
 
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _clause(e: BaseException, n: int = 200) -> str:
+    """``e`` as one clause: its type and its first sentence (torch's go on with advice), at most n."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    first = re.split(r"(?<=[^.\s]{2})\.\s", first, maxsplit=1)[0].rstrip(".")
+    return f"{type(e).__name__}: {first[:n]}" if first else type(e).__name__
+
+
+def _big(v) -> str:
+    """A value for a message; an integer too long to print (Python's 4300 digits) by its size."""
+    return f"an integer of {v.bit_length()} bits" if isinstance(v, int) and v.bit_length() > 200 else short_repr(v)
 
 
 def _scalar(v):
@@ -145,7 +158,9 @@ def _check_run(ck: dict) -> None:
     """The counters, the env's state, the RNG states, the run's id, segments and rows."""
     it = ck["iteration"]
     if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-        raise _Damaged(f"iteration must be an integer >= 0, got {it!r}")
+        raise _Damaged(f"iteration must be an integer >= 0, got {short_repr(it)}")
+    if it > MAX_ITERATIONS:  # before any range or list is built of it
+        raise _Damaged(f"iteration must be at most {MAX_ITERATIONS} (the config's limit), got {_big(it)}")
     if not _number(ck["elapsed_s"]) or ck["elapsed_s"] < 0:
         raise _Damaged(f"elapsed_s must be a number >= 0, got {ck['elapsed_s']!r}")
     if not (_number(ck.get("amp_target")) and 0.0 <= ck["amp_target"] <= 1.0):
@@ -154,8 +169,10 @@ def _check_run(ck: dict) -> None:
         if ck.get(k) is not None and not _number(ck[k]):
             raise _Damaged(f"{k} must be a number or None, got {ck[k]!r}")
     if ck.get("solve_iteration") is not None and (isinstance(ck["solve_iteration"], bool)
-                                                  or not isinstance(ck["solve_iteration"], int)):
-        raise _Damaged(f"solve_iteration must be an integer or None, got {ck['solve_iteration']!r}")
+                                                  or not isinstance(ck["solve_iteration"], int)
+                                                  or not 0 <= ck["solve_iteration"] <= MAX_ITERATIONS):
+        raise _Damaged(f"solve_iteration must be an integer in [0, {MAX_ITERATIONS}] or None, "
+                       f"got {_big(ck['solve_iteration'])}")
     if ck.get("forked_from") is not None and not isinstance(ck["forked_from"], str):
         raise _Damaged(f"forked_from must be text or null, got {short_repr(ck['forked_from'])}")
     if "env_state" not in ck or not isinstance(ck["env_state"], dict) or not all(
@@ -179,7 +196,8 @@ def _check_run(ck: dict) -> None:
         if x.get("mps") is not None and not isinstance(x["mps"], bool):
             raise _Damaged(f"segments' mps must be true or false, got {x['mps']!r}")
     hist = ck.get("history")
-    if hist is not None and not (isinstance(hist, list) and all(isinstance(r, dict) for r in hist)
+    if hist is not None and not (isinstance(hist, list) and len(hist) == it  # lengths first: no huge list
+                                 and all(isinstance(r, dict) for r in hist)
                                  and [r.get("iteration") for r in hist] == list(range(1, it + 1))):
         raise _Damaged(f"history must hold the rows of iterations 1..{it} in order")
 
@@ -348,7 +366,7 @@ def save_checkpoint(run, path=None) -> Path:
     tmp = path.with_suffix(".tmp")
     inside = path.resolve().parent == run.run_dir
     if inside:  # recorded first, so that a kill -9 mid-write leaves nothing unlisted
-        run.rundir.add(path.name, tmp.name, "latest.pt", "latest.pt.tmp")
+        run.rundir.claim(path.name, tmp.name, "latest.pt", "latest.pt.tmp")  # never a file not ours
     _write(_plain(ck), path, tmp)
     if not inside:
         return path  # a copy elsewhere: not part of the run folder
@@ -392,13 +410,14 @@ def prune_checkpoints(rundir, newest, n: int = KEEP_CHECKPOINTS) -> list[str]:
 
 def _write(ck: dict, path: Path, tmp: Path) -> None:
     """``torch.save`` through a temporary (`fightlab.rundir.atomic_path`): a kill leaves the old
-    file or the new one; a full disk (torch's RuntimeError around it too) is one OSError naming
-    the file, the temporary removed."""
+    file or the new one; any failure of torch.save (a full disk) is one OSError naming the
+    file, the temporary removed."""
     with atomic_path(path, tmp) as t:
         try:
             torch.save(ck, t)
-        except RuntimeError as e:  # torch's writer wraps the OS error ("file write failed")
-            raise (write_error(e, path) or e) from None
+        except (RuntimeError, OSError) as e:  # torch's zip writer: "file write failed", "unexpected pos"
+            raise (write_error(e, path) or OSError(errno.EIO, f"could not write the checkpoint "
+                                                   f"({_clause(e)}): is the disk full?", str(path))) from None
 
 
 def _plain(obj):
@@ -437,17 +456,25 @@ def safe_load(path) -> object:
     numpy as today's loader gives them. A dict's ``env_state`` comes back as numpy arrays.
 
     Raises:
-      CheckpointError: one line naming the file: unreadable or truncated, or holding other
-        objects (their names, e.g. ``posix.system``), which never run.
+      CheckpointError: one line naming the file: not a file torch reads, unreadable or
+        truncated, or holding other objects (their names, e.g. ``posix.system``), which never run.
     """
     p = Path(path)
     try:
-        try:
-            ck = torch.load(p, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:  # numpy inside (an older checkpoint), or worse
-            with torch.serialization.safe_globals(_numpy_globals()):
+        with warnings.catch_warnings():  # torch warns of a plain pickle's protocol: the error says it
+            warnings.simplefilter("ignore")
+            try:
                 ck = torch.load(p, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
+            except pickle.UnpicklingError:  # numpy inside (an older checkpoint), or worse
+                with torch.serialization.safe_globals(_numpy_globals()):
+                    ck = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:
+        if p.is_file() and p.open("rb").read(4) != b"PK\x03\x04":  # random bytes, a plain pickle, text
+            raise CheckpointError(f"checkpoint {str(p)!r} is not a checkpoint torch can read (not the "
+                                  f"zip archive torch.save writes; {type(e).__name__}); use a "
+                                  "checkpoint fightlab wrote") from None
+        if not isinstance(e, pickle.UnpicklingError):  # a truncated or damaged zip
+            raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated ({_clause(e)})") from None
         try:
             bad = [g for g in torch.serialization.get_unsafe_globals_in_checkpoint(p)
                    if not g.startswith(("numpy.", "builtins.bytes"))]
@@ -457,10 +484,6 @@ def safe_load(path) -> object:
             f"checkpoint {str(p)!r} holds objects other than tensors, numbers, text, lists and "
             f"dicts ({', '.join(bad[:3]) or 'not loadable with weights_only=True'}): fightlab never "
             "runs code from a file; use a checkpoint fightlab wrote") from None
-    except Exception as e:  # truncated zip, garbage, …
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CheckpointError(f"checkpoint {str(p)!r} is unreadable or truncated "
-                              f"({type(e).__name__}: {first})") from None
     if isinstance(ck, dict) and isinstance(ck.get("env_state"), dict):
         ck["env_state"] = {k: v.numpy() if isinstance(v, torch.Tensor) else v
                            for k, v in ck["env_state"].items()}
@@ -488,9 +511,7 @@ def restore_checkpoint(run, ck: dict) -> None:
     except CheckpointError:
         raise
     except (RuntimeError, TypeError, ValueError, KeyError, IndexError) as e:
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CheckpointError(f"checkpoint {run.cfg.resume!r} could not be restored "
-                              f"({type(e).__name__}: {first})") from None
+        raise CheckpointError(f"checkpoint {run.cfg.resume!r} could not be restored ({_clause(e)})") from None
 
 
 def _restore(run, ck: dict) -> None:
@@ -555,8 +576,10 @@ def load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) ->
         agent.load_state_dict(ck["agent"])
         if optimizer is not None:
             optimizer.load_state_dict(ck["optimizer"])
-    except (RuntimeError, KeyError, ValueError) as e:
-        first = str(e).strip().splitlines()[0][:200]
+    except (RuntimeError, KeyError, ValueError) as e:  # torch's listing: its first mismatch
+        lines = [ln.strip() for ln in str(e).strip().splitlines()]
+        first = next((ln for ln in lines if ln.startswith(("size mismatch", "Missing key", "Unexpected key"))),
+                     lines[0] if lines else type(e).__name__).split(". ", 1)[0].rstrip(".")[:200]
         raise CheckpointError(f"checkpoint's policy does not fit body {body!r} (obs {env.obs_dim}, "
                               f"actions {env.nu}): {first}") from None
 

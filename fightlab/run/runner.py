@@ -103,7 +103,7 @@ class Trainer(TrainLoop):
         try:
             self._build(cfg, progress, resume_ck)
         except BaseException:
-            self.rundir.release()
+            self.rundir.abandon()  # a failed start (out of memory) leaves no empty manifest behind
             raise
 
     def _build(self, cfg: TrainConfig, progress: bool, resume_ck: dict | None) -> None:
@@ -207,7 +207,7 @@ class Trainer(TrainLoop):
         try:
             return self._train()
         except BaseException:
-            self.close()  # a failed or interrupted segment leaves the folder free for --resume
+            self.rundir.abandon()  # the folder free for --resume; a start that wrote nothing leaves nothing
             raise
 
     def _train(self) -> dict:
