@@ -92,11 +92,12 @@ class Trainer(TrainLoop):
         # the gate (`run.launch.plan_run`) checked and decided it all; a bare config passes it here
         plan = cfg if isinstance(cfg, TrainPlan) else plan_run(cfg, has_row=has_row)
         cfg, resume_ck, self.publish = plan.cfg, plan.checkpoint, plan.publish
-        # a run that changes a Fixed field of the task says so once; its rows carry the task id
-        if (warn := task_warning(cfg)) is not None:
-            print(f"fightlab: warning: {warn}", flush=True)
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
         self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
+        # a run that changes a Fixed field of the task says so once (after the folder's last
+        # refusal, so a refused run prints one line); its rows carry the task id
+        if (warn := task_warning(cfg)) is not None:
+            print(f"fightlab: warning: {warn}", flush=True)
         if self.rundir.removed:
             print(f"fresh run in {self.rundir.path}: removed {len(self.rundir.removed)} files of an "
                   "earlier run", flush=True)
