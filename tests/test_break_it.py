@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -623,3 +624,19 @@ def test_a_copied_checkpoint_named_as_fightlab_writes_is_never_replaced(kept_run
     assert main(["train", "--resume", str(fork / "start.pt"), "--max-iterations", "8", "--device", "cpu",
                  "--no-progress"]) == 0
     assert os.readlink(fork / "latest.pt") == "ckpt_000008.pt" and (fork / "start.pt").exists()
+
+
+def test_bench_out_never_writes_over_a_folder_fightlab_did_not_make(tmp_path, capsys):
+    """`bench --out` into a folder of the user's (a bench.json of their own) or a system folder:
+    one line, nothing written or replaced; an earlier bench's folder or an empty one is taken."""
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "bench.json").write_text("my own bench notes")
+    for out in (user, Path("/usr/lib")):
+        before = sorted(p.name for p in out.iterdir())
+        assert main(["bench", "--bodies", "simple", "--nworld", "4", "--device", "cpu", "--out", str(out)]) == 2
+        err = _one_line_error(capsys.readouterr().err)
+        assert "refused" in err and str(out) in err, err
+        assert sorted(p.name for p in out.iterdir()) == before
+    assert (user / "bench.json").read_text() == "my own bench notes"

@@ -377,6 +377,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
     bench_id = meta.new_run_id()
     out = Path(out) if out is not None else ROOT / bench_id
     check_location(out)
+    _check_out(out)
     it, skip = SPEED_ITERATIONS[size]
     t_job = time.perf_counter()
     # what every body's measurement shares (`_bench_body`); n: the body's nworld
@@ -432,6 +433,22 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
                                                 default=str, allow_nan=True))
     log(f"bench: rows in {results.results_path('bench', out)} and {out / 'bench.json'}")
     return rows
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an ``--out`` folder that holds files and is not an earlier bench's (no bench.json
+    with a bench_id): bench writes bench.json, data/ and run folders there, and never over files
+    fightlab did not write. Raises ConfigError, one line."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    try:
+        doc = json.loads((out / "bench.json").read_text())
+        earlier = isinstance(doc, dict) and "bench_id" in doc
+    except (OSError, ValueError, TypeError):
+        earlier = False
+    if not earlier:
+        raise ConfigError(f"--out {str(out)!r} refused: it is not empty and is not an earlier bench's folder "
+                          "(no bench.json of fightlab's); choose a new or empty folder")
 
 
 def _bench_options(bodies, device, nworld, size, train_s, time_limit_s, publish) -> tuple:
