@@ -311,8 +311,8 @@ def _bench_parser(sub, fmt) -> None:
                     "(default measure.bench.TRAIN_S: 120; smoke: 3)")
     bn.add_argument("--time-limit-s", type=float, default=None,
                     help="hard wall-clock limit for the whole job (default: twice the shortest accepted)")
-    bn.add_argument("--out", default=None, help="folder for bench.json and data/results/bench.csv "
-                    "(default runs/bench/<id>)")
+    bn.add_argument("--out", default=None, help="folder for bench.json and data/results/bench.csv: new, "
+                    "empty or an earlier bench's (default runs/bench/<id>)")
     bn.add_argument("--size", choices=("auto", "smoke", "full"), default=None,
                     help="smoke (tiny nworld, a few seconds, CPU-sized) or full; auto, the default: full on "
                          "a GPU, smoke on a CPU")
