@@ -116,10 +116,6 @@ class StanceTask(VecEnv):
         """The rhythm amplitude the worlds ramp to (the curriculum's, once started)."""
         return self.unwrapped.amplitude_target
 
-    def warmup(self) -> None:
-        """Compile the env's kernels and capture its step (`StanceEnv.warmup`)."""
-        self.unwrapped.warmup()
-
     def get_observations(self) -> dict[str, torch.Tensor]:
         if not self._started:
             self.reset()
@@ -225,15 +221,12 @@ def evaluate_policy(make_policy, body: str, env_cfg, nworld: int, device: str, e
             bar.update(1)
         s = env.read_summary()
     bar.close()
-    n = s["episodes"]
+    stats = episode_stats(s)
     return dict(physics_engine=env.engine_solver, timestep=env.mjm.opt.timestep,
-                seconds_per_world=nsteps * env_cfg.control_dt,
-                episodes=n, falls=s["falls"], fall_rate=s["falls"] / n if n else math.nan,
-                tracking=ratio(s["track_num"], s["track_den"]),
-                tracking_survived=ratio(s["track_num_survived"], s["track_den_survived"]),
-                mean_episode_s=s["episode_s_sum"] / n if n else math.nan,
-                overflow_count=s["overflow_worlds"], nan_resets=s["nan_resets"],
-                contact_falls=s["contact_falls"], tilt_falls=s["tilt_falls"])
+                seconds_per_world=nsteps * env_cfg.control_dt, episodes=stats["episodes"], falls=s["falls"],
+                **{k: stats[k] for k in ("fall_rate", "tracking", "tracking_survived",
+                                         "mean_episode_s", "overflow_count", "nan_resets",
+                                         "contact_falls", "tilt_falls")})
 
 
 #: what each run of the reference check keeps of `evaluate_policy`'s result

@@ -31,11 +31,11 @@ def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, upd
     n_env = env.num_envs * loop.cfg.ppo.num_steps
     row = dict(iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
                env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
-               physics_steps_per_s=n_env * getattr(env, "substeps", 1) / wall,
+               physics_steps_per_s=n_env * env.substeps / wall,
                **episode, reward=float(stats[len(STATS)]),
                **{k: float(v) for k, v in zip(STATS, stats[:len(STATS)])},
                rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
-               graph_fallbacks=loop.graph_fallbacks + getattr(env, "graph_fallbacks", 0))
+               graph_fallbacks=loop.graph_fallbacks + env.graph_fallbacks)
     return row
 
 
