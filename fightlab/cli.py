@@ -320,13 +320,10 @@ def _job_config(a):
     (`rundir.check_location`, or a non-empty folder fightlab did not make) is refused now.
     Raises ConfigError, one line."""
     from fightlab.run.launch import plan_training, request_from_args
-    from fightlab.rundir import MANIFEST, RunDirError, check_location
+    from fightlab.rundir import check_folder
 
-    if a.run_dir is not None:
-        p = check_location(a.run_dir)
-        if p.is_dir() and not (p / MANIFEST).is_file() and any(p.iterdir()):
-            raise RunDirError(f"run folder {a.run_dir!r} is not empty and was not made by fightlab (no "
-                              f"{MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+    if a.run_dir is not None:  # held or not now, it may be free when the job starts
+        check_folder(a.run_dir, fresh=True, in_use=False)
     return plan_training(request_from_args(a), device_here=False).cfg
 
 

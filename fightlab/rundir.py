@@ -45,7 +45,7 @@ FORMAT = "fightlab-run-1"
 CHECKPOINT_NAME = re.compile(r"^ckpt_(\d{6,})\.pt$")
 
 __all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "CHECKPOINT_NAME", "check_location",
-           "atomic_path", "atomic_write", "write_error"]
+           "check_folder", "atomic_path", "atomic_write", "write_error"]
 
 
 def write_error(e: BaseException, path: Path | str) -> OSError | None:
@@ -161,6 +161,47 @@ def check_location(path: Path | str) -> Path:
                           "e.g. under runs/")
     if p.exists() and not p.is_dir():
         raise RunDirError(f"run folder {str(path)!r} exists and is not a folder")
+    return p
+
+
+def _not_ours(path: Path, entries: list[str]) -> RunDirError:
+    """The refusal of a non-empty folder fightlab did not make (no manifest), its first entries shown."""
+    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    return RunDirError(f"run folder {str(path)!r} is not empty ({shown}) and was not made by fightlab "
+                       f"(no {MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+
+
+def _in_use(path: Path, holder: str) -> RunDirError:
+    """The refusal of a folder whose lock a live process (pid ``holder``) holds."""
+    who = "this process" if holder == str(os.getpid()) else "another fightlab process"
+    return RunDirError(f"run folder {str(path)!r} is in use by {who} (pid {holder}); wait for it to "
+                       "end or choose another folder")
+
+
+def check_folder(run_dir: str | Path, fresh: bool, in_use: bool = True) -> Path:
+    """Refuse ``run_dir`` as `RunDir` would, creating, writing and locking nothing (the run's
+    gate checks it so before the run says anything): a place no run may use (`check_location`),
+    a non-empty folder fightlab did not make (``fresh``), and with ``in_use`` a folder another
+    live process holds. Returns the resolved path.
+
+    Raises:
+      RunDirError: one line naming the folder and the reason.
+    """
+    p = check_location(run_dir)
+    if not p.is_dir():
+        return p
+    entries = sorted(e.name for e in p.iterdir() if e.name != LOCK)
+    if fresh and entries and not (p / MANIFEST).is_file():
+        raise _not_ours(p, entries)
+    if not in_use or not (p / LOCK).is_file():
+        return p
+    fd = os.open(p / LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # only tried: a holder's lock is exclusive
+    except BlockingIOError:
+        raise _in_use(p, os.pread(fd, 64, 0).decode(errors="replace").strip() or "?") from None
+    finally:
+        os.close(fd)  # drops the shared lock tried above, never the holder's
     return p
 
 
@@ -281,10 +322,7 @@ class RunDir:
                               f"{', ...' if len(foreign) > 4 else ''}): a resume there could "
                               "overwrite them; copy the checkpoint into a new, empty folder and "
                               "resume from there")
-        shown = ", ".join(self._entries()[:4]) + (", ..." if len(self._entries()) > 4 else "")
-        raise RunDirError(f"run folder {str(self.path)!r} is not empty ({shown}) and was not made "
-                          f"by fightlab (no {MANIFEST}): a run deletes only what it wrote; choose a "
-                          "new or empty folder")
+        raise _not_ours(self.path, self._entries())
 
     def _read(self) -> dict | None:
         p = self.path / MANIFEST
@@ -392,9 +430,7 @@ class RunDir:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            who = "this process" if holder == str(os.getpid()) else "another fightlab process"
-            raise RunDirError(f"run folder {str(self.path)!r} is in use by {who} (pid {holder}); "
-                              "wait for it to end or choose another folder") from None
+            raise _in_use(self.path, holder) from None
         old = os.pread(fd, 64, 0).decode(errors="replace").strip()
         if old.isdigit() and int(old) != os.getpid():
             self.stale_pid = int(old)  # its holder is gone: the kernel dropped its flock

@@ -35,7 +35,7 @@ from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_b
 from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
 from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
-from fightlab.run.folder import check_run_folder
+from fightlab.rundir import check_folder
 
 #: most episodes per world an evaluation may ask for (10 s each)
 MAX_EVAL_EPISODES = 10_000
@@ -220,7 +220,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
       checkpoint: `cfg.resume` already loaded (else loaded here).
       device_here: False checks the config as if its devices were the CPU (a batch job runs on
         a lane's device, known when it starts); the publish rule still reads `cfg.device`.
-      folder: refuse the run folder now as the run would (`run.folder.check_run_folder`).
+      folder: refuse the run folder now as the run would (`rundir.check_folder`).
     Returns:
       :class:`TrainPlan`.
     Raises:
@@ -241,7 +241,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
                   policy_device=checked.policy_device, training=checked)
     start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
     if folder:  # the last refusal: a run past the gate says its first line (a task warning) after it
-        check_run_folder(checked.run_dir, fresh=ck is None)
+        check_folder(checked.run_dir, fresh=ck is None)
     return TrainPlan(checked, nworld_auto, start, ck, publish)
 
 
