@@ -144,6 +144,14 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_nan", "traj_overflow_worlds",
         "traj_pushes", "traj_quiet_dev_tree_rad", "traj_quiet_dev_ulp_rad",
     ),
+    # seconds per training iteration of two versions of fightlab on one GPU, run alternately
+    # (bench/seconds_per_iteration_ab.sh): one short solo training per row, its medians as in
+    # "sweep"; after 1 for the script's checkout (commit), 0 for the other version (its commit in
+    # params.code_commit)
+    "versions": (
+        "after", "iterations", "s_per_iter", "rollout_s_per_iter",
+        "update_s_per_iter", "host_reads_per_iter",
+    ),
     # Nsight Compute profile of one factor path (params.path: stock / global / shared) in
     # bench/factor_probe.py (fightlab.measure.ncu): medians over the path's launches; *_pct in %,
     # duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
