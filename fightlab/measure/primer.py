@@ -1,20 +1,11 @@
-"""The GPU primer (notebook 00): why a GPU, and how to time one honestly.
+"""The GPU primer (notebook 00): why a GPU, and how to time one honestly; the notebook only calls
+these functions.
 
-Everything the notebook shows is computed here; the notebook only calls these functions.
-
-- Vector addition and SAXPY (``y = a*x + y``) as Warp kernels, checked against numpy, timed over
-  a sweep of sizes beside a device-to-device copy (``wp.copy``) measured in the same run, so the
-  effective bandwidth of each kernel reads as a fraction of what a plain copy reaches
-  (:func:`vector_sweep`).
-- Mandelbrot (the popular article's 1024x1536 image, 20 iterations) as a Warp kernel and in numpy:
-  cold compile, first launch and steady state apart; synchronised and unsynchronised timing side
-  by side; every Warp image compared with the numpy image, pixel by pixel (:func:`mandelbrot_study`).
-- A tiny CNN training step in torch on the handwritten-digits data set (:func:`load_digits`,
-  :func:`cnn_study`, from :mod:`fightlab.measure.primer_cnn`), with the same warm-up / synchronise
-  discipline.
-- The closing table of ratios (:func:`ratios`) and the cloud prices the article quoted
-  (:func:`cloud_prices`, ``data/reference/cloud_prices.csv``).
-- One result row per run (:func:`result_row`, experiment ``"primer"`` in :mod:`fightlab.results`).
+- Vector addition and SAXPY (``y = a*x + y``) as Warp kernels beside a device-to-device copy
+  measured in the same run (:func:`vector_sweep`); Mandelbrot as a Warp kernel and in numpy
+  (:func:`mandelbrot_study`); a tiny CNN training step in torch (:mod:`fightlab.measure.primer_cnn`).
+- The closing table of ratios (:func:`ratios`), the article's cloud prices (:func:`cloud_prices`)
+  and one ``primer`` result row per run (:func:`result_row`).
 
 All timings come from :mod:`fightlab.timing`. On a CPU-only machine every function that compares
 devices returns the CPU numbers and NaN for the GPU (see :func:`devices_for`).
@@ -44,7 +35,7 @@ from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT
 
 __all__ = [
-    "PrimerParams", "params_for", "devices_for", "vector_add", "saxpy", "device_copy",
+    "PrimerParams", "params_for", "devices_for", "vector_add", "saxpy",
     "check_vector_kernels", "vector_sweep", "mandelbrot_numpy", "mandelbrot_warp", "image_match",
     "mandelbrot_study", "load_digits", "TinyCNN", "cnn_study", "ratios", "cloud_prices",
     "CLOUD_PRICES", "PRIMER_METRICS", "result_row",
@@ -80,9 +71,6 @@ class PrimerParams:
     seed: int
     devices: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 #: what size="smoke" cuts the full parameters down to (CPU, seconds)
 SMOKE = dict(vector_sizes=[2**4, 2**10, 2**14, 2**18], repeats=3, warmup=1, mandelbrot_shape=(128, 192),
@@ -97,14 +85,9 @@ def _int_at_least(name: str, v: Any, lo: int = 1) -> int:
 
 def check_cpu_compiler(available: bool | None = None) -> None:
     """Every comparison runs Warp kernels on the CPU device too: that needs Warp's bundled CPU
-    compiler (``warp/bin/warp-clang.so``), which some slimmed installs leave out.
-
-    Args:
-        available: override of ``wp.is_cpu_available()`` (tests).
-
-    Raises:
-        RuntimeError: the CPU compiler is missing, saying where it belongs and how to restore it.
-    """
+    compiler (``warp/bin/warp-clang.so``), which some slimmed installs leave out. ``available``
+    overrides ``wp.is_cpu_available()`` (tests). Raises RuntimeError when it is missing, saying
+    where it belongs and how to restore it."""
     if not (wp.is_cpu_available() if available is None else available):
         where = Path(wp.__file__).parent / "bin" / "warp-clang.so"
         raise RuntimeError(
@@ -114,23 +97,12 @@ def check_cpu_compiler(available: bool | None = None) -> None:
             "from the wheel.")
 
 
-def params_for(
-    *,
-    size: str = "full",
-    device: str = "auto",
-    vector_sizes: Sequence[int] = (2**4, 2**8, 2**12, 2**16, 2**20, 2**22, 2**24, 2**26),
-    saxpy_a: float = 2.0,
-    repeats: int = 20,
-    warmup: int = 3,
-    mandelbrot_shape: Sequence[int] = (1024, 1536),
-    mandelbrot_max_iter: int = 20,
-    cnn_image_px: int = 64,
-    cnn_batch: int = 32,
-    cnn_train_steps: int = 300,
-    seed: int = 0,
-    publish: bool = False,
-    has_cuda: Any = None,
-) -> PrimerParams:
+def params_for(*, size: str = "full", device: str = "auto",
+               vector_sizes: Sequence[int] = (2**4, 2**8, 2**12, 2**16, 2**20, 2**22, 2**24, 2**26),
+               saxpy_a: float = 2.0, repeats: int = 20, warmup: int = 3,
+               mandelbrot_shape: Sequence[int] = (1024, 1536), mandelbrot_max_iter: int = 20,
+               cnn_image_px: int = 64, cnn_batch: int = 32, cnn_train_steps: int = 300, seed: int = 0,
+               publish: bool = False, has_cuda: Any = None) -> PrimerParams:
     """Validate the notebook's parameters; ``size="smoke"`` cuts them to a CPU-sized check.
 
     ``device`` goes through :func:`fightlab.timing.resolve_device` (``"auto"`` -> ``"cuda:0"``
@@ -250,15 +222,6 @@ def saxpy(a: float, x: wp.array, y: wp.array) -> None:
     wp.launch(_saxpy, dim=x.shape[0], inputs=[float(a), x], outputs=[y], device=x.device)
 
 
-def device_copy(dst: wp.array, src: wp.array) -> None:
-    """``dst[:] = src`` on the arrays' device (a device-to-device memcpy on a GPU)."""
-    wp.copy(dst, src)
-
-
-def _noop_launch(x: wp.array) -> None:
-    wp.launch(_noop, dim=x.shape[0], inputs=[], outputs=[x], device=x.device)
-
-
 # ----------------------------------------------------------------------------------------------
 # vector addition and SAXPY
 
@@ -289,13 +252,8 @@ def check_vector_kernels(device: str, n: int = 1000, a: float = 2.0, seed: int =
     err_saxpy = float(np.max(np.abs(y.numpy() - want)))
     tol = 1e-5 * float(np.max(np.abs(want)))  # a fused multiply-add may round once instead of twice
     ok = bool(np.array_equal(example, a_np + b_np) and err_add == 0.0 and err_saxpy <= tol)
-    return {
-        "device": device,
-        "article_example": example.tolist(),
-        "vec_add_max_abs_err": err_add,
-        "saxpy_max_abs_err": err_saxpy,
-        "ok": ok,
-    }
+    return {"device": device, "article_example": example.tolist(), "vec_add_max_abs_err": err_add,
+            "saxpy_max_abs_err": err_saxpy, "ok": ok}
 
 
 #: bytes moved per element (float32): copy reads 1 and writes 1, add reads 2 writes 1,
@@ -304,15 +262,8 @@ BYTES_PER_ELEMENT = {"copy": 8, "vec_add": 12, "saxpy": 12, "empty_kernel": 0,
                       "numpy_copy": 8, "numpy_add": 12, "numpy_saxpy": 12}
 
 
-def vector_sweep(
-    sizes: Sequence[int],
-    devices: Sequence[str],
-    *,
-    repeats: int = 20,
-    warmup: int = 3,
-    a: float = 2.0,
-    include_numpy: bool = True,
-) -> pd.DataFrame:
+def vector_sweep(sizes: Sequence[int], devices: Sequence[str], *, repeats: int = 20, warmup: int = 3,
+                 a: float = 2.0, include_numpy: bool = True) -> pd.DataFrame:
     """Time copy, vector addition, SAXPY and an empty kernel over ``sizes`` on each device.
 
     Every timed call is one launch followed by a synchronise (:func:`fightlab.timing.measure`), so
@@ -330,34 +281,32 @@ def vector_sweep(
     wp.init()
     rows = []
     for dev in devices:
-        for n in sizes:
-            x = wp.full(n, 1.0, dtype=float, device=dev)
-            y = wp.full(n, 2.0, dtype=float, device=dev)
-            z = wp.zeros(n, dtype=float, device=dev)
-            ops = {
-                "copy": lambda: device_copy(z, x),
-                "vec_add": lambda: vector_add(x, y, z),
-                "saxpy": lambda: saxpy(a, x, y),
-                "empty_kernel": lambda: _noop_launch(z),
-            }
-            for op, fn in ops.items():
-                t = timing.measure(fn, device=dev, warmup=warmup, repeats=repeats, name=f"{op} n={n}")
-                rows.append(_sweep_row(dev, op, n, t))
-        if include_numpy and dev == "cpu":
+        for where in [dev] + (["numpy"] if include_numpy and dev == "cpu" else []):
             for n in sizes:
-                xn, yn, zn = np.ones(n, np.float32), np.full(n, 2.0, np.float32), np.zeros(n, np.float32)
-                af = np.float32(a)
-                np_ops = {"numpy_copy": lambda: np.copyto(zn, xn), "numpy_add": lambda: np.add(xn, yn, out=zn),
-                          "numpy_saxpy": lambda: (np.multiply(xn, af, out=zn), np.add(zn, yn, out=yn))}
-                for op, fn in np_ops.items():
-                    t = timing.measure(fn, device="cpu", warmup=warmup, repeats=repeats, name=f"{op} n={n}")
-                    rows.append(_sweep_row("numpy", op, n, t))
+                for op, fn in _sweep_ops(where, n, a).items():
+                    t = timing.measure(fn, device=dev, warmup=warmup, repeats=repeats, name=f"{op} n={n}")
+                    rows.append(_sweep_row(where, op, n, t))
     df = pd.DataFrame(rows)
     copy_bw = df[df.op.isin(["copy", "numpy_copy"])].set_index(["device", "n"])["gb_per_s"]
     df["frac_of_copy"] = [
         r.gb_per_s / copy_bw.get((r.device, r.n), math.nan) if r.bytes else math.nan for r in df.itertuples()
     ]
     return df
+
+
+def _sweep_ops(where: str, n: int, a: float) -> dict[str, Any]:
+    """The timed calls of :func:`vector_sweep` at ``n`` float32 elements on device ``where``
+    (``"numpy"``: numpy's on the CPU); ``wp.copy`` is a device-to-device memcpy on a GPU."""
+    if where == "numpy":
+        xn, yn, zn = np.ones(n, np.float32), np.full(n, 2.0, np.float32), np.zeros(n, np.float32)
+        af = np.float32(a)
+        return {"numpy_copy": lambda: np.copyto(zn, xn), "numpy_add": lambda: np.add(xn, yn, out=zn),
+                "numpy_saxpy": lambda: (np.multiply(xn, af, out=zn), np.add(zn, yn, out=yn))}
+    x, y = wp.full(n, 1.0, dtype=float, device=where), wp.full(n, 2.0, dtype=float, device=where)
+    z = wp.zeros(n, dtype=float, device=where)
+    return {"copy": lambda: wp.copy(z, x), "vec_add": lambda: vector_add(x, y, z),
+            "saxpy": lambda: saxpy(a, x, y),
+            "empty_kernel": lambda: wp.launch(_noop, dim=n, inputs=[], outputs=[z], device=where)}
 
 
 def _sweep_row(dev: str, op: str, n: int, t: timing.Timing) -> dict[str, Any]:
@@ -392,8 +341,7 @@ def mandelbrot_numpy(shape: Sequence[int] = (1024, 1536), max_iter: int = 20) ->
     cy = (f(y0) + np.arange(rows, dtype=f) * f(step))[:, None].repeat(cols, 1).ravel()
     count = np.zeros(rows * cols, np.int32)
     idx = np.arange(rows * cols)
-    x = np.zeros_like(cx)
-    y = np.zeros_like(cy)
+    x, y = np.zeros_like(cx), np.zeros_like(cy)
     two = f(2.0)
     for _ in range(max_iter):
         xx, yy = x * x, y * y
@@ -441,14 +389,8 @@ def image_match(image: np.ndarray, reference: np.ndarray) -> float:
     return float(np.mean(image == reference))
 
 
-def mandelbrot_study(
-    shape: Sequence[int],
-    max_iter: int,
-    devices: Sequence[str],
-    *,
-    repeats: int = 10,
-    warmup: int = 2,
-) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def mandelbrot_study(shape: Sequence[int], max_iter: int, devices: Sequence[str], *, repeats: int = 10,
+                     warmup: int = 2) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Time the Mandelbrot image in numpy and with the Warp kernel on each device.
 
     Per Warp device: cold compile in an empty kernel cache (``compile_s``), first launch
@@ -484,8 +426,6 @@ def mandelbrot_study(
             wrong = timing.measure(launch, device=dev, sync=False, warmup=warmup, repeats=repeats,
                                    name=f"mandelbrot warp {dev} unsynced")
         timing.default_sync(dev)()  # drain what the unsynchronised loop queued
-        # cross-check of the steady state on the device's own clock: CUDA events around
-        # `repeats` back-to-back launches on a GPU (no host round trip per launch), host clock on the CPU
         with timing.device_timer(dev) as dt:
             for _ in range(repeats):
                 launch()
@@ -592,7 +532,7 @@ def result_row(params: PrimerParams, s: dict[str, float]) -> dict[str, Any]:
     ``body`` is ``"none"`` and ``nworld`` 1 (the primer simulates no body); ``params`` holds the
     notebook's parameters; GPU columns are None on a CPU-only run.
     """
-    meta = results.run_metadata(body="none", nworld=1, seed=params.seed, params=params.as_dict(),
+    meta = results.run_metadata(body="none", nworld=1, seed=params.seed, params=asdict(params),
                                 device=params.device)
     metrics = {k: (None if s[k] is None or math.isnan(s[k]) else float(s[k])) for k in PRIMER_METRICS}
     return {**meta, **metrics}

@@ -66,17 +66,8 @@ class TinyCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def cnn_study(
-    data: dict[str, Any],
-    devices: Sequence[str],
-    *,
-    batch: int = 32,
-    train_steps: int = 300,
-    repeats: int = 20,
-    warmup: int = 3,
-    seed: int = 0,
-    lr: float = 1e-3,
-) -> pd.DataFrame:
+def cnn_study(data: dict[str, Any], devices: Sequence[str], *, batch: int = 32, train_steps: int = 300,
+              repeats: int = 20, warmup: int = 3, seed: int = 0, lr: float = 1e-3) -> pd.DataFrame:
     """Time one training step (forward, cross-entropy, backward, Adam) of :class:`TinyCNN` per device.
 
     On each device: a fresh model (same seed), data moved to the device once, batches taken in
