@@ -140,8 +140,7 @@ def _dims(g: pd.DataFrame, col: str) -> pd.Series:
 def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None) -> pd.DataFrame:
     """One row per factor path: launches, the largest block size (threads) and the largest grid
     size (blocks) among its launches (the stock path's grid changes with the tree level),
-    ``kernels`` (the kernel
-    prefixes seen, space separated), the medians of :data:`METRICS` over the path's launches
+    ``kernels`` (the kernel prefixes seen, space separated), the medians of :data:`METRICS` over the path's launches
     (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of durations /
     ``factorizations``).
 
@@ -203,8 +202,8 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
     Raises:
         OSError / ValueError: as :func:`summarise` (with ``nworld`` checked against the log);
             ValueError also for a log without all three paths, an unknown metadata column in
-            ``meta``, ``root`` not an existing folder; no GPU name (this
-            machine has no CUDA device and ``gpu`` was not given); rows of the same log, world
+            ``meta``, ``root`` not an existing folder; no GPU name (this machine has no CUDA
+            device and ``gpu`` was not given); rows of the same log, world
             count and commit already published (nothing is appended twice).
     """
     bad = sorted(set(meta) - set(results.META_COLUMNS))
@@ -230,21 +229,14 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
                              "pass gpu= (--gpu) naming the card that ran it")
         rows.append(row)
     with results.publish_lock(root):  # the duplicate check and the appends as one step
-        return _append_new(rows, root, source, nworld)
-
-
-def _append_new(rows: list[dict], root, source: str, nworld: int) -> list[dict]:
-    old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
-    if old is not None and len(old):
-        src = [json.loads(p).get("source") for p in old["params"]]
-        dup = [(s == source and int(n) == int(nworld) and c == rows[0]["commit"])
-               for s, n, c in zip(src, old["nworld"], old["commit"])]
-        if any(dup):
-            raise ValueError(f"{results.results_path('ncu', root)} already has rows of "
-                             f"{source} at nworld={nworld}, "
-                             f"commit {rows[0]['commit']}: not appended again")
-    for row in rows:
-        results.append_row("ncu", row, root)
+        old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
+        if old is not None and any(json.loads(p).get("source") == source and int(n) == int(nworld)
+                                   and c == rows[0]["commit"]
+                                   for p, n, c in zip(old["params"], old["nworld"], old["commit"])):
+            raise ValueError(f"{results.results_path('ncu', root)} already has rows of {source} at "
+                             f"nworld={nworld}, commit {rows[0]['commit']}: not appended again")
+        for row in rows:
+            results.append_row("ncu", row, root)
     return rows
 
 
@@ -255,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="folder holding data/ (default: .)")
     ap.add_argument("--factorizations", type=int, default=4,
                     help="factorizations per path in the log (probe: 1 warm-up + 3 = 4)")
-    for col in ("gpu", "driver", "commit", "time", "torch"):
+    cols = ("gpu", "driver", "commit", "time", "torch")
+    for col in cols:
         ap.add_argument(f"--{col}", help=f"metadata '{col}' of the machine that ran the profile")
     a = ap.parse_args(argv)
-    meta = {c: getattr(a, c) for c in ("gpu", "driver", "commit", "time", "torch") if getattr(a, c)}
+    meta = {c: getattr(a, c) for c in cols if getattr(a, c)}
     try:
         rows = publish(a.csv, a.nworld, a.root, a.factorizations, **meta)
     except (OSError, ValueError) as e:  # read_csv turns .xz decoding errors into ValueError
