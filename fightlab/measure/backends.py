@@ -29,10 +29,8 @@ GPU row and the CPU model and cores for a CPU-backend row (`fightlab.meta.cpu_la
 hold backend, device, layout, workers, worlds_per_worker, cores and cpu (the CPU's model) on
 every row, so each row names the machine's CPU.
 
-Reading the rows (pure pandas): `backend_ratios` (per comparison and body, MuJoCo Warp's env
-steps/s and seconds per iteration over the CPU backend's, the world count of each) and
-`estimated_time_to_solve` (the CPU backend's time to solve, estimated: its seconds per
-iteration × the MuJoCo Warp headline's median iterations to solve, at the same nworld only).
+Reading the rows (pure pandas): `backend_ratios`, `policy_device_effect` and
+`estimated_time_to_solve`.
 """
 
 from __future__ import annotations
@@ -86,9 +84,8 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
     """
     import torch
 
-    from fightlab.envs.stance import StanceEnv
-
     from fightlab.config import EnvConfig, reference_env
+    from fightlab.envs.stance import StanceEnv
 
     physics = reference_env(EnvConfig())
     ref = StanceEnv(body, nworld, device, seed=seed, cfg=physics)
@@ -110,14 +107,10 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
     out = dict(qpos=float(np.abs(sg["qpos"] - sc["qpos"]).max()),
                qvel=float(np.abs(sg["qvel"] - sc["qvel"]).max()),
                obs=float((og - oc).abs().max()), reward=float((rg - rc).abs().max()))
-    bumped = dict(state)
-    bumped["qpos"] = np.nextafter(state["qpos"], np.float32(np.inf))
-    bumped["qvel"] = np.nextafter(state["qvel"], np.float32(np.inf))
-    ref.load_state_dict(bumped)
+    ref.load_state_dict(dict(state, **{k: np.nextafter(state[k], np.float32(np.inf)) for k in ("qpos", "qvel")}))
     ref.step(a.to(ref.obs.device))
     sb = ref.state_dict()
-    out.update(ulp_qpos=float(np.abs(sg["qpos"] - sb["qpos"]).max()),
-               ulp_qvel=float(np.abs(sg["qvel"] - sb["qvel"]).max()))
+    out.update({f"ulp_{k}": float(np.abs(sg[k] - sb[k]).max()) for k in ("qpos", "qvel")})
     for e in (ref, cpu):
         e.close()
     return out
@@ -147,15 +140,11 @@ def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORL
     if not bodies or len(set(bodies)) != len(bodies):
         raise ConfigError(f"bodies must name each body once, got {bodies!r}; bodies: {', '.join(BODY_NAMES)}")
     nworld = validate_nworld(nworld)
-    if cpu_layout is None:
-        w = cpu_count()
-        cpu_layout = (w, None, nworld)
-    w, k, n = cpu_layout
+    w, k, n = (cpu_count(), None, nworld) if cpu_layout is None else cpu_layout
     out = []
     for b in bodies:
-        cpu = dict(body=b, backend="cpu", device="cpu", nworld=int(n), workers=int(w),
-                   worlds_per_worker=None if k is None else int(k), policy_device=None)
-        out.append(cpu)
+        out.append(cpu := dict(body=b, backend="cpu", device="cpu", nworld=int(n), workers=int(w),
+                               worlds_per_worker=None if k is None else int(k), policy_device=None))
         if cpu_policy_device is not None:
             out.append(dict(cpu, policy_device=cpu_policy_device))
         if gpu_device is not None:
@@ -183,13 +172,12 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
     one ``backends`` row per (body, backend).
 
     Args:
-      bodies, gpu_device, nworld, cpu_layout: the plan (`plan`); cpu_policy_device: the plan's
-        (`plan`), "auto" (the default): ``gpu_device`` when it is a CUDA device, else none;
-      iterations (> skip), skip,
-        seed: each training (`measure.sweep.time_point`); base: a TrainConfig whose learner (ppo,
-        env) every training keeps (e.g. a tiny PPOConfig at smoke size; moved to each body with
-        `config.with_body`), or {body: TrainConfig} (each body's own, e.g. its `--set`s applied
-        to that body's defaults);
+      bodies, gpu_device, nworld, cpu_layout, cpu_policy_device: as `plan`'s; cpu_policy_device
+        "auto" (the default): ``gpu_device`` when it is a CUDA device, else none;
+      iterations (> skip), skip, seed: each training (`measure.sweep.time_point`); base: a
+        TrainConfig whose learner (ppo, env) every training keeps (e.g. a tiny PPOConfig at smoke
+        size; moved to each body with `config.with_body`), or {body: TrainConfig} (each body's
+        own, e.g. its `--set`s applied to that body's defaults);
       publish: also write the repository's data/results/backends.csv (`check_plan_publish`);
       root: the repository (tests: a temporary folder); out_dir: the comparison's folder
         (default runs/backends/<compare_id>); log: where the lines go; point: the timing
@@ -222,8 +210,7 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
         body = p["body"]
         if body not in errors:
             ref = gpu_device if gpu_device is not None else "cpu"
-            errors[body] = dict(same_state_error(body, ref, seed=3), device=ref)
-            e = errors[body]
+            e = errors[body] = dict(same_state_error(body, ref, seed=3), device=ref)
             log(f"compare-backends {body}: same state, one env step, CPU backend vs MuJoCo Warp on "
                 f"{ref}: qpos {e['qpos']:.1e}, qvel {e['qvel']:.1e}, obs {e['obs']:.1e}, reward "
                 f"{e['reward']:.1e} (MuJoCo Warp's own 1-ulp change: qpos {e['ulp_qpos']:.1e}, "
@@ -249,11 +236,10 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
             f"(rollout {r['rollout_s_per_iter']:.3f} + update {r['update_s_per_iter']:.3f}), "
             f"{r['env_steps_per_s']:.0f} env steps/s")
     for row in rows:  # the ratios: each row over the CPU backend's (its policy on the CPU) of its body
-        cpu = next(x for x in rows if x["body"] == row["body"] and _backend(x) == "cpu"
-                   and _policy_device(x) is None)
+        cpu = next(x for x, q in zip(rows, points) if q["body"] == row["body"] and q["backend"] == "cpu"
+                   and q["policy_device"] is None)
         row["env_steps_ratio_vs_cpu_backend"] = row["env_steps_per_s"] / cpu["env_steps_per_s"]
         row["s_per_iter_ratio_vs_cpu_backend"] = row["s_per_iter"] / cpu["s_per_iter"]
-    for row in rows:
         results.append_row("backends", row, out_dir)
     log(f"compare-backends: {len(rows)} rows in {results.results_path('backends', out_dir)}")
     if publish:
@@ -262,18 +248,6 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
                 results.append_row("backends", row, root)
         log(f"compare-backends: {len(rows)} rows in {results.results_path('backends', root)}")
     return pd.DataFrame(rows, columns=list(results.columns("backends")))
-
-
-def _backend(row: dict) -> str:
-    import json
-
-    return json.loads(row["params"])["backend"]
-
-
-def _policy_device(row: dict) -> str | None:
-    import json
-
-    return json.loads(row["params"]).get("policy_device")
 
 
 def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, compare_id: str,
@@ -386,16 +360,20 @@ def summary_lines(rows: pd.DataFrame) -> list[str]:
 _NEEDED = ("run_id", "time", "commit", "gpu", "body", "nworld", "params", "s_per_iter", "env_steps_per_s")
 
 
+def _need(rows: pd.DataFrame, cols) -> None:
+    missing = [c for c in cols if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"backends rows need column(s) {', '.join(missing)} "
+                          "(data/results/backends.csv, results.read_rows('backends', root))")
+
+
 def _checked(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with ``backend``, ``compare_id``, ``learner``, ``policy_device`` ("" for none)
     from params and ``baseline`` (the CPU backend with its policy on the CPU). Raises ConfigError
     (one line) when a needed column is missing or a params is not a JSON object with a backend."""
     import json
 
-    missing = [c for c in _NEEDED if c not in rows.columns]
-    if missing:
-        raise ConfigError(f"backends rows need column(s) {', '.join(missing)} "
-                          "(data/results/backends.csv, results.read_rows('backends', root))")
+    _need(rows, _NEEDED)
     params = []
     for rid, p in zip(rows["run_id"], rows["params"]):
         try:
@@ -410,8 +388,27 @@ def _checked(rows: pd.DataFrame) -> pd.DataFrame:
                        compare_id=[str(d.get("compare_id") or "") for d in params],
                        learner=[str(d.get("learner") or "") for d in params],
                        policy_device=[str(d.get("policy_device") or "") for d in params],
-                       # the CPU baseline: the CPU backend with its policy on the CPU too
+                       policy_gpu=[d.get("policy_gpu") for d in params],
                        baseline=[d["backend"] == "cpu" and not d.get("policy_device") for d in params])
+
+
+def _beside_baseline(rows: pd.DataFrame, cols: list[str], pick: Callable, line: Callable,
+                     one_baseline: bool) -> pd.DataFrame:
+    """``line(compare_id, body, baseline row, row)`` for each row ``pick(group)`` selects of each
+    (comparison, body) group that has a baseline row (:func:`_checked`), oldest first; empty with
+    ``cols`` without any. ``one_baseline``: a group with two baselines is refused (ConfigError)."""
+    out = []
+    if rows is not None and not rows.empty:
+        for (cid, body), g in _checked(rows).groupby(["compare_id", "body"], sort=False):
+            cpu = g[g["baseline"]]
+            if one_baseline and len(cpu) > 1:
+                raise ConfigError(f"backends comparison {cid!r}, {body}: {len(cpu)} CPU-backend rows "
+                                  f"({', '.join(cpu['run_id'])}); expected one")
+            if not cpu.empty:
+                out += [line(cid, body, cpu.iloc[0], x) for _, x in pick(g).iterrows()]
+    if not out:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
 
 
 def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
@@ -432,28 +429,13 @@ def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["compare_id", "time", "commit", "body", "cpu", "cpu_nworld", "cpu_env_steps_per_s",
             "cpu_s_per_iter", "gpu", "gpu_nworld", "gpu_env_steps_per_s", "gpu_s_per_iter",
             "env_steps_ratio", "s_per_iter_ratio"]
-    if rows is None or rows.empty:
-        return pd.DataFrame(columns=cols)
-    t = _checked(rows)
-    out = []
-    for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
-        cpu = g[g["baseline"]]
-        if len(cpu) > 1:
-            raise ConfigError(f"backends comparison {cid!r}, {body}: {len(cpu)} CPU-backend rows "
-                              f"({', '.join(cpu['run_id'])}); expected one")
-        if cpu.empty:
-            continue
-        c = cpu.iloc[0]
-        for _, x in g[g["backend"] == "gpu"].iterrows():
-            out.append(dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=c["gpu"],
-                            cpu_nworld=int(c["nworld"]), cpu_env_steps_per_s=float(c["env_steps_per_s"]),
-                            cpu_s_per_iter=float(c["s_per_iter"]), gpu=x["gpu"], gpu_nworld=int(x["nworld"]),
-                            gpu_env_steps_per_s=float(x["env_steps_per_s"]), gpu_s_per_iter=float(x["s_per_iter"]),
-                            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]),
-                            s_per_iter_ratio=float(x["s_per_iter"]) / float(c["s_per_iter"])))
-    if not out:
-        return pd.DataFrame(columns=cols)
-    return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
+    return _beside_baseline(rows, cols, lambda g: g[g["backend"] == "gpu"], lambda cid, body, c, x: dict(
+        compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=c["gpu"],
+        cpu_nworld=int(c["nworld"]), cpu_env_steps_per_s=float(c["env_steps_per_s"]),
+        cpu_s_per_iter=float(c["s_per_iter"]), gpu=x["gpu"], gpu_nworld=int(x["nworld"]),
+        gpu_env_steps_per_s=float(x["env_steps_per_s"]), gpu_s_per_iter=float(x["s_per_iter"]),
+        env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]),
+        s_per_iter_ratio=float(x["s_per_iter"]) / float(c["s_per_iter"])), one_baseline=True)
 
 
 def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
@@ -471,38 +453,21 @@ def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
     Raises:
       ConfigError: as :func:`backend_ratios` for bad rows.
     """
-    import json
-
     cols = ["compare_id", "time", "commit", "body", "cpu", "nworld", "policy_device", "policy_gpu",
             "cpu_policy_s_per_iter", "cpu_policy_rollout_s", "cpu_policy_update_s", "gpu_policy_s_per_iter",
             "gpu_policy_rollout_s", "gpu_policy_update_s", "env_steps_ratio"]
-    if rows is None or rows.empty:
-        return pd.DataFrame(columns=cols)
-    missing = [c for c in ("rollout_s_per_iter", "update_s_per_iter") if c not in rows.columns]
-    if missing:
-        raise ConfigError(f"backends rows need column(s) {', '.join(missing)} "
-                          "(data/results/backends.csv, results.read_rows('backends', root))")
-    t = _checked(rows)
-    out = []
-    for (cid, body), g in t.groupby(["compare_id", "body"], sort=False):
-        ref = g[g["baseline"]]
-        if ref.empty:
-            continue
-        c = ref.iloc[0]
-        for _, x in g[(g["backend"] == "cpu") & (g["policy_device"] != "")].iterrows():
-            out.append(dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=x["gpu"],
-                            nworld=int(x["nworld"]), policy_device=x["policy_device"],
-                            policy_gpu=json.loads(x["params"]).get("policy_gpu"),
-                            cpu_policy_s_per_iter=float(c["s_per_iter"]),
-                            cpu_policy_rollout_s=float(c["rollout_s_per_iter"]),
-                            cpu_policy_update_s=float(c["update_s_per_iter"]),
-                            gpu_policy_s_per_iter=float(x["s_per_iter"]),
-                            gpu_policy_rollout_s=float(x["rollout_s_per_iter"]),
-                            gpu_policy_update_s=float(x["update_s_per_iter"]),
-                            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"])))
-    if not out:
-        return pd.DataFrame(columns=cols)
-    return pd.DataFrame(out, columns=cols).sort_values("time", kind="stable").reset_index(drop=True)
+    if rows is not None and not rows.empty:
+        _need(rows, ("rollout_s_per_iter", "update_s_per_iter"))
+    return _beside_baseline(
+        rows, cols, lambda g: g[(g["backend"] == "cpu") & (g["policy_device"] != "")],
+        lambda cid, body, c, x: dict(
+            compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=x["gpu"],
+            nworld=int(x["nworld"]), policy_device=x["policy_device"], policy_gpu=x["policy_gpu"],
+            cpu_policy_s_per_iter=float(c["s_per_iter"]), cpu_policy_rollout_s=float(c["rollout_s_per_iter"]),
+            cpu_policy_update_s=float(c["update_s_per_iter"]), gpu_policy_s_per_iter=float(x["s_per_iter"]),
+            gpu_policy_rollout_s=float(x["rollout_s_per_iter"]),
+            gpu_policy_update_s=float(x["update_s_per_iter"]),
+            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"])), one_baseline=False)
 
 
 def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,

@@ -11,7 +11,7 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    medians of its later iterations: s/iteration, rollout / update, env steps/s at the chosen or
    ``auto`` nworld).
 3. **Bad host**: the speed test's env steps/s below `BAD_HOST_FRACTION` of the expected ends the
-   job early (the study's RTX 4090 ran at 1/10 speed). Expected = the median env steps/s of
+   job early. Expected = the median env steps/s of
    earlier rows of the same GPU name, body and nworld in the repository's data/ (``bench`` rows,
    and solo ``train`` rows). With none, the fallback (`bandwidth_check`): the primer's
    device-to-device copy bandwidth (`primer.vector_sweep`, measured once per job) against the
@@ -195,7 +195,7 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
     nworld). Time = iterations × ``s_per_iter``. (None, None, {"note": …}) when neither finds one
     (the note says whether the body has solo solves of other learners only, as right after its
     defaults change). ``train_rows``: `report.published_runs`. The source's ``basis`` says which."""
-    from fightlab.measure.report import SUMMARY_KEYS, headline, solve_summary
+    from fightlab.measure.report import SUMMARY_KEYS, headline, no_headline_note, solve_summary
     from fightlab.measure.sweep import interp_iterations, known_iterations
 
     def timed(it):
@@ -214,8 +214,6 @@ def estimate(body: str, s_per_iter: float, train_rows: pd.DataFrame, learner: st
                                             f"{basis}" + tail)
     h = headline(solve_summary(train_rows)) if not train_rows.empty else pd.DataFrame()
     if h.empty or body not in h.index.get_level_values("body"):
-        from fightlab.measure.report import no_headline_note
-
         return None, None, dict(note=no_headline_note(body, train_rows))
     keys, r = next((k, r) for k, r in h.iterrows() if k[0] == body)
     src = dict(zip(SUMMARY_KEYS, keys), commit=r["commits"])
@@ -252,17 +250,11 @@ def min_time_limit(n_bodies: int, train_s: float, size: str) -> float:
 
 # --- the checks, on this machine -------------------------------------------------------------
 
-def measure_bandwidth(url: str, max_bytes: int = BANDWIDTH_BYTES,
-                      timeout_s: float = BANDWIDTH_TIMEOUT_S) -> float:
-    """MB/s (10^6 bytes) of reading up to ``max_bytes`` from ``url`` (`hosts.download_mb_per_s`).
-    Raises OSError on failure."""
-    return hosts.download_mb_per_s(url, max_bytes, timeout_s)
-
-
 def host_check(device: str, bandwidth_url: str | None = None) -> dict:
     """The checks before any measurement. Returns dict: ok (bool), lines (one per check),
     reason (the first failure, "" when ok), cuda_driver_version, cuda_toolkit_version (12.8 or
-    None), bandwidth_mb_per_s (None: not measured)."""
+    None), bandwidth_mb_per_s (MB/s, 10^6 bytes, of reading up to `BANDWIDTH_BYTES` from
+    ``bandwidth_url``, `hosts.download_mb_per_s`; None: not measured)."""
     import warp as wp
 
     out = dict(ok=True, lines=[], reason="", cuda_driver_version=None, cuda_toolkit_version=None,
@@ -295,7 +287,8 @@ def host_check(device: str, bandwidth_url: str | None = None) -> dict:
         out["lines"].append(f"device {device}: no GPU asked (GPU and driver checks not run)")
     if bandwidth_url:
         try:
-            out["bandwidth_mb_per_s"] = measure_bandwidth(bandwidth_url)
+            out["bandwidth_mb_per_s"] = hosts.download_mb_per_s(bandwidth_url, BANDWIDTH_BYTES,
+                                                                BANDWIDTH_TIMEOUT_S)
             out["lines"].append(f"download bandwidth: {out['bandwidth_mb_per_s']:.1f} MB/s from {bandwidth_url}")
         except (OSError, ValueError) as e:
             fail(f"download from {bandwidth_url} failed: {e}")
@@ -417,8 +410,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
                     stop = info["reason"] = f"hard time limit {time_limit_s:g} s reached"
                 m["job_wall_s"] = time.perf_counter() - t_job
                 row = {**results.run_metadata(body=body, nworld=job.n or 1, seed=0, params=info, device=device),
-                       **m}
-                row["run_id"] = f"{bench_id}-{body}"
+                       **m, "run_id": f"{bench_id}-{body}"}
                 results.append_row("bench", row, out)
                 if publish:
                     results.append_row("bench", row, root)
@@ -585,5 +577,5 @@ def _fmt(v) -> str:
 
 __all__ = ["TRAIN_S", "BAD_HOST_FRACTION", "SETUP_ALLOWANCE_S", "INSTALL_ENV", "TimeLimit",
            "cuda_version", "driver_check", "expected_speed", "bad_host", "bandwidth_check",
-           "probe_bandwidth", "estimate", "min_time_limit", "measure_bandwidth", "host_check",
+           "probe_bandwidth", "estimate", "min_time_limit", "host_check",
            "install_s", "run_bench"]
