@@ -105,6 +105,16 @@ def set_state(d, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray | None = N
         d.ctrl.assign(ctrl)
 
 
+def _three_runs(mjm: mujoco.MjModel, nworld: int, device: str, states, ctrl=None, **slots):
+    """The stock, tree and ulp runs of a comparison: ``(m_s, m_t, (d_s, d_t, d_u))``, the three
+    Data set to the ``(qpos, qvel)`` pairs of ``states`` (and ``ctrl``); the ulp run steps with
+    ``m_s``."""
+    (m_s, d_s), (m_t, d_t), (_, d_u) = [put(mjm, nworld, device, **slots) for _ in range(3)]
+    for dd, (qpos, qvel) in zip((d_s, d_t, d_u), states):
+        set_state(dd, qpos, qvel, ctrl)
+    return m_s, m_t, (d_s, d_t, d_u)
+
+
 def factor_errors(mjm: mujoco.MjModel, nworld: int = 4, seed: int = 0, device: str = "cpu",
                   block_dim: int = BLOCK_DIM, variant: str = "auto") -> dict[str, float]:
     """Factor ``M`` at random configurations with the stock path and with :func:`factor_tree`.
@@ -173,12 +183,8 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
     qvel_ulp = np.nextafter(qvel, np.float32(np.inf)).astype(np.float32)
     out = {}
     with wp.ScopedDevice(device):
-        m_s, d_s = put(mjm, nworld, device, nconmax, njmax)
-        m_t, d_t = put(mjm, nworld, device, nconmax, njmax)
-        _, d_u = put(mjm, nworld, device, nconmax, njmax)
-        set_state(d_s, qpos, qvel, ctrl)
-        set_state(d_t, qpos, qvel, ctrl)
-        set_state(d_u, qpos, qvel_ulp, ctrl)
+        m_s, m_t, (d_s, d_t, d_u) = _three_runs(mjm, nworld, device, [(qpos, qvel)] * 2 + [(qpos, qvel_ulp)],
+                                                ctrl, nconmax=nconmax, njmax=njmax)
         mjw.step(m_s, d_s)
         mjw.step(m_s, d_u)
         with tree_factor(m_t, block_dim=block_dim, variant=variant) as on:
@@ -284,14 +290,9 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
     qpos_ulp[:, hadr] = np.nextafter(qpos[:, hadr], np.float32(np.inf))
     xfrc = np.zeros((nworld, mjm.nbody, 6), np.float32)
     pbody = push_body(mjm)
-    kw = dict(nconmax=nconmax, njmax=njmax)
     with wp.ScopedDevice(device):
-        m_s, d_s = put(mjm, nworld, device, **kw)
-        m_t, d_t = put(mjm, nworld, device, **kw)
-        _, d_u = put(mjm, nworld, device, **kw)
-        set_state(d_s, qpos, qvel)
-        set_state(d_t, qpos, qvel)
-        set_state(d_u, qpos_ulp, qvel)
+        m_s, m_t, (d_s, d_t, d_u) = _three_runs(mjm, nworld, device, [(qpos, qvel)] * 2 + [(qpos_ulp, qvel)],
+                                                nconmax=nconmax, njmax=njmax)
         dev_t, dev_u = np.zeros(nsteps), np.zeros(nsteps)
         with tree_factor(m_t, block_dim=block_dim, variant=variant) as on:
             _require(on, mjm)
@@ -310,7 +311,6 @@ def trajectory_deviation(mjm: mujoco.MjModel, nworld: int = 4, nsteps: int = 10,
                 dev_t[n] = np.max(np.abs(d_t.qpos.numpy()[:, hadr] - qs))
                 dev_u[n] = np.max(np.abs(d_u.qpos.numpy()[:, hadr] - qs))
         # slots that ran out drop contacts/rows: such a comparison is not of the same physics
-
         overflow = int(sum(int(np.count_nonzero(dd.overflow.numpy() & physics.SLOT_BITS)) for dd in (d_s, d_t, d_u)))
     nan = bool(np.isnan(dev_t).any() or np.isnan(dev_u).any())
     dt = float(mjm.opt.timestep)
@@ -495,13 +495,8 @@ def run_experiment(body: str, nworld: int, root: Any, device: str = "cpu", seed:
                   check_nworld=check_nworld, chunk=CHUNK, block_dim=block_dim, variant=bench["variant"],
                   dense_max=mjw_types.M_BLOCK_DENSE_MAX, timestep_s=float(mjm.opt.timestep))
     meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
-    metrics = {
-        **bench,
-        "qld_rel_err": errs["qld_rel_err"],
-        "qldiaginv_rel_err": errs["qldiaginv_rel_err"],
-        "qld_rel_err_stock_f64": errs["qld_rel_err_stock_f64"],
-        "qacc_rel_err": qacc["qacc_rel_err"],
-        "qacc_rel_err_ulp": qacc["qacc_rel_err_ulp"],
+    metrics = {  # the factor columns are picked from these below
+        **bench, **errs, **qacc,
         "traj_steps": float(traj_steps),
         "traj_dev_tree_rad": traj["max_dev_tree_rad"],
         "traj_dev_ulp_rad": traj["max_dev_ulp_rad"],

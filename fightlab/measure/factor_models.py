@@ -75,13 +75,9 @@ def random_tree_model(ndof: int, nbranch: int = 4, seed: int = 0, free: bool = T
     if nbranch < 1 or ndof < nbranch:
         raise ValueError(f"need ndof >= nbranch >= 1, got ndof={ndof!r}, nbranch={nbranch!r}")
     rng = np.random.default_rng(seed)
-    parents, joints = [], []
-    dof = 6 if free else 0
-    trunk = 2
-    for _ in range(trunk):
-        parents.append(len(parents))  # body index: 0 is root, body n+1 is link n
-        joints.append("hinge")
-        dof += 1
+    trunk = 2  # a chain of hinges from the root (body index: 0 is root, body n+1 is link n)
+    parents, joints = list(range(trunk)), ["hinge"] * trunk
+    dof = (6 if free else 0) + trunk
     tips = []
     weights = rng.dirichlet(np.ones(nbranch) * 0.7)  # uneven branch lengths
     budget = max(ndof - dof, nbranch)
