@@ -10,15 +10,13 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    (`first_iter_s`), then the **speed test** (`measure.sweep.time_point`: a short solo training,
    medians of its later iterations: s/iteration, rollout / update, env steps/s at the chosen or
    ``auto`` nworld).
-3. **Bad host**: the speed test's env steps/s below `BAD_HOST_FRACTION` of the expected ends the
-   job early. Expected = the median env steps/s of
-   earlier rows of the same GPU name, body and nworld in the repository's data/ (``bench`` rows,
-   and solo ``train`` rows). With none, the fallback (`bandwidth_check`): the primer's
-   device-to-device copy bandwidth (`primer.vector_sweep`, measured once per job) against the
-   card's published peak (`fightlab.hosts.PUBLISHED_BANDWIDTH_GB_S`, sources cited there),
-   bad below the same fraction; the primer's launch latency (an empty kernel, launch + wait) is
-   recorded beside it but not judged (makers publish no per-card launch figure). A GPU the table
-   does not know, or a CPU: "no reference" (no card figures are invented).
+3. **Bad host** (`bad_host`): the speed test's env steps/s below `BAD_HOST_FRACTION` of the
+   expected (`expected_speed`: earlier rows of the same GPU name, body and nworld in the
+   repository's data/) ends the job early. With none, the fallback (`bandwidth_check`): the
+   primer's copy bandwidth (`probe_bandwidth`, once per job) against the card's published peak
+   (`fightlab.hosts.PUBLISHED_BANDWIDTH_GB_S`, sources cited there); its launch latency is
+   recorded but not judged (makers publish no per-card launch figure). A GPU the table does not
+   know, or a CPU: "no reference" (no card figures are invented).
 4. Per body, a **timed training** (default `TRAIN_S` = 120 s; `Trainer` with ``segment_s``).
 5. One ``bench`` row per body (`results.EXPERIMENTS["bench"]`: GPU name, driver, warp /
    mujoco_warp / torch versions, commit in the metadata columns; CUDA driver / toolkit versions,
@@ -27,11 +25,8 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    (``<out>/bench.json``); with ``--publish`` (`publish.check_publish`) also to data/.
 
 **Estimated time to solve** = iterations to solve × the measured seconds per iteration of the
-timed training (the speed test's where the training timed none). The iterations are read from
-the repository's data/results/train.csv (`estimate`): the committed runs of the bench's own
-learner at its nworld (any commit and packing), else interpolated between two world counts of
-that learner, else the body's headline group (`report.headline`). The row's params.estimate
-says which (``basis``) and "estimated": iterations depend on the learner and the world count.
+timed training (the speed test's where the training timed none); the iterations come from the
+repository's data/results/train.csv (`estimate`, which says where in the row's params.estimate).
 """
 
 from __future__ import annotations
@@ -314,13 +309,6 @@ def _base_cfg(size: str) -> TrainConfig:
     return dataclasses.replace(base, ppo=dataclasses.replace(base.ppo, **SMOKE_PPO)) if size == "smoke" else base
 
 
-def _read(experiment: str, root: Path) -> pd.DataFrame:
-    try:
-        return results.read_rows(experiment, root)
-    except FileNotFoundError:
-        return pd.DataFrame()
-
-
 def _train(body: str, nworld: int, device: str, budget_s: float, run_dir: Path, base: TrainConfig,
            progress: bool) -> dict:
     """The timed training: a `Trainer` that stops at ``budget_s`` (segment_s)."""
@@ -377,7 +365,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
     job = SimpleNamespace(device=device, root=root, out=out, log=log, base=_base_cfg(size), it=it, skip=skip,
                           point=point or time_point, train=train or _train, probe=probe or probe_bandwidth,
                           probed={}, train_s=float(train_s), deadline=t_job + time_limit_s,
-                          train_rows=published_runs(root), bench_rows=_read("bench", root), n=None)
+                          train_rows=published_runs(root), bench_rows=results.read_rows("bench", root), n=None)
     inst = install_s()
     rows: list[dict] = []
     with _hard_limit(time_limit_s):
@@ -391,10 +379,8 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
             for body in bodies:
                 m: dict[str, Any] = dict.fromkeys(COLUMNS)
                 m.update(ok=False, install_s=inst, cpu_cores=meta.cpu_count(), train_budget_s=float(train_s),
-                         time_limit_s=float(time_limit_s),
-                         cuda_driver_version=hc["cuda_driver_version"],
-                         cuda_toolkit_version=hc["cuda_toolkit_version"],
-                         bandwidth_mb_per_s=hc["bandwidth_mb_per_s"])
+                         time_limit_s=float(time_limit_s), **{k: hc[k] for k in (
+                             "cuda_driver_version", "cuda_toolkit_version", "bandwidth_mb_per_s")})
                 info: dict[str, Any] = dict(size=size, device=device, cpu_model=meta.cpu_model(),
                                             host_check=hc["lines"], bench_id=bench_id,
                                             bad_host_fraction=BAD_HOST_FRACTION)

@@ -229,8 +229,8 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
                              "pass gpu= (--gpu) naming the card that ran it")
         rows.append(row)
     with results.publish_lock(root):  # the duplicate check and the appends as one step
-        old = results.read_rows("ncu", root) if results.results_path("ncu", root).exists() else None
-        if old is not None and any(json.loads(p).get("source") == source and int(n) == int(nworld)
+        old = results.read_rows("ncu", root)  # empty without a file
+        if any(json.loads(p).get("source") == source and int(n) == int(nworld)
                                    and c == rows[0]["commit"]
                                    for p, n, c in zip(old["params"], old["nworld"], old["commit"])):
             raise ValueError(f"{results.results_path('ncu', root)} already has rows of {source} at "
