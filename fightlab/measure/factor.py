@@ -342,7 +342,7 @@ def benchmark(mjm: mujoco.MjModel, nworld: int, device: str = "cpu", inner: int 
     ``types.M_BLOCK_DENSE_MAX`` raised to ``nv`` (tile Cholesky, ``smooth._factor_blocks``).
     Per step = per call x the factorizations one ``mjw.step`` makes (:func:`count_factor_calls`).
     The tree kernel runs as ``variant`` with ``block_dim`` threads per world (:func:`factor_tree`);
-    the "global" variant is timed too, as the first design's reference.
+    the "global" variant is timed too, as the reference.
 
     Returns:
         dict of floats (and one str, ``variant``): ``nv``, ``levels``, ``factor_calls_per_step``, ``inner_calls``,
