@@ -153,14 +153,6 @@ def plan(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORL
     return out
 
 
-def check_plan_publish(points: list[dict], publish: bool) -> None:
-    """Every planned row may publish (`publish.check_publish`), checked before any work.
-    Raises ConfigError naming the first that may not (MuJoCo Warp on warp's CPU device)."""
-    for p in points:
-        what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
-        check_publish(publish, p["device"], what, backend=p["backend"], policy_device=p.get("policy_device"))
-
-
 def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NWORLD,
             cpu_layout: tuple[int, int | None, int] | None = None,
             cpu_policy_device: str | None = "auto", iterations: int = ITERATIONS,
@@ -178,7 +170,8 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
         TrainConfig whose learner (ppo, env) every training keeps (e.g. a tiny PPOConfig at smoke
         size; moved to each body with `config.with_body`), or {body: TrainConfig} (each body's
         own, e.g. its `--set`s applied to that body's defaults);
-      publish: also write the repository's data/results/backends.csv (`check_plan_publish`);
+      publish: also write the repository's data/results/backends.csv (`publish.check_publish`
+        on every planned row, before any work);
       root: the repository (tests: a temporary folder); out_dir: the comparison's folder
         (default runs/backends/<compare_id>); log: where the lines go; point: the timing
         function (default `measure.sweep.time_point`; tests pass a fake).
@@ -196,7 +189,9 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
     if cpu_policy_device == "auto":
         cpu_policy_device = gpu_device if str(gpu_device).startswith("cuda") else None
     points = plan(bodies, gpu_device, nworld, cpu_layout, cpu_policy_device)
-    check_plan_publish(points, publish)
+    for p in points:
+        what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
+        check_publish(publish, p["device"], what, backend=p["backend"], policy_device=p.get("policy_device"))
     if publish:
         results.read_rows("backends", root)  # a torn results file: said before any training
     compare_id = new_run_id()
