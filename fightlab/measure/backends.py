@@ -107,7 +107,8 @@ def same_state_error(body: str, device: str = "cpu", nworld: int = SAME_STATE_NW
     out = dict(qpos=float(np.abs(sg["qpos"] - sc["qpos"]).max()),
                qvel=float(np.abs(sg["qvel"] - sc["qvel"]).max()),
                obs=float((og - oc).abs().max()), reward=float((rg - rc).abs().max()))
-    ref.load_state_dict(dict(state, **{k: np.nextafter(state[k], np.float32(np.inf)) for k in ("qpos", "qvel")}))
+    bump = {k: np.nextafter(state[k], np.float32(np.inf)) for k in ("qpos", "qvel")}  # 1 ulp up
+    ref.load_state_dict(dict(state, **bump))
     ref.step(a.to(ref.obs.device))
     sb = ref.state_dict()
     out.update({f"ulp_{k}": float(np.abs(sg[k] - sb[k]).max()) for k in ("qpos", "qvel")})
@@ -235,6 +236,7 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
                    and q["policy_device"] is None)
         row["env_steps_ratio_vs_cpu_backend"] = row["env_steps_per_s"] / cpu["env_steps_per_s"]
         row["s_per_iter_ratio_vs_cpu_backend"] = row["s_per_iter"] / cpu["s_per_iter"]
+    for row in rows:
         results.append_row("backends", row, out_dir)
     log(f"compare-backends: {len(rows)} rows in {results.results_path('backends', out_dir)}")
     if publish:
@@ -363,9 +365,10 @@ def _need(rows: pd.DataFrame, cols) -> None:
 
 
 def _checked(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``backend``, ``compare_id``, ``learner``, ``policy_device`` ("" for none)
-    from params and ``baseline`` (the CPU backend with its policy on the CPU). Raises ConfigError
-    (one line) when a needed column is missing or a params is not a JSON object with a backend."""
+    """``rows`` with ``backend``, ``compare_id``, ``learner``, ``policy_device`` ("" for none),
+    ``policy_gpu`` from params and ``baseline`` (the CPU backend with its policy on the CPU).
+    Raises ConfigError (one line) when a needed column is missing or a params is not a JSON object
+    with a backend."""
     import json
 
     _need(rows, _NEEDED)
@@ -424,13 +427,16 @@ def backend_ratios(rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["compare_id", "time", "commit", "body", "cpu", "cpu_nworld", "cpu_env_steps_per_s",
             "cpu_s_per_iter", "gpu", "gpu_nworld", "gpu_env_steps_per_s", "gpu_s_per_iter",
             "env_steps_ratio", "s_per_iter_ratio"]
-    return _beside_baseline(rows, cols, lambda g: g[g["backend"] == "gpu"], lambda cid, body, c, x: dict(
-        compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=c["gpu"],
-        cpu_nworld=int(c["nworld"]), cpu_env_steps_per_s=float(c["env_steps_per_s"]),
-        cpu_s_per_iter=float(c["s_per_iter"]), gpu=x["gpu"], gpu_nworld=int(x["nworld"]),
-        gpu_env_steps_per_s=float(x["env_steps_per_s"]), gpu_s_per_iter=float(x["s_per_iter"]),
-        env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]),
-        s_per_iter_ratio=float(x["s_per_iter"]) / float(c["s_per_iter"])), one_baseline=True)
+
+    def line(cid, body, c, x):  # c: the CPU-backend row, x: the MuJoCo Warp row
+        return dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=c["gpu"],
+                    cpu_nworld=int(c["nworld"]), cpu_env_steps_per_s=float(c["env_steps_per_s"]),
+                    cpu_s_per_iter=float(c["s_per_iter"]), gpu=x["gpu"], gpu_nworld=int(x["nworld"]),
+                    gpu_env_steps_per_s=float(x["env_steps_per_s"]), gpu_s_per_iter=float(x["s_per_iter"]),
+                    env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]),
+                    s_per_iter_ratio=float(x["s_per_iter"]) / float(c["s_per_iter"]))
+
+    return _beside_baseline(rows, cols, lambda g: g[g["backend"] == "gpu"], line, one_baseline=True)
 
 
 def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
@@ -453,16 +459,20 @@ def policy_device_effect(rows: pd.DataFrame) -> pd.DataFrame:
             "gpu_policy_rollout_s", "gpu_policy_update_s", "env_steps_ratio"]
     if rows is not None and not rows.empty:
         _need(rows, ("rollout_s_per_iter", "update_s_per_iter"))
-    return _beside_baseline(
-        rows, cols, lambda g: g[(g["backend"] == "cpu") & (g["policy_device"] != "")],
-        lambda cid, body, c, x: dict(
-            compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=x["gpu"],
-            nworld=int(x["nworld"]), policy_device=x["policy_device"], policy_gpu=x["policy_gpu"],
-            cpu_policy_s_per_iter=float(c["s_per_iter"]), cpu_policy_rollout_s=float(c["rollout_s_per_iter"]),
-            cpu_policy_update_s=float(c["update_s_per_iter"]), gpu_policy_s_per_iter=float(x["s_per_iter"]),
-            gpu_policy_rollout_s=float(x["rollout_s_per_iter"]),
-            gpu_policy_update_s=float(x["update_s_per_iter"]),
-            env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"])), one_baseline=False)
+
+    def line(cid, body, c, x):  # c: the CPU-policy row, x: the row with its policy on another device
+        return dict(compare_id=cid, time=x["time"], commit=x["commit"], body=body, cpu=x["gpu"],
+                    nworld=int(x["nworld"]), policy_device=x["policy_device"], policy_gpu=x["policy_gpu"],
+                    cpu_policy_s_per_iter=float(c["s_per_iter"]),
+                    cpu_policy_rollout_s=float(c["rollout_s_per_iter"]),
+                    cpu_policy_update_s=float(c["update_s_per_iter"]),
+                    gpu_policy_s_per_iter=float(x["s_per_iter"]),
+                    gpu_policy_rollout_s=float(x["rollout_s_per_iter"]),
+                    gpu_policy_update_s=float(x["update_s_per_iter"]),
+                    env_steps_ratio=float(x["env_steps_per_s"]) / float(c["env_steps_per_s"]))
+
+    return _beside_baseline(rows, cols, lambda g: g[(g["backend"] == "cpu") & (g["policy_device"] != "")],
+                            line, one_baseline=False)
 
 
 def estimated_time_to_solve(rows: pd.DataFrame, runs: pd.DataFrame,
