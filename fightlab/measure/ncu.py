@@ -140,9 +140,9 @@ def _dims(g: pd.DataFrame, col: str) -> pd.Series:
 def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None) -> pd.DataFrame:
     """One row per factor path: launches, the largest block size (threads) and the largest grid
     size (blocks) among its launches (the stock path's grid changes with the tree level),
-    ``kernels`` (the kernel prefixes seen, space separated), the medians of :data:`METRICS` over the path's launches
-    (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of durations /
-    ``factorizations``).
+    ``kernels`` (the kernel prefixes seen, space separated), the medians of :data:`METRICS` over
+    the path's launches (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of
+    durations / ``factorizations``).
 
     Args:
         path: the ncu --csv log (plain or .xz).
@@ -203,8 +203,8 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
         OSError / ValueError: as :func:`summarise` (with ``nworld`` checked against the log);
             ValueError also for a log without all three paths, an unknown metadata column in
             ``meta``, ``root`` not an existing folder; no GPU name (this machine has no CUDA
-            device and ``gpu`` was not given); rows of the same log, world
-            count and commit already published (nothing is appended twice).
+            device and ``gpu`` was not given); rows of the same log, world count and commit
+            already published (nothing is appended twice).
     """
     bad = sorted(set(meta) - set(results.META_COLUMNS))
     if bad:
@@ -230,9 +230,8 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
         rows.append(row)
     with results.publish_lock(root):  # the duplicate check and the appends as one step
         old = results.read_rows("ncu", root)  # empty without a file
-        if any(json.loads(p).get("source") == source and int(n) == int(nworld)
-                                   and c == rows[0]["commit"]
-                                   for p, n, c in zip(old["params"], old["nworld"], old["commit"])):
+        if any(json.loads(p).get("source") == source and int(n) == int(nworld) and c == rows[0]["commit"]
+               for p, n, c in zip(old["params"], old["nworld"], old["commit"])):
             raise ValueError(f"{results.results_path('ncu', root)} already has rows of {source} at "
                              f"nworld={nworld}, commit {rows[0]['commit']}: not appended again")
         for row in rows:
