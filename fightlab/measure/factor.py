@@ -181,7 +181,6 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
     qpos, qvel = random_state(mjm, nworld, np.random.default_rng(seed))
     ctrl = np.random.default_rng(seed + 1).uniform(-1, 1, (nworld, mjm.nu)).astype(np.float32)
     qvel_ulp = np.nextafter(qvel, np.float32(np.inf)).astype(np.float32)
-    out = {}
     with wp.ScopedDevice(device):
         m_s, m_t, (d_s, d_t, d_u) = _three_runs(mjm, nworld, device, [(qpos, qvel)] * 2 + [(qpos, qvel_ulp)],
                                                 ctrl, nconmax=nconmax, njmax=njmax)
@@ -190,12 +189,11 @@ def step_qacc_error(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device:
         with tree_factor(m_t, block_dim=block_dim, variant=variant) as on:
             _require(on, mjm)
             calls = count_factor_calls(m_t, d_t)
-    qa_s, qa_t, qa_u = d_s.qacc.numpy(), d_t.qacc.numpy(), d_u.qacc.numpy()
-    out["qacc_rel_err"] = relative_error(qa_t, qa_s)
-    out["qvel_rel_err"] = relative_error(d_t.qvel.numpy(), d_s.qvel.numpy())
-    out["qacc_rel_err_ulp"] = relative_error(qa_u, qa_s)
-    out["tree_calls"], out["stock_calls"] = calls["tree"], calls["stock"]
-    return out
+    qa_s = d_s.qacc.numpy()
+    return {"qacc_rel_err": relative_error(d_t.qacc.numpy(), qa_s),
+            "qvel_rel_err": relative_error(d_t.qvel.numpy(), d_s.qvel.numpy()),
+            "qacc_rel_err_ulp": relative_error(d_u.qacc.numpy(), qa_s),
+            "tree_calls": calls["tree"], "stock_calls": calls["stock"]}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -108,7 +108,6 @@ def cnn_study(data: dict[str, Any], devices: Sequence[str], *, batch: int = 32, 
         model.eval()
         with torch.no_grad():
             pred = model(data["x_test"].to(tdev)).argmax(1).cpu()
-        model.train()
         rows.append({
             "device": dev, "batch": batch, "image_px": px, "first_s": right.first_s,
             "step_s": right.median_s, "step_iqr_s": right.iqr_s, "unsynced_step_s": wrong.median_s,
