@@ -52,15 +52,13 @@ class Timing:
     """Result of :func:`measure`; every time is in seconds (host wall clock unless noted).
 
     Attributes:
-        name: label given to :func:`measure`.
-        device: device string, e.g. ``"cpu"`` or ``"cuda:0"``.
+        name, device: the label and device string (``"cpu"``, ``"cuda:0"``) given to :func:`measure`.
         compile_s: time of the ``compile`` callable (cold compile/load), or ``None`` if none given.
-        first_s: time of the first call of ``fn`` (after ``compile``), reported apart from the
-            steady state because it may include lazy loading, allocation or graph capture.
-        times_s: the ``repeats`` steady-state times (after ``warmup`` untimed calls), in order.
-        median_s, min_s: median and minimum of ``times_s``.
-        iqr_s: interquartile range of ``times_s`` (75th - 25th percentile, linear interpolation);
-            0.0 for a single repeat.
+        first_s: the first call of ``fn`` (after ``compile``), apart from the steady state: it may
+            include lazy loading, allocation or graph capture.
+        times_s: the ``repeats`` steady-state times (after ``warmup`` untimed calls), in order;
+            ``median_s``, ``min_s`` and ``iqr_s`` (75th - 25th percentile, linear interpolation;
+            0.0 for a single repeat) summarise them.
         repeats, warmup: counts actually used.
         synchronized: ``False`` when taken with ``sync=False``: such numbers time only the
             host-side launch on a GPU and are shown only to teach why they are wrong.
@@ -80,18 +78,13 @@ class Timing:
 
     def per(self, n: float) -> float:
         """Median seconds per unit of work: ``median_s / n`` (e.g. ``n`` = steps x worlds).
-
-        Raises:
-            ValueError: if ``n`` is not > 0.
-        """
-        if not n > 0:
-            raise ValueError(f"Timing.per: n must be > 0, got {n!r}")
+        Raises ValueError if ``n`` is not > 0."""
+        _check_positive("per", n)
         return self.median_s / n
 
     def rate(self, n: float) -> float:
         """Units of work per second at the median: ``n / median_s`` (inf if ``median_s`` is 0)."""
-        if not n > 0:
-            raise ValueError(f"Timing.rate: n must be > 0, got {n!r}")
+        _check_positive("rate", n)
         return n / self.median_s if self.median_s > 0 else float("inf")
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,11 +94,14 @@ class Timing:
     def __str__(self) -> str:
         sync = "" if self.synchronized else "  [NOT SYNCHRONISED: teaching only]"
         comp = "" if self.compile_s is None else f"compile {_fmt(self.compile_s)}, "
-        return (
-            f"{self.name or 'timing'} on {self.device}: {comp}first {_fmt(self.first_s)}, "
-            f"median {_fmt(self.median_s)} (min {_fmt(self.min_s)}, IQR {_fmt(self.iqr_s)}) "
-            f"over {self.repeats} repeats after {self.warmup} warm-up{sync}"
-        )
+        return (f"{self.name or 'timing'} on {self.device}: {comp}first {_fmt(self.first_s)}, "
+                f"median {_fmt(self.median_s)} (min {_fmt(self.min_s)}, IQR {_fmt(self.iqr_s)}) "
+                f"over {self.repeats} repeats after {self.warmup} warm-up{sync}")
+
+
+def _check_positive(method: str, n: float) -> None:
+    if not n > 0:
+        raise ValueError(f"Timing.{method}: n must be > 0, got {n!r}")
 
 
 def _fmt(s: float) -> str:
@@ -117,17 +113,12 @@ def _fmt(s: float) -> str:
 
 
 def device_name(device: Any) -> str:
-    """Normalise a device given as ``str``, ``torch.device`` or ``warp.Device`` to a string.
-
-    ``torch.device("cuda")`` becomes ``"cuda"``; ``warp`` devices give their alias (``"cuda:0"``).
-    ``None`` means ``"cpu"``.
-    """
+    """Normalise a device given as ``str``, ``torch.device`` or ``warp.Device`` to a string:
+    ``torch.device("cuda")`` -> ``"cuda"``, a warp device -> its alias (``"cuda:0"``), None -> "cpu"."""
     if device is None:
         return "cpu"
     alias = getattr(device, "alias", None)  # warp.Device
-    if isinstance(alias, str):
-        return alias
-    return str(device)
+    return alias if isinstance(alias, str) else str(device)
 
 
 def is_cuda_device(device: Any) -> bool:
@@ -145,26 +136,15 @@ def default_sync(device: Any) -> Callable[[], None]:
     name = device_name(device)
     if not is_cuda_device(name):
         return lambda: None
-
+    import torch
     import warp as wp
 
-    torch_sync = None
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            tdev = torch.device(name)
-
-            def torch_sync() -> None:
-                torch.cuda.synchronize(tdev)
-
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    tdev = torch.device(name) if torch.cuda.is_available() else None
 
     def sync() -> None:
         wp.synchronize_device(name)
-        if torch_sync is not None:
-            torch_sync()
+        if tdev is not None:
+            torch.cuda.synchronize(tdev)
 
     return sync
 
@@ -203,17 +183,9 @@ def _iqr(xs: list[float]) -> float:
     return q[2] - q[0]
 
 
-def measure(
-    fn: Callable[[], Any],
-    *,
-    device: Any = "cpu",
-    warmup: int = 3,
-    repeats: int = 10,
-    sync: Callable[[], Any] | bool | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    compile: Callable[[], Any] | None = None,
-    name: str = "",
-) -> Timing:
+def measure(fn: Callable[[], Any], *, device: Any = "cpu", warmup: int = 3, repeats: int = 10,
+            sync: Callable[[], Any] | bool | None = None, clock: Callable[[], float] = time.perf_counter,
+            compile: Callable[[], Any] | None = None, name: str = "") -> Timing:
     """Time ``fn()`` on ``device``: compile apart, first call apart, median of ``repeats``.
 
     Order of calls: ``compile()`` once (if given, timed as ``compile_s``); ``fn()`` once (timed as
@@ -237,8 +209,7 @@ def measure(
             kernel cache) use :func:`compile_time` instead, or inside this callable.
         name: label stored in the result.
 
-    Returns:
-        :class:`Timing` (seconds).
+    Returns :class:`Timing` (seconds).
 
     Raises:
         ValueError: ``repeats < 1``, ``warmup < 0`` or non-int counts (message names the value);
@@ -249,21 +220,16 @@ def measure(
     warmup = _check_count("warmup", warmup, 0)
     dev = device_name(device)
 
+    synchronized = sync is not False
     if sync is None or sync is True:
         sync_fn = default_sync(dev)
-        synchronized = True
     elif sync is False:
         sync_fn = lambda: None  # noqa: E731
-        synchronized = False
-        warnings.warn(
-            f"measure({name or fn!r}): sync=False on {dev}: the numbers time the host-side launch, "
-            "not the device work; show them only to teach why synchronising matters",
-            UnsynchronizedTimingWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"measure({name or fn!r}): sync=False on {dev}: the numbers time the host-side "
+                      "launch, not the device work; show them only to teach why synchronising matters",
+                      UnsynchronizedTimingWarning, stacklevel=2)
     elif callable(sync):
         sync_fn = sync
-        synchronized = True
     else:
         raise ValueError(f"measure: sync must be None, False or a callable, got {sync!r}")
 
@@ -280,20 +246,9 @@ def measure(
         fn()
         sync_fn()
     times = [timed(fn) for _ in range(repeats)]
-
-    return Timing(
-        name=name,
-        device=dev,
-        compile_s=compile_s,
-        first_s=first_s,
-        times_s=times,
-        median_s=statistics.median(times),
-        min_s=min(times),
-        iqr_s=_iqr(times),
-        repeats=repeats,
-        warmup=warmup,
-        synchronized=synchronized,
-    )
+    return Timing(name=name, device=dev, compile_s=compile_s, first_s=first_s, times_s=times,
+                  median_s=statistics.median(times), min_s=min(times), iqr_s=_iqr(times),
+                  repeats=repeats, warmup=warmup, synchronized=synchronized)
 
 
 def compare_sync(fn: Callable[[], Any], **kwargs: Any) -> tuple[Timing, Timing]:
@@ -323,10 +278,9 @@ def require_synchronized(*timings: Timing) -> None:
         if not isinstance(t, Timing):
             raise TypeError(f"require_synchronized: expected Timing objects, got {type(t).__name__}")
         if not t.synchronized:
-            raise ValueError(
-                f"timing {t.name or '<unnamed>'!r} on {t.device} was taken without synchronising "
-                "(sync=False): it times the host-side launch only and must not be reported as a result"
-            )
+            raise ValueError(f"timing {t.name or '<unnamed>'!r} on {t.device} was taken without "
+                             "synchronising (sync=False): it times the host-side launch only and "
+                             "must not be reported as a result")
 
 
 class DeviceTimer:
@@ -342,9 +296,7 @@ class DeviceTimer:
     On the CPU (or any non-CUDA device): the host clock between two calls of the device's
     ``sync`` (a no-op on the CPU); ``method`` is ``"host-clock"``.
 
-    Attributes:
-        elapsed_s: seconds, available after the ``with`` block (``None`` before).
-        method: ``"cuda-event"`` or ``"host-clock"``.
+    Attributes: ``elapsed_s``, seconds, after the ``with`` block (``None`` before); ``method``.
     """
 
     def __init__(self, device: Any = "cpu", *, sync: Callable[[], Any] | None = None,
@@ -354,9 +306,6 @@ class DeviceTimer:
         self._sync = sync if sync is not None else default_sync(self.device)
         self._clock = clock
         self.elapsed_s: float | None = None
-        self._start = None
-        self._end = None
-        self._stream = None
 
     def __enter__(self) -> "DeviceTimer":
         self.elapsed_s = None
@@ -364,8 +313,7 @@ class DeviceTimer:
             import warp as wp
 
             self._stream = wp.get_stream(self.device)
-            self._start = wp.Event(self.device, enable_timing=True)
-            self._end = wp.Event(self.device, enable_timing=True)
+            self._start, self._end = (wp.Event(self.device, enable_timing=True) for _ in range(2))
             self._stream.record_event(self._start)
         else:
             self._sync()
@@ -400,7 +348,7 @@ def device_timer(device: Any = "cpu", **kwargs: Any) -> DeviceTimer:
 
 
 def _warp_modules(target: Any) -> list:
-    """Warp ``Module`` objects for a Warp Module / Kernel / Python module / module name."""
+    """Warp ``Module`` objects for a Warp Module / Kernel / Python module / module name (a str)."""
     import warp as wp
     from warp._src import context as wpc  # registry of imported user modules (no public API)
 
@@ -408,27 +356,16 @@ def _warp_modules(target: Any) -> list:
         return [target]
     if isinstance(target, wp.Kernel):
         return [target.module]
-    if isinstance(target, types.ModuleType):
-        target = target.__name__
-    if isinstance(target, str):
-        mods = [m for name, m in wpc.user_modules.items() if name == target or name.startswith(target + ".")]
-        if not mods:
-            raise ValueError(
-                f"compile_time: no Warp module named {target!r} is imported "
-                "(import it first; it must define a @wp.kernel, @wp.func or @wp.struct)"
-            )
-        return mods
-    raise TypeError(f"compile_time: cannot find Warp modules in {target!r}")
+    name = target.__name__ if isinstance(target, types.ModuleType) else target  # else a module name
+    mods = [m for n, m in wpc.user_modules.items() if n == name or n.startswith(name + ".")]
+    if not mods:
+        raise ValueError(f"compile_time: no Warp module named {name!r} is imported (import it "
+                         "first; it must define a @wp.kernel, @wp.func or @wp.struct)")
+    return mods
 
 
-def compile_time(
-    module_or_fn: Any,
-    *,
-    device: Any = "cpu",
-    kernel_cache_dir: str | os.PathLike | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    keep_artifacts: bool = True,
-) -> float:
+def compile_time(module_or_fn: Any, *, device: Any = "cpu", kernel_cache_dir: str | os.PathLike | None = None,
+                 clock: Callable[[], float] = time.perf_counter, keep_artifacts: bool = True) -> float:
     """Seconds to compile and load Warp code cold: empty kernel cache, nothing loaded in memory.
 
     Points ``wp.config.kernel_cache_dir`` at a fresh directory (``kernel_cache_dir`` if given,
@@ -451,15 +388,12 @@ def compile_time(
     capturing graphs.
 
     Args:
-        module_or_fn: what to compile (see above).
-        device: where to load (``"cpu"``, ``"cuda:0"``, warp/torch device).
+        module_or_fn: what to compile (see above); device: where to load, as in :func:`measure`.
         kernel_cache_dir: an empty directory to use as the cold cache (not deleted); default a
             temporary directory that is deleted afterwards.
-        clock: seconds as float.
-        keep_artifacts: copy the new artifacts into the real cache afterwards.
+        clock: seconds as float; keep_artifacts: copy the new artifacts into the real cache.
 
-    Returns:
-        Seconds (float).
+    Returns seconds (float).
 
     Raises:
         ValueError: no imported Warp module of that name; ``kernel_cache_dir`` not empty.
@@ -518,16 +452,10 @@ def compile_time(
             shutil.rmtree(cold_dir, ignore_errors=True)
 
 
-def measure_cold(
-    fn: Callable[[], Any],
-    module: Any,
-    *,
-    device: Any = "cpu",
-    kernel_cache_dir: str | os.PathLike | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    compile_timer: Callable[..., float] | None = None,
-    **kwargs: Any,
-) -> Timing:
+def measure_cold(fn: Callable[[], Any], module: Any, *, device: Any = "cpu",
+                 kernel_cache_dir: str | os.PathLike | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 compile_timer: Callable[..., float] | None = None, **kwargs: Any) -> Timing:
     """A cold start in three separate numbers: compile, first launch, steady state.
 
     First :func:`compile_time` of ``module`` (a Warp kernel, module or module name) in an empty
@@ -536,17 +464,10 @@ def measure_cold(
     ``repeats`` steady-state calls. A JIT run timed as one block adds all three together, which is
     how compile time ends up inside a "kernel time".
 
-    Args:
-        fn: zero-argument callable doing the work once (e.g. one ``wp.launch``).
-        module: what :func:`compile_time` compiles.
-        device: where (``"cpu"``, ``"cuda:0"``).
-        kernel_cache_dir: an empty directory for the cold cache (default: a temporary one).
-        clock: seconds as float, used for both parts (tests pass a fake clock).
-        compile_timer: replaces :func:`compile_time` (same signature; for tests).
-        **kwargs: passed to :func:`measure` (``warmup``, ``repeats``, ``sync``, ``name``).
-
-    Returns:
-        :class:`Timing` with ``compile_s`` set.
+    ``fn``, ``device`` and ``clock`` (used for both parts) are :func:`measure`'s, ``**kwargs`` go
+    to it (``warmup``, ``repeats``, ``sync``, ``name``); ``module`` and ``kernel_cache_dir`` are
+    :func:`compile_time`'s, which ``compile_timer`` replaces (same signature; for tests).
+    Returns :class:`Timing` with ``compile_s`` set.
     """
     if "compile" in kwargs:
         raise ValueError("measure_cold: do not pass compile; the cold compile of `module` is timed apart")

@@ -83,10 +83,7 @@ class DataFileError(ValueError):
 
 def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) -> pd.DataFrame | None:
     """The rows of ``experiment`` under ``root``, or None (after saying why ``name`` is skipped).
-
-    Raises:
-        DataFileError: the file exists but does not match the schema.
-    """
+    Raises DataFileError when the file exists but does not match the schema."""
     from fightlab import results
 
     path = results.results_path(experiment, root)
@@ -105,11 +102,8 @@ def _rows(experiment: str, root: Path, name: str, log: Callable[[str], None]) ->
 
 def _require_curves(run_ids: Iterable[str], root: Path, name: str, rows: str) -> None:
     """Refuse figure ``name`` when a row it lists (``rows``: which, for the message) has no curve
-    file: a figure drawn from fewer runs than its rows say would differ silently.
-
-    Raises:
-        DataFileError: naming the first missing file and how many are missing.
-    """
+    file: a figure drawn from fewer runs than its rows say would differ silently. Raises
+    DataFileError naming the first missing file and how many are missing."""
     from fightlab import results
 
     missing = [results.curve_path(r, root) for r in dict.fromkeys(run_ids)
@@ -123,9 +117,9 @@ def _require_curves(run_ids: Iterable[str], root: Path, name: str, rows: str) ->
 def _save(fig, name: str, root: Path, log: Callable[[str], None]) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from fightlab.figures import style as plots
+    from fightlab.figures.style import savefig
 
-    paths = plots.savefig(fig, name, root=root)
+    paths = savefig(fig, name, root=root)
     plt.close(fig)
     log(f"figures: {name}: " + ", ".join(str(p) for p in paths))
     return paths
@@ -411,7 +405,8 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
         log(f"figures: skip factor_trajectory: no row of {results.results_path('factor', root)} "
             "ran the trajectories (traj_steps == 0 everywhere)")
         return []
-    _require_curves(_latest(df, ["body", "gpu"])["run_id"], root, "factor_trajectory",
+    latest = _latest(df, ["body", "gpu"])
+    _require_curves(latest["run_id"], root, "factor_trajectory",
                     "the trajectory rows of data/results/factor.csv")
 
     def plot(_, rows, name):
@@ -421,7 +416,7 @@ def _factor_trajectory(root: Path, log: Callable[[str], None]) -> list[Path]:
             return None
         return plot_factor_trajectory(pairs)
 
-    return _save_per_gpu(_latest(df, ["body", "gpu"]), "factor_trajectory", plot, root, log)
+    return _save_per_gpu(latest, "factor_trajectory", plot, root, log)
 
 
 def _primer_vector_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
@@ -538,10 +533,7 @@ _DRAW: dict[str, Callable[[Path, Callable[[str], None]], list[Path]]] = {n: glob
 
 def check_names(only: Iterable[str] | None) -> list[str]:
     """The figure names to draw (all of :data:`FIGURES` for None or empty), in FIGURES order.
-
-    Raises:
-        ConfigError: an unknown name (names it and the valid figures).
-    """
+    Raises ConfigError for an unknown name (names it and the valid figures)."""
     from fightlab.config import ConfigError
 
     if not only:
@@ -588,10 +580,9 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
             drawn[name] = []
             failed[name] = str(e)
     if failed:
-        by_reason: dict[str, list[str]] = {}
-        for name, reason in failed.items():
-            by_reason.setdefault(reason, []).append(name)
-        raise DataFileError("not drawn: " + "; ".join(f"{', '.join(n)}: {r}" for r, n in by_reason.items()))
+        reasons = dict.fromkeys(failed.values())
+        raise DataFileError("not drawn: " + "; ".join(
+            f"{', '.join(n for n, why in failed.items() if why == r)}: {r}" for r in reasons))
     return drawn
 
 

@@ -35,11 +35,8 @@ def gl_backend() -> str:
 
 
 def gl_available() -> tuple[bool, str]:
-    """(ok, reason): whether the offscreen GL library for :func:`gl_backend` can be found.
-
-    For ``osmesa`` that is ``libOSMesa`` (Debian: ``apt-get install libosmesa6``, done by
-    ``scripts/setup.sh``) and PyOpenGL; for ``egl`` ``libEGL``. Other backends are assumed present.
-    """
+    """(ok, reason): whether the offscreen GL library for :func:`gl_backend` can be found
+    (``libOSMesa`` and PyOpenGL for ``osmesa``, ``libEGL`` for ``egl``; others assumed present)."""
     backend = gl_backend()
     lib = {"osmesa": "OSMesa", "egl": "EGL"}.get(backend)
     if lib and not ctypes.util.find_library(lib):
@@ -111,14 +108,9 @@ def camera(model, data, azimuth: float, elevation: float, distance: float | None
 def render_stance(body: str, width: int = 480, height: int = 640, azimuth: float = 145.0,
                   elevation: float = -12.0, distance: float | None = None) -> np.ndarray:
     """Render ``body`` standing in its ``stance`` keyframe; returns uint8 RGB ``[height, width, 3]``.
-
-    A free camera looks at the pelvis (at half the head height) from ``azimuth``/``elevation``
-    [deg], ``distance`` [m] (default 2.6 m, the same for both bodies so they share a scale).
-
-    Raises:
-        ValueError: unknown body (names the choices) or a non-positive size.
-        RuntimeError: no offscreen GL library (the message says what to install).
-    """
+    The view is :func:`camera`'s (its default distance the same for both bodies: they share a
+    scale). Raises ValueError for an unknown body (names the choices) or a non-positive size,
+    RuntimeError without an offscreen GL library (the message says what to install)."""
     if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
         raise ValueError(f"width and height must be positive ints, got {width!r} x {height!r}")
     model = render_model(body)              # validates the name first

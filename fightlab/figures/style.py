@@ -78,11 +78,8 @@ class _Style:
 
 
 def use_style(**overrides: Any) -> _Style:
-    """Apply the house style now (``rcParams`` overrides win); as ``with use_style():`` undo it after.
-
-    Returns:
-        A context manager; ignoring it keeps the style for the rest of the session.
-    """
+    """Apply the house style now (``rcParams`` overrides win); as ``with use_style():`` undo it after
+    (the returned context manager; ignoring it keeps the style for the rest of the session)."""
     return _Style(**overrides)
 
 
@@ -91,26 +88,17 @@ _UNIT = re.compile(r"\[[^\]]+\]")
 
 def label(ax: Any, x: str | None = None, y: str | None = None, title: str | None = None,
           *, require_units: bool = True) -> Any:
-    """Set axis labels (and title) on ``ax``; labels must name a unit in brackets.
-
-    Write the unit as ``"wall time [s]"``, ``"env steps per second [1/s]"``, or ``[-]`` for a
-    dimensionless quantity and ``[count]`` for counts.
-
-    Returns:
-        ``ax``.
-
-    Raises:
-        ValueError: a label without ``[unit]`` while ``require_units`` (names the label).
-    """
-    for axis, text in (("x", x), ("y", y)):
+    """Set axis labels (and title) on ``ax``; returns ``ax``. Labels name a unit in brackets:
+    ``"wall time [s]"``, ``"env steps per second [1/s]"``, ``[-]`` for a dimensionless quantity,
+    ``[count]`` for counts. Raises ValueError naming a label without ``[unit]`` while
+    ``require_units``."""
+    for axis, text, set_label in (("x", x, ax.set_xlabel), ("y", y, ax.set_ylabel)):
         if text is None:
             continue
         if require_units and not _UNIT.search(text):
-            raise ValueError(
-                f"{axis} label {text!r} has no unit: write it as 'quantity [unit]' "
-                "('[-]' for dimensionless, '[count]' for counts)"
-            )
-        (ax.set_xlabel if axis == "x" else ax.set_ylabel)(text)
+            raise ValueError(f"{axis} label {text!r} has no unit: write it as 'quantity [unit]' "
+                             "('[-]' for dimensionless, '[count]' for counts)")
+        set_label(text)
     if title is not None:
         ax.set_title(title)
     return ax
@@ -121,20 +109,15 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def savefig(fig: Any, name: str, root: Path | str, *, formats: tuple[str, ...] = ("png", "svg"),
             **kwargs: Any) -> list[Path]:
-    """Save ``fig`` as ``root/figures/<name>.png`` and ``.svg`` (creating ``figures/``).
+    """Save ``fig`` as ``root/figures/<name>.<fmt>`` per ``formats`` (creating ``figures/``); returns
+    the written paths in ``formats`` order. Each file is written to ``<name>.<fmt>.tmp`` and
+    renamed (`fightlab.rundir.atomic_path`).
 
     Args:
-        fig: a matplotlib Figure.
         name: file stem, letters/digits/``_.-`` without a suffix (e.g. ``"figure1_bodies"``).
         root: repository root (``fightlab.paths.REPO_ROOT``), or a run folder for smoke runs
             (``runs/<...>``); no default, so nothing lands under the current directory unasked.
-        formats: suffixes to write.
         **kwargs: passed to ``Figure.savefig`` (dpi, bbox_inches ...).
-
-    Returns:
-        The written paths, in ``formats`` order.
-
-    Each file is written to ``<name>.<fmt>.tmp`` and renamed (`fightlab.rundir.atomic_path`).
 
     Raises:
         ValueError: ``name`` has a suffix (``.png``/``.svg``), a path separator or is empty;
@@ -142,9 +125,8 @@ def savefig(fig: Any, name: str, root: Path | str, *, formats: tuple[str, ...] =
             temporary removed.
     """
     if not isinstance(name, str) or not _NAME.match(name) or Path(name).suffix.lower() in (".png", ".svg", ".pdf"):
-        raise ValueError(
-            f"figure name must be a plain stem like 'figure1_bodies' (no folder, no .png/.svg), got {name!r}"
-        )
+        raise ValueError(f"figure name must be a plain stem like 'figure1_bodies' (no folder, no "
+                         f".png/.svg), got {name!r}")
     out = Path(root) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     paths = []

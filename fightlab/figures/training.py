@@ -19,7 +19,6 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None, rew
         window_fall_rate, window_episode_s; for the terms iteration, env_steps and the
         ``reward_<term>`` sums of `fightlab.envs.rewards.REWARD_KEYS`)} — e.g. read from
         data/curves/<run_id>.csv.gz (`fightlab.results.read_curve`).
-      title: figure title.
       styles: optional {label: keyword arguments of ``Axes.plot``} (colour, line style) per curve;
         a ``label`` there replaces the curve's legend entry ("_nolegend_": none, e.g. for the
         other seeds of a group).
@@ -27,9 +26,8 @@ def plot_training(curves: dict, title: str = "", styles: dict | None = None, rew
         columns): a term's sum over an iteration divided by the iteration's env steps; the terms
         add up to the reward panel's curve but for one env step of the 32 (the rollout buffer's
         rewards lag the env's sums by one step: up to 7 % apart early in a run, seen on the H200).
-    Returns:
-      the matplotlib Figure (2×2 axes, every one with its tick labels, and the per-term panel
-      across the bottom; with more than 6 legend entries the legend sits below them).
+    Returns the matplotlib Figure (2×2 axes, every one with its tick labels, and the per-term
+    panel across the bottom; with more than 6 legend entries the legend sits below them).
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -101,13 +99,11 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
     Args:
       table: ``fightlab.measure.report.stage_table`` (columns body, learner, run_id, stage,
         amplitude, iterations; with ``nworld``, a learner's runs at several world counts are
-        one bar group per count, named with it).
+        one bar group per count, named with it: iterations depend on the world count too).
       wait: the curriculum wait W, drawn as the floor a stage cannot go under (dashed).
-      title: figure title.
-      labels: optional (body, learner id) or learner id → legend text (``report.learner_labels``: the fields changed
-        from today's defaults); a learner without one is named by its id.
-    Returns:
-      the matplotlib Figure, or None when ``table`` is empty.
+      labels: optional (body, learner id) or learner id → legend text (``report.learner_labels``:
+        the fields changed from today's defaults); a learner without one is named by its id.
+    Returns the matplotlib Figure, or None when ``table`` is empty.
     """
     import matplotlib.pyplot as plt
     import numpy as np
@@ -123,8 +119,6 @@ def plot_stage_iterations(table, wait: int | None = None, title: str = "", label
         fig, axes = plt.subplots(len(bodies), 1, figsize=(14.0, 3.6 * len(bodies)), squeeze=False)
         for ax, body in zip(axes[:, 0], bodies):
             t = table[table["body"] == body]
-            # iterations depend on the world count too: a learner's runs at several counts are
-            # one group per count, named with it
             many = "nworld" in t and t["nworld"].nunique() > 1
             key = list(zip(t["learner"], t["nworld"] if many else [None] * len(t)))
             t = t.assign(_key=key)
@@ -166,11 +160,9 @@ def plot_learner_study(variants, title: str = "", floor: int | None = None, stag
     Args:
       variants: ``fightlab.measure.report.variant_table`` (body, changes, n, n_solved,
         stage0_*, iterations_*).
-      title: figure title.
       floor: the curriculum's floor (stages × wait) drawn dashed: no learner solves in fewer;
       stage_floor: a stage's floor (the wait W), dotted: stage 0 cannot pass in fewer.
-    Returns:
-      the matplotlib Figure, or None when ``variants`` is empty.
+    Returns the matplotlib Figure, or None when ``variants`` is empty.
     """
     import matplotlib.pyplot as plt
     import numpy as np

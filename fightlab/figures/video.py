@@ -21,12 +21,9 @@ streamed: each frame goes to ffmpeg as it is drawn, so only the GIF's frames are
 output: ``<run folder>/video/episode-it<N>-seed<S>.mp4`` (+ ``.gif``) beside a checkpoint in a
 fightlab run folder, else under ``runs/video/``.
 
-Outputs are written to temporaries beside them, ``.<name>.partial.mp4`` (``.gif``), created
-exclusively before the simulation starts (which checks that the folder is writable and claims
-the names; a file of that name that fightlab did not just create is refused, never touched). At
-the end a temporary is published with a hard link, which fails if the output appeared in the
-meantime, so an existing file is never overwritten unless ``force`` (then ``os.replace``). On
-any failure the temporaries fightlab created are removed.
+Outputs are written to temporaries beside them (``.<name>.partial.mp4``, ``.gif``), claimed
+before the simulation starts and published at the end without overwriting a file unless
+``force`` (:func:`render_episode`'s Raises says each refusal).
 """
 
 from __future__ import annotations
@@ -128,12 +125,11 @@ def default_output(checkpoint=None, iteration: int | None = None, seed: int = 1,
 
 
 def _outputs(out: Path, gif: bool, force: bool) -> tuple[Path, Path | None]:
+    """(the MP4, the GIF beside it or None), refused up front if a folder, or existing without force."""
     if out.suffix.lower() != ".mp4":
         raise ConfigError(f"the output must be an .mp4 file (the GIF goes beside it), got {str(out)!r}")
     gif_path = out.with_suffix(".gif") if gif else None
-    for p in (out, gif_path):
-        if p is None:
-            continue
+    for p in filter(None, (out, gif_path)):
         if p.is_dir():
             raise ConfigError(f"output {str(p)!r} is a folder; name an .mp4 file")
         if (p.exists() or p.is_symlink()) and not force:
@@ -298,17 +294,13 @@ def _check_gif_memory(nframes, fps, gif_fps, width, height, gif_width) -> None:
                           "--seconds, --gif-fps or --gif-width, or pass --no-gif")
 
 
-def _partial(path: Path) -> Path:
-    return path.with_name(f".{path.stem}.partial{path.suffix}")
-
-
 class _Claims:
     """The temporaries fightlab created for one render (and the folders it made for them): each
     is created exclusively, remembered by its inode, and removed on failure only if the name still
     holds that file (never a file fightlab did not create)."""
 
     def __init__(self):
-        self.files: list[tuple[Path, tuple[int, int]]] = []
+        self.files: dict[Path, tuple[int, int]] = {}   # temporary -> (st_dev, st_ino)
         self.folders: list[Path] = []
 
     def folder(self, folder: Path) -> None:
@@ -327,7 +319,7 @@ class _Claims:
     def claim(self, path: Path) -> Path:
         """Create `path`'s temporary exclusively (O_CREAT | O_EXCL); returns it."""
         self.folder(path.parent)
-        tmp = _partial(path)
+        tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -340,31 +332,21 @@ class _Claims:
             st = os.fstat(fd)
         finally:
             os.close(fd)
-        self.files.append((tmp, (st.st_dev, st.st_ino)))
+        self.files[tmp] = (st.st_dev, st.st_ino)
         return tmp
 
-    def ours(self, tmp: Path) -> bool:
-        key = {str(p): k for p, k in self.files}.get(str(tmp))
-        try:
-            st = os.lstat(tmp)
-        except OSError:
-            return False
-        return key == (st.st_dev, st.st_ino)
-
     def take_back(self, path: Path, tmp: Path) -> None:
-        """Remove `path` if it is the file created as `tmp` (published by this render)."""
-        key = {str(p): k for p, k in self.files}.get(str(tmp))
+        """Remove `path` if it is the file created as `tmp` (the temporary itself, or its published
+        name)."""
         with contextlib.suppress(OSError):
             st = os.lstat(path)
-            if key == (st.st_dev, st.st_ino):
+            if self.files.get(tmp) == (st.st_dev, st.st_ino):
                 os.unlink(path)
 
     def cleanup(self) -> None:
         """Remove the temporaries still ours, then the folders made for them if left empty."""
-        for tmp, _ in self.files:
-            if self.ours(tmp):
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        for tmp in self.files:
+            self.take_back(tmp, tmp)
         for f in self.folders:
             try:
                 f.rmdir()
@@ -411,31 +393,29 @@ class _Mp4:
         import imageio.v2 as iio2
 
         self.tmp, self.out, self.seconds = tmp, out, 0.0
-        try:
-            self.w = iio2.get_writer(str(tmp), format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                                     macro_block_size=2, ffmpeg_log_level="quiet")
-        except Exception as e:
-            self._fail(e)
+        self.w = self._call(iio2.get_writer, str(tmp), format="FFMPEG", mode="I", fps=fps,
+                            codec="libx264", macro_block_size=2, ffmpeg_log_level="quiet")
+        self.seconds = 0.0   # the writer's start counts as drawing (render_s), not writing
 
     def _fail(self, e: BaseException):
         raise RenderError(f"cannot write the video {str(self.out)!r} (through {self.tmp.name}): "
                           f"{_first_line(e)}") from None
 
-    def append(self, frame: np.ndarray) -> None:
+    def _call(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its wall time added to ``seconds``, an error one RenderError."""
         t0 = time.perf_counter()
         try:
-            self.w.append_data(frame)
+            return fn(*args, **kwargs)
         except Exception as e:
             self._fail(e)
-        self.seconds += time.perf_counter() - t0
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def append(self, frame: np.ndarray) -> None:
+        self._call(self.w.append_data, frame)
 
     def close(self) -> None:
-        t0 = time.perf_counter()
-        try:
-            self.w.close()
-        except Exception as e:
-            self._fail(e)
-        self.seconds += time.perf_counter() - t0
+        self._call(self.w.close)
         if self.tmp.stat().st_size == 0:
             self._fail(RuntimeError("ffmpeg wrote nothing (a full disk?)"))
 
