@@ -9,6 +9,7 @@ task (its curriculum decides inside `end_iteration`), run folders, ``rows.csv`` 
 
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 
@@ -203,8 +204,6 @@ class TrainLoop:
     def _check_torch_graphs(self) -> None:
         if any(g.graph is not None for g in (*self.policy_graphs, self.ppo_graph)) \
                 and self._torch_inputs() != self._torch_ptrs:
-            import sys
-
             print("fightlab: warning: tensors of the torch graphs were replaced; re-capturing",
                   file=sys.stderr, flush=True)
             self.graph_recaptures += 1
