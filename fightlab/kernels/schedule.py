@@ -57,20 +57,10 @@ class TreeSchedule:
 
 
 def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
-    """Build the level schedule of ``factor.factor_tree`` from a MuJoCo Warp model.
-
-    Reads ``m.qLD_updates`` (the stock per-level updates ``(i, k, adr of L[k,i])``, so only DOFs of
-    sparse blocks are factored, exactly as in the stock path), ``m.M_rowadr`` and ``m.M_rownnz``.
-
-    Args:
-        m: ``mujoco_warp`` Model.
-        chunk: descendants per partial sum (int >= 1).
-
-    Returns:
-        :class:`TreeSchedule` with arrays on the device of ``m.M_rowadr``.
-
-    Raises:
-        ValueError: ``chunk < 1``.
+    """The :class:`TreeSchedule` of a MuJoCo Warp model (arrays on the device of ``m.M_rowadr``)
+    from ``m.qLD_updates`` (the stock per-level updates ``(i, k, adr of L[k,i])``: only DOFs of
+    sparse blocks are factored, as in the stock path), ``m.M_rowadr`` and ``m.M_rownnz``;
+    ``chunk``: descendants per partial sum (ValueError unless an int >= 1).
     """
     if not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
