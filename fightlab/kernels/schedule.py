@@ -26,13 +26,11 @@ class TreeSchedule:
     Attributes:
         nv, nC: DOF count and length of the sparse LDL region (``m.nC``).
         nlevel: number of tree levels holding updates.
-        a_item: phase-A items ``(adr of L[i,j], column j, first update, n updates)`` (vec4i).
-        a_slot: partial-sum slot of each phase-A item, ``-1`` when the item subtracts in place.
-        a_off: level offsets into ``a_item``.
+        a_item, a_slot: phase-A items ``(adr of L[i,j], column j, first update, n updates)``
+            (vec4i) and each one's partial-sum slot (``-1``: it subtracts in place).
         upd: updates ``(rowadr_k, diag adr of k, adr of L[k,i])`` (vec3i), grouped by level and row.
-        upd_off: level offsets into ``upd`` (phase B scales each update of the level).
         red: phase-B reductions ``(adr of L[i,j], first slot, n slots)`` (vec3i).
-        red_off: level offsets into ``red``.
+        a_off, upd_off, red_off: level offsets into ``a_item``, ``upd``, ``red``.
         np_max: partial sums per world (the largest level).
         nupdate: number of stock updates (for reports).
         nu_max: updates in the largest level (the "shared" variant's scale-factor slots).

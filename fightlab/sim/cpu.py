@@ -239,16 +239,11 @@ def copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
 
 def layout(workers: int | None, worlds_per_worker: int | None,
            nworld: int | None = None) -> tuple[int, int, int]:
-    """The CPU backend's layout: (workers W, worlds_per_worker K, nworld).
-
-    workers None means every core (`cpu_count()`). Given K, nworld is W × K (a given nworld must
-    equal it); without K, K is nworld spread over the workers, rounded up (the largest number of
-    worlds one worker gets), and nworld stays as given. More workers than cores is allowed, with
-    one warning on stderr.
-
-    Raises:
-      ConfigError (a ValueError): workers, worlds_per_worker or nworld not a positive integer
-        (names the value), nworld missing without worlds_per_worker, or a nworld other than W × K.
+    """The CPU backend's layout: (workers W, worlds_per_worker K, nworld). workers None: every
+    core (`cpu_count()`). Given K, nworld is W × K (a given nworld must equal it); without K, K is
+    nworld over the workers, rounded up. More workers than cores: one warning on stderr.
+    ConfigError (a ValueError): a value not a positive integer (named), neither nworld nor K,
+    or a nworld other than W × K.
     """
     from fightlab.config import ConfigError
 
@@ -280,10 +275,9 @@ def layout_record(workers: int, nworld: int) -> dict:
 
 def backend_record(env) -> dict:
     """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), physics
-    (in words: "gpu" is "MuJoCo Warp on <device>", a GPU or warp's CPU device for smoke checks;
-    "cpu" is "MuJoCo's C engine"), cores (this process's), and for "cpu" threads, layout
-    (`layout_record`: workers, nworld, worlds_per_worker_max) and cpu (the CPU's model name; the
-    row's `gpu` column then says `fightlab.meta.cpu_label()`)."""
+    ("MuJoCo Warp on <device>" or "MuJoCo's C engine"), cores (this process's), and for "cpu"
+    threads, layout (`layout_record`) and cpu (the CPU's model name; the row's `gpu` column then
+    says `fightlab.meta.cpu_label()`)."""
     backend = getattr(env, "backend", "gpu")
     physics = ("MuJoCo's C engine" if backend == "cpu"
                else f"MuJoCo Warp on {getattr(env, 'device', '?')}")

@@ -195,10 +195,8 @@ def graph_warning(name: str, reason: str) -> None:
 
 
 class FallbackGraph:
-    """What a captured graph of either kind (warp's `StepGraph`, torch's
-    `fightlab.rl.graphs.TorchGraph`) shares: the function it runs, a name for its warnings, and
-    falling back to running `fn` eagerly — for good, with one warning, counted in `fallbacks`.
-
+    """What warp's `StepGraph` and torch's `fightlab.rl.graphs.TorchGraph` share: `fn`, a `name`
+    for warnings, and the fallback to running `fn` eagerly: for good, with one warning, counted.
     Attributes: fn, name, enabled, graph (None until captured), fallbacks (int), fallback_reason.
     """
 
