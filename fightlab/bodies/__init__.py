@@ -54,10 +54,7 @@ class Body:
         support_bodies: the bodies allowed to touch the floor (feet, toes); floor_geom: the floor.
       guard_joints: shoulder/elbow joints the env may sway a little around the guard.
       bounce_joints (computed on first use): joint name -> coefficient c_j [rad per unit bounce
-        signal s]; the env offsets each joint target by ``c_j * s``. The coefficients lower the
-        pelvis straight down with the torso upright and the feet flat. Knees, hip_y and ankle_y
-        carry the motion (mean knee coefficient 1); hip_x, hip_z and ankle_x of both legs get
-        small corrections that keep the abducted / turned-out feet in place.
+        signal s]; the env offsets each joint target by ``c_j * s`` (``_bounce_coefficients``).
       bounce_gain (computed on first use): metres of pelvis drop per unit s (see ``bounce_gain``).
     """
 
@@ -85,31 +82,21 @@ class Body:
         return _bounce_gain(_cached_model(self.name), self)
 
 
-def _muscular_fast() -> mujoco.MjSpec:
-    return skeleton.add_stance_keyframe(skeleton.build_humanoid(muscular=True))
-
-
-def _simple() -> mujoco.MjSpec:
-    return skeleton.add_stance_keyframe(skeleton.build_humanoid(muscular=False))
+def _spec(muscular: bool) -> mujoco.MjSpec:
+    return skeleton.add_stance_keyframe(skeleton.build_humanoid(muscular=muscular))
 
 
 # Slot sizes: the maximum over random falls (fightlab.measure.slots.fallen_contacts) plus a
 # 1.5× margin, rounded up to a multiple of 16; data/results/slots.csv holds the measurement rows.
 BODIES: dict[str, Body] = {
-    "muscular-fast": Body("muscular-fast", _muscular_fast, Slots(nconmax=48, njmax=160, source=(
+    "muscular-fast": Body("muscular-fast", functools.partial(_spec, True), Slots(nconmax=48, njmax=160, source=(
         "H200 2026-11-30, 4096 limp bodies pushed over, 3 s: max 25 contacts, 106 rows per world"))),
-    "simple": Body("simple", _simple, Slots(nconmax=48, njmax=144, source=(
+    "simple": Body("simple", functools.partial(_spec, False), Slots(nconmax=48, njmax=144, source=(
         "H200 2026-11-30, 4096 limp bodies pushed over, 3 s: max 22 contacts, 92 rows per world"))),
 }
 
 #: the registry's names, in its order: the bodies every command and config accepts
 BODY_NAMES: tuple[str, ...] = tuple(BODIES)
-
-
-def _check_name(name) -> str:
-    if not isinstance(name, str) or name not in BODIES:
-        raise ValueError(f"unknown body {name!r}; valid bodies: {', '.join(sorted(BODIES))}")
-    return name
 
 
 def build_spec(name: str) -> mujoco.MjSpec:
@@ -139,7 +126,9 @@ def max_nu() -> int:
 def body_info(name: str) -> Body:
     """The registry record of body ``name`` (``BODIES[name]``: builder, names, slots, bounce
     coefficients). Raises ValueError naming the bad value and listing the valid bodies."""
-    return BODIES[_check_name(name)]
+    if not isinstance(name, str) or name not in BODIES:
+        raise ValueError(f"unknown body {name!r}; valid bodies: {', '.join(sorted(BODIES))}")
+    return BODIES[name]
 
 
 def bounce_gain(name: str) -> float:
@@ -201,11 +190,6 @@ def _bounce_coefficients(m: mujoco.MjModel, rec: Body) -> dict[str, float]:
     return {n: v * scale for n, v in rates.items()}
 
 
-def _pelvis_height_above_feet(m: mujoco.MjModel, d: mujoco.MjData, pelvis: str) -> float:
-    mujoco.mj_kinematics(m, d)
-    return float(d.xpos[m.body(pelvis).id][2] - skeleton.lowest_support_z(m, d))
-
-
 def _bounce_gain(m: mujoco.MjModel, rec: Body) -> float:
     """See ``bounce_gain``."""
     d = mujoco.MjData(m)
@@ -216,7 +200,8 @@ def _bounce_gain(m: mujoco.MjModel, rec: Body) -> float:
         mujoco.mj_resetDataKeyframe(m, d, key)
         for j, c in rec.bounce_joints.items():
             d.qpos[m.jnt_qposadr[m.joint(j).id]] += sgn * ds * c
-        h.append(_pelvis_height_above_feet(m, d, rec.pelvis_body))
+        mujoco.mj_kinematics(m, d)
+        h.append(float(d.xpos[m.body(rec.pelvis_body).id][2] - skeleton.lowest_support_z(m, d)))
     return -(h[0] - h[1]) / (2 * ds)
 
 

@@ -38,9 +38,7 @@ import numpy as np
 
 from fightlab.bodies import muscles as _muscles
 
-# ---------------------------------------------------------------------------------------------
-# Proportions [m] and masses [kg]
-# ---------------------------------------------------------------------------------------------
+# -- Proportions [m] and masses [kg] -----------------------------------------------------------
 # Segment masses: de Leva (1996) male segment mass fractions scaled to 70 kg
 # (head+neck 6.94 %, upper/middle/lower trunk 15.96/16.33/11.17 %, upper arm 2.71 %, forearm 1.62 %,
 # hand 0.61 %, thigh 14.16 %, shank 4.33 %, foot 1.37 %).
@@ -78,9 +76,7 @@ TOE_OFFSET = (0.13, 0.0, -0.06)        # ankle -> toe joint
 TOE_HALF = (0.03, 0.045, 0.015)
 TOE_CENTER = (0.03, 0.0, 0.0)
 
-# ---------------------------------------------------------------------------------------------
-# Joints: name -> (axis for the left side / midline, range [rad], gain class)
-# ---------------------------------------------------------------------------------------------
+# -- Joints: name -> (axis for the left side / midline, range [rad], gain class) ---------------
 # Gain classes: (kp [N m/rad], kv [N m s/rad], joint damping [N m s/rad], armature [kg m^2]).
 # kp: the stance must hold under gravity (knee load ~40 N m -> ~0.1 rad sag at kp=400) but a strong
 # push must still knock the zero-action policy over. kv and damping stay small enough for explicit
@@ -150,9 +146,7 @@ LEG_JOINTS = {
     "toe": (NY, (-0.5, 1.0), "toe"),
 }
 
-# ---------------------------------------------------------------------------------------------
-# The fighting stance (orthodox: left foot forward); leg joints are solved by inverse kinematics
-# ---------------------------------------------------------------------------------------------
+# -- The fighting stance (orthodox: left foot forward); leg joints are solved by inverse kinematics ---
 STANCE_KNEE = 0.52                  # rad (~30 deg) knee flexion, both legs
 STANCE_FEET = {                     # foot spread (x, y) [m] about the centre, foot yaw [rad];
     "l": (0.15, 0.17, 0.0),         # the pair is then shifted so the whole-body centre of mass
@@ -203,8 +197,7 @@ class _Builder:
 
     # -- geoms ------------------------------------------------------------------------------
     def collide(self, body, **kw):
-        g = body.add_geom(contype=1, conaffinity=0, condim=3, group=0, **kw)
-        return g
+        return body.add_geom(contype=1, conaffinity=0, condim=3, group=0, **kw)
 
     def visual(self, body, **kw):
         return body.add_geom(contype=0, conaffinity=0, group=3, **kw)
@@ -411,9 +404,7 @@ def _add_muscles(spec: mujoco.MjSpec) -> None:
                       contype=1, conaffinity=0, condim=3, group=1, rgba=list(RGBA_MUSCLE))
 
 
-# ---------------------------------------------------------------------------------------------
-# Stance keyframe
-# ---------------------------------------------------------------------------------------------
+# -- Stance keyframe ---------------------------------------------------------------------------
 def _qadr(m: mujoco.MjModel, joint: str) -> int:
     return int(m.jnt_qposadr[m.joint(joint).id])
 
@@ -466,18 +457,15 @@ def _solve_leg(m, d, side: str, target_pos, yaw: float, iters: int = 50) -> None
 def lowest_support_z(m: mujoco.MjModel, d: mujoco.MjData) -> float:
     """Lowest world z [m] of the foot/toe box geoms (after mj_kinematics)."""
     zmin = np.inf
-    for b in SUPPORT_BODIES:
-        bid = m.body(b).id
-        for g in range(m.body_geomadr[bid], m.body_geomadr[bid] + m.body_geomnum[bid]):
-            R = d.geom_xmat[g].reshape(3, 3)
-            half = m.geom_size[g]
-            zmin = min(zmin, d.geom_xpos[g][2] - float(np.abs(R[2, :]) @ half))
+    for g in _support_geoms(m):
+        R = d.geom_xmat[g].reshape(3, 3)
+        zmin = min(zmin, d.geom_xpos[g][2] - float(np.abs(R[2, :]) @ m.geom_size[g]))
     return zmin
 
 
 def _support_geoms(m: mujoco.MjModel) -> list[int]:
-    return [g for b in SUPPORT_BODIES for g in range(m.body_geomadr[m.body(b).id],
-                                                     m.body_geomadr[m.body(b).id] + m.body_geomnum[m.body(b).id])]
+    adr = [(m.body_geomadr[m.body(b).id], m.body_geomnum[m.body(b).id]) for b in SUPPORT_BODIES]
+    return [g for a, n in adr for g in range(a, a + n)]
 
 
 def _sole_centre(m: mujoco.MjModel, d: mujoco.MjData) -> np.ndarray:

@@ -88,10 +88,9 @@ def action_rate(r: RewardIn) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class RewardTerm:
-    """One reward term, after mjlab's `RewardTermCfg` (func, weight; mujocolab/mjlab,
-    mjlab/managers/reward_manager.py): `name` (the summary's `reward_<name>`), `func` (a
-    `@wp.func` of `RewardIn` → float, unweighted) and `weight` (a number, or the name of the
-    EnvConfig field that holds it)."""
+    """One reward term, after mjlab's `RewardTermCfg` (mjlab/managers/reward_manager.py): `name`
+    (the summary's `reward_<name>`), `func` (a `@wp.func` of `RewardIn` → float, unweighted) and
+    `weight` (a number, or the name of the EnvConfig field that holds it)."""
 
     name: str
     func: object

@@ -22,10 +22,8 @@ input, `PPOConfig.critic_obs`; the policy never sees it), priv_dim = PRIV_FIXED 
   PRIV_PUSH_LEFT: env steps the push still acts over push_steps; PRIV_PUSH_NEXT: time to the next
   push over the longest interval; PRIV_EPISODE: env steps into the episode over episode_steps;
   PRIV_FIXED + j: qvel of every DOF j × 0.1 (rad/s, m/s).
-Reward per env step: control_dt · Σ weight · term over `REWARD_TERMS` (`fightlab.envs.rewards`; mjlab's reward manager:
-one function and one weight per term, summed in the list's order; × control_dt, so an episode's
-return is O(10)), each term's formula in its function's docstring; a fall adds −fall_penalty.
-`read_summary` gives each term's weighted sum over the iteration (`reward_<name>`, `reward_fall`).
+Reward per env step: `fightlab.envs.rewards.weighted_sum` (× control_dt, so an episode's return
+is O(10)); a fall adds −fall_penalty; `read_summary` gives each term's weighted sum.
 Fall: a geom of any body other than the support bodies (feet, toes) touches the floor, the torso
 tilts over `tilt_fall_deg`, qpos/qvel turn non-finite (NaN reset), or the world's constraint or
 contact slots overflow (d.overflow NEFC / NARROWPHASE / BROADPHASE). Each kind is counted.
@@ -69,14 +67,11 @@ class StanceEnv:
       graph: capture the step as a graph (CUDA graph, or warp's CPU graph).
       mjmodel: optional pre-built MjModel (e.g. with a changed timestep); defaults to
         `fightlab.bodies.build(body)`.
-      tree_factor: factor the mass matrix of kinematic trees over 64 DOF (muscular-fast) with
-        fightlab's single-launch kernel (`fightlab.kernels.factor`) instead of MuJoCo Warp's
-        per-level sparse path; same physics to float32 rounding. No effect on smaller trees
-        (`self.tree_factor` says whether it is in use, `self.tree_factor_variant` which
-        kernel variant: "shared" when the tree's staging fits in shared memory, else "global").
-      backend: "gpu" (the physics substeps on MuJoCo Warp, on `device`) or "cpu" (on MuJoCo's C
-        engine, `fightlab.sim.cpu`, with `device="cpu"`: the env's own kernels run on warp's CPU
-        device over the same arrays; the step runs eager, not as a graph).
+      tree_factor: factor trees over 64 DOF (muscular-fast) with `fightlab.kernels.factor`
+        (same physics to float32 rounding; `self.tree_factor` says whether it is in use,
+        `self.tree_factor_variant` which variant).
+      backend: "gpu" (the substeps on MuJoCo Warp, on `device`) or "cpu" (on MuJoCo's C engine,
+        `fightlab.sim.cpu`, with `device="cpu"`; the step runs eager, not as a graph).
       threads: the CPU backend's threads (default: every core); ignored by "gpu".
       privileged: also write the privileged observation `priv_obs` each step (the asymmetric
         critic's input; module docstring).
@@ -304,14 +299,10 @@ class StanceEnv:
                       outputs=[self._priv])
 
     def launch_step(self, physics: bool = True, task: bool = True):
-        """Launch one env step's kernels, uncaptured: pre-step, `substeps` physics steps with
-        contact checks, post-step, masked reset, observe (`step` replays them as one graph; the
-        profiler times them one by one). NVTX ranges mark the stages (visible per step with
-        graph=False; once at capture). Reads nothing back to the host.
-
-        `physics=False` leaves out `mujoco_warp.step` (the env's own kernels alone) and
-        `task=False` everything but it (the physics alone): `fightlab.measure.graphs` times the
-        two parts of a step apart."""
+        """Launch one env step's kernels, uncaptured (`step` replays them as one graph): pre-step,
+        `substeps` physics steps with contact checks, post-step, masked reset, observe, in NVTX
+        ranges; no host read. `physics=False` leaves out `mujoco_warp.step`, `task=False`
+        everything but it (`fightlab.measure.graphs` times the two parts apart)."""
         with nvtx_range("physics"):
             if task:
                 self._launch_pre_step()
@@ -371,11 +362,9 @@ class StanceEnv:
         return self.compile_s
 
     def reset(self, stagger: bool = True) -> torch.Tensor:
-        """Reset every world to the stance keyframe (joint noise ± init_noise_rad, zero velocity).
-
-        With `stagger`, each world starts at a random step of its episode so that episodes end
-        spread over time (as in rsl_rl). Returns the observation view [nworld, obs_dim].
-        """
+        """Reset every world to the stance keyframe (joint noise ± init_noise_rad, zero velocity),
+        with `stagger` at a random step of its episode, so that episodes end spread over time
+        (as in rsl_rl). Returns the observation view [nworld, obs_dim]."""
         self.warmup()
         with wp.ScopedDevice(self.device):
             self._reset.fill_(True)
@@ -389,16 +378,9 @@ class StanceEnv:
         return self.obs
 
     def step(self, action: torch.Tensor | None = None):
-        """Advance every world by one env step (control_dt).
-
-        Args:
-          action: [nworld, nu] float in [-1, 1] (clipped) on the env's device, or None to reuse
-            the action buffer (`env.action`) as it is.
-
-        Returns:
-          (obs, reward, done, info): torch views [nworld, obs_dim], [nworld], [nworld] (0/1),
-          info = {"fall": [nworld], "timeout": [nworld]}. The views are overwritten by the next
-          step: copy what you keep.
+        """Advance every world by one env step (control_dt) with `action` ([nworld, nu] float in
+        [-1, 1], clipped, on the env's device; None: the `action` buffer as it is). Returns (obs,
+        reward, done, {"fall", "timeout"}): the views, overwritten by the next step.
         """
         if action is not None:
             if tuple(action.shape) != (self.nworld, self.nu):
@@ -486,8 +468,8 @@ class StanceEnv:
                 self._sums.zero_()
                 self._reward_terms.zero_()
                 self._slot_seen.zero_()
-        c, s = host[c0:s0], host[s0:r0]
-        out = physics.describe_counters(c)
+        s = host[s0:r0]
+        out = physics.describe_counters(host[c0:s0])
         out.update(episode_s_sum=float(s[SUM_LEN]), return_sum=float(s[SUM_RETURN]),
                    track_num=float(s[SUM_TRACK_NUM]), track_den=float(s[SUM_TRACK_DEN]),
                    track_num_survived=float(s[SUM_TRACK_NUM_SURVIVED]),

@@ -1,11 +1,7 @@
-"""The stance task's warp kernels (after mujoco_warp's `_src/smooth.py`: arguments grouped under
-Model / Data in / In / Data out / Out): `pre_step` (actions → ctrl around the reference, the
-amplitude ramp, pushes), `contact_check` (contacts of bodies that may not touch), `post_step`
-(NaN, slot and fall checks, the reward through `fightlab.envs.rewards.weighted_sum`, episode
-accumulators and counters, each in its own `wp.func`), `reset_worlds`, `observe`,
-`observe_privileged`; `TaskParams`, the task's constants per env, and the index constants of
-the observation, the privileged observation, the episode accumulators and the summary sums
-(their layout: `fightlab.envs.stance`'s docstring). `StanceEnv` launches them.
+"""The stance task's warp kernels, launched by `StanceEnv` (mujoco_warp's argument groups):
+`pre_step`, `contact_check`, `post_step` (checks, reward, accumulators and counters, each in its
+own `wp.func`), `reset_worlds`, `observe`, `observe_privileged`; `TaskParams`, and the index
+constants of the layouts that `fightlab.envs.stance`'s docstring lists.
 """
 
 from __future__ import annotations

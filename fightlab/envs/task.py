@@ -1,14 +1,9 @@
 """The stance task as one unit behind the door (`fightlab.envs.vecenv.VecEnv`): the batched env
-(`fightlab.envs.stance.StanceEnv`: observations, reward terms, termination, pushes), the amplitude
-curriculum and the solve criterion (`fightlab.envs.curriculum`), checked every
-``iteration_steps`` env steps (the task's rollout length, `PPOConfig.num_steps`: the curriculum's
-wait is counted in these iterations).
-
-Any learner drives it through the door; fightlab's PPO uses the captured form (`advance`, then
-`end_iteration` with its own values in the one host read); rsl_rl's runner would call `step`.
-A policy is judged here too: `evaluate_policy` (fresh worlds, a fixed amplitude) and
-`reference_check` (a solve's policy in the reference physics at dt and dt/2, the task's own
-thresholds), given any ``make_policy(env) -> (obs -> action)``.
+(`fightlab.envs.stance.StanceEnv`), the amplitude curriculum and the solve criterion
+(`fightlab.envs.curriculum`), checked every ``iteration_steps`` env steps (`PPOConfig.num_steps`:
+the curriculum's wait is counted in these iterations). A policy is judged here too, given any
+``make_policy(env) -> (obs -> action)``: `evaluate_policy` (fresh worlds, a fixed amplitude) and
+`reference_check` (the reference physics at dt and dt/2, the task's own thresholds).
 """
 
 from __future__ import annotations
@@ -66,21 +61,13 @@ def episode_row(cur: Curriculum, event: str, summary: dict) -> dict:
 
 
 class StanceTask(VecEnv):
-    """The stance task of `cfg` (a `TrainConfig`: body, nworld, device, seed, the env's config,
-    the curriculum's stages, wait and thresholds, the rollout length, graphs, tree factor,
-    backend, workers, an asymmetric critic's privileged observation, solver loop).
-
-    Besides the door's attributes: unwrapped (the `StanceEnv`), curriculum (its `Curriculum`:
-    stage, amplitude, solved; `state_dict` / `load_state_dict` for checkpoints), nu (=
+    """The stance task of `cfg` (a `TrainConfig`). Besides the door's attributes: unwrapped (the
+    `StanceEnv`), curriculum (its `Curriculum`, with `state_dict` / `load_state_dict`), nu (=
     num_actions), privileged_dim (the privileged observation's width when built with it).
 
-    ``checked``: the config already passed the run's gate (`fightlab.run.launch.plan_run`, as the
-    `Trainer`'s does); otherwise each field's rule is checked here (`config.check_fields`), so a
-    library user gets the command line's one-line refusals.
-
-    Raises:
-      ConfigError (a ValueError): a field out of its rule (e.g. ppo.num_steps 0), a bad body,
-        nworld, device or env config, one line naming it.
+    ``checked``: the config already passed the run's gate (`fightlab.run.launch.plan_run`);
+    otherwise each field's rule is checked here (`config.check_fields`), so a library user gets
+    the command line's one-line refusals (ConfigError, a ValueError).
     """
 
     def __init__(self, cfg: TrainConfig, checked: bool = False):
@@ -136,15 +123,10 @@ class StanceTask(VecEnv):
         self.unwrapped.step()
 
     def end_iteration(self, learner: torch.Tensor | None = None) -> dict:
-        """The one host read of the iteration, then the curriculum's check.
-
-        Returns ``extras``: "summary" (`StanceEnv.read_summary`'s counters), "episode" (the
-        iteration's row of the task: `episode_stats`, the curriculum's amplitude, stage and event
-        — "wait", "hold", "widen" or "solved" —, and the window's fall rate, tracking,
-        tracking_survived and episode length: ``window_*``; a widening row reports the window
-        that passed and the amplitude it passed at), "curriculum" (event, stage, amplitude,
-        solved), "solved" (bool: the solve criterion met), "log" (rsl_rl's: "/task/<name>" → the episode's numbers), and with ``learner``
-        "learner" (its values, float64 numpy).
+        """The one host read of the iteration, then the curriculum's check. ``extras`` as
+        `VecEnv.end_iteration` says, with "summary" (`StanceEnv.read_summary`'s counters),
+        "episode" (`episode_row`; event "wait", "hold", "widen" or "solved"), "curriculum"
+        (event, stage, amplitude, solved) and "log" ("/task/<name>" → the episode's numbers).
         """
         s = self.unwrapped.read_summary(extra=learner)
         values = s.pop("extra", None)
@@ -236,20 +218,15 @@ _REFERENCE_KEEP = ("timestep", "episodes", "falls", "fall_rate", "tracking", "me
 
 def reference_check(make_policy, cfg: TrainConfig, device: str, nworld: int, seed: int = 1,
                     progress: bool = True) -> dict:
-    """A solve's policy re-run in the reference physics (`config.REFERENCE_SOLVER`) at the task's
-    timestep dt and at dt/2 (`config.REFERENCE_CHECKS`): on ``nworld`` fresh worlds, one episode
-    each at amplitude 1 with the pushes on, its falls at most ``cfg.max_fall_rate`` of the
-    episodes and its tracking at least ``cfg.min_tracking`` at both (docs/task.md).
+    """A solve's policy (``make_policy`` as `evaluate_policy`'s) re-run in the reference physics
+    (`config.REFERENCE_SOLVER`) at the task's timestep dt and at dt/2 (`config.REFERENCE_CHECKS`):
+    on ``nworld`` fresh worlds of ``seed`` (a training's: its seed + 1), one episode each at
+    amplitude 1 with the pushes on, its falls at most ``cfg.max_fall_rate`` of the episodes and
+    its tracking at least ``cfg.min_tracking`` at both (docs/task.md).
 
-    Args:
-      make_policy: as `evaluate_policy`'s; cfg: the run's TrainConfig (its body, task, graphs,
-        tree factor, thresholds); seed: the fresh worlds' seed (a training's check: its seed + 1).
-    Returns:
-      dict: passed (bool), reason (None, or why: "dt/2: fall rate 0.083 > 0.05"), nworld, seed,
-      seconds (wall time of the whole check, s), solver (`REFERENCE_SOLVER`), solver_engine (as the
-      engine ran it), thresholds (max_fall_rate, min_tracking), and per label ("dt", "dt/2") the
-      run's timestep (s), episodes, falls, fall_rate, tracking, mean_episode_s, overflow_count,
-      nan_resets.
+    Returns a dict: passed (bool), reason (None, or why: "dt/2: fall rate 0.083 > 0.05"), nworld,
+    seed, seconds (wall time, s), solver (`REFERENCE_SOLVER`), solver_engine (as the engine ran
+    it), thresholds (max_fall_rate, min_tracking), and per label ("dt", "dt/2") `_REFERENCE_KEEP`.
     """
     from fightlab.config import reference_env
 

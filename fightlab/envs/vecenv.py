@@ -4,13 +4,10 @@
 source so that no learner needs rsl_rl installed, plus an optional graph-capturable form of the
 same step for learners that capture their rollout (fightlab's own PPO).
 
-Two ways through the door, one task behind it:
-- **rsl_rl's**: ``step(actions)`` copies the actions in, steps every world and returns views of
-  the task's buffers; every ``iteration_steps`` steps it also ends the task's iteration
-  (`end_iteration`: one host read, the curriculum) and puts the statistics into ``extras``.
-- **captured**: the learner writes ``action`` in place (inside its own CUDA graph), calls
-  `advance` (no host read, nothing returned) ``iteration_steps`` times, then `end_iteration`
-  itself, handing it the learner's own device values so that the iteration reads the host once.
+Two ways through the door, one task behind it: rsl_rl's ``step(actions)`` (every
+``iteration_steps`` steps it also calls `end_iteration`), or the captured form: the learner writes
+``action`` in place (inside its own CUDA graph), calls `advance` ``iteration_steps`` times, then
+`end_iteration` itself with its own device values, so that the iteration reads the host once.
 
 Observations are a mapping of observation groups as rsl_rl's ``obs_groups`` expect: ``"policy"``
 [num_envs, obs_dim] always, ``"critic"`` [num_envs, priv_dim] when the task was built with a
@@ -70,13 +67,11 @@ class VecEnv(ABC):
 
     @abstractmethod
     def end_iteration(self, learner: torch.Tensor | None = None) -> dict:
-        """End the task's iteration: the one host read (the task's counters, and ``learner``, a
-        float tensor of the learner's own on ``device``, in the same copy), the task's own
-        decisions (a curriculum), and the ``extras`` of that step (see `step`): at least
-        "episode" (the iteration's statistics of the task: name → number or text, one row),
-        "log" (rsl_rl's: "/<group>/<name>" → number), "solved" (bool: the task's solve
-        criterion met), "learner" (``learner``'s values, float64 numpy) when given. Restarts the
-        count of `step`'s ``iteration_steps``."""
+        """End the task's iteration: the one host read (the task's counters and ``learner``, a float
+        tensor of the learner's own on ``device``, in one copy), the task's own decisions, and
+        the ``extras``: at least "episode" (the iteration's statistics: name → number or text,
+        one row), "log" (rsl_rl's: "/<group>/<name>" → number), "solved" (bool), "learner"
+        (``learner``'s values, float64 numpy) when given. Restarts `step`'s count."""
 
     def step(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, dict]:
         """rsl_rl's step: ``actions`` [num_envs, num_actions] in, one env step.

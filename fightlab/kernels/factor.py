@@ -297,21 +297,14 @@ def factor_tree(m: Any, d: Any, M: wp.array2d, L: wp.array2d, D: wp.array2d,
     """Sparse ``L'DL`` of ``M`` in one launch: drop-in for ``smooth._factor_i_sparse``.
 
     Args:
-        m: ``mujoco_warp`` Model.
-        d: ``mujoco_warp`` Data (``d.nworld`` worlds).
+        m, d: ``mujoco_warp`` Model and Data (``d.nworld`` worlds).
         M: inertia-like matrix in MuJoCo's CSR layout, float32 ``(nworld, nC)``.
         L: output LDL region, float32 ``(nworld, nC)`` (a view such as
-            ``d.qLD[:, m.qLD_block_total:]``): ``M`` with the sparse blocks' DOFs factored
-            (strict lower part of ``L`` and the diagonal of ``D``, MuJoCo's ``qLD`` layout).
+            ``d.qLD[:, m.qLD_block_total:]``) in MuJoCo's ``qLD`` layout.
         D: output ``1 / diag`` for every DOF, float32 ``(nworld, nv)`` (``qLDiagInv``).
         schedule: from :func:`build_schedule` (built, not cached, when ``None``).
-        block_dim: threads per world (resolves to 1 on a CPU without
-            ``wp.config.enable_cpu_blocks``).
-        variant: "auto" (default), "shared" or "global" (:data:`VARIANTS`,
-            :func:`resolve_variant`).
-
-    Raises:
-        ValueError: see :func:`build_schedule` and :func:`resolve_variant`.
+        block_dim: threads per world (1 on a CPU without ``wp.config.enable_cpu_blocks``).
+        variant: one of :data:`VARIANTS` (:func:`resolve_variant`, whose ValueError it raises).
     """
     s = schedule if schedule is not None else build_schedule(m)
     if resolve_variant(s, variant) == "shared":
@@ -390,27 +383,17 @@ def _uninstall_if_unused() -> None:
 
 
 def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto") -> bool:
-    """Switch the single-launch tree factor on for the MuJoCo Warp model ``m``.
-
-    Only ``m`` is affected (other models keep the stock path). The function the env or trainer
-    calls after ``put_model`` and before the first step / graph capture.
-
-    Args:
-        m: ``mujoco_warp`` Model.
-        block_dim: threads per world (int >= 1; 64 is the design point).
-        variant: kernel variant, one of :data:`VARIANTS` ("auto": shared memory when it fits).
-
-    Returns:
-        True when ``m`` has a sparse block (a tree over ``types.M_BLOCK_DENSE_MAX`` DOF at
-        ``put_model`` time) and the kernel is now used for it; False when there is nothing to
-        replace (the model is left on the stock path, nothing is registered).
-
-    Raises:
-        ValueError: bad ``block_dim`` or ``variant`` (see :func:`resolve_variant`).
+    """Switch the single-launch tree factor on for the MuJoCo Warp model ``m`` only (others keep
+    the stock path), after ``put_model`` and before the first step / graph capture, with
+    ``block_dim`` threads per world (int >= 1; 64 the design point) and a ``variant`` of
+    :data:`VARIANTS`. Returns True when ``m`` has a sparse block (a tree over
+    ``types.M_BLOCK_DENSE_MAX`` DOF) and the kernel now factors it, False when there is nothing
+    to replace (nothing registered). Raises ValueError for a bad ``block_dim`` or ``variant``
+    (:func:`resolve_variant`).
     """
     if not isinstance(block_dim, int) or block_dim < 1:
         raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
-    if variant not in VARIANTS:
+    if variant not in VARIANTS:  # before the early return: a bad variant is refused on any tree
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not m.qLD_updates:
         return False
@@ -425,10 +408,8 @@ def use_tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto"
 
 
 def disable_tree_factor(m: Any) -> None:
-    """Switch the tree factor off for ``m`` (no-op if it was not on).
-
-    When no model is left, ``smooth._factor_i_sparse`` is the original function object again.
-    """
+    """Switch the tree factor off for ``m`` (no-op if it was not on); with no model left,
+    ``smooth._factor_i_sparse`` is the original function object again."""
     if _entry(m) is not None:
         del _REGISTRY[id(m)]
     _uninstall_if_unused()
@@ -462,10 +443,8 @@ def tree_factor(m: Any, *, block_dim: int = BLOCK_DIM, variant: str = "auto") ->
 
 @contextlib.contextmanager
 def dense_max(value: int) -> Iterator[None]:
-    """Temporarily set ``mujoco_warp`` ``types.M_BLOCK_DENSE_MAX`` (read by ``put_model``).
-
-    Lower it to push small trees onto the sparse path, raise it to get the dense tile reference.
-    """
+    """Temporarily set ``mujoco_warp`` ``types.M_BLOCK_DENSE_MAX`` (read by ``put_model``): lower
+    it to push small trees onto the sparse path, raise it to get the dense tile reference."""
     old = mjw_types.M_BLOCK_DENSE_MAX
     mjw_types.M_BLOCK_DENSE_MAX = int(value)
     try:
@@ -475,12 +454,8 @@ def dense_max(value: int) -> Iterator[None]:
 
 
 def count_factor_calls(m: Any, d: Any, fn: Callable[[], Any] | None = None) -> dict[str, int]:
-    """Run ``fn`` (default ``mjw.step(m, d)``) once and count sparse factorizations of ``m``.
-
-    Returns:
-        ``{"tree": n, "stock": n}``: calls that went to :func:`factor_tree` / the stock function
-        for model ``m`` (the sum is the number of factorizations per step).
-    """
+    """Run ``fn`` (default ``mjw.step(m, d)``) once; ``{"tree": n, "stock": n}``: the sparse
+    factorizations of ``m`` that went to :func:`factor_tree` / the stock function."""
     counts = {"tree": 0, "stock": 0}
     current = smooth._factor_i_sparse
     tree_on = is_tree_factor_enabled(m)

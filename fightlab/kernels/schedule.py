@@ -26,13 +26,11 @@ class TreeSchedule:
     Attributes:
         nv, nC: DOF count and length of the sparse LDL region (``m.nC``).
         nlevel: number of tree levels holding updates.
-        a_item: phase-A items ``(adr of L[i,j], column j, first update, n updates)`` (vec4i).
-        a_slot: partial-sum slot of each phase-A item, ``-1`` when the item subtracts in place.
-        a_off: level offsets into ``a_item``.
+        a_item, a_slot: phase-A items ``(adr of L[i,j], column j, first update, n updates)``
+            (vec4i) and each one's partial-sum slot (``-1``: it subtracts in place).
         upd: updates ``(rowadr_k, diag adr of k, adr of L[k,i])`` (vec3i), grouped by level and row.
-        upd_off: level offsets into ``upd`` (phase B scales each update of the level).
         red: phase-B reductions ``(adr of L[i,j], first slot, n slots)`` (vec3i).
-        red_off: level offsets into ``red``.
+        a_off, upd_off, red_off: level offsets into ``a_item``, ``upd``, ``red``.
         np_max: partial sums per world (the largest level).
         nupdate: number of stock updates (for reports).
         nu_max: updates in the largest level (the "shared" variant's scale-factor slots).
@@ -57,20 +55,10 @@ class TreeSchedule:
 
 
 def build_schedule(m: Any, chunk: int = CHUNK) -> TreeSchedule:
-    """Build the level schedule of ``factor.factor_tree`` from a MuJoCo Warp model.
-
-    Reads ``m.qLD_updates`` (the stock per-level updates ``(i, k, adr of L[k,i])``, so only DOFs of
-    sparse blocks are factored, exactly as in the stock path), ``m.M_rowadr`` and ``m.M_rownnz``.
-
-    Args:
-        m: ``mujoco_warp`` Model.
-        chunk: descendants per partial sum (int >= 1).
-
-    Returns:
-        :class:`TreeSchedule` with arrays on the device of ``m.M_rowadr``.
-
-    Raises:
-        ValueError: ``chunk < 1``.
+    """The :class:`TreeSchedule` of a MuJoCo Warp model (arrays on the device of ``m.M_rowadr``)
+    from ``m.qLD_updates`` (the stock per-level updates ``(i, k, adr of L[k,i])``: only DOFs of
+    sparse blocks are factored, as in the stock path), ``m.M_rowadr`` and ``m.M_rownnz``;
+    ``chunk``: descendants per partial sum (ValueError unless an int >= 1).
     """
     if not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")

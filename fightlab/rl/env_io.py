@@ -1,5 +1,4 @@
-"""`PolicyIO`: a CPU-backend task's step tensors on the policy's device
-(`TrainConfig.policy_device`); the task itself is behind the door, `fightlab.envs.vecenv.VecEnv`."""
+"""`PolicyIO`: a CPU-backend task's step tensors on the policy's device."""
 
 from __future__ import annotations
 
@@ -12,10 +11,8 @@ class PolicyIO:
     priv_dim], reward, done, timeout [nworld] (float32 views of one buffer on that device, copied
     from the env's) and action [nworld, nu] (copied to the env's).
 
-    Args:
-      env: a `fightlab.envs.vecenv.VecEnv` (its obs / reward / done / timeout / action views, float32, on the
-        CPU); device: the policy's torch device ("cpu", "cuda:N").
-
+    Args: env, a `fightlab.envs.vecenv.VecEnv` (its float32 views on the CPU); device, the
+    policy's torch device ("cpu", "cuda:N").
     `pull()` (after a reset, a load or a step) packs the env's outputs into one host buffer
     (pinned on CUDA) and copies it to the device without waiting: the buffer is written again
     only at the next pull, after a `push()` has waited for the device. `push()` (before a step)

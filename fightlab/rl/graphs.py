@@ -1,19 +1,7 @@
-"""Torch CUDA graphs of the trainer's torch work: the policy step of the rollout and the PPO
-update, with the capture discipline of the env's warp graph (`fightlab.sim.physics.StepGraph`).
-
-Structure of one iteration on CUDA, every graph replayed on warp's stream (`shared_stream`), so
-torch and warp work stay ordered without host synchronisation:
-
-    policy[0] → env step → policy[1] → env step → … → env step → policy[num_steps] → update
-
-`policy[s]` (a torch graph) stores step s−1's reward and done, samples step s's action from the
-env's observation into the buffer and the env's action; the env step is MuJoCo Warp's own graph
-(its solver loop is a conditional node, which cannot nest inside a torch capture, so the two kinds
-of graph are replayed back to back); `policy[num_steps]` bootstraps the value and computes GAE;
-`update` is the whole PPO update (`fightlab.rl.ppo.PPOUpdate.run`) and the normaliser's update.
-Only the minibatch permutations are drawn eagerly, before the update.
-
-Torch graphs exist only on CUDA: elsewhere (warp's CPU device) the same functions run eagerly.
+"""Torch CUDA graphs of the trainer's torch work: the rollout's policy steps and the PPO update,
+with the capture discipline of the env's warp graph (`fightlab.sim.physics.StepGraph`). The
+iteration they make, replayed back to back with the env's graph on warp's stream: DESIGN.md ("One
+training iteration"). Torch graphs exist only on CUDA: elsewhere the same functions run eagerly.
 """
 
 from __future__ import annotations
@@ -32,9 +20,8 @@ class TorchGraph(FallbackGraph):
     that a host read is refused before capture, then one capture with the garbage collector off.
     `fn` must not draw random numbers (a captured RNG ties the graph to torch's generator state;
     the rollout draws its noise eagerly, once per iteration).
-    The caller restores whatever state the warm-up moved, and checks once per iteration whether
-    a tensor the graphs hold was replaced (`fightlab.run.runner.Trainer` re-captures all of them
-    then). A capture that raises leaves no graph, prints one warning and counts a fallback
+    The caller restores whatever state the warm-up moved and re-captures when a tensor the graphs
+    hold was replaced (`fightlab.rl.loop.TrainLoop`). A capture that raises falls back
     (`fightlab.sim.physics.FallbackGraph`).
 
     Args:
@@ -58,9 +45,8 @@ class TorchGraph(FallbackGraph):
         try:
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
-            # the warm-up under sync-debug "error": a host read in `fn` (which would invalidate
-            # the capture, and a failed capture leaves torch's pool and RNG state half-recording)
-            # is refused here, eagerly and cleanly, before any capture begins
+            # a host read in `fn` would invalidate the capture (leaving torch's pool and RNG state
+            # half-recording): sync-debug "error" refuses it here, before any capture begins
             mode = torch.cuda.get_sync_debug_mode()
             set_sync_debug_mode("error")  # without torch's "prototype feature" note
             try:

@@ -1,14 +1,12 @@
 """The training loop: rollouts, GAE, the PPO update and the torch graphs, over any task behind
-the door (`fightlab.envs.vecenv.VecEnv`, its captured form: `advance`, `end_iteration`); one host
-read per iteration (the task's, with the learner's values in the same copy).
-
-After CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of the
-task (its curriculum decides inside `end_iteration`), run folders, ``rows.csv`` or checkpoints
-(`fightlab.run.runner.Trainer` is the run around it).
+the door (`fightlab.envs.vecenv.VecEnv`'s captured form); one host read per iteration. After
+CleanRL's ``ppo_continuous_action.py`` with rsl_rl's split: the loop knows nothing of the task,
+run folders, ``rows.csv`` or checkpoints (`fightlab.run.runner.Trainer` is the run around it).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 
@@ -203,8 +201,6 @@ class TrainLoop:
     def _check_torch_graphs(self) -> None:
         if any(g.graph is not None for g in (*self.policy_graphs, self.ppo_graph)) \
                 and self._torch_inputs() != self._torch_ptrs:
-            import sys
-
             print("fightlab: warning: tensors of the torch graphs were replaced; re-capturing",
                   file=sys.stderr, flush=True)
             self.graph_recaptures += 1

@@ -66,12 +66,10 @@ class ObsNormalizer(nn.Module):
 
 @contextlib.contextmanager
 def matmul_precision(precision: str | None):
-    """Run the block with torch's float32 matrix-product precision at ``precision``
-    (`PPOConfig.matmul_precision`, one of `config.MATMUL_PRECISIONS`; "high" lets cuBLAS use
-    TensorFloat-32 tensor cores, torch.set_float32_matmul_precision), then put the process's
-    setting back: a learner's precision never leaks into another's in the same process. None
-    leaves the setting as it is. Kernels captured in a CUDA graph inside the block keep the
-    precision they were captured with. Raises ValueError for another value."""
+    """The block at torch's float32 matmul ``precision`` (`PPOConfig.matmul_precision`; "high":
+    TensorFloat-32 on cuBLAS), then the process's setting back, so it never leaks into another
+    learner; None leaves it as it is. Graphs captured inside keep the precision of their capture.
+    Raises ValueError for a value not in `config.MATMUL_PRECISIONS`."""
     if precision is None:
         yield
         return

@@ -27,14 +27,9 @@ LR_MIN, LR_MAX, LR_FACTOR = 1e-5, 1e-2, 1.5
 
 
 def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> None:
-    """rsl_rl's KL-adaptive rule, in place on the device (no host read): lr ÷ 1.5 (not below
-    1e-5) when kl > 2·desired_kl, lr × 1.5 (not above 1e-2) when 0 < kl < desired_kl / 2,
-    else unchanged.
-
-    Args:
-      lr: 0-d float tensor (Adam's learning rate, updated in place); kl: 0-d tensor, the approximate
-        KL of the epoch's last minibatch; desired_kl: the target (PPOConfig.kl_target).
-    """
+    """rsl_rl's KL-adaptive rule on the 0-d tensor ``lr``, in place (no host read): ÷ LR_FACTOR
+    (not below LR_MIN) when ``kl`` (0-d, the epoch's last minibatch's) > 2·desired_kl, × LR_FACTOR
+    (not above LR_MAX) when 0 < kl < desired_kl / 2 (`PPOConfig.kl_target`), else unchanged."""
     down = torch.clamp(lr / LR_FACTOR, min=LR_MIN)
     up = torch.clamp(lr * LR_FACTOR, max=LR_MAX)
     new = torch.where(kl > 2.0 * desired_kl, down, torch.where((kl > 0.0) & (kl < 0.5 * desired_kl), up, lr))
@@ -44,12 +39,8 @@ def kl_adaptive_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> Non
 def gaussian_kl(old_mean: torch.Tensor, old_logstd: torch.Tensor, mean: torch.Tensor,
                 std: torch.Tensor) -> torch.Tensor:
     """KL(old ‖ new) of two diagonal Gaussians, summed over actions (rsl_rl's adaptive schedule):
-    Σ log(σ/σ_old) + (σ_old² + (μ_old − μ)²) / (2σ²) − ½.
-
-    Args:
-      old_mean, mean, std: float [B, act_dim]; old_logstd: float [act_dim] (state-independent).
-    Returns:
-      float [B], in nats."""
+    Σ log(σ/σ_old) + (σ_old² + (μ_old − μ)²) / (2σ²) − ½, float [B] in nats, from old_mean, mean,
+    std float [B, act_dim] and old_logstd float [act_dim] (state-independent)."""
     old_std = old_logstd.exp()
     return (torch.log(std / old_std) + (old_std.square() + (old_mean - mean).square()) / (2.0 * std.square())
             - 0.5).sum(-1)
@@ -63,10 +54,7 @@ CRITIC_PREFIX = "critic."
 def optimizer_order(names: list[str], ngroups: int) -> list[str]:
     """Parameter names (an ActorCritic's, in its state dict's order) in the order Adam numbers
     them: as they are with one group; with two, the actor's and log-std's first, then the
-    critic's (`CRITIC_PREFIX`), as `make_optimizer` groups them.
-
-    Raises:
-      ValueError: ``ngroups`` other than 1 or 2."""
+    critic's (`CRITIC_PREFIX`), as `make_optimizer` groups them. ValueError for other ngroups."""
     if ngroups == 1:
         return list(names)
     if ngroups == 2:
@@ -76,17 +64,11 @@ def optimizer_order(names: list[str], ngroups: int) -> list[str]:
 
 def make_optimizer(agent: ActorCritic, learning_rate: float, device,
                    critic_learning_rate: float | None = None) -> tuple[torch.optim.Adam, torch.Tensor]:
-    """Adam (eps 1e-5, CleanRL's) over the agent's parameters with the learning rate as a 0-d
-    float32 tensor on `device`; on CUDA capturable (its step counts on the device) and fused (one
-    kernel per step for every parameter instead of a dozen foreach kernels: fewer nodes in the
-    update graph; same arithmetic, not bitwise the foreach path's).
-
-    With ``critic_learning_rate`` (`PPOConfig.critic_learning_rate`) the critic's parameters
-    (`CRITIC_PREFIX`) are a second group at that fixed rate (a float: nothing moves it); the
-    first group, the actor's and the log-std, keeps the `lr` tensor the KL rule moves.
-
-    Returns:
-      (optimizer, lr): move the rate with `kl_adaptive_lr(lr, ...)`, never by assigning the group.
+    """(Adam, lr): Adam (eps 1e-5, CleanRL's) over the agent's parameters with the learning rate
+    ``lr`` a 0-d float32 tensor on `device`, moved by `kl_adaptive_lr` (never by assigning the
+    group); on CUDA capturable (step counts on the device) and fused (one kernel per step: fewer
+    nodes in the update graph; not bitwise the foreach path's). With ``critic_learning_rate``
+    the critic's parameters (`CRITIC_PREFIX`) are a second group at that fixed float rate.
     """
     dev = torch.device(device)
     cuda = dev.type == "cuda"
@@ -128,16 +110,11 @@ def adopt_optimizer_state(optimizer: torch.optim.Optimizer, lr: torch.Tensor) ->
 class PPOUpdate:
     """One PPO update over a filled rollout buffer, with every input and output in fixed tensors.
 
-    Args:
-      agent, optimizer, lr: from `make_optimizer`; buf: the rollout storage (advantages and
-        returns computed); cfg: PPOConfig; generator: torch RNG for the permutations (buf's device).
-
-    Attributes:
-      perm: int64 [update_epochs, B] minibatch permutations (B = num_steps × nworld), drawn by
-        `draw` before each update; stats: float32 [6] (`STATS`), written by `run`.
-
-    `draw()` then `run()` is one update: `run` reads nothing back to the host and allocates only
-    temporaries, so it can be captured and replayed; `stats_dict()` reads the stats (one read).
+    Args: agent, optimizer, lr (from `make_optimizer`); buf: the rollout storage (advantages and
+    returns computed); cfg: PPOConfig; generator: torch RNG for the permutations (buf's device).
+    Attributes: perm, int64 [update_epochs, B] minibatch permutations (B = num_steps × nworld);
+    stats, float32 [6] (`STATS`). `draw()` then `run()` is one update; `stats_dict()` reads the
+    stats (one read).
     """
 
     def __init__(self, agent: ActorCritic, optimizer: torch.optim.Optimizer, lr: torch.Tensor,
@@ -165,9 +142,9 @@ class PPOUpdate:
             self.perm[e].copy_(torch.randperm(self.B, device=self.perm.device, generator=self.generator))
 
     def run(self) -> None:
-        """`update_epochs` × `num_minibatches` PPO steps over `perm`; the KL rule after each
-        epoch; means of the losses and the final rate into `stats`. No host read. Forward and
-        backward passes at `PPOConfig.matmul_precision` (the process's setting put back after)."""
+        """`update_epochs` × `num_minibatches` PPO steps over `perm`, the KL rule after each
+        epoch, the loss means and the final rate into `stats`; no host read, only temporaries
+        allocated (capturable). At `PPOConfig.matmul_precision`."""
         with matmul_precision(self.cfg.matmul_precision):
             self._run()
 
@@ -226,18 +203,10 @@ class PPOUpdate:
 def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: RolloutStorage,
                cfg: PPOConfig, generator: torch.Generator | None = None,
                lr: torch.Tensor | None = None) -> dict:
-    """One eager PPO update (`PPOUpdate.draw` + `run`), for scripts and tests.
-
-    Args:
-      agent, optimizer: the actor-critic and its Adam; lr: the optimizer's learning-rate tensor
-        (from `make_optimizer`); with None the first group's rate (a float one is replaced by a
-        tensor the group then holds, so the KL rule moves the rate Adam uses). buf: filled storage;
-        cfg: PPOConfig; generator: permutation RNG.
-
-    Returns:
-      dict of floats (`STATS`): the loss means and the learning rate after the update.
-    """
-    if lr is None:  # the first group's rate: a tensor is moved in place, a float becomes one
+    """One eager PPO update (`PPOUpdate.draw` + `run`), for scripts and tests; returns
+    `stats_dict()`. ``lr``: the rate tensor of `make_optimizer`; None takes the first group's (a
+    float one becomes a tensor the group then holds, so the KL rule moves the rate Adam uses)."""
+    if lr is None:
         lr = optimizer.param_groups[0]["lr"]
         if not isinstance(lr, torch.Tensor):
             lr = torch.tensor(float(lr), dtype=torch.float32, device=buf.obs.device)

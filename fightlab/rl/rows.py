@@ -29,14 +29,13 @@ def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, upd
     """
     env = loop.env
     n_env = env.num_envs * loop.cfg.ppo.num_steps
-    row = dict(iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
+    return dict(iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
                env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
                physics_steps_per_s=n_env * env.substeps / wall,
                **episode, reward=float(stats[len(STATS)]),
                **{k: float(v) for k, v in zip(STATS, stats[:len(STATS)])},
                rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
                graph_fallbacks=loop.graph_fallbacks + env.graph_fallbacks)
-    return row
 
 
 def _rows_text(rows: list[dict]) -> str:
@@ -90,29 +89,22 @@ def truncate_rows(path: Path, n: int) -> None:
 
 
 def append_row(path: Path, row: dict):
-    """Append one row to a run's rows.csv; a file written under other columns (rows of an older
-    fightlab before a resume, or a row with a new summary field) is first rewritten with the union of both headers (old rows'
-    new fields empty), so every line has the header's fields."""
-    if path.exists() and path.stat().st_size:
+    """Append one row to a run's rows.csv; a file written under other columns (an older
+    fightlab's rows before a resume, or a row with a new summary field) is first rewritten with
+    the union of both headers (the old header's order, then the row's new keys; fields a row
+    lacks empty), so every line has the header's fields."""
+    new = not path.exists() or not path.stat().st_size
+    if not new:
         with open(path, newline="") as f:
             header = next(csv.reader(f), [])
         if header != list(row):
             with open(path, newline="") as f:
                 old = list(csv.DictReader(f))
-            write_rows(path, _union_rows(header, old, row))
+            fields = list(dict.fromkeys([*header, *row]))
+            write_rows(path, [{k: r.get(k, "") for k in fields} for r in [*old, row]])
             return
-    new = not path.exists() or not path.stat().st_size
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(row), lineterminator="\n")
         if new:
             w.writeheader()
         w.writerow(row)
-
-
-def _union_rows(header: list[str], old: list[dict], row: dict) -> list[dict]:
-    """`old` rows (read under `header`) and `row`, each with every field of both (empty where a
-    row lacks one); the first row carries the field order: the old header, then row's new keys."""
-    fields = list(dict.fromkeys([*header, *row]))
-    return [{k: r.get(k, "") for k in fields} for r in [*old, row]]
-
-

@@ -1,32 +1,24 @@
 """The CPU MuJoCo backend: MuJoCo's C engine for the physics substeps, every core busy.
 
-`CpuPhysics` holds `nworld` simulations of one model in a `mujoco.batch.Batch` (the pinned
-mujoco 4.0.0: many simulations on a C++ thread pool, the GIL released, state rows as live numpy
-arrays). The env keeps its MuJoCo Warp `Data` on warp's CPU device as the one place of the
-state and runs its own kernels (actions → ctrl, pushes, fall checks, reward, resets,
-observations) there; only the physics substeps change hands. Each control step, `step`:
+`CpuPhysics` holds `nworld` simulations of one model in a `mujoco.batch.Batch` (mujoco 4.0.0:
+simulations on a C++ thread pool, the GIL released, state rows as live numpy arrays). The env
+keeps its MuJoCo Warp `Data` on warp's CPU device as the one place of the state and runs its own
+kernels there; only the substeps change hands. Each control step, `step` copies qpos, qvel,
+qacc_warmstart, time, ctrl and xfrc_applied (float32) into the batch's rows (float64), runs
+`substeps` `Batch.step` calls (reading after each the contact sensors and the solver's iteration
+count), and copies back qpos, qvel, qacc_warmstart, time and xmat (of the last substep's start, as
+`mujoco_warp.step` leaves it), with MuJoCo Warp's overflow bits set from what the C engine
+reports (iteration cap → ITERATIONS; a full arena → NARROWPHASE / NEFC). So the state is the warp
+arrays at every control-step boundary (float32, as on the GPU): resets and `load_state_dict` need
+no hook.
 
-1. copies the state the env owns — qpos, qvel, qacc_warmstart, time, ctrl, xfrc_applied of the
-   warp arrays (float32) — into the batch's state rows (float64);
-2. runs `substeps` calls of `mj_step` per simulation on the pool (one `Batch.step` call per
-   substep), reading after each the contact sensors (below) and the solver's iteration count;
-3. copies back qpos, qvel, qacc_warmstart, time and the derived xmat (of the last substep's
-   start, as `mujoco_warp.step` leaves it), and sets MuJoCo Warp's overflow bits from what the C
-   engine reports (solver iteration cap → ITERATIONS; a full arena → NARROWPHASE / NEFC).
-
-So the state is the warp arrays at every control-step boundary (rounded to float32, as on the
-GPU); resets (`mujoco_warp.reset_data` and the env's reset kernel on the warp arrays) and
-`load_state_dict` need no hook.
-
-Contacts: the C engine's contact list lives in its arena, which `Batch` cannot bind. The env's
-fall rule asks one thing of it: does any contact involve a geom that may not touch (the env's
-`geom_support == 0`)? The backend's model therefore carries one MuJoCo contact sensor
-(`mjSENS_CONTACT`, data "found") per such geom, compiled from the body's spec; a world whose
-sensors find a contact in any substep is `touched`. The sensors add nothing to the physics.
-
-A simulation the C engine resets itself (bad qpos / qvel / qacc warnings: MuJoCo's own NaN
-guard) gets NaN in the warp qpos, so the env's NaN check counts it as the GPU would; the C
-engine's warning goes to stderr, never to a MUJOCO_LOG.TXT in the current directory.
+Contacts: the C engine's contact list lives in its arena, which `Batch` cannot bind; the fall
+rule asks only whether a geom that may not touch (the env's `geom_support == 0`) has a contact,
+so the backend's model carries one contact sensor (`mjSENS_CONTACT`, data "found") per such geom;
+a world whose sensors find one in any substep is `touched`. The sensors add nothing to the physics.
+A simulation the C engine resets itself (its bad qpos / qvel / qacc guard) gets NaN in the warp
+qpos, so the env counts a NaN reset as on the GPU; the warning goes to stderr, never to a
+MUJOCO_LOG.TXT in the current directory.
 """
 
 from __future__ import annotations
@@ -58,19 +50,10 @@ _BAD_STATE = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL
 
 
 def with_contact_sensors(spec: mujoco.MjSpec, watch: np.ndarray) -> tuple[mujoco.MjModel, np.ndarray]:
-    """Compile `spec` with one contact sensor (data "found", any partner) per geom with
-    `watch[g]` true; unnamed watched geoms get a name (`_fightlab_geom_<id>`) in the spec.
-
-    Args:
-      spec: the body's MjSpec (edited in place: names and sensors added).
-      watch: bool [ngeom], the geoms whose contacts count.
-
-    Returns:
-      (model, sensor_adr): the compiled MjModel and int32 [nwatch], each sensor's address in
-      sensordata.
-
-    Raises:
-      ValueError: `watch` is not ngeom long.
+    """(model, sensor_adr): `spec` (edited in place) compiled with one contact sensor (data
+    "found", any partner) per geom with `watch[g]` (bool [ngeom]) true, unnamed ones named
+    `_fightlab_geom_<id>`; sensor_adr: int32 [nwatch], each sensor's address in sensordata.
+    Raises ValueError when `watch` is not ngeom long.
     """
     geoms = list(spec.geoms)
     watch = np.asarray(watch, bool)
@@ -96,18 +79,11 @@ class CpuPhysics:
     """`nworld` simulations on MuJoCo's C engine (`mujoco.batch.Batch`), stepped for an env whose
     MuJoCo Warp `Data` lives on warp's CPU device.
 
-    Args:
-      spec: the body's MjSpec (a fresh one: contact sensors are added to it).
-      like: the MjModel the env simulates on MuJoCo Warp; its options (timestep, solver,
-        iterations, …) are copied, and its sizes must match the spec's.
-      nworld: simulations (int > 0).
-      watch: bool [ngeom], the geoms whose contacts make a world `touched`.
-      nthread: threads of the batch's pool, the caller's included (int > 0).
-
+    Args: spec (the body's fresh MjSpec: sensors are added), like (the env's MjModel: its options
+    are copied, its sizes must match), nworld (int > 0), watch (bool [ngeom], the geoms whose
+    contacts make a world `touched`), nthread (the pool's threads, the caller's included, > 0).
     Attributes: model (the C engine's MjModel, sensors included), nworld, nthread, batch.
-
-    Raises:
-      ValueError: nworld or nthread not positive, or `like` of another size than the spec.
+    Raises ValueError: nworld or nthread not positive, or `like` of another size than the spec.
     """
 
     def __init__(self, spec: mujoco.MjSpec, like: mujoco.MjModel, nworld: int, watch: np.ndarray,
@@ -144,32 +120,21 @@ class CpuPhysics:
 
     def step(self, d, substeps: int, ncon_out: wp.array | None = None,
              touched_out: wp.array | None = None) -> None:
-        """Advance every world by `substeps` physics steps of the C engine (see the module
-        docstring for what is copied each way).
-
-        Args:
-          d: the env's mujoco_warp Data on warp's CPU device ([nworld, …] float32 arrays); its
-            qpos, qvel, qacc_warmstart, time and xmat are overwritten, overflow bits OR-ed in.
-          substeps: physics steps (int > 0).
-          ncon_out: optional int32 [nworld], += contacts summed over the substeps (as the env's
-            contact check counts them on MuJoCo Warp).
-          touched_out: optional int32 [nworld], set to 1 for a world whose watched geoms touch
-            anything in a substep (left as it is otherwise).
+        """Advance every world of `d` (the env's Data on warp's CPU device) by `substeps` C engine
+        steps (the module docstring says what is copied each way; overflow bits OR-ed in).
+        Optional int32 [nworld] outputs: ncon_out += contacts summed over the substeps (as the
+        env's contact check counts them), touched_out = 1 where a watched geom touched.
         """
         v = self._data_views(d)
         qpos, qvel, warm, time_ = v["qpos"], v["qvel"], v["qacc_warmstart"], v["time"]
-        self._qpos[:] = qpos
-        self._qvel[:] = qvel
-        self._warm[:] = warm
-        self._time[:] = time_
+        rows = ((self._qpos, qpos), (self._qvel, qvel), (self._warm, warm), (self._time, time_))
+        for row, arr in rows:
+            row[:] = arr
         self._ctrl[:] = v["ctrl"]
         self._xfrc[:] = v["xfrc_applied"].reshape(self._xfrc.shape)
         warn0 = self._warning[:, :, 1].copy()
-        touch, ncon = self._touch, self._ncon_sum
-        touch[:] = False
-        ncon[:] = 0
-        iter_hit = self._iter_hit
-        iter_hit[:] = False
+        touch, ncon, iter_hit = self._touch, self._ncon_sum, self._iter_hit
+        touch[:], ncon[:], iter_hit[:] = False, 0, False
         adr = self._sensor_adr
         for _ in range(substeps):
             self.batch.step()
@@ -177,10 +142,8 @@ class CpuPhysics:
                 touch |= (self._sensordata[:, adr] > 0).any(axis=1)
             ncon += self._ncon
             iter_hit |= self._niter.max(axis=1) >= self._iterations
-        qpos[:] = self._qpos
-        qvel[:] = self._qvel
-        warm[:] = self._warm
-        time_[:] = self._time
+        for row, arr in rows:
+            arr[:] = row
         v["xmat"].reshape(self._xmat.shape)[:] = self._xmat
         rose = self._warning[:, :, 1] > warn0
         bits = np.where(iter_hit, int(OverflowType.ITERATIONS), 0)
@@ -198,18 +161,11 @@ class CpuPhysics:
             self._view(touched_out)[touch] = 1
 
     def reset(self, d, reset: wp.array) -> None:
-        """The CPU backend's `mujoco_warp.reset_data(m, d, reset)`: for the worlds flagged in
-        `reset`, the fields of `d` that this backend reads or writes get reset_data's values —
-        qpos = qpos0, qvel, act, ctrl, qacc_warmstart, qfrc_applied, xfrc_applied, time and the
-        overflow bits 0 — and nothing happens when no world is flagged (a host check: warp's CPU
-        arrays are host memory). The other fields of Data (contacts, constraint rows, mass
-        matrix, sleep state, sensors, mocap) are never written on this backend (the C engine
-        keeps its own), so they need no reset. Same state as reset_data, bitwise; without its
-        kernels, which MuJoCo Warp builds and hashes anew on every call.
-
-        Args:
-          d: the env's mujoco_warp Data on warp's CPU device.
-          reset: bool [nworld] on warp's CPU device, True = reset that world.
+        """The CPU backend's `mujoco_warp.reset_data(m, d, reset)` (bool [nworld], True = reset
+        that world), bitwise, without its kernels (which MuJoCo Warp builds and hashes anew on
+        every call): the fields this backend uses get qpos = qpos0, qvel, act, ctrl,
+        qacc_warmstart, qfrc_applied, xfrc_applied, time, overflow = 0; nothing when no world is
+        flagged (host memory). The C engine keeps its own contacts, rows, mass matrix, sensors.
         """
         mask = self._view(reset)
         if not mask.any():
@@ -260,14 +216,9 @@ OPTION_SKIPPED: dict[str, str] = {}
 
 
 def copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
-    """Copy the MjOption fields `OPTION_FIELDS` of `src` onto `dst`, then check each copied
-    field equal on both.
-
-    Raises:
-      RuntimeError: a field of MjOption listed neither in `OPTION_FIELDS` nor in
-        `OPTION_SKIPPED`, or a copied field that is not equal afterwards (names the field and
-        both values).
-    """
+    """Copy the MjOption fields `OPTION_FIELDS` of `src` onto `dst` and check each equal on both.
+    RuntimeError for a field listed neither there nor in `OPTION_SKIPPED`, or one that did not
+    copy (names it and both values)."""
     public = {n for n in dir(src.opt) if not n.startswith("_") and not callable(getattr(src.opt, n))}
     unlisted = sorted(public - set(OPTION_FIELDS) - set(OPTION_SKIPPED))
     if unlisted:
@@ -288,16 +239,11 @@ def copy_options(src: mujoco.MjModel, dst: mujoco.MjModel) -> None:
 
 def layout(workers: int | None, worlds_per_worker: int | None,
            nworld: int | None = None) -> tuple[int, int, int]:
-    """The CPU backend's layout: (workers W, worlds_per_worker K, nworld).
-
-    workers None means every core (`cpu_count()`). Given K, nworld is W × K (a given nworld must
-    equal it); without K, K is nworld spread over the workers, rounded up (the largest number of
-    worlds one worker gets), and nworld stays as given. More workers than cores is allowed, with
-    one warning on stderr.
-
-    Raises:
-      ConfigError (a ValueError): workers, worlds_per_worker or nworld not a positive integer
-        (names the value), nworld missing without worlds_per_worker, or a nworld other than W × K.
+    """The CPU backend's layout: (workers W, worlds_per_worker K, nworld). workers None: every
+    core (`cpu_count()`). Given K, nworld is W × K (a given nworld must equal it); without K, K is
+    nworld over the workers, rounded up. More workers than cores: one warning on stderr.
+    ConfigError (a ValueError): a value not a positive integer (named), neither nworld nor K,
+    or a nworld other than W × K.
     """
     from fightlab.config import ConfigError
 
@@ -329,10 +275,9 @@ def layout_record(workers: int, nworld: int) -> dict:
 
 def backend_record(env) -> dict:
     """What a result row records of an env's physics backend: backend ("gpu" / "cpu"), physics
-    (in words: "gpu" is "MuJoCo Warp on <device>", a GPU or warp's CPU device for smoke checks;
-    "cpu" is "MuJoCo's C engine"), cores (this process's), and for "cpu" threads, layout
-    (`layout_record`: workers, nworld, worlds_per_worker_max) and cpu (the CPU's model name; the
-    row's `gpu` column then says `fightlab.meta.cpu_label()`)."""
+    ("MuJoCo Warp on <device>" or "MuJoCo's C engine"), cores (this process's), and for "cpu"
+    threads, layout (`layout_record`) and cpu (the CPU's model name; the row's `gpu` column then
+    says `fightlab.meta.cpu_label()`)."""
     backend = getattr(env, "backend", "gpu")
     physics = ("MuJoCo's C engine" if backend == "cpu"
                else f"MuJoCo Warp on {getattr(env, 'device', '?')}")

@@ -7,20 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-
-class _NoRange:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_RANGE = _NoRange()
+_NO_RANGE = contextlib.nullcontext()  # one shared no-op
 _nvtx: Any = None      # the nvtx module once imported; False when absent
 NVTX_DOMAIN = "fightlab"
 #: the env/trainer stage ranges: physics (StanceEnv pre-step + substeps), observation/reward
@@ -49,19 +39,13 @@ def _nvtx_module():
     return _nvtx
 
 
-class _Range:
-    __slots__ = ("name", "mod")
-
-    def __init__(self, name, mod):
-        self.name, self.mod = name, mod
-
-    def __enter__(self):
-        self.mod.push_range(message=self.name, color=_COLORS.get(self.name, "grey"), domain=NVTX_DOMAIN)
-        return self
-
-    def __exit__(self, *exc):
-        self.mod.pop_range(domain=NVTX_DOMAIN)
-        return False
+@contextlib.contextmanager
+def _range(name: str, mod):
+    mod.push_range(message=name, color=_COLORS.get(name, "grey"), domain=NVTX_DOMAIN)
+    try:
+        yield
+    finally:
+        mod.pop_range(domain=NVTX_DOMAIN)
 
 
 def nvtx_range(name: str):
@@ -72,4 +56,4 @@ def nvtx_range(name: str):
     once, at capture, not at each replay (profile with ``--no-graph`` to see per-step ranges).
     """
     mod = _nvtx_module()
-    return _Range(name, mod) if mod else _NO_RANGE
+    return _range(name, mod) if mod else _NO_RANGE

@@ -1,12 +1,7 @@
 """MuJoCo Warp model and data on a warp device: slot sizing, solver settings, overflow read-out,
-graph capture and the torch/warp shared stream.
-
-Slot sizes (`nconmax` contacts per world, `njmax` constraint rows per world) come from
-measurement, not guesses: `fightlab.measure.slots.fallen_contacts` pushes thousands of worlds
-over and records the maximum contacts and rows per world; each body's registry record
-(`fightlab.bodies.BODIES[name].slots`) holds those maxima plus a margin, with the measurement
-named; `SLOTS` indexes them by body name. MuJoCo Warp pools contacts over worlds
-(`naconmax = nworld × nconmax`) but caps constraint rows per world (`njmax`).
+graph capture and the torch/warp shared stream. Slot sizes are measured
+(`fightlab.measure.slots`), held by each body's registry record (`fightlab.bodies.Slots`) and
+indexed here by body name (`SLOTS`).
 """
 
 from __future__ import annotations
@@ -32,15 +27,13 @@ init_warp()  # quiet: no banner, no per-module load lines (config's one setting)
 wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)  # no per-module load lines
 
 
-# The slot sizes of every body, read from its registry record (tests may override an entry).
+# tests may override an entry
 SLOTS: dict[str, Slots] = {name: body.slots for name, body in BODIES.items()}
 
-# The solver: Newton with the env config's caps (`EnvConfig.solver_*`: the training physics;
-# `config.REFERENCE_SOLVER` the reference). Hitting a cap sets the ITERATIONS / LS_ITERATIONS
-# bits of d.overflow; those are counted and reported, not treated as failures. Euler integration
-# with joint damping > 0 (eulerdamp on) factors M twice per physics step: once in forward
-# (qacc_smooth) and once for M + h·D in the Euler update; a training physics without qacc_smooth
-# (`EnvConfig.solver_qacc_smooth`, the default) skips the first.
+# The Newton solver runs with the env config's caps (`EnvConfig.solver_*`); hitting one sets the
+# ITERATIONS / LS_ITERATIONS bits of d.overflow: counted and reported, not failures. Euler with
+# eulerdamp on factors M twice per step (qacc_smooth in forward, M + h·D in the update); a physics
+# without qacc_smooth (`EnvConfig.solver_qacc_smooth`) skips the first.
 
 # d.overflow bits that lose physics (slots ran out): the world is reset and counted as a fall.
 SLOT_BITS = int(OverflowType.NEFC | OverflowType.NARROWPHASE | OverflowType.BROADPHASE
@@ -79,14 +72,9 @@ def slots_for(body: str, nconmax: int | None = None, njmax: int | None = None) -
 
 
 def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
-    """Set the physics options of an `EnvConfig` on a MuJoCo model (in place) and return it:
-    the timestep, the Newton solver's iterations, line-search iterations and tolerances, and
-    MuJoCo's eulerdamp flag (`mjDSBL_EULERDAMP` set when `env.solver_eulerdamp` is False).
-
-    Args:
-      mjm: the body's MjModel.
-      env: `fightlab.config.EnvConfig` (timestep in s, `solver_*` fields).
-    """
+    """`mjm` with the physics options of the `EnvConfig` `env` set in place: the timestep (s), the
+    Newton solver's iterations, line-search iterations and tolerances, and MuJoCo's eulerdamp
+    flag (`mjDSBL_EULERDAMP` set when `env.solver_eulerdamp` is False)."""
     mjm.opt.timestep = env.timestep
     mjm.opt.iterations = env.solver_iterations
     mjm.opt.ls_iterations = env.solver_ls_iterations
@@ -100,15 +88,10 @@ def prepare_mjmodel(mjm: mujoco.MjModel, env) -> mujoco.MjModel:
 
 def engine_solver(mjm: mujoco.MjModel, m=None) -> dict:
     """The Newton solver's settings as the engine runs them, named as `EnvConfig`'s fields
-    (solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance,
-    solver_qacc_smooth: always True on the C engine, solver_eulerdamp), and `solver_loop` (the
-    Newton loop's form, `SOLVER_LOOPS`: "conditional" on the C engine, which stops at
-    convergence too).
-
-    Args:
-      mjm: the MjModel (MuJoCo's C engine runs its `opt` as set); m: the MuJoCo Warp model put
-        from it, or None for the C engine. MuJoCo Warp's `put_model` raises `opt.tolerance` to at
-        least 1e-6 for float32 (mujoco_warp `io.put_model`), so a tolerance of 1e-8 runs as 1e-6.
+    (solver_qacc_smooth always True on the C engine), and `solver_loop` ("conditional" on the C
+    engine, which stops at convergence too). `m`: the MuJoCo Warp model put from `mjm`, or None
+    for the C engine (which runs `mjm.opt` as set); `put_model` raises `opt.tolerance` to at
+    least 1e-6 for float32 (mujoco_warp `io.put_model`), so 1e-8 runs as 1e-6.
     """
     def first(x):  # MuJoCo Warp keeps a tolerance per world (an array), the C engine one float
         return float(x.numpy().reshape(-1)[0]) if hasattr(x, "numpy") else float(x)
@@ -146,17 +129,10 @@ def resolve_solver_loop(loop: str, iterations: int) -> str:
 
 def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True,
         solver_loop: str = "auto"):
-    """Put a MuJoCo model on `device` and allocate `nworld` worlds of data.
-
-    The kernels' own overflow prints are switched off (`m.opt.warn_overflow = 0`): fightlab
-    counts overflow bits itself and prints `OVERFLOW` once per iteration. `qacc_smooth` is
-    MuJoCo Warp's `opt.run_qacc_smooth` (`EnvConfig.solver_qacc_smooth`); `solver_loop` (one of
-    `SOLVER_LOOPS`) sets its `opt.graph_conditional` (`resolve_solver_loop`).
-
-    Returns:
-      (m, d): mujoco_warp Model and Data on `device`.
-    Raises:
-      ConfigError: an unknown `solver_loop`.
+    """(m, d): `mjm` put on `device` as a mujoco_warp Model, and Data of `nworld` worlds. The
+    kernels' own overflow prints are off (fightlab counts the bits itself); `qacc_smooth` is
+    `opt.run_qacc_smooth`; `solver_loop` sets `opt.graph_conditional` (`resolve_solver_loop`,
+    whose ConfigError it raises).
     """
     loop = resolve_solver_loop(solver_loop, mjm.opt.iterations)
     with wp.ScopedDevice(device):
@@ -219,10 +195,8 @@ def graph_warning(name: str, reason: str) -> None:
 
 
 class FallbackGraph:
-    """What a captured graph of either kind (warp's `StepGraph`, torch's
-    `fightlab.rl.graphs.TorchGraph`) shares: the function it runs, a name for its warnings, and
-    falling back to running `fn` eagerly — for good, with one warning, counted in `fallbacks`.
-
+    """What warp's `StepGraph` and torch's `fightlab.rl.graphs.TorchGraph` share: `fn`, a `name`
+    for warnings, and the fallback to running `fn` eagerly: for good, with one warning, counted.
     Attributes: fn, name, enabled, graph (None until captured), fallbacks (int), fallback_reason.
     """
 
@@ -248,21 +222,14 @@ class FallbackGraph:
 
 
 class StepGraph(FallbackGraph):
-    """Run a function as a captured warp graph where possible (CUDA and warp's CPU graphs).
+    """`fn` (launches, no host reads; run once before `capture()`, so every module is loaded) as
+    a captured warp graph where possible (CUDA and warp's CPU graphs), replayed by `__call__`.
 
-    The first `__call__` after `capture()` replays the graph; `fn` must have run once before
-    `capture()` (every warp module compiled and loaded). Capture discipline after mjlab
-    (`src/mjlab/sim/sim.py`): the garbage collector is off while capturing; `watch` (a callable
-    returning the objects the graph reads, e.g. the arrays of `Data`) is checked by identity
-    before each replay, and a replaced object re-captures with a warning; an unsupported device
-    (`graph_unsupported`) or a capture that raises runs `fn` eagerly from then on, with one
-    warning, counted in `fallbacks` — never a half-captured graph.
-
-    Args:
-      fn: the launches (no host reads); device: warp device; enabled: False runs `fn` each
-      time; name: for the warnings; watch: optional, see above.
-
-    Attributes: graph (or None), fallbacks, fallback_reason, captures, recaptures (ints / str).
+    Capture discipline after mjlab (`src/mjlab/sim/sim.py`): the garbage collector off while
+    capturing; `watch` (optional: returns the objects the graph reads, e.g. `Data`'s arrays)
+    checked by identity before each replay, a replaced one re-captured with a warning; an
+    unsupported device (`graph_unsupported`) or a failed capture falls back (`FallbackGraph`).
+    Attributes besides FallbackGraph's: device, captures, recaptures.
     """
 
     def __init__(self, fn, device: str, enabled: bool = True, name: str = "env step", watch=None):
