@@ -86,6 +86,13 @@ class Trainer(TrainLoop):
     checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
+    def __new__(cls, cfg: "TrainConfig | TrainPlan", *args, **kwargs):
+        if cls is Trainer and getattr(getattr(cfg, "cfg", cfg), "learner", "fightlab") == "rsl_rl":
+            from fightlab.run.rsl import RslTrainer  # rsl_rl's learner (`fightlab.run.rsl`)
+
+            cls = RslTrainer
+        return super().__new__(cls)
+
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
@@ -268,11 +275,7 @@ class Trainer(TrainLoop):
     def _reference(self, checkpoint, res: dict) -> dict:
         """The reference check of a solve (`fightlab.run.reference`): what it changes in the result
         (solved and time_to_solve_s only when it passes; reference_eval, reference_eval_s)."""
-        from fightlab.run.reference import reference_check
-
-        cfg = self.cfg
-        ref = reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
-                              progress=self.progress)
+        cfg, ref = self.cfg, self._reference_eval(checkpoint)
         ref.update(curriculum_time_to_solve_s=res["time_to_solve_s"], curriculum_iterations=res["iterations"])
         runs = "; ".join(f"{k} fall {ref[k]['fall_rate']:.3f} tracking {ref[k]['tracking']:.3f}"
                          for k in ("dt", "dt/2"))
@@ -283,6 +286,14 @@ class Trainer(TrainLoop):
         if not ref["passed"]:
             out.update(solved=False, time_to_solve_s=None)
         return out
+
+    def _reference_eval(self, checkpoint) -> dict:
+        """`fightlab.run.reference.reference_check` of the saved policy."""
+        from fightlab.run.reference import reference_check
+
+        cfg = self.cfg
+        return reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
+                               progress=self.progress)
 
     def result(self) -> dict:
         rows = self.rows or self.history  # a segment that only ran the reference check: the run's
