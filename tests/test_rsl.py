@@ -28,11 +28,11 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
     its version."""
     from fightlab.envs.task import evaluate_policy
     from fightlab.measure.report import train_row
-    from fightlab.run.rsl import RSL_RL_VERSION, RslTrainer
+    from fightlab.run.rsl import RSL_RL_VERSION, RslLearner
     from fightlab.run.runner import Trainer
 
     with Trainer(_cfg(tmp_path, body), progress=False) as t:
-        assert isinstance(t, RslTrainer)
+        assert isinstance(t, RslLearner) and isinstance(t, Trainer)
         res = t.train()
         params = json.loads(train_row(t, res)["params"])
         stats = evaluate_policy(t.make_policy, body, t.cfg.env, 2, "cpu", episodes_per_world=0.02,
@@ -88,7 +88,7 @@ def test_rsl_rl_missing_is_one_line_saying_how_to_install(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("kw, says", [
-    (dict(policy_device="cuda:0", backend="cpu"), "--policy-device"),
+    (dict(policy_device="cpu", backend="cpu"), "--policy-device"),
 ])
 def test_settings_rsl_rl_cannot_take_are_refused(tmp_path, kw, says):
     from fightlab.errors import ConfigError

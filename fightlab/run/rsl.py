@@ -29,7 +29,6 @@ import torch
 from fightlab.errors import ConfigError
 from fightlab.rl.loop import TrainLoop
 from fightlab.rl.rows import learner_row
-from fightlab.run.runner import Trainer
 from fightlab.timing import HostReads, default_sync
 
 #: the rsl-rl-lib this module is written against (pyproject.toml's ``rsl`` extra pins it)
@@ -52,9 +51,11 @@ MJLAB_G1_PPO = {
 
 def require_rsl_rl():
     """Import rsl_rl, or ConfigError in one line saying how to install it."""
+    from importlib.metadata import version
+
     try:
-        import rsl_rl  # noqa: F401
-        from importlib.metadata import version
+        import rsl_rl.runners  # noqa: F401
+        import tensordict  # noqa: F401
     except ImportError:
         raise ConfigError("--learner rsl_rl needs rsl-rl-lib, which is not installed: pip install "
                           f"'rsl-rl-lib=={RSL_RL_VERSION}' (or: pip install -e '.[rsl]')") from None
@@ -131,9 +132,9 @@ class RslLearner(TrainLoop):
     """
 
     def __init__(self, cfg, env):  # noqa: D107 (not TrainLoop's: no fightlab agent is built)
+        self.rsl_rl_version = require_rsl_rl()
         from rsl_rl.runners import OnPolicyRunner
 
-        self.rsl_rl_version = require_rsl_rl()
         if cfg.policy_device:
             raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
                               "learner's only")
@@ -209,9 +210,10 @@ class RslLearner(TrainLoop):
         return self.runner.alg.get_policy().as_jit().eval()  # rsl_rl's export copy: normaliser, MLP, mean
 
 
-class RslTrainer(Trainer, RslLearner):
-    """The `Trainer` (gate, run folder, rows, checkpoints, solve, reference check) with rsl_rl's
-    learner (`RslLearner`); `Trainer(cfg)` builds one when ``cfg.learner`` is "rsl_rl".
+class RslRun:
+    """What a run with rsl_rl's learner does otherwise than `fightlab.run.runner.Trainer`: the
+    Trainer with this mixin first and `RslLearner` as its loop is the Trainer `Trainer(cfg)`
+    builds when ``cfg.learner`` is "rsl_rl" (`fightlab.run.runner.rsl_trainer`).
 
     Raises:
       ConfigError: a resume (not supported for rsl_rl's runs: start afresh), or as `RslLearner`.

@@ -10,6 +10,7 @@ graph capture (`compile_s`) are excluded and reported apart.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import threading
@@ -88,9 +89,7 @@ class Trainer(TrainLoop):
 
     def __new__(cls, cfg: "TrainConfig | TrainPlan", *args, **kwargs):
         if cls is Trainer and getattr(getattr(cfg, "cfg", cfg), "learner", "fightlab") == "rsl_rl":
-            from fightlab.run.rsl import RslTrainer  # rsl_rl's learner (`fightlab.run.rsl`)
-
-            cls = RslTrainer
+            cls = rsl_trainer()
         return super().__new__(cls)
 
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
@@ -315,6 +314,15 @@ class Trainer(TrainLoop):
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved
                     and not stage_done(self.cfg, self.curriculum.stage))
+
+
+@functools.cache
+def rsl_trainer() -> type:
+    """The `Trainer` with rsl_rl's learner (`fightlab.run.rsl`: `RslRun` first, `RslLearner` as
+    its loop in place of fightlab's `TrainLoop`)."""
+    from fightlab.run.rsl import RslLearner, RslRun
+
+    return type("RslTrainer", (RslRun, Trainer, RslLearner), {"__doc__": rsl_trainer.__doc__})
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
