@@ -96,3 +96,14 @@ def test_settings_rsl_rl_cannot_take_are_refused(tmp_path, kw, says):
 
     with pytest.raises(ConfigError, match=says):
         Trainer(_cfg(tmp_path, "simple", **kw), progress=False)
+
+
+def test_the_learner_is_part_of_the_learner_id_and_old_rows_keep_theirs():
+    """Rows written before the learner field (no "learner" in params) keep their id; a rsl_rl
+    run's differs from fightlab's of the same config."""
+    from fightlab.config import to_dict
+    from fightlab.measure.learners import learner_id
+
+    ours, theirs = to_dict(TrainConfig()), to_dict(TrainConfig(learner="rsl_rl"))
+    old = {k: v for k, v in ours.items() if k != "learner"}
+    assert learner_id(ours) == learner_id(old) != learner_id(theirs)
