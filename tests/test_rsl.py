@@ -107,3 +107,56 @@ def test_the_learner_is_part_of_the_learner_id_and_old_rows_keep_theirs():
     ours, theirs = to_dict(TrainConfig()), to_dict(TrainConfig(learner="rsl_rl"))
     old = {k: v for k, v in ours.items() if k != "learner"}
     assert learner_id(ours) == learner_id(old) != learner_id(theirs)
+
+
+@pytest.mark.parametrize("learner", ["fightlab", "rsl_rl"])
+def test_every_training_writes_tensorboard_events_read_back_by_tensorboard(tmp_path, learner):
+    """The default logger writes each row's numbers as scalars in the run folder's tb/ (listed in
+    its manifest), read back with tensorboard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from fightlab.rundir import RunDir
+    from fightlab.run.runner import Trainer
+
+    import dataclasses
+
+    cfg = dataclasses.replace(_cfg(tmp_path, "simple"), learner=learner)
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+        listed = RunDir.files(t.rundir)
+    rows = list(csv.DictReader(open(tmp_path / "simple" / "rows.csv")))
+    acc = EventAccumulator(str(tmp_path / "simple" / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"task/episodes", "task/amplitude", "learner/learning_rate", "time/rollout_s", "time/update_s"} <= tags
+    got = [(e.step, e.value) for e in acc.Scalars("learner/learning_rate")]
+    assert got == [(int(r["iteration"]), pytest.approx(float(r["learning_rate"]), rel=1e-6)) for r in rows]
+    assert any(f.startswith("tb/events.out.tfevents") for f in listed)
+
+
+def test_an_unknown_logger_is_one_line(tmp_path):
+    r = _cli("--logger", "mlflow", "--device", "cpu", "--run-dir", str(tmp_path / "x"))
+    err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
+    assert r.returncode == 2 and len(err) == 1 and "'mlflow'" in err[0] and "auto, tensorboard, wandb, none" in err[0]
+
+
+def test_wandb_missing_is_one_line(tmp_path, monkeypatch):
+    from fightlab.errors import ConfigError
+    from fightlab.run.tracking import RunLog
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(ConfigError, match="pip install wandb"):
+        RunLog("wandb", tmp_path, "abc", {})
+
+
+def test_auto_without_tensorboard_is_a_note_and_tensorboard_asked_is_one_line(tmp_path, monkeypatch, capsys):
+    from fightlab.errors import ConfigError
+    from fightlab.run.tracking import RunLog
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    log = RunLog("auto", tmp_path, "abc", {})
+    log.row({"iteration": 1, "reward": 0.5})
+    log.close()
+    assert "tensorboard package is not installed" in capsys.readouterr().out and not (tmp_path / "tb").exists()
+    with pytest.raises(ConfigError, match="pip install tensorboard"):
+        RunLog("tensorboard", tmp_path, "abc", {})

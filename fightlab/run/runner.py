@@ -220,23 +220,31 @@ class Trainer(TrainLoop):
     def _train(self) -> dict:
         from tqdm import tqdm  # plain text bar: works in terminals and notebooks without ipywidgets
 
+        from fightlab.config import to_dict
+        from fightlab.run.tracking import RunLog
+
         cfg = self.cfg
         self.segment_end = False
         self.rundir.add("rows.csv", "rows.csv.tmp")
         self._start()
         rows_path = self.run_dir / "rows.csv"
-        seg_t0 = time.perf_counter()
-        bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
-                   desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
-        with _signals_stop_after_the_iteration() as stop:
-            self._loop(cfg, bar, rows_path, seg_t0, stop)
-        bar.close()
-        path = self.save()
-        res = self.result()
-        if self.curriculum.solved:
-            res.update(self._reference(path, res))
-            self.reference_eval = res["reference_eval"]
-            self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
+        self.log = RunLog(cfg.logger, self.run_dir, self.run_id, to_dict(cfg), claim=self.rundir.add)
+        try:
+            seg_t0 = time.perf_counter()
+            bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
+                       desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
+            with _signals_stop_after_the_iteration() as stop:
+                self._loop(cfg, bar, rows_path, seg_t0, stop)
+            bar.close()
+            path = self.save()
+            res = self.result()
+            if self.curriculum.solved:
+                res.update(self._reference(path, res))
+                self.reference_eval = res["reference_eval"]
+                self.log.reference(self.reference_eval, self.iteration)
+                self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
+        finally:
+            self.log.close()
         return res
 
     def _loop(self, cfg: TrainConfig, bar, rows_path: Path, seg_t0: float, stop: dict) -> None:
@@ -246,6 +254,7 @@ class Trainer(TrainLoop):
                 and not stage_done(cfg, self.curriculum.stage):
             row = self.iterate()
             append_row(rows_path, row)
+            self.log.row(row)
             bar.update(1)
             if not self.progress and (self.iteration % 25 == 0 or row["event"] in ("widen", "solved")):
                 print(f"it {self.iteration} t={self.elapsed_s:.1f}s a={row['amplitude']:.1f} "
