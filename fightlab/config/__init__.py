@@ -19,7 +19,7 @@ from fightlab.config.rules import (  # noqa: F401  (re-exported)
     BACKENDS, CRITIC_OBS, KL_ESTIMATORS, MATMUL_PRECISIONS, MAX_BATCH_SAMPLES, MAX_EPISODE_STEPS,
     MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH, MAX_ITERATIONS, MAX_KL_PER_ACTION,
     MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_SOLVER_ITERATIONS, MAX_SUBSTEPS,
-    MAX_UPDATE_EPOCHS, SOLVER_LOOPS, Rule, _finite, _int, _number, at_least_0, cross, flag,
+    LEARNERS, LOGGERS, MAX_UPDATE_EPOCHS, SOLVER_LOOPS, Rule, _finite, _int, _number, at_least_0, cross, flag,
     idle_ppo_fields, in_range, int_text, integer, nested, network_params, one_of, pair, positive,
     short_repr, text, validate_backend, validate_body, validate_layout, validate_nworld,
     validate_policy_device)

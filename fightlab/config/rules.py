@@ -18,6 +18,13 @@ from fightlab.errors import ConfigError
 #: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
 #: resolves "auto" and sets the model's `opt.graph_conditional`)
 SOLVER_LOOPS = ("auto", "conditional", "unrolled")
+#: the learners `train` runs on the task (`TrainConfig.learner`): fightlab's PPO, rsl_rl's
+#: OnPolicyRunner (`fightlab.run.rsl`)
+LEARNERS = ("fightlab", "rsl_rl")
+#: run tracking (`TrainConfig.logger`, `fightlab.run.tracking`): auto (TensorBoard where its
+#: package is installed, as pyproject.toml's dependencies have it; else none, said in one line),
+#: TensorBoard event files in the run folder, Weights & Biases, or none
+LOGGERS = ("auto", "tensorboard", "wandb", "none")
 
 #: what the value function may see (`PPOConfig.critic_obs`)
 CRITIC_OBS = ("policy", "privileged")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fightlab.config.rules import (
     CRITIC_OBS, KL_ESTIMATORS, MATMUL_PRECISIONS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH,
     MAX_ITERATIONS, MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_SOLVER_ITERATIONS, MAX_UPDATE_EPOCHS,
-    SOLVER_LOOPS, _custom, _int, _number, _rule, _upto, at_least_0, cross, flag, in_range, integer, nested,
+    LEARNERS, LOGGERS, SOLVER_LOOPS, _custom, _int, _number, _rule, _upto, at_least_0, cross, flag, in_range, integer, nested,
     network_params, one_of, pair, positive, short_repr, text, validate_backend, validate_body,
     validate_nworld)
 from fightlab.devices import validate_device
@@ -268,6 +268,13 @@ class TrainConfig:
         converged), "unrolled" (the capped iterations launched in a row; converged worlds skip
         them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). How a run
         is launched, not the learner: it leaves the config id as it is.
+      learner: who learns the task, one of `LEARNERS`: "fightlab" (fightlab's PPO, `ppo`) or
+        "rsl_rl" (rsl_rl's OnPolicyRunner with its own settings, `fightlab.run.rsl`; `ppo` then
+        gives only the rollout length, ``ppo.num_steps``, and the critic's observation).
+      logger: run tracking, one of `LOGGERS` (`fightlab.run.tracking`): every row's numbers as
+        TensorBoard scalars in the run folder's ``tb/`` ("tensorboard"; "auto", the default: that
+        where the tensorboard package is installed), to Weights & Biases, or none; rows.csv is
+        written either way. How a run is launched: a resume may change it.
       reference_nworld: worlds of the reference check a solved run ends with
         (`fightlab.run.reference`; a published training needs at least
         `publish.MIN_PUBLISH_NWORLD`).
@@ -299,6 +306,8 @@ class TrainConfig:
     update_graph: bool = field(default=True, metadata=flag())
     tree_factor: bool = field(default=True, metadata=flag())
     solver_loop: str = field(default="auto", metadata=one_of(SOLVER_LOOPS))
+    learner: str = field(default="fightlab", metadata=one_of(LEARNERS))
+    logger: str = field(default="auto", metadata=one_of(LOGGERS))
     reference_nworld: int = field(default=256, metadata=integer(1, MAX_NWORLD))
     segment_s: float | None = field(default=None, metadata=_rule(
         "number", "must be a positive number of seconds",

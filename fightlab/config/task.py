@@ -44,14 +44,19 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 #: has that value, so the rows from before it keep their ids
 IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy",
                   "ppo.critic_learning_rate": None, "ppo.matmul_precision": "highest",
-                  "ppo.kl_estimator": "k3"}
+                  "ppo.kl_estimator": "k3", "learner": "fightlab",
+                  "logger": "auto"}
 
 def canonical_params(params: dict) -> dict:
     """A row's params (or `to_dict` of a TrainConfig) without the :data:`IMPLIED_FIELDS` that
     hold their implied value: what ids are hashed from. A copy; `params` is not changed."""
     out = dict(params)
     for name, implied in IMPLIED_FIELDS.items():
-        part, key = name.split(".", 1)
+        part, _, key = name.rpartition(".")
+        if not part:  # a TrainConfig field
+            if key in out and out[key] == implied:
+                del out[key]
+            continue
         sub = out.get(part)
         if isinstance(sub, dict) and key in sub and sub[key] == implied:
             out[part] = {k: v for k, v in sub.items() if k != key}

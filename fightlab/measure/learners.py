@@ -47,6 +47,8 @@ def learner_id(params: dict) -> str:
     key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
     if params.get("reward_terms"):  # terms weighted in code (envs.rewards.code_weights)
         key["reward_terms"] = params["reward_terms"]
+    if params.get("learner"):  # another learner than fightlab's (TrainConfig.learner; canonical drops it)
+        key["learner"] = params["learner"]
     return digest(key)
 
 

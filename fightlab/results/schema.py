@@ -152,6 +152,13 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "after", "iterations", "s_per_iter", "rollout_s_per_iter",
         "update_s_per_iter", "host_reads_per_iter",
     ),
+    # seconds per training iteration of each learner on the task (bench/learner_speed.sh: `train
+    # --learner`, one short solo training per row, medians as in "sweep"); rsl_rl 1 for rsl_rl's
+    # OnPolicyRunner, 0 for fightlab's PPO (params.learner names it); stage_reached the curriculum's
+    "learner_speed": (
+        "rsl_rl", "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
+        "host_reads_per_iter", "stage_reached", "overflow_count", "nan_resets",
+    ),
     # Nsight Compute profile of one factor path (params.path: stock / global / shared) in
     # bench/factor_probe.py (fightlab.measure.ncu): medians over the path's launches; *_pct in %,
     # duration in µs (ncu replay, clocks unlocked), cycles in SM cycles

@@ -27,15 +27,22 @@ def iteration_row(loop, episode: dict, stats, wall: float, rollout_s: float, upd
       stats: the update's `STATS`, then the mean reward (the learner's values of the read);
       wall, rollout_s, update_s: seconds; host_reads: of the iteration.
     """
+    return learner_row(loop, episode, float(stats[len(STATS)]),
+                       {k: float(v) for k, v in zip(STATS, stats[:len(STATS)])}, wall, rollout_s, update_s,
+                       host_reads)
+
+
+def learner_row(loop, episode: dict, reward: float, values: dict, wall: float, rollout_s: float,
+                update_s: float, host_reads: int) -> dict:
+    """`iteration_row` for any learner: ``reward`` (the rollout's mean reward) and ``values`` (the
+    learner's own columns, name → number) in place of fightlab's `STATS`."""
     env = loop.env
     n_env = env.num_envs * loop.cfg.ppo.num_steps
     return dict(iteration=loop.iteration, wall_s=wall, elapsed_s=loop.elapsed_s,
-               env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
-               physics_steps_per_s=n_env * env.substeps / wall,
-               **episode, reward=float(stats[len(STATS)]),
-               **{k: float(v) for k, v in zip(STATS, stats[:len(STATS)])},
-               rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
-               graph_fallbacks=loop.graph_fallbacks + env.graph_fallbacks)
+                env_steps=loop.iteration * n_env, env_steps_per_s=n_env / wall,
+                physics_steps_per_s=n_env * env.substeps / wall, **episode, reward=reward, **values,
+                rollout_s=rollout_s, update_s=update_s, host_reads=host_reads,
+                graph_fallbacks=loop.graph_fallbacks + env.graph_fallbacks)
 
 
 def _rows_text(rows: list[dict]) -> str:

@@ -549,7 +549,7 @@ def _restore(run, ck: dict) -> None:
 
 #: TrainConfig fields a resumed segment may change (each is recorded in the segment's entry);
 #: every other field of a resumed run is its checkpoint's. The run folder is the checkpoint's.
-SEGMENT_FIELDS = ("device", "max_iterations", "segment_s")
+SEGMENT_FIELDS = ("device", "max_iterations", "segment_s", "logger")
 
 
 def resume_conflicts(saved: TrainConfig, given: dict) -> list[tuple[str, object, object]]:

@@ -130,6 +130,14 @@ def _train_flags() -> tuple[Flag, ...]:
         Flag("workers", "--workers", "workers", layout["--workers"]),
         Flag("worlds_per_worker", "--worlds-per-worker", "worlds_per_worker", layout["--worlds-per-worker"]),
         Flag("cpu_layout", "--cpu-layout", None, layout["--cpu-layout"]),
+        Flag("learner", "--learner", "learner", dict(default=None, help="who learns the task: fightlab (its "
+             "PPO, the default) or rsl_rl (rsl_rl's OnPolicyRunner through the same door, mjlab's G1 settings; "
+             "needs rsl-rl-lib: pip install -e '.[rsl]')"), plain=True),
+        Flag("logger", "--logger", "logger", dict(default=None, help="run tracking: tensorboard (every row's "
+             "numbers as scalars in the run folder's tb/: tensorboard --logdir runs/train), wandb (offline unless "
+             "WANDB_MODE=online; needs pip install wandb), none, or auto (the default: tensorboard where it is "
+             "installed); rows.csv either way"),
+             plain=True),
         Flag("policy_device", "--policy-device", "policy_device", dict(default=None, help="CPU backend: where "
              "torch's policy and PPO update run, e.g. cuda:0 (the env's observation, reward and done copied "
              "there and the action back at every env step; default: on the CPU, as on the original's GPU-less "

@@ -10,6 +10,7 @@ graph capture (`compile_s`) are excluded and reported apart.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import threading
@@ -85,6 +86,11 @@ class Trainer(TrainLoop):
     (`fightlab.rundir.RunDir`) and run_dir (its path), run_id (all segments share it), history (every row of the run, all segments: kept in
     checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
     """
+
+    def __new__(cls, cfg: "TrainConfig | TrainPlan", *args, **kwargs):
+        if cls is Trainer and getattr(getattr(cfg, "cfg", cfg), "learner", "fightlab") == "rsl_rl":
+            cls = rsl_trainer()
+        return super().__new__(cls)
 
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
@@ -214,23 +220,31 @@ class Trainer(TrainLoop):
     def _train(self) -> dict:
         from tqdm import tqdm  # plain text bar: works in terminals and notebooks without ipywidgets
 
+        from fightlab.config import to_dict
+        from fightlab.run.tracking import RunLog
+
         cfg = self.cfg
         self.segment_end = False
         self.rundir.add("rows.csv", "rows.csv.tmp")
         self._start()
         rows_path = self.run_dir / "rows.csv"
-        seg_t0 = time.perf_counter()
-        bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
-                   desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
-        with _signals_stop_after_the_iteration() as stop:
-            self._loop(cfg, bar, rows_path, seg_t0, stop)
-        bar.close()
-        path = self.save()
-        res = self.result()
-        if self.curriculum.solved:
-            res.update(self._reference(path, res))
-            self.reference_eval = res["reference_eval"]
-            self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
+        self.log = RunLog(cfg.logger, self.run_dir, self.run_id, to_dict(cfg), claim=self.rundir.add)
+        try:
+            seg_t0 = time.perf_counter()
+            bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
+                       desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
+            with _signals_stop_after_the_iteration() as stop:
+                self._loop(cfg, bar, rows_path, seg_t0, stop)
+            bar.close()
+            path = self.save()
+            res = self.result()
+            if self.curriculum.solved:
+                res.update(self._reference(path, res))
+                self.reference_eval = res["reference_eval"]
+                self.log.reference(self.reference_eval, self.iteration)
+                self.save(path)  # the verdict joins the checkpoint: a resume now finds the run finished
+        finally:
+            self.log.close()
         return res
 
     def _loop(self, cfg: TrainConfig, bar, rows_path: Path, seg_t0: float, stop: dict) -> None:
@@ -240,6 +254,7 @@ class Trainer(TrainLoop):
                 and not stage_done(cfg, self.curriculum.stage):
             row = self.iterate()
             append_row(rows_path, row)
+            self.log.row(row)
             bar.update(1)
             if not self.progress and (self.iteration % 25 == 0 or row["event"] in ("widen", "solved")):
                 print(f"it {self.iteration} t={self.elapsed_s:.1f}s a={row['amplitude']:.1f} "
@@ -268,11 +283,7 @@ class Trainer(TrainLoop):
     def _reference(self, checkpoint, res: dict) -> dict:
         """The reference check of a solve (`fightlab.run.reference`): what it changes in the result
         (solved and time_to_solve_s only when it passes; reference_eval, reference_eval_s)."""
-        from fightlab.run.reference import reference_check
-
-        cfg = self.cfg
-        ref = reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
-                              progress=self.progress)
+        cfg, ref = self.cfg, self._reference_eval(checkpoint)
         ref.update(curriculum_time_to_solve_s=res["time_to_solve_s"], curriculum_iterations=res["iterations"])
         runs = "; ".join(f"{k} fall {ref[k]['fall_rate']:.3f} tracking {ref[k]['tracking']:.3f}"
                          for k in ("dt", "dt/2"))
@@ -283,6 +294,14 @@ class Trainer(TrainLoop):
         if not ref["passed"]:
             out.update(solved=False, time_to_solve_s=None)
         return out
+
+    def _reference_eval(self, checkpoint) -> dict:
+        """`fightlab.run.reference.reference_check` of the saved policy."""
+        from fightlab.run.reference import reference_check
+
+        cfg = self.cfg
+        return reference_check(checkpoint, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
+                               progress=self.progress)
 
     def result(self) -> dict:
         rows = self.rows or self.history  # a segment that only ran the reference check: the run's
@@ -304,6 +323,15 @@ class Trainer(TrainLoop):
                     elapsed_s=self.elapsed_s, last_row=last, rows=rows,
                     segment_end=bool(getattr(self, "segment_end", False)) and not self.curriculum.solved
                     and not stage_done(self.cfg, self.curriculum.stage))
+
+
+@functools.cache
+def rsl_trainer() -> type:
+    """The `Trainer` with rsl_rl's learner (`fightlab.run.rsl`: `RslRun` first, `RslLearner` as
+    its loop in place of fightlab's `TrainLoop`)."""
+    from fightlab.run.rsl import RslLearner, RslRun
+
+    return type("RslTrainer", (RslRun, Trainer, RslLearner), {"__doc__": rsl_trainer.__doc__})
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:

@@ -1,0 +1,234 @@
+"""rsl_rl's learner on the task: `python -m fightlab train --learner rsl_rl`.
+
+rsl_rl's `OnPolicyRunner` (rsl-rl-lib, :data:`RSL_RL_VERSION`) drives the task through the door
+(`fightlab.envs.vecenv.VecEnv`'s ``step``; `RslDoor` wraps its observation groups in the
+``TensorDict`` rsl_rl ≥ 3 expects). Each iteration is one ``runner.learn(1)``: rsl_rl's own
+rollout, GAE and update, nothing of fightlab's learner. The run around it is the `Trainer`'s: the
+same gate, run folder, ``rows.csv`` (the task's columns and rsl_rl's losses), checkpoints,
+solve criterion and reference check; its rows record the learner (``learner: rsl_rl``, the
+version and the settings, :func:`train_cfg`).
+
+The settings start from mjlab's Unitree G1 velocity PPO (mjlab,
+``src/mjlab/tasks/velocity/config/g1/rl_cfg.py``, ``unitree_g1_ppo_runner_cfg``): actor and
+critic MLPs (512, 256, 128), ELU, observation normalisation, a Gaussian with one scalar std
+starting at 1.0; PPO with 5 epochs of 4 minibatches, clip 0.2, entropy 0.01, lr 1e-3 adapted to a
+KL of 0.01, γ 0.99, λ 0.95, max grad norm 1.0. One setting rsl_rl cannot take as mjlab gives it:
+``num_steps_per_env`` is the task's iteration length (`PPOConfig.num_steps`, 32; mjlab's 24),
+because the task's curriculum checks every ``iteration_steps`` env steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import time
+
+import torch
+
+from fightlab.errors import ConfigError
+from fightlab.rl.loop import TrainLoop
+from fightlab.rl.rows import learner_row
+from fightlab.timing import HostReads, default_sync
+
+#: the rsl-rl-lib this module is written against (pyproject.toml's ``rsl`` extra pins it)
+RSL_RL_VERSION = "5.5.1"
+
+#: mjlab's Unitree G1 velocity PPO (see the module docstring), rsl_rl 5's dict form
+MJLAB_G1_PPO = {
+    "actor": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu",
+              "obs_normalization": True,
+              "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0, "std_type": "scalar"}},
+    "critic": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu",
+               "obs_normalization": True},
+    "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
+                  "clip_param": 0.2, "entropy_coef": 0.01, "num_learning_epochs": 5, "num_mini_batches": 4,
+                  "learning_rate": 1.0e-3, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
+                  "desired_kl": 0.01, "max_grad_norm": 1.0},
+    "num_steps_per_env": 24, "save_interval": 50,
+}
+
+
+def require_rsl_rl():
+    """Import rsl_rl, or ConfigError in one line saying how to install it."""
+    from importlib.metadata import version
+
+    try:
+        import rsl_rl.runners  # noqa: F401
+        import tensordict  # noqa: F401
+    except ImportError:
+        raise ConfigError("--learner rsl_rl needs rsl-rl-lib, which is not installed: pip install "
+                          f"'rsl-rl-lib=={RSL_RL_VERSION}' (or: pip install -e '.[rsl]')") from None
+    return version("rsl-rl-lib")
+
+
+def train_cfg(cfg) -> dict:
+    """rsl_rl's runner settings for the run `cfg` (a TrainConfig): :data:`MJLAB_G1_PPO` with the
+    task's iteration length and observation groups ("critic" from the privileged observation when
+    the task has one, else the policy's)."""
+    out = copy.deepcopy(MJLAB_G1_PPO)
+    out["num_steps_per_env"] = int(cfg.ppo.num_steps)
+    critic = ["critic"] if cfg.ppo.critic_obs == "privileged" else ["policy"]
+    out["obs_groups"] = {"actor": ["policy"], "critic": critic}
+    out["check_for_nan"] = True
+    return out
+
+
+class RslDoor:
+    """rsl_rl's ``VecEnv`` over a task behind fightlab's door: the same members, observations as a
+    ``TensorDict`` ("policy" [num_envs, obs_dim], "critic" when the task has one); `last_check` is
+    the extras of the latest step that ended the task's iteration (None before the first)."""
+
+    def __init__(self, task):
+        from tensordict import TensorDict
+
+        self._td, self.task, self.last_check = TensorDict, task, None
+        self.num_envs, self.num_actions = task.num_envs, task.num_actions
+        self.max_episode_length, self.device, self.cfg = task.max_episode_length, task.device, task.cfg
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        return self.task.episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.task.episode_length_buf.copy_(value)
+
+    def _wrap(self, groups: dict):
+        return self._td(groups, batch_size=[self.num_envs], device=self.device)
+
+    def get_observations(self):
+        return self._wrap(self.task.get_observations())
+
+    def step(self, actions: torch.Tensor):
+        obs, rewards, dones, extras = self.task.step(actions)
+        if "episode" in extras:
+            self.last_check = extras
+            extras = {"time_outs": extras["time_outs"]}  # rsl_rl's logger would average the text
+        return self._wrap(obs), rewards, dones, extras
+
+
+class RslAgent:
+    """The checkpoint's view of rsl_rl's models: `state_dict` holds the actor's and the critic's
+    tensors ("actor.<name>", "critic.<name>")."""
+
+    def __init__(self, alg):
+        self.alg = alg
+
+    def state_dict(self) -> dict:
+        saved = self.alg.save()
+        return {**{f"actor.{k}": v for k, v in saved["actor_state_dict"].items()},
+                **{f"critic.{k}": v for k, v in saved["critic_state_dict"].items()}}
+
+
+class RslLearner(TrainLoop):
+    """fightlab's learner loop (`fightlab.rl.loop.TrainLoop`) with rsl_rl's `OnPolicyRunner` in its
+    place: the same attributes (iteration, elapsed_s, compile_s, time_to_solve_s, solve_iteration,
+    rows, extras, graph_fallbacks; agent, optimizer, obs and gen for the checkpoint), so that
+    `RslTrainer` is the `Trainer` with this learner. No graphs: rsl_rl's loop runs eagerly.
+
+    Raises:
+      ConfigError: rsl_rl is not installed, or a setting it cannot take (--policy-device).
+    """
+
+    def __init__(self, cfg, env):  # noqa: D107 (not TrainLoop's: no fightlab agent is built)
+        self.rsl_rl_version = require_rsl_rl()
+        from rsl_rl.runners import OnPolicyRunner
+
+        if cfg.policy_device:
+            raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
+                              "learner's only")
+        self.cfg, self.env = cfg, env
+        self.device = self.policy_device = cfg.device
+        torch.manual_seed(cfg.seed)
+        t0 = time.perf_counter()
+        self.door, self.rsl_cfg = RslDoor(env), train_cfg(cfg)
+        with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints the models' structure
+            self.runner = OnPolicyRunner(self.door, copy.deepcopy(self.rsl_cfg), log_dir=None,
+                                         device=str(cfg.device))
+        self.compile_s = time.perf_counter() - t0  # the task's start (kernels) and the models
+        alg = self.runner.alg
+        self.agent, self.optimizer = RslAgent(alg), alg.optimizer
+        self.gen = torch.Generator(device=torch.device(cfg.device))
+        self.iteration, self.elapsed_s, self.graph_fallbacks = 0, 0.0, 0
+        self.time_to_solve_s = self.solve_iteration = None
+        self.rows, self.extras, self._split = [], {}, {}
+        self._reads = HostReads(cfg.device)
+        update = alg.update
+
+        def timed_update():  # the rollout / update split of `iterate`
+            default_sync(self.device)()
+            self._split["t"] = time.perf_counter()
+            self._split["losses"] = update()
+            return self._split["losses"]
+
+        alg.update = timed_update
+
+    @property
+    def obs(self) -> torch.Tensor:
+        """The policy observation [num_envs, obs_dim] (the checkpoint's)."""
+        return self.env.obs
+
+    def warm_up(self) -> None:
+        """Nothing more: building the runner started the task (compile_s)."""
+
+    def capture(self) -> None:
+        """No graphs to capture."""
+
+    def iterate(self) -> dict:
+        """One ``runner.learn(1)`` (rsl_rl's rollout, returns and update), then the task's check
+        from the extras of its last step, as a row (`fightlab.rl.rows.learner_row`: rsl_rl's
+        losses as ``rsl_<name>``, its learning rate and action std)."""
+        with self._reads:
+            t0 = time.perf_counter()
+            self.runner.learn(1)
+            default_sync(self.device)()
+            host_reads = self._reads.take()
+        wall = time.perf_counter() - t0
+        extras, self.door.last_check = self.door.last_check, None
+        if extras is None:
+            raise RuntimeError("rsl_rl's rollout ended without the task's check: its num_steps_per_env "
+                               "differs from the task's iteration_steps")
+        split = self._split.pop("t", t0 + wall)
+        alg = self.runner.alg
+        values = {**{f"rsl_{k}": float(v) for k, v in self._split.pop("losses", {}).items()},
+                  "learning_rate": float(alg.learning_rate),
+                  "action_std": float(alg.get_policy().output_std.detach().mean())}
+        self.iteration += 1
+        self.elapsed_s += wall
+        row = learner_row(self, extras["episode"], float(alg.storage.rewards.mean()), values, wall,
+                          split - t0, t0 + wall - split, host_reads)
+        if extras.get("solved") and self.time_to_solve_s is None:
+            self.time_to_solve_s, self.solve_iteration = self.elapsed_s, self.iteration
+        self.extras = extras
+        self.rows.append(row)
+        return row
+
+    def make_policy(self, env):
+        """``obs [n, obs_dim] -> action [n, nu]``: a copy of the actor's deterministic (mean) action
+        (rsl_rl's own export copy: normaliser, MLP, mean), for `fightlab.envs.task.evaluate_policy`."""
+        return self.runner.alg.get_policy().as_jit().eval()  # rsl_rl's export copy: normaliser, MLP, mean
+
+
+class RslRun:
+    """What a run with rsl_rl's learner does otherwise than `fightlab.run.runner.Trainer`: the
+    Trainer with this mixin first and `RslLearner` as its loop is the Trainer `Trainer(cfg)`
+    builds when ``cfg.learner`` is "rsl_rl" (`fightlab.run.runner.rsl_trainer`).
+
+    Raises:
+      ConfigError: a resume (not supported for rsl_rl's runs: start afresh), or as `RslLearner`.
+    """
+
+    def _build(self, cfg, progress, resume_ck) -> None:
+        if resume_ck is not None:
+            raise ConfigError("--resume of a --learner rsl_rl run is not supported: start it afresh")
+        super()._build(cfg, progress, resume_ck)
+        self.segments[-1].update(learner="rsl_rl", rsl_rl_version=self.rsl_rl_version, rsl_rl_settings=self.rsl_cfg)
+
+    def _reference_eval(self, checkpoint) -> dict:
+        """The reference check (`fightlab.envs.task.reference_check`) of the actor in memory."""
+        from fightlab.envs.task import reference_check
+
+        cfg = self.cfg
+        return reference_check(self.make_policy, cfg, cfg.device, cfg.reference_nworld, seed=cfg.seed + 1,
+                               progress=self.progress)

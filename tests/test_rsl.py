@@ -1,0 +1,162 @@
+"""rsl_rl's learner on the task through the door (`fightlab.run.rsl`): two iterations of each body
+at tiny size, its rows and train row, its policy in the task's evaluation, and its refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fightlab.config import PPOConfig, TrainConfig
+
+pytest.importorskip("rsl_rl", reason="rsl-rl-lib is not installed (scripts/setup.sh installs the rsl extra)")
+
+
+def _cfg(tmp_path, body, **kw):
+    return TrainConfig(body=body, nworld=4, device="cpu", seed=3, max_iterations=2, run_dir=str(tmp_path / body),
+                       checkpoint_every=1, curriculum_wait=1, learner="rsl_rl",
+                       ppo=PPOConfig(num_steps=4), **kw)
+
+
+@pytest.mark.parametrize("body", ["simple", "muscular-fast"])
+def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
+    """`Trainer(cfg)` with learner rsl_rl runs rsl_rl's OnPolicyRunner for 2 iterations: rows with
+    the task's columns and rsl_rl's losses, a checkpoint, and a train row naming the learner and
+    its version."""
+    from fightlab.envs.task import evaluate_policy
+    from fightlab.measure.report import train_row
+    from fightlab.run.rsl import RSL_RL_VERSION, RslLearner
+    from fightlab.run.runner import Trainer
+
+    with Trainer(_cfg(tmp_path, body), progress=False) as t:
+        assert isinstance(t, RslLearner) and isinstance(t, Trainer)
+        res = t.train()
+        params = json.loads(train_row(t, res)["params"])
+        stats = evaluate_policy(t.make_policy, body, t.cfg.env, 2, "cpu", episodes_per_world=0.02,
+                                progress=False)
+    assert res["iterations"] == 2 and not res["solved"]
+    rows = list(csv.DictReader(open(tmp_path / body / "rows.csv")))
+    assert [r["iteration"] for r in rows] == ["1", "2"]
+    for col in ("rsl_value", "rsl_surrogate", "rsl_entropy", "learning_rate", "action_std", "amplitude",
+                "event", "window_fall_rate", "rollout_s", "update_s", "host_reads"):
+        assert col in rows[0], col
+    assert all(float(r["rollout_s"]) > 0 and float(r["update_s"]) > 0 for r in rows)
+    assert (tmp_path / body / "latest.pt").exists()
+    assert params["learner"] == "rsl_rl"
+    seg = params["segments"][-1]
+    assert seg["learner"] == "rsl_rl" and seg["rsl_rl_version"] == RSL_RL_VERSION
+    assert seg["rsl_rl_settings"]["num_steps_per_env"] == 4
+    assert stats["episodes"] >= 0 and stats["timestep"] > 0
+
+
+def test_the_settings_are_mjlabs_with_the_tasks_rollout():
+    from fightlab.run.rsl import MJLAB_G1_PPO, train_cfg
+
+    cfg = TrainConfig(learner="rsl_rl")
+    out = train_cfg(cfg)
+    assert out["num_steps_per_env"] == cfg.ppo.num_steps == 32
+    assert out["algorithm"] == MJLAB_G1_PPO["algorithm"] and out["actor"]["hidden_dims"] == [512, 256, 128]
+    assert out["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "fightlab", "train", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_an_unknown_learner_is_one_line(tmp_path):
+    r = _cli("--learner", "sb3", "--device", "cpu", "--run-dir", str(tmp_path / "x"))
+    assert r.returncode == 2
+    err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
+    assert len(err) == 1 and "'sb3'" in err[0] and "fightlab, rsl_rl" in err[0], r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_rsl_rl_missing_is_one_line_saying_how_to_install(tmp_path, monkeypatch):
+    """Without rsl_rl importable the run stops before any work with the install line."""
+    from fightlab.errors import ConfigError
+    from fightlab.run.runner import Trainer
+
+    monkeypatch.setitem(sys.modules, "rsl_rl", None)
+    monkeypatch.setitem(sys.modules, "rsl_rl.runners", None)
+    with pytest.raises(ConfigError, match=r"pip install 'rsl-rl-lib==5\.5\.1'"):
+        Trainer(_cfg(tmp_path, "simple"), progress=False)
+    assert not (tmp_path / "simple").exists() or not any((tmp_path / "simple").iterdir())
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(policy_device="cpu", backend="cpu"), "--policy-device"),
+])
+def test_settings_rsl_rl_cannot_take_are_refused(tmp_path, kw, says):
+    from fightlab.errors import ConfigError
+    from fightlab.run.runner import Trainer
+
+    with pytest.raises(ConfigError, match=says):
+        Trainer(_cfg(tmp_path, "simple", **kw), progress=False)
+
+
+def test_the_learner_is_part_of_the_learner_id_and_old_rows_keep_theirs():
+    """Rows written before the learner field (no "learner" in params) keep their id; a rsl_rl
+    run's differs from fightlab's of the same config."""
+    from fightlab.config import to_dict
+    from fightlab.measure.learners import learner_id
+
+    ours, theirs = to_dict(TrainConfig()), to_dict(TrainConfig(learner="rsl_rl"))
+    old = {k: v for k, v in ours.items() if k != "learner"}
+    assert learner_id(ours) == learner_id(old) != learner_id(theirs)
+
+
+@pytest.mark.parametrize("learner", ["fightlab", "rsl_rl"])
+def test_every_training_writes_tensorboard_events_read_back_by_tensorboard(tmp_path, learner):
+    """The default logger writes each row's numbers as scalars in the run folder's tb/ (listed in
+    its manifest), read back with tensorboard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from fightlab.rundir import RunDir
+    from fightlab.run.runner import Trainer
+
+    import dataclasses
+
+    cfg = dataclasses.replace(_cfg(tmp_path, "simple"), learner=learner)
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+        listed = RunDir.files(t.rundir)
+    rows = list(csv.DictReader(open(tmp_path / "simple" / "rows.csv")))
+    acc = EventAccumulator(str(tmp_path / "simple" / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"task/episodes", "task/amplitude", "learner/learning_rate", "time/rollout_s", "time/update_s"} <= tags
+    got = [(e.step, e.value) for e in acc.Scalars("learner/learning_rate")]
+    assert got == [(int(r["iteration"]), pytest.approx(float(r["learning_rate"]), rel=1e-6)) for r in rows]
+    assert any(f.startswith("tb/events.out.tfevents") for f in listed)
+
+
+def test_an_unknown_logger_is_one_line(tmp_path):
+    r = _cli("--logger", "mlflow", "--device", "cpu", "--run-dir", str(tmp_path / "x"))
+    err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
+    assert r.returncode == 2 and len(err) == 1 and "'mlflow'" in err[0] and "auto, tensorboard, wandb, none" in err[0]
+
+
+def test_wandb_missing_is_one_line(tmp_path, monkeypatch):
+    from fightlab.errors import ConfigError
+    from fightlab.run.tracking import RunLog
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(ConfigError, match="pip install wandb"):
+        RunLog("wandb", tmp_path, "abc", {})
+
+
+def test_auto_without_tensorboard_is_a_note_and_tensorboard_asked_is_one_line(tmp_path, monkeypatch, capsys):
+    from fightlab.errors import ConfigError
+    from fightlab.run.tracking import RunLog
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    log = RunLog("auto", tmp_path, "abc", {})
+    log.row({"iteration": 1, "reward": 0.5})
+    log.close()
+    assert "tensorboard package is not installed" in capsys.readouterr().out and not (tmp_path / "tb").exists()
+    with pytest.raises(ConfigError, match="pip install tensorboard"):
+        RunLog("tensorboard", tmp_path, "abc", {})
