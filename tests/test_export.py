@@ -136,3 +136,19 @@ def test_missing_onnxruntime_says_how_to_install(monkeypatch, tmp_path, capsys):
     assert main(["export", str(text)]) == 2
     err = capsys.readouterr().err.strip()
     assert "onnxruntime not installed" in err and "pip install -e '.[export]'" in err and "\n" not in err
+
+
+def test_parity_worse_than_the_tolerance_writes_nothing(exported, tmp_path, monkeypatch, capsys):
+    import fightlab.run.export as export
+
+    ck, r = exported
+    if r["body"] != "simple":
+        pytest.skip("one body is enough for the refusal")
+    assert main(["export", str(ck), "--out", str(tmp_path), "--no-progress"]) == 0  # --out given
+    assert (tmp_path / "policy.onnx").is_file() and "on 1000 observations" in capsys.readouterr().out
+    (tmp_path / "policy.onnx").unlink()
+    monkeypatch.setattr(export, "PARITY_TOL", -1.0)  # no file can pass
+    assert main(["export", str(ck), "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "differ from torch's by up to" in err and "on 1000 observations; nothing written" in err
+    assert list(tmp_path.iterdir()) == []

@@ -259,4 +259,5 @@ def _policy_label(res: dict) -> str:
     if res["zero_action"]:
         return "policy=zero action" + ("" if it is None else
                                        f" (body and task from the checkpoint of iteration {it}; its policy did not run)")
-    return f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+    return (f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+            + (f" exported to {res['policy']}, onnxruntime, backend {res['backend']}" if res.get("policy") else ""))

@@ -88,7 +88,8 @@ def evaluate_exported(policy, nworld: int | None = None, device: str = "cpu", ep
                     backend=backend, threads=cfg.workers, make_policy=pol.make_policy)
     it = pol.meta.get("iteration")
     return dict(res, run_id=pol.meta.get("run_id"), ckpt_iteration=int(it) if it and it.isdigit() else None,
-                backend=backend, policy=str(pol.path), policy_sha256=pol.sha256)
+                ckpt_solved=pol.meta.get("solved") == "True", backend=backend, policy=str(pol.path),
+                policy_sha256=pol.sha256)
 
 
 def exported_request(req, nworld: int | None, device: str, physics: str, progress: bool = True) -> dict:

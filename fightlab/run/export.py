@@ -5,10 +5,10 @@ The exported graph is ``obs [batch, obs_dim] float32 -> action [batch, nu] float
 observation normaliser and the actor's deterministic mean action, exactly what `evaluate`
 applies (`ActorCritic.act_mean`). Exporter: ``torch.onnx.export(..., dynamo=True)``, the
 torch.export-based exporter (the default since torch 2.9; the TorchScript one is deprecated),
-which needs onnxscript; it works with the `export` extra's pins on torch 2.13 (CPU) and 2.11
-(the GPU machine). The file's metadata_props: ``fightlab_body``, ``obs_dim``, ``nu``,
-``run_id``, ``iteration``, ``commit`` (fightlab's) and ``config`` (the run's TrainConfig as
-JSON: the task a replay runs). Nothing is written unless onnxruntime gives the actions torch
+which needs onnxscript (the `export` extra's pins; run here on torch 2.13's CPU build; torch
+2.11, the GPU machine's, has the same default and arguments). The file's metadata_props:
+``fightlab_body``, ``obs_dim``, ``nu``, ``run_id``, ``iteration``, ``solved``, ``commit``
+(fightlab's) and ``config`` (the run's TrainConfig as JSON: the task a replay runs). Nothing is written unless onnxruntime gives the actions torch
 gives, within :data:`PARITY_TOL`, on at least :data:`MIN_PARITY_OBS` observations recorded by
 stepping the body's env with the policy.
 """
@@ -128,7 +128,8 @@ def export_policy(checkpoint, out=None, device: str | None = None, progress: boo
     agent = policy_agent(ck, env, "cpu")
     proto = _to_onnx(agent, env.obs_dim)
     meta = dict(fightlab_body=cfg.body, obs_dim=env.obs_dim, nu=env.nu, run_id=ck.get("run_id"),
-                iteration=ck["iteration"], commit=git_commit(), config=json.dumps(to_dict(cfg)))
+                iteration=ck["iteration"], solved=bool(ck["curriculum"].get("solved")), commit=git_commit(),
+                config=json.dumps(to_dict(cfg)))
     for k, v in meta.items():
         proto.metadata_props.add(key=k, value=str(v))
     data = proto.SerializeToString()
