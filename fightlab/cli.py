@@ -1,4 +1,4 @@
-"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
+"""Command line: python -m fightlab {train, evaluate, export, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
 compare-backends, survey}.
 
     python -m fightlab train --body simple --nworld 1024 --device cuda:0
@@ -110,7 +110,8 @@ def cmd_evaluate(a) -> int:
         kind, res, device = evaluate_request(EvalRequest(
             checkpoint=a.checkpoint, body=a.body, nworld=a.nworld, device=a.device, episodes=a.episodes,
             timestep=a.timestep, zero_action=a.zero_action, amplitude=a.amplitude, seed=a.seed,
-            physics=a.physics, reference_check=a.reference_check, publish=a.publish), progress=not a.no_progress)
+            physics=a.physics, reference_check=a.reference_check, publish=a.publish, policy=a.policy,
+            backend=a.backend), progress=not a.no_progress)
     if kind == "evaluate":
         eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
         return 0
@@ -137,6 +138,15 @@ def _eval_sizes(a) -> tuple:
     with contextlib.suppress(Exception):
         device = pick_device(a.device)
     return (a.nworld or cfg.get("nworld", DEFAULT_NWORLD), a.body or cfg.get("body", "?"), device)
+
+
+def cmd_export(a) -> int:
+    from fightlab.run.export import export_policy
+
+    r = export_policy(a.checkpoint, out=a.out, device=a.device, progress=not a.no_progress)
+    print(f"export {r['body']} (iteration {r['iteration']} of run {r['run_id']}): {r['path']}; parity "
+          f"max |Δaction| = {r['max_abs_diff']:.3g} on {r['n_obs']} observations")
+    return 0
 
 
 def cmd_render(a) -> int:
@@ -369,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "render": cmd_render,
+        return {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export, "render": cmd_render,
                 "reproduce": cmd_reproduce,
                 "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
                 "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep, "bench": cmd_bench,

@@ -1,4 +1,4 @@
-"""Command line: python -m fightlab {train, evaluate, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
+"""Command line: python -m fightlab {train, evaluate, export, render, reproduce, describe, slots, profile, figures, batch, sweep, bench,
 compare-backends, survey}.
 
 The command line's parser: a table of every command's flags, one function per command or group
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     fmt = _Formatter
     p = _Parser(prog="python -m fightlab", description=__doc__.split("\n\n")[0], formatter_class=fmt)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for add in (_train_parser, _evaluate_parser, _render_parser, _reproduce_parser, _measure_parsers,
+    for add in (_train_parser, _evaluate_parser, _export_parser, _render_parser, _reproduce_parser, _measure_parsers,
                 _figures_parser, _batch_parser, _sweep_parser, _bench_parser, _compare_parser,
                 _survey_parser):
         add(sub, fmt)
@@ -96,7 +96,27 @@ def _evaluate_parser(sub, fmt) -> None:
                         "on (--nworld, default 256); exit 0 when both runs fall in <= 5 %% of episodes "
                         "with tracking >= 0.75 (the checkpoint's thresholds: these are the task's; a "
                         "training's own check ran with --seed = its seed + 1), else 1")
+    e.add_argument("--policy", default=None, help="an exported policy.onnx (python -m fightlab export) instead "
+                   "of a CHECKPOINT, run by onnxruntime in its run's task (needs the export extra)")
+    e.add_argument("--backend", default=None, help="with --policy: gpu (MuJoCo Warp) or cpu (MuJoCo's C engine, "
+                   "--device cpu); default: its run's")
     e.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
+
+
+def _export_parser(sub, fmt) -> None:
+    """export: a checkpoint's policy as ONNX (`run.export`)."""
+    x = sub.add_parser("export", help="a checkpoint's policy as policy.onnx, checked against torch",
+                       formatter_class=fmt,
+                       description="Write the checkpoint's deterministic policy (observation normalisation "
+                       "and mean action) as policy.onnx, its body, sizes, run and commit in the file's "
+                       "metadata, after checking onnxruntime's actions against torch's on >= 1000 "
+                       "observations recorded by stepping the body's env (refused above 1e-5). Needs "
+                       "the export extra: pip install -e '.[export]'.")
+    x.add_argument("checkpoint", help="a fightlab checkpoint")
+    x.add_argument("--out", default=None, help="the folder to write policy.onnx into (default: the checkpoint's)")
+    x.add_argument("--device", default=None, help="where the env records observations (default: the run's "
+                   "device when here, else cpu)")
+    x.add_argument("--no-progress", action="store_true", help="no tqdm bar over the env steps")
 
 
 def _render_parser(sub, fmt) -> None:

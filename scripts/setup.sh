@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up fightlab on a fresh Linux machine with python3 >= 3.11: a .venv in the repository root
-# with fightlab installed editable plus the test and rsl extras (EXTRAS=... picks others; scripts/run.sh
+# with fightlab installed editable plus the test, rsl and export extras (EXTRAS=... picks others; scripts/run.sh
 # and scripts/test.sh both use the default; test.sh puts SkyPilot in its own .venv-survey).
 # Idempotent: re-running reuses the .venv and skips pip when pyproject.toml and EXTRAS are
 # unchanged since the last successful install (FORCE=1 reinstalls).
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="${EXTRAS:-test,rsl}"
+EXTRAS="${EXTRAS:-test,rsl,export}"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.fightlab-installed"
 

@@ -224,6 +224,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
     params = {k: res.get(k) for k in ("run_id", "episodes_per_world", "ckpt_iteration", "ckpt_solved", "physics",
                                       "physics_engine")}
     params["checkpoint"] = str(checkpoint) if checkpoint else None
+    params.update({k: res[k] for k in ("backend", "policy", "policy_sha256") if k in res})  # an exported policy's
     row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params, device=device)
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
                **{k: int(res[k]) for k in ("episodes", "overflow_count", "nan_resets")},
@@ -258,4 +259,5 @@ def _policy_label(res: dict) -> str:
     if res["zero_action"]:
         return "policy=zero action" + ("" if it is None else
                                        f" (body and task from the checkpoint of iteration {it}; its policy did not run)")
-    return f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+    return (f"policy=iteration {it} ({'solved' if res['ckpt_solved'] else 'NOT solved'})"
+            + (f" exported to {res['policy']}, onnxruntime, backend {res['backend']}" if res.get("policy") else ""))

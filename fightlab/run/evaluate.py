@@ -7,7 +7,7 @@ import dataclasses
 from fightlab.config import from_dict
 from fightlab.run.checkpoint import load_checkpoint, policy_agent
 
-__all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action"]
+__all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action", "evaluate_exported", "exported_request"]
 
 
 #: worlds of an evaluation that has no checkpoint to take its count from (the zero-action policy)
@@ -48,17 +48,60 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
     Raises:
       CheckpointError: unreadable checkpoint or a policy that does not fit the body.
     """
+    ck = load_checkpoint(checkpoint)
+    cfg = from_dict(ck["config"])
+    env_cfg = _env_cfg(cfg, physics, timestep)
+    nworld = cfg.nworld if nworld is None else nworld
+    return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
+                     amplitude, seed, graph, cfg.tree_factor, progress, backend=cfg.backend, threads=cfg.workers)
+
+
+def _env_cfg(cfg, physics: str, timestep: float | None):
+    """The EnvConfig a run's policy is judged in: its own or the reference physics (one of
+    :data:`PHYSICS`, else ConfigError), at ``timestep`` (s) when given."""
     from fightlab.config import ConfigError, reference_env
 
     if physics not in PHYSICS:
         raise ConfigError(f"physics must be one of {', '.join(PHYSICS)}, got {physics!r}")
-    ck = load_checkpoint(checkpoint)
-    cfg = from_dict(ck["config"])
     env_cfg = reference_env(cfg.env) if physics == "reference" else cfg.env
-    env_cfg = env_cfg if timestep is None else dataclasses.replace(env_cfg, timestep=timestep)
-    nworld = cfg.nworld if nworld is None else nworld
-    return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
-                     amplitude, seed, graph, cfg.tree_factor, progress, backend=cfg.backend, threads=cfg.workers)
+    return env_cfg if timestep is None else dataclasses.replace(env_cfg, timestep=timestep)
+
+
+def evaluate_exported(policy, nworld: int | None = None, device: str = "cpu", episodes_per_world: float = 1.0,
+                      timestep: float | None = None, amplitude: float = 1.0, seed: int = 1, progress: bool = True,
+                      physics: str = "training", backend: str | None = None) -> dict:
+    """`evaluate` of an exported policy file (`python -m fightlab export`), run by onnxruntime on
+    the CPU, in its run's task on ``backend`` (one of `config.BACKENDS`; None: its run's; "cpu":
+    MuJoCo's C engine, `sim.cpu`, with ``device`` "cpu"). Returns evaluate's dict plus backend,
+    policy (the file's path) and policy_sha256 (hex). Raises ConfigError, one line: a file that is
+    not a fightlab policy, a bad backend, or a policy of another body than the env's."""
+    from fightlab.config import ConfigError, validate_backend
+    from fightlab.run.export import load_exported
+
+    pol = load_exported(policy)
+    cfg = pol.config
+    backend = cfg.backend if backend is None else validate_backend(backend)
+    if backend == "cpu" and device != "cpu":
+        raise ConfigError(f"--backend cpu steps MuJoCo's C engine on the CPU: --device must be cpu, got {device!r}")
+    res = _evaluate(cfg.body, None, _env_cfg(cfg, physics, timestep), cfg.nworld if nworld is None else nworld,
+                    device, episodes_per_world, False, amplitude, seed, cfg.graph, cfg.tree_factor, progress,
+                    backend=backend, threads=cfg.workers, make_policy=pol.make_policy)
+    it = pol.meta.get("iteration")
+    return dict(res, run_id=pol.meta.get("run_id"), ckpt_iteration=int(it) if it and it.isdigit() else None,
+                ckpt_solved=pol.meta.get("solved") == "True", backend=backend, policy=str(pol.path),
+                policy_sha256=pol.sha256)
+
+
+def exported_request(req, nworld: int | None, device: str, physics: str, progress: bool = True) -> dict:
+    """`evaluate --policy FILE [--backend B]` (a checked `run.launch.EvalRequest`, its nworld,
+    device and physics): `evaluate_exported`'s dict. Raises ConfigError: --backend without
+    --policy, or --policy with a CHECKPOINT or --zero-action."""
+    from fightlab.config import ConfigError
+
+    if req.policy is None or req.checkpoint is not None or req.zero_action:
+        raise ConfigError("--policy FILE replaces CHECKPOINT and --zero-action; --backend goes with --policy")
+    return evaluate_exported(req.policy, nworld, device, req.episodes, req.timestep, req.amplitude, req.seed,
+                             progress, physics, req.backend)
 
 
 def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = "cpu",
@@ -77,12 +120,13 @@ def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = 
 
 
 def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action, amplitude, seed,
-              graph, tree_factor, progress=True, backend: str = "gpu", threads=None):
+              graph, tree_factor, progress=True, backend: str = "gpu", threads=None, make_policy=None):
     from fightlab.config import training_physics
     from fightlab.envs.task import evaluate_policy
 
-    # the checkpoint's actor on the env's sizes, its mean action; None: the zero-action policy
-    make_policy = None if ck is None or zero_action else (lambda env: policy_agent(ck, env, device).act_mean)
+    # the checkpoint's actor on the env's sizes, its mean action (or the given policy); None: the zero action
+    if ck is not None and not zero_action:
+        make_policy = lambda env: policy_agent(ck, env, device).act_mean  # noqa: E731
     r = evaluate_policy(make_policy, body, env_cfg, nworld, device, episodes_per_world, amplitude, seed,
                         graph, tree_factor, progress, backend=backend, threads=threads)
     return dict(body=body, zero_action=make_policy is None, physics=training_physics(env_cfg),

@@ -526,6 +526,8 @@ class EvalRequest:
     physics: str | None = None  # None: "training" (told apart from a --physics given)
     reference_check: bool = False
     publish: bool = False
+    policy: str | None = None  # an exported policy file instead of a checkpoint (run.evaluate.evaluate_exported)
+    backend: str | None = None  # with policy: the physics (None: its run's)
 
 
 def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict, str]:
@@ -533,17 +535,15 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     (`req.reference_check`, `fightlab.run.reference.reference_check`), a checkpoint's policy or the
     zero-action policy (`run.evaluate.evaluate`, `evaluate_zero_action`).
 
-    Returns:
-      (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
-      dict); device the canonical device it ran on.
-    Raises:
-      ConfigError: one line naming the flag and the value (a bad nworld, physics, seed,
-        amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
-        that --reference-check sets itself); CheckpointError: an unreadable checkpoint.
-    """
+    Returns (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
+    dict; `evaluate_exported`'s for `req.policy`); device the canonical device it ran on.
+    Raises ConfigError, one line naming the flag and the value (a bad nworld, physics, seed,
+    amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's;
+    a flag that --reference-check sets itself); CheckpointError: an unreadable checkpoint."""
     from fightlab import devices
     from fightlab.config import EnvConfig, reference_env
-    from fightlab.run.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action
+    from fightlab.bodies import BODY_NAMES
+    from fightlab.run.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action, exported_request
 
     nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
     physics = "training" if req.physics is None else req.physics
@@ -563,10 +563,10 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
                           f"got {req.episodes!r}")
     if req.timestep is not None and not req.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {req.timestep!r}")
+    if req.policy is not None or req.backend is not None:  # an exported policy, in onnxruntime
+        return "evaluate", exported_request(req, nworld, device, physics, progress), device
     if req.checkpoint is None:
         if not (req.zero_action and req.body is not None):
-            from fightlab.bodies import BODY_NAMES
-
             raise ConfigError("evaluate needs a CHECKPOINT, or --zero-action with --body B "
                               f"(valid bodies: {', '.join(BODY_NAMES)})")
         env_cfg = reference_env(EnvConfig()) if physics == "reference" else EnvConfig()
