@@ -28,6 +28,7 @@ from fightlab.paths import REPO_ROOT
 from fightlab.survey import bench_rows as _bench_rows, reference as _reference
 from fightlab.survey.bench_rows import *  # noqa: F403 - re-exported: cost is the survey's one name
 from fightlab.survey.reference import *  # noqa: F403
+from fightlab.survey.reference import gpu_price, host_setup, parse_bool
 
 __all__ = [*_reference.__all__, *_bench_rows.__all__, "DEFAULT_BANDS", "our_rows", "survey_table",
            "setup_breakdown", "validate_bands", "buying_guide", "Survey", "load_survey", "cpu_machine_name",
@@ -47,53 +48,29 @@ def _backend_and_cores(p: dict) -> tuple[str, int | None]:
     return physics_backend(p), seg.get("cores") or p.get("cores")
 
 
-def _backend(params: str) -> str:
-    """A train row's physics backend ("gpu" / "cpu"; rows from before the CPU backend: "gpu")."""
-    return _backend_and_cores(json.loads(params) if params else {})[0]
-
-
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
              host_setup_s: float | None = None, packing: pd.DataFrame | None = None,
              cpu_price_per_hour: float | None = None, backends: pd.DataFrame | None = None,
              log=print, cpu_price_note: str | None = None) -> pd.DataFrame:
-    """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced.
+    """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced; each helper below
+    says its rows' rule, and every row left out is said through ``log``:
 
-    - solo: the headline per body (:func:`fightlab.measure.report.headline` of
-      :func:`~fightlab.measure.report.solve_summary`; GPU backend), time to solve = its median [s];
-    - packed, measured: train rows that shared a GPU (concurrent K > 1) with the learner of
-      their body's headline (:func:`~fightlab.measure.report.learner_id`; other learners, a
-      learner study's variants, are left out and counted through ``log``), through
-      :func:`~fightlab.measure.report.packed_throughput` (solves per GPU-hour of real solves);
-    - packed, estimated (``packing``: data/results/packing.csv rows, K > 1, the newest per body,
-      GPU, nworld, K and MPS, of the headline's training code, `report.code_of`: a row of other
-      code ran other physics or another learner, and is left out, said through ``log``): solves
-      per GPU-hour = aggregate iterations/s × 3600 / the body's headline median iterations to
-      solve, time to solve = those iterations × the packed seconds per iteration
-      (``time_estimated`` true);
-    - CPU backend, measured (train rows whose params' segments say backend "cpu"): their
-      headline (`report.headline` with ``backend="cpu"``), priced at ``cpu_price_per_hour``;
-    - CPU backend, estimated (``backends``: data/results/backends.csv rows), for each body
-      without a measured CPU-backend solve (a measured one always wins, said through ``log``):
-      time to solve = the newest CPU-backend row's seconds per iteration × the median
-      iterations to solve on MuJoCo Warp of the learner it ran (the headline's, or that
-      learner's own solo solves), at the same nworld only
-      (:func:`fightlab.measure.backends.estimated_time_to_solve`; ``time_estimated`` true);
-      set-up = host set-up + that row's compile_s. CPU rows of either kind are left out (said
-      through ``log``) without a ``cpu_price_per_hour``.
+    - solo: the headline per body (`report.headline` of `report.solve_summary`; GPU backend);
+    - packed, measured: train rows that shared a GPU (concurrent K > 1), of their body's headline
+      learner (`report.learner_id`), through `report.packed_throughput`;
+    - packed, estimated (``packing``: data/results/packing.csv rows of the headline's training
+      code, `report.code_of`): aggregate iterations/s × the headline's iterations to solve;
+    - CPU backend (train rows whose segments say backend "cpu"): their headline, else an
+      estimate from ``backends`` rows (`fightlab.measure.backends.estimated_time_to_solve`).
 
     Args:
-      runs: :func:`~fightlab.measure.report.published_runs`.
-      backends: ``backends`` rows (`results.read_rows("backends", root)`); None: no estimated
-        CPU-backend rows.
+      runs: `report.published_runs`. backends: ``backends`` rows; None: no estimated CPU rows.
       cpu_price_per_hour: the CPU backend's machine price [$/h]; None: CPU rows left out (no
-        price with a source exists for the 16-core host the committed rows ran on).
-      cpu_price_note: where that price comes from, for the CPU rows' notes (an assumption,
-        :func:`assumed_cpu_price_per_hour`); None: "price $X/h given".
-      price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` for its type
-        (an assumption, :data:`ASSUMED_PRICE_SOURCE`).
+        priced source exists for the 16-core host the committed rows ran on); cpu_price_note:
+        its source for the rows' notes (:func:`assumed_cpu_price_per_hour`; None: "given").
+      price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` of its type.
       setup / host_setup_s: the paid host set-up [s]: ``host_setup_s``, else the fitted
-        "vast.ai GPU" constant of ``setup`` (:func:`fit_setup`: the original's set-up on a good
-        host); the run's measured warm-up and capture (``compile_s``) is added to it.
+        "vast.ai GPU" constant of ``setup`` (:func:`fit_setup`); a run's ``compile_s`` is added.
     Raises:
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
@@ -106,7 +83,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     if runs is None or runs.empty:
         return pd.DataFrame(columns=list(SURVEY_COLUMNS))
     runs = with_code(runs)
-    backend = runs["params"].map(_backend)
+    backend = runs["params"].map(lambda p: _backend_and_cores(json.loads(p) if p else {})[0])
     gpu_runs = runs[backend == "gpu"]
     heads = _gpu_headlines(gpu_runs, log)
     learners = _head_learners(gpu_runs, heads)
@@ -118,8 +95,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
 
 
 def _gpu_row(gpu: str, body: str, price_per_hour: float | None, note: str, **row) -> dict:
-    """A fightlab GPU survey row of GPU name ``gpu`` and ``body``, priced by `gpu_price` (the
-    price's source ends ``note``); ``row``: its other columns."""
+    """A fightlab GPU survey row, priced by `gpu_price` (its source ends ``note``)."""
     gpu = gpu_type(gpu)
     price, said = gpu_price(gpu, price_per_hour)
     return dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu, group="fightlab GPU",
@@ -127,7 +103,7 @@ def _gpu_row(gpu: str, body: str, price_per_hour: float | None, note: str, **row
 
 
 def _cpu_row(machine: str, body: str, price: float, **row) -> dict:
-    """A fightlab CPU-backend survey row (solo) at ``price`` [$/h]; ``row``: its other columns."""
+    """A fightlab CPU-backend survey row (solo) at ``price`` [$/h]."""
     return dict(origin="fightlab", machine=machine, provider="fightlab", kind="cpu", gpu=None,
                 group="fightlab CPU", body=body, mode="solo", usd_per_h=price, **row)
 
@@ -208,8 +184,7 @@ def _packed_rows(gpu_runs: pd.DataFrame, learners: dict, host_setup_s: float, pr
 def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_setup_s: float, price_per_hour,
                        log) -> list[dict]:
     """Packed, estimated: the newest packing row per body, GPU, nworld, K and MPS of the body's
-    headline training code (other code: said and left out), its aggregate rate × the headline's
-    iterations to solve."""
+    headline code, its aggregate rate × the headline's iterations to solve."""
     from fightlab.measure.report import SUMMARY_KEYS, code_of
 
     if packing is None or packing.empty:
@@ -302,8 +277,8 @@ def _cpu_rows(runs: pd.DataFrame, gpu_runs: pd.DataFrame, learners: dict, backen
 
 
 def _priced(out: list[dict]) -> pd.DataFrame:
-    """Survey rows (:data:`SURVEY_COLUMNS`) from row dicts: cost per solve [$] and solves per
-    hour of the solo rows by the formula, of packed rows from their solves per GPU-hour."""
+    """Survey rows from row dicts, cost per solve [$] and solves per hour by the formula (packed
+    rows: from their solves per GPU-hour)."""
     cols = list(SURVEY_COLUMNS)
     if not out:
         return pd.DataFrame(columns=cols)
@@ -327,8 +302,8 @@ def superseded(table: pd.DataFrame) -> pd.Series:
     of a GPU type and body that fightlab also solved (a solo "measured solve" row of origin
     "fightlab", same ``gpu`` and ``body``). Measured beats estimate: :func:`buying_guide` and
     Figure 3 (`fightlab.figures.survey.plot_survey`) take the measured solve and leave such an
-    estimate out, so one GPU type is not counted twice; the table keeps both. The original's measured rows supersede nothing: they time
-    another trainer."""
+    estimate out, so one GPU type is not counted twice; the table keeps both. The original's
+    measured rows supersede nothing: they time another trainer."""
     fl = table[(table["origin"] == "fightlab") & (table["time_source"] == "measured solve")
                & (table["mode"] == "solo")]
     solved = set(zip(fl["gpu"], fl["body"]))
@@ -518,16 +493,13 @@ def cpu_machine_name(label: str, earlier_learner: bool = False) -> str:
 
 def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
     """The most cores any CPU-backend row (train or backends) ran on (``_backend_and_cores``), or None."""
-    found = []
+    found = [0]
     for df in (runs, backends):
-        if df is None or df.empty or "params" not in df:
-            continue
-        for raw in df["params"]:
+        for raw in df["params"] if df is not None and "params" in df else []:
             try:
-                p = json.loads(raw) if isinstance(raw, str) and raw else {}
+                backend, cores = _backend_and_cores(json.loads(raw) if isinstance(raw, str) and raw else {})
             except ValueError:
                 continue
-            backend, cores = _backend_and_cores(p)
-            if backend == "cpu" and isinstance(cores, int) and cores > 0:
+            if backend == "cpu" and isinstance(cores, int):
                 found.append(cores)
-    return max(found) if found else None
+    return max(found) or None

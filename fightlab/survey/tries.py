@@ -1,9 +1,19 @@
-"""One GPU type's tries, each a command given to an injected runner: `Call` in, `Result` out.
+"""One GPU type's tries, each command given to an injected runner: `Call` in, `Result` out.
 `SubprocessRunner` runs them (logs under runs/survey/<id>/), `DryRunner` records them
-(``--dry-run``, tests). `Survey` (the executor) runs every try of a GPU type: ``--picker sky``
-(SkyPilot provisions and launches, `sky down` always) or ``--picker vastai`` (fightlab searches,
-rents, uploads, runs the task over ssh, `vastai destroy instance` always); both collect the
-rows into a folder they make.
+(``--dry-run``, tests). `Survey` runs every try of a GPU type, with try cluster ``C``:
+
+- ``--picker sky``: provision (``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y``,
+  an empty task) given up after ``give_up_s``, since SkyPilot 0.14.1 waits for a Vast instance
+  without a limit (``sky/provision/vast/instance.py:run_instances``) and 10 min for its SSH; a
+  stopped ``sky`` client leaves its request on the API server, so ``sky api cancel ID -y``
+  follows. Then the task (``sky launch -c C TASK_YAML ... --env K=V``), the rows collected
+  (``rsync``) and, always, ``sky down C -y`` (``sky launch --down`` alone keeps a cluster whose
+  provisioning, sync or setup failed).
+- ``--picker vastai`` (Vast only): fightlab searches (``vastai search offers``),
+  `offers.rank_offers` picks, ``vastai create instance`` rents, rsync uploads, ssh runs the task,
+  and ``vastai destroy instance`` always; survey.json names every instance before its task starts.
+
+Both collect the rows into a folder they make, ``data/survey/bench/<survey id>/<gpu>-<try>/``.
 """
 
 from __future__ import annotations
@@ -24,13 +34,13 @@ from typing import Callable
 
 from fightlab import meta
 from fightlab.paths import REPO_ROOT, RUNS
+from fightlab.rundir import atomic_write
 from fightlab.survey import hostcheck, offers
 from fightlab.survey.options import SurveyOptions, accelerator, cluster_name, task_envs
 from fightlab.survey.task import REMOTE_WORKDIR, TASK_YAML, task_script
 
 __all__ = ["Call", "Result", "Runner", "DryRunner", "SubprocessRunner", "Survey", "SETUP_TIMEOUT_S",
-           "VAST_IMAGE", "FINAL", "output_json", "output_tail",
-           "write_state"]
+           "VAST_IMAGE", "FINAL", "output_json", "output_tail", "write_state"]
 
 #: setup's limit [s]: the host check, a venv, pip install -e . (torch's CUDA wheels included)
 SETUP_TIMEOUT_S = 1200.0
@@ -142,10 +152,9 @@ def _kill(p: subprocess.Popen) -> None:
     for sig, wait in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
             p.wait(timeout=wait)
+            return
+        except ProcessLookupError:
             return
         except subprocess.TimeoutExpired:
             continue
@@ -156,16 +165,13 @@ def _task_timeout(o: SurveyOptions) -> float:
 
 
 def _remote_rows(o: SurveyOptions, prefix: str) -> list[str]:
-    base = f"{prefix}runs/survey/{o.survey_id}"
-    return [f"{base}/bench.json", f"{base}/data/results/bench.csv"]
+    return [f"{prefix}runs/survey/{o.survey_id}/{f}" for f in ("bench.json", "data/results/bench.csv")]
 
 
 def write_state(path: Path, state: dict) -> None:
-    """``state`` as JSON into ``path`` through a temporary name, so a kill leaves the old file or
-    the new one, never a torn one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=str))
-    os.replace(tmp, path)
+    """``state`` as JSON into ``path`` through `fightlab.rundir.atomic_write`: a kill leaves the
+    old file or the new one, never a torn one."""
+    atomic_write(path, json.dumps(state, indent=1, default=str))
 
 
 def output_json(out: str):
@@ -224,9 +230,8 @@ class Survey:
         with self._lock:
             tries = self.state["results"][gpu]
             if tries and tries[-1]["cluster"] == t.cluster:
-                tries[-1] = dataclasses.asdict(t)
-            else:
-                tries.append(dataclasses.asdict(t))
+                tries.pop()
+            tries.append(dataclasses.asdict(t))
             if not self.dry:
                 write_state(self.dest / "survey.json", self.state)
 
