@@ -294,7 +294,8 @@ def command(gpus: list[str], *, infra: str = "vast", picker: str = "sky", bodies
     o = make_options(
         gpus[0], infra=infra, picker=picker, bodies=bodies, tries=num("--tries", tries, TRIES, int),
         min_cuda="warp" if min_cuda is None else min_cuda, min_driver=min_driver,
-        min_mbit_s=num("--min-mbit-s", min_mbit_s, offers.MIN_MBIT_S), max_usd_per_h=num("--max-price", max_price),
+        min_mbit_s=num("--min-mbit-s", min_mbit_s, offers.MIN_MBIT_S),
+        max_usd_per_h=num("--max-price", max_price),
         bandwidth_url=BANDWIDTH_URL if bandwidth_url is None else bandwidth_url,
         time_limit_s=num("--time-limit-s", time_limit_s), survey_id=survey_id, offers_json=offers_json)
     if dry_run:

@@ -13,6 +13,7 @@ formula and the set-up groups live in `fightlab.survey.reference`, bench rows in
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -28,7 +29,7 @@ from fightlab.paths import REPO_ROOT
 from fightlab.survey import bench_rows as _bench_rows, reference as _reference
 from fightlab.survey.bench_rows import *  # noqa: F403 - re-exported: cost is the survey's one name
 from fightlab.survey.reference import *  # noqa: F403
-from fightlab.survey.reference import gpu_price, host_setup, parse_bool
+from fightlab.survey.reference import gpu_price, host_setup, parse_bool, priced_rows
 
 __all__ = [*_reference.__all__, *_bench_rows.__all__, "DEFAULT_BANDS", "our_rows", "survey_table",
            "setup_breakdown", "validate_bands", "buying_guide", "Survey", "load_survey", "cpu_machine_name",
@@ -87,7 +88,7 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     gpu_runs = runs[backend == "gpu"]
     heads = _gpu_headlines(gpu_runs, log)
     learners = _head_learners(gpu_runs, heads)
-    return _priced(_solo_rows(heads, host_setup_s, price_per_hour)
+    return priced_rows(_solo_rows(heads, host_setup_s, price_per_hour)
                    + _packed_rows(gpu_runs, learners, host_setup_s, price_per_hour, log)
                    + _packing_estimates(packing, heads, host_setup_s, price_per_hour, log)
                    + _cpu_rows(runs.assign(backend=backend), gpu_runs, learners, backends, host_setup_s,
@@ -224,9 +225,8 @@ def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_s
 def _cpu_rows(runs: pd.DataFrame, gpu_runs: pd.DataFrame, learners: dict, backends: pd.DataFrame | None,
               host_setup_s: float, price: float | None, price_note: str | None, log) -> list[dict]:
     """The CPU backend: measured solves first (their headline), an estimate (`backends` rows) only
-    for a body without one; none without a ``price`` (said). ``runs`` has a ``backend`` column. A
-    CPU-backend run with its policy on a GPU ran on a machine no survey row prices
-    (`report.cpu_baseline_runs`: said and left out)."""
+    for a body without one; none without a ``price``. ``runs`` has a ``backend`` column; a run with
+    its policy on a GPU ran on a machine no survey row prices (`report.cpu_baseline_runs`)."""
     from fightlab.measure.backends import estimated_time_to_solve
     from fightlab.measure.report import SUMMARY_KEYS, cpu_baseline_runs, headline, solve_summary
 
@@ -276,27 +276,6 @@ def _cpu_rows(runs: pd.DataFrame, gpu_runs: pd.DataFrame, learners: dict, backen
     return out
 
 
-def _priced(out: list[dict]) -> pd.DataFrame:
-    """Survey rows from row dicts, cost per solve [$] and solves per hour by the formula (packed
-    rows: from their solves per GPU-hour)."""
-    cols = list(SURVEY_COLUMNS)
-    if not out:
-        return pd.DataFrame(columns=cols)
-    t = pd.DataFrame(out)
-    solo = t["mode"] == "solo"
-    t["cost_per_solve_usd"] = np.nan
-    t.loc[solo, "cost_per_solve_usd"] = cost_per_solve(t.loc[solo, "time_to_solve_s"],
-                                                       t.loc[solo, "setup_s"], t.loc[solo, "usd_per_h"])
-    if (~solo).any():
-        t.loc[~solo, "cost_per_solve_usd"] = packed_cost_per_solve(
-            t.loc[~solo, "solves_per_hour"].to_numpy(float), t.loc[~solo, "usd_per_h"].to_numpy(float),
-            t.loc[~solo, "setup_s"].to_numpy(float), t.loc[~solo, "solves_per_setup"].to_numpy(float))
-    if "solves_per_hour" not in t:
-        t["solves_per_hour"] = np.nan
-    t.loc[solo, "solves_per_hour"] = 3600.0 / (t.loc[solo, "time_to_solve_s"] + t.loc[solo, "setup_s"])
-    return t[cols].reset_index(drop=True)
-
-
 def superseded(table: pd.DataFrame) -> pd.Series:
     """Per survey row (same index): True for a bench estimate (``time_source`` "bench estimate")
     of a GPU type and body that fightlab also solved (a solo "measured solve" row of origin
@@ -319,9 +298,8 @@ def survey_table(ref: pd.DataFrame, ours: pd.DataFrame | None, setup: pd.DataFra
 
 
 def setup_breakdown(table: pd.DataFrame) -> pd.DataFrame:
-    """Per survey row (solo rows; packed rows share one set-up over K solves and are left out):
-    the paid set-up [s] and its cost [$], the training's cost [$] and the set-up's share of the
-    cost per solve [-], all from time to solve, set-up and price."""
+    """Per solo survey row (packed rows share one set-up over K solves): the paid set-up [s] and
+    its cost [$], the training's cost [$] and the set-up's share of the cost per solve [-]."""
     t = table[table["mode"] == "solo"].copy()
     t["setup_usd"] = t["setup_s"] * t["usd_per_h"] / 3600.0
     t["train_usd"] = t["time_to_solve_s"] * t["usd_per_h"] / 3600.0
@@ -329,8 +307,6 @@ def setup_breakdown(table: pd.DataFrame) -> pd.DataFrame:
     return t[["origin", "machine", "group", "body", "usd_per_h", "time_to_solve_s", "setup_s",
               "train_usd", "setup_usd", "setup_share"]].reset_index(drop=True)
 
-
-# --- the buying guide ----------------------------------------------------------------------------------
 
 def validate_bands(bands: Iterable[float]) -> list[tuple[float, float]]:
     """Budget bands [$/h] from their edges: ``[0, 1, 2, 4]`` -> [0, 1), [1, 2), [2, 4), [4, inf).
@@ -368,12 +344,10 @@ def _guide_label(r) -> str:
 
 
 def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) -> pd.DataFrame:
-    """For each budget band of price [$/h], body and mode (solo, packed), from whatever rows
-    ``table`` holds (:func:`survey_table`): the cheapest per solve (its cost [$] and price) and
-    the fastest (its time to solve [s] and cost). A machine label says its origin, provider and
-    mode, and "(bench estimate)" or "(time estimated)" where the time was estimated. A band
-    without rows reads "none". Measured beats estimate: a bench estimate of a GPU type and body
-    fightlab solved (:func:`superseded`) is left out, counted in ``n_superseded``.
+    """For each budget band of price [$/h], body and mode (solo, packed) of ``table``
+    (:func:`survey_table`): the cheapest per solve (its cost [$] and price) and the fastest (its
+    time to solve [s] and cost), labelled by `_guide_label`; a band without rows reads "none". A
+    bench estimate :func:`superseded` by a measured solve is left out, counted in ``n_superseded``.
 
     Raises:
       ConfigError: bad bands (:func:`validate_bands`); a table without the survey columns.
@@ -387,39 +361,29 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
     t["label"] = [_guide_label(r) for _, r in t.iterrows()]
     t["superseded"] = superseded(t)
     rows = []
-    for lo, hi in spans:
-        band = t[(t["usd_per_h"] >= lo) & (t["usd_per_h"] < hi)]
-        inb = band[~band["superseded"]]
-        for body in sorted(set(t["body"])):
-            for packing in ("solo", "packed"):
-                g = inb[(inb["body"] == body) & (inb["packing"] == packing)]
-                n_sup = int((band["superseded"] & (band["body"] == body) & (band["packing"] == packing)).sum())
-                row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g),
-                           n_superseded=n_sup)
-                if g.empty:
-                    row.update(cheapest="none", fastest="none")
-                else:
-                    c = g.loc[g["cost_per_solve_usd"].idxmin()]
-                    f = g.loc[g["time_to_solve_s"].idxmin()]
-                    row.update(cheapest=c["label"], cheapest_usd_per_solve=c["cost_per_solve_usd"],
-                               cheapest_usd_per_h=c["usd_per_h"], fastest=f["label"],
-                               fastest_time_to_solve_s=f["time_to_solve_s"],
-                               fastest_usd_per_solve=f["cost_per_solve_usd"])
-                rows.append(row)
+    for (lo, hi), body, packing in itertools.product(spans, sorted(set(t["body"])), ("solo", "packed")):
+        mine = t[t["usd_per_h"].between(lo, hi, inclusive="left") & (t["body"] == body)
+                 & (t["packing"] == packing)]
+        g = mine[~mine["superseded"]]
+        row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g),
+                   n_superseded=int(mine["superseded"].sum()), cheapest="none", fastest="none")
+        if not g.empty:
+            c, f = g.loc[g["cost_per_solve_usd"].idxmin()], g.loc[g["time_to_solve_s"].idxmin()]
+            row.update(cheapest=c["label"], cheapest_usd_per_solve=c["cost_per_solve_usd"],
+                       cheapest_usd_per_h=c["usd_per_h"], fastest=f["label"],
+                       fastest_time_to_solve_s=f["time_to_solve_s"],
+                       fastest_usd_per_solve=f["cost_per_solve_usd"])
+        rows.append(row)
     cols = ["band", "body", "packing", "n_rows", "n_superseded", "cheapest", "cheapest_usd_per_solve",
             "cheapest_usd_per_h", "fastest", "fastest_time_to_solve_s", "fastest_usd_per_solve"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
-# --- everything from one folder ----------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Survey:
     """:func:`load_survey`'s answer: the reference table, the set-up constants, our rows, all rows
-    (:func:`survey_table`), the price of our GPU used [$/h] with what it rests on, the
-    ``backends`` rows read (data/results/backends.csv; empty without them: the CPU backend
-    against MuJoCo Warp, `fightlab.measure.backends.backend_ratios`) and the ``bench`` rows read
-    (:func:`read_bench`: ours and the rented survey's, usable or not; empty without them)."""
+    (:func:`survey_table`), what the prices rest on, and the ``backends`` and ``bench`` rows read
+    (data/results/backends.csv, :func:`read_bench`; usable or not; empty without them)."""
     reference: pd.DataFrame
     setup: pd.DataFrame
     ours: pd.DataFrame
@@ -432,11 +396,9 @@ class Survey:
 def load_survey(root: Path | str | None = None, price_per_hour: float | None = None,
                 host_setup_s: float | None = None, cpu_price_per_hour: float | None = None,
                 log=print) -> Survey:
-    """The survey from ``root/data`` alone (default: the repository): the reference table
-    (data/survey/reference.csv), the set-up fit, our rows from data/results/train.csv,
-    data/results/packing.csv and data/results/backends.csv when they exist (:func:`our_rows`),
-    and the bench rows, ours (data/results/bench.csv) and the rented survey's
-    (data/survey/bench/, :func:`read_bench`, :func:`bench_rows`); prices [$/h], set-up [s].
+    """The survey from ``root/data`` alone (default: the repository): the reference table, the
+    set-up fit, our rows from data/results/{train,packing,backends}.csv where they exist
+    (:func:`our_rows`), and the bench rows (:func:`read_bench`, :func:`bench_rows`).
 
     Raises:
       FileNotFoundError: no reference table; ConfigError: as :func:`read_reference`,
@@ -455,27 +417,21 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
     price_per_hour = validate_price(price_per_hour, "price_per_hour")
     cpu_price_per_hour = validate_price(cpu_price_per_hour, "cpu_price_per_hour")
-    cpu_note, assumed = "", False
-    if cpu_price_per_hour is None:  # an assumption from the reference, for the cores the CPU rows ran on
-        cores = _cpu_cores(runs, backends)
-        if cores:
-            cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
-            assumed = True
-    else:
-        cpu_note = f"${cpu_price_per_hour:.2f}/h given"
+    cpu_note = None
+    if cpu_price_per_hour is None and (cores := _cpu_cores(runs, backends)):
+        # an assumption from the reference, for the cores the CPU rows ran on
+        cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
                     packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log,
-                    cpu_price_note=cpu_note if assumed else None)
+                    cpu_price_note=cpu_note)
     bench = read_bench(root, log=log)
     benched = bench_rows(bench, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s, log=log)
     if not benched.empty:
         ours = pd.concat([x for x in (ours, benched) if not x.empty], ignore_index=True)
-    if price_per_hour is not None:
-        note = f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)"
-    else:
-        note = "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE
-    if cpu_note:
-        note += f"; fightlab's CPU-backend rows: {cpu_note}"
+    note = (f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)" if price_per_hour is not None
+            else "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE)
+    if cpu_price_per_hour is not None:
+        note += f"; fightlab's CPU-backend rows: {cpu_note or f'${cpu_price_per_hour:.2f}/h given'}"
     if (benched["provider"] != "fightlab").any():
         note += "; rented bench rows: the offer's $/h where the launcher recorded it, else as fightlab's GPU rows"
     return Survey(reference=ref, setup=setup, ours=ours, table=survey_table(ref, ours, setup),

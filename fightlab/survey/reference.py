@@ -376,6 +376,27 @@ def reference_rows(ref: pd.DataFrame, setup: pd.DataFrame | dict) -> pd.DataFram
     return t[list(SURVEY_COLUMNS)].reset_index(drop=True)
 
 
+def priced_rows(out: list[dict]) -> pd.DataFrame:
+    """Survey rows (:data:`SURVEY_COLUMNS`) from row dicts, cost per solve [$] and solves per hour
+    by the formula (packed rows: from their solves per GPU-hour)."""
+    cols = list(SURVEY_COLUMNS)
+    if not out:
+        return pd.DataFrame(columns=cols)
+    t = pd.DataFrame(out)
+    solo = t["mode"] == "solo"
+    t["cost_per_solve_usd"] = np.nan
+    t.loc[solo, "cost_per_solve_usd"] = cost_per_solve(t.loc[solo, "time_to_solve_s"],
+                                                       t.loc[solo, "setup_s"], t.loc[solo, "usd_per_h"])
+    if (~solo).any():
+        t.loc[~solo, "cost_per_solve_usd"] = packed_cost_per_solve(
+            t.loc[~solo, "solves_per_hour"].to_numpy(float), t.loc[~solo, "usd_per_h"].to_numpy(float),
+            t.loc[~solo, "setup_s"].to_numpy(float), t.loc[~solo, "solves_per_setup"].to_numpy(float))
+    if "solves_per_hour" not in t:
+        t["solves_per_hour"] = np.nan
+    t.loc[solo, "solves_per_hour"] = 3600.0 / (t.loc[solo, "time_to_solve_s"] + t.loc[solo, "setup_s"])
+    return t[cols].reset_index(drop=True)
+
+
 def validate_price(value, name: str = "price_per_hour", allow_none: bool = True) -> float | None:
     """A price [$/h] as a float (None passes when ``allow_none``: "use the assumed price").
 

@@ -62,8 +62,8 @@ FINAL = ("done", "no offer", "error", "planned", "collect failed")
 
 @dataclass(frozen=True)
 class Call:
-    """One command of the survey: the cluster it is for, its step (``provision``, ``task``,
-    ``collect``, ``teardown``, ``search``, ``rent``, ``wait``, ``upload``), argv, its limit [s]."""
+    """One command of the survey: its cluster, its step (``provision``, ``task``, ``collect``,
+    ``teardown``, ``search``, ``rent``, ``wait``, ``upload``), argv, its limit [s]."""
 
     cluster: str
     what: str
@@ -86,8 +86,8 @@ Runner = Callable[[Call], Result]
 
 
 class DryRunner:
-    """Records every `Call` (``calls``, in order per cluster) and answers as if it worked:
-    placeholders stand for what a real command would print (``<INSTANCE>``, ``<SSH_HOST>``)."""
+    """Records every `Call` (``calls``) and answers as if it worked, with placeholders
+    (``<INSTANCE>``, ``<SSH_HOST>``) for what a real command would print."""
 
     def __init__(self, offers_found: list[dict] | None = None):
         self.calls: list[Call] = []
@@ -175,8 +175,8 @@ def write_state(path: Path, state: dict) -> None:
 
 
 def output_json(out: str):
-    """The JSON value a ``--raw`` command printed, past any warning lines before it (the
-    runner keeps stdout and stderr together). Raises ValueError when there is none."""
+    """The JSON value a ``--raw`` command printed, past any warning lines before it (stdout and
+    stderr are one). Raises ValueError when there is none."""
     dec = json.JSONDecoder()
     for m in re.finditer(r"^[\[{]", out, re.M):
         try:
