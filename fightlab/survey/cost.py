@@ -89,10 +89,10 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     heads = _gpu_headlines(gpu_runs, log)
     learners = _head_learners(gpu_runs, heads)
     return priced_rows(_solo_rows(heads, host_setup_s, price_per_hour)
-                   + _packed_rows(gpu_runs, learners, host_setup_s, price_per_hour, log)
-                   + _packing_estimates(packing, heads, host_setup_s, price_per_hour, log)
-                   + _cpu_rows(runs.assign(backend=backend), gpu_runs, learners, backends, host_setup_s,
-                               cpu_price_per_hour, cpu_price_note, log))
+                       + _packed_rows(gpu_runs, learners, host_setup_s, price_per_hour, log)
+                       + _packing_estimates(packing, heads, host_setup_s, price_per_hour, log)
+                       + _cpu_rows(runs.assign(backend=backend), gpu_runs, learners, backends, host_setup_s,
+                                   cpu_price_per_hour, cpu_price_note, log))
 
 
 def _gpu_row(gpu: str, body: str, price_per_hour: float | None, note: str, **row) -> dict:

@@ -53,13 +53,9 @@ VAST_ORDER = "dph_total"
 
 @dataclass(frozen=True)
 class OfferRequirements:
-    """What a host must offer. None: not required.
-
-    min_cuda: the highest CUDA version the driver supports, at least (``"13.4"``, warp's
-      toolkit). min_driver: the driver version, at least (``"580.65.06"``). min_mbit_s:
-      download bandwidth [Mbit/s]. max_usd_per_h: price cap [$/h]. min_reliability: Vast's
-      score (0–1). num_gpus: GPUs per host, exactly. min_disk_gb: disk [GB], at least.
-    """
+    """What a host must offer (None: not required): the driver's highest CUDA (``"13.4"``) and
+    its version (``"580.65.06"``), at least; download [Mbit/s]; a price cap [$/h]; Vast's
+    reliability (0–1); GPUs per host, exactly; disk [GB]."""
 
     min_cuda: str | None = None
     min_driver: str | None = None
@@ -92,14 +88,10 @@ def _gpu(gpu: str) -> str:
 
 
 def vast_query(gpu: str, req: OfferRequirements) -> str:
-    """The vastai search query for ``gpu`` (a :data:`~fightlab.survey.cost.GPU_TYPES` name)
-    under ``req``, in the SDK's query syntax (``vastai search offers --help``), e.g.
+    """The vastai search query for ``gpu`` under ``req`` (``vastai search offers --help``), e.g.
     ``num_gpus=1 gpu_name in ["RTX 4090"] cuda_max_good>=13.4 inet_down>=500 reliability>=0.95``
-    (plus the SDK's defaults: verified, rentable, not external). Order it with `VAST_ORDER`.
-
-    Raises:
-      ConfigError: an unknown GPU type, or one without a Vast name.
-    """
+    (plus the SDK's defaults: verified, rentable, not external); order it with `VAST_ORDER`.
+    Raises ConfigError: an unknown GPU type, or one without a Vast name."""
     names = ", ".join(f'"{n}"' for n in VAST_GPU_NAMES[_gpu(gpu)])
     q = [f"num_gpus={req.num_gpus}", f"gpu_name in [{names}]"]
     q += [f"{key}{op}{v:g}" if isinstance(v, float) else f"{key}{op}{v}" for key, op, v in (
@@ -160,9 +152,8 @@ def check_offer(offer: dict, gpu: str, req: OfferRequirements) -> str:
 
 def rank_offers(offers: Iterable[dict], gpu: str, req: OfferRequirements,
                 exclude_machines: Sequence = ()) -> tuple[list[dict], list[tuple[dict, str]]]:
-    """(the offers that pass :func:`check_offer`, cheapest first — ties: the more reliable,
-    then the lower id —, the others with their reason). Offers on a machine in
-    ``exclude_machines`` (tried already: a host that failed) are rejected as "tried"."""
+    """(the offers that pass :func:`check_offer`, cheapest first, then the more reliable, then
+    the lower id; the others with their reason, "tried" for a machine in ``exclude_machines``)."""
     gpu = _gpu(gpu)
     tried = {str(m) for m in exclude_machines}
     judged = [(o, "tried" if str(o.get("machine_id")) in tried else check_offer(o, gpu, req)) for o in offers]
@@ -173,9 +164,7 @@ def rank_offers(offers: Iterable[dict], gpu: str, req: OfferRequirements,
 
 
 def offers_table(offers: Iterable[dict], gpu: str, req: OfferRequirements) -> pd.DataFrame:
-    """One row per offer, the passing ones first (cheapest first), then the rejected with their
-    reason: id, machine_id, gpu_name, usd_per_h, cuda, driver, inet_down_mbit_s, reliability,
-    geolocation, ok, reason."""
+    """One row per offer, in :func:`rank_offers`' order, the rejected last with their reason."""
     ok, bad = rank_offers(list(offers), gpu, req)
     rows = [dict(id=o.get("id"), machine_id=o.get("machine_id"), gpu_name=o.get("gpu_name"),
                  usd_per_h=_num(o, "dph_total"), cuda=o.get("cuda_max_good"),
@@ -189,12 +178,8 @@ def offers_table(offers: Iterable[dict], gpu: str, req: OfferRequirements) -> pd
 
 def read_offers(path: Path | str) -> list[dict]:
     """Offers from a JSON file (a list of offer dicts, as ``vastai search offers --raw`` prints,
-    or ``{"offers": [...]}``).
-
-    Raises:
-      FileNotFoundError: no such file. ConfigError: an empty path, a folder, not UTF-8, not
-        JSON, not a list of objects, or an offer without an ``id``.
-    """
+    or ``{"offers": [...]}``). Raises FileNotFoundError: no such file; ConfigError: an empty path,
+    a folder, not UTF-8, not JSON, not a list of objects, or an offer without an ``id``."""
     if not str(path).strip():
         raise ConfigError("the offers file's path is empty: give a recorded offer list (JSON)")
     path = Path(path)

@@ -210,14 +210,9 @@ def _check_numbers(name: str, values, positive: bool) -> np.ndarray:
 
 
 def cost_per_solve(time_to_solve_s, setup_s, price_per_hour):
-    """Cost of one solve [$] = (time to solve [s] + paid set-up [s]) × price [$/h] / 3600: the
-    study's formula (original-study.md, "Survey"). Vectorised (numbers, arrays or Series
-    broadcast; a Series in gives a Series out).
-
-    Raises:
-      ConfigError: a price that is not a positive number, a time to solve that is not positive,
-        a negative set-up (names the first bad value).
-    """
+    """Cost of one solve [$] = (time to solve [s] + paid set-up [s]) × price [$/h] / 3600 (module
+    docstring). Vectorised (numbers, arrays or Series broadcast; a Series in gives a Series out).
+    Raises ConfigError: a time or price that is not positive, a negative set-up (the first named)."""
     t = _check_numbers("time_to_solve_s", time_to_solve_s, positive=True)
     s = _check_numbers("setup_s", setup_s, positive=False)
     p = _check_numbers("price_per_hour", price_per_hour, positive=True)
@@ -230,13 +225,9 @@ def cost_per_solve(time_to_solve_s, setup_s, price_per_hour):
 
 
 def packed_cost_per_solve(solves_per_gpu_hour, price_per_hour, setup_s=0.0, solves_per_setup=1):
-    """Cost of one solve [$] when K trainings share a GPU: price [$/h] / solves per GPU-hour
-    [1/h] (:func:`fightlab.measure.report.packed_throughput`), plus the paid set-up [s] shared by
-    the ``solves_per_setup`` solves one set-up serves (one machine set up for a batch of K).
-
-    Raises:
-      ConfigError: a rate or price that is not positive, a negative set-up, solves_per_setup < 1.
-    """
+    """Cost of one solve [$] when K trainings share a GPU (module docstring): the paid set-up [s]
+    is shared by the ``solves_per_setup`` solves one set-up serves.
+    Raises ConfigError: a rate or price that is not positive, a negative set-up, solves_per_setup < 1."""
     r = _check_numbers("solves_per_gpu_hour", solves_per_gpu_hour, positive=True)
     p = _check_numbers("price_per_hour", price_per_hour, positive=True)
     s = _check_numbers("setup_s", setup_s, positive=False)
@@ -303,11 +294,8 @@ def setup_of(groups: pd.Series, setup) -> pd.Series:
 def reproduce(ref: pd.DataFrame, setup: pd.DataFrame | dict, tol: float = TOLERANCE) -> Reproduction:
     """The cost-per-solve column [$] again from time to solve, price and ONE set-up constant per
     group (``setup``: :func:`fit_setup`, or ``{group: seconds}``), with each row's relative error
-    |reproduced − table| / table and the rows outside ``tol`` (:data:`TOLERANCE`, why 5 %).
-
-    Raises:
-      ConfigError: ``tol`` not in (0, 1), a group without a constant (named).
-    """
+    |reproduced − table| / table and the rows outside ``tol`` (:data:`TOLERANCE`).
+    Raises ConfigError: ``tol`` not in (0, 1), a group without a constant (named)."""
     if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and 0 < tol < 1):
         raise ConfigError(f"tol must be a relative tolerance in (0, 1), got {tol!r}")
     t = ref.copy()
@@ -399,10 +387,7 @@ def priced_rows(out: list[dict]) -> pd.DataFrame:
 
 def validate_price(value, name: str = "price_per_hour", allow_none: bool = True) -> float | None:
     """A price [$/h] as a float (None passes when ``allow_none``: "use the assumed price").
-
-    Raises:
-      ConfigError: not a positive number (names the parameter and the value).
-    """
+    Raises ConfigError: not a positive number (names the parameter and the value)."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -422,11 +407,7 @@ def host_setup(who: str, setup, host_setup_s) -> float:
 
 def gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
     """($/h, what it rests on) of a fightlab GPU row without a price of its own: ``price_per_hour``
-    when given, else :data:`ASSUMED_PRICE_PER_HOUR` of its type (:data:`ASSUMED_PRICE_SOURCE`).
-
-    Raises:
-      ConfigError: no price given and none assumed for ``gpu``.
-    """
+    when given, else :data:`ASSUMED_PRICE_PER_HOUR` of its type; else ConfigError."""
     if price_per_hour is not None:
         return price_per_hour, f"price ${price_per_hour:.2f}/h given"
     if gpu not in ASSUMED_PRICE_PER_HOUR:
