@@ -52,11 +52,8 @@ _INSTALL = {"sky": "pip install 'skypilot[vast]==0.14.1'", "vastai": "pip instal
 
 
 def check_tools(picker: str, which: Callable[[str], str | None] | None = None) -> None:
-    """Every local binary ``picker``'s path runs (`TOOLS`) is on PATH.
-
-    Raises:
-      ConfigError: naming the missing ones and how to install them.
-    """
+    """Every local binary ``picker``'s path runs (`TOOLS`) is on PATH; else ConfigError naming the
+    missing ones and how to install them."""
     missing = [t for t in TOOLS[picker] if (which or shutil.which)(t) is None]
     if missing:
         raise ConfigError(f"not on PATH: {', '.join(missing)} (--picker {picker} runs "
@@ -81,12 +78,8 @@ def local_sky_server_up(timeout_s: float = 2.0) -> bool | None:
 
 
 def preflight(o: SurveyOptions, runner: Runner) -> None:
-    """One cheap call that proves the picker's cloud access: ``sky check CLOUD -o json``
-    (CLOUD enabled), or ``vastai show user --raw`` (an API key that works).
-
-    Raises:
-      ConfigError: one line naming the problem and the command to fix it.
-    """
+    """One cheap call that proves the picker's cloud access: ``sky check CLOUD -o json`` (CLOUD
+    enabled), or ``vastai show user --raw`` (a key that works); else ConfigError saying the fix."""
     if o.picker == "sky":
         cloud = o.infra.split("/")[0]
         r = runner(Call("preflight", "check", ("sky", "check", cloud, "-o", "json"), 300.0,

@@ -310,10 +310,7 @@ def setup_breakdown(table: pd.DataFrame) -> pd.DataFrame:
 
 def validate_bands(bands: Iterable[float]) -> list[tuple[float, float]]:
     """Budget bands [$/h] from their edges: ``[0, 1, 2, 4]`` -> [0, 1), [1, 2), [2, 4), [4, inf).
-
-    Raises:
-      ConfigError: not a list of at least one number, a negative edge, edges not increasing.
-    """
+    Raises ConfigError: not a list of at least one number, a negative edge, edges not increasing."""
     if isinstance(bands, (str, bytes)) or not isinstance(bands, Iterable):
         raise ConfigError(f"bands must be a list of increasing prices [$/h] such as [0, 1, 2, 4], got {bands!r}")
     edges = list(bands)

@@ -76,13 +76,9 @@ ASSUMED_PRICE_SOURCE = ("assumed $3.00/h for one H200: inside the $2.50–3.50/h
 
 def assumed_cpu_price_per_hour(ref: pd.DataFrame, cores: int) -> tuple[float, str]:
     """($/h, its source) for a CPU machine of ``cores`` vCPUs: ``cores`` × the lowest price per
-    vCPU of the reference's EC2 CPU rows (machine names like "c8a.24xlarge, 96 vCPU"; the
-    original study's spot prices). An assumption for fightlab's CPU-backend rows, which ran on a
-    GPU host's cores that nobody priced; a logical CPU counts as one vCPU.
-
-    Raises:
-      ConfigError: ``cores`` not a positive integer, or no reference row names its vCPUs.
-    """
+    vCPU of the reference's EC2 CPU rows (the original's spot prices). An assumption for
+    fightlab's CPU-backend rows, which ran on a GPU host's cores that nobody priced; a logical CPU
+    counts as one vCPU. Raises ConfigError: ``cores`` not a positive integer, or no row names its vCPUs."""
     if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores <= 0:
         raise ConfigError(f"cores must be a positive integer, got {cores!r}")
     hits = [(float(p) / int(h.group(1)), str(m), float(p)) for m, p in zip(ref["machine"], ref["usd_per_h"])
@@ -146,10 +142,9 @@ def read_reference(path: Path | str | None = None) -> pd.DataFrame:
     of its cost: the column's rounding). Units: usd_per_h [$/h], time_to_solve_s [s], cost_per_solve_usd [$].
 
     Raises:
-      FileNotFoundError: no such file. ConfigError: missing or unexpected columns (named), no
-        rows, or a bad value (the row, the column and the valid choices): an unknown GPU or body
-        or source table, a price, time or cost that is not a positive number, a time_estimated
-        that is not true/false.
+      FileNotFoundError: no such file. ConfigError: missing or unexpected columns, no rows, or a
+        bad value, naming its row and column: an unknown GPU, body or source table, a price, time
+        or cost that is not a positive number, a time_estimated that is not true/false.
     """
     path = Path(path) if path is not None else REFERENCE_PATH
     if not path.exists():
@@ -252,15 +247,10 @@ def rounding_s(ref: pd.DataFrame) -> pd.Series:
 
 def fit_setup(ref: pd.DataFrame, groups: Sequence[str] = GROUPS) -> pd.DataFrame:
     """One paid set-up [s] per group of reference rows (:data:`GROUPS`): the median of the group's
-    back-solved set-ups (:func:`backsolve_setup`). The median, not a least-squares fit, so that a
-    minority of rows that disagree (the EC2 CPU group's ``cpu_baseline`` rows) stay misses instead
-    of pulling the constant.
-
-    Returns:
-      DataFrame indexed by group: setup_s, n_rows, backsolved_min_s, backsolved_max_s.
-    Raises:
-      ConfigError: a group with no rows in ``ref`` (names it and the groups present).
-    """
+    back-solved set-ups (:func:`backsolve_setup`), not a least-squares fit, so that a minority of
+    rows that disagree (the EC2 CPU group's ``cpu_baseline`` rows) stay misses instead of pulling
+    the constant. Returns a DataFrame indexed by group: setup_s, n_rows, backsolved_min_s,
+    backsolved_max_s. Raises ConfigError: a group with no rows in ``ref``."""
     present = list(dict.fromkeys(ref["group"]))
     for g in groups:
         if g not in present:
