@@ -36,8 +36,8 @@ from fightlab.survey import offers
 from fightlab.survey.bench_rows import survey_bench_path
 from fightlab.survey.options import BANDWIDTH_URL, TRIES, SurveyOptions, cluster_name, make_options
 from fightlab.survey.task import UPLOAD_LIMIT_BYTES, check_upload, read_task
-from fightlab.survey.tries import (Call, DryRunner, Runner, SubprocessRunner, Survey, output_json, output_tail,
-                                   write_state)
+from fightlab.survey.tries import (Call, DryRunner, Runner, SubprocessRunner, Survey, answer_json,
+                                   output_json, output_tail, write_state)
 
 __all__ = ["SURVEY_DATA", "TOOLS", "check_tools", "local_sky_server_up", "preflight", "run_survey", "format_plan",
            "no_offer", "summary_lines", "command"]
@@ -98,11 +98,7 @@ def preflight(o: SurveyOptions, runner: Runner) -> None:
                               f"run `sky check {cloud}` and set up its credentials")
     else:
         r = runner(Call("preflight", "check", ("vastai", "show", "user", "--raw"), 120.0, "the Vast API key"))
-        try:
-            ok = r.rc == 0 and isinstance(output_json(r.out), dict)
-        except ValueError:
-            ok = False
-        if not ok:
+        if not isinstance(answer_json(r), dict):
             raise ConfigError(f"`vastai show user` failed (exit {r.rc}): {output_tail(r.out) or 'no output'}; "
                               "set the key with `vastai set api-key KEY`")
 
@@ -208,12 +204,10 @@ def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int]
     who = ("SkyPilot picks each host and launches it" if not vast
            else "fightlab picks each host (vastai SDK search, cheapest offer that passes) and rents it")
     where = "offer filter and host check" if vast else "host check"
-    if r.min_mbit_s is None:
-        down = "download: not checked"
-    else:
-        host = (f"timed on the host from {o.bandwidth_url}" if o.bandwidth_url
-                else "not timed on the host (--bandwidth-url '')")
-        down = f"download >= {r.min_mbit_s:g} Mbit/s ({'offer filter; ' if vast else ''}{host})"
+    host = (f"timed on the host from {o.bandwidth_url}" if o.bandwidth_url
+            else "not timed on the host (--bandwidth-url '')")
+    down = ("download: not checked" if r.min_mbit_s is None
+            else f"download >= {r.min_mbit_s:g} Mbit/s ({'offer filter; ' if vast else ''}{host})")
     lines = [f"survey {o.survey_id} (dry run: nothing runs): {len(o.gpus)} GPU type(s) in parallel on "
              f"{o.infra}; {who}; up to {o.tries} host(s) per type",
              f"every command runs in {REPO_ROOT}",
@@ -233,10 +227,9 @@ def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int]
             lim = "" if c.timeout_s is None else f"limit {c.timeout_s:g} s"
             lines += [f"  {c.what:<9} ({'; '.join(x for x in (lim, c.note) if x)})",
                       f"    $ {shlex.join(c.argv)}" + (f" < {c.stdin}" if c.stdin else "")]
-        if first.get("status") == "no offer":
-            lines.append(f"  no offer passes: nothing would be rented ({first.get('reason', '')})")
-            continue
-        lines.append(f"  a failed try (no answer, host check, bad host): the same again as "
+        lines.append(f"  no offer passes: nothing would be rented ({first.get('reason', '')})"
+                     if first.get("status") == "no offer" else
+                     f"  a failed try (no answer, host check, bad host): the same again as "
                      f"{cluster_name(o.survey_id, g, 2)}, up to {o.tries} tries")
     return "\n".join(lines)
 

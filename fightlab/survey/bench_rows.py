@@ -13,8 +13,7 @@ import pandas as pd
 
 from fightlab.config import ConfigError
 from fightlab.paths import REPO_ROOT
-from fightlab.survey.reference import (SURVEY_COLUMNS, gpu_price, gpu_type, host_setup, parse_bool,
-                                       priced_rows, validate_price)
+from fightlab.survey.reference import gpu_price, gpu_type, host_setup, parse_bool, priced_rows, validate_price
 
 __all__ = ["BENCH_SOURCE", "survey_bench_path", "read_bench", "bench_rows"]
 
@@ -157,9 +156,8 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
     """
     host_setup_s = host_setup("bench_rows", setup, host_setup_s)
     price_per_hour = validate_price(price_per_hour, "price_per_hour")
-    cols = list(SURVEY_COLUMNS)
     if bench is None or bench.empty:
-        return pd.DataFrame(columns=cols)
+        return priced_rows([])
     left: dict[str, list[str]] = {}
     usable = []
     for _, r in bench.iterrows():
@@ -180,7 +178,7 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
     for source, why in left.items():
         log(f"survey: {source}: {len(why)} bench row(s) left out: {'; '.join(why)}")
     if not usable:
-        return pd.DataFrame(columns=cols)
+        return priced_rows([])
     u = pd.DataFrame(usable).sort_values("time", kind="stable")
     newest = u.drop_duplicates(["_gpu", "body", "source"], keep="last")
     old = u.loc[~u.index.isin(newest.index)]

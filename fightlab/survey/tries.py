@@ -40,7 +40,7 @@ from fightlab.survey.options import SurveyOptions, accelerator, cluster_name, ta
 from fightlab.survey.task import REMOTE_WORKDIR, TASK_YAML, task_script
 
 __all__ = ["Call", "Result", "Runner", "DryRunner", "SubprocessRunner", "Survey", "SETUP_TIMEOUT_S",
-           "VAST_IMAGE", "FINAL", "output_json", "output_tail", "write_state"]
+           "VAST_IMAGE", "FINAL", "output_json", "answer_json", "output_tail", "write_state"]
 
 #: setup's limit [s]: the host check, a venv, pip install -e . (torch's CUDA wheels included)
 SETUP_TIMEOUT_S = 1200.0
@@ -184,6 +184,14 @@ def output_json(out: str):
         except json.JSONDecodeError:
             continue
     raise ValueError("no JSON in the output")
+
+
+def answer_json(r: Result):
+    """The JSON value a command printed (`output_json`), or None when it failed or printed none."""
+    try:
+        return output_json(r.out) if r.rc == 0 else None
+    except ValueError:
+        return None
 
 
 def output_tail(out: str) -> str:
@@ -330,14 +338,11 @@ class Survey:
                                       "--disk", disk, "--ssh", "--direct", "--label", c, "--raw"), 120.0,
                           "the cheapest untried offer that passes" +
                           (f", ${offer['dph_total']:g}/h" if isinstance(offer.get("dph_total"), (int, float)) else "")))
-        try:
-            iid = str(output_json(r.out)["new_contract"]) if r.rc == 0 else None
-        except (ValueError, KeyError, TypeError):
-            iid = None
-        if iid is None:
+        new = answer_json(r)
+        if not isinstance(new, dict) or "new_contract" not in new:
             t.reason = f"vastai create instance failed (exit {r.rc}): {output_tail(r.out)}"
             return
-        t.instance = iid
+        t.instance = iid = str(new["new_contract"])
         self.record(gpu, t)  # survey.json names the instance before anything else can fail
         try:
             host = self._wait(t, iid)
@@ -375,10 +380,7 @@ class Survey:
                 return None
             r = self.run(Call(t.cluster, "wait", ("vastai", "show", "instance", iid, "--raw"), min(60.0, left),
                               f"every {POLL_S:g} s until running, give up after {self.o.give_up_s:g} s"))
-            try:
-                info = output_json(r.out) if r.rc == 0 else {}
-            except ValueError:
-                info = {}
+            info = answer_json(r)
             info = info if isinstance(info, dict) else {}
             if str(info.get("actual_status")) == "running" and info.get("ssh_host") and info.get("ssh_port"):
                 host = (str(info["ssh_host"]), str(info["ssh_port"]))
