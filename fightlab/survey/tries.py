@@ -97,15 +97,12 @@ class DryRunner:
     def __call__(self, call: Call) -> Result:
         with self._lock:
             self.calls.append(call)
-        a = call.argv
-        if a[:3] == ("vastai", "search", "offers"):
-            return Result(0, json.dumps(self.offers_found or []))
-        if a[:3] == ("vastai", "create", "instance"):
-            return Result(0, json.dumps({"success": True, "new_contract": "<INSTANCE>"}))
-        if a[:3] == ("vastai", "show", "instance"):
-            return Result(0, json.dumps({"actual_status": "running", "ssh_host": "<SSH_HOST>",
-                                         "ssh_port": "<SSH_PORT>"}))
-        return Result(0, "")
+        answers = {("vastai", "search", "offers"): self.offers_found or [],
+                   ("vastai", "create", "instance"): {"success": True, "new_contract": "<INSTANCE>"},
+                   ("vastai", "show", "instance"): {"actual_status": "running", "ssh_host": "<SSH_HOST>",
+                                                    "ssh_port": "<SSH_PORT>"}}
+        key = tuple(call.argv[:3])
+        return Result(0, json.dumps(answers[key]) if key in answers else "")
 
 
 class SubprocessRunner:
