@@ -30,8 +30,8 @@ PICKERS = ("sky", "vastai")
 GIVE_UP_S = 300.0
 #: autostop [min]: an idle cluster tears itself down (--down) after this
 AUTOSTOP_MIN = 10
-#: hosts tried per GPU type
-TRIES = 2
+#: hosts tried per GPU type, and the most (--tries)
+TRIES, MAX_TRIES = 2, 10
 #: the download the host check times (Cloudflare's speed test endpoint; --bandwidth-url)
 BANDWIDTH_URL = "https://speed.cloudflare.com/__down?bytes=100000000"
 
@@ -87,17 +87,9 @@ def validate_infra(infra: str) -> str:
     return s
 
 
-#: the most hosts tried per GPU type (--tries)
-MAX_TRIES = 10
-
-
 def _number(name: str, v, lo: float = 0.0, integer: bool = False, hi: float | None = None):
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > lo
-    if ok and integer:
-        ok = float(v).is_integer()
-    if ok and hi is not None:
-        ok = v <= hi
-    if not ok:
+    if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > lo
+                                   and (not integer or float(v).is_integer()) and (hi is None or v <= hi)):
         kind = "an integer" if integer else "a number"
         rng = f" in {lo + 1:g}..{hi:g}" if integer and hi is not None else (
             f" > {lo:g}" if hi is None else f" in ({lo:g}, {hi:g}]")
