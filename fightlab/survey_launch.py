@@ -1,26 +1,15 @@
-"""``python -m fightlab survey launch``: the GPU survey on rented machines. docs/survey.md says
-who does what and why; `fightlab.survey.tries` runs one GPU type's tries, every command through
-an injected runner.
+"""``python -m fightlab survey launch``: the GPU survey on rented machines (docs/survey.md says
+who does what and why; `fightlab.survey.tries` runs one GPU type's tries through an injected runner).
 
     python -m fightlab survey launch --gpus RTX4090,L40S,RTX3090 [--infra vast] [--dry-run]
     python -m fightlab survey launch --gpus RTX4090 --picker vastai [--offers-json FILE] [--dry-run]
 
 Every GPU type at once (a thread each), per type up to ``--tries`` hosts one after another, every
-command from the repository root. Per try, with cluster name ``C``, ``--picker sky`` (default):
-provision (``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y``, an empty task)
-given up after `GIVE_UP_S`, since SkyPilot 0.14.1 waits for a Vast instance without a limit
-(``sky/provision/vast/instance.py:run_instances``) and 10 min for its SSH; a stopped ``sky``
-client leaves its request on SkyPilot's API server and prints its id, so ``sky api cancel ID
--y`` follows. Then the task (``sky launch -c C TASK_YAML ... --env K=V``), the rows collected
-(``rsync`` into ``data/survey/bench/<survey id>/<gpu>-<try>/``, a folder this command makes) and,
-always, ``sky down C -y``; autostop (``-i N --down``) is the net if this process dies (``sky
-launch --down`` alone keeps a cluster whose provisioning, sync or setup failed). SkyPilot's
-managed jobs (``sky jobs launch``) would retry and tear down by themselves, but retry without a
-limit while no host answers, upload through a cloud bucket (Vast has none) and give no SSH to
-collect the rows from. ``--picker vastai`` (Vast only): fightlab searches (``vastai search
-offers``), `offers.rank_offers` picks, ``vastai create instance`` rents, rsync uploads, ssh runs
-the task, and ``vastai destroy instance`` always; survey.json names every rented instance before
-its task starts.
+command from the repository root; the rows land in ``data/survey/bench/<survey id>/<gpu>-<try>/``.
+SkyPilot's managed jobs (``sky jobs launch``) would retry and tear down by themselves, but retry
+without a limit while no host answers, upload through a cloud bucket (Vast has none) and give no
+SSH to collect the rows from: so the launcher gives up on a host itself (`options.GIVE_UP_S`) and
+always tears it down, with autostop (``-i N --down``) as the net if this process dies.
 
 Before anything is written or rented: every value (`fightlab.survey.options.make_options`), the
 local tools (`check_tools`), the cloud access (`preflight`); a local SkyPilot API server this run
@@ -36,7 +25,7 @@ import shutil
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -47,15 +36,14 @@ from fightlab.survey import offers
 from fightlab.survey.bench_rows import survey_bench_path
 from fightlab.survey.options import BANDWIDTH_URL, TRIES, SurveyOptions, cluster_name, make_options
 from fightlab.survey.task import UPLOAD_LIMIT_BYTES, check_upload, read_task
-from fightlab.survey.tries import (Call, DryRunner, Runner, SubprocessRunner, Survey, output_json, output_tail,
-                                   write_state)
+from fightlab.survey.tries import (Call, DryRunner, Runner, SubprocessRunner, Survey, answer_json,
+                                   output_json, output_tail, write_state)
 
 __all__ = ["SURVEY_DATA", "TOOLS", "check_tools", "local_sky_server_up", "preflight", "run_survey", "format_plan",
            "no_offer", "summary_lines", "command"]
 
 #: the collected rows: data/survey/bench/<survey id>/ (where the survey's cost reads them back)
 SURVEY_DATA = survey_bench_path(REPO_ROOT)
-
 
 #: the local binaries each picker's path runs
 TOOLS = {"sky": ("sky", "rsync"), "vastai": ("vastai", "ssh", "rsync")}
@@ -64,11 +52,8 @@ _INSTALL = {"sky": "pip install 'skypilot[vast]==0.14.1'", "vastai": "pip instal
 
 
 def check_tools(picker: str, which: Callable[[str], str | None] | None = None) -> None:
-    """Every local binary ``picker``'s path runs (`TOOLS`) is on PATH.
-
-    Raises:
-      ConfigError: naming the missing ones and how to install them.
-    """
+    """Every local binary ``picker``'s path runs (`TOOLS`) is on PATH; else ConfigError naming the
+    missing ones and how to install them."""
     missing = [t for t in TOOLS[picker] if (which or shutil.which)(t) is None]
     if missing:
         raise ConfigError(f"not on PATH: {', '.join(missing)} (--picker {picker} runs "
@@ -77,10 +62,9 @@ def check_tools(picker: str, which: Callable[[str], str | None] | None = None) -
 
 
 def local_sky_server_up(timeout_s: float = 2.0) -> bool | None:
-    """Whether SkyPilot's local API server answers (``http://127.0.0.1:<port>/api/health``,
-    port ``SKYPILOT_API_SERVER_PORT`` or 46580); None when ``SKYPILOT_API_SERVER_ENDPOINT``
-    names another server (not this run's to stop). An endpoint set in ~/.sky/config.yaml is
-    not read: a ``sky api stop`` then refuses a remote server, harmlessly."""
+    """Whether SkyPilot's local API server answers (``/api/health`` on 127.0.0.1, port
+    ``SKYPILOT_API_SERVER_PORT`` or 46580); None when ``SKYPILOT_API_SERVER_ENDPOINT`` names
+    another server (not this run's to stop; one in ~/.sky/config.yaml refuses ``sky api stop``)."""
     import urllib.request
 
     if os.environ.get("SKYPILOT_API_SERVER_ENDPOINT"):
@@ -94,12 +78,8 @@ def local_sky_server_up(timeout_s: float = 2.0) -> bool | None:
 
 
 def preflight(o: SurveyOptions, runner: Runner) -> None:
-    """One cheap call that proves the picker's cloud access: ``sky check CLOUD -o json``
-    (CLOUD enabled), or ``vastai show user --raw`` (an API key that works).
-
-    Raises:
-      ConfigError: one line naming the problem and the command to fix it.
-    """
+    """One cheap call that proves the picker's cloud access: ``sky check CLOUD -o json`` (CLOUD
+    enabled), or ``vastai show user --raw`` (a key that works); else ConfigError saying the fix."""
     if o.picker == "sky":
         cloud = o.infra.split("/")[0]
         r = runner(Call("preflight", "check", ("sky", "check", cloud, "-o", "json"), 300.0,
@@ -118,38 +98,30 @@ def preflight(o: SurveyOptions, runner: Runner) -> None:
                               f"run `sky check {cloud}` and set up its credentials")
     else:
         r = runner(Call("preflight", "check", ("vastai", "show", "user", "--raw"), 120.0, "the Vast API key"))
-        try:
-            ok = r.rc == 0 and isinstance(output_json(r.out), dict)
-        except ValueError:
-            ok = False
-        if not ok:
+        if not isinstance(answer_json(r), dict):
             raise ConfigError(f"`vastai show user` failed (exit {r.rc}): {output_tail(r.out) or 'no output'}; "
                               "set the key with `vastai set api-key KEY`")
 
 
 def _wait_all(futures) -> None:
     """Waits in short steps, so that a Ctrl-C reaches this (the main) thread at once."""
-    from concurrent.futures import wait
-
-    while not all(f.done() for f in futures):
-        wait(futures, timeout=0.5)
+    while wait(futures, timeout=0.5).not_done:
+        pass
 
 
 def run_survey(o: SurveyOptions, runner: Runner | None = None, dry_run: bool = False,
                data_dir: Path | str | None = None, log: Callable[[str], None] = print,
                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                check: bool | None = None, sky_server_up: Callable[[], bool | None] | None = None) -> dict:
-    """Run the survey (module docstring): every GPU type at once, each in its own thread.
-    Returns the state (``results``: per GPU type its tries, each with cluster, status, reason,
-    offer, instance, files, teardown; ``interrupted``: a Ctrl-C stopped it, every teardown run),
-    also ``data_dir/<survey id>/survey.json``.
+    """Run the survey (module docstring). Returns the state (``results``: per GPU type its tries,
+    each with cluster, status, reason, offer, instance, files, teardown; ``interrupted``: a Ctrl-C
+    stopped it, every teardown run), also ``data_dir/<survey id>/survey.json``.
 
     ``runner`` default: `SubprocessRunner` (logs in runs/survey/<id>/), or with ``dry_run`` a
-    `DryRunner` (nothing runs, nothing is written; the state's ``calls`` list every command).
-    ``data_dir`` default `SURVEY_DATA`. ``check`` (default: when ``runner`` is None and not a dry
-    run): `preflight` before anything is written or rented, and with ``--picker sky`` a local
-    SkyPilot API server this run started (``sky_server_up``, default `local_sky_server_up`, False
-    before the first call) is stopped (``sky api stop``) at the end.
+    `DryRunner` (nothing runs or is written; the state's ``calls`` list every command).
+    ``data_dir`` default `SURVEY_DATA`. ``check`` (default: ``runner`` None and not dry):
+    `preflight`, and with ``--picker sky`` the local API server stopped at the end when
+    ``sky_server_up`` (default `local_sky_server_up`) said False before the first call.
 
     Raises:
       ConfigError: before anything runs: ``data_dir/<survey id>`` exists; not dry: recorded
@@ -224,21 +196,18 @@ def _run(o, runner, dest, dry_run, log, task, sleep, clock) -> dict:
 def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int] | None = None,
                 data_dir: Path | str | None = None, results: dict | None = None) -> str:
     """The ``--dry-run`` text: the survey's settings (what is checked, and where), then per GPU
-    type every command of its first try in order (with its limit and why), teardown included,
-    and what a failed try does; a type whose ``results`` (the dry run's state) found no offer
-    says "no offer passes: nothing would be rented" with the reasons."""
+    type every command of its first try (limit and why), teardown included, and what a failed try
+    does, or "no offer passes: nothing would be rented" where ``results`` found none."""
     r = o.requirements
     dest = Path(data_dir if data_dir is not None else SURVEY_DATA) / o.survey_id
     vast = o.picker == "vastai"
     who = ("SkyPilot picks each host and launches it" if not vast
            else "fightlab picks each host (vastai SDK search, cheapest offer that passes) and rents it")
     where = "offer filter and host check" if vast else "host check"
-    if r.min_mbit_s is None:
-        down = "download: not checked"
-    else:
-        host = (f"timed on the host from {o.bandwidth_url}" if o.bandwidth_url
-                else "not timed on the host (--bandwidth-url '')")
-        down = f"download >= {r.min_mbit_s:g} Mbit/s ({'offer filter; ' if vast else ''}{host})"
+    host = (f"timed on the host from {o.bandwidth_url}" if o.bandwidth_url
+            else "not timed on the host (--bandwidth-url '')")
+    down = ("download: not checked" if r.min_mbit_s is None
+            else f"download >= {r.min_mbit_s:g} Mbit/s ({'offer filter; ' if vast else ''}{host})")
     lines = [f"survey {o.survey_id} (dry run: nothing runs): {len(o.gpus)} GPU type(s) in parallel on "
              f"{o.infra}; {who}; up to {o.tries} host(s) per type",
              f"every command runs in {REPO_ROOT}",
@@ -253,16 +222,14 @@ def format_plan(o: SurveyOptions, calls: Sequence[Call], upload: tuple[int, int]
     for g in o.gpus:
         mine = [c for c in calls if c.cluster == cluster_name(o.survey_id, g, 1)]
         first = ((results or {}).get(g) or [{}])[0]
-        lines.append("")
-        lines.append(f"[{g}] {cluster_name(o.survey_id, g, 1)}")
+        lines += ["", f"[{g}] {cluster_name(o.survey_id, g, 1)}"]
         for c in mine:
             lim = "" if c.timeout_s is None else f"limit {c.timeout_s:g} s"
-            lines.append(f"  {c.what:<9} ({'; '.join(x for x in (lim, c.note) if x)})")
-            lines.append(f"    $ {shlex.join(c.argv)}" + (f" < {c.stdin}" if c.stdin else ""))
-        if first.get("status") == "no offer":
-            lines.append(f"  no offer passes: nothing would be rented ({first.get('reason', '')})")
-            continue
-        lines.append(f"  a failed try (no answer, host check, bad host): the same again as "
+            lines += [f"  {c.what:<9} ({'; '.join(x for x in (lim, c.note) if x)})",
+                      f"    $ {shlex.join(c.argv)}" + (f" < {c.stdin}" if c.stdin else "")]
+        lines.append(f"  no offer passes: nothing would be rented ({first.get('reason', '')})"
+                     if first.get("status") == "no offer" else
+                     f"  a failed try (no answer, host check, bad host): the same again as "
                      f"{cluster_name(o.survey_id, g, 2)}, up to {o.tries} tries")
     return "\n".join(lines)
 
@@ -285,17 +252,11 @@ def summary_lines(state: dict) -> list[str]:
     return out
 
 
-def _or(value, default):
-    """`value` unless it was not given (None)."""
-    return default if value is None else value
-
-
 def command(gpus: list[str], *, infra: str = "vast", picker: str = "sky", bodies=("simple", "muscular-fast"),
             tries=None, min_cuda=None, min_driver=None, min_mbit_s=None, max_price=None, bandwidth_url=None,
             time_limit_s=None, survey_id=None, offers_json=None, dry_run: bool = False) -> int:
-    """`python -m fightlab survey launch`, its flags as given (text, None: not given; `gpus` the
-    --gpus values, one comma-separated list): the options (`make_options`), then the plan
-    printed (`dry_run`) or the survey run (`run_survey`) and its summary. Returns the exit code:
+    """`python -m fightlab survey launch`, its flags as given (text; None: not given): the options
+    (`make_options`), then the plan printed (`dry_run`) or the survey run and its summary. Returns
     0 every type benched, 1 not, 2 a dry run that found no offer, 130 interrupted (the line says
     how to find clusters left running).
 
@@ -308,22 +269,21 @@ def command(gpus: list[str], *, infra: str = "vast", picker: str = "sky", bodies
         raise ConfigError(f"--gpus given twice ({' and '.join(map(repr, gpus))}): give one comma-separated "
                           "list, e.g. --gpus RTX4090,L40S")
 
-    def num(flag, text, kind=float):  # argparse's own type error would print its usage too
+    def num(flag, text, default=None, kind=float):  # argparse's type error would print its usage too
         if text is None:
-            return None
+            return default
         try:
             return kind(text)
         except ValueError:
             raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, "
                               f"got {text!r}") from None
     o = make_options(
-        gpus[0], infra=infra, picker=picker, bodies=bodies,
-        tries=_or(num("--tries", tries, int), TRIES),
-        min_cuda=_or(min_cuda, "warp"), min_driver=min_driver,
-        min_mbit_s=_or(num("--min-mbit-s", min_mbit_s), offers.MIN_MBIT_S),
+        gpus[0], infra=infra, picker=picker, bodies=bodies, tries=num("--tries", tries, TRIES, int),
+        min_cuda="warp" if min_cuda is None else min_cuda, min_driver=min_driver,
+        min_mbit_s=num("--min-mbit-s", min_mbit_s, offers.MIN_MBIT_S),
         max_usd_per_h=num("--max-price", max_price),
-        bandwidth_url=_or(bandwidth_url, BANDWIDTH_URL), time_limit_s=num("--time-limit-s", time_limit_s),
-        survey_id=survey_id, offers_json=offers_json)
+        bandwidth_url=BANDWIDTH_URL if bandwidth_url is None else bandwidth_url,
+        time_limit_s=num("--time-limit-s", time_limit_s), survey_id=survey_id, offers_json=offers_json)
     if dry_run:
         state = run_survey(o, dry_run=True, log=lambda s: None)
         print(format_plan(o, state["calls"], upload=check_upload(), results=state["results"]))

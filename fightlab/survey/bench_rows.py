@@ -1,6 +1,5 @@
 """Bench rows as survey rows: fightlab's own (``data/results/bench.csv``) and each rented host's
-(``data/survey/bench/<survey id>/``), read (:func:`read_bench`) and priced (:func:`bench_rows`);
-`fightlab.survey.cost` re-exports them.
+(``data/survey/bench/<survey id>/``), read (:func:`read_bench`) and priced (:func:`bench_rows`).
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ import pandas as pd
 
 from fightlab.config import ConfigError
 from fightlab.paths import REPO_ROOT
-from fightlab.survey.reference import (SURVEY_COLUMNS, cost_per_solve, gpu_price, gpu_type, host_setup,
-                                       parse_bool, validate_price)
+from fightlab.survey.reference import gpu_price, gpu_type, host_setup, parse_bool, priced_rows, validate_price
 
 __all__ = ["BENCH_SOURCE", "survey_bench_path", "read_bench", "bench_rows"]
 
@@ -29,16 +27,14 @@ _INFRA_PROVIDERS = {"vast": "vast.ai"}
 
 
 def survey_bench_path(root: Path | str | None = None) -> Path:
-    """``root/data/survey/bench`` (default root: the repository): where ``python -m fightlab survey
-    launch`` collects each rented host's rows, ``<survey id>/<gpu>-<try>/bench.csv`` (and
-    bench.json), beside ``<survey id>/survey.json`` (the tries, each with its offer and files)."""
+    """``root/data/survey/bench`` (default root: the repository): where ``survey launch`` collects
+    each rented host's ``<survey id>/<gpu>-<try>/bench.{csv,json}``, beside ``<survey id>/survey.json``."""
     return (Path(root) if root is not None else REPO_ROOT) / "data" / "survey" / "bench"
 
 
 def _offer_prices(state: dict) -> dict[str, float]:
-    """{a try's file, relative to its survey folder ("rtx4090-1/bench.csv"): the $/h of the offer
-    rented for it} from a survey.json state: the offer's ``dph_total``, which the launcher records
-    with ``--picker vastai`` only (SkyPilot's picker says no price)."""
+    """{a try's file, relative to its survey folder ("rtx4090-1/bench.csv"): its offer's
+    ``dph_total`` [$/h]} from a survey.json state (``--picker vastai`` only: SkyPilot's says none)."""
     out: dict[str, float] = {}
     for tries in (state.get("results") or {}).values():
         for t in tries if isinstance(tries, list) else []:
@@ -50,16 +46,13 @@ def _offer_prices(state: dict) -> dict[str, float]:
 
 
 def read_bench(root: Path | str | None = None, log=print) -> pd.DataFrame:
-    """Every bench row under ``root/data`` (default: the repository), one table: fightlab's own,
-    ``data/results/bench.csv`` (source :data:`BENCH_SOURCE`, provider "fightlab"), and each
-    rented host's, ``data/survey/bench/<survey id>/<try>/bench.csv`` (source "survey <survey id>",
-    provider from its survey.json's ``infra``, "vast" -> "vast.ai").
+    """Every bench row under ``root/data`` (default: the repository), one table: fightlab's own
+    (source :data:`BENCH_SOURCE`, provider "fightlab") and each rented host's (source "survey <survey
+    id>", provider from its survey.json's ``infra``, "vast" -> "vast.ai").
 
     Returns:
-      DataFrame: the bench schema's columns (`fightlab.results.EXPERIMENTS["bench"]` after the
-      metadata) + ``source``, ``provider``, ``offer_usd_per_h`` (the rented offer's $/h,
-      survey.json's ``dph_total`` for that try; NaN where none is recorded: our own rows,
-      ``--picker sky``) and ``path`` (the file, relative to ``root``). Empty without rows.
+      DataFrame: the bench schema's columns + ``source``, ``provider``, ``offer_usd_per_h``
+      (`_offer_prices`; NaN where none is recorded) and ``path`` (relative to ``root``).
     Raises:
       ValueError / fightlab.results.MalformedRowError: a bench.csv torn or of another schema
         (file and line named). A survey.json that is absent or not JSON is said through ``log``
@@ -112,7 +105,10 @@ def _finite(v, positive: bool) -> bool:
 
 
 def _bench_problem(r) -> str | None:
-    """Why a bench row cannot be a survey row (a few words), or None when it can."""
+    """Why a bench row cannot be a survey row (a few words), or None when it can: ok false
+    (params.reason), a size other than full, an unknown GPU, an estimate that is not a positive
+    number (NaN: no headline), a compile / first-iteration / install time that is negative or not
+    a number (install may be empty)."""
     try:
         params = json.loads(r["params"]) if isinstance(r["params"], str) and r["params"] else {}
     except ValueError:
@@ -143,32 +139,25 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
     """Bench rows (:func:`read_bench`) as survey rows (:data:`SURVEY_COLUMNS`): one per (GPU
     type, body, source), from the newest usable row (older ones are counted through ``log``).
 
-    - time to solve [s] = the row's ``estimated_time_to_solve_s`` (committed iterations to solve
-      × this machine's s/iteration, `fightlab.measure.bench.estimate`): ``time_source``
-      "bench estimate", ``time_estimated`` true; mode "solo".
-    - paid set-up [s] = install + ``compile_s`` + ``first_iter_s``, the phases bench timed;
-      install = ``install_s`` where the launcher measured it (rented hosts: the venv and ``pip
-      install -e .``), else the host set-up the other fightlab GPU rows pay (``host_setup_s``,
-      else the fitted "vast.ai GPU" constant of ``setup``). Renting, the SSH wait and the
-      upload are not measured and not counted: a rented row's set-up is a lower bound.
-    - price [$/h] = the rented offer's (``offer_usd_per_h``) where the launcher recorded it,
-      else fightlab's GPU rule: ``price_per_hour`` when given, else :data:`ASSUMED_PRICE_PER_HOUR`
-      of the type.
+    - time to solve [s] = the row's ``estimated_time_to_solve_s`` (`fightlab.measure.bench.estimate`):
+      ``time_source`` "bench estimate", mode "solo".
+    - paid set-up [s] = install + ``compile_s`` + ``first_iter_s``; install = ``install_s`` where
+      the launcher measured it, else the host set-up of fightlab's GPU rows (``host_setup_s``, else
+      the fitted "vast.ai GPU" constant of ``setup``). Renting, the SSH wait and the upload are not
+      measured: a rented row's set-up is a lower bound.
+    - price [$/h] = the rented offer's (``offer_usd_per_h``), else ``price_per_hour``, else
+      :data:`ASSUMED_PRICE_PER_HOUR` of the type.
 
-    Left out and counted through ``log``, one line per source, never an error (rows arrive from
-    hosts): ok false (a failed check, a bad host, the time limit: params.reason), a size other
-    than full, a GPU name :func:`gpu_type` does not know, an estimate that is not a positive
-    number (NaN: the body had no headline), a compile / first-iteration / install time that is
-    negative or not a number (install may be empty), no price (none recorded, given or assumed).
+    Left out and counted through ``log`` per source, never an error (rows arrive from hosts): the
+    rows `_bench_problem` refuses, and a row without a price.
 
     Raises:
       ConfigError: a bad ``price_per_hour`` or set-up, neither ``setup`` nor ``host_setup_s``.
     """
     host_setup_s = host_setup("bench_rows", setup, host_setup_s)
     price_per_hour = validate_price(price_per_hour, "price_per_hour")
-    cols = list(SURVEY_COLUMNS)
     if bench is None or bench.empty:
-        return pd.DataFrame(columns=cols)
+        return priced_rows([])
     left: dict[str, list[str]] = {}
     usable = []
     for _, r in bench.iterrows():
@@ -189,7 +178,7 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
     for source, why in left.items():
         log(f"survey: {source}: {len(why)} bench row(s) left out: {'; '.join(why)}")
     if not usable:
-        return pd.DataFrame(columns=cols)
+        return priced_rows([])
     u = pd.DataFrame(usable).sort_values("time", kind="stable")
     newest = u.drop_duplicates(["_gpu", "body", "source"], keep="last")
     old = u.loc[~u.index.isin(newest.index)]
@@ -213,7 +202,4 @@ def bench_rows(bench: pd.DataFrame | None, price_per_hour: float | None = None,
                         f"{'install' if measured else 'host set-up (install not measured)'} {install:.0f} s "
                         f"+ compile {float(r['compile_s']):.0f} s + first iteration {float(r['first_iter_s']):.1f} s; "
                         f"{r['_said']}"))
-    t = pd.DataFrame(out)
-    t["cost_per_solve_usd"] = cost_per_solve(t["time_to_solve_s"], t["setup_s"], t["usd_per_h"])
-    t["solves_per_hour"] = 3600.0 / (t["time_to_solve_s"] + t["setup_s"])
-    return t[cols].reset_index(drop=True)
+    return priced_rows(out)

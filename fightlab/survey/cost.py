@@ -13,6 +13,7 @@ formula and the set-up groups live in `fightlab.survey.reference`, bench rows in
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -28,6 +29,7 @@ from fightlab.paths import REPO_ROOT
 from fightlab.survey import bench_rows as _bench_rows, reference as _reference
 from fightlab.survey.bench_rows import *  # noqa: F403 - re-exported: cost is the survey's one name
 from fightlab.survey.reference import *  # noqa: F403
+from fightlab.survey.reference import gpu_price, host_setup, parse_bool, priced_rows
 
 __all__ = [*_reference.__all__, *_bench_rows.__all__, "DEFAULT_BANDS", "our_rows", "survey_table",
            "setup_breakdown", "validate_bands", "buying_guide", "Survey", "load_survey", "cpu_machine_name",
@@ -47,53 +49,29 @@ def _backend_and_cores(p: dict) -> tuple[str, int | None]:
     return physics_backend(p), seg.get("cores") or p.get("cores")
 
 
-def _backend(params: str) -> str:
-    """A train row's physics backend ("gpu" / "cpu"; rows from before the CPU backend: "gpu")."""
-    return _backend_and_cores(json.loads(params) if params else {})[0]
-
-
 def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.DataFrame | dict | None = None,
              host_setup_s: float | None = None, packing: pd.DataFrame | None = None,
              cpu_price_per_hour: float | None = None, backends: pd.DataFrame | None = None,
              log=print, cpu_price_note: str | None = None) -> pd.DataFrame:
-    """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced.
+    """fightlab's measured rows as survey rows (:data:`SURVEY_COLUMNS`), priced; each helper below
+    says its rows' rule, and every row left out is said through ``log``:
 
-    - solo: the headline per body (:func:`fightlab.measure.report.headline` of
-      :func:`~fightlab.measure.report.solve_summary`; GPU backend), time to solve = its median [s];
-    - packed, measured: train rows that shared a GPU (concurrent K > 1) with the learner of
-      their body's headline (:func:`~fightlab.measure.report.learner_id`; other learners, a
-      learner study's variants, are left out and counted through ``log``), through
-      :func:`~fightlab.measure.report.packed_throughput` (solves per GPU-hour of real solves);
-    - packed, estimated (``packing``: data/results/packing.csv rows, K > 1, the newest per body,
-      GPU, nworld, K and MPS, of the headline's training code, `report.code_of`: a row of other
-      code ran other physics or another learner, and is left out, said through ``log``): solves
-      per GPU-hour = aggregate iterations/s × 3600 / the body's headline median iterations to
-      solve, time to solve = those iterations × the packed seconds per iteration
-      (``time_estimated`` true);
-    - CPU backend, measured (train rows whose params' segments say backend "cpu"): their
-      headline (`report.headline` with ``backend="cpu"``), priced at ``cpu_price_per_hour``;
-    - CPU backend, estimated (``backends``: data/results/backends.csv rows), for each body
-      without a measured CPU-backend solve (a measured one always wins, said through ``log``):
-      time to solve = the newest CPU-backend row's seconds per iteration × the median
-      iterations to solve on MuJoCo Warp of the learner it ran (the headline's, or that
-      learner's own solo solves), at the same nworld only
-      (:func:`fightlab.measure.backends.estimated_time_to_solve`; ``time_estimated`` true);
-      set-up = host set-up + that row's compile_s. CPU rows of either kind are left out (said
-      through ``log``) without a ``cpu_price_per_hour``.
+    - solo: the headline per body (`report.headline` of `report.solve_summary`; GPU backend);
+    - packed, measured: train rows that shared a GPU (concurrent K > 1), of their body's headline
+      learner (`report.learner_id`), through `report.packed_throughput`;
+    - packed, estimated (``packing``: data/results/packing.csv rows of the headline's training
+      code, `report.code_of`): aggregate iterations/s × the headline's iterations to solve;
+    - CPU backend (train rows whose segments say backend "cpu"): their headline, else an
+      estimate from ``backends`` rows (`fightlab.measure.backends.estimated_time_to_solve`).
 
     Args:
-      runs: :func:`~fightlab.measure.report.published_runs`.
-      backends: ``backends`` rows (`results.read_rows("backends", root)`); None: no estimated
-        CPU-backend rows.
+      runs: `report.published_runs`. backends: ``backends`` rows; None: no estimated CPU rows.
       cpu_price_per_hour: the CPU backend's machine price [$/h]; None: CPU rows left out (no
-        price with a source exists for the 16-core host the committed rows ran on).
-      cpu_price_note: where that price comes from, for the CPU rows' notes (an assumption,
-        :func:`assumed_cpu_price_per_hour`); None: "price $X/h given".
-      price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` for its type
-        (an assumption, :data:`ASSUMED_PRICE_SOURCE`).
+        priced source exists for the 16-core host the committed rows ran on); cpu_price_note:
+        its source for the rows' notes (:func:`assumed_cpu_price_per_hour`; None: "given").
+      price_per_hour: the GPU's price [$/h]; None: :data:`ASSUMED_PRICE_PER_HOUR` of its type.
       setup / host_setup_s: the paid host set-up [s]: ``host_setup_s``, else the fitted
-        "vast.ai GPU" constant of ``setup`` (:func:`fit_setup`: the original's set-up on a good
-        host); the run's measured warm-up and capture (``compile_s``) is added to it.
+        "vast.ai GPU" constant of ``setup`` (:func:`fit_setup`); a run's ``compile_s`` is added.
     Raises:
       ConfigError: an unknown GPU name in the rows, a bad price or set-up, neither a set-up nor
         a host_setup_s.
@@ -106,20 +84,19 @@ def our_rows(runs: pd.DataFrame, price_per_hour: float | None = None, setup: pd.
     if runs is None or runs.empty:
         return pd.DataFrame(columns=list(SURVEY_COLUMNS))
     runs = with_code(runs)
-    backend = runs["params"].map(_backend)
+    backend = runs["params"].map(lambda p: _backend_and_cores(json.loads(p) if p else {})[0])
     gpu_runs = runs[backend == "gpu"]
     heads = _gpu_headlines(gpu_runs, log)
     learners = _head_learners(gpu_runs, heads)
-    return _priced(_solo_rows(heads, host_setup_s, price_per_hour)
-                   + _packed_rows(gpu_runs, learners, host_setup_s, price_per_hour, log)
-                   + _packing_estimates(packing, heads, host_setup_s, price_per_hour, log)
-                   + _cpu_rows(runs.assign(backend=backend), gpu_runs, learners, backends, host_setup_s,
-                               cpu_price_per_hour, cpu_price_note, log))
+    return priced_rows(_solo_rows(heads, host_setup_s, price_per_hour)
+                       + _packed_rows(gpu_runs, learners, host_setup_s, price_per_hour, log)
+                       + _packing_estimates(packing, heads, host_setup_s, price_per_hour, log)
+                       + _cpu_rows(runs.assign(backend=backend), gpu_runs, learners, backends, host_setup_s,
+                                   cpu_price_per_hour, cpu_price_note, log))
 
 
 def _gpu_row(gpu: str, body: str, price_per_hour: float | None, note: str, **row) -> dict:
-    """A fightlab GPU survey row of GPU name ``gpu`` and ``body``, priced by `gpu_price` (the
-    price's source ends ``note``); ``row``: its other columns."""
+    """A fightlab GPU survey row, priced by `gpu_price` (its source ends ``note``)."""
     gpu = gpu_type(gpu)
     price, said = gpu_price(gpu, price_per_hour)
     return dict(origin="fightlab", machine=gpu, provider="fightlab", kind="gpu", gpu=gpu, group="fightlab GPU",
@@ -127,7 +104,7 @@ def _gpu_row(gpu: str, body: str, price_per_hour: float | None, note: str, **row
 
 
 def _cpu_row(machine: str, body: str, price: float, **row) -> dict:
-    """A fightlab CPU-backend survey row (solo) at ``price`` [$/h]; ``row``: its other columns."""
+    """A fightlab CPU-backend survey row (solo) at ``price`` [$/h]."""
     return dict(origin="fightlab", machine=machine, provider="fightlab", kind="cpu", gpu=None,
                 group="fightlab CPU", body=body, mode="solo", usd_per_h=price, **row)
 
@@ -208,8 +185,7 @@ def _packed_rows(gpu_runs: pd.DataFrame, learners: dict, host_setup_s: float, pr
 def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_setup_s: float, price_per_hour,
                        log) -> list[dict]:
     """Packed, estimated: the newest packing row per body, GPU, nworld, K and MPS of the body's
-    headline training code (other code: said and left out), its aggregate rate × the headline's
-    iterations to solve."""
+    headline code, its aggregate rate × the headline's iterations to solve."""
     from fightlab.measure.report import SUMMARY_KEYS, code_of
 
     if packing is None or packing.empty:
@@ -249,9 +225,8 @@ def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_s
 def _cpu_rows(runs: pd.DataFrame, gpu_runs: pd.DataFrame, learners: dict, backends: pd.DataFrame | None,
               host_setup_s: float, price: float | None, price_note: str | None, log) -> list[dict]:
     """The CPU backend: measured solves first (their headline), an estimate (`backends` rows) only
-    for a body without one; none without a ``price`` (said). ``runs`` has a ``backend`` column. A
-    CPU-backend run with its policy on a GPU ran on a machine no survey row prices
-    (`report.cpu_baseline_runs`: said and left out)."""
+    for a body without one; none without a ``price``. ``runs`` has a ``backend`` column; a run with
+    its policy on a GPU ran on a machine no survey row prices (`report.cpu_baseline_runs`)."""
     from fightlab.measure.backends import estimated_time_to_solve
     from fightlab.measure.report import SUMMARY_KEYS, cpu_baseline_runs, headline, solve_summary
 
@@ -301,34 +276,13 @@ def _cpu_rows(runs: pd.DataFrame, gpu_runs: pd.DataFrame, learners: dict, backen
     return out
 
 
-def _priced(out: list[dict]) -> pd.DataFrame:
-    """Survey rows (:data:`SURVEY_COLUMNS`) from row dicts: cost per solve [$] and solves per
-    hour of the solo rows by the formula, of packed rows from their solves per GPU-hour."""
-    cols = list(SURVEY_COLUMNS)
-    if not out:
-        return pd.DataFrame(columns=cols)
-    t = pd.DataFrame(out)
-    solo = t["mode"] == "solo"
-    t["cost_per_solve_usd"] = np.nan
-    t.loc[solo, "cost_per_solve_usd"] = cost_per_solve(t.loc[solo, "time_to_solve_s"],
-                                                       t.loc[solo, "setup_s"], t.loc[solo, "usd_per_h"])
-    if (~solo).any():
-        t.loc[~solo, "cost_per_solve_usd"] = packed_cost_per_solve(
-            t.loc[~solo, "solves_per_hour"].to_numpy(float), t.loc[~solo, "usd_per_h"].to_numpy(float),
-            t.loc[~solo, "setup_s"].to_numpy(float), t.loc[~solo, "solves_per_setup"].to_numpy(float))
-    if "solves_per_hour" not in t:
-        t["solves_per_hour"] = np.nan
-    t.loc[solo, "solves_per_hour"] = 3600.0 / (t.loc[solo, "time_to_solve_s"] + t.loc[solo, "setup_s"])
-    return t[cols].reset_index(drop=True)
-
-
 def superseded(table: pd.DataFrame) -> pd.Series:
     """Per survey row (same index): True for a bench estimate (``time_source`` "bench estimate")
     of a GPU type and body that fightlab also solved (a solo "measured solve" row of origin
     "fightlab", same ``gpu`` and ``body``). Measured beats estimate: :func:`buying_guide` and
     Figure 3 (`fightlab.figures.survey.plot_survey`) take the measured solve and leave such an
-    estimate out, so one GPU type is not counted twice; the table keeps both. The original's measured rows supersede nothing: they time
-    another trainer."""
+    estimate out, so one GPU type is not counted twice; the table keeps both. The original's
+    measured rows supersede nothing: they time another trainer."""
     fl = table[(table["origin"] == "fightlab") & (table["time_source"] == "measured solve")
                & (table["mode"] == "solo")]
     solved = set(zip(fl["gpu"], fl["body"]))
@@ -344,9 +298,8 @@ def survey_table(ref: pd.DataFrame, ours: pd.DataFrame | None, setup: pd.DataFra
 
 
 def setup_breakdown(table: pd.DataFrame) -> pd.DataFrame:
-    """Per survey row (solo rows; packed rows share one set-up over K solves and are left out):
-    the paid set-up [s] and its cost [$], the training's cost [$] and the set-up's share of the
-    cost per solve [-], all from time to solve, set-up and price."""
+    """Per solo survey row (packed rows share one set-up over K solves): the paid set-up [s] and
+    its cost [$], the training's cost [$] and the set-up's share of the cost per solve [-]."""
     t = table[table["mode"] == "solo"].copy()
     t["setup_usd"] = t["setup_s"] * t["usd_per_h"] / 3600.0
     t["train_usd"] = t["time_to_solve_s"] * t["usd_per_h"] / 3600.0
@@ -355,14 +308,9 @@ def setup_breakdown(table: pd.DataFrame) -> pd.DataFrame:
               "train_usd", "setup_usd", "setup_share"]].reset_index(drop=True)
 
 
-# --- the buying guide ----------------------------------------------------------------------------------
-
 def validate_bands(bands: Iterable[float]) -> list[tuple[float, float]]:
     """Budget bands [$/h] from their edges: ``[0, 1, 2, 4]`` -> [0, 1), [1, 2), [2, 4), [4, inf).
-
-    Raises:
-      ConfigError: not a list of at least one number, a negative edge, edges not increasing.
-    """
+    Raises ConfigError: not a list of at least one number, a negative edge, edges not increasing."""
     if isinstance(bands, (str, bytes)) or not isinstance(bands, Iterable):
         raise ConfigError(f"bands must be a list of increasing prices [$/h] such as [0, 1, 2, 4], got {bands!r}")
     edges = list(bands)
@@ -393,12 +341,10 @@ def _guide_label(r) -> str:
 
 
 def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) -> pd.DataFrame:
-    """For each budget band of price [$/h], body and mode (solo, packed), from whatever rows
-    ``table`` holds (:func:`survey_table`): the cheapest per solve (its cost [$] and price) and
-    the fastest (its time to solve [s] and cost). A machine label says its origin, provider and
-    mode, and "(bench estimate)" or "(time estimated)" where the time was estimated. A band
-    without rows reads "none". Measured beats estimate: a bench estimate of a GPU type and body
-    fightlab solved (:func:`superseded`) is left out, counted in ``n_superseded``.
+    """For each budget band of price [$/h], body and mode (solo, packed) of ``table``
+    (:func:`survey_table`): the cheapest per solve (its cost [$] and price) and the fastest (its
+    time to solve [s] and cost), labelled by `_guide_label`; a band without rows reads "none". A
+    bench estimate :func:`superseded` by a measured solve is left out, counted in ``n_superseded``.
 
     Raises:
       ConfigError: bad bands (:func:`validate_bands`); a table without the survey columns.
@@ -412,39 +358,29 @@ def buying_guide(table: pd.DataFrame, bands: Iterable[float] = DEFAULT_BANDS) ->
     t["label"] = [_guide_label(r) for _, r in t.iterrows()]
     t["superseded"] = superseded(t)
     rows = []
-    for lo, hi in spans:
-        band = t[(t["usd_per_h"] >= lo) & (t["usd_per_h"] < hi)]
-        inb = band[~band["superseded"]]
-        for body in sorted(set(t["body"])):
-            for packing in ("solo", "packed"):
-                g = inb[(inb["body"] == body) & (inb["packing"] == packing)]
-                n_sup = int((band["superseded"] & (band["body"] == body) & (band["packing"] == packing)).sum())
-                row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g),
-                           n_superseded=n_sup)
-                if g.empty:
-                    row.update(cheapest="none", fastest="none")
-                else:
-                    c = g.loc[g["cost_per_solve_usd"].idxmin()]
-                    f = g.loc[g["time_to_solve_s"].idxmin()]
-                    row.update(cheapest=c["label"], cheapest_usd_per_solve=c["cost_per_solve_usd"],
-                               cheapest_usd_per_h=c["usd_per_h"], fastest=f["label"],
-                               fastest_time_to_solve_s=f["time_to_solve_s"],
-                               fastest_usd_per_solve=f["cost_per_solve_usd"])
-                rows.append(row)
+    for (lo, hi), body, packing in itertools.product(spans, sorted(set(t["body"])), ("solo", "packed")):
+        mine = t[t["usd_per_h"].between(lo, hi, inclusive="left") & (t["body"] == body)
+                 & (t["packing"] == packing)]
+        g = mine[~mine["superseded"]]
+        row = dict(band=_band_label(lo, hi), body=body, packing=packing, n_rows=len(g),
+                   n_superseded=int(mine["superseded"].sum()), cheapest="none", fastest="none")
+        if not g.empty:
+            c, f = g.loc[g["cost_per_solve_usd"].idxmin()], g.loc[g["time_to_solve_s"].idxmin()]
+            row.update(cheapest=c["label"], cheapest_usd_per_solve=c["cost_per_solve_usd"],
+                       cheapest_usd_per_h=c["usd_per_h"], fastest=f["label"],
+                       fastest_time_to_solve_s=f["time_to_solve_s"],
+                       fastest_usd_per_solve=f["cost_per_solve_usd"])
+        rows.append(row)
     cols = ["band", "body", "packing", "n_rows", "n_superseded", "cheapest", "cheapest_usd_per_solve",
             "cheapest_usd_per_h", "fastest", "fastest_time_to_solve_s", "fastest_usd_per_solve"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
-# --- everything from one folder ----------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Survey:
     """:func:`load_survey`'s answer: the reference table, the set-up constants, our rows, all rows
-    (:func:`survey_table`), the price of our GPU used [$/h] with what it rests on, the
-    ``backends`` rows read (data/results/backends.csv; empty without them: the CPU backend
-    against MuJoCo Warp, `fightlab.measure.backends.backend_ratios`) and the ``bench`` rows read
-    (:func:`read_bench`: ours and the rented survey's, usable or not; empty without them)."""
+    (:func:`survey_table`), what the prices rest on, and the ``backends`` and ``bench`` rows read
+    (data/results/backends.csv, :func:`read_bench`; usable or not; empty without them)."""
     reference: pd.DataFrame
     setup: pd.DataFrame
     ours: pd.DataFrame
@@ -457,11 +393,9 @@ class Survey:
 def load_survey(root: Path | str | None = None, price_per_hour: float | None = None,
                 host_setup_s: float | None = None, cpu_price_per_hour: float | None = None,
                 log=print) -> Survey:
-    """The survey from ``root/data`` alone (default: the repository): the reference table
-    (data/survey/reference.csv), the set-up fit, our rows from data/results/train.csv,
-    data/results/packing.csv and data/results/backends.csv when they exist (:func:`our_rows`),
-    and the bench rows, ours (data/results/bench.csv) and the rented survey's
-    (data/survey/bench/, :func:`read_bench`, :func:`bench_rows`); prices [$/h], set-up [s].
+    """The survey from ``root/data`` alone (default: the repository): the reference table, the
+    set-up fit, our rows from data/results/{train,packing,backends}.csv where they exist
+    (:func:`our_rows`), and the bench rows (:func:`read_bench`, :func:`bench_rows`).
 
     Raises:
       FileNotFoundError: no reference table; ConfigError: as :func:`read_reference`,
@@ -480,27 +414,21 @@ def load_survey(root: Path | str | None = None, price_per_hour: float | None = N
     backends = results.read_rows("backends", root)  # empty with the schema's columns when absent
     price_per_hour = validate_price(price_per_hour, "price_per_hour")
     cpu_price_per_hour = validate_price(cpu_price_per_hour, "cpu_price_per_hour")
-    cpu_note, assumed = "", False
-    if cpu_price_per_hour is None:  # an assumption from the reference, for the cores the CPU rows ran on
-        cores = _cpu_cores(runs, backends)
-        if cores:
-            cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
-            assumed = True
-    else:
-        cpu_note = f"${cpu_price_per_hour:.2f}/h given"
+    cpu_note = None
+    if cpu_price_per_hour is None and (cores := _cpu_cores(runs, backends)):
+        # an assumption from the reference, for the cores the CPU rows ran on
+        cpu_price_per_hour, cpu_note = assumed_cpu_price_per_hour(ref, cores)
     ours = our_rows(runs, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s,
                     packing=packing, cpu_price_per_hour=cpu_price_per_hour, backends=backends, log=log,
-                    cpu_price_note=cpu_note if assumed else None)
+                    cpu_price_note=cpu_note)
     bench = read_bench(root, log=log)
     benched = bench_rows(bench, price_per_hour=price_per_hour, setup=setup, host_setup_s=host_setup_s, log=log)
     if not benched.empty:
         ours = pd.concat([x for x in (ours, benched) if not x.empty], ignore_index=True)
-    if price_per_hour is not None:
-        note = f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)"
-    else:
-        note = "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE
-    if cpu_note:
-        note += f"; fightlab's CPU-backend rows: {cpu_note}"
+    note = (f"fightlab's GPU rows priced at ${price_per_hour:.2f}/h (given)" if price_per_hour is not None
+            else "fightlab's GPU rows: " + ASSUMED_PRICE_SOURCE)
+    if cpu_price_per_hour is not None:
+        note += f"; fightlab's CPU-backend rows: {cpu_note or f'${cpu_price_per_hour:.2f}/h given'}"
     if (benched["provider"] != "fightlab").any():
         note += "; rented bench rows: the offer's $/h where the launcher recorded it, else as fightlab's GPU rows"
     return Survey(reference=ref, setup=setup, ours=ours, table=survey_table(ref, ours, setup),
@@ -518,16 +446,13 @@ def cpu_machine_name(label: str, earlier_learner: bool = False) -> str:
 
 def _cpu_cores(runs: pd.DataFrame | None, backends: pd.DataFrame) -> int | None:
     """The most cores any CPU-backend row (train or backends) ran on (``_backend_and_cores``), or None."""
-    found = []
+    found = [0]
     for df in (runs, backends):
-        if df is None or df.empty or "params" not in df:
-            continue
-        for raw in df["params"]:
+        for raw in df["params"] if df is not None and "params" in df else []:
             try:
-                p = json.loads(raw) if isinstance(raw, str) and raw else {}
+                backend, cores = _backend_and_cores(json.loads(raw) if isinstance(raw, str) and raw else {})
             except ValueError:
                 continue
-            backend, cores = _backend_and_cores(p)
-            if backend == "cpu" and isinstance(cores, int) and cores > 0:
+            if backend == "cpu" and isinstance(cores, int):
                 found.append(cores)
-    return max(found) if found else None
+    return max(found) or None

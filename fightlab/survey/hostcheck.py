@@ -6,16 +6,11 @@ was too old for the GPU code; slow hosts spent 17 + 26 minutes uploading and ins
     python3 fightlab/survey/hostcheck.py      # stdlib only: fightlab is not installed yet
 
 Checks, each from an environment variable the task sets (unset or empty: not checked):
-
-- ``FIGHTLAB_GPU``: the GPU type asked for (a ``fightlab.survey.cost.GPU_TYPES`` name) is the
-  one ``nvidia-smi`` names (``fightlab.hosts.same_gpu``).
-- ``FIGHTLAB_MIN_CUDA``: the highest CUDA version the driver supports (``nvidia-smi``'s "CUDA
-  Version") is at least this, e.g. ``13.0``: the launcher passes the oldest driver CUDA that runs
-  its warp (``fightlab.measure.bench.min_driver_cuda``: warp's minor-version compatibility), the
-  rule of ``fightlab.measure.bench.driver_check`` (which bench applies again after the install).
-- ``FIGHTLAB_MIN_DRIVER``: the driver version (e.g. ``580.65.06``) is at least this.
-- ``FIGHTLAB_MIN_MBIT_S`` with ``FIGHTLAB_BANDWIDTH_URL``: download bandwidth [Mbit/s] of up to
-  `BANDWIDTH_BYTES` read from the URL (the study required >= 500 Mbit/s hosts).
+``FIGHTLAB_GPU`` (the GPU type asked for is the one ``nvidia-smi`` names, ``hosts.same_gpu``);
+``FIGHTLAB_MIN_CUDA`` (the driver's "CUDA Version" is at least this: the launcher passes the
+oldest that runs its warp, ``fightlab.measure.bench.min_driver_cuda``, the rule bench applies
+again after the install); ``FIGHTLAB_MIN_DRIVER``; ``FIGHTLAB_MIN_MBIT_S`` with
+``FIGHTLAB_BANDWIDTH_URL`` (download bandwidth [Mbit/s] of up to `BANDWIDTH_BYTES` from the URL).
 
 Prints one ``fightlab host check: …`` line per check; on the first failure one line
 ``fightlab host check FAILED: <why>`` (`FAILED_MARK`, which the launcher looks for) and exit
@@ -62,22 +57,22 @@ def parse_cuda_version(smi_text):
 def parse_gpus(query_text):
     """``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader`` output -> a list of
     (name, driver version) per GPU."""
-    out = []
-    for line in query_text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 2 and parts[0]:
-            out.append((parts[0], parts[-1]))
-    return out
+    rows = [[p.strip() for p in line.split(",")] for line in query_text.strip().splitlines()]
+    return [(p[0], p[-1]) for p in rows if len(p) >= 2 and p[0]]
+
+
+def _older(have, need, parts=None):
+    """Whether version ``have`` is older than ``need`` (their first ``parts`` numbers); False when
+    either is not a version."""
+    h, w = version_tuple(have), version_tuple(need)
+    return h is not None and w is not None and h[:parts] < w[:parts]
 
 
 def cuda_check(driver_cuda, need):
     """Why the driver's CUDA version ``driver_cuda`` ("12.8") is older than ``need`` ("13.0",
     the oldest driver CUDA that runs fightlab's warp), or None when it is not (or either is
     unknown): major.minor compared, as ``fightlab.measure.bench.driver_check`` does."""
-    have, want = version_tuple(driver_cuda), version_tuple(need)
-    if have is None or want is None:
-        return None
-    if have[:2] < want[:2]:
+    if _older(driver_cuda, need, 2):
         return ("the driver supports CUDA {} but fightlab's warp needs CUDA >= {}: a host with a "
                 "newer NVIDIA driver is needed".format(driver_cuda, need))
     return None
@@ -85,10 +80,7 @@ def cuda_check(driver_cuda, need):
 
 def driver_check(driver, need):
     """Why driver version ``driver`` ("550.54.14") is older than ``need`` ("580.65.06"), or None."""
-    have, want = version_tuple(driver), version_tuple(need)
-    if have is None or want is None:
-        return None
-    if have < want:
+    if _older(driver, need):
         return "NVIDIA driver {} is older than the {} required".format(driver, need)
     return None
 

@@ -1,21 +1,18 @@
 """Vast.ai offers: the search query and the filter fightlab applies itself.
 
 SkyPilot's Vast backend cannot choose the host: in skypilot 0.14.1
-``sky/provision/vast/utils.py:launch`` builds its own query (GPU name and count, country, disk,
-RAM, and ``datacenter`` with ``vast.datacenter_only``), calls the vastai SDK's ``search_offers``
-with its default order ``score-`` and rents ``instance_list[0]``; nothing filters on driver,
-CUDA version or download bandwidth, orders by price, or takes a chosen offer id (the id it
-launches is always that first result's). So for Vast, fightlab can search itself with the
-vastai SDK (``vastai search offers QUERY -o dph_total --raw``), check every offer again here
-(:func:`rank_offers`: a server-side filter is not taken on trust), and rent the cheapest that
-passes (``fightlab.survey_launch``, ``--picker vastai``).
+``sky/provision/vast/utils.py:launch`` builds its own query, calls the vastai SDK's
+``search_offers`` in its default order ``score-`` and rents ``instance_list[0]``; nothing filters
+on driver, CUDA or bandwidth, orders by price, or takes a chosen offer id. So for Vast fightlab
+searches itself (``vastai search offers QUERY -o dph_total --raw``), checks every offer again
+(:func:`rank_offers`: a server-side filter is not taken on trust), and rents the cheapest that
+passes (``--picker vastai``).
 
-An offer is a dict as the vastai SDK returns it (``VastAI.search_offers`` / ``--raw``; fields of
-``vastai.data.offer.Offer`` in vastai 1.9.1): ``id`` (the offer to rent), ``machine_id``,
-``gpu_name`` (``"RTX 4090"``), ``num_gpus``, ``dph_total`` [$/h], ``cuda_max_good`` (the highest
-CUDA version the host's driver supports), ``driver_version`` (``"580.65.06"``), ``inet_down``
-[Mbit/s], ``reliability`` (0–1; older answers: ``reliability2``), ``disk_space`` [GB],
-``geolocation``.
+An offer is a dict as the vastai SDK returns it (``vastai.data.offer.Offer`` in vastai 1.9.1):
+``id`` (the offer to rent), ``machine_id``, ``gpu_name`` (``"RTX 4090"``), ``num_gpus``,
+``dph_total`` [$/h], ``cuda_max_good`` (the highest CUDA the driver supports), ``driver_version``,
+``inet_down`` [Mbit/s], ``reliability`` (0–1; older answers: ``reliability2``), ``disk_space``
+[GB], ``geolocation``.
 """
 
 from __future__ import annotations
@@ -56,13 +53,9 @@ VAST_ORDER = "dph_total"
 
 @dataclass(frozen=True)
 class OfferRequirements:
-    """What a host must offer. None: not required.
-
-    min_cuda: the highest CUDA version the driver supports, at least (``"13.4"``, warp's
-      toolkit). min_driver: the driver version, at least (``"580.65.06"``). min_mbit_s:
-      download bandwidth [Mbit/s]. max_usd_per_h: price cap [$/h]. min_reliability: Vast's
-      score (0–1). num_gpus: GPUs per host, exactly. min_disk_gb: disk [GB], at least.
-    """
+    """What a host must offer (None: not required): the driver's highest CUDA (``"13.4"``) and
+    its version (``"580.65.06"``), at least; download [Mbit/s]; a price cap [$/h]; Vast's
+    reliability (0–1); GPUs per host, exactly; disk [GB]."""
 
     min_cuda: str | None = None
     min_driver: str | None = None
@@ -95,28 +88,16 @@ def _gpu(gpu: str) -> str:
 
 
 def vast_query(gpu: str, req: OfferRequirements) -> str:
-    """The vastai search query for ``gpu`` (a :data:`~fightlab.survey.cost.GPU_TYPES` name)
-    under ``req``, in the SDK's query syntax (``vastai search offers --help``), e.g.
+    """The vastai search query for ``gpu`` under ``req`` (``vastai search offers --help``), e.g.
     ``num_gpus=1 gpu_name in ["RTX 4090"] cuda_max_good>=13.4 inet_down>=500 reliability>=0.95``
-    (plus the SDK's defaults: verified, rentable, not external). Order it with `VAST_ORDER`.
-
-    Raises:
-      ConfigError: an unknown GPU type, or one without a Vast name.
-    """
+    (plus the SDK's defaults: verified, rentable, not external); order it with `VAST_ORDER`.
+    Raises ConfigError: an unknown GPU type, or one without a Vast name."""
     names = ", ".join(f'"{n}"' for n in VAST_GPU_NAMES[_gpu(gpu)])
     q = [f"num_gpus={req.num_gpus}", f"gpu_name in [{names}]"]
-    if req.min_cuda:
-        q.append(f"cuda_max_good>={req.min_cuda}")
-    if req.min_driver:
-        q.append(f"driver_version>={req.min_driver}")
-    if req.min_mbit_s is not None:
-        q.append(f"inet_down>={req.min_mbit_s:g}")
-    if req.min_reliability is not None:
-        q.append(f"reliability>={req.min_reliability:g}")
-    if req.max_usd_per_h is not None:
-        q.append(f"dph_total<={req.max_usd_per_h:g}")
-    if req.min_disk_gb is not None:
-        q.append(f"disk_space>={req.min_disk_gb:g}")
+    q += [f"{key}{op}{v:g}" if isinstance(v, float) else f"{key}{op}{v}" for key, op, v in (
+        ("cuda_max_good", ">=", req.min_cuda or None), ("driver_version", ">=", req.min_driver or None),
+        ("inet_down", ">=", req.min_mbit_s), ("reliability", ">=", req.min_reliability),
+        ("dph_total", "<=", req.max_usd_per_h), ("disk_space", ">=", req.min_disk_gb)) if v is not None]
     return " ".join(q)
 
 
@@ -153,46 +134,37 @@ def check_offer(offer: dict, gpu: str, req: OfferRequirements) -> str:
         ht = version_tuple(have) if have is not None else None
         if ht is None or ht < version_tuple(req.min_driver):
             return f"driver {have} < {req.min_driver}"
-    if req.min_mbit_s is not None:
-        down = _num(offer, "inet_down")
-        if down is None or down < req.min_mbit_s:
-            return f"download {down} Mbit/s < {req.min_mbit_s:g}"
-    if req.min_reliability is not None:
-        rel = _num(offer, "reliability", "reliability2")
-        if rel is None or rel < req.min_reliability:
-            return f"reliability {rel} < {req.min_reliability:g}"
+    for need, keys, said in ((req.min_mbit_s, ("inet_down",), "download {} Mbit/s < {:g}"),
+                             (req.min_reliability, ("reliability", "reliability2"), "reliability {} < {:g}")):
+        have = _num(offer, *keys)
+        if need is not None and (have is None or have < need):
+            return said.format(have, need)
     price = _num(offer, "dph_total")
     if price is None or price <= 0:
         return f"no price ({offer.get('dph_total')!r})"
     if req.max_usd_per_h is not None and price > req.max_usd_per_h:
         return f"${price:.3f}/h > ${req.max_usd_per_h:g}/h"
-    if req.min_disk_gb is not None:
-        disk = _num(offer, "disk_space")
-        if disk is None or disk < req.min_disk_gb:
-            return f"disk {disk} GB < {req.min_disk_gb:g}"
+    disk = _num(offer, "disk_space")
+    if req.min_disk_gb is not None and (disk is None or disk < req.min_disk_gb):
+        return f"disk {disk} GB < {req.min_disk_gb:g}"
     return ""
 
 
 def rank_offers(offers: Iterable[dict], gpu: str, req: OfferRequirements,
                 exclude_machines: Sequence = ()) -> tuple[list[dict], list[tuple[dict, str]]]:
-    """(the offers that pass :func:`check_offer`, cheapest first — ties: the more reliable,
-    then the lower id —, the others with their reason). Offers on a machine in
-    ``exclude_machines`` (tried already: a host that failed) are rejected as "tried"."""
+    """(the offers that pass :func:`check_offer`, cheapest first, then the more reliable, then
+    the lower id; the others with their reason, "tried" for a machine in ``exclude_machines``)."""
     gpu = _gpu(gpu)
     tried = {str(m) for m in exclude_machines}
-    ok, bad = [], []
-    for o in offers:
-        why = "tried" if str(o.get("machine_id")) in tried else check_offer(o, gpu, req)
-        (bad.append((o, why)) if why else ok.append(o))
+    judged = [(o, "tried" if str(o.get("machine_id")) in tried else check_offer(o, gpu, req)) for o in offers]
+    ok, bad = [o for o, why in judged if not why], [(o, why) for o, why in judged if why]
     ok.sort(key=lambda o: (_num(o, "dph_total"), -(_num(o, "reliability", "reliability2") or 0),
                            str(o.get("id"))))
     return ok, bad
 
 
 def offers_table(offers: Iterable[dict], gpu: str, req: OfferRequirements) -> pd.DataFrame:
-    """One row per offer, the passing ones first (cheapest first), then the rejected with their
-    reason: id, machine_id, gpu_name, usd_per_h, cuda, driver, inet_down_mbit_s, reliability,
-    geolocation, ok, reason."""
+    """One row per offer, in :func:`rank_offers`' order, the rejected last with their reason."""
     ok, bad = rank_offers(list(offers), gpu, req)
     rows = [dict(id=o.get("id"), machine_id=o.get("machine_id"), gpu_name=o.get("gpu_name"),
                  usd_per_h=_num(o, "dph_total"), cuda=o.get("cuda_max_good"),
@@ -206,12 +178,8 @@ def offers_table(offers: Iterable[dict], gpu: str, req: OfferRequirements) -> pd
 
 def read_offers(path: Path | str) -> list[dict]:
     """Offers from a JSON file (a list of offer dicts, as ``vastai search offers --raw`` prints,
-    or ``{"offers": [...]}``).
-
-    Raises:
-      FileNotFoundError: no such file. ConfigError: an empty path, a folder, not UTF-8, not
-        JSON, not a list of objects, or an offer without an ``id``.
-    """
+    or ``{"offers": [...]}``). Raises FileNotFoundError: no such file; ConfigError: an empty path,
+    a folder, not UTF-8, not JSON, not a list of objects, or an offer without an ``id``."""
     if not str(path).strip():
         raise ConfigError("the offers file's path is empty: give a recorded offer list (JSON)")
     path = Path(path)

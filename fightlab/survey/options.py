@@ -30,19 +30,16 @@ PICKERS = ("sky", "vastai")
 GIVE_UP_S = 300.0
 #: autostop [min]: an idle cluster tears itself down (--down) after this
 AUTOSTOP_MIN = 10
-#: hosts tried per GPU type
-TRIES = 2
+#: hosts tried per GPU type, and the most (--tries)
+TRIES, MAX_TRIES = 2, 10
 #: the download the host check times (Cloudflare's speed test endpoint; --bandwidth-url)
 BANDWIDTH_URL = "https://speed.cloudflare.com/__down?bytes=100000000"
 
 
 @dataclass(frozen=True)
 class SurveyOptions:
-    """A survey, validated by :func:`make_options`. gpus: GPU_TYPES names; infra: ``vast`` or
-    ``aws/us-east-1``; picker: `PICKERS`; bodies: bench's; tries: hosts per GPU type; the
-    requirements of a host (`offers.OfferRequirements`: min CUDA, driver, Mbit/s, $/h cap);
-    bandwidth_url: what the host check downloads; time_limit_s: bench's hard limit [s];
-    offers_found: recorded offers for the vastai picker instead of a search."""
+    """A survey, validated by :func:`make_options` (whose flags the fields are); requirements: a
+    host's (`offers.OfferRequirements`); offers_found: recorded offers instead of a search."""
 
     gpus: tuple[str, ...]
     survey_id: str
@@ -60,10 +57,7 @@ class SurveyOptions:
 
 def parse_gpus(text: str | Sequence[str] | None) -> tuple[str, ...]:
     """``"RTX4090,L40S"`` -> ``("RTX 4090", "L40S")`` (`GPU_TYPES` names, case and spaces ignored).
-
-    Raises:
-      ConfigError: empty, an unknown name (listing the valid ones), or a type named twice.
-    """
+    Raises ConfigError: empty, an unknown name (listing the valid ones), or a type named twice."""
     items = text.split(",") if isinstance(text, str) else list(text or [])
     items = [str(i).strip() for i in items if str(i).strip()]
     valid = ", ".join(g.replace(" ", "") for g in GPU_TYPES)
@@ -82,12 +76,8 @@ def parse_gpus(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def validate_infra(infra: str) -> str:
-    """``vast``, ``aws/us-east-1``, ``aws/us-east-1/us-east-1a``: a cloud of `INFRAS`,
-    optionally ``/region`` and ``/zone``, each part non-empty.
-
-    Raises:
-      ConfigError: another cloud or a malformed value (naming it and the valid clouds).
-    """
+    """``vast``, ``aws/us-east-1``, ``aws/us-east-1/us-east-1a``: a cloud of `INFRAS`, optionally
+    ``/region`` and ``/zone``. Raises ConfigError: another cloud or a malformed value."""
     s = str(infra or "").strip().lower()
     parts = s.split("/")
     if parts[0] not in INFRAS or len(parts) > 3 or \
@@ -97,17 +87,9 @@ def validate_infra(infra: str) -> str:
     return s
 
 
-#: the most hosts tried per GPU type (--tries)
-MAX_TRIES = 10
-
-
 def _number(name: str, v, lo: float = 0.0, integer: bool = False, hi: float | None = None):
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > lo
-    if ok and integer:
-        ok = float(v).is_integer()
-    if ok and hi is not None:
-        ok = v <= hi
-    if not ok:
+    if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > lo
+                                   and (not integer or float(v).is_integer()) and (hi is None or v <= hi)):
         kind = "an integer" if integer else "a number"
         rng = f" in {lo + 1:g}..{hi:g}" if integer and hi is not None else (
             f" > {lo:g}" if hi is None else f" in ({lo:g}, {hi:g}]")
@@ -124,11 +106,7 @@ def _at_least(name: str, v, lo: float = 0.0) -> float | None:
 
 
 def validate_cuda(v: str, name: str = "--min-cuda") -> str:
-    """A CUDA version ``x.y`` with x in 11..20 (``"13.0"``).
-
-    Raises:
-      ConfigError: naming ``name``, the value and the form.
-    """
+    """A CUDA version ``x.y`` with x in 11..20 (``"13.0"``); else ConfigError naming ``name``."""
     m = re.fullmatch(r"([0-9]+)\.([0-9]+)", str(v).strip())
     if not m or not 11 <= int(m.group(1)) <= 20:
         raise ConfigError(f"{name} must be a CUDA version x.y with x in 11..20 (e.g. 13.0), or '' for not "
@@ -137,11 +115,7 @@ def validate_cuda(v: str, name: str = "--min-cuda") -> str:
 
 
 def validate_url(v: str, name: str = "--bandwidth-url") -> str:
-    """``v`` when it is an http(s) URL with a host, or "" (not checked).
-
-    Raises:
-      ConfigError: anything else, naming ``name`` and the value.
-    """
+    """``v`` when it is an http(s) URL with a host, or "" (not checked); else ConfigError."""
     from urllib.parse import urlsplit
 
     s = str(v or "").strip()
@@ -159,11 +133,7 @@ def validate_url(v: str, name: str = "--bandwidth-url") -> str:
 
 def parse_bodies(bodies) -> tuple[str, ...]:
     """``"simple,muscular-fast"`` (or a sequence) -> a tuple of bench's bodies, checked by bench's
-    own rule (`fightlab.measure.bench.validate_bodies`) before anything is rented.
-
-    Raises:
-      ConfigError: empty, an unknown body (listing the valid ones), or a body named twice.
-    """
+    own rule (`fightlab.measure.bench.validate_bodies`: its ConfigError) before anything is rented."""
     from fightlab.measure.bench import validate_bodies
 
     items = bodies.split(",") if isinstance(bodies, str) else list(bodies or [])
@@ -176,17 +146,14 @@ def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple
                  bandwidth_url: str | None = BANDWIDTH_URL, time_limit_s: float | None = None,
                  survey_id: str | None = None, offers_json: Path | str | None = None,
                  give_up_s: float = GIVE_UP_S, autostop_min: int = AUTOSTOP_MIN) -> SurveyOptions:
-    """Validated `SurveyOptions`; ``min_cuda`` ``"warp"`` = warp's CUDA toolkit (`warp_cuda`,
-    read after every other value passed), None or "" = not checked; ``time_limit_s`` None = twice
-    bench's shortest accepted limit for the bodies at full size
-    (`fightlab.measure.bench.min_time_limit`, also the least accepted); ``bandwidth_url`` ""
-    = the host's bandwidth is not timed.
+    """Validated `SurveyOptions`; ``min_cuda`` ``"warp"`` = warp's CUDA toolkit (`warp_cuda`, read
+    after every other value passed), None or "" = not checked; ``time_limit_s`` None = twice bench's
+    shortest accepted limit for the bodies at full size (`fightlab.measure.bench.min_time_limit`,
+    also the least accepted); ``bandwidth_url`` "" = the host's bandwidth is not timed.
 
     Raises:
-      ConfigError: any bad value, naming its flag and the valid choices (GPU types, infra, picker,
-        bodies, numbers, versions, a survey id that is not 1–16 of a-z 0-9, a --picker vastai
-        outside Vast, --max-price or --offers-json without --picker vastai, an --offers-json that
-        is not a list of offers).
+      ConfigError: any bad value, one line naming its flag and the valid choices, or a flag that
+        needs another (--picker vastai outside Vast, --max-price or --offers-json without it).
     """
     from fightlab.measure import bench
 
@@ -239,9 +206,8 @@ def make_options(gpus, infra: str = "vast", picker: str = "sky", bodies=("simple
 
 
 def warp_cuda() -> str | None:
-    """The oldest driver CUDA version that runs this warp, as ``"13.0"`` (bench's rule,
-    `fightlab.measure.bench.min_driver_cuda` of warp's CUDA toolkit), or None when warp does not
-    say."""
+    """The oldest driver CUDA version that runs this warp, as ``"13.0"``
+    (`fightlab.measure.bench.min_driver_cuda` of warp's toolkit), or None when warp does not say."""
     import warp as wp
 
     from fightlab.measure.bench import cuda_version, min_driver_cuda
@@ -255,9 +221,8 @@ def warp_cuda() -> str | None:
 
 
 def accelerator(gpu: str) -> str:
-    """SkyPilot's name of a GPU type: spaces dropped (``"RTX 4090"`` -> ``"RTX4090"``, as its Vast
-    catalog spells them, sky/catalog/data_fetchers/fetch_vast.py). SkyPilot accepts unknown
-    names, which is why `parse_gpus` checks them against `GPU_TYPES` first."""
+    """SkyPilot's name of a GPU type: spaces dropped (``"RTX4090"``, as its Vast catalog spells
+    them, sky/catalog/data_fetchers/fetch_vast.py; it accepts unknown names: `parse_gpus` checks)."""
     return gpu_type(gpu).replace(" ", "")
 
 
@@ -267,8 +232,7 @@ def cluster_name(survey_id: str, gpu: str, k: int) -> str:
 
 
 def task_envs(o: SurveyOptions, gpu: str) -> list[tuple[str, str]]:
-    """The task's environment for ``gpu`` (``--env K=V`` each): every name is declared in
-    the task YAML's ``envs``."""
+    """The task's environment for ``gpu`` (``--env K=V`` each; declared in the task YAML's ``envs``)."""
     r = o.requirements
     return [("FIGHTLAB_SURVEY_ID", o.survey_id), ("FIGHTLAB_GPU", gpu),
             ("FIGHTLAB_BODIES", ",".join(o.bodies)), ("FIGHTLAB_MIN_CUDA", r.min_cuda or ""),

@@ -9,10 +9,8 @@ and, for K trainings packed on one GPU (fightlab.measure.report.packed_throughpu
 
     cost per solve [$] = price [$/h] / solves per GPU-hour [1/h] + set-up × price / 3600 / K
 
-The set-up groups (:data:`GROUPS`) come from the table's own columns: ``provider`` (vast.ai or
-EC2 spot) and whether ``machine`` names a GPU or a CPU instance. One constant per group, the
-median of its rows' back-solved set-ups (a set-up back-solved per row would reproduce the column
-trivially and check nothing).
+The set-up groups (:data:`GROUPS`): ``provider`` × GPU or CPU ``machine``, one constant each
+(:func:`fit_setup`; a set-up back-solved per row would reproduce the column and check nothing).
 """
 
 from __future__ import annotations
@@ -30,23 +28,15 @@ from fightlab.config import ConfigError
 from fightlab.hosts import same_gpu
 from fightlab.paths import REPO_ROOT
 
-__all__ = [
-    "REFERENCE_PATH", "REFERENCE_COLUMNS", "SOURCE_TABLES", "PROVIDERS", "GPU_TYPES", "GROUPS",
-    "TOLERANCE", "ASSUMED_PRICE_PER_HOUR", "ASSUMED_PRICE_SOURCE", "SURVEY_COLUMNS", "TIME_SOURCES",
-    "Reproduction", "gpu_type", "machine_hardware", "setup_group", "read_reference", "reference_path",
-    "cost_per_solve", "packed_cost_per_solve", "backsolve_setup", "rounding_s", "fit_setup", "reproduce",
-    "ec2_cpu_inconsistency", "inconsistency_lines", "reference_rows", "validate_price", "parse_bool",
-    "check_numbers", "setup_of", "host_setup", "gpu_price", "assumed_cpu_price_per_hour",
-]
-
-#: the original's survey table, committed (data/survey/README.md says its source and columns)
-REFERENCE_PATH = REPO_ROOT / "data" / "survey" / "reference.csv"
+__all__ = ["REFERENCE_PATH", "REFERENCE_COLUMNS", "SOURCE_TABLES", "PROVIDERS", "GPU_TYPES", "GROUPS",
+           "TOLERANCE", "ASSUMED_PRICE_PER_HOUR", "ASSUMED_PRICE_SOURCE", "SURVEY_COLUMNS", "Reproduction",
+           "gpu_type", "read_reference", "reference_path", "cost_per_solve", "packed_cost_per_solve",
+           "backsolve_setup", "rounding_s", "fit_setup", "reproduce", "ec2_cpu_inconsistency",
+           "inconsistency_lines", "reference_rows", "validate_price", "assumed_cpu_price_per_hour"]
 
 #: reference.csv's columns, in order
-REFERENCE_COLUMNS: tuple[str, ...] = (
-    "machine", "provider", "usd_per_h", "body", "time_to_solve_s", "time_estimated",
-    "cost_per_solve_usd", "source_table",
-)
+REFERENCE_COLUMNS: tuple[str, ...] = ("machine", "provider", "usd_per_h", "body", "time_to_solve_s",
+                                      "time_estimated", "cost_per_solve_usd", "source_table")
 
 #: the study's two tables the rows come from
 SOURCE_TABLES: dict[str, str] = {
@@ -83,59 +73,37 @@ ASSUMED_PRICE_SOURCE = ("assumed $3.00/h for one H200: inside the $2.50–3.50/h
                         "'long-tail' providers for the H200 SXM5 in mercatus-ai.com/blog/cloud-gpu-pricing "
                         "(May 2026); spheron.network quotes $4.54/h on-demand (17 March 2026)")
 
+
 def assumed_cpu_price_per_hour(ref: pd.DataFrame, cores: int) -> tuple[float, str]:
     """($/h, its source) for a CPU machine of ``cores`` vCPUs: ``cores`` × the lowest price per
-    vCPU of the reference's EC2 CPU rows (machine names like "c8a.24xlarge, 96 vCPU"; the
-    original study's spot prices). An assumption for fightlab's CPU-backend rows, which ran on a
-    GPU host's cores that nobody priced; a logical CPU counts as one vCPU.
-
-    Raises:
-      ConfigError: ``cores`` not a positive integer, or no reference row names its vCPUs.
-    """
+    vCPU of the reference's EC2 CPU rows (the original's spot prices). An assumption for
+    fightlab's CPU-backend rows, which ran on a GPU host's cores that nobody priced; a logical CPU
+    counts as one vCPU. Raises ConfigError: ``cores`` not a positive integer, or no row names its vCPUs."""
     if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores <= 0:
         raise ConfigError(f"cores must be a positive integer, got {cores!r}")
-    best = None
-    for m, p in zip(ref["machine"], ref["usd_per_h"]):
-        hit = re.search(r"(\d+)\s*vCPU", str(m))
-        if hit and float(p) > 0:
-            per = float(p) / int(hit.group(1))
-            if best is None or per < best[0]:
-                best = (per, str(m), float(p))
-    if best is None:
+    hits = [(float(p) / int(h.group(1)), str(m), float(p)) for m, p in zip(ref["machine"], ref["usd_per_h"])
+            if (h := re.search(r"(\d+)\s*vCPU", str(m))) and float(p) > 0]
+    if not hits:
         raise ConfigError("no reference row names its vCPUs (e.g. 'c8a.24xlarge, 96 vCPU'): give cpu_price_per_hour")
-    per, m, p = best
+    per, m, p = min(hits, key=lambda h: h[0])
     price = round(per * int(cores), 4)
     return price, (f"assumed ${price:.2f}/h: {int(cores)} vCPU at the reference's lowest EC2 spot price per "
                    f"vCPU ({m}: ${p:.2f}/h)")
 
 
-#: the columns of a survey table (reference rows and fightlab's), :func:`survey_table`
-SURVEY_COLUMNS: tuple[str, ...] = (
-    "origin", "machine", "provider", "kind", "gpu", "group", "body", "mode", "usd_per_h",
-    "time_to_solve_s", "time_estimated", "time_source", "setup_s", "cost_per_solve_usd",
-    "solves_per_hour", "note",
-)
+#: the columns of a survey table (reference rows and fightlab's), :func:`survey_table`. Its
+#: ``time_source``: "measured solve" (timed to the solve criterion), "study estimate" (the original's
+#: own), "packing estimate" / "backends estimate" / "bench estimate" (a packing row's aggregate it/s,
+#: a CPU-backend row's s/iteration, a bench row's estimate, each × the headline's iterations to solve);
+#: ``time_estimated`` is true for all but "measured solve"
+SURVEY_COLUMNS: tuple[str, ...] = ("origin", "machine", "provider", "kind", "gpu", "group", "body", "mode",
+                                   "usd_per_h", "time_to_solve_s", "time_estimated", "time_source", "setup_s",
+                                   "cost_per_solve_usd", "solves_per_hour", "note")
 
-#: what a survey row's time to solve rests on (its ``time_source``; ``time_estimated`` is true
-#: for all but "measured solve")
-TIME_SOURCES: dict[str, str] = {
-    "measured solve": "trainings timed to the solve criterion (the original's measured rows, "
-                      "fightlab's train rows)",
-    "study estimate": "the original study's own estimate (reference rows with time_estimated true)",
-    "packing estimate": "a packing row's aggregate iterations/s and the headline's iterations to solve",
-    "backends estimate": "a CPU-backend backends row's s/iteration × the MuJoCo Warp headline's iterations",
-    "bench estimate": "a `python -m fightlab bench` row's estimated_time_to_solve_s: the headline's "
-                      "iterations to solve × that machine's s/iteration",
-}
-
-
-# --- names -------------------------------------------------------------------------------------
 
 def gpu_type(name: str) -> str:
-    """The :data:`GPU_TYPES` key of a GPU name: ``"RTX 5080"``, ``"RTX5080"``, ``"NVIDIA H200"``,
-    ``"NVIDIA H100 SXM5 80GB"`` (a row's ``gpu``) -> its type, by `fightlab.hosts.same_gpu`
-    (vendor words dropped; case, spaces and a variant after the model ignored; SkyPilot
-    spells ``RTX4090``).
+    """The :data:`GPU_TYPES` key of a GPU name (``"RTX5080"``, ``"NVIDIA H100 SXM5 80GB"``), by
+    `fightlab.hosts.same_gpu`.
 
     Raises:
       ConfigError: an unknown GPU name (names it and the known types).
@@ -151,29 +119,16 @@ _CPU = re.compile(r"^\s*(?P<instance>[^,()]+?)\s*,\s*(?P<vcpus>\d+)\s*vCPU\s*$",
 _IN_BRACKETS = re.compile(r"^\s*(?P<instance>[^()]+?)\s*\((?P<gpu>[^()]+)\)\s*$")
 
 
-def machine_hardware(machine: str) -> dict:
-    """What a reference row's ``machine`` names: ``{"kind": "gpu", "gpu": "L4", "vcpus": None}``
-    for ``"L4"`` or ``"g6.xlarge (L4)"``, ``{"kind": "cpu", "gpu": None, "vcpus": 96}`` for
-    ``"c8a.24xlarge, 96 vCPU"``.
-
-    Raises:
-      ConfigError: a GPU name fightlab does not know (:func:`gpu_type`).
-    """
+def _hardware(machine: str) -> tuple[str, str | None, int | None]:
+    """(kind, GPU type, vCPUs) a reference row's ``machine`` names: ``("gpu", "L4", None)`` for
+    ``"L4"`` or ``"g6.xlarge (L4)"``, ``("cpu", None, 96)`` for ``"c8a.24xlarge, 96 vCPU"``.
+    Raises ConfigError: an unknown GPU (:func:`gpu_type`)."""
     m = _CPU.match(str(machine))
     if m:
-        return dict(kind="cpu", gpu=None, vcpus=int(m["vcpus"]), instance=m["instance"])
+        return "cpu", None, int(m["vcpus"])
     m = _IN_BRACKETS.match(str(machine))
-    gpu = gpu_type(m["gpu"] if m else machine)
-    return dict(kind="gpu", gpu=gpu, vcpus=None, instance=m["instance"] if m else None)
+    return "gpu", gpu_type(m["gpu"] if m else machine), None
 
-
-def setup_group(provider: str, kind: str) -> str:
-    """The set-up group of a row: ``"vast.ai GPU"``, ``"EC2 GPU"``, ``"EC2 CPU"`` (:data:`GROUPS`);
-    other providers give ``"<provider> GPU/CPU"`` (fightlab's own rows: ``"fightlab GPU"``)."""
-    return f"{PROVIDERS.get(provider, provider)} {kind.upper()}"
-
-
-# --- the reference table -------------------------------------------------------------------------
 
 def parse_bool(v) -> bool | None:
     s = str(v).strip().lower()
@@ -181,17 +136,15 @@ def parse_bool(v) -> bool | None:
 
 
 def read_reference(path: Path | str | None = None) -> pd.DataFrame:
-    """The original's survey table (default ``data/survey/reference.csv``), checked, with derived
+    """The original's survey table (default :data:`REFERENCE_PATH`), checked, with derived
     columns: ``kind`` ("gpu"/"cpu"), ``gpu`` (a :data:`GPU_TYPES` key, None for CPU rows),
-    ``vcpus``, ``group`` (:func:`setup_group`) and ``cost_decimals`` (the decimals the table gives
-    its cost with: the rounding of the column). Units: usd_per_h [$/h], time_to_solve_s [s],
-    cost_per_solve_usd [$].
+    ``vcpus``, ``group`` (:data:`GROUPS`: "<provider> GPU/CPU") and ``cost_decimals`` (the decimals
+    of its cost: the column's rounding). Units: usd_per_h [$/h], time_to_solve_s [s], cost_per_solve_usd [$].
 
     Raises:
-      FileNotFoundError: no such file. ConfigError: missing or unexpected columns (named), no
-        rows, or a bad value (the row, the column and the valid choices): an unknown GPU or body
-        or source table, a price, time or cost that is not a positive number, a time_estimated
-        that is not true/false.
+      FileNotFoundError: no such file. ConfigError: missing or unexpected columns, no rows, or a
+        bad value, naming its row and column: an unknown GPU, body or source table, a price, time
+        or cost that is not a positive number, a time_estimated that is not true/false.
     """
     path = Path(path) if path is not None else REFERENCE_PATH
     if not path.exists():
@@ -231,20 +184,17 @@ def read_reference(path: Path | str | None = None) -> pd.DataFrame:
     hw = []
     for i, m in enumerate(df["machine"]):
         try:
-            hw.append(machine_hardware(m))
+            hw.append(_hardware(m))
         except ConfigError as e:
             raise ConfigError(f"{where(i, 'machine')}: {e}") from None
-    df["kind"] = [h["kind"] for h in hw]
-    df["gpu"] = [h["gpu"] for h in hw]
-    df["vcpus"] = pd.array([h["vcpus"] for h in hw], dtype="Int64")
-    df["group"] = [setup_group(p, k) for p, k in zip(df["provider"], df["kind"])]
+    df["kind"], df["gpu"], vcpus = zip(*hw)
+    df["vcpus"] = pd.array(vcpus, dtype="Int64")
+    df["group"] = [f"{PROVIDERS[p]} {k.upper()}" for p, k in zip(df["provider"], df["kind"])]
     df["cost_decimals"] = [len(s.partition(".")[2]) for s in raw["cost_per_solve_usd"].str.strip()]
     return df
 
 
-# --- the formula -----------------------------------------------------------------------------------
-
-def check_numbers(name: str, values, positive: bool) -> np.ndarray:
+def _check_numbers(name: str, values, positive: bool) -> np.ndarray:
     a = np.asarray(values, dtype=float)
     bad = ~np.isfinite(a) | ((a <= 0) if positive else (a < 0))
     if bad.any():
@@ -255,17 +205,12 @@ def check_numbers(name: str, values, positive: bool) -> np.ndarray:
 
 
 def cost_per_solve(time_to_solve_s, setup_s, price_per_hour):
-    """Cost of one solve [$] = (time to solve [s] + paid set-up [s]) × price [$/h] / 3600: the
-    study's formula (original-study.md, "Survey"). Vectorised (numbers, arrays or Series
-    broadcast; a Series in gives a Series out).
-
-    Raises:
-      ConfigError: a price that is not a positive number, a time to solve that is not positive,
-        a negative set-up (names the first bad value).
-    """
-    t = check_numbers("time_to_solve_s", time_to_solve_s, positive=True)
-    s = check_numbers("setup_s", setup_s, positive=False)
-    p = check_numbers("price_per_hour", price_per_hour, positive=True)
+    """Cost of one solve [$] = (time to solve [s] + paid set-up [s]) × price [$/h] / 3600 (module
+    docstring). Vectorised (numbers, arrays or Series broadcast; a Series in gives a Series out).
+    Raises ConfigError: a time or price that is not positive, a negative set-up (the first named)."""
+    t = _check_numbers("time_to_solve_s", time_to_solve_s, positive=True)
+    s = _check_numbers("setup_s", setup_s, positive=False)
+    p = _check_numbers("price_per_hour", price_per_hour, positive=True)
     out = (t + s) * p / 3600.0
     for x in (time_to_solve_s, setup_s, price_per_hour):
         if isinstance(x, pd.Series):
@@ -275,24 +220,18 @@ def cost_per_solve(time_to_solve_s, setup_s, price_per_hour):
 
 
 def packed_cost_per_solve(solves_per_gpu_hour, price_per_hour, setup_s=0.0, solves_per_setup=1):
-    """Cost of one solve [$] when K trainings share a GPU: price [$/h] / solves per GPU-hour
-    [1/h] (:func:`fightlab.measure.report.packed_throughput`), plus the paid set-up [s] shared by
-    the ``solves_per_setup`` solves one set-up serves (one machine set up for a batch of K).
-
-    Raises:
-      ConfigError: a rate or price that is not positive, a negative set-up, solves_per_setup < 1.
-    """
-    r = check_numbers("solves_per_gpu_hour", solves_per_gpu_hour, positive=True)
-    p = check_numbers("price_per_hour", price_per_hour, positive=True)
-    s = check_numbers("setup_s", setup_s, positive=False)
-    k = check_numbers("solves_per_setup", solves_per_setup, positive=True)
+    """Cost of one solve [$] when K trainings share a GPU (module docstring): the paid set-up [s]
+    is shared by the ``solves_per_setup`` solves one set-up serves.
+    Raises ConfigError: a rate or price that is not positive, a negative set-up, solves_per_setup < 1."""
+    r = _check_numbers("solves_per_gpu_hour", solves_per_gpu_hour, positive=True)
+    p = _check_numbers("price_per_hour", price_per_hour, positive=True)
+    s = _check_numbers("setup_s", setup_s, positive=False)
+    k = _check_numbers("solves_per_setup", solves_per_setup, positive=True)
     if (k < 1).any():
         raise ConfigError(f"solves_per_setup must be >= 1, got {solves_per_setup!r}")
     out = p / r + s * p / 3600.0 / k
     return float(out) if out.ndim == 0 else out
 
-
-# --- reproducing the table ---------------------------------------------------------------------------
 
 def backsolve_setup(ref: pd.DataFrame) -> pd.Series:
     """Each row's paid set-up [s] that its own cost implies: cost × 3600 / price − time to solve.
@@ -307,28 +246,19 @@ def rounding_s(ref: pd.DataFrame) -> pd.Series:
 
 
 def fit_setup(ref: pd.DataFrame, groups: Sequence[str] = GROUPS) -> pd.DataFrame:
-    """One paid set-up [s] per group of reference rows (:data:`GROUPS`, from the table's
-    ``provider`` and whether ``machine`` is a GPU or a CPU instance): the median of the group's
-    back-solved set-ups (:func:`backsolve_setup`). The median, not a least-squares fit, so that a
-    minority of rows that disagree (the EC2 CPU group's ``cpu_baseline`` rows) stay misses instead
-    of pulling the constant.
-
-    Returns:
-      DataFrame indexed by group: setup_s, n_rows, backsolved_min_s, backsolved_max_s.
-    Raises:
-      ConfigError: a group with no rows in ``ref`` (names it and the groups present).
-    """
-    back = backsolve_setup(ref)
+    """One paid set-up [s] per group of reference rows (:data:`GROUPS`): the median of the group's
+    back-solved set-ups (:func:`backsolve_setup`), not a least-squares fit, so that a minority of
+    rows that disagree (the EC2 CPU group's ``cpu_baseline`` rows) stay misses instead of pulling
+    the constant. Returns a DataFrame indexed by group: setup_s, n_rows, backsolved_min_s,
+    backsolved_max_s. Raises ConfigError: a group with no rows in ``ref``."""
     present = list(dict.fromkeys(ref["group"]))
-    rows = []
     for g in groups:
-        b = back[ref["group"] == g]
-        if b.empty:
+        if g not in present:
             raise ConfigError(f"set-up group {g!r} has no rows in the reference table; groups "
                               f"present: {', '.join(present) or 'none'}")
-        rows.append(dict(group=g, setup_s=float(b.median()), n_rows=len(b),
-                         backsolved_min_s=float(b.min()), backsolved_max_s=float(b.max())))
-    return pd.DataFrame(rows).set_index("group")
+    fit = backsolve_setup(ref).groupby(ref["group"]).agg(
+        setup_s="median", n_rows="size", backsolved_min_s="min", backsolved_max_s="max")
+    return fit.loc[list(groups)]
 
 
 @dataclass(frozen=True)
@@ -354,11 +284,8 @@ def setup_of(groups: pd.Series, setup) -> pd.Series:
 def reproduce(ref: pd.DataFrame, setup: pd.DataFrame | dict, tol: float = TOLERANCE) -> Reproduction:
     """The cost-per-solve column [$] again from time to solve, price and ONE set-up constant per
     group (``setup``: :func:`fit_setup`, or ``{group: seconds}``), with each row's relative error
-    |reproduced − table| / table and the rows outside ``tol`` (:data:`TOLERANCE`, why 5 %).
-
-    Raises:
-      ConfigError: ``tol`` not in (0, 1), a group without a constant (named).
-    """
+    |reproduced − table| / table and the rows outside ``tol`` (:data:`TOLERANCE`).
+    Raises ConfigError: ``tol`` not in (0, 1), a group without a constant (named)."""
     if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and 0 < tol < 1):
         raise ConfigError(f"tol must be a relative tolerance in (0, 1), got {tol!r}")
     t = ref.copy()
@@ -413,8 +340,6 @@ def inconsistency_lines(ref: pd.DataFrame) -> list[str]:
     return lines
 
 
-# --- survey rows: the reference and ours --------------------------------------------------------------
-
 def reference_rows(ref: pd.DataFrame, setup: pd.DataFrame | dict) -> pd.DataFrame:
     """The reference rows as survey rows (:data:`SURVEY_COLUMNS`): the table's own cost per solve
     [$] and time to solve [s], the group's set-up constant [s] (the fit's), mode "solo"."""
@@ -429,17 +354,35 @@ def reference_rows(ref: pd.DataFrame, setup: pd.DataFrame | dict) -> pd.DataFram
     return t[list(SURVEY_COLUMNS)].reset_index(drop=True)
 
 
+def priced_rows(out: list[dict]) -> pd.DataFrame:
+    """Survey rows (:data:`SURVEY_COLUMNS`) from row dicts, cost per solve [$] and solves per hour
+    by the formula (packed rows: from their solves per GPU-hour)."""
+    cols = list(SURVEY_COLUMNS)
+    if not out:
+        return pd.DataFrame(columns=cols)
+    t = pd.DataFrame(out)
+    solo = t["mode"] == "solo"
+    t["cost_per_solve_usd"] = np.nan
+    t.loc[solo, "cost_per_solve_usd"] = cost_per_solve(t.loc[solo, "time_to_solve_s"],
+                                                       t.loc[solo, "setup_s"], t.loc[solo, "usd_per_h"])
+    if (~solo).any():
+        t.loc[~solo, "cost_per_solve_usd"] = packed_cost_per_solve(
+            t.loc[~solo, "solves_per_hour"].to_numpy(float), t.loc[~solo, "usd_per_h"].to_numpy(float),
+            t.loc[~solo, "setup_s"].to_numpy(float), t.loc[~solo, "solves_per_setup"].to_numpy(float))
+    if "solves_per_hour" not in t:
+        t["solves_per_hour"] = np.nan
+    t.loc[solo, "solves_per_hour"] = 3600.0 / (t.loc[solo, "time_to_solve_s"] + t.loc[solo, "setup_s"])
+    return t[cols].reset_index(drop=True)
+
+
 def validate_price(value, name: str = "price_per_hour", allow_none: bool = True) -> float | None:
     """A price [$/h] as a float (None passes when ``allow_none``: "use the assumed price").
-
-    Raises:
-      ConfigError: not a positive number (names the parameter and the value).
-    """
+    Raises ConfigError: not a positive number (names the parameter and the value)."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{name} must be a positive number [$/h]{' or None' if allow_none else ''}, got {value!r}")
-    return float(check_numbers(name, value, positive=True))
+    return float(_check_numbers(name, value, positive=True))
 
 
 def host_setup(who: str, setup, host_setup_s) -> float:
@@ -449,16 +392,12 @@ def host_setup(who: str, setup, host_setup_s) -> float:
         if setup is None:
             raise ConfigError(f"{who} needs the fitted set-up (setup=fit_setup(ref)) or host_setup_s [s]")
         host_setup_s = float(setup_of(pd.Series(["vast.ai GPU"]), setup).iloc[0])
-    return float(check_numbers("host_setup_s", host_setup_s, positive=False))
+    return float(_check_numbers("host_setup_s", host_setup_s, positive=False))
 
 
 def gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
     """($/h, what it rests on) of a fightlab GPU row without a price of its own: ``price_per_hour``
-    when given, else :data:`ASSUMED_PRICE_PER_HOUR` of its type (:data:`ASSUMED_PRICE_SOURCE`).
-
-    Raises:
-      ConfigError: no price given and none assumed for ``gpu``.
-    """
+    when given, else :data:`ASSUMED_PRICE_PER_HOUR` of its type; else ConfigError."""
     if price_per_hour is not None:
         return price_per_hour, f"price ${price_per_hour:.2f}/h given"
     if gpu not in ASSUMED_PRICE_PER_HOUR:
@@ -470,3 +409,7 @@ def gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
 def reference_path(root: Path | str | None = None) -> Path:
     """``root/data/survey/reference.csv`` (default root: the repository)."""
     return (Path(root) if root is not None else REPO_ROOT) / "data" / "survey" / "reference.csv"
+
+
+#: the original's survey table, committed (data/survey/README.md says its source and columns)
+REFERENCE_PATH = reference_path()

@@ -1,7 +1,6 @@
-"""The survey's task on a rented host and its upload: the SkyPilot task YAML
-(``bench.sky.yaml``: workdir, disk, envs, setup = the host check and ``pip install -e .``, run =
-bench), the same task as one bash script for a vastai-picked host, and the workdir upload as
-SkyPilot builds it from ``.skyignore`` (checked before anything is rented).
+"""The survey's task on a rented host (``bench.sky.yaml``: workdir, disk, envs, setup = the host
+check and ``pip install -e .``, run = bench; the same as one bash script for a vastai-picked host),
+and the workdir upload as SkyPilot builds it from ``.skyignore`` (checked before anything is rented).
 """
 
 from __future__ import annotations
@@ -32,10 +31,7 @@ REMOTE_WORKDIR = "~/sky_workdir"
 
 def read_task(path: Path | str = TASK_YAML) -> dict:
     """The task YAML as a dict (``workdir``, ``resources.disk_size``, ``envs``, ``setup``, ``run``).
-
-    Raises:
-      ConfigError: not a mapping, or no setup / run / disk_size.
-    """
+    Raises ConfigError: not a mapping, or no setup / run / disk_size."""
     import yaml
 
     task = yaml.safe_load(Path(path).read_text())
@@ -80,11 +76,7 @@ def _excluded(root: Path) -> set[str]:
 
 def upload_set(root: Path | str = REPO_ROOT) -> list[tuple[str, int]]:
     """(relative path, bytes) of every file the workdir upload holds: the walk SkyPilot 0.14.1
-    zips (sky/data/storage_utils.py zip_files_and_folders), excluded folders not entered.
-
-    Raises:
-      ConfigError: no .skyignore in ``root``.
-    """
+    zips (sky/data/storage_utils.py zip_files_and_folders). Raises ConfigError: no .skyignore."""
     root = Path(root)
     excl = {os.path.join(str(root), e.rstrip("/")) for e in _excluded(root)}
     files = []
@@ -98,12 +90,8 @@ def upload_set(root: Path | str = REPO_ROOT) -> list[tuple[str, int]]:
 
 
 def check_upload(root: Path | str = REPO_ROOT, limit: int = UPLOAD_LIMIT_BYTES) -> tuple[int, int]:
-    """(files, bytes) of the upload; refuses one over ``limit`` or holding a run folder
-    (``runs/``) or a data/ file bench does not read (`UPLOAD_DATA_FILES`).
-
-    Raises:
-      ConfigError: naming the size and the largest files, or the paths that do not belong.
-    """
+    """(files, bytes) of the upload. Raises ConfigError: over ``limit`` (naming the largest files),
+    or holding a run folder (``runs/``) or a data/ file bench does not read (`UPLOAD_DATA_FILES`)."""
     files = upload_set(root)
     total = sum(s for _, s in files)
     odd = [p for p, _ in files if p.split(os.sep)[0] == "runs" or

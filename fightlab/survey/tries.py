@@ -1,9 +1,19 @@
-"""One GPU type's tries, each a command given to an injected runner: `Call` in, `Result` out.
+"""One GPU type's tries, each command given to an injected runner: `Call` in, `Result` out.
 `SubprocessRunner` runs them (logs under runs/survey/<id>/), `DryRunner` records them
-(``--dry-run``, tests). `Survey` (the executor) runs every try of a GPU type: ``--picker sky``
-(SkyPilot provisions and launches, `sky down` always) or ``--picker vastai`` (fightlab searches,
-rents, uploads, runs the task over ssh, `vastai destroy instance` always); both collect the
-rows into a folder they make.
+(``--dry-run``, tests). `Survey` runs every try of a GPU type, with try cluster ``C``:
+
+- ``--picker sky``: provision (``sky launch -c C --infra I --gpus G:1 --disk-size D -i N --down -y``,
+  an empty task) given up after ``give_up_s``, since SkyPilot 0.14.1 waits for a Vast instance
+  without a limit (``sky/provision/vast/instance.py:run_instances``) and 10 min for its SSH; a
+  stopped ``sky`` client leaves its request on the API server, so ``sky api cancel ID -y``
+  follows. Then the task (``sky launch -c C TASK_YAML ... --env K=V``), the rows collected
+  (``rsync``) and, always, ``sky down C -y`` (``sky launch --down`` alone keeps a cluster whose
+  provisioning, sync or setup failed).
+- ``--picker vastai`` (Vast only): fightlab searches (``vastai search offers``),
+  `offers.rank_offers` picks, ``vastai create instance`` rents, rsync uploads, ssh runs the task,
+  and ``vastai destroy instance`` always; survey.json names every instance before its task starts.
+
+Both collect the rows into a folder they make, ``data/survey/bench/<survey id>/<gpu>-<try>/``.
 """
 
 from __future__ import annotations
@@ -24,13 +34,13 @@ from typing import Callable
 
 from fightlab import meta
 from fightlab.paths import REPO_ROOT, RUNS
+from fightlab.rundir import atomic_write
 from fightlab.survey import hostcheck, offers
 from fightlab.survey.options import SurveyOptions, accelerator, cluster_name, task_envs
 from fightlab.survey.task import REMOTE_WORKDIR, TASK_YAML, task_script
 
 __all__ = ["Call", "Result", "Runner", "DryRunner", "SubprocessRunner", "Survey", "SETUP_TIMEOUT_S",
-           "VAST_IMAGE", "FINAL", "output_json", "output_tail",
-           "write_state"]
+           "VAST_IMAGE", "FINAL", "output_json", "answer_json", "output_tail", "write_state"]
 
 #: setup's limit [s]: the host check, a venv, pip install -e . (torch's CUDA wheels included)
 SETUP_TIMEOUT_S = 1200.0
@@ -52,8 +62,8 @@ FINAL = ("done", "no offer", "error", "planned", "collect failed")
 
 @dataclass(frozen=True)
 class Call:
-    """One command of the survey: the cluster it is for, its step (``provision``, ``task``,
-    ``collect``, ``teardown``, ``search``, ``rent``, ``wait``, ``upload``), argv, its limit [s]."""
+    """One command of the survey: its cluster, its step (``provision``, ``task``, ``collect``,
+    ``teardown``, ``search``, ``rent``, ``wait``, ``upload``), argv, its limit [s]."""
 
     cluster: str
     what: str
@@ -76,8 +86,8 @@ Runner = Callable[[Call], Result]
 
 
 class DryRunner:
-    """Records every `Call` (``calls``, in order per cluster) and answers as if it worked:
-    placeholders stand for what a real command would print (``<INSTANCE>``, ``<SSH_HOST>``)."""
+    """Records every `Call` (``calls``) and answers as if it worked, with placeholders
+    (``<INSTANCE>``, ``<SSH_HOST>``) for what a real command would print."""
 
     def __init__(self, offers_found: list[dict] | None = None):
         self.calls: list[Call] = []
@@ -87,15 +97,12 @@ class DryRunner:
     def __call__(self, call: Call) -> Result:
         with self._lock:
             self.calls.append(call)
-        a = call.argv
-        if a[:3] == ("vastai", "search", "offers"):
-            return Result(0, json.dumps(self.offers_found or []))
-        if a[:3] == ("vastai", "create", "instance"):
-            return Result(0, json.dumps({"success": True, "new_contract": "<INSTANCE>"}))
-        if a[:3] == ("vastai", "show", "instance"):
-            return Result(0, json.dumps({"actual_status": "running", "ssh_host": "<SSH_HOST>",
-                                         "ssh_port": "<SSH_PORT>"}))
-        return Result(0, "")
+        answers = {("vastai", "search", "offers"): self.offers_found or [],
+                   ("vastai", "create", "instance"): {"success": True, "new_contract": "<INSTANCE>"},
+                   ("vastai", "show", "instance"): {"actual_status": "running", "ssh_host": "<SSH_HOST>",
+                                                    "ssh_port": "<SSH_PORT>"}}
+        key = tuple(call.argv[:3])
+        return Result(0, json.dumps(answers[key]) if key in answers else "")
 
 
 class SubprocessRunner:
@@ -142,10 +149,9 @@ def _kill(p: subprocess.Popen) -> None:
     for sig, wait in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
             p.wait(timeout=wait)
+            return
+        except ProcessLookupError:
             return
         except subprocess.TimeoutExpired:
             continue
@@ -156,21 +162,18 @@ def _task_timeout(o: SurveyOptions) -> float:
 
 
 def _remote_rows(o: SurveyOptions, prefix: str) -> list[str]:
-    base = f"{prefix}runs/survey/{o.survey_id}"
-    return [f"{base}/bench.json", f"{base}/data/results/bench.csv"]
+    return [f"{prefix}runs/survey/{o.survey_id}/{f}" for f in ("bench.json", "data/results/bench.csv")]
 
 
 def write_state(path: Path, state: dict) -> None:
-    """``state`` as JSON into ``path`` through a temporary name, so a kill leaves the old file or
-    the new one, never a torn one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1, default=str))
-    os.replace(tmp, path)
+    """``state`` as JSON into ``path`` through `fightlab.rundir.atomic_write`: a kill leaves the
+    old file or the new one, never a torn one."""
+    atomic_write(path, json.dumps(state, indent=1, default=str))
 
 
 def output_json(out: str):
-    """The JSON value a ``--raw`` command printed, past any warning lines before it (the
-    runner keeps stdout and stderr together). Raises ValueError when there is none."""
+    """The JSON value a ``--raw`` command printed, past any warning lines before it (stdout and
+    stderr are one). Raises ValueError when there is none."""
     dec = json.JSONDecoder()
     for m in re.finditer(r"^[\[{]", out, re.M):
         try:
@@ -178,6 +181,14 @@ def output_json(out: str):
         except json.JSONDecodeError:
             continue
     raise ValueError("no JSON in the output")
+
+
+def answer_json(r: Result):
+    """The JSON value a command printed (`output_json`), or None when it failed or printed none."""
+    try:
+        return output_json(r.out) if r.rc == 0 else None
+    except ValueError:
+        return None
 
 
 def output_tail(out: str) -> str:
@@ -224,9 +235,8 @@ class Survey:
         with self._lock:
             tries = self.state["results"][gpu]
             if tries and tries[-1]["cluster"] == t.cluster:
-                tries[-1] = dataclasses.asdict(t)
-            else:
-                tries.append(dataclasses.asdict(t))
+                tries.pop()
+            tries.append(dataclasses.asdict(t))
             if not self.dry:
                 write_state(self.dest / "survey.json", self.state)
 
@@ -325,14 +335,11 @@ class Survey:
                                       "--disk", disk, "--ssh", "--direct", "--label", c, "--raw"), 120.0,
                           "the cheapest untried offer that passes" +
                           (f", ${offer['dph_total']:g}/h" if isinstance(offer.get("dph_total"), (int, float)) else "")))
-        try:
-            iid = str(output_json(r.out)["new_contract"]) if r.rc == 0 else None
-        except (ValueError, KeyError, TypeError):
-            iid = None
-        if iid is None:
+        new = answer_json(r)
+        if not isinstance(new, dict) or "new_contract" not in new:
             t.reason = f"vastai create instance failed (exit {r.rc}): {output_tail(r.out)}"
             return
-        t.instance = iid
+        t.instance = iid = str(new["new_contract"])
         self.record(gpu, t)  # survey.json names the instance before anything else can fail
         try:
             host = self._wait(t, iid)
@@ -370,10 +377,7 @@ class Survey:
                 return None
             r = self.run(Call(t.cluster, "wait", ("vastai", "show", "instance", iid, "--raw"), min(60.0, left),
                               f"every {POLL_S:g} s until running, give up after {self.o.give_up_s:g} s"))
-            try:
-                info = output_json(r.out) if r.rc == 0 else {}
-            except ValueError:
-                info = {}
+            info = answer_json(r)
             info = info if isinstance(info, dict) else {}
             if str(info.get("actual_status")) == "running" and info.get("ssh_host") and info.get("ssh_port"):
                 host = (str(info["ssh_host"]), str(info["ssh_port"]))
