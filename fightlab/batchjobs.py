@@ -238,9 +238,8 @@ def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
 def _flags(values: Iterable[tuple[str, str]], base: list[str] | None = None,
            check_job: Callable | None = None, via_set: dict | None = None) -> list[str]:
     """Grid / set values as arguments: ``env.x`` → ``--set env.x=V``; ``name`` → ``--name V``, or
-    ``--set name=V`` where the command has no such flag but takes that ``--set`` (a TrainConfig
-    field without a flag of its own, e.g. curriculum_wait), as ``check_job`` on ``base`` says for
-    the key's first value (``via_set`` caches that per key: one look per job line and key)."""
+    ``--set name=V`` where ``check_job`` on ``base`` refuses the flag but takes that ``--set`` (a
+    TrainConfig field without a flag, e.g. curriculum_wait; ``via_set`` caches it per key)."""
     out = []
     cache = {} if via_set is None else via_set
     for key, v in values:
@@ -266,15 +265,15 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
       commands: the fightlab commands a job may name ("batch" is never one).
       check_job: ``argv -> (error, identity)`` for a fightlab argv, one parse for both: the line
         the command line would print when it refuses the argv (else None), and what the argv runs
-        (its flags as the command line reads them; for a new training its whole config; None
-        when refused). Two grid points of one job line that run the same (``seed=1,01``,
-        ``backend=gpu,warp``) are refused, and so are two of a notebook line whose parameters
-        read the same. None: no check.
+        (for a new training its whole config; None when refused). Two grid points of one job line
+        that run the same (``seed=1,01``; a notebook's parameters that read the same) are
+        refused. None: no check.
     Returns:
       jobs with ids ``NNN-<what>`` in order.
     Raises:
-      BatchError: no job, more than :data:`MAX_JOBS`, an unknown command (names the commands),
-        an argv ``check_job`` refuses, a missing script, an unknown notebook or notebook parameter.
+      BatchError: no job, more than :data:`MAX_JOBS`, an unknown command (names the commands), a
+        key given twice, an argv ``check_job`` refuses, a missing script, an unknown notebook or
+        notebook parameter, two trainings in one ``--run-dir``.
     """
     commands = [c for c in commands if c != "batch"]
     if not bases:
@@ -432,12 +431,10 @@ def _opt(argv: list[str], flag: str) -> str | None:
 
 
 def _drop(argv: list[str], flag: str) -> list[str]:
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == flag:
-            skip = True
+    out, it = [], iter(argv)
+    for a in it:
+        if a == flag:
+            next(it, None)  # its value
         elif not a.startswith(flag + "="):
             out.append(a)
     return out
