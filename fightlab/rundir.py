@@ -51,8 +51,9 @@ def write_error(e: BaseException, path: Path | str) -> OSError | None:
     (``OSError`` ENOSPC / EDQUOT, or torch's ``RuntimeError`` around it: "No space left on
     device", "file write failed") as ENOSPC naming ``path``, any other ``OSError`` as it is;
     None when ``e`` is not a write failure (a bug: let it raise as it is)."""
-    full = e.errno in (errno.ENOSPC, errno.EDQUOT) if isinstance(e, OSError) else isinstance(e, RuntimeError) \
-        and any(m in str(e) for m in ("No space left", "write failed", "Disk quota"))
+    said = ("No space left", "write failed", "Disk quota")
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT) if isinstance(e, OSError) else \
+        isinstance(e, RuntimeError) and any(m in str(e) for m in said)
     if full:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
     return e if isinstance(e, OSError) else None  # an OSError's own message names its file
@@ -179,11 +180,16 @@ def check_location(path: Path | str) -> Path:
     return p
 
 
+def _few(names: list[str]) -> str:
+    """The first four of ``names`` for a message, "..." after them when there are more."""
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+
+
 def _not_ours(path: Path, entries: list[str]) -> RunDirError:
     """The refusal of a non-empty folder fightlab did not make (no manifest), its first entries shown."""
-    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-    return RunDirError(f"run folder {str(path)!r} is not empty ({shown}) and was not made by fightlab "
-                       f"(no {MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+    return RunDirError(f"run folder {str(path)!r} is not empty ({_few(entries)}) and was not made by "
+                       f"fightlab (no {MANIFEST}): a run deletes only what it wrote; choose a new or "
+                       "empty folder")
 
 
 def _in_use(path: Path, holder: str) -> RunDirError:
@@ -261,15 +267,16 @@ class RunDir:
                 raise RunDirError(f"{str(self.path / 'latest.pt')!r} is not fightlab's link (a copied "
                                   "checkpoint?) and a run replaces its latest.pt: rename it, e.g. to "
                                   "start.pt, and resume that")
-            if manifest is None:  # new folder, or adopting a pre-manifest run folder
-                files = [] if fresh else self._adoptable()
+            if manifest is None:  # new folder, or adopting a pre-manifest one (only run files:
+                # `_check_ours`) but for the resumed checkpoint, the user's, never listed
+                files = [] if fresh else [r for r in self._run_files() if r != self._resume]
                 manifest = dict(format=FORMAT, created=utc_now(), files=files)
             if fresh:
                 unlisted = [r for r in self._run_files() if r not in manifest["files"]]
                 if unlisted:
                     raise RunDirError(
                         f"run folder {str(self.path)!r} holds run files that its manifest does not "
-                        f"list ({', '.join(unlisted[:4])}{', ...' if len(unlisted) > 4 else ''}): "
+                        f"list ({_few(unlisted)}): "
                         "fightlab did not write them, so a fresh run would mix with them; move "
                         "them aside or choose a new folder")
                 self.removed = self._clean(manifest["files"])
@@ -294,11 +301,6 @@ class RunDir:
         return sorted({str(p.relative_to(self.path)) for pat in pats for p in self.path.glob(pat)
                        if (p.is_file() or p.is_symlink())
                        and (not p.name.startswith("ckpt_") or CHECKPOINT_NAME.match(p.with_suffix(".pt").name))})
-
-    def _adoptable(self) -> list[str]:
-        """A resumed folder from before manifests, holding only run files (:meth:`_check_ours`):
-        those are adopted, but for the resumed checkpoint (the user's, never listed)."""
-        return [r for r in self._run_files() if r != self._resume]
 
     def _foreign(self) -> list[str]:
         """Files of a manifest-less folder that are not a fightlab run's: not at a name a training
@@ -328,8 +330,7 @@ class RunDir:
             if not foreign:
                 return
             raise RunDirError(f"run folder {str(self.path)!r} has no {MANIFEST} and holds files "
-                              f"that are not a fightlab run's ({', '.join(foreign[:4])}"
-                              f"{', ...' if len(foreign) > 4 else ''}): a resume there could "
+                              f"that are not a fightlab run's ({_few(foreign)}): a resume there could "
                               "overwrite them; copy the checkpoint into a new, empty folder and "
                               "resume from there")
         raise _not_ours(self.path, self._entries())
