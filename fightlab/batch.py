@@ -48,9 +48,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from fightlab.batchjobs import (  # noqa: F401 (the batch's names, importable from here)
-    MAX_JOBS, BatchError, Job, Lane, _train_finished, check_devices, check_notebook_params, check_options,
-    check_size, discover_gpus, expand, job_command, make_jobs, make_lanes, notebook_path, parse_grid,
-    parse_job, parse_sets, read_jobs_file, split_values)
+    MAX_JOBS, BatchError, Job, Lane, _train_finished, check_devices, check_options, check_size, discover_gpus,
+    expand, job_command, make_jobs, make_lanes, parse_grid, parse_job, parse_sets, read_jobs_file, split_values)
 from fightlab.errors import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import (LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location, listed_path,

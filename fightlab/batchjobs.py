@@ -134,10 +134,8 @@ def parse_sets(items: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def check_size(n_bases: int, grid: list[tuple[str, list[str]]]) -> int:
-    """The batch's job count, job lines × the grid's points, computed without building them.
-
-    Raises:
-      BatchError: more than :data:`MAX_JOBS`, naming the count, its factors and the limit."""
+    """The batch's job count, job lines × the grid's points, computed without building them;
+    BatchError for more than :data:`MAX_JOBS`, naming the count, its factors and the limit."""
     n = n_bases * math.prod(len(v) for _, v in grid)
     if n > MAX_JOBS:
         sizes = " × ".join([f"{n_bases} job line(s)"] + [f"{len(v)} {k}" for k, v in grid])
@@ -153,11 +151,8 @@ def expand(grid: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
 
 
 def notebook_path(name: str) -> Path:
-    """A notebook by number (``06`` → notebooks/06_train.ipynb) or path (``x.ipynb``).
-
-    Raises:
-      BatchError: no such notebook (names the numbered notebooks).
-    """
+    """A notebook by number (``06`` → notebooks/06_train.ipynb) or path (``x.ipynb``); BatchError
+    for no such notebook (naming the numbered notebooks)."""
     if name.endswith(".ipynb"):
         p = Path(name).expanduser()
         if not p.is_file():
@@ -222,12 +217,8 @@ def _notebook_params(path: str) -> dict:
 
 
 def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
-    """Refuse parameters a notebook does not have (papermill would only warn and inject them).
-
-    Raises:
-      BatchError: naming the unknown keys and the notebook's parameters
-        (``papermill.inspect_notebook``).
-    """
+    """Refuse parameters a notebook does not have (papermill would only warn and inject them):
+    BatchError naming the unknown keys and the notebook's (``papermill.inspect_notebook``)."""
     have = _notebook_params(str(path))
     bad = [k for k in keys if k not in have]
     if bad:
@@ -363,11 +354,7 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
 
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
     """Refuse, before any job starts, jobs that ask for a CUDA device when the only lane is the
-    CPU (no GPU found, or ``--gpus none``): each would fail after its start-up.
-
-    Raises:
-      BatchError: naming the first such job, its device and how many there are.
-    """
+    CPU (each would fail after its start-up): BatchError naming the first, its device, how many."""
     if any(lane.gpu is not None for lane in lanes):
         return
     cuda = [(j, d) for j in jobs if j.kind == "fightlab" for d in [_opt(j.argv, "--device") or ""]
