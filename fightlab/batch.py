@@ -4,13 +4,10 @@ The jobs (commands, notebooks, scripts over a ``--grid``) and lanes come from
 `fightlab.batchjobs`, checked in one pass before anything runs. Each lane (a GPU, or the one CPU
 lane) has a thread pool of K workers (``concurrent.futures``) waiting on its jobs' processes
 (``Popen.wait`` with the job's time limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its
-lane's GPU (so ``cuda:0`` is that GPU; empty on the CPU lane) and the packing in its environment
-(``FIGHTLAB_CONCURRENT`` = min(K, jobs): jobs at once on its GPU; ``FIGHTLAB_MPS``;
-``FIGHTLAB_GPU_JOBS`` = jobs at once on the host over all lanes), which every row the job writes
-records (``fightlab.results``). With GPU lanes and K > 1, CUDA MPS is
-started for the batch (``nvidia-cuda-mps-control -d`` with its pipe and log folders under the
-batch folder) and stopped after it (``quit``); a daemon already running is used and left alone;
-without MPS the jobs time-slice (said in one line).
+lane's GPU (empty on the CPU lane) and the packing in its environment (`fightlab.meta.PACKING_ENV`,
+recorded in every row it writes: ``FIGHTLAB_CONCURRENT`` = min(K, jobs), ``FIGHTLAB_MPS``,
+``FIGHTLAB_GPU_JOBS`` = jobs at once over all lanes). With GPU lanes and K > 1, CUDA MPS runs for
+the batch (`Mps`); without it the jobs time-slice (said in one line).
 
 The batch folder, ``runs/batch/<batch_id>/`` (or ``--batch-dir``), holds ``batch.json`` (the
 state: jobs, lanes, status, seconds, rc), ``jobs/<job_id>/log.txt``, an executed notebook per
@@ -35,7 +32,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import json
 import math
@@ -52,12 +48,12 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from fightlab.batchjobs import (  # noqa: F401 (the batch's names, importable from here)
-    MAX_JOBS, BatchError, Job, Lane, _train_finished, check_devices, check_notebook_params, check_options,
-    check_size, discover_gpus, expand, job_command, make_jobs, make_lanes, notebook_path, parse_grid,
-    parse_job, parse_sets, read_jobs_file, split_values)
+    MAX_JOBS, BatchError, Job, Lane, _train_finished, check_devices, check_options, check_size, discover_gpus,
+    expand, job_command, make_jobs, make_lanes, parse_grid, parse_job, parse_sets, read_jobs_file, split_values)
 from fightlab.errors import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
-from fightlab.rundir import LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location
+from fightlab.rundir import (LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location, listed_path,
+                              lock_file)
 
 BATCH_ROOT = RUNS / "batch"
 STATE = "batch.json"
@@ -74,9 +70,10 @@ TAIL_LINES = 5
 # --- CUDA MPS --------------------------------------------------------------------------------
 
 class Mps:
-    """CUDA MPS for a batch: started when no daemon runs (and stopped by :meth:`stop`), an
-    existing daemon used and left alone, or none (jobs time-slice). Wanted for ``gpu`` lanes of
-    ``per_lane`` > 1 jobs unless not ``allowed`` (``--no-mps``).
+    """CUDA MPS for a batch: started when no daemon runs (``nvidia-cuda-mps-control -d``, pipe
+    and log folders under the batch folder; ``quit`` by :meth:`stop`), an existing daemon used and
+    left alone, or none (jobs time-slice). Wanted for ``gpu`` lanes of ``per_lane`` > 1 jobs
+    unless not ``allowed`` (``--no-mps``).
 
     Attributes:
       active: jobs run under MPS; started: this batch started the daemon; env: variables the
@@ -98,8 +95,7 @@ class Mps:
                               env={**os.environ, **env}, timeout=60, **feed)
 
     def start(self) -> "Mps":
-        """Use a daemon already running, else start one (pipe and log folders under the batch
-        folder); ``message`` says which, or why the jobs sharing a GPU time-slice."""
+        """Use a daemon already running, else start one; ``message`` says which, or why not."""
         slicing = ": jobs sharing a GPU time-slice"
         if self._want and self._bin is None:
             self.message = f"batch: CUDA MPS is not available ({MPS_CONTROL} not found on PATH)" + slicing
@@ -182,20 +178,13 @@ def _claim(folder: Path, fresh: bool):
         raise BatchError(f"batch folder {str(folder)!r} is not empty and not a batch's; choose a new "
                          "--batch-dir (nothing there is deleted)")
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        os.close(fd)
+    fd, pid = lock_file(folder / LOCK)
+    if fd is None:
         raise BatchError(f"batch folder {str(folder)!r} is in use by another batch (pid {pid}); "
-                         "wait for it, or choose a new --batch-dir") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
+                         "wait for it, or choose a new --batch-dir")
     try:
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
 
@@ -242,23 +231,18 @@ def _written_by_fightlab(rd: Path) -> list[Path]:
         return []
     out = [rd / MANIFEST]
     for rel in files if isinstance(files, list) else []:
-        p = rd / str(rel)
-        if Path(str(rel)).is_absolute() or ".." in Path(str(rel)).parts or not (p.is_file() or p.is_symlink()):
-            continue
-        if rd in p.parent.resolve().parents or p.parent.resolve() == rd:
+        p = listed_path(rd, str(rel))
+        if p is not None and (p.is_file() or p.is_symlink()):
             out.append(p)
     return out
 
 
 def archive(folder: Path, with_checkpoints: bool, run_dirs: Iterable[str | Path] = ()) -> Path:
-    """``batch.tar.gz`` of the batch folder (logs, state, rows, curves, executed notebooks, run
-    folders), without checkpoints (``*.pt``; with them, each run's ``latest.pt`` link too)
-    unless ``with_checkpoints``, locks (the batch's and the run folders') and MPS pipes.
-    ``run_dirs`` outside the batch folder (a job's own ``--run-dir``) go in as
-    ``<batch>/run_dirs/<folder name>``, only the files their manifest lists (what fightlab
-    wrote there): a folder without one (``/``, ``/usr/lib``, a job's refused ``--run-dir``) adds
-    nothing. Written through a temporary (`fightlab.rundir.atomic_path`). Returns the archive's
-    path."""
+    """``batch.tar.gz`` (atomically) of the batch folder (logs, state, rows, curves, executed
+    notebooks, run folders), without checkpoints (``*.pt``; with them, each run's ``latest.pt``
+    link too) unless ``with_checkpoints``, locks and MPS pipes. ``run_dirs`` outside the batch
+    folder (a job's own ``--run-dir``) go in as ``<batch>/run_dirs/<folder name>``, only the
+    files their manifest lists (:func:`_written_by_fightlab`). Returns the archive's path."""
     out = folder / ARCHIVE
 
     def keep(info: tarfile.TarInfo):
@@ -413,17 +397,14 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
               retry_failed: bool = False, progress: bool = True, resume: bool = False,
               discover: Callable[[], list[int]] = discover_gpus) -> dict:
     """Run a batch (see the module docstring) and return its state (batch.json's content).
-
-    Jobs start in order on the least busy lane; each lane's thread pool (K workers) waits on
-    its processes (:func:`_wait`), the batch records each end as it comes.
+    Jobs start in order on the least busy lane; the batch records each end as it comes.
 
     Args:
       jobs: :func:`make_jobs` (None with ``resume``: the jobs come from batch.json).
       folder: the batch folder (:func:`resolve_batch_dir`).
       concurrent: jobs at once per lane (≥ 1); gpus: ``--gpus``; job_timeout_s, budget_s,
-        min_left_s: seconds (see the module docstring); mps: try CUDA MPS; with_checkpoints:
-        put ``*.pt`` in the archive; retry_failed: a resume re-runs failed jobs too;
-        discover: GPU indices of this host (injectable for tests).
+        min_left_s: seconds; mps: try CUDA MPS; with_checkpoints: put ``*.pt`` in the archive;
+        retry_failed: a resume re-runs failed jobs too; discover: GPU indices (tests inject it).
     Raises:
       BatchError: bad numbers, GPUs or folder, before any job starts. KeyboardInterrupt: after
         stopping the running jobs, saving the state, MPS and the archive.
@@ -511,16 +492,14 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
             no_mps: bool = False, with_checkpoints: bool = False, retry_failed: bool = False,
             progress: bool = True, commands=(), check_job=None) -> int:
     """`python -m fightlab batch`, its flags as given (None: not given; a resumed batch keeps its
-    saved options unless given again), checked in one pass before anything runs: the batch's
-    own flags (`check_options`), the grid's size, every job (`make_jobs` over `commands`, each
-    argv checked by `check_job`); then run (`run_batch`), the summary table printed. Returns the exit code:
-    0 every job done, 1 some not (continue with --resume), 130 interrupted.
+    saved options unless given again), checked in one pass before anything runs (`check_options`,
+    then `make_jobs` over `commands`, each argv checked by `check_job`); then `run_batch`, the
+    summary table printed. Returns 0 every job done, 1 some not (--resume), 130 interrupted.
 
     Raises:
       ConfigError: one line naming the flag: --concurrent not a positive integer, --resume with
         jobs given, a bad grid, set, jobs file or job."""
     folder = resolve_batch_dir(resume, batch_dir)
-    # a resumed batch keeps its own options (batch.json) unless given again
     saved = {"concurrent": 1, "min_left_s": 60.0, **(saved_options(folder) if resume is not None else {})}
     options = {k: v if v is not None else saved.get(k) for k, v in dict(
         gpus=gpus, job_timeout_s=job_timeout_s, budget_s=budget_s, min_left_s=min_left_s).items()}

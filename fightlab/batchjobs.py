@@ -134,10 +134,8 @@ def parse_sets(items: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def check_size(n_bases: int, grid: list[tuple[str, list[str]]]) -> int:
-    """The batch's job count, job lines × the grid's points, computed without building them.
-
-    Raises:
-      BatchError: more than :data:`MAX_JOBS`, naming the count, its factors and the limit."""
+    """The batch's job count, job lines × the grid's points, computed without building them;
+    BatchError for more than :data:`MAX_JOBS`, naming the count, its factors and the limit."""
     n = n_bases * math.prod(len(v) for _, v in grid)
     if n > MAX_JOBS:
         sizes = " × ".join([f"{n_bases} job line(s)"] + [f"{len(v)} {k}" for k, v in grid])
@@ -153,11 +151,8 @@ def expand(grid: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
 
 
 def notebook_path(name: str) -> Path:
-    """A notebook by number (``06`` → notebooks/06_train.ipynb) or path (``x.ipynb``).
-
-    Raises:
-      BatchError: no such notebook (names the numbered notebooks).
-    """
+    """A notebook by number (``06`` → notebooks/06_train.ipynb) or path (``x.ipynb``); BatchError
+    for no such notebook (naming the numbered notebooks)."""
     if name.endswith(".ipynb"):
         p = Path(name).expanduser()
         if not p.is_file():
@@ -222,12 +217,8 @@ def _notebook_params(path: str) -> dict:
 
 
 def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
-    """Refuse parameters a notebook does not have (papermill would only warn and inject them).
-
-    Raises:
-      BatchError: naming the unknown keys and the notebook's parameters
-        (``papermill.inspect_notebook``).
-    """
+    """Refuse parameters a notebook does not have (papermill would only warn and inject them):
+    BatchError naming the unknown keys and the notebook's (``papermill.inspect_notebook``)."""
     have = _notebook_params(str(path))
     bad = [k for k in keys if k not in have]
     if bad:
@@ -238,9 +229,8 @@ def check_notebook_params(path: Path, keys: Iterable[str]) -> None:
 def _flags(values: Iterable[tuple[str, str]], base: list[str] | None = None,
            check_job: Callable | None = None, via_set: dict | None = None) -> list[str]:
     """Grid / set values as arguments: ``env.x`` → ``--set env.x=V``; ``name`` → ``--name V``, or
-    ``--set name=V`` where the command has no such flag but takes that ``--set`` (a TrainConfig
-    field without a flag of its own, e.g. curriculum_wait), as ``check_job`` on ``base`` says for
-    the key's first value (``via_set`` caches that per key: one look per job line and key)."""
+    ``--set name=V`` where ``check_job`` on ``base`` refuses the flag but takes that ``--set`` (a
+    TrainConfig field without a flag, e.g. curriculum_wait; ``via_set`` caches it per key)."""
     out = []
     cache = {} if via_set is None else via_set
     for key, v in values:
@@ -266,15 +256,15 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
       commands: the fightlab commands a job may name ("batch" is never one).
       check_job: ``argv -> (error, identity)`` for a fightlab argv, one parse for both: the line
         the command line would print when it refuses the argv (else None), and what the argv runs
-        (its flags as the command line reads them; for a new training its whole config; None
-        when refused). Two grid points of one job line that run the same (``seed=1,01``,
-        ``backend=gpu,warp``) are refused, and so are two of a notebook line whose parameters
-        read the same. None: no check.
+        (for a new training its whole config; None when refused). Two grid points of one job line
+        that run the same (``seed=1,01``; a notebook's parameters that read the same) are
+        refused. None: no check.
     Returns:
       jobs with ids ``NNN-<what>`` in order.
     Raises:
-      BatchError: no job, more than :data:`MAX_JOBS`, an unknown command (names the commands),
-        an argv ``check_job`` refuses, a missing script, an unknown notebook or notebook parameter.
+      BatchError: no job, more than :data:`MAX_JOBS`, an unknown command (names the commands), a
+        key given twice, an argv ``check_job`` refuses, a missing script, an unknown notebook or
+        notebook parameter, two trainings in one ``--run-dir``.
     """
     commands = [c for c in commands if c != "batch"]
     if not bases:
@@ -364,11 +354,7 @@ def discover_gpus(run: Callable = subprocess.run) -> list[int]:
 
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
     """Refuse, before any job starts, jobs that ask for a CUDA device when the only lane is the
-    CPU (no GPU found, or ``--gpus none``): each would fail after its start-up.
-
-    Raises:
-      BatchError: naming the first such job, its device and how many there are.
-    """
+    CPU (each would fail after its start-up): BatchError naming the first, its device, how many."""
     if any(lane.gpu is not None for lane in lanes):
         return
     cuda = [(j, d) for j in jobs if j.kind == "fightlab" for d in [_opt(j.argv, "--device") or ""]
@@ -432,12 +418,10 @@ def _opt(argv: list[str], flag: str) -> str | None:
 
 
 def _drop(argv: list[str], flag: str) -> list[str]:
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == flag:
-            skip = True
+    out, it = [], iter(argv)
+    for a in it:
+        if a == flag:
+            next(it, None)  # its value
         elif not a.startswith(flag + "="):
             out.append(a)
     return out

@@ -39,12 +39,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
-            seen = set()
-            for name, sub in action.choices.items():
-                if id(sub) in seen:  # aliases point at one parser
-                    continue
-                seen.add(id(sub))
-                out.append((name, helps.get(name, ""), sub))
+            first = {id(sub): name for name, sub in reversed(action.choices.items())}  # aliases: one parser
+            out += [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()
+                    if first[id(sub)] == name]
     return out
 
 
@@ -52,16 +49,9 @@ def _arguments(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     """(invocation, help) of each argument ``--help`` lists, help and sub-command actions left
     out; help text expanded as the parser's formatter expands it (its defaults included)."""
     fmt = parser._get_formatter()
-    rows = []
-    for action in parser._actions:
-        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
-            continue
-        if action.help == argparse.SUPPRESS:
-            continue
-        invocation = fmt._format_action_invocation(action)
-        text = fmt._expand_help(action) if action.help else ""
-        rows.append((invocation, text))
-    return rows
+    return [(fmt._format_action_invocation(a), fmt._expand_help(a) if a.help else "")
+            for a in parser._actions if a.help != argparse.SUPPRESS
+            and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
 def _section(path: list[str], summary: str, parser: argparse.ArgumentParser) -> list[str]:

@@ -53,41 +53,39 @@ def resolve_device(device, *, has_cuda=None) -> str:
         return "cuda:0" if has_cuda() else "cpu"
     if has_cuda is None:
         return validate_device(device)
-    d = str(device).strip().lower()
-    if d == "cpu":
-        return "cpu"
-    if not (d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:]))):
-        raise ConfigError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if not has_cuda():
+    d = _canonical(str(device), device, "'auto', ")
+    if d != "cpu" and not has_cuda():
         raise ConfigError(f"device {device!r} asks for a GPU but this machine has none (warp sees "
                           "no CUDA device); use device 'cpu' or 'auto'")
+    return d
+
+
+def _canonical(text: str, device, auto: str = "") -> str:
+    """"cpu" or "cuda:N" for a device's text ("cuda" is "cuda:0"), else the one-line ConfigError."""
+    d = text.strip().lower()
+    if not (d in ("cpu", "cuda") or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:]))):
+        raise ConfigError(f"device must be {auto}'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return "cuda:0" if d == "cuda" else d
 
 
 def validate_device(device, hint: str = "; use device 'cpu' (--device cpu on the command line)") -> str:
     """Return a canonical device string ("cpu" or "cuda:N").
 
-    Raises ValueError if `device` is not "cpu", "cuda" or "cuda:N", or names a CUDA device that
+    Raises ConfigError if `device` is not "cpu", "cuda" or "cuda:N", or names a CUDA device that
     this machine does not have (the message says which devices exist; on a machine without a
     GPU it ends with ``hint``, by default the way to the CPU through ``--device``: callers whose
     setting has another flag pass their own, or "").
     """
-    if not isinstance(device, str):
-        raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    d = device.strip().lower()
+    d = _canonical(device if isinstance(device, str) else "?", device)
     if d == "cpu":
         return "cpu"
-    if d == "cuda" or (d.startswith("cuda:") and re.fullmatch(r"[0-9]+", d[5:])):
-        wp = init_warp()
-        cuda = [str(x) for x in wp.get_cuda_devices()]
-        if not cuda:
-            raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
-                             f"(warp sees none){hint}")
-        d = "cuda:0" if d == "cuda" else d
-        if d not in cuda:
-            raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
-        return d
-    raise ConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    cuda = [str(x) for x in init_warp().get_cuda_devices()]
+    if not cuda:
+        raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU "
+                          f"(warp sees none){hint}")
+    if d not in cuda:
+        raise ConfigError(f"device {device!r} not found; CUDA devices here: {', '.join(cuda)}")
+    return d
 
 
 #: (body, device, backend) builds this process has announced (`announce_compile`)
@@ -107,10 +105,7 @@ def announce_compile(body: str, device: str, backend: str = "gpu") -> str | None
         return None
     _ANNOUNCED.add(key)
     cache = Path(init_warp().config.kernel_cache_dir or "")
-    try:
-        empty = not any(cache.iterdir())
-    except OSError:  # no cache folder yet
-        empty = True
+    empty = not cache.is_dir() or not any(cache.iterdir())  # no cache folder yet, or nothing in it
     what = "MuJoCo Warp kernels" if backend == "gpu" else "the env's warp kernels"
     when = ("about a minute the first time (warp's kernel cache is empty)" if empty
             else "may take about a minute the first time")

@@ -21,8 +21,6 @@ class HostReadError(RuntimeError):
 #: the text of torch's sync-debug warning (torch.cuda.set_sync_debug_mode("warn")), which HostReads counts
 SYNC_WARNING = "called a synchronizing CUDA operation"
 _WARP_READS = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
-
-
 #: torch's one-time note on first setting a sync-debug mode ("... is a prototype feature and does
 #: not yet detect all synchronizing operations"): about torch, not the run, so never shown
 SYNC_DEBUG_NOTE = "Synchronization debug mode is a prototype feature"
@@ -63,9 +61,7 @@ class HostReads:
     def __init__(self, device: Any = "cpu", strict: bool = False):
         self.cuda = str(getattr(device, "alias", device)).startswith("cuda")  # `timing.is_cuda_device`
         self.strict = strict
-        self.count = 0
-        self.unexpected = 0
-        self.sites: list[str] = []  # what was read, where (the first 64 since reset/take)
+        self.reset()
         self._inside = 0   # nesting of warp's read functions (one outer call counts once)
         self._sanctioned = 0
         self._saved: dict = {}
@@ -73,9 +69,7 @@ class HostReads:
         self._others: list = []  # other warnings seen while recording: re-issued at exit
 
     def reset(self) -> None:
-        self.count = 0
-        self.unexpected = 0
-        self.sites = []
+        self.count, self.unexpected, self.sites = 0, 0, []  # sites: the first 64 reads, where
 
     def _seen(self, what: str) -> None:
         self.count += 1
@@ -178,5 +172,6 @@ class HostReads:
     def take(self) -> int:
         """The reads counted since the last `take()` (torch's recorded so far included)."""
         self._drain()
-        n, self.count, self.unexpected, self.sites = self.count, 0, 0, []
+        n = self.count
+        self.reset()
         return n

@@ -1,14 +1,8 @@
-"""What a machine is and does, as facts and one probe (the bottom layer; stdlib only, so the
-rented host's check, ``fightlab/survey/hostcheck.py``, imports it before fightlab is installed).
-
-- `same_gpu`: is a name as ``nvidia-smi`` / Vast / a row spells it (``"NVIDIA GeForce RTX 4090"``,
-  ``"Tesla T4"``) the GPU type asked for (``"RTX 4090"``)?
-- `PUBLISHED_BANDWIDTH_GB_S` / `published_bandwidth`: each GPU type's peak memory bandwidth as
-  its maker publishes it, the reference of bench's bad-host check when no earlier rows of the
-  card exist (``fightlab.measure.bench.bandwidth_check``).
-- `download_mb_per_s`: the download rate from a URL (bench's host check, the rented host's).
-- `GpuMemoryPeak`: the peak device memory in use while a block runs, sampled with ``nvidia-smi``
-  (the main job's GPU-memory column).
+"""What a machine is and does, as facts and one probe (the bottom layer; stdlib only, Python 3.7
+syntax, so the rented host's check, ``fightlab/survey/hostcheck.py``, imports it before fightlab
+is installed): `same_gpu` (the one GPU-name match), `PUBLISHED_BANDWIDTH_GB_S` (the reference of
+bench's bad-host check when no earlier rows of the card exist), `download_mb_per_s` (bench's and
+the rented host's check), `GpuMemoryPeak` (the main job's GPU-memory column).
 """
 
 from __future__ import annotations
@@ -108,12 +102,10 @@ def visible_gpu(index: int | None, environ=None) -> str | None:
     that variable. None for None, or an index past the visible list."""
     import os
 
-    if index is None:
-        return None
     env = os.environ if environ is None else environ
-    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if "CUDA_VISIBLE_DEVICES" not in env:
-        return str(index)
+    if index is None or "CUDA_VISIBLE_DEVICES" not in env:
+        return None if index is None else str(index)
+    visible = [v.strip() for v in env["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()]
     return visible[index] if 0 <= index < len(visible) else None
 
 
@@ -138,24 +130,20 @@ class GpuMemoryPeak:
         self._thread: threading.Thread | None = None
         self._smi = shutil.which("nvidia-smi") if self.index is not None else None
 
-    def _read(self) -> float | None:
+    def _take(self) -> None:
         try:
             out = subprocess.run([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits",
                                   "-i", str(self.index)], capture_output=True, text=True, timeout=10)
-            return float(out.stdout.strip().splitlines()[0]) if out.returncode == 0 else None
+            if out.returncode == 0:
+                v = float(out.stdout.strip().splitlines()[0])
+                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
         except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-            return None
-
-    def _take(self) -> None:
-        v = self._read()
-        if v is not None:
-            self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+            pass
 
     def _sample(self) -> None:
-        while True:
+        self._take()
+        while not self._stop.wait(self.interval_s):
             self._take()
-            if self._stop.wait(self.interval_s):
-                return
 
     def __enter__(self) -> "GpuMemoryPeak":
         if self._smi:

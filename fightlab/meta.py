@@ -7,9 +7,9 @@ row can not fail because of the environment.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-
 import socket
 import subprocess
 import uuid
@@ -46,15 +46,13 @@ def utc_now() -> str:
 def git_commit(root: Path | str | None = None) -> str:
     """Short commit of ``HEAD`` in ``root`` (default: fightlab's source tree).
 
-    ``"<sha>-dirty"`` when tracked files differ from ``HEAD`` (untracked files are ignored, as in
+    ``"<sha>-dirty"`` when tracked files differ from ``HEAD`` (untracked files ignored, as in
     ``git describe --dirty``); ``"unknown"`` outside a git work tree, without git, or before the
     first commit. ``FIGHTLAB_COMMIT`` overrides it (a copy of the tree without ``.git``, e.g. the
-    GPU machine); a full 40-hex sha there (``-dirty`` kept) is cut to 7 characters, the form
-    used here (the first 7 characters of ``HEAD``), so rows from both places group together.
+    GPU machine); a full 40-hex sha there is cut to 7 characters, so rows from both group together.
     """
     override = os.environ.get("FIGHTLAB_COMMIT", "").strip()
     if override and root is None:
-        # a copy of the tree without .git (e.g. the GPU machine): the launcher passes the commit
         sha, dirty = (override[:-6], "-dirty") if override.endswith("-dirty") else (override, "")
         if len(sha) == 40 and all(c in "0123456789abcdefABCDEF" for c in sha):
             return sha[:7].lower() + dirty
@@ -65,9 +63,8 @@ def git_commit(root: Path | str | None = None) -> str:
     sha = _run(["git", "rev-parse", "HEAD"], cwd=cwd)
     if not sha:
         return "unknown"
-    sha = sha[:7]  # always 7 characters (--short grows when 7 are ambiguous), as the override
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd)
-    return f"{sha}-dirty" if status else sha
+    return sha[:7] + ("-dirty" if status else "")  # always 7 characters (--short grows when ambiguous)
 
 
 #: the code a training runs and times itself with: the bodies, the physics and its kernels, the
@@ -108,19 +105,11 @@ def host_name() -> str:
         return "unknown"
 
 
-def _device_str(device: Any) -> str:
-    if device is None:
-        return "cpu"
-    alias = getattr(device, "alias", None)  # warp.Device
-    return alias if isinstance(alias, str) else str(device)
-
-
 def gpu_name(device: Any = "cpu") -> str:
-    """Name of the CUDA device ``device`` (e.g. ``"NVIDIA H200"``), or ``"cpu"`` for the CPU.
-
-    Tries ``torch.cuda.get_device_name``, then Warp's device name; ``"unknown"`` if both fail.
-    """
-    dev = _device_str(device)
+    """Name of the CUDA device ``device`` (a name, a torch or warp device; e.g. ``"NVIDIA H200"``),
+    or ``"cpu"`` for the CPU. Tries torch, then warp; ``"unknown"`` if both fail."""
+    alias = getattr(device, "alias", None)  # warp.Device
+    dev = "cpu" if device is None else alias if isinstance(alias, str) else str(device)
     if not dev.startswith("cuda"):
         return "cpu"
     try:
@@ -139,11 +128,8 @@ def gpu_name(device: Any = "cpu") -> str:
 
 
 def driver_version() -> str:
-    """NVIDIA driver version from ``nvidia-smi`` (e.g. ``"570.86.15"``).
-
-    Falls back to Warp's CUDA driver API version (``"cuda-12.8"``) when ``nvidia-smi`` is missing
-    but CUDA works, else ``""`` (CPU-only machine).
-    """
+    """NVIDIA driver version from ``nvidia-smi`` (e.g. ``"570.86.15"``), else warp's CUDA driver
+    API version (``"cuda-12.8"``), else ``""`` (CPU-only machine)."""
     out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     if out:
         return out.splitlines()[0].strip()
@@ -181,13 +167,10 @@ def cpu_count() -> int:
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), or the platform's processor string, or "cpu"."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip() or "cpu"
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip() or "cpu"
     import platform
 
     return platform.processor() or "cpu"
@@ -209,10 +192,9 @@ def is_cpu_label(gpu: str) -> bool:
     return isinstance(gpu, str) and gpu.startswith(CPU_LABEL_PREFIX) and gpu.endswith(" cores)")
 
 
-#: the packing environment a launcher (``python -m fightlab batch``) sets for each job, with
-#: the older names still read: FIGHTLAB_CONCURRENT (jobs at once on this job's GPU; older name
-#: FIGHTLAB_SHARED_GPU), FIGHTLAB_MPS (1: those jobs run under CUDA MPS), FIGHTLAB_GPU_JOBS
-#: (jobs at once on the host over all its GPUs; older name FIGHTLAB_HOST_JOBS)
+#: the packing environment a launcher (``python -m fightlab batch``) sets for each job (the older
+#: names second, still read): FIGHTLAB_CONCURRENT (jobs at once on this job's GPU), FIGHTLAB_MPS
+#: (1: under CUDA MPS), FIGHTLAB_GPU_JOBS (jobs at once on the host over all its GPUs)
 PACKING_ENV = dict(concurrent=("FIGHTLAB_CONCURRENT", "FIGHTLAB_SHARED_GPU"), mps=("FIGHTLAB_MPS",),
                    gpu_jobs=("FIGHTLAB_GPU_JOBS", "FIGHTLAB_HOST_JOBS"))
 

@@ -7,13 +7,9 @@ current directory, so notebooks run the same from JupyterLab (whose kernels star
     results.read_rows("train", REPO_ROOT)
 
 Paths a user passes on the command line (``--run-dir foo``, a checkpoint) stay relative to their
-current directory as usual; only fightlab's own defaults come from here.
-
-``RUNS`` (default ``REPO_ROOT/runs``) can be moved for a process and everything it starts
-(papermill's kernels, batch jobs) with the environment variable ``FIGHTLAB_RUNS``: read once, at
-import; ``~`` expanded, a relative value taken from the repository root like every default. The
-test suite points it at a temporary folder so that it never writes a user's ``runs/``. Keep the
-folder named ``runs`` (or below one): clean-ups refuse scratch folders outside a ``runs`` folder.
+current directory as usual. ``RUNS`` is moved for a process and everything it starts (papermill's
+kernels, batch jobs; the test suite, to a temporary folder) by ``FIGHTLAB_RUNS``, read once at
+import (`runs_folder`, `runs_problem`).
 """
 
 from __future__ import annotations
@@ -38,11 +34,10 @@ def runs_folder(value: str | None = None) -> Path:
 
 def runs_problem(path: Path | None = None) -> str | None:
     """Why ``path`` (default :data:`RUNS`) cannot be the runs folder, one clause naming
-    ``FIGHTLAB_RUNS`` and the value, or None. A runs folder is a folder (or not there yet) named
-    ``runs`` or below one (clean-ups refuse scratch folders elsewhere), inside the repository only
-    as its ``runs/`` (the rest is the source tree), and never the filesystem root, ``$HOME`` or a
-    folder holding the repository (fightlab would search and write there). The command line and
-    the main job refuse to start on one."""
+    ``FIGHTLAB_RUNS`` and the value, or None (the command line and the main job refuse to start on
+    one). A runs folder is a folder (or not there yet) named ``runs`` or below one (clean-ups
+    refuse scratch folders elsewhere), inside the repository only as its ``runs/``, never the
+    filesystem root, ``$HOME`` or a folder holding the repository."""
     path = Path(RUNS if path is None else path)
     said = f"{RUNS_ENV}={os.environ.get(RUNS_ENV, '')!r} ({path})"
     resolved, repo = path.resolve(), REPO_ROOT.resolve()

@@ -22,12 +22,10 @@ def _publish_curriculum(cfg: "TrainConfig") -> tuple[int, int]:
 
 
 def min_publish_iterations(cfg: "TrainConfig") -> int:
-    """The fewest `max_iterations` a published training may have: the task's curriculum waits
-    `curriculum_wait` iterations at its start and after each widening, once per stage (10 stages
-    × 32 = 320), and a run stopped sooner cannot solve the task by construction. The task's own
-    curriculum (the defaults) sets the floor, not only ``cfg``'s: a run that shortens its
-    curriculum with ``--set`` changes the task, and is still no measurement below it. A run
-    with `stop_after_stage` s measures its first s + 1 stages: (s + 1) × wait."""
+    """The fewest `max_iterations` a published training may have: the curriculum waits
+    `curriculum_wait` iterations per stage (10 stages × 32 = 320), and a run stopped sooner cannot
+    solve by construction. The task's own curriculum (the defaults) sets the floor too: one
+    shortened with ``--set`` changes the task. A `stop_after_stage` s run: (s + 1) × wait."""
     stages, wait = _publish_curriculum(cfg)
     st = getattr(cfg, "stop_after_stage", None)
     return (min(st + 1, stages) if isinstance(st, int) and not isinstance(st, bool) else stages) * wait
@@ -35,11 +33,8 @@ def min_publish_iterations(cfg: "TrainConfig") -> int:
 
 def training_size_problem(cfg: "TrainConfig") -> str | None:
     """Why a training is not full size (one clause naming the value and the bound), or None.
-
-    Full size, the one definition for a published training: nworld >= :data:`MIN_PUBLISH_NWORLD`,
-    its reference check as many worlds (`reference_nworld`) and max_iterations >=
-    :func:`min_publish_iterations` (on either backend; a `stop_after_stage` run: room for its
-    stages)."""
+    Full size, on either backend: nworld and `reference_nworld` >= :data:`MIN_PUBLISH_NWORLD`,
+    max_iterations >= :func:`min_publish_iterations`."""
     if cfg.nworld < MIN_PUBLISH_NWORLD:
         return (f"nworld {cfg.nworld} is below {MIN_PUBLISH_NWORLD}, the smallest world count of the "
                 "committed training studies")
@@ -61,30 +56,23 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
                   gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
                   training: "TrainConfig | None" = None, flag: str = "--publish") -> None:
-    """The one rule for what may write the committed data/, as the code below checks it:
+    """The one rule for what may write the committed data/:
 
     - size: only ``"full"`` (or None, for what has no size) publishes;
-    - a training (``training``, its TrainConfig) publishes only at full size,
-      :func:`training_size_problem`: at least :data:`MIN_PUBLISH_NWORLD` worlds and room for the
-      curriculum to solve (:func:`min_publish_iterations`), on either backend;
-    - ``backend="gpu"`` (MuJoCo Warp) publishes only on a CUDA device ("cuda:N"): MuJoCo Warp on
-      warp's CPU device is a smoke check, not a measurement, whatever its folder or flags;
-    - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) publishes on its device "cpu"
-      (`validate_layout` refuses any other); its rows name the CPU model and cores in the `gpu`
-      column (`fightlab.meta.cpu_label`, checked again by `fightlab.results.append_row`);
-    - the CPU backend with a ``policy_device`` publishes only with the policy on a CUDA device:
-      ``"cpu"`` is the same run as without it plus copies, a check of that path;
+    - a training (``training``, its TrainConfig) only at full size (:func:`training_size_problem`);
+    - ``backend="gpu"`` (MuJoCo Warp) only on a CUDA device: on warp's CPU device it is a smoke
+      check, not a measurement, whatever its folder or flags;
+    - ``backend="cpu"`` (MuJoCo's C engine, the CPU baseline) on its device "cpu"; its rows name
+      the CPU in the `gpu` column (`fightlab.meta.cpu_label`, checked by `results.append_row`);
+    - the CPU backend with a ``policy_device`` only with the policy on a CUDA device (``"cpu"`` is
+      the same run plus copies, a check of that path);
     - a rendering (Figure 1) measures nothing and passes ``gpu=False``: only its size is checked.
 
     Args:
-      publish: whether the caller wants to write data/ (True or False; nothing else is checked
-        when False).
-      device: the run's device ("cpu", "cuda:N"); what: what would be written (for the message);
-      size: the run's size (:data:`SIZES`) where it has one, else None;
-      gpu: whether what is written is a measurement (False only for renderings);
-      backend: the run's physics backend (:data:`BACKENDS`); policy_device: the CPU backend's
-        `TrainConfig.policy_device` (None: the policy on the run's device);
-      training: the training's config when what is written is a training's row, else None;
+      publish: whether the caller wants to write data/ (a bool; nothing else checked when False).
+      device: the run's device; what: what would be written (for the message); size: the run's
+        size where it has one, else None; backend: the run's physics backend; policy_device: the
+        CPU backend's `TrainConfig.policy_device`; training: a training's config, else None;
       flag: the option that asked to publish, as the messages name it.
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a

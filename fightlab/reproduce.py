@@ -3,27 +3,20 @@
 `reproduce(only=["06"], size="smoke", publish=False, device="cpu")`. Each notebook takes the
 parameters `size` ("smoke": CPU-sized, seconds; "full": the GPU measurement), `device` and
 `publish`; only with `publish` do notebooks write the committed data/ and figures/, and the one
-publish rule (`fightlab.publish.check_publish`: full size on a GPU; notebook 01's rendering needs
-no GPU) is checked for every chosen notebook before the first one starts. Executed copies go to
-runs/notebooks/<name>-<size>.ipynb (git-ignored). Notebooks run in notebooks/, as JupyterLab
-runs them: every path in them resolves from the repository (`fightlab.paths`).
+publish rule (`fightlab.publish.check_publish`) is checked for every chosen notebook before the
+first one starts. Executed copies go to runs/notebooks/<name>-<size>.ipynb (git-ignored);
+notebooks run in notebooks/, as JupyterLab runs them (paths resolve from `fightlab.paths`).
 
-Each notebook shows a progress bar over its cells; `log_output=True` streams the cells' output
-(a training's own progress bar included) instead.
-
-What the job measured of itself: one ``reproduce`` row per notebook (its wall time, whether it
-ran, the peak GPU memory in use, the figures it drew and how many differ from the committed ones)
-in ``<out_dir>/data/results/reproduce.csv``; with ``publish_times`` (full size on a GPU) also in
-the repository's ``data/results/reproduce.csv``. After the notebooks it compares every figure
-they wrote under runs/ with the committed figure of the same name (`compare_figures`), and for a
-PNG that differs puts the two side by side in ``<out_dir>/compare/``; `report_figures` prints one
-line per figure at full size (or with `log_output`), at smoke size only the counts.
+The job's own measurement: one ``reproduce`` row per notebook (wall time, whether it ran, peak
+GPU memory, figures drawn and how many differ from the committed ones) in
+``<out_dir>/data/results/reproduce.csv``, with ``publish_times`` also in the repository's. Then
+every figure the notebooks wrote under runs/ is compared with the committed one of the same name
+(`figure_verdicts`; a differing PNG side by side in ``<out_dir>/compare/``; `report_figures`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import sys
@@ -38,7 +31,7 @@ from fightlab.hosts import GpuMemoryPeak
 from fightlab.meta import new_run_id
 from fightlab.paths import NOTEBOOKS as NOTEBOOK_DIR
 from fightlab.paths import REPO_ROOT, RUNS
-from fightlab.rundir import atomic_path
+from fightlab.rundir import atomic_path, lock_file
 
 OUT_DIR = RUNS / "notebooks"
 
@@ -64,15 +57,12 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
 
     Args:
       only: notebook numbers ("06"), default all; size: "smoke", "full" or "auto" (full on a
-        GPU device, smoke otherwise; the notebooks get it as given and say what it chose); publish: let the
-        notebooks write data/ and figures/ (publish.check_publish: full size on a GPU, or a
-        rendering at full size); device: "cpu"/"cuda:N";
+        GPU device, smoke otherwise; the notebooks get it as given and say what it chose);
+      publish: let the notebooks write data/ and figures/; device: "cpu"/"cuda:N";
       out_dir: where executed copies go (default runs/notebooks); extra: more parameters;
       log_output: stream the cells' output instead of a progress bar per notebook, and list
         every figure's comparison at smoke size too;
-      publish_times: also write the job's ``reproduce`` rows (one per notebook: wall time,
-        peak GPU memory) into the repository's data/results/reproduce.csv (full size on a GPU).
-
+      publish_times: also write the job's rows into the repository's data/results/reproduce.csv.
     Returns:
       0 when every notebook ran. Raises ConfigError for an unknown notebook/size or a publish
       the rule refuses (before any notebook runs); NotebookError when a cell fails (its row,
@@ -106,8 +96,7 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
 
 
 def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publish_times) -> int:
-    """The notebooks of `reproduce`, checked already: each run, timed and written as a row; then
-    the figure comparison."""
+    """`reproduce`'s notebooks, checked already: each run, timed, a row; then the figures."""
     import papermill as pm
 
     gpu_index = int(device.split(":")[1]) if re.fullmatch(r"cuda:[0-9]+", device) else None
@@ -191,59 +180,33 @@ def one_job(runs: Path):
     executed notebooks and comparisons share fixed names. A second job is refused, naming the
     first's pid (the lock dies with its process, so a killed job leaves nothing to clear)."""
     runs.mkdir(parents=True, exist_ok=True)
-    path = runs / ".fightlab-reproduce.lock"
-    f = open(path, "a+")
+    fd, pid = lock_file(runs / ".fightlab-reproduce.lock")
+    if fd is None:
+        raise ConfigError(f"another main job (pid {pid}) is running on the runs folder {runs}; wait "
+                          f"for it, or give this one its own with FIGHTLAB_RUNS=/other/runs")
     try:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            pid = f.read().strip() or "?"
-            raise ConfigError(f"another main job (pid {pid}) is running on the runs folder {runs}; wait "
-                              f"for it, or give this one its own with FIGHTLAB_RUNS=/other/runs") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
         yield
     finally:
-        f.close()
-
-
-def _same_bytes(a: Path, b: Path) -> bool:
-    return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+        os.close(fd)
 
 
 def drawn_figures(since: float, runs: Path | None = None, exclude: Path | None = None,
                   until: float | None = None) -> list[Path]:
-    """The figures (``*/figures/*.png`` and ``.svg``, as `fightlab.figures.style.savefig` writes
-    them) under ``runs`` (default `fightlab.paths.RUNS`) modified between ``since`` and ``until``
-    (``time.time()`` values, 1 s of slack each side; ``until`` default now: a file dated in the
-    future, e.g. copied from a host whose clock runs ahead, was not drawn by this job), ``exclude``
-    and its contents left out; sorted by path."""
+    """The figures (``*/figures/*.png`` and ``.svg``) under ``runs`` (default `paths.RUNS`)
+    modified between ``since`` and ``until`` (``time.time()``, 1 s of slack each side; ``until``
+    default now: a file dated in the future, copied from a host whose clock runs ahead, was not
+    drawn by this job), ``exclude`` and its contents left out; sorted by path."""
     until = time.time() if until is None else until
-    runs = Path(runs or paths.RUNS)
-    if not runs.is_dir():
-        return []
     skip = exclude.resolve() if exclude is not None else None
-    found = []
-    for p in runs.rglob("figures/*"):
-        if p.suffix not in (".png", ".svg") or not p.is_file() or \
-                not since - 1 <= p.stat().st_mtime <= until + 1:
-            continue
-        if skip is not None and (p.resolve() == skip or skip in p.resolve().parents):
-            continue
-        found.append(p)
-    return sorted(found)
+    return sorted(p for p in Path(runs or paths.RUNS).rglob("figures/*")
+                  if p.suffix in (".png", ".svg") and p.is_file()
+                  and since - 1 <= p.stat().st_mtime <= until + 1
+                  and not (skip is not None and (p.resolve() == skip or skip in p.resolve().parents)))
 
 
 def compare_figures(drawn: list[Path], compare_dir: Path, committed: Path | None = None) -> list[str]:
     """One line per figure in ``drawn`` against the committed figure of the same file name under
-    ``committed`` (default the repository's figures/): "same as", "differs from" or "no committed
-    figure". For each PNG that differs, the committed figure (left) and this run's (right) are
-    written side by side to ``compare_dir/<name>.png`` (created only when needed; a file there of
-    the same name is replaced: the folder holds this job's comparisons). `figure_verdicts` gives
-    each line's verdict too."""
+    ``committed`` (default the repository's figures/): `figure_verdicts` without the verdicts."""
     return [line for _, line in figure_verdicts(drawn, compare_dir, committed)]
 
 
@@ -253,29 +216,26 @@ VERDICTS = ("same", "differs", "none", "error")
 
 def figure_verdicts(drawn: list[Path], compare_dir: Path, committed: Path | None = None) -> list[tuple[str, str]]:
     """(verdict, line) per figure of `compare_figures`: "same", "differs", "none" (no committed
-    figure of its name) or "error" (a damaged image: bytes that differ and cannot be shown)."""
-    committed = Path(committed or REPO_ROOT / "figures")
+    figure of its name) or "error" (a damaged image: bytes that differ and cannot be shown). For
+    each PNG that differs, the committed figure (left) and this run's (right) are written side by
+    side to ``compare_dir/<name>.png`` (a file of that name replaced: this job's comparisons)."""
     out = []
     for p in drawn:
-        ref = committed / p.name
+        ref, name = Path(committed or REPO_ROOT / "figures") / p.name, f"figures/{p.name}"
         try:
-            out.append(_compare_one(p, ref, compare_dir))
+            if not ref.is_file():
+                out.append(("none", f"{p}: no committed figure of this name"))
+            elif p.stat().st_size == ref.stat().st_size and p.read_bytes() == ref.read_bytes():
+                out.append(("same", f"{p}: same as the committed figure {name}"))
+            elif p.suffix != ".png":
+                out.append(("differs", f"{p}: differs from the committed figure {name}"))
+            else:
+                side = _side_by_side(ref, p, compare_dir / p.name)
+                out.append(("differs", f"{p}: differs from the committed figure {name}; side by side: "
+                                       f"{side}"))
         except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a damaged image
-            out.append(("error", f"{p}: could not be compared with figures/{p.name} ({type(e).__name__}: {e})"))
+            out.append(("error", f"{p}: could not be compared with {name} ({type(e).__name__}: {e})"))
     return out
-
-
-def _compare_one(p: Path, ref: Path, compare_dir: Path) -> tuple[str, str]:
-    """One figure's (verdict, line) (the side-by-side PNG written when it differs)."""
-    name = f"figures/{ref.name}"
-    if not ref.is_file():
-        return "none", f"{p}: no committed figure of this name"
-    if _same_bytes(p, ref):
-        return "same", f"{p}: same as the committed figure {name}"
-    if p.suffix != ".png":
-        return "differs", f"{p}: differs from the committed figure {name}"
-    side = _side_by_side(ref, p, compare_dir / p.name)
-    return "differs", f"{p}: differs from the committed figure {name}; side by side: {side}"
 
 
 def _side_by_side(left: Path, right: Path, dst: Path) -> Path:
@@ -305,11 +265,10 @@ def job_times(root: Path | str = REPO_ROOT, gpu: str | None = None) -> "pd.DataF
     """The main job's time on a GPU, notebook by notebook, from ``root``'s reproduce rows.
 
     Per GPU name (``gpu``: only that one), the newest full-size CUDA row of each notebook that
-    ran (``ok`` 1), in notebook order, with a ``total`` row summing wall_s over them, taking the
-    largest ``gpu_mem_peak_mib`` and counting them (``notebooks``: a total over fewer notebooks
-    than the job has is a partial job). The notebooks of one job may come from several calls
-    (``params.job`` differs), so the table lists each row's commit and job. Rows whose params
-    lack a notebook, size or job, or hold other types, are not the main job's and are left out.
+    ran (``ok`` 1), in notebook order, and a ``total`` row: wall_s summed, the largest
+    ``gpu_mem_peak_mib``, ``notebooks`` counted (fewer than the job has: a partial job). One job's
+    notebooks may come from several calls, so each row's commit and job are listed. Rows whose
+    params lack a notebook, size or job (or hold other types) are not the main job's: left out.
 
     Returns:
       DataFrame with columns gpu, driver, notebook, commit, job, time, wall_s, gpu_mem_peak_mib,

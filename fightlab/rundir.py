@@ -3,23 +3,20 @@ fightlab wrote there.
 
 A run folder holds a manifest, ``.fightlab-run.json`` (the files fightlab wrote, relative
 paths), and a lock file, ``.fightlab-run.lock`` (the pid of the process writing the folder,
-locked with ``fcntl.flock`` for as long as it runs; the kernel drops the lock when the process
-dies, so a lock left by a killed process is detected as stale and taken over).
+held with `lock_file`: a lock left by a killed process is stale and taken over).
 
     with RunDir("runs/train/simple-1024-s0", fresh=True) as rd:   # ConfigError if refused
         ...write rd.path / "rows.csv"...
         rd.add("rows.csv")                                          # recorded in the manifest
 
-Refused (``RunDirError``, one line naming the folder and why): a path that is not a folder; the
-filesystem root, ``$HOME``, the repository root or any folder above it, a folder holding ``.git``,
-or ``data/results`` without a manifest; a non-empty folder without a manifest; for a fresh run,
-a folder holding run files (rows, checkpoints, result rows, curves) its manifest does not list;
-a folder another live process holds.
+Refused (``RunDirError``, one line naming the folder and why): a path that is not a folder or a
+protected place (`check_location`); a non-empty folder without a manifest; for a fresh run, a
+folder holding run files (rows, checkpoints, result rows, curves) its manifest does not list; a
+folder another live process holds.
 
-Every file fightlab writes goes through :func:`atomic_path` / :func:`atomic_write`: written to a
-temporary name beside it, flushed to disk, then renamed over it (``os.replace``), so a kill at any
-moment leaves the old file or the new one, never a torn one; a failed write (a full disk) removes
-its temporary and raises one ``OSError`` naming the file.
+Every file fightlab writes goes through `atomic_path` / `atomic_write`: a temporary beside it,
+flushed to disk, renamed over it (``os.replace``), so a kill leaves the old file or the new one,
+never a torn one; a failed write (a full disk) removes its temporary and raises one ``OSError``.
 """
 
 from __future__ import annotations
@@ -45,7 +42,8 @@ FORMAT = "fightlab-run-1"
 CHECKPOINT_NAME = re.compile(r"^ckpt_(\d{6,})\.pt$")
 
 __all__ = ["RunDir", "RunDirError", "MANIFEST", "LOCK", "CHECKPOINT_NAME", "check_location",
-           "check_folder", "atomic_path", "atomic_write", "write_error"]
+           "check_folder", "atomic_path", "atomic_write", "write_error", "lock_file",
+           "listed_path"]
 
 
 def write_error(e: BaseException, path: Path | str) -> OSError | None:
@@ -53,15 +51,12 @@ def write_error(e: BaseException, path: Path | str) -> OSError | None:
     (``OSError`` ENOSPC / EDQUOT, or torch's ``RuntimeError`` around it: "No space left on
     device", "file write failed") as ENOSPC naming ``path``, any other ``OSError`` as it is;
     None when ``e`` is not a write failure (a bug: let it raise as it is)."""
-    msg = str(e)
-    if isinstance(e, OSError):
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return e  # its own message, which names the file it failed on
-    if isinstance(e, RuntimeError) and ("No space left" in msg or "write failed" in msg
-                                        or "Disk quota" in msg):
+    said = ("No space left", "write failed", "Disk quota")
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT) if isinstance(e, OSError) else \
+        isinstance(e, RuntimeError) and any(m in str(e) for m in said)
+    if full:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-    return None
+    return e if isinstance(e, OSError) else None  # an OSError's own message names its file
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -75,11 +70,9 @@ def _fsync_dir(folder: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: Path | str, tmp: Path | str | None = None) -> Iterator[Path]:
-    """Write ``path`` atomically: yields the temporary to write (``tmp``, default ``<name>.tmp``
-    in the same folder); when the block ends without error the temporary is flushed to disk
-    (fsync) and renamed over ``path`` (``os.replace``), so a kill at any moment leaves the old
-    file or the new one. On an error the temporary is removed; a full disk (or any ``OSError``)
-    is raised as one ``OSError`` naming ``path`` (:func:`write_error`).
+    """Write ``path`` atomically (see the module docstring): yields the temporary to write
+    (``tmp``, default ``<name>.tmp`` beside it), fsynced and renamed over ``path`` when the block
+    ends without error; on an error it is removed and a failed write raised as `write_error`.
 
         with atomic_path(folder / "fig.png") as tmp:
             fig.savefig(tmp, format="png")
@@ -102,12 +95,28 @@ def atomic_path(path: Path | str, tmp: Path | str | None = None) -> Iterator[Pat
 
 
 def atomic_write(path: Path | str, data: bytes | str, tmp: Path | str | None = None) -> Path:
-    """Write ``data`` (bytes, or text as UTF-8) to ``path`` through :func:`atomic_path`.
-    Returns ``path``; raises one ``OSError`` naming it when the write fails (a full disk)."""
-    path = Path(path)
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` through :func:`atomic_path`; returns it."""
     with atomic_path(path, tmp) as t:
         t.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    return path
+    return Path(path)
+
+
+def lock_file(path: Path | str) -> tuple[int | None, str]:
+    """Take the exclusive ``flock`` of ``path`` (created) without waiting, the one-writer lock of a
+    run folder, a batch folder and the main job: (descriptor, the pid text left there by an
+    earlier holder, "" if none) with this process's pid written in its place, or (None, the live
+    holder's pid, "?" if it wrote none). The kernel drops the lock when its holder dies."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        return None, holder
+    old = os.pread(fd, 64, 0).decode(errors="replace").strip()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd, old
 
 
 class RunDirError(ConfigError):
@@ -120,7 +129,7 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
-        return True
+        pass
     return True
 
 
@@ -128,12 +137,19 @@ def _inside(p: Path, folder: Path) -> bool:
     return p == folder or folder in p.parents
 
 
+def listed_path(folder: Path, rel: str) -> Path | None:
+    """Manifest entry ``rel`` as a path inside run folder ``folder`` (resolved), None when it
+    points outside (absolute, ``..``, or through a link)."""
+    p = folder / rel
+    inside = not Path(rel).is_absolute() and ".." not in Path(rel).parts
+    return p if inside and _inside(p.parent.resolve(), folder) else None
+
+
 def check_location(path: Path | str) -> Path:
     """Resolve ``path`` and refuse places a run must never write into or clean up: the filesystem
-    root, ``$HOME``, the repository (``REPO_ROOT``) or a folder above it, and any folder holding
-    ``.git`` (a checkout), or ``data/results`` without a run manifest (a results root; a run
-    folder keeps its own row there); inside the repository anything but ``runs/``; a folder whose
-    ``data/`` is a symbolic link. Returns the resolved path.
+    root, ``$HOME``, the repository or a folder above it, a folder holding ``.git`` (a checkout)
+    or ``data/results`` without a run manifest (a results root), inside the repository anything
+    but ``runs/``, a folder whose ``data/`` is a symbolic link. Returns the resolved path.
 
     Raises:
       RunDirError: naming the folder and the reason.
@@ -164,11 +180,16 @@ def check_location(path: Path | str) -> Path:
     return p
 
 
+def _few(names: list[str]) -> str:
+    """The first four of ``names`` for a message, "..." after them when there are more."""
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+
+
 def _not_ours(path: Path, entries: list[str]) -> RunDirError:
     """The refusal of a non-empty folder fightlab did not make (no manifest), its first entries shown."""
-    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-    return RunDirError(f"run folder {str(path)!r} is not empty ({shown}) and was not made by fightlab "
-                       f"(no {MANIFEST}): a run deletes only what it wrote; choose a new or empty folder")
+    return RunDirError(f"run folder {str(path)!r} is not empty ({_few(entries)}) and was not made by "
+                       f"fightlab (no {MANIFEST}): a run deletes only what it wrote; choose a new or "
+                       "empty folder")
 
 
 def _in_use(path: Path, holder: str) -> RunDirError:
@@ -179,10 +200,9 @@ def _in_use(path: Path, holder: str) -> RunDirError:
 
 
 def check_folder(run_dir: str | Path, fresh: bool, in_use: bool = True) -> Path:
-    """Refuse ``run_dir`` as `RunDir` would, creating, writing and locking nothing (the run's
-    gate checks it so before the run says anything): a place no run may use (`check_location`),
-    a non-empty folder fightlab did not make (``fresh``), and with ``in_use`` a folder another
-    live process holds. Returns the resolved path.
+    """Refuse ``run_dir`` as `RunDir` would, creating, writing and locking nothing (the gate's
+    check before the run says anything): `check_location`, a non-empty folder fightlab did not
+    make (``fresh``), with ``in_use`` a folder another live process holds. Returns the resolved path.
 
     Raises:
       RunDirError: one line naming the folder and the reason.
@@ -218,8 +238,7 @@ class RunDir:
     Attributes:
       path: resolved Path; removed: relative paths deleted by a fresh claim.
     Raises:
-      RunDirError: the folder is refused (protected place, not fightlab's, in use by a live
-        process: the message names its pid).
+      RunDirError: the folder is refused (see the module docstring; in use: names the pid).
     """
 
     def __init__(self, path: Path | str, fresh: bool, resume: Path | str | None = None):
@@ -228,8 +247,7 @@ class RunDir:
         self.path = check_location(path)
         self.removed: list[str] = []
         self.stale_pid: int | None = None
-        existed = self.path.exists()
-        if existed:
+        if self.path.exists():
             self._check_ours(allow_adopt=not fresh)
         lock_was_there = (self.path / LOCK).exists()
         # what this claim makes (folders, manifest, lock): `abandon` removes them after a failed start
@@ -249,15 +267,16 @@ class RunDir:
                 raise RunDirError(f"{str(self.path / 'latest.pt')!r} is not fightlab's link (a copied "
                                   "checkpoint?) and a run replaces its latest.pt: rename it, e.g. to "
                                   "start.pt, and resume that")
-            if manifest is None:  # new folder, or adopting a pre-manifest run folder
-                files = [] if fresh else self._adoptable()
+            if manifest is None:  # new folder, or adopting a pre-manifest one (only run files:
+                # `_check_ours`) but for the resumed checkpoint, the user's, never listed
+                files = [] if fresh else [r for r in self._run_files() if r != self._resume]
                 manifest = dict(format=FORMAT, created=utc_now(), files=files)
             if fresh:
                 unlisted = [r for r in self._run_files() if r not in manifest["files"]]
                 if unlisted:
                     raise RunDirError(
                         f"run folder {str(self.path)!r} holds run files that its manifest does not "
-                        f"list ({', '.join(unlisted[:4])}{', ...' if len(unlisted) > 4 else ''}): "
+                        f"list ({_few(unlisted)}): "
                         "fightlab did not write them, so a fresh run would mix with them; move "
                         "them aside or choose a new folder")
                 self.removed = self._clean(manifest["files"])
@@ -272,7 +291,7 @@ class RunDir:
 
     # -- ownership -----------------------------------------------------------------------------
     def _entries(self) -> list[str]:
-        return sorted(p.name for p in self.path.iterdir() if p.name not in (LOCK,))
+        return sorted(p.name for p in self.path.iterdir() if p.name != LOCK)
 
     def _run_files(self) -> list[str]:
         """Files at the names a training writes (rows, checkpoints and their temporaries, its row
@@ -283,17 +302,10 @@ class RunDir:
                        if (p.is_file() or p.is_symlink())
                        and (not p.name.startswith("ckpt_") or CHECKPOINT_NAME.match(p.with_suffix(".pt").name))})
 
-    def _adoptable(self) -> list[str]:
-        """A folder from before manifests (resumed), holding only run-shaped files (checked by
-        :meth:`_check_ours`): those are adopted; the resumed checkpoint, if named otherwise, is
-        the user's and is never listed."""
-        return [r for r in self._run_files() if r != self._resume]
-
     def _foreign(self) -> list[str]:
         """Files of a manifest-less folder that are not a fightlab run's: not at a name a training
-        writes (:meth:`_run_files`), or at one but not of its kind (a ``latest.pt`` that is no
-        link, a ``rows.csv`` without the runner's header). The checkpoint being resumed is fine
-        whatever its name."""
+        writes (:meth:`_run_files`), or not of its kind (a ``latest.pt`` that is no link, a
+        ``rows.csv`` without the runner's header); the checkpoint being resumed is fine."""
         ours = set(self._run_files())
         out = []
         for p in sorted(self.path.rglob("*")):
@@ -318,8 +330,7 @@ class RunDir:
             if not foreign:
                 return
             raise RunDirError(f"run folder {str(self.path)!r} has no {MANIFEST} and holds files "
-                              f"that are not a fightlab run's ({', '.join(foreign[:4])}"
-                              f"{', ...' if len(foreign) > 4 else ''}): a resume there could "
+                              f"that are not a fightlab run's ({_few(foreign)}): a resume there could "
                               "overwrite them; copy the checkpoint into a new, empty folder and "
                               "resume from there")
         raise _not_ours(self.path, self._entries())
@@ -342,21 +353,10 @@ class RunDir:
     def _write(self, manifest: dict) -> None:
         atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
-    def _inside(self, rel: str) -> Path | None:
-        """The manifest entry ``rel`` as a path inside the folder (None if it points outside)."""
-        p = self.path / rel
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            return None
-        try:
-            p.parent.resolve().relative_to(self.path)
-        except ValueError:
-            return None
-        return p
-
     def _clean(self, files: list[str]) -> list[str]:
         removed = []
         for rel in files:
-            p = self._inside(rel)
+            p = listed_path(self.path, rel)
             if p is None or not (p.exists() or p.is_symlink()) or (p.is_dir() and not p.is_symlink()):
                 continue
             p.unlink()
@@ -423,30 +423,20 @@ class RunDir:
 
     # -- lock ----------------------------------------------------------------------------------
     def _lock(self) -> None:
-        lock = self.path / LOCK
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise _in_use(self.path, holder) from None
-        old = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        fd, old = lock_file(self.path / LOCK)
+        if fd is None:
+            raise _in_use(self.path, old)
         if old.isdigit() and int(old) != os.getpid():
             self.stale_pid = int(old)  # its holder is gone: the kernel dropped its flock
             state = "not running" if not _pid_alive(self.stale_pid) else "no longer holding it"
             print(f"run folder {self.path}: taking over a stale lock of pid {old} ({state})", flush=True)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
         """Release the lock (idempotent). The lock file stays, empty: an empty or dead pid is free."""
         if self._fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, 0)
-            except OSError:
-                pass
             os.close(self._fd)  # drops the flock
             self._fd = None
 

@@ -8,34 +8,22 @@ from fightlab.errors import ConfigError
 
 #: notebook / reproduce sizes: "smoke" (CPU-sized check of the code path), "full" (the measurement)
 SIZES = ("smoke", "full")
-
-
-def validate_size(size) -> str:
-    """Return `size` if it is one of :data:`SIZES`, else raise ConfigError naming the choices."""
-    if not isinstance(size, str) or size not in SIZES:
-        raise ConfigError(f"size must be one of {', '.join(map(repr, SIZES))}, got {size!r}")
-    return size
-
-
 #: what a notebook's `size` parameter accepts: "auto" (the default) or one of :data:`SIZES`
 SIZE_CHOICES = ("auto",) + SIZES
 
 
-def resolve_size(size, device) -> str:
-    """The one size rule, the main job's: "auto" is "full" on a GPU (a "cuda..." device) and
-    "smoke" on a CPU; "smoke" and "full" stay as given.
+def validate_size(size, choices: tuple = SIZES) -> str:
+    """Return `size` if it is one of ``choices``, else raise ConfigError naming them."""
+    if not isinstance(size, str) or size not in choices:
+        raise ConfigError(f"size must be one of {', '.join(map(repr, choices))}, got {size!r}")
+    return size
 
-    Args:
-      size: "auto", "smoke" or "full".
-      device: the resolved device ("cpu", "cuda:N"; see :func:`resolve_device`).
-    Returns:
-      "smoke" or "full".
-    Raises:
-      ConfigError: naming the value and :data:`SIZE_CHOICES`.
-    """
-    if not isinstance(size, str) or size not in SIZE_CHOICES:
-        raise ConfigError(f"size must be one of {', '.join(map(repr, SIZE_CHOICES))}, got {size!r}")
-    if size == "auto":
+
+def resolve_size(size, device) -> str:
+    """The one size rule, the main job's: "auto" is "full" on a GPU (a "cuda..." device, see
+    `fightlab.devices.resolve_device`) and "smoke" on a CPU; "smoke" and "full" stay as given.
+    Raises ConfigError naming the value and :data:`SIZE_CHOICES`."""
+    if validate_size(size, SIZE_CHOICES) == "auto":
         return "full" if str(device).startswith("cuda") else "smoke"
     return size
 
