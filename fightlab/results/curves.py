@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab.errors import ConfigError
-from fightlab.results.files import MalformedRowError, _in_repo_data, _records, publish_lock, read_text
+from fightlab.results.files import (MalformedRowError, _in_repo_data, _records, check_committed, publish_lock,
+                                    read_text)
 from fightlab.results.schema import _SAFE_ID
 from fightlab.rundir import atomic_write
 
@@ -63,13 +64,10 @@ def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | N
         ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
     """
     path, legacy = _curve_files(run_id, root)
-    if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
-        from fightlab.publish import check_publish
-
-        if device is None:
-            raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
-                              "of its measurement (device=...): only GPU measurements publish")
-        check_publish(True, device, "a curve", backend=backend)
+    if device is None and _in_repo_data(path):
+        raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
+                          "of its measurement (device=...): only GPU measurements publish")
+    check_committed(path, "a curve", device, backend)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:

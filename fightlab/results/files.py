@@ -98,6 +98,17 @@ def _in_repo_data(path: Path, repo: Path | None = None) -> bool:
         return False
 
 
+def check_committed(path: Path, what: str, device, backend: str = "gpu", size: str | None = "full",
+                    training=None) -> None:
+    """The publish rule (`fightlab.publish.check_publish`) for a write to ``path`` where it lies in
+    the repository's own data/ (:func:`_in_repo_data`); elsewhere nothing is checked. The one
+    place the results and the curves apply it, at write time. Raises ConfigError, one line."""
+    from fightlab.publish import check_publish
+
+    if _in_repo_data(path):
+        check_publish(True, device, what, size=size, backend=backend, training=training)
+
+
 def _records(path: Path, ncols: int, need_id: bool = True,
              text: str | None = None) -> tuple[list[str], list[str], bool]:
     """The lines of ``path`` (header first; ``text``: its text when already read), each checked

@@ -1,24 +1,11 @@
 """From what a user asked for to what runs: the gate of a run, and the evaluate command's rules.
 
 `TRAIN_FLAGS` declares `python -m fightlab train`'s flags once; `TrainRequest` holds what was
-given (None or False: not given); `plan_training` turns it into a TrainConfig:
-
-- a resume keeps every setting of its checkpoint but the segment's (`--device`,
-  `--max-iterations`, `--segment-s`, `--no-progress`): `run.checkpoint.resume_conflicts`;
-- the physics backend and the device pair up (`--backend cpu` needs `--device cpu`);
-- the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
-  W × K = nworld (`config.validate_layout` checks the result again);
-- `--set KEY=VALUE` overrides (`config.apply_overrides`);
-- `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
-  measures the ramp; the core's rule is `run.nworld.pick_nworld`).
-
-Every run, from the command line, a notebook, a batch job or a library call, then passes
-`plan_run`, the gate, once before any work: a resume's checkpoint merged, the config validated
-(`config.validate_train`), the publish rule applied (`publish.check_publish`), the start decided
-(`STARTS`); its `TrainPlan` is what the `Trainer` and the training row trust.
-
-`EvalRequest` / `evaluate_request` do the same for `python -m fightlab evaluate` (a saved or the
-zero-action policy, in the training or the reference physics, or the reference check).
+given; `plan_training` turns it into a TrainConfig (a resume's segment, the backend / device
+pair, the CPU layout presets, `--set`, `--nworld auto`). Every run, from the command line, a
+notebook, a batch job or a library call, then passes `plan_run`, the gate, once before any work;
+its `TrainPlan` is what the `Trainer` and the training row trust. `EvalRequest` /
+`evaluate_request` do the same for `python -m fightlab evaluate`.
 
 Every refusal is a `ConfigError`: one line naming the flag, the value and the choices.
 """
@@ -203,16 +190,13 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
              nworld_auto: dict | None = None, checkpoint: dict | None = None,
              device_here: bool = True, folder: bool = False) -> TrainPlan:
     """The gate of a run: every request (the command line's flags, a notebook's parameters, a
-    batch job, a resume, a library call) ends here, once, before any work.
-
-    It merges a resume's checkpoint (`cfg.resume`: the checkpoint's config, only the segment's
-    fields from `cfg`), validates the config (`config.validate_train`: each field's rule, then
-    the rules across fields), applies the publish rule (`publish.check_publish` with the whole
-    training) and decides how the run starts (:data:`STARTS`).
+    batch job, a resume, a library call) ends here, once, before any work: a resume's checkpoint
+    merged (`cfg.resume`: its config, only the segment's fields from `cfg`), the config
+    validated (`config.validate_train`), the publish rule applied (`publish.check_publish` with
+    the whole training), the start decided (:data:`STARTS`).
 
     Args:
-      cfg: the run's TrainConfig (with `resume`: the segment's fields).
-      publish: the run's row and curve go to data/ (the publish rule is checked).
+      cfg: the run's TrainConfig; publish: the run's row and curve go to data/.
       has_row: ``(folder, run_id) -> bool`` (`measure.report.has_train_row`), asked only for a
         finished checkpoint: without its row the run writes it ("row"); with it, or without
         `has_row`, the resume is refused.
@@ -221,8 +205,6 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
       device_here: False checks the config as if its devices were the CPU (a batch job runs on
         a lane's device, known when it starts); the publish rule still reads `cfg.device`.
       folder: refuse the run folder now as the run would (`rundir.check_folder`).
-    Returns:
-      :class:`TrainPlan`.
     Raises:
       ConfigError: one line (a refused value, a run that may not publish, a finished run, a
         checkpoint with later ones in its folder); CheckpointError: an unreadable checkpoint.
@@ -447,18 +429,13 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     """The command line's request as a run's config, through the gate (:func:`plan_run`).
 
     Args:
-      req: what was given (:class:`TrainRequest`).
       pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
         record)``; None refuses "auto". The probe passes the gate first (at
-        `MIN_PUBLISH_NWORLD` worlds: the ramp's world counts are all full size), so a refusal
-        comes before the ramp's work.
-      progress: passed to `pick_nworld` (its ramp's progress bars).
-      has_row: passed to :func:`plan_run` (a finished checkpoint without its row).
+        `MIN_PUBLISH_NWORLD` worlds), so a refusal comes before the ramp's work.
+      progress: passed to `pick_nworld`; has_row: to :func:`plan_run`.
       device_here: False for a batch job, checked before it runs on a lane: its devices are
-        not looked for on this host, and a job naming no device (it runs on its lane's) meets
-        the publish rule when it starts.
-    Returns:
-      :class:`TrainPlan` (the gate's).
+        not looked for on this host, and a job naming no device meets the publish rule when it
+        starts.
     Raises:
       ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
         pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
@@ -522,16 +499,15 @@ class EvalRequest:
 
 def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict, str]:
     """Check an evaluate request and run it: the reference check of a checkpoint
-    (`req.reference_check`, `fightlab.run.reference.reference_check`), a checkpoint's policy or the
-    zero-action policy (`run.evaluate.evaluate`, `evaluate_zero_action`).
+    (`run.reference.reference_check`), a checkpoint's policy or the zero-action policy
+    (`run.evaluate.evaluate`, `evaluate_zero_action`).
 
     Returns:
       (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
       dict); device the canonical device it ran on.
     Raises:
-      ConfigError: one line naming the flag and the value (a bad nworld, physics, seed,
-        amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's; a flag
-        that --reference-check sets itself); CheckpointError: an unreadable checkpoint.
+      ConfigError: one line naming the flag and the value; CheckpointError: an unreadable
+        checkpoint.
     """
     from fightlab import devices
     from fightlab.config import EnvConfig, reference_env
