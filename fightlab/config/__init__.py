@@ -143,7 +143,6 @@ def stage_done(cfg: TrainConfig, stage: int) -> bool:
     return isinstance(st, int) and not isinstance(st, bool) and stage > st
 
 
-
 def coerce_field(cls, name: str, raw):
     """Parse `raw` (a string from the command line, or a JSON-decoded value) into the type of
     dataclass field `cls.name`, judged from its default and its :class:`Rule` (kind, optional).
@@ -167,18 +166,14 @@ def coerce_field(cls, name: str, raw):
     def bad(expect):
         return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {short_repr(raw)}")
 
-    if rule.kind == "bool":
-        if isinstance(val, bool):
-            return val
-        raise bad("true or false")
-    if rule.kind == "int":
-        if _int(val) or null:
-            return None if null else val
-        raise bad("an integer or null" if rule.optional else "an integer")
-    if rule.kind == "number":
-        if _number(val) or null:
-            return None if null else float(val)
-        raise bad("a finite number" + (" or null (the rule in its docstring)" if rule.optional else ""))
+    scalar = {"bool": (lambda v: isinstance(v, bool), bool, "true or false", ""),
+              "int": (_int, int, "an integer", " or null"),
+              "number": (_number, float, "a finite number", " or null (the rule in its docstring)")}
+    if rule.kind in scalar:
+        ok, conv, expect, or_null = scalar[rule.kind]
+        if null or ok(val):
+            return None if null else conv(val)
+        raise bad(expect + (or_null if rule.optional else ""))
     if rule.kind in ("numbers", "pair"):
         if not isinstance(val, (list, tuple)) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                          for x in val):

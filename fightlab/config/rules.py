@@ -262,7 +262,6 @@ def _upto(lo_says: str, hi: int, hi_says: str, show: Callable = short_repr) -> C
     return check
 
 
-
 def idle_ppo_fields(ppo: dict) -> tuple[str, ...]:
     """The PPO fields of `ppo` (a PPOConfig's fields as a dict, e.g. a row's params) that do not
     act: `desired_kl_per_action` when `desired_kl` is set (`PPOConfig.kl_target`), else none."""
@@ -284,7 +283,6 @@ def validate_policy_device(policy_device, backend) -> str | None:
         return validate_device(policy_device, hint="")
     except ConfigError as e:
         raise ConfigError(f"policy_device: {e} (choices: cpu, cuda, cuda:N of this machine)") from None
-
 
 
 def validate_layout(backend, workers, worlds_per_worker, nworld: int, device: str) -> None:

@@ -9,9 +9,7 @@ experiment's metric columns :data:`EXPERIMENTS[experiment]`, each named with its
     append_row("train", {**meta, **metrics}, root)      # -> root/data/results/train.csv
     df = read_rows("train", root)                       # figures read only these files
 
-Per-iteration curves of a run live in ``data/curves/<run_id>.csv.gz`` (:func:`write_curve`):
-gzip-compressed CSV (``pd.read_csv`` and ``zcat`` read it), a third of the plain text's size, so
-the committed measurements stay small; a plain ``<run_id>.csv`` (older clones) is read as well.
+Per-iteration curves of a run: ``data/curves/<run_id>.csv.gz`` (:func:`write_curve`, `curves`).
 """
 
 from __future__ import annotations
@@ -68,9 +66,8 @@ def _json_default(obj: Any) -> Any:
 
 
 def params_json(params: Mapping[str, Any] | Any) -> str:
-    """``params`` (a dict or a dataclass instance) as a JSON object string with sorted keys.
-
-    Paths become strings, numpy/torch scalars numbers, nested dataclasses dicts.
+    """``params`` (a dict or a dataclass instance) as a JSON object string with sorted keys: paths
+    as strings, numpy/torch scalars as numbers, nested dataclasses as dicts.
 
     Raises:
         TypeError: ``params`` is not a mapping/dataclass, or holds a value JSON can not store.
@@ -173,15 +170,10 @@ def _check_meta(row: Mapping[str, Any]) -> None:
 
 
 def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
-    """Check that ``row`` has exactly the columns of ``experiment`` with sensible types.
-
-    Metadata: text columns are ``str`` (``run_id``, ``time``, ``body`` non-empty; ``time`` ISO
-    8601; ``params`` a JSON object); ``nworld`` an int > 0; ``seed`` an int. Metrics: a number
-    (int, float, bool, numpy scalar) or ``None``/NaN for "not measured"; never text or inf.
-
-    Raises:
-        ValueError: unknown experiment, missing or unexpected column, or a bad value -- the
-            message names the column.
+    """Check that ``row`` has exactly the columns of ``experiment``: text metadata ``str``
+    (``run_id``, ``time``, ``body`` non-empty; ``time`` ISO 8601; ``params`` a JSON object),
+    ``nworld`` an int > 0, ``seed`` an int; each metric a number or ``None``/NaN for "not
+    measured", never text or inf. Raises ValueError naming the column (or the experiment).
     """
     cols = columns(experiment)
     if not isinstance(row, Mapping):
@@ -202,12 +194,9 @@ def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
 
 
 def scratch_root(path: Path | str) -> Path:
-    """A fresh local results root for one unpublished run: ``path/data`` is removed so rows of an
-    earlier run (possibly with an older schema) do not mix in. Refuses any path that is not
-    inside a ``runs`` folder, so the committed ``data/`` can never be removed this way.
-
-    Returns:
-        ``Path(path)``. Raises ValueError for a path outside ``runs/``.
+    """A fresh local results root for one unpublished run: ``path/data`` removed so rows of an
+    earlier run (possibly an older schema) do not mix in. Returns ``Path(path)``; raises
+    ValueError for a path outside a ``runs`` folder, so the committed ``data/`` is never removed.
     """
     p = Path(path)
     r, repo = p.resolve(), REPO_ROOT.resolve()

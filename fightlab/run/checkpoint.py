@@ -286,13 +286,11 @@ def load_checkpoint(path) -> dict:
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
     ck = safe_load(p)
     need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
-    if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
-        if not isinstance(ck, dict):
-            why = f"a {type(ck).__name__}, not a dict"
-        elif ck.get("format") != "fightlab-ckpt-1":
-            why = f"format {short_repr(ck.get('format'))}, expected 'fightlab-ckpt-1'"
-        else:
-            why = f"missing {', '.join(sorted(need - set(ck)))}"
+    why = (f"a {type(ck).__name__}, not a dict" if not isinstance(ck, dict)
+           else f"format {short_repr(ck.get('format'))}, expected 'fightlab-ckpt-1'"
+           if ck.get("format") != "fightlab-ckpt-1"
+           else f"missing {', '.join(sorted(need - set(ck)))}" if not need <= set(ck) else None)
+    if why is not None:
         raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint ({why})")
     _check_checkpoint(p, ck)
     return ck

@@ -173,11 +173,10 @@ def request_from_args(args) -> "TrainRequest":
 
 @dataclasses.dataclass(frozen=True)
 class TrainPlan:
-    """The gate's answer (:func:`plan_run`), which the `Trainer` and the rows trust as it is:
-    the run's config (checked, its device canonical; a resume's: the checkpoint's with the
-    segment's fields), how it starts (:data:`STARTS`), the resumed checkpoint (loaded once),
-    whether it publishes (the publish rule passed), and for `--nworld auto` the pick's record
-    (the rule, the ramp's points and the chosen nworld; the row's `params.nworld_auto`)."""
+    """The gate's answer (:func:`plan_run`), trusted as it is: the run's config (checked,
+    canonical; a resume's: the checkpoint's with the segment's fields), how it starts
+    (:data:`STARTS`), the resumed checkpoint (loaded once), whether it publishes, and for
+    `--nworld auto` the pick's record (the row's `params.nworld_auto`)."""
 
     cfg: TrainConfig
     nworld_auto: dict | None = None
@@ -298,11 +297,8 @@ def resolve_backend(backend) -> str | None:
 def cpu_layout(req: TrainRequest, backend: str) -> tuple[int, dict]:
     """(nworld, TrainConfig's workers / worlds_per_worker) from the request's nworld, workers,
     worlds_per_worker and cpu_layout; more workers than cores warns (`sim.cpu.layout`).
-
-    `original` is W = 72, K = 6 (432 worlds): workers / worlds_per_worker are refused with it, and
-    an nworld other than 432. `all-cores` is W = every core: workers is refused with it
-    (worlds_per_worker K or nworld may say the rest). On the "gpu" backend the three are refused.
-    A message names the flags the user gave, and the preset's values as the preset's."""
+    `original` (W = 72, K = 6: 432 worlds) refuses workers, worlds_per_worker and another
+    nworld; `all-cores` (W = every core) refuses workers; the "gpu" backend refuses all three."""
     from fightlab.meta import cpu_count
 
     w = positive("--workers", req.workers)
@@ -357,6 +353,10 @@ def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
     return apply_overrides(cfg, list(items), own_flags=OWN_FLAGS)
 
 
+#: what a resume's refusals say may change (`run.checkpoint.SEGMENT_FIELDS`' flags)
+_PER_SEGMENT = "only --device, --max-iterations, --segment-s and --no-progress may change per segment"
+
+
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
     """A resumed run's segment: the request's segment fields; any other flag the request gives
     must agree with the checkpoint (`run.checkpoint.resume_conflicts`)."""
@@ -366,8 +366,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
     if req.cpu_layout:  # its workers and worlds per worker are the checkpoint's
         raise ConfigError(f"--cpu-layout {req.cpu_layout} conflicts with --resume: a resumed run keeps its "
-                          "checkpoint's layout (only --device, --max-iterations, --segment-s and "
-                          "--no-progress may change per segment)")
+                          f"checkpoint's layout ({_PER_SEGMENT})")
     given = {k: v for k, v in dict(
         body=req.body, nworld=None if req.nworld is None else validate_nworld(req.nworld), seed=req.seed,
         checkpoint_every=req.checkpoint_every, **req.graphs(none_if_unset=True),
@@ -386,9 +385,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
                          else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
                          for k, v, have in conflicts)
-        raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
-                          "--device, --max-iterations, --segment-s and --no-progress may change "
-                          "per segment)")
+        raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint ({_PER_SEGMENT})")
     return TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
                        max_iterations=_given(req.max_iterations, saved.max_iterations))
 
@@ -404,8 +401,7 @@ def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
     saved = from_dict(ck["config"])
     if backend is not None and backend != saved.backend:
         raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
-                          "a resumed run keeps its physics backend (only --device, --max-iterations, "
-                          "--segment-s and --no-progress may change per segment)")
+                          f"a resumed run keeps its physics backend ({_PER_SEGMENT})")
     return ck
 
 
