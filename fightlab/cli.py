@@ -280,16 +280,6 @@ def check_job(argv: list[str]) -> tuple[str | None, str | None]:
     return None, json.dumps(args, sort_keys=True, default=str)
 
 
-def check_job_argv(argv: list[str]) -> str | None:
-    """The refusal line of a job's fightlab argv, or None (:func:`check_job`'s first half)."""
-    return check_job(argv)[0]
-
-
-def job_identity(argv: list[str]) -> str | None:
-    """What a job's fightlab argv runs, or None when refused (:func:`check_job`'s second half)."""
-    return check_job(argv)[1]
-
-
 @functools.lru_cache(maxsize=1)
 def _job_parser() -> argparse.ArgumentParser:
     """The command line's parser, built once for a batch's many job checks."""

@@ -128,10 +128,7 @@ def check_cross(cfg: TrainConfig) -> dict:
 def validate_train(cfg: TrainConfig) -> TrainConfig:
     """Check a TrainConfig: each field's rule (:func:`check_fields`), then the rules across
     fields (:func:`check_cross`); returns it with its canonical nworld, device and policy device.
-    The one caller is the run's gate, `fightlab.run.launch.plan_run`.
-
-    Raises ConfigError naming the bad value and the valid choices.
-    """
+    The one caller is the run's gate, `fightlab.run.launch.plan_run`. Raises ConfigError."""
     cfg = dataclasses.replace(cfg, **check_fields(cfg))
     return dataclasses.replace(cfg, **check_cross(cfg))
 
@@ -196,15 +193,10 @@ def coerce_field(cls, name: str, raw):
 
 def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None = None) -> TrainConfig:
     """Apply ``KEY=VALUE`` overrides (``--set``) to a TrainConfig: ``field``, ``env.field`` or
-    ``ppo.field``, each value parsed into its field's type (:func:`coerce_field`). Setting both
-    KL fields with `desired_kl` not None warns (on stderr) that the per-action one is idle
-    (:func:`idle_ppo_fields`).
-
-    Args:
-      own_flags: TrainConfig fields that have a command-line flag of their own, to the flag
-        (refused here, the message names the flag); None: none.
-    Raises:
-      ConfigError: naming a bad item, key or value.
+    ``ppo.field``, each value parsed into its field's type (:func:`coerce_field`); a key given
+    twice, and both KL fields set with `desired_kl` not None, warn on stderr. `own_flags`: the
+    TrainConfig fields that have a flag of their own, to the flag (refused here, the message
+    naming the flag). Raises ConfigError naming a bad item, key or value.
     """
     import sys
 

@@ -286,12 +286,9 @@ def validate_policy_device(policy_device, backend) -> str | None:
 
 
 def validate_layout(backend, workers, worlds_per_worker, nworld: int, device: str) -> None:
-    """Check the CPU backend's layout (W workers × K worlds) against the backend, nworld and
-    device (W and K themselves: their field rules).
-
-    Raises ConfigError: W and K given on the "gpu" backend, W × K ≠ nworld, or the "cpu" backend
-    on a non-CPU device.
-    """
+    """Check the CPU backend's layout (W workers × K worlds; W and K themselves: their field
+    rules). Raises ConfigError: W or K on the "gpu" backend, W × K ≠ nworld, or the "cpu"
+    backend on a non-CPU device."""
     if backend == "gpu":
         if workers is not None or worlds_per_worker is not None:
             raise ConfigError("workers / worlds_per_worker are the CPU backend's layout: "
