@@ -93,9 +93,9 @@ def _out_of_memory(e: BaseException) -> bool:
 
 
 def cmd_evaluate(a) -> int:
+    from fightlab.config import REFERENCE_CHECKS
     from fightlab.measure.report import eval_row
     from fightlab.run.launch import EvalRequest, evaluate_request
-    from fightlab.run.reference import CHECKS
 
     with _memory_is_one_line("evaluating", lambda: _eval_sizes(a)):
         kind, res, device = evaluate_request(EvalRequest(
@@ -105,7 +105,7 @@ def cmd_evaluate(a) -> int:
     if kind == "evaluate":
         eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
         return 0
-    for label, _ in CHECKS:
+    for label, _ in REFERENCE_CHECKS:
         r = res[label]
         print(f"reference {label} (timestep {r['timestep']:g} s, {res['nworld']} worlds): fall_rate="
               f"{r['fall_rate']:.3f} tracking={r['tracking']:.3f} episodes={r['episodes']} "

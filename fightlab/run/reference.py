@@ -6,15 +6,12 @@ task's own solve thresholds (the rule and its result: `fightlab.envs.task.refere
 
 from __future__ import annotations
 
-from fightlab.config import REFERENCE_CHECKS, TrainConfig
+from fightlab.config import TrainConfig
 
-__all__ = ["CHECKS", "REFERENCE_NWORLD", "reference_check"]
+__all__ = ["REFERENCE_NWORLD", "reference_check"]
 
 #: the check's worlds when none are given: `publish.MIN_PUBLISH_NWORLD`, as `TrainConfig.reference_nworld`
 REFERENCE_NWORLD = 256
-
-#: the check's runs: (label, timestep as a fraction of the task's), `config.REFERENCE_CHECKS`
-CHECKS = REFERENCE_CHECKS
 
 
 def reference_check(checkpoint, cfg: TrainConfig, device: str, nworld: int, seed: int = 1,
