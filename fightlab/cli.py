@@ -35,8 +35,8 @@ from fightlab.cliparser import _cut, _parser
 def cmd_bench(a) -> int:
     from fightlab.measure import bench
 
-    rows = bench.run_bench(a.bodies, a.device, nworld=a.nworld, size="auto" if a.size is None else a.size, train_s=a.train_s,
-                           time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
+    rows = bench.run_bench(a.bodies, a.device, nworld=a.nworld, size="auto" if a.size is None else a.size,
+                           train_s=a.train_s, time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
                            bandwidth_url=a.bandwidth_url, progress=not a.no_progress)
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -212,11 +212,10 @@ def scratch_root(path: Path | str) -> Path:
 
 
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
-    """Rows written into the repository's own data/ (wherever ``root`` points, links followed)
-    obey the publish rule (`files.check_committed`) with the row's own record: its ``gpu``
-    (a GPU's name, never ``"cpu"``; the CPU backend's, params ``backend: "cpu"``, naming the CPU
-    and cores, `fightlab.meta.cpu_label`), params' size, and for a train row the training (its
-    nworld and params' max_iterations and curriculum)."""
+    """Rows for the repository's own data/ (wherever ``root`` points, links followed) pass the
+    publish rule (`files.check_committed`) with the row's own record: its ``gpu`` (a CPU-backend
+    row's names the CPU and cores, `fightlab.meta.cpu_label`), params' size, and for a train
+    row the training (its nworld and params' max_iterations and curriculum)."""
     path = results_path(experiment, root)
     if not _in_repo_data(path, REPO_ROOT):
         return

@@ -167,24 +167,15 @@ def _experiment(experiment: str) -> tuple[str, ...]:
 
 def columns(experiment: str) -> tuple[str, ...]:
     """All columns of ``experiment``'s file: :data:`META_COLUMNS` + its metric columns.
-
-    Raises:
-        ValueError: unknown experiment (names the choices).
-    """
+    ValueError: unknown experiment (names the choices)."""
     return META_COLUMNS + _experiment(experiment)
 
 
 def register_experiment(name: str, metrics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """Add an experiment's metric columns to :data:`EXPERIMENTS` (idempotent for equal columns).
-
-    Args:
-        name: experiment / file name, ``[a-z][a-z0-9_]*``.
-        metrics: metric column names, ``[a-z][a-z0-9_]*``, each with its unit where it has one.
-
-    Raises:
-        ValueError: bad name, duplicate or metadata column names, or ``name`` already registered
-            with different columns.
-    """
+    """Add an experiment's metric columns to :data:`EXPERIMENTS` (idempotent for equal columns):
+    ``name`` and each column ``[a-z][a-z0-9_]*``, a column with its unit where it has one.
+    Raises ValueError: a bad name, duplicate or metadata column names, or ``name`` already
+    registered with other columns."""
     metrics = tuple(metrics)
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"experiment name must match [a-z][a-z0-9_]*, got {name!r}")
