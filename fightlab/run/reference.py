@@ -10,8 +10,8 @@ from fightlab.config import TrainConfig
 
 __all__ = ["REFERENCE_NWORLD", "reference_check"]
 
-#: the check's worlds when none are given: `publish.MIN_PUBLISH_NWORLD`, as `TrainConfig.reference_nworld`
-REFERENCE_NWORLD = 256
+#: the check's worlds when none are given: a training's default (`publish.MIN_PUBLISH_NWORLD`)
+REFERENCE_NWORLD = TrainConfig.reference_nworld
 
 
 def reference_check(checkpoint, cfg: TrainConfig, device: str, nworld: int, seed: int = 1,
