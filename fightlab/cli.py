@@ -23,7 +23,10 @@ import argparse
 import contextlib
 import functools
 import json
+import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from fightlab.cliparser import _cut, _parser
@@ -32,20 +35,13 @@ from fightlab.cliparser import _cut, _parser
 def cmd_bench(a) -> int:
     from fightlab.measure import bench
 
-    rows = bench.run_bench(a.bodies, a.device, nworld=a.nworld, size=_given(a.size, "auto"), train_s=a.train_s,
-                           time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
+    rows = bench.run_bench(a.bodies, a.device, nworld=a.nworld, size="auto" if a.size is None else a.size,
+                           train_s=a.train_s, time_limit_s=a.time_limit_s, out=a.out, publish=a.publish,
                            bandwidth_url=a.bandwidth_url, progress=not a.no_progress)
     return 0 if all(r["ok"] for r in rows) else 1
 
 
-def _given(value, default):
-    """`value` unless the flag was not given (None): an empty string is a value, not a default."""
-    return default if value is None else value
-
-
 def cmd_train(a) -> int:
-    from pathlib import Path
-
     from fightlab import results
     from fightlab.measure import sweep
     from fightlab.measure.report import finish_run, has_train_row
@@ -82,19 +78,14 @@ def _memory_is_one_line(doing: str, sizes):
             raise
         nworld, body, device = sizes()
         raise ConfigError(f"out of memory {doing} {nworld} worlds of {body} on {device} "
-                          f"({type(e).__name__}: {_first_line(e)}); choose a smaller --nworld") from None
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0][:160]
+                          f"({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}); "
+                          "choose a smaller --nworld") from None
 
 
 def _out_of_memory(e: BaseException) -> bool:
     """Whether ``e`` is a device or host allocation failing: MemoryError, torch.OutOfMemoryError,
     or a RuntimeError of torch or warp saying so ("out of memory", "Failed to allocate N bytes",
     numpy's "Unable to allocate" inside warp's array conversion)."""
-    import re
-
     text = str(e).lower()
     return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or bool(
         re.search(r"out of memory|failed to allocate \d+ bytes|unable to allocate|cannot allocate memory|"
@@ -102,9 +93,9 @@ def _out_of_memory(e: BaseException) -> bool:
 
 
 def cmd_evaluate(a) -> int:
+    from fightlab.config import REFERENCE_CHECKS
     from fightlab.measure.report import eval_row
     from fightlab.run.launch import EvalRequest, evaluate_request
-    from fightlab.run.reference import CHECKS
 
     with _memory_is_one_line("evaluating", lambda: _eval_sizes(a)):
         kind, res, device = evaluate_request(EvalRequest(
@@ -115,7 +106,7 @@ def cmd_evaluate(a) -> int:
     if kind == "evaluate":
         eval_row(res, checkpoint=a.checkpoint, device=device, seed=a.seed, publish=a.publish)
         return 0
-    for label, _ in CHECKS:
+    for label, _ in REFERENCE_CHECKS:
         r = res[label]
         print(f"reference {label} (timestep {r['timestep']:g} s, {res['nworld']} worlds): fall_rate="
               f"{r['fall_rate']:.3f} tracking={r['tracking']:.3f} episodes={r['episodes']} "
@@ -172,8 +163,8 @@ def cmd_reproduce(a) -> int:
     from fightlab.devices import default_device, validate_device
     from fightlab.reproduce import NotebookError, reproduce
 
-    device = validate_device(_given(a.device, default_device()))
-    size = _given(a.size, "auto")  # the notebooks resolve "auto" alike and say so first
+    device = validate_device(default_device() if a.device is None else a.device)
+    size = "auto" if a.size is None else a.size  # the notebooks resolve "auto" alike and say so first
     try:
         return reproduce(only=a.only, size=size, publish=a.publish, device=device,
                          log_output=a.log_output, publish_times=a.publish_times)
@@ -259,15 +250,12 @@ JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots",
 def check_job(argv: list[str]) -> tuple[str | None, str | None]:
     """One parse of a job's fightlab argv: (error, identity).
 
-    error: the line the command line would print (unknown flag, bad choice; for a new train job
-    any value its config refuses, `_job_config`, and a `--run-dir` its run would refuse:
-    `rundir.check_location`, or a non-empty folder fightlab did not make), or None when accepted.
-    A resumed or `--nworld auto` job's values are checked when it runs (they need its checkpoint
-    or its GPU). identity: what the argv runs, as text: every flag as argparse reads it (typed:
-    ``01`` is 1), paths resolved; for a new train job the values its config takes from them
-    (body, nworld, seed, limits, backend aliases, `--set` values read as the run reads them)
-    replaced by that whole config; None when refused."""
-    import contextlib
+    error: the line the command line would print (a usage error; for a new train job any value
+    its config or its run folder refuses, `_job_config`), or None when accepted. A resumed or
+    `--nworld auto` job's values are checked when it runs (they need its checkpoint or its GPU).
+    identity: what the argv runs, as text: every flag as argparse reads it (typed: ``01`` is 1),
+    paths resolved; for a new train job the values its config takes from them replaced by that
+    whole config; None when refused."""
     import io
 
     from fightlab.config import ConfigError, to_dict
@@ -302,16 +290,6 @@ def check_job(argv: list[str]) -> tuple[str | None, str | None]:
     return None, json.dumps(args, sort_keys=True, default=str)
 
 
-def check_job_argv(argv: list[str]) -> str | None:
-    """The refusal line of a job's fightlab argv, or None (:func:`check_job`'s first half)."""
-    return check_job(argv)[0]
-
-
-def job_identity(argv: list[str]) -> str | None:
-    """What a job's fightlab argv runs, or None when refused (:func:`check_job`'s second half)."""
-    return check_job(argv)[1]
-
-
 @functools.lru_cache(maxsize=1)
 def _job_parser() -> argparse.ArgumentParser:
     """The command line's parser, built once for a batch's many job checks."""
@@ -323,11 +301,9 @@ def _auto(nworld) -> bool:
 
 
 def _job_config(a):
-    """A new train job's TrainConfig: its flags as the command line's request
-    (`run.launch.request_from_args`), through `plan_training` and the run's gate as its run would
-    pass them, but with its devices unchecked here (`device_here=False`: whether its device is on
-    this host is the batch's own check, `batch.check_devices`). A `--run-dir` its run would refuse
-    (`rundir.check_location`, or a non-empty folder fightlab did not make) is refused now.
+    """A new train job's TrainConfig, through `plan_training` and the run's gate as its run would
+    pass them, its devices unchecked here (`device_here=False`: the batch's own check,
+    `batch.check_devices`), and a `--run-dir` its run would refuse (`rundir.check_folder`).
     Raises ConfigError, one line."""
     from fightlab.run.launch import plan_training, request_from_args
     from fightlab.rundir import check_folder
@@ -359,19 +335,15 @@ def cmd_survey(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
+    from fightlab.errors import Terminated
+    from fightlab.paths import RUNS_ENV, runs_problem
     from fightlab.results import MalformedRowError
     from fightlab.run.checkpoint import CheckpointError
-
-    from fightlab.paths import RUNS_ENV, runs_problem
 
     if (problem := runs_problem()) is not None:
         print(f"fightlab: error: {problem}: set {RUNS_ENV} to a folder named runs, or unset it for "
               "the repository's runs/", file=sys.stderr)
         return 2
-    import signal
-    import threading
-
-    from fightlab.errors import Terminated
 
     def on_sigterm(signum, frame):  # as Ctrl-C: locks released, one line, exit 143
         raise Terminated(signum)
@@ -379,11 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export, "render": cmd_render,
-                "reproduce": cmd_reproduce,
-                "describe": cmd_describe, "slots": cmd_slots, "profile": cmd_profile,
-                "figures": cmd_figures, "batch": cmd_batch, "sweep": cmd_sweep, "bench": cmd_bench,
-                "compare-backends": cmd_compare_backends, "survey": cmd_survey}[args.cmd](args)
+        return globals()["cmd_" + args.cmd.replace("-", "_")](args)  # train: cmd_train
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {_cut(str(e))}", file=sys.stderr)
         return 2

@@ -38,6 +38,13 @@ def _cut(message: str, limit: int = 400) -> str:
     return re.sub(r"\S{%d,}" % limit, lambda m: f"{m.group(0)[:60]}… ({len(m.group(0))} characters)", message)
 
 
+def _bodies() -> str:
+    """The body names, as help lists them."""
+    from fightlab.bodies import BODY_NAMES
+
+    return ", ".join(BODY_NAMES)
+
+
 def _parser() -> argparse.ArgumentParser:
     """The command line's parser: every command's flags, one table per command, in the order of
     `--help`."""
@@ -66,15 +73,11 @@ def _train_parser(sub, fmt) -> None:
 
 def _evaluate_parser(sub, fmt) -> None:
     """evaluate: a checkpoint's policy (or the zero action), or its reference check."""
-    from fightlab.bodies import BODY_NAMES
-
-    bodies = ", ".join(BODY_NAMES)
-
     e = sub.add_parser("evaluate", help="re-run a saved policy and print fall rate, tracking, episode length",
                        formatter_class=fmt)
     e.add_argument("checkpoint", nargs="?", default=None,
                    help="checkpoint to re-run (omit with --zero-action --body B)")
-    e.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {bodies}")
+    e.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {_bodies()}")
     e.add_argument("--seed", type=int, default=1, help="env seed of the fresh worlds")
     e.add_argument("--publish", action="store_true", help="GPU only: append the row to data/results/evaluate.csv")
     e.add_argument("--nworld", default=None, help="parallel worlds (default: the checkpoint's nworld; "
@@ -121,10 +124,7 @@ def _export_parser(sub, fmt) -> None:
 
 def _render_parser(sub, fmt) -> None:
     """render: one world's episode to MP4 and GIF."""
-    from fightlab.bodies import BODY_NAMES
     from fightlab.figures.video import MAX_FPS, MAX_SIDE
-
-    bodies = ", ".join(BODY_NAMES)
 
     rn = sub.add_parser("render", help="an MP4 (and a small GIF) of one world's episode with its pushes",
                         formatter_class=fmt,
@@ -137,7 +137,7 @@ def _render_parser(sub, fmt) -> None:
                         "unless --force.")
     rn.add_argument("checkpoint", nargs="?", default=None,
                     help="checkpoint to render (omit with --zero-action --body B)")
-    rn.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {bodies}")
+    rn.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {_bodies()}")
     rn.add_argument("--out", default=None, help="the .mp4 to write (the GIF goes beside it, .gif)")
     rn.add_argument("--seconds", type=float, default=5.0, help="simulated seconds, in (0, 600]")
     rn.add_argument("--fps", type=int, default=30, help=f"frames per second of the MP4, 1..{MAX_FPS}")
@@ -157,10 +157,6 @@ def _render_parser(sub, fmt) -> None:
 
 def _reproduce_parser(sub, fmt) -> None:
     """reproduce (the main job) and describe."""
-    from fightlab.bodies import BODY_NAMES
-
-    bodies = ", ".join(BODY_NAMES)
-
     r = sub.add_parser("reproduce", help="run the notebooks with papermill into runs/", formatter_class=fmt)
     r.add_argument("--only", action="append", default=None, help="notebook number, e.g. 06 (repeatable)")
     r.add_argument("--size", choices=("auto", "smoke", "full"), default=None,
@@ -177,19 +173,16 @@ def _reproduce_parser(sub, fmt) -> None:
                         "go to runs/notebooks/data/results/)")
 
     d = sub.add_parser("describe", help="print a body's facts", formatter_class=fmt)
-    d.add_argument("body", help=f"one of: {bodies}")
+    d.add_argument("body", help=f"one of: {_bodies()}")
 
 
 def _measure_parsers(sub, fmt) -> None:
     """profile and slots: measurements of the physics."""
-    from fightlab.bodies import BODY_NAMES
     from fightlab.config import TrainConfig
-
-    bodies = ", ".join(BODY_NAMES)
 
     pr = sub.add_parser("profile", help="per-kernel GPU timing of physics (or env) steps, by stage",
                         formatter_class=fmt)
-    pr.add_argument("--body", default="muscular-fast", help=f"one of: {bodies}")
+    pr.add_argument("--body", default="muscular-fast", help=f"one of: {_bodies()}")
     pr.add_argument("--nworld", default="1024", help="parallel worlds")
     pr.add_argument("--nstep", type=int, default=20, help="profiled steps")
     pr.add_argument("--what", choices=("physics", "env"), default="physics",
@@ -342,17 +335,8 @@ def _bench_parser(sub, fmt) -> None:
     bn.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-
-def _cpu_layout_flags(p, nworld_flag: str) -> None:
-    """The CPU backend's layout flags (`run.launch.layout_flags`: train's, here compare-backends')."""
-    from fightlab.run.launch import layout_flags
-
-    for option, kw in layout_flags(nworld_flag).items():
-        p.add_argument(option, **kw)
-
-
 def _compare_parser(sub, fmt) -> None:
-    from fightlab.bodies import BODY_NAMES
+    from fightlab.run.launch import layout_flags
 
     # defaults live in fightlab.measure.backends (imported when the command runs, not by the parser)
     cb = sub.add_parser("compare-backends", formatter_class=fmt,
@@ -367,7 +351,7 @@ def _compare_parser(sub, fmt) -> None:
                         "Warp on warp's CPU device (a smoke check, never published). See "
                         "fightlab/measure/backends.py.")
     cb.add_argument("--body", action="append", default=None,
-                    help=f"a body, one of {', '.join(BODY_NAMES)} (repeat for several; default every body)")
+                    help=f"a body, one of {_bodies()} (repeat for several; default every body)")
     cb.add_argument("--nworld", default=None,
                     help="MuJoCo Warp's worlds on the GPU, and the CPU backend's unless --cpu-nworld or "
                          "--workers × --worlds-per-worker say otherwise (default 1024)")
@@ -375,7 +359,8 @@ def _compare_parser(sub, fmt) -> None:
                     help="MuJoCo Warp's device: cuda, cuda:N, or cpu (warp's CPU device: a smoke "
                          "check) (default: cuda:0 if present, else none: the CPU backend only)")
     cb.add_argument("--cpu-nworld", default=None, help="the CPU backend's worlds (default --nworld)")
-    _cpu_layout_flags(cb, "--cpu-nworld")
+    for option, kw in layout_flags("--cpu-nworld").items():  # train's, for the CPU backend's worlds
+        cb.add_argument(option, **kw)
     cb.add_argument("--cpu-policy-device", default=None,
                     help="also time the CPU backend with its policy and update on this device (cuda:N; "
                          "cpu: the same copies on the CPU, a smoke check; none: not at all) "
@@ -393,8 +378,6 @@ def _compare_parser(sub, fmt) -> None:
 
 
 def _sweep_parser(sub, fmt) -> None:
-    from fightlab.bodies import BODY_NAMES
-
     # defaults live in fightlab.measure.sweep (imported when the command runs, not by the parser)
     sw = sub.add_parser("sweep", help="the world-count sweep: seconds per iteration and env steps/s "
                         "against nworld (short solo runs), resumable; --solve: its solve trainings",
@@ -405,7 +388,7 @@ def _sweep_parser(sub, fmt) -> None:
                         "batch of trainings to the solve criterion over nworld and seed; --summary "
                         "prints time to solve against nworld from data/. See fightlab/measure/sweep.py.")
     sw.add_argument("--body", action="append", default=None, help=f"body (repeatable; default both: "
-                    f"{', '.join(BODY_NAMES)})")
+                    f"{_bodies()})")
     sw.add_argument("--nworld-list", default=None,
                     help="world counts to time, comma-separated positive integers (default "
                          "measure.sweep.NWORLDS: 128,256,…,16384)")

@@ -684,12 +684,12 @@ def test_summary_tail_shows_every_jobs_last_line():
                                   "run_dir=/tmp/fl-x1,/tmp/fl-x01", "device=cpu,cuda:0"])
 def test_grid_points_that_differ_in_a_flag_outside_the_config_are_kept(grid):
     """Points that differ in a flag the config does not fold in are two jobs, never 'the same'."""
-    from fightlab.cli import JOB_COMMANDS, check_job_argv, job_identity
+    from fightlab.cli import JOB_COMMANDS, check_job
 
     base = "train --backend cpu --max-iterations 2" if "work" in grid or "policy" in grid else "train --nworld 4"
     jobs = batch.make_jobs([batch.parse_job(base)], batch.parse_grid([grid]), [], JOB_COMMANDS,
-                           check_job=lambda a: (None, job_identity(a)))
+                           check_job=lambda a: (None, check_job(a)[1]))
     assert len(jobs) == 2
-    ids = [job_identity(j.argv) for j in jobs]
+    ids = [check_job(j.argv)[1] for j in jobs]
     assert None not in ids and ids[0] != ids[1]  # compared, and found different
-    assert check_job_argv(jobs[0].argv) is None or "cuda" in grid  # a job the command line takes
+    assert check_job(jobs[0].argv)[0] is None or "cuda" in grid  # a job the command line takes

@@ -265,9 +265,9 @@ def test_solve_batch_command():
     assert argv == ["batch", "--job", "train --max-iterations 100 --no-progress --publish",
                     "--grid", "body=simple", "--grid", "nworld=256,1024", "--grid", "seed=0,1",
                     "--concurrent", "4"]
-    from fightlab.cli import check_job_argv
+    from fightlab.cli import check_job
 
-    assert check_job_argv(["train", "--max-iterations", "100", "--no-progress", "--publish"]) is None
+    assert check_job(["train", "--max-iterations", "100", "--no-progress", "--publish"])[0] is None
     with pytest.raises(ConfigError, match="'0' is not a positive integer"):
         sweep.solve_batch_argv(["simple"], "0,1024")
 

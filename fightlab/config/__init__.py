@@ -128,10 +128,7 @@ def check_cross(cfg: TrainConfig) -> dict:
 def validate_train(cfg: TrainConfig) -> TrainConfig:
     """Check a TrainConfig: each field's rule (:func:`check_fields`), then the rules across
     fields (:func:`check_cross`); returns it with its canonical nworld, device and policy device.
-    The one caller is the run's gate, `fightlab.run.launch.plan_run`.
-
-    Raises ConfigError naming the bad value and the valid choices.
-    """
+    The one caller is the run's gate, `fightlab.run.launch.plan_run`. Raises ConfigError."""
     cfg = dataclasses.replace(cfg, **check_fields(cfg))
     return dataclasses.replace(cfg, **check_cross(cfg))
 
@@ -141,7 +138,6 @@ def stage_done(cfg: TrainConfig, stage: int) -> bool:
     `cfg.stop_after_stage` and so ends (False when that is None)."""
     st = cfg.stop_after_stage
     return isinstance(st, int) and not isinstance(st, bool) and stage > st
-
 
 
 def coerce_field(cls, name: str, raw):
@@ -167,18 +163,14 @@ def coerce_field(cls, name: str, raw):
     def bad(expect):
         return ConfigError(f"{cls.__name__}.{name} must be {expect}, got {short_repr(raw)}")
 
-    if rule.kind == "bool":
-        if isinstance(val, bool):
-            return val
-        raise bad("true or false")
-    if rule.kind == "int":
-        if _int(val) or null:
-            return None if null else val
-        raise bad("an integer or null" if rule.optional else "an integer")
-    if rule.kind == "number":
-        if _number(val) or null:
-            return None if null else float(val)
-        raise bad("a finite number" + (" or null (the rule in its docstring)" if rule.optional else ""))
+    scalar = {"bool": (lambda v: isinstance(v, bool), bool, "true or false", ""),
+              "int": (_int, int, "an integer", " or null"),
+              "number": (_number, float, "a finite number", " or null (the rule in its docstring)")}
+    if rule.kind in scalar:
+        ok, conv, expect, or_null = scalar[rule.kind]
+        if null or ok(val):
+            return None if null else conv(val)
+        raise bad(expect + (or_null if rule.optional else ""))
     if rule.kind in ("numbers", "pair"):
         if not isinstance(val, (list, tuple)) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                          for x in val):
@@ -201,15 +193,10 @@ def coerce_field(cls, name: str, raw):
 
 def apply_overrides(cfg: TrainConfig, items: list[str], own_flags: dict | None = None) -> TrainConfig:
     """Apply ``KEY=VALUE`` overrides (``--set``) to a TrainConfig: ``field``, ``env.field`` or
-    ``ppo.field``, each value parsed into its field's type (:func:`coerce_field`). Setting both
-    KL fields with `desired_kl` not None warns (on stderr) that the per-action one is idle
-    (:func:`idle_ppo_fields`).
-
-    Args:
-      own_flags: TrainConfig fields that have a command-line flag of their own, to the flag
-        (refused here, the message names the flag); None: none.
-    Raises:
-      ConfigError: naming a bad item, key or value.
+    ``ppo.field``, each value parsed into its field's type (:func:`coerce_field`); a key given
+    twice, and both KL fields set with `desired_kl` not None, warn on stderr. `own_flags`: the
+    TrainConfig fields that have a flag of their own, to the flag (refused here, the message
+    naming the flag). Raises ConfigError naming a bad item, key or value.
     """
     import sys
 

@@ -269,7 +269,6 @@ def _upto(lo_says: str, hi: int, hi_says: str, show: Callable = short_repr) -> C
     return check
 
 
-
 def idle_ppo_fields(ppo: dict) -> tuple[str, ...]:
     """The PPO fields of `ppo` (a PPOConfig's fields as a dict, e.g. a row's params) that do not
     act: `desired_kl_per_action` when `desired_kl` is set (`PPOConfig.kl_target`), else none."""
@@ -293,14 +292,10 @@ def validate_policy_device(policy_device, backend) -> str | None:
         raise ConfigError(f"policy_device: {e} (choices: cpu, cuda, cuda:N of this machine)") from None
 
 
-
 def validate_layout(backend, workers, worlds_per_worker, nworld: int, device: str) -> None:
-    """Check the CPU backend's layout (W workers × K worlds) against the backend, nworld and
-    device (W and K themselves: their field rules).
-
-    Raises ConfigError: W and K given on the "gpu" backend, W × K ≠ nworld, or the "cpu" backend
-    on a non-CPU device.
-    """
+    """Check the CPU backend's layout (W workers × K worlds; W and K themselves: their field
+    rules). Raises ConfigError: W or K on the "gpu" backend, W × K ≠ nworld, or the "cpu"
+    backend on a non-CPU device."""
     if backend == "gpu":
         if workers is not None or worlds_per_worker is not None:
             raise ConfigError("workers / worlds_per_worker are the CPU backend's layout: "

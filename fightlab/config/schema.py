@@ -61,20 +61,16 @@ class EnvConfig:
 
     Attributes:
       control_dt: env (policy) step, 0.02 s = 50 Hz control.
-      timestep: physics timestep, 0.004 s, so `substeps = control_dt / timestep = 5`.
-        Changed only with a measured reason; the convergence check re-runs a trained policy at
-        half this timestep (`fightlab.run.evaluate.evaluate(..., timestep=0.002)`).
-      episode_s: episode length, 10 s = 500 env steps.
-      rhythm_hz: bounce frequency (a boxer's bounce), 2 Hz.
-      bounce_m: pelvis bounce amplitude at amplitude a = 1: ±0.03 m. More would lift the feet off
-        the floor at 2 Hz: the downward acceleration of the bounce, (2π·2 Hz)²·0.03 m = 4.7 m/s²,
-        is already half of g.
+      timestep: physics timestep, `substeps = control_dt / timestep` (5).
+      episode_s: episode length (500 env steps).
+      rhythm_hz: bounce frequency (a boxer's bounce).
+      bounce_m: pelvis bounce amplitude at amplitude a = 1. More would lift the feet off the floor
+        at 2 Hz: (2π·2 Hz)²·0.03 m = 4.7 m/s² downward is already half of g.
       arm_sway_rad: guard sway of shoulders/elbows at a = 1.
       n_phase: rows of the stacked reference table (one period sampled at n_phase points).
       amplitude_ramp_s: a widening ramps the reference amplitude over this time in all worlds.
-      push_interval_s: (min, max) time between pushes, uniform.
-      push_duration_s: duration of one push (a constant horizontal force on the torso).
-      push_impulse_ns: (min, max) push impulse, uniform; force = impulse / duration.
+      push_interval_s, push_impulse_ns: (min, max) time between pushes and impulse, uniform;
+        push_duration_s: one push, a constant horizontal force on the torso (impulse / duration).
       tilt_fall_deg: a fall when the torso's z axis tilts more than this from vertical.
       action_scale_rad: action in [-1, 1] → position target offset ± this around the reference.
       init_noise_rad: joint-angle noise at reset (uniform ±).
@@ -82,22 +78,15 @@ class EnvConfig:
         `fightlab.envs.rewards.REWARD_TERMS` entries name these fields); fall_penalty: per fall.
       solver_iterations, solver_ls_iterations, solver_tolerance, solver_ls_tolerance: the
         training physics' Newton solver (MuJoCo's `opt.iterations`, `opt.ls_iterations`,
-        `opt.tolerance`, `opt.ls_tolerance`): the learner's choice. Every solve's final policy is
-        checked in the reference physics, :data:`REFERENCE_SOLVER` at the task's timestep
-        (`fightlab.run.reference`). The defaults, Newton 2 / 4 without qacc_smooth and with
-        explicit damping, are the headline's training physics (bench/NOTES.md: −44 % / −45 %
-        time to solve against 10 / 20, every seed passing the reference check).
-      solver_qacc_smooth: MuJoCo Warp's `opt.run_qacc_smooth` (training physics): False starts
-        Newton from the warm start and skips the unconstrained acceleration qacc_smooth and its
-        mass-matrix factorisation (mujoco_warp `smooth.skip_qacc_smooth`; "experimental" there).
-        The CPU backend's C engine has no such option and always computes it (its rows record
-        the physics it ran, `physics_engine`); the reference runs True.
-      solver_eulerdamp: MuJoCo's `eulerdamp` (training physics): True integrates the joints'
-        damping implicitly in the Euler step, which factorises M + h·D every physics step; False
-        (`mjDSBL_EULERDAMP`) applies it explicitly and skips that factorisation. Stable here:
-        h·damping / M_ii ≤ 0.75 at the keyframe for every DOF of both bodies (explicit damping
-        needs < 2). The reference runs True. False, the default: −12 % rollout time per
-        iteration on the H200 (bench/NOTES.md), every seed passing the reference check.
+        `opt.tolerance`, `opt.ls_tolerance`), the learner's choice: every solve's final policy is
+        checked in the reference physics (:data:`REFERENCE_SOLVER`, `fightlab.run.reference`).
+      solver_qacc_smooth: MuJoCo Warp's `opt.run_qacc_smooth`: False starts Newton from the warm
+        start and skips qacc_smooth and its factorisation (mujoco_warp `smooth.skip_qacc_smooth`,
+        "experimental" there); the CPU backend's C engine always computes it (rows record the
+        physics it ran, `physics_engine`).
+      solver_eulerdamp: MuJoCo's `eulerdamp`: True integrates joint damping implicitly, factorising
+        M + h·D every physics step; False (`mjDSBL_EULERDAMP`) applies it explicitly, stable here:
+        h·damping / M_ii ≤ 0.75 at the keyframe for every DOF of both bodies (explicit needs < 2).
     """
 
     control_dt: float = field(default=0.02, metadata=positive())
@@ -143,52 +132,41 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """PPO hyper-parameters (CleanRL's ppo_continuous_action names; rsl_rl's adaptive lr).
-
-    The defaults below are the base; a TrainConfig's default learner is its body's
-    (:func:`body_ppo`: these with the body's :data:`BODY_PPO` entries: simple clip 0.6 with KL
-    0.006 per action and GAE λ 0.9, muscular-fast hidden 1024-512-256 with clip 0.5, KL 0.004
-    and TF32 products).
+    """PPO hyper-parameters (CleanRL's ppo_continuous_action names; rsl_rl's adaptive lr). A
+    TrainConfig's default learner is its body's (:func:`body_ppo`: these with :data:`BODY_PPO`).
 
     Attributes:
-      num_steps: env steps per world per iteration (rollout length), 32.
+      num_steps: env steps per world per iteration (rollout length).
       num_minibatches, update_epochs: the batch of num_steps × nworld samples is split into
         num_minibatches per epoch.
       learning_rate: Adam step size; with `adaptive_lr` it is scaled ×1.5 / ÷1.5 to keep the
         policy KL near the KL target (rsl_rl, Rudin et al. 2022, "Learning to walk in minutes").
-      desired_kl: the KL target, or None (the default): `desired_kl_per_action` × the action
-        count nu (`kl_target`), so bodies with more actions move each action's mean alike (the
-        KL of a diagonal Gaussian is a sum over actions). 0.002 per action: a learner study
-        (bench/NOTES.md), simple's best 0.08 (nu 37) and muscular-fast's 0.16 (nu 83)
-        at init_std 0.3, against 0.01 for both before.
+      desired_kl: the KL target, or None: `desired_kl_per_action` × the action count nu
+        (`kl_target`), so bodies with more actions move each action's mean alike (the KL of a
+        diagonal Gaussian is a sum over actions).
       gamma, gae_lambda: discount and GAE λ (Schulman et al. 2016).
-      clip_coef: PPO ratio clip (Schulman et al. 2017; 0.2 there). 0.3: a clip study
-        (bench/NOTES.md), at the KL targets above the 0.2 clip
-        bound half of the samples; muscular-fast −6 % iterations, simple −2 % (within seeds).
+      clip_coef: PPO ratio clip (Schulman et al. 2017).
       vf_coef, ent_coef: loss weights.
       max_grad_norm: global gradient-norm clip.
-      hidden: actor and critic MLP hidden sizes; init_std: initial action std (0.3: the learner
-        study in bench/NOTES.md).
+      hidden: actor and critic MLP hidden sizes; init_std: initial action std.
       critic_obs: what the value function sees, one of `CRITIC_OBS`: "policy" (the policy's
         observation) or "privileged" (an asymmetric critic, Pinto et al. 2018: the policy's
         observation and the env's privileged one: the push acting now and the time to the next,
         the time into the episode, every DOF's velocity; `envs.stance` lists it). The policy's
         observation is the same either way.
-      critic_learning_rate: None (the default): one Adam group, the critic at the actor's rate,
-        which the KL rule moves; a number in (0, 1]: the critic's parameters in an Adam group of
-        their own at this fixed rate, apart from the KL rule (which then moves the actor's and
-        log-std's rate only). The KL rule is about the policy's step; it slows the value
-        function with it (muscular-fast's rate sits near 3e-4 through stage 0).
+      critic_learning_rate: None: one Adam group, the critic at the actor's rate, which the KL
+        rule moves; a number in (0, 1]: the critic's parameters in an Adam group of their own at
+        this fixed rate (the KL rule then moves the actor's and log-std's rate only): the KL
+        rule is about the policy's step, and slows the value function with it.
       matmul_precision: torch's float32 matrix-product precision for the policy and the update,
         one of `MATMUL_PRECISIONS` (`torch.set_float32_matmul_precision`): "highest" (full
-        float32, the default) or "high" (TensorFloat-32 tensor cores on NVIDIA GPUs since Ampere:
-        10-bit mantissa products, float32 sums; a CPU computes in full float32 either way). A
-        learner field: it changes the numbers the learner computes.
+        float32) or "high" (TensorFloat-32 on NVIDIA GPUs since Ampere: 10-bit mantissa
+        products, float32 sums; a CPU computes in full float32 either way). A learner field.
       kl_estimator: the KL the adaptive rate reads (and the rows' `approx_kl`), one of
-        `KL_ESTIMATORS`: "k3" (the default: Schulman's sampled estimator from the log-ratio of the
-        taken actions, as CleanRL's approx_kl; heavy-tailed with many actions) or "analytic" (the
-        closed-form KL(old ‖ new) of the two diagonal Gaussians, summed over actions: rsl_rl's
-        adaptive schedule, Rudin et al. 2022; the rollout then keeps each step's action mean).
+        `KL_ESTIMATORS`: "k3" (Schulman's sampled estimator from the log-ratio of the taken
+        actions, as CleanRL's approx_kl; heavy-tailed with many actions) or "analytic" (the
+        closed-form KL(old ‖ new) of the two diagonal Gaussians, summed over actions: rsl_rl's;
+        the rollout then keeps each step's action mean).
     """
 
     num_steps: int = field(default=32, metadata=integer(1, says="must be a positive integer"))
@@ -223,25 +201,22 @@ class TrainConfig:
     """One training run.
 
     Attributes:
-      body: one of `BODY_NAMES`.
-      nworld: parallel worlds (int > 0).
-      device: warp/torch device string: "cpu", "cuda" or "cuda:N".
+      body: one of `BODY_NAMES`; nworld: parallel worlds; device: "cpu", "cuda" or "cuda:N".
       seed: RNG seed for torch and the env.
       max_iterations: stop after this many iterations even if unsolved.
-      curriculum_stages: the amplitude stages, 0.1 … 1.0 (10 stages).
+      curriculum_stages: the amplitude stages, 0.1 … 1.0.
       curriculum_wait: W, iterations to wait after each widening (and at the start) before the
         next check; the check looks at episodes finished in the last W iterations.
       max_fall_rate, min_tracking, min_episode_s: the widening / solve thresholds.
       checkpoint_every: iterations between checkpoints (0: only at the end).
-      run_dir: where rows, checkpoints and logs go (default the repository's runs/train; runs/ is
-        git-ignored; a relative path is relative to the current directory).
+      run_dir: where rows, checkpoints and logs go (runs/ is git-ignored; a relative path is
+        relative to the current directory).
       resume: checkpoint path to continue from (same curriculum state).
       stop_when_solved: end the run at the solving iteration.
-      stop_after_stage: None (the default), or end the run when the curriculum widens past this
-        stage (0 = a 0.1; at most the stage before the last): a learner study of the first
-        stages at a fraction of a solve's cost. Such a run cannot solve: its row says solved
-        False, and the reports count its stages (`measure.report.stage_table`), never it as an
-        unsolved training. A resume keeps it, as it keeps the config.
+      stop_after_stage: None, or end the run when the curriculum widens past this stage (0 = a
+        0.1; at most the stage before the last): a study of the first stages. Such a run cannot
+        solve: its row says solved False, and the reports count its stages
+        (`measure.report.stage_table`), never it as an unsolved training.
       graph: capture the env step as a graph (CUDA graph, or warp's CPU graph).
       policy_graph, update_graph: capture the rollout's torch work between env steps and the PPO
         update as torch CUDA graphs (fightlab.rl.graphs; CUDA only, eager elsewhere).
@@ -250,24 +225,22 @@ class TrainConfig:
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
       backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device` (a GPU, or
-        warp's CPU device for smoke checks: the default also on a machine without a GPU, where a
-        row then says backend gpu, device cpu); "cpu" = MuJoCo's C engine on a thread pool
-        (fightlab.sim.cpu; `device` must be "cpu"). The names say where MuJoCo Warp is meant to
-        run, not the device: `train --backend` also takes warp (= gpu) and mujoco (= cpu).
+        warp's CPU device for smoke checks); "cpu" = MuJoCo's C engine on a thread pool
+        (fightlab.sim.cpu; `device` must be "cpu"). `train --backend` also takes warp (= gpu) and
+        mujoco (= cpu).
       workers, worlds_per_worker: the CPU backend's layout, W threads × K worlds (None: W = every
         core; K = nworld / W, or None where W does not divide nworld: the workers' shares then
         differ by one, and rows record worlds_per_worker_max = ceil(nworld / W); given both,
         nworld must be W × K). Unused by "gpu".
       policy_device: where torch's policy, rollout buffer and PPO update run on the "cpu"
-        backend (None: on `device`, the CPU, as on the original's GPU-less CPU machine; "cuda:N":
-        a GPU beside the CPU physics, the env's observation, reward and done copied to it and the
-        action back at every env step, `fightlab.run.runner.PolicyIO`; the action's copy is a
-        counted host read). Only with backend "cpu": MuJoCo Warp's policy runs on its `device`.
+        backend (None: on `device`; "cuda:N": a GPU beside the CPU physics, the env's
+        observation, reward and done copied to it and the action back at every env step,
+        `fightlab.rl.env_io.PolicyIO`, a counted host read). Only with backend "cpu".
       solver_loop: how MuJoCo Warp runs the training physics' Newton loop, one of
         `SOLVER_LOOPS`: "conditional" (a conditional graph node that stops when every world has
         converged), "unrolled" (the capped iterations launched in a row; converged worlds skip
-        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). How a run
-        is launched, not the learner: it leaves the config id as it is.
+        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). Not the
+        learner's: it leaves the config id as it is.
       learner: who learns the task, one of `LEARNERS`: "fightlab" (fightlab's PPO, `ppo`) or
         "rsl_rl" (rsl_rl's OnPolicyRunner with its own settings, `fightlab.run.rsl`; `ppo` then
         gives only the rollout length, ``ppo.num_steps``, and the critic's observation).
@@ -276,8 +249,7 @@ class TrainConfig:
         where the tensorboard package is installed), to Weights & Biases, or none; rows.csv is
         written either way. How a run is launched: a resume may change it.
       reference_nworld: worlds of the reference check a solved run ends with
-        (`fightlab.run.reference`; a published training needs at least
-        `publish.MIN_PUBLISH_NWORLD`).
+        (`fightlab.run.reference`; a published training needs `publish.MIN_PUBLISH_NWORLD`).
     """
 
     body: str = field(default="simple", metadata=_BODY)
@@ -326,18 +298,8 @@ class TrainConfig:
             object.__setattr__(self, "ppo", body_ppo(self.body))
 
 
-#: the PPOConfig fields whose default differs per body, over PPOConfig's own defaults: the
-#: learner studies of bench/NOTES.md ("stage 0") found body-specific levers of stage 0 (stage
-#: 0 only, 2 seeds, packed, against each body's control in the same batch): simple gains from a
-#: larger step (clip 0.5 with KL 0.004 per action: −17 %; clip 0.6 with KL 0.006: a further
-#: −10 %; a wider network: +12 %), muscular-fast (83 actions) from capacity first (hidden
-#: 512-256-128: −13 %; the larger step alone: −4 %), then the larger step on the wide network
-#: (clip 0.5 with KL 0.004: a further −21 %), then more capacity (hidden 1024-512-256: a further
-#: −17 %), whose doubled update runs in TensorFloat-32 (matmul_precision "high": the update
-#: 0.052 → 0.026 s per iteration, the solve's iterations unchanged within the seeds' spread).
-#: Simple's GAE λ 0.9 (the advantage's shorter horizon: stage 0 −18 %, 84.7 against 102.7 over
-#: three seeds; solo stage 0 78 / 74 / 83 against 92 / 109 / 92). Each body's entry is the learner of its solo headline (3 seeds, every one passing the
-#: reference check).
+#: the PPOConfig fields whose default differs per body, over PPOConfig's own: each body's entry
+#: is the learner of its solo headline (the learner studies of bench/NOTES.md, "stage 0")
 BODY_PPO: dict[str, dict] = {
     "simple": {"clip_coef": 0.6, "desired_kl_per_action": 0.006, "gae_lambda": 0.9},
     "muscular-fast": {"hidden": (1024, 512, 256), "clip_coef": 0.5, "desired_kl_per_action": 0.004,

@@ -92,12 +92,8 @@ def task_changes(cfg: "TrainConfig") -> dict:
     """The Fixed fields (:data:`TASK_FIELDS`) of `cfg` that differ from the defaults:
     ``{name: (value, default)}``; empty for a run of the task itself."""
     ref = TrainConfig()
-    out = {}
-    for name in TASK_FIELDS:
-        v, d = _field_value(cfg, name), _field_value(ref, name)
-        if v != d:
-            out[name] = (v, d)
-    return out
+    both = {name: (_field_value(cfg, name), _field_value(ref, name)) for name in TASK_FIELDS}
+    return {name: (v, d) for name, (v, d) in both.items() if v != d}
 
 
 def task_id(cfg: "TrainConfig") -> str:

@@ -9,9 +9,7 @@ experiment's metric columns :data:`EXPERIMENTS[experiment]`, each named with its
     append_row("train", {**meta, **metrics}, root)      # -> root/data/results/train.csv
     df = read_rows("train", root)                       # figures read only these files
 
-Per-iteration curves of a run live in ``data/curves/<run_id>.csv.gz`` (:func:`write_curve`):
-gzip-compressed CSV (``pd.read_csv`` and ``zcat`` read it), a third of the plain text's size, so
-the committed measurements stay small; a plain ``<run_id>.csv`` (older clones) is read as well.
+Per-iteration curves of a run: ``data/curves/<run_id>.csv.gz`` (:func:`write_curve`, `curves`).
 """
 
 from __future__ import annotations
@@ -36,7 +34,8 @@ from fightlab.meta import PACKING_ENV, _count, _flag, packing_from_env  # noqa: 
 from fightlab.paths import REPO_ROOT
 from fightlab.results.curves import (CURVE_LEGACY_SUFFIX, CURVE_SUFFIX, TRAIN_CURVE_COLUMNS, curve_path,
                                      read_curve, write_curve)
-from fightlab.results.files import MalformedRowError, _header, _in_repo_data, _records, publish_lock, read_text
+from fightlab.results.files import (MalformedRowError, _header, _in_repo_data, _records, check_committed,
+                                    publish_lock, read_text)
 from fightlab.results.schema import (_META_INT, _META_STR, _SAFE_ID, EXPERIMENTS, META_COLUMNS, REFERENCE_COLUMNS,
                                      columns, register_experiment, results_path)
 from fightlab.rundir import atomic_write
@@ -67,9 +66,8 @@ def _json_default(obj: Any) -> Any:
 
 
 def params_json(params: Mapping[str, Any] | Any) -> str:
-    """``params`` (a dict or a dataclass instance) as a JSON object string with sorted keys.
-
-    Paths become strings, numpy/torch scalars numbers, nested dataclasses dicts.
+    """``params`` (a dict or a dataclass instance) as a JSON object string with sorted keys: paths
+    as strings, numpy/torch scalars as numbers, nested dataclasses as dicts.
 
     Raises:
         TypeError: ``params`` is not a mapping/dataclass, or holds a value JSON can not store.
@@ -110,26 +108,20 @@ def _with_packing(params: str) -> str:
 
 def run_metadata(*, body: str, nworld: int, seed: int, params: Mapping[str, Any] | Any, device: Any,
                  backend: str = "gpu", cores: int | None = None) -> dict:
-    """The metadata columns of a result row, in :data:`META_COLUMNS` order.
-
-    Fills ``run_id`` (12 hex chars of a UUID4), ``time`` (UTC, ISO 8601), ``commit`` (short
-    ``HEAD`` of fightlab's source tree, ``-dirty`` when tracked files changed, ``"unknown"``
-    outside git), ``host``, ``gpu`` (the hardware the physics ran on: the CUDA device's name;
-    ``"cpu"`` for MuJoCo Warp on warp's CPU device; for the CPU MuJoCo backend
-    (``backend="cpu"``) the CPU model and cores, ``"CPU <model> (<n> cores)"``,
-    `fightlab.meta.cpu_label`), ``driver`` (NVIDIA driver version, or ``""`` on the CPU backend
-    and CPU-only machines), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as
-    JSON (with the launcher's packing added, :func:`_with_packing`).
-    Never fails because git, nvidia-smi or CUDA are missing (see :mod:`fightlab.meta`).
+    """The metadata columns of a result row, in :data:`META_COLUMNS` order: ``run_id`` (12 hex
+    chars of a UUID4), ``time`` (UTC, ISO 8601), ``commit`` (short ``HEAD`` of fightlab's source
+    tree, ``-dirty`` when tracked files changed, ``"unknown"`` outside git), ``host``, ``gpu``
+    (the hardware the physics ran on: the CUDA device's name; ``"cpu"`` for MuJoCo Warp on
+    warp's CPU device; ``"CPU <model> (<n> cores)"`` for the CPU MuJoCo backend,
+    `fightlab.meta.cpu_label`), ``driver`` (NVIDIA's, ``""`` on the CPU backend and CPU-only
+    machines), the ``warp``/``mujoco_warp``/``torch`` versions, and ``params`` as JSON (with the
+    launcher's packing added, :func:`_with_packing`). Never fails because git, nvidia-smi or CUDA
+    are missing (:mod:`fightlab.meta`).
 
     Args:
-        body: body name (e.g. ``"simple"``).
-        nworld: number of parallel worlds (int > 0).
-        seed: random seed (int).
-        params: dict or dataclass of the run's parameters (stored as a JSON string).
-        device: device of the run (``"cpu"``, ``"cuda:0"``, torch/warp device).
-        backend: the run's physics backend, ``"gpu"`` (MuJoCo Warp on ``device``) or ``"cpu"``
-            (MuJoCo's C engine); cores: the CPU backend's cores (default: this process's).
+        params: dict or dataclass of the run's parameters; device: the run's (``"cpu"``,
+            ``"cuda:0"``, torch/warp device); backend: ``"gpu"`` (MuJoCo Warp on ``device``) or
+            ``"cpu"`` (MuJoCo's C engine); cores: the CPU backend's (default: this process's).
 
     Raises:
         ValueError: bad ``body``/``nworld``/``seed``; TypeError: params not JSON serialisable.
@@ -178,15 +170,10 @@ def _check_meta(row: Mapping[str, Any]) -> None:
 
 
 def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
-    """Check that ``row`` has exactly the columns of ``experiment`` with sensible types.
-
-    Metadata: text columns are ``str`` (``run_id``, ``time``, ``body`` non-empty; ``time`` ISO
-    8601; ``params`` a JSON object); ``nworld`` an int > 0; ``seed`` an int. Metrics: a number
-    (int, float, bool, numpy scalar) or ``None``/NaN for "not measured"; never text or inf.
-
-    Raises:
-        ValueError: unknown experiment, missing or unexpected column, or a bad value -- the
-            message names the column.
+    """Check that ``row`` has exactly the columns of ``experiment``: text metadata ``str``
+    (``run_id``, ``time``, ``body`` non-empty; ``time`` ISO 8601; ``params`` a JSON object),
+    ``nworld`` an int > 0, ``seed`` an int; each metric a number or ``None``/NaN for "not
+    measured", never text or inf. Raises ValueError naming the column (or the experiment).
     """
     cols = columns(experiment)
     if not isinstance(row, Mapping):
@@ -207,12 +194,9 @@ def validate_row(experiment: str, row: Mapping[str, Any]) -> None:
 
 
 def scratch_root(path: Path | str) -> Path:
-    """A fresh local results root for one unpublished run: ``path/data`` is removed so rows of an
-    earlier run (possibly with an older schema) do not mix in. Refuses any path that is not
-    inside a ``runs`` folder, so the committed ``data/`` can never be removed this way.
-
-    Returns:
-        ``Path(path)``. Raises ValueError for a path outside ``runs/``.
+    """A fresh local results root for one unpublished run: ``path/data`` removed so rows of an
+    earlier run (possibly an older schema) do not mix in. Returns ``Path(path)``; raises
+    ValueError for a path outside a ``runs`` folder, so the committed ``data/`` is never removed.
     """
     p = Path(path)
     r, repo = p.resolve(), REPO_ROOT.resolve()
@@ -228,15 +212,12 @@ def scratch_root(path: Path | str) -> Path:
 
 
 def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) -> None:
-    """Rows written into the repository's own data/ (wherever ``root`` points, links followed)
-    obey the one publish rule (:func:`fightlab.publish.check_publish`): a measurement on a CUDA
-    device (the row's ``gpu`` is a GPU's name, never ``"cpu"``) or on the CPU MuJoCo backend
-    (params ``backend: "cpu"``, its ``gpu`` column naming the CPU and cores,
-    `fightlab.meta.cpu_label`), at full size where the row records a size; a train row at a
-    training's full size (its nworld and params' max_iterations and curriculum)."""
-    from fightlab.publish import check_publish
-
-    if not _in_repo_data(results_path(experiment, root), REPO_ROOT):
+    """Rows for the repository's own data/ (wherever ``root`` points, links followed) pass the
+    publish rule (`files.check_committed`) with the row's own record: its ``gpu`` (a CPU-backend
+    row's names the CPU and cores, `fightlab.meta.cpu_label`), params' size, and for a train
+    row the training (its nworld and params' max_iterations and curriculum)."""
+    path = results_path(experiment, root)
+    if not _in_repo_data(path, REPO_ROOT):
         return
     gpu = str(row.get("gpu") or "")
     params = json.loads(row["params"])
@@ -254,8 +235,8 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
         training = types.SimpleNamespace(**{k: params.get(k, getattr(dflt, k)) for k in (
             "nworld", "max_iterations", "curriculum_stages", "curriculum_wait", "stop_after_stage")})
         training.nworld = int(row.get("nworld", training.nworld))
-    check_publish(True, device, f"{experiment} rows", size=size if isinstance(size, str) else None,
-                  backend=backend, training=training)
+    check_committed(path, f"{experiment} rows", device, backend, size if isinstance(size, str) else None,
+                    training)
 
 
 def _older_schema(path: Path, experiment: str) -> list[str] | None:
@@ -291,27 +272,23 @@ def _check_header(path: Path, experiment: str) -> None:
 
 
 def append_row(experiment: str, row: Mapping[str, Any], root: Path | str) -> Path:
-    """Validate ``row`` and write it to ``root/data/results/<experiment>.csv``: one row per
-    run_id, so a row whose run_id is already in the file replaces that row in place (a resumed
-    run's later segment), any other is appended.
-
-    Creates the file (and folders) with the header on first use. Columns are written in schema
-    order whatever the dict order. ``None`` is written as an empty field (read back as NaN).
-    Runs under :func:`publish_lock`. A file whose last line lacks its newline is repaired when
-    that line is a whole row, refused when it is torn. Rows for the repository's own data/ must
-    pass the publish rule (:func:`fightlab.publish.check_publish`).
+    """Validate ``row`` (:func:`validate_row`) and write it to
+    ``root/data/results/<experiment>.csv`` under :func:`publish_lock`: one row per run_id, so a
+    row whose run_id is already in the file replaces that row in place (a resumed run's later
+    segment), any other is appended; columns in schema order, ``None`` as an empty field (read
+    back as NaN). Creates the file with the header on first use; a file of an older version of
+    the schema (its header the schema's first columns) is first rewritten under the current
+    header, its rows' new columns empty. A last line without its newline is repaired when it is a
+    whole row. Rows for the repository's own data/ pass the publish rule (:func:`_check_committed`).
 
     Returns:
         Path of the CSV file.
 
     Raises:
-        ValueError: the row is invalid (see :func:`validate_row`), or the existing file's header
-            differs from the schema (message lists missing/extra columns; move the old file aside
-            or register a new experiment name -- rows are never written under a wrong header). A
-            file of an older version of the schema (its header the schema's first columns) is
-            first rewritten under the current header, its rows' new columns empty;
-            MalformedRowError: the file has a torn or malformed line (file and line named);
-            fightlab.config.ConfigError: a CPU row for the repository's data/.
+        ValueError: an invalid row, or a header other than the schema's (missing/extra columns
+            named; rows are never written under a wrong header); MalformedRowError: a torn or
+            malformed line (file and line named); fightlab.config.ConfigError: a row the publish
+            rule refuses for the repository's data/.
     """
     validate_row(experiment, row)
     _check_committed(experiment, row, root)
@@ -344,15 +321,14 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
 
 
 def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
-    """All rows of ``root/data/results/<experiment>.csv`` as a DataFrame, schema column order.
-
-    Text metadata columns come back as ``str`` (``""`` stays ``""``; a commit of digits stays
-    text); ``nworld``/``seed`` as int; metrics as numbers with NaN for "not measured". A missing
-    file gives an empty DataFrame with the schema's columns; a file of an older version of the
-    schema (its header the schema's first columns) reads with the newer columns NaN.
+    """All rows of ``root/data/results/<experiment>.csv`` as a DataFrame, schema column order:
+    text metadata as ``str`` (``""`` stays ``""``; a commit of digits stays text), ``nworld`` /
+    ``seed`` as int, metrics as numbers with NaN for "not measured". A missing file gives an
+    empty DataFrame with the schema's columns; a file of an older schema version reads with the
+    newer columns NaN.
 
     Raises:
-        ValueError: unknown experiment, or the file's header differs from the schema;
+        ValueError: unknown experiment, or a header other than the schema's;
             MalformedRowError: a torn or malformed line (file and line named), never NaNs.
     """
     return read_file(experiment, results_path(experiment, root))
@@ -411,13 +387,12 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
 def publish_row(experiment: str, row: Mapping[str, Any], publish: bool, local_root: Path | str,
                 device: str, root: Path | str = REPO_ROOT) -> None:
     """Write ``row`` under ``local_root`` (a runs/ folder) always and, with ``publish``, under
-    ``root`` (the repository's data/). Raises ConfigError before writing anything when the run
-    may not publish (:func:`fightlab.publish.check_publish`: a CUDA device, full size)."""
-    from fightlab.publish import check_publish
-
-    params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
-    check_publish(publish, device, f"{experiment} rows",
-                  backend="cpu" if params.get("backend") == "cpu" else "gpu")
+    ``root`` (the repository's data/). A row the publish rule refuses there is refused before
+    anything is written (:func:`_check_committed`, which reads the measurement's ``device`` from
+    the row's ``gpu`` column: the command refused it before its work already)."""
+    if publish:
+        validate_row(experiment, row)
+        _check_committed(experiment, row, root)
     append_row(experiment, row, local_root)
     if publish:
         append_row(experiment, row, root)

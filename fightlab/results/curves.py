@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from fightlab.errors import ConfigError
-from fightlab.results.files import MalformedRowError, _in_repo_data, _records, publish_lock, read_text
+from fightlab.results.files import (MalformedRowError, _in_repo_data, _records, check_committed, publish_lock,
+                                    read_text)
 from fightlab.results.schema import _SAFE_ID
 from fightlab.rundir import atomic_write
 
@@ -23,11 +24,8 @@ CURVE_LEGACY_SUFFIX = ".csv"
 
 
 def _curve_files(run_id: str, root: Path | str) -> tuple[Path, Path]:
-    """(``<run_id>.csv.gz``, the legacy ``<run_id>.csv``) under ``root/data/curves``.
-
-    Raises:
-        ValueError: ``run_id`` is not a safe file name.
-    """
+    """(``<run_id>.csv.gz``, the legacy ``<run_id>.csv``) under ``root/data/curves``; ValueError:
+    ``run_id`` is not a safe file name."""
     if not isinstance(run_id, str) or not _SAFE_ID.match(run_id):
         raise ValueError(f"run_id must be letters, digits, '_', '.', '-', got {run_id!r}")
     d = Path(root) / "data" / "curves"
@@ -36,11 +34,7 @@ def _curve_files(run_id: str, root: Path | str) -> tuple[Path, Path]:
 
 def curve_path(run_id: str, root: Path | str) -> Path:
     """The curve file of ``run_id``: ``root/data/curves/<run_id>.csv.gz``, or the plain
-    ``<run_id>.csv`` when only that one exists (an older clone's).
-
-    Raises:
-        ValueError: ``run_id`` is not a safe file name.
-    """
+    ``<run_id>.csv`` when only that one exists (an older clone's). ValueError: a bad ``run_id``."""
     path, legacy = _curve_files(run_id, root)
     return legacy if legacy.exists() and not path.exists() else path
 
@@ -48,28 +42,21 @@ def curve_path(run_id: str, root: Path | str) -> Path:
 def write_curve(run_id: str, df: pd.DataFrame, root: Path | str, device: str | None = None,
                 backend: str = "gpu") -> Path:
     """Write a run's per-iteration rows to ``root/data/curves/<run_id>.csv.gz`` (gzip at level 9,
-    no time stamp in its header, so the same rows give the same bytes; atomic, under
-    :func:`publish_lock`). Replaces the run's earlier curve, a plain ``<run_id>.csv`` included
-    when that was its curve (no ``.csv.gz`` beside it); a plain copy beside a ``.csv.gz`` is kept.
-
-    Column names should carry units (``wall_time_s``, ``mean_reward``, ``iteration``). ``device``
-    and ``backend``: the measurement's device and physics backend, required for a curve of the
-    repository's own data/ (publish rule).
-
-    Returns:
-        the path written.
+    no time stamp, so the same rows give the same bytes; atomic, under :func:`publish_lock`),
+    replacing the run's earlier curve, a plain ``<run_id>.csv`` included when that was its curve
+    (a plain copy beside a ``.csv.gz`` is kept). Column names carry units (``wall_time_s``).
+    ``device`` and ``backend``: the measurement's, required for the repository's own data/
+    (the publish rule). Returns the path written.
 
     Raises:
-        ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame.
+        ValueError: bad ``run_id`` or ``df`` has no columns; TypeError: ``df`` not a DataFrame;
+        ConfigError: a curve the publish rule refuses.
     """
     path, legacy = _curve_files(run_id, root)
-    if _in_repo_data(path):  # the repository's data/: the publish rule, with the run's device
-        from fightlab.publish import check_publish
-
-        if device is None:
-            raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
-                              "of its measurement (device=...): only GPU measurements publish")
-        check_publish(True, device, "a curve", backend=backend)
+    if device is None and _in_repo_data(path):
+        raise ConfigError(f"write_curve({run_id!r}) into the repository's data/ needs the device "
+                          "of its measurement (device=...): only GPU measurements publish")
+    check_committed(path, "a curve", device, backend)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"write_curve: df must be a pandas DataFrame, got {type(df).__name__}")
     if len(df.columns) == 0:

@@ -45,8 +45,7 @@ def read_text(path: Path | str) -> str:
 
 
 def _header(path: Path) -> list[str]:
-    text = read_text(path)
-    return next(csv.reader(io.StringIO(text, newline="")), [])
+    return next(csv.reader(io.StringIO(read_text(path), newline="")), [])
 
 
 _LOCKS: dict[str, list] = {}  # resolved data/ folder -> [fd, depth]: the lock is reentrant
@@ -63,13 +62,10 @@ def publish_lock(root: Path | str):
     d.mkdir(parents=True, exist_ok=True)
     key = str(d.resolve())
     with _LOCKS_GUARD:
-        entry = _LOCKS.get(key)
-        if entry is None:
-            fd = os.open(d, os.O_RDONLY)
-            entry = _LOCKS[key] = [fd, 0]
-            take = True
-        else:
-            take = False
+        take = key not in _LOCKS  # this process's first holder takes the flock
+        if take:
+            _LOCKS[key] = [os.open(d, os.O_RDONLY), 0]
+        entry = _LOCKS[key]
         entry[1] += 1
     try:
         if take:
@@ -96,6 +92,17 @@ def _in_repo_data(path: Path, repo: Path | None = None) -> bool:
         return p.exists() and twin.exists() and os.path.samefile(p, twin)
     except OSError:
         return False
+
+
+def check_committed(path: Path, what: str, device, backend: str = "gpu", size: str | None = "full",
+                    training=None) -> None:
+    """The publish rule (`fightlab.publish.check_publish`) for a write to ``path`` where it lies in
+    the repository's own data/ (:func:`_in_repo_data`); elsewhere nothing is checked. The one
+    place the results and the curves apply it, at write time. Raises ConfigError, one line."""
+    from fightlab.publish import check_publish
+
+    if _in_repo_data(path):
+        check_publish(True, device, what, size=size, backend=backend, training=training)
 
 
 def _records(path: Path, ncols: int, need_id: bool = True,

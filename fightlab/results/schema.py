@@ -12,16 +12,16 @@ META_COLUMNS: tuple[str, ...] = (
     "body", "nworld", "seed", "params",
 )
 
-#: metadata columns holding text (read back as str, "" stays "")
+#: metadata columns holding integers, and those holding text (read back as str, "" stays "")
 _META_INT = ("nworld", "seed")
 _META_STR = tuple(c for c in META_COLUMNS if c not in _META_INT)
 
-#: metric columns per experiment (after the metadata columns, in this order)
 #: a train row's reference check (`fightlab.run.reference`; empty for a run that did not solve):
 #: passed (bool), its seconds (apart from the time to solve), each run's fall rate and tracking
 REFERENCE_COLUMNS = ("reference_passed", "reference_eval_s", "reference_fall_rate_dt", "reference_tracking_dt",
                      "reference_fall_rate_half_dt", "reference_tracking_half_dt")
 
+#: metric columns per experiment (after the metadata columns, in this order)
 EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "train": (
         "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
@@ -30,9 +30,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "tracking", "tracking_survived", *REFERENCE_COLUMNS,
     ),
     # seconds per training iteration with and without each graph, and the parts of a rollout
-    # step timed apart (fightlab.measure.graphs; notebook 05); flags 1/0, shares in [0, 1]. Rows
-    # of commit ce380b3 timed physics and env step from a settled zero-action state (their
-    # params lack split_state) and have no env_extra/policy/measured columns
+    # step timed apart (fightlab.measure.graphs); flags 1/0, shares in [0, 1]; rows whose params
+    # lack split_state have no env_extra/policy/measured columns
     "graphs": (
         "env_graph", "policy_graph", "update_graph", "iterations", "s_per_iter",
         "rollout_s_per_iter", "update_s_per_iter", "host_reads_per_iter", "graph_fallbacks",
@@ -46,21 +45,19 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate", "s_per_iter_min",
         "s_per_iter_max",
     ),
-    # the world-count sweep (fightlab.measure.sweep; notebook 04, Figure 2): one short solo
-    # training per (body, nworld); medians over its timed iterations of the host wall clock
-    # (s_per_iter; its min / max) and of the rollout / update split; env steps/s = nworld ×
-    # num_steps / s_per_iter; compile_s = warm-up and capture
+    # the world-count sweep (fightlab.measure.sweep): one short solo training per (body, nworld);
+    # medians over its timed iterations (s_per_iter: host wall clock; its min / max); env
+    # steps/s = nworld × num_steps / s_per_iter; compile_s = warm-up and capture
     "sweep": (
         "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s",
         "host_reads_per_iter", "graph_fallbacks", "compile_s", "s_per_iter_min", "s_per_iter_max",
     ),
-    # the CPU baseline vs MuJoCo Warp (fightlab.measure.backends, python -m fightlab
-    # compare-backends): one short solo training per (body, backend), medians as in "sweep";
-    # physics steps/s = env steps/s × substeps; the ratios are this row's over the CPU backend's
-    # row of the same body and comparison (1 on that row); same_state_*_err: max abs difference
-    # after one env step from the same state, CPU backend vs MuJoCo Warp, in the quantity's own
-    # units (qpos: m / rad / quaternion, qvel: m/s / rad/s, obs, reward per env step), and
-    # ulp_*_sensitivity MuJoCo Warp's own change under a 1-ulp change of the state (the scale)
+    # the CPU baseline vs MuJoCo Warp (fightlab.measure.backends): one short solo training per
+    # (body, backend), medians as in "sweep"; physics steps/s = env steps/s × substeps; ratios
+    # over the CPU backend's row of the same body and comparison; same_state_*_err: max abs
+    # difference after one env step from the same state, CPU backend vs MuJoCo Warp, in the
+    # quantity's units (qpos: m / rad / quaternion, qvel: m/s / rad/s, obs, reward per env
+    # step); ulp_*_sensitivity: MuJoCo Warp's own change under a 1-ulp change of the state
     "backends": (
         "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s",
         "physics_steps_per_s", "host_reads_per_iter", "graph_fallbacks", "compile_s",
@@ -69,14 +66,12 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "same_state_obs_err", "same_state_reward_err", "ulp_qpos_sensitivity",
         "ulp_qvel_sensitivity",
     ),
-    # python -m fightlab bench (fightlab.measure.bench): one row per body on the
-    # machine it ran on; ok 1/0 (the checks passed and the training ran; params.reason says why
-    # not); set-up phases apart (install_s from the launcher, compile_s, first_iter_s); the speed
-    # test's medians (as "sweep"); expected_env_steps_per_s from earlier rows of the same GPU
-    # (empty: no reference); the timed training; estimated_time_to_solve_s = committed iterations
-    # to solve (this learner and nworld, else the headline's) × train_s_per_iter (an estimate;
-    # params.estimate.basis says which);
-    # CUDA versions as 12.8; bandwidth_mb_per_s in 10^6 bytes/s (empty: not measured)
+    # fightlab.measure.bench: one row per body on the machine it ran on; ok 1/0 (params.reason
+    # says why not); set-up phases apart (install_s from the launcher, compile_s, first_iter_s);
+    # the speed test's medians (as "sweep"); expected_env_steps_per_s from earlier rows of the
+    # same GPU (empty: none); estimated_time_to_solve_s = committed iterations to solve ×
+    # train_s_per_iter (params.estimate.basis says which iterations); CUDA versions as 12.8;
+    # bandwidth_mb_per_s in 10^6 bytes/s (empty: not measured)
     "bench": (
         "ok", "install_s", "compile_s", "first_iter_s", "speed_iterations", "s_per_iter",
         "rollout_s_per_iter", "update_s_per_iter", "env_steps_per_s", "expected_env_steps_per_s",
@@ -85,11 +80,10 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "cuda_driver_version", "cuda_toolkit_version", "cpu_cores", "bandwidth_mb_per_s",
         "time_limit_s", "job_wall_s",
     ),
-    # the main job (fightlab.reproduce): one row per notebook run; params.notebook / size /
-    # job (an id shared by the job's notebooks); wall_s of the notebook
-    # under papermill, kernel start included; ok 1/0; gpu_mem_peak_mib the device memory in use
-    # (every process, nvidia-smi every 0.5 s; empty on a CPU); figures_drawn the PNG figures it
-    # wrote, figures_differ those not byte-identical to the committed figure of the same name
+    # the main job (fightlab.reproduce): one row per notebook; params.notebook / size / job;
+    # wall_s under papermill, kernel start included; ok 1/0; gpu_mem_peak_mib (every process,
+    # nvidia-smi every 0.5 s; empty on a CPU); figures_drawn (PNG), figures_differ (not
+    # byte-identical to the committed figure of the same name)
     "reproduce": (
         "wall_s", "ok", "gpu_mem_peak_mib", "figures_drawn", "figures_differ",
     ),
@@ -103,9 +97,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "zero_action", "timestep_s", "amplitude", "episodes", "fall_rate", "tracking",
         "mean_episode_s", "overflow_count", "nan_resets", "tracking_survived",
     ),
-    # per-kernel GPU timing of uncaptured physics steps grouped by stage (fightlab.measure.profile;
-    # must equal fightlab.measure.profile.row_metrics()): per physics step; *_share of kernel time;
-    # graph_ms_per_step the captured step; launch_overhead = graph - summed kernels
+    # per-kernel GPU time of uncaptured physics steps by stage (fightlab.measure.profile's
+    # row_metrics()), per physics step; *_share of kernel time; launch_overhead = graph - kernels
     "profile": (
         "nstep", "launches_per_step", "kernel_ms_per_step", "graph_ms_per_step",
         "uncaptured_ms_per_step", "launch_overhead_ms_per_step", "physics_steps_per_s",
@@ -119,9 +112,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "integration_launches_per_step", "env_launches_per_step", "other_launches_per_step",
         "mass_matrix_factor_share", "other_share",
     ),
-    # the GPU primer (notebooks/00_gpu_primer, fightlab.measure.primer): bandwidth at the largest vector
-    # size, launch floor, Mandelbrot compile / first / steady apart, CNN step; *_gpu empty on a
-    # CPU-only run; body "none", nworld 1
+    # the GPU primer (fightlab.measure.primer): bandwidth at the largest vector size, launch
+    # floor, Mandelbrot compile / first / steady apart, CNN step; *_gpu empty on a CPU; body "none"
     "primer": (
         "vector_n", "copy_gb_per_s_cpu", "vec_add_gb_per_s_cpu", "saxpy_gb_per_s_cpu",
         "numpy_saxpy_gb_per_s", "copy_gb_per_s_gpu", "vec_add_gb_per_s_gpu", "saxpy_gb_per_s_gpu",
@@ -144,10 +136,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "traj_dev_tree_rad", "traj_dev_ulp_rad", "traj_nan", "traj_overflow_worlds",
         "traj_pushes", "traj_quiet_dev_tree_rad", "traj_quiet_dev_ulp_rad",
     ),
-    # seconds per training iteration of two versions of fightlab on one GPU, run alternately
-    # (bench/seconds_per_iteration_ab.sh): one short solo training per row, its medians as in
-    # "sweep"; after 1 for the script's checkout (commit), 0 for the other version (its commit in
-    # params.code_commit)
+    # two versions of fightlab on one GPU, run alternately (bench/seconds_per_iteration_ab.sh),
+    # medians as in "sweep"; after 1 for the script's checkout, 0 for the other (params.code_commit)
     "versions": (
         "after", "iterations", "s_per_iter", "rollout_s_per_iter",
         "update_s_per_iter", "host_reads_per_iter",
@@ -159,9 +149,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "rsl_rl", "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
         "host_reads_per_iter", "stage_reached", "overflow_count", "nan_resets",
     ),
-    # Nsight Compute profile of one factor path (params.path: stock / global / shared) in
-    # bench/factor_probe.py (fightlab.measure.ncu): medians over the path's launches; *_pct in %,
-    # duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
+    # Nsight Compute profile of one factor path (fightlab.measure.ncu; params.path): medians over
+    # its launches; *_pct in %, duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
     "ncu": (
         "launches", "block_size", "grid_size", "duration_us_per_factorization", "duration_us",
         "elapsed_cycles", "sm_active_cycles", "warp_cycles_per_issued_instruction",
@@ -185,24 +174,15 @@ def _experiment(experiment: str) -> tuple[str, ...]:
 
 def columns(experiment: str) -> tuple[str, ...]:
     """All columns of ``experiment``'s file: :data:`META_COLUMNS` + its metric columns.
-
-    Raises:
-        ValueError: unknown experiment (names the choices).
-    """
+    ValueError: unknown experiment (names the choices)."""
     return META_COLUMNS + _experiment(experiment)
 
 
 def register_experiment(name: str, metrics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """Add an experiment's metric columns to :data:`EXPERIMENTS` (idempotent for equal columns).
-
-    Args:
-        name: experiment / file name, ``[a-z][a-z0-9_]*``.
-        metrics: metric column names, ``[a-z][a-z0-9_]*``, each with its unit where it has one.
-
-    Raises:
-        ValueError: bad name, duplicate or metadata column names, or ``name`` already registered
-            with different columns.
-    """
+    """Add an experiment's metric columns to :data:`EXPERIMENTS` (idempotent for equal columns):
+    ``name`` and each column ``[a-z][a-z0-9_]*``, a column with its unit where it has one.
+    Raises ValueError: a bad name, duplicate or metadata column names, or ``name`` already
+    registered with other columns."""
     metrics = tuple(metrics)
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"experiment name must match [a-z][a-z0-9_]*, got {name!r}")

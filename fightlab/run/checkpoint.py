@@ -4,20 +4,14 @@ and the resume rule (a resumed run keeps every setting of its checkpoint except
 
 A checkpoint is a ``torch.save`` dict (format ``fightlab-ckpt-1``): config, agent, optimizer,
 curriculum, iteration, elapsed_s, the env's ``state_dict``, RNG states, run_id, per-segment
-records and the run's rows; `save_checkpoint` writes it, `load_checkpoint` reads it and
-`restore_checkpoint` puts it back into a run.
-
-No file runs code: a checkpoint holds only tensors, numbers, strings, None, lists, tuples and
-dicts (the env's numpy state as tensors), and is read with ``torch.load(weights_only=True)``.
-A checkpoint of an older fightlab (numpy arrays inside) is read with numpy's array
-reconstruction allowed and nothing else (`torch.serialization.safe_globals`, as torch's docs
-advise for numpy), converted in memory; any other object in a file (a crafted pickle) is refused
-in one line before anything of it runs.
+records and the run's rows. No file runs code: it holds only tensors, numbers, strings, None,
+lists, tuples and dicts, read with ``torch.load(weights_only=True)``; an older checkpoint's numpy
+arrays are read with numpy's array reconstruction allowed and nothing else (torch's advice for
+numpy), and any other object (a crafted pickle) is refused in one line before any of it runs.
 
 Retention: a run folder keeps ``latest.pt``, the checkpoint it links to and the
-:data:`KEEP_CHECKPOINTS` newest others before it; an older ``ckpt_<iteration>.pt`` that the
-folder's manifest lists (fightlab wrote it) is deleted when a newer one is saved
-(`prune_checkpoints`). Files fightlab did not write are never touched.
+:data:`KEEP_CHECKPOINTS` newest others before it (`prune_checkpoints`); files fightlab did not
+write are never touched.
 """
 
 from __future__ import annotations
@@ -212,10 +206,8 @@ def policy_parameter_names(agent_state: dict) -> list[str]:
 def _optimizer_problem(agent_state: dict, opt: dict) -> str | None:
     """Why an optimizer state dict does not fit the policy's parameters (one clause), or None:
     one parameter group listing one index per parameter, or two (the actor's and log-std, then
-    the critic's: `PPOConfig.critic_learning_rate`, `fightlab.rl.ppo.optimizer_order`); lr and
-    eps > 0, weight_decay >= 0, betas a pair in [0, 1), as torch.optim.Adam requires; each
-    parameter's ``step`` a number >= 0 and its Adam moments (``exp_avg``, ``exp_avg_sq`` >= 0)
-    finite tensors of that parameter's shape and dtype."""
+    the critic's: `fightlab.rl.ppo.optimizer_order`), each group Adam's (:func:`_group_problem`)
+    and each parameter's state its own (:func:`_moments_problem`)."""
     names = policy_parameter_names(agent_state)
     groups = [g.get("params") for g in opt["param_groups"]]
     if not all(isinstance(ps, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ps)
@@ -282,12 +274,10 @@ def _moments_problem(what: str, st, param: torch.Tensor) -> str | None:
 
 
 def load_checkpoint(path) -> dict:
-    """Load a fightlab checkpoint (torch.save dict, read by `safe_load`: no code in it runs) and
-    check the type of everything it holds; ``env_state`` comes back as numpy arrays.
+    """Load a fightlab checkpoint (`safe_load`) and check the type of everything it holds.
 
     Raises:
-      CheckpointError: naming the path: missing, unreadable, truncated, holding objects other
-        than tensors, numbers, text, lists and dicts (a crafted file), not a fightlab
+      CheckpointError: naming the path: missing, unreadable (`safe_load`), not a fightlab
         checkpoint, or damaged / hand-edited (a field of the wrong type or out of range, an
         optimizer state whose shapes do not fit the policy's parameters).
     """
@@ -296,13 +286,11 @@ def load_checkpoint(path) -> dict:
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a file")
     ck = safe_load(p)
     need = {"format", "config", "agent", "optimizer", "curriculum", "iteration", "elapsed_s"}
-    if not isinstance(ck, dict) or ck.get("format") != "fightlab-ckpt-1" or not need <= set(ck):
-        if not isinstance(ck, dict):
-            why = f"a {type(ck).__name__}, not a dict"
-        elif ck.get("format") != "fightlab-ckpt-1":
-            why = f"format {short_repr(ck.get('format'))}, expected 'fightlab-ckpt-1'"
-        else:
-            why = f"missing {', '.join(sorted(need - set(ck)))}"
+    why = (f"a {type(ck).__name__}, not a dict" if not isinstance(ck, dict)
+           else f"format {short_repr(ck.get('format'))}, expected 'fightlab-ckpt-1'"
+           if ck.get("format") != "fightlab-ckpt-1"
+           else f"missing {', '.join(sorted(need - set(ck)))}" if not need <= set(ck) else None)
+    if why is not None:
         raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint ({why})")
     _check_checkpoint(p, ck)
     return ck
@@ -339,11 +327,9 @@ def relabel_checkpoints(run, old_run_id: str, after: int) -> list[str]:
 
 
 def save_checkpoint(run, path=None) -> Path:
-    """Write `run`'s checkpoint (a `fightlab.run.runner.Trainer`: agent, optimizer, curriculum,
-    env state, RNG, counters, run_id, segments and rows) to `path`, default
-    ``ckpt_<iteration>.pt`` in its run folder, atomically (with the reference check's verdict once it
-    ran: `run.reference_eval`); inside the run folder ``latest.pt``
-    then links to it and checkpoints older than the :data:`KEEP_CHECKPOINTS` before it go
+    """Write `run`'s checkpoint (a `fightlab.run.runner.Trainer`; with the reference check's
+    verdict once it ran) to `path`, default ``ckpt_<iteration>.pt`` in its run folder, atomically;
+    inside the run folder ``latest.pt`` then links to it and older checkpoints go
     (`prune_checkpoints`). Returns the path.
 
     Raises:
@@ -386,11 +372,10 @@ KEEP_CHECKPOINTS = 3
 
 
 def prune_checkpoints(rundir, newest, n: int = KEEP_CHECKPOINTS) -> list[str]:
-    """Delete the ``ckpt_<iteration>.pt`` files of run folder ``rundir`` (a `fightlab.rundir.RunDir`)
-    that its manifest lists (fightlab wrote them) older than the ``n`` newest before ``newest``
-    (the checkpoint just written), and drop them from the manifest; never ``newest``, a link or a
-    file fightlab did not write. (A resume starts from its folder's newest checkpoint: an older
-    one is refused while later ones exist, `later_checkpoints`.) Returns the names deleted."""
+    """Delete the ``ckpt_<iteration>.pt`` files that run folder ``rundir`` (a `fightlab.rundir.RunDir`)
+    lists (fightlab wrote them) older than the ``n`` newest before ``newest`` (the checkpoint just
+    written), and drop them from the manifest; never ``newest``, a link or a file fightlab did not
+    write. Returns the names deleted."""
     newest = Path(newest).name
     mine = sorted(((int(m.group(1)), name) for name in rundir.files() if (m := CHECKPOINT_NAME.match(name))),
                   reverse=True)
@@ -450,10 +435,9 @@ def _numpy_globals() -> list:
 
 
 def safe_load(path) -> object:
-    """``torch.load(path, weights_only=True)`` on the CPU: tensors, numbers, text, lists and dicts
-    only, so no code in the file runs. An older fightlab checkpoint (numpy arrays inside) is
-    read with numpy's array reconstruction allowed as well, its arrays and scalars converted to
-    numpy as today's loader gives them. A dict's ``env_state`` comes back as numpy arrays.
+    """``torch.load(path, weights_only=True)`` on the CPU: no code in the file runs; an older
+    checkpoint's numpy arrays allowed (module docstring). A dict's ``env_state`` comes back as
+    numpy arrays.
 
     Raises:
       CheckpointError: one line naming the file: not a file torch reads, unreadable or
@@ -499,13 +483,9 @@ def _float_lr(state: dict) -> dict:
 
 
 def restore_checkpoint(run, ck: dict) -> None:
-    """Put a loaded checkpoint back into `run` (a `fightlab.run.runner.Trainer` whose env is warm):
-    policy, optimizer, curriculum, counters, run_id, rows, segments (the checkpoint's, then the
-    run's own last), env state, observation and RNG states.
-
-    Raises:
-      CheckpointError: one line, when the checkpoint does not fit the run.
-    """
+    """Put a loaded checkpoint back into `run` (a `fightlab.run.runner.Trainer` whose env is warm);
+    its segments are the checkpoint's, then the run's own last. Raises CheckpointError, one line,
+    when the checkpoint does not fit the run."""
     try:
         _restore(run, ck)
     except CheckpointError:
@@ -585,10 +565,9 @@ def load_policy(agent: ActorCritic, ck: dict, body: str, env, optimizer=None) ->
 
 
 def policy_agent(ck: dict, env, device: str) -> ActorCritic:
-    """The checkpoint's actor-critic for ``env`` (its obs_dim, nu and normaliser floor, the
-    checkpoint's hidden sizes and initial std) on ``device``, loaded and in eval mode: call
-    ``agent.act_mean(obs)`` for the deterministic action. Raises CheckpointError when the policy
-    does not fit the env's body."""
+    """The checkpoint's actor-critic for ``env`` (its sizes, the checkpoint's network) on
+    ``device``, loaded and in eval mode (``agent.act_mean(obs)``: the deterministic action).
+    Raises CheckpointError when the policy does not fit the env's body."""
     c = from_dict(ck["config"])
     priv_dim = env.privileged_dim if c.ppo.critic_obs == "privileged" else 0  # the critic's shape, unused here
     agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,

@@ -26,24 +26,19 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
     holding the reference alone) on fresh worlds and report the solve statistics.
 
     Args:
-      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used;
-        for the zero-action policy without a checkpoint see `evaluate_zero_action`).
-      nworld: worlds (None: the checkpoint's run's nworld); episodes_per_world: how long to
-        run, in episodes (10 s each);
-      timestep: physics timestep override in s (e.g. 0.002 for the convergence check; the env
-        then takes control_dt / timestep substeps); zero_action: ignore the policy;
-      amplitude: rhythm amplitude, fixed (no ramp); progress: a tqdm bar over the env steps;
+      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used).
+      nworld: worlds (None: the checkpoint's); episodes_per_world: how long to run, in episodes.
+      timestep: physics timestep override in s (the env takes control_dt / timestep substeps).
+      zero_action: ignore the policy; amplitude: rhythm amplitude, fixed (no ramp).
       physics: one of :data:`PHYSICS`: "training" (the checkpoint's solver settings) or
         "reference" (`config.reference_env`: the reference solver, at `timestep` or the task's).
 
     Returns:
       dict: body, zero_action, physics (the solver fields asked for), physics_engine (as the
-      engine ran them: `sim.physics.engine_solver`), timestep (s), nworld, amplitude, episodes_per_world, seconds_per_world
-      (simulated s each world ran: episodes_per_world episode lengths; a world that falls starts
-      a new episode), run_id (of the training run), episodes (ended, all worlds together), falls,
-      fall_rate, tracking (the criterion's, over every ended episode), tracking_survived (over
-      the episodes that reached the time limit; NaN when none did), mean_episode_s (s),
-      overflow_count (slot resets), nan_resets, contact_falls, tilt_falls.
+      engine ran them), timestep (s), nworld, amplitude, episodes_per_world, run_id and
+      ckpt_iteration / ckpt_solved (of the checkpoint), and the statistics of
+      `fightlab.envs.task.evaluate_policy` (seconds_per_world, episodes, falls, fall_rate,
+      tracking, tracking_survived, mean_episode_s, overflow_count, nan_resets, ...).
 
     Raises:
       CheckpointError: unreadable checkpoint or a policy that does not fit the body.

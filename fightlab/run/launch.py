@@ -1,24 +1,11 @@
 """From what a user asked for to what runs: the gate of a run, and the evaluate command's rules.
 
 `TRAIN_FLAGS` declares `python -m fightlab train`'s flags once; `TrainRequest` holds what was
-given (None or False: not given); `plan_training` turns it into a TrainConfig:
-
-- a resume keeps every setting of its checkpoint but the segment's (`--device`,
-  `--max-iterations`, `--segment-s`, `--no-progress`): `run.checkpoint.resume_conflicts`;
-- the physics backend and the device pair up (`--backend cpu` needs `--device cpu`);
-- the CPU backend's layout: presets `original` (`sim.cpu.ORIGINAL_LAYOUT`) and `all-cores`,
-  W × K = nworld (`config.validate_layout` checks the result again);
-- `--set KEY=VALUE` overrides (`config.apply_overrides`);
-- `--nworld auto`: the world count from the `pick_nworld` callable the caller hands in (the lab
-  measures the ramp; the core's rule is `run.nworld.pick_nworld`).
-
-Every run, from the command line, a notebook, a batch job or a library call, then passes
-`plan_run`, the gate, once before any work: a resume's checkpoint merged, the config validated
-(`config.validate_train`), the publish rule applied (`publish.check_publish`), the start decided
-(`STARTS`); its `TrainPlan` is what the `Trainer` and the training row trust.
-
-`EvalRequest` / `evaluate_request` do the same for `python -m fightlab evaluate` (a saved or the
-zero-action policy, in the training or the reference physics, or the reference check).
+given; `plan_training` turns it into a TrainConfig (a resume's segment, the backend / device
+pair, the CPU layout presets, `--set`, `--nworld auto`). Every run, from the command line, a
+notebook, a batch job or a library call, then passes `plan_run`, the gate, once before any work;
+its `TrainPlan` is what the `Trainer` and the training row trust. `EvalRequest` /
+`evaluate_request` do the same for `python -m fightlab evaluate`.
 
 Every refusal is a `ConfigError`: one line naming the flag, the value and the choices.
 """
@@ -194,11 +181,10 @@ def request_from_args(args) -> "TrainRequest":
 
 @dataclasses.dataclass(frozen=True)
 class TrainPlan:
-    """The gate's answer (:func:`plan_run`), which the `Trainer` and the rows trust as it is:
-    the run's config (checked, its device canonical; a resume's: the checkpoint's with the
-    segment's fields), how it starts (:data:`STARTS`), the resumed checkpoint (loaded once),
-    whether it publishes (the publish rule passed), and for `--nworld auto` the pick's record
-    (the rule, the ramp's points and the chosen nworld; the row's `params.nworld_auto`)."""
+    """The gate's answer (:func:`plan_run`), trusted as it is: the run's config (checked,
+    canonical; a resume's: the checkpoint's with the segment's fields), how it starts
+    (:data:`STARTS`), the resumed checkpoint (loaded once), whether it publishes, and for
+    `--nworld auto` the pick's record (the row's `params.nworld_auto`)."""
 
     cfg: TrainConfig
     nworld_auto: dict | None = None
@@ -211,16 +197,13 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
              nworld_auto: dict | None = None, checkpoint: dict | None = None,
              device_here: bool = True, folder: bool = False) -> TrainPlan:
     """The gate of a run: every request (the command line's flags, a notebook's parameters, a
-    batch job, a resume, a library call) ends here, once, before any work.
-
-    It merges a resume's checkpoint (`cfg.resume`: the checkpoint's config, only the segment's
-    fields from `cfg`), validates the config (`config.validate_train`: each field's rule, then
-    the rules across fields), applies the publish rule (`publish.check_publish` with the whole
-    training) and decides how the run starts (:data:`STARTS`).
+    batch job, a resume, a library call) ends here, once, before any work: a resume's checkpoint
+    merged (`cfg.resume`: its config, only the segment's fields from `cfg`), the config
+    validated (`config.validate_train`), the publish rule applied (`publish.check_publish` with
+    the whole training), the start decided (:data:`STARTS`).
 
     Args:
-      cfg: the run's TrainConfig (with `resume`: the segment's fields).
-      publish: the run's row and curve go to data/ (the publish rule is checked).
+      cfg: the run's TrainConfig; publish: the run's row and curve go to data/.
       has_row: ``(folder, run_id) -> bool`` (`measure.report.has_train_row`), asked only for a
         finished checkpoint: without its row the run writes it ("row"); with it, or without
         `has_row`, the resume is refused.
@@ -229,8 +212,6 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
       device_here: False checks the config as if its devices were the CPU (a batch job runs on
         a lane's device, known when it starts); the publish rule still reads `cfg.device`.
       folder: refuse the run folder now as the run would (`rundir.check_folder`).
-    Returns:
-      :class:`TrainPlan`.
     Raises:
       ConfigError: one line (a refused value, a run that may not publish, a finished run, a
         checkpoint with later ones in its folder); CheckpointError: an unreadable checkpoint.
@@ -324,11 +305,8 @@ def resolve_backend(backend) -> str | None:
 def cpu_layout(req: TrainRequest, backend: str) -> tuple[int, dict]:
     """(nworld, TrainConfig's workers / worlds_per_worker) from the request's nworld, workers,
     worlds_per_worker and cpu_layout; more workers than cores warns (`sim.cpu.layout`).
-
-    `original` is W = 72, K = 6 (432 worlds): workers / worlds_per_worker are refused with it, and
-    an nworld other than 432. `all-cores` is W = every core: workers is refused with it
-    (worlds_per_worker K or nworld may say the rest). On the "gpu" backend the three are refused.
-    A message names the flags the user gave, and the preset's values as the preset's."""
+    `original` (W = 72, K = 6: 432 worlds) refuses workers, worlds_per_worker and another
+    nworld; `all-cores` (W = every core) refuses workers; the "gpu" backend refuses all three."""
     from fightlab.meta import cpu_count
 
     w = positive("--workers", req.workers)
@@ -383,6 +361,10 @@ def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
     return apply_overrides(cfg, list(items), own_flags=OWN_FLAGS)
 
 
+#: what a resume's refusals say may change (`run.checkpoint.SEGMENT_FIELDS`' flags)
+_PER_SEGMENT = "only --device, --max-iterations, --segment-s and --no-progress may change per segment"
+
+
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
     """A resumed run's segment: the request's segment fields; any other flag the request gives
     must agree with the checkpoint (`run.checkpoint.resume_conflicts`)."""
@@ -392,8 +374,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         raise ConfigError("--set cannot change a resumed run's config; start a new run instead")
     if req.cpu_layout:  # its workers and worlds per worker are the checkpoint's
         raise ConfigError(f"--cpu-layout {req.cpu_layout} conflicts with --resume: a resumed run keeps its "
-                          "checkpoint's layout (only --device, --max-iterations, --segment-s and "
-                          "--no-progress may change per segment)")
+                          f"checkpoint's layout ({_PER_SEGMENT})")
     given = {k: v for k, v in dict(
         body=req.body, nworld=None if req.nworld is None else validate_nworld(req.nworld), seed=req.seed,
         checkpoint_every=req.checkpoint_every, **req.graphs(none_if_unset=True),
@@ -412,9 +393,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         said = "; ".join(f"{flag[k]} conflicts with the checkpoint ({k}={have})" if k in flag
                          else f"--{k.replace('_', '-')} {v} conflicts with the checkpoint ({have})"
                          for k, v, have in conflicts)
-        raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint (only "
-                          "--device, --max-iterations, --segment-s and --no-progress may change "
-                          "per segment)")
+        raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint ({_PER_SEGMENT})")
     return TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
                        max_iterations=_given(req.max_iterations, saved.max_iterations))
 
@@ -430,8 +409,7 @@ def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
     saved = from_dict(ck["config"])
     if backend is not None and backend != saved.backend:
         raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "
-                          "a resumed run keeps its physics backend (only --device, --max-iterations, "
-                          "--segment-s and --no-progress may change per segment)")
+                          f"a resumed run keeps its physics backend ({_PER_SEGMENT})")
     return ck
 
 
@@ -455,18 +433,13 @@ def plan_training(req: TrainRequest, *, pick_nworld: Callable | None = None,
     """The command line's request as a run's config, through the gate (:func:`plan_run`).
 
     Args:
-      req: what was given (:class:`TrainRequest`).
       pick_nworld: for ``nworld="auto"``, ``(probe: TrainConfig, progress: bool) -> (nworld,
         record)``; None refuses "auto". The probe passes the gate first (at
-        `MIN_PUBLISH_NWORLD` worlds: the ramp's world counts are all full size), so a refusal
-        comes before the ramp's work.
-      progress: passed to `pick_nworld` (its ramp's progress bars).
-      has_row: passed to :func:`plan_run` (a finished checkpoint without its row).
+        `MIN_PUBLISH_NWORLD` worlds), so a refusal comes before the ramp's work.
+      progress: passed to `pick_nworld`; has_row: to :func:`plan_run`.
       device_here: False for a batch job, checked before it runs on a lane: its devices are
-        not looked for on this host, and a job naming no device (it runs on its lane's) meets
-        the publish rule when it starts.
-    Returns:
-      :class:`TrainPlan` (the gate's).
+        not looked for on this host, and a job naming no device meets the publish rule when it
+        starts.
     Raises:
       ConfigError: one line naming the flag and the value (a resume conflict, a backend / device
         pair, a CPU layout, a `--set` item, a run that may not publish, "auto" where it cannot be).
@@ -532,14 +505,16 @@ class EvalRequest:
 
 def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict, str]:
     """Check an evaluate request and run it: the reference check of a checkpoint
-    (`req.reference_check`, `fightlab.run.reference.reference_check`), a checkpoint's policy or the
-    zero-action policy (`run.evaluate.evaluate`, `evaluate_zero_action`).
+    (`run.reference.reference_check`), a checkpoint's policy or the zero-action policy
+    (`run.evaluate.evaluate`, `evaluate_zero_action`).
 
-    Returns (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
-    dict; `evaluate_exported`'s for `req.policy`); device the canonical device it ran on.
-    Raises ConfigError, one line naming the flag and the value (a bad nworld, physics, seed,
-    amplitude, episodes or timestep; no checkpoint; --body of another body than the checkpoint's;
-    a flag that --reference-check sets itself); CheckpointError: an unreadable checkpoint."""
+    Returns:
+      (kind, result, device): kind "reference" (the check's dict) or "evaluate" (evaluate's
+      dict; `evaluate_exported`'s for `req.policy`); device the canonical device it ran on.
+    Raises:
+      ConfigError: one line naming the flag and the value; CheckpointError: an unreadable
+        checkpoint.
+    """
     from fightlab import devices
     from fightlab.config import EnvConfig, reference_env
     from fightlab.bodies import BODY_NAMES

@@ -1,11 +1,6 @@
-"""Choosing nworld for a training: the `--nworld auto` rule, a pure function of measured numbers.
-
-The lab measures (`fightlab.measure.sweep.auto_nworld`: the committed iterations to solve and a
-ramp of short trainings on this GPU); this module decides. Predicted time to solve at n worlds =
-iterations to solve(n), interpolated in log2(n) between committed world counts, × the ramp's
-seconds per iteration at n; the fewest worlds predicted within `AUTO_TOLERANCE` of the fastest
-win (2 %: less than the seeds' spread of time to solve, 2–5 % on the H200, so closer points are
-not told apart).
+"""Choosing nworld for a training: the `--nworld auto` rule (:func:`pick_nworld`), a pure
+function of measured numbers; the lab measures them (`fightlab.measure.sweep.auto_nworld`: the
+committed iterations to solve and a ramp of short trainings on this GPU).
 """
 
 from __future__ import annotations
@@ -17,7 +12,8 @@ import pandas as pd
 
 from fightlab.config import ConfigError
 
-#: the auto rule takes the fewest worlds predicted within this fraction of the fastest
+#: the auto rule takes the fewest worlds predicted within this fraction of the fastest (2 %: less
+#: than the seeds' spread of time to solve, 2–5 % on the H200, so closer points are not told apart)
 AUTO_TOLERANCE = 0.02
 
 
@@ -59,12 +55,11 @@ def pick_nworld(ramp: dict[int, float], known: dict[int, float],
         raise ConfigError(f"--nworld auto needs iterations to solve at two or more world counts "
                           f"(committed: {sorted(known) or 'none'}; run the world sweep's solve "
                           "trainings, python -m fightlab sweep --solve); pass --nworld N")
-    rows = []
-    for n in sorted(ramp):
-        it = interp_iterations(n, known)
-        rows.append(dict(nworld=int(n), s_per_iter=float(ramp[n]), iterations=it,
-                         predicted_s=it * float(ramp[n]), in_range=bool(it == it)))
-    table = pd.DataFrame(rows)
+    ns = sorted(ramp)
+    table = pd.DataFrame(dict(nworld=[int(n) for n in ns], s_per_iter=[float(ramp[n]) for n in ns],
+                              iterations=[interp_iterations(n, known) for n in ns]))
+    table["predicted_s"] = table["iterations"] * table["s_per_iter"]
+    table["in_range"] = table["iterations"].notna()
     ok = table[table["in_range"]]
     if ok.empty:
         raise ConfigError(f"--nworld auto: no ramp world count ({', '.join(map(str, sorted(ramp)))}) lies "

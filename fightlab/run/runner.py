@@ -32,9 +32,9 @@ __all__ = ["Trainer", "TrainingStopped", "PolicyIO", "announce_compile", "train"
 
 
 class TrainingStopped(KeyboardInterrupt):
-    """A training stopped by SIGINT (Ctrl-C, a batch's timeout) or SIGTERM (a cloud's preemption,
-    `kill`) once the iteration under way ended and its checkpoint was written (a second signal
-    stops at once, as before). A KeyboardInterrupt, so whatever catches Ctrl-C catches it.
+    """A training stopped by SIGINT (Ctrl-C, a batch's timeout) or SIGTERM (a preemption, `kill`)
+    once the iteration under way ended and its checkpoint was written (a second signal stops at
+    once). A KeyboardInterrupt, so whatever catches Ctrl-C catches it.
 
     Attributes: signum (int), iteration (int, the checkpoint's), checkpoint (Path to resume)."""
 
@@ -71,20 +71,16 @@ def _signals_stop_after_the_iteration():
 
 class Trainer(TrainLoop):
     """One training run: builds the task (`fightlab.envs.task.StanceTask`), trains it with the
-    loop (`TrainLoop`: env, agent, optimizer, lr, buf, update, graphs, io, rows), writes its run
-    folder.
+    loop (`TrainLoop`), writes its run folder.
 
     Args:
       cfg: a `run.launch.TrainPlan` (the gate's, trusted as it is), or a TrainConfig, which
-        passes the gate here (`plan_run`: bad values raise ConfigError naming them); with
-        `cfg.resume` the checkpoint's run continues (its config but `SEGMENT_FIELDS`).
+        passes the gate here (`plan_run`, with `has_row`).
       progress: show a tqdm bar.
-      has_row: with a TrainConfig, `plan_run`'s: whether a run folder holds the run's train row,
-        asked only when the resumed checkpoint is finished.
 
-    Attributes (besides the loop's): publish (the plan's: the publish rule passed), rundir
-    (`fightlab.rundir.RunDir`) and run_dir (its path), run_id (all segments share it), history (every row of the run, all segments: kept in
-    checkpoints), segments (what each segment ran with: commit, kernels, devices, packing).
+    Attributes (besides the loop's): publish (the plan's), rundir (`fightlab.rundir.RunDir`) and
+    run_dir (its path), run_id (all segments share it), history (every row of the run, all
+    segments), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
     def __new__(cls, cfg: "TrainConfig | TrainPlan", *args, **kwargs):
@@ -196,17 +192,12 @@ class Trainer(TrainLoop):
 
     # ------------------------------------------------------------------------------------------
     def train(self) -> dict:
-        """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`.
+        """Train until solved (if `stop_when_solved`), `max_iterations` or `segment_s`. A solve
+        ends with the reference check (`fightlab.run.reference`): solved and time_to_solve_s stand
+        only when it passes.
 
-        A run that solves ends with the reference check (`fightlab.run.reference`): solved and
-        time_to_solve_s stand only when it passes; reference_eval (its result) and
-        reference_eval_s (its seconds, apart from the time to solve) are in the result.
-
-        Returns a result dict: solved, time_to_solve_s (None if unsolved), iterations,
-        compile_s, env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
-        final_amplitude, fall_rate, mean_episode_s, overflow_count, nan_resets,
-        host_reads_per_iter (median device→host reads per iteration, `fightlab.timing.HostReads`),
-        graph_fallbacks (graphs asked for that ran eager, any segment), rows (list).
+        Returns a result dict (:meth:`result`, with reference_eval and reference_eval_s, its
+        seconds apart from the time to solve, after a solve).
         """
         if not self.rundir.locked:
             raise ConfigError(f"this Trainer of {self.run_dir} is closed (it trained already or "
@@ -304,6 +295,11 @@ class Trainer(TrainLoop):
                                progress=self.progress)
 
     def result(self) -> dict:
+        """solved, time_to_solve_s (None if unsolved), iterations, compile_s; medians past the first
+        iteration (env_steps_per_s, physics_steps_per_s, rollout_s_per_iter, update_s_per_iter,
+        host_reads_per_iter: `fightlab.timing.HostReads`); the last window's final_amplitude,
+        fall_rate, mean_episode_s, tracking; overflow_count, nan_resets, graph_fallbacks (graphs
+        asked for that ran eager, any segment), elapsed_s, last_row, rows, segment_end."""
         rows = self.rows or self.history  # a segment that only ran the reference check: the run's
         steady = rows[1:] if len(rows) > 1 else rows
         med = lambda k: float(np.median([r[k] for r in steady])) if steady else math.nan  # noqa: E731
