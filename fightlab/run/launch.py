@@ -71,6 +71,19 @@ def layout_flags(nworld_flag: str) -> dict[str, dict]:
                              "432); 'all-cores' (the default) = W every core (no --workers)")}
 
 
+def _learner_flags() -> list[Flag]:
+    """train's flags of who learns and what tracks it (`TrainConfig.learner`, `.logger`)."""
+    return [
+        Flag("learner", "--learner", "learner", dict(default=None, help="who learns the task: fightlab (its "
+             "PPO, the default) or rsl_rl (rsl_rl's OnPolicyRunner through the same door, mjlab's G1 settings; "
+             "needs rsl-rl-lib: pip install -e '.[rsl]')"), plain=True),
+        Flag("logger", "--logger", "logger", dict(default=None, help="run tracking: tensorboard (every row's "
+             "numbers as scalars in the run folder's tb/: tensorboard --logdir runs/train), wandb (offline unless "
+             "WANDB_MODE=online; needs pip install wandb), none, or auto (the default: tensorboard where it is "
+             "installed); rows.csv either way"),
+             plain=True)]
+
+
 def _train_flags() -> tuple[Flag, ...]:
     from fightlab.bodies import BODY_NAMES
 
@@ -117,18 +130,10 @@ def _train_flags() -> tuple[Flag, ...]:
         Flag("workers", "--workers", "workers", layout["--workers"]),
         Flag("worlds_per_worker", "--worlds-per-worker", "worlds_per_worker", layout["--worlds-per-worker"]),
         Flag("cpu_layout", "--cpu-layout", None, layout["--cpu-layout"]),
-        Flag("learner", "--learner", "learner", dict(default=None, help="who learns the task: fightlab (its "
-             "PPO, the default) or rsl_rl (rsl_rl's OnPolicyRunner through the same door, mjlab's G1 settings; "
-             "needs rsl-rl-lib: pip install -e '.[rsl]')"), plain=True),
-        Flag("logger", "--logger", "logger", dict(default=None, help="run tracking: tensorboard (every row's "
-             "numbers as scalars in the run folder's tb/: tensorboard --logdir runs/train), wandb (offline unless "
-             "WANDB_MODE=online; needs pip install wandb), none, or auto (the default: tensorboard where it is "
-             "installed); rows.csv either way"),
-             plain=True),
         Flag("policy_device", "--policy-device", "policy_device", dict(default=None, help="CPU backend: where "
              "torch's policy and PPO update run, e.g. cuda:0 (the env's observation, reward and done copied "
              "there and the action back at every env step; default: on the CPU, as on the original's GPU-less "
-             "CPU machine)"))]
+             "CPU machine)")), *_learner_flags()]
     own = sorted(f.field for f in flags if f.field)
     flags.append(Flag("overrides", "--set", None, dict(
         action="append", default=[], metavar="KEY=VALUE", help="override a config field (typed like its "
