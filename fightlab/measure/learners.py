@@ -166,11 +166,8 @@ def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
 def learner_labels(runs: pd.DataFrame) -> dict:
     """(body, learner id) → :func:`learner_changes` of its first row in ``runs``: a legend (one
     learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
-    out: dict = {}
-    for r in runs.itertuples():
-        if (r.body, r.learner) not in out:
-            out[(r.body, r.learner)] = learner_changes(json.loads(r.params or "{}"), r.body)
-    return out
+    first = runs.drop_duplicates(["body", "learner"]).itertuples()
+    return {(r.body, r.learner): learner_changes(json.loads(r.params or "{}"), r.body) for r in first}
 
 
 def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
@@ -186,16 +183,13 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body) for r in runs.itertuples()}
     per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
-    rows = []
-    for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
-        its = g["iterations"].dropna()
-        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g), n_solved=len(its),
-                         seeds=", ".join(str(x) for x in sorted(g["seed"])),
-                         stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                         stage0_max=g["stage0"].max(), iterations_median=its.median(),  # NaN when none solved
-                         iterations_min=its.min(), iterations_max=its.max()))
-    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median", "stage0_median"]) \
-        .reset_index(drop=True)
+    out = per_run.groupby(["body", "learner"], sort=False).agg(
+        changes=("changes", "first"), n=("seed", "size"), n_solved=("iterations", "count"),
+        seeds=("seed", lambda x: ", ".join(map(str, sorted(x)))), stage0_median=("stage0", "median"),
+        stage0_min=("stage0", "min"), stage0_max=("stage0", "max"),
+        iterations_median=("iterations", "median"), iterations_min=("iterations", "min"),
+        iterations_max=("iterations", "max")).reset_index()
+    return out[cols].sort_values(["body", "iterations_median", "stage0_median"]).reset_index(drop=True)
 
 
 def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:

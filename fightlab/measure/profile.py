@@ -408,11 +408,10 @@ def factor_table(df: pd.DataFrame) -> pd.DataFrame:
     """Mass-matrix factor per row: path (sparse/dense), launches and ms per step, share."""
     import json
 
-    out = df[["body", "nworld", "gpu"]].copy()
-    out["factor_path"] = [json.loads(p).get("factor_path", "") for p in df["params"]]
-    out["factor_launches_per_step"] = df["mass_matrix_factor_launches_per_step"].values
-    out["factor_ms_per_step"] = df["mass_matrix_factor_ms_per_step"].values
-    out["factor_share"] = df["mass_matrix_factor_share"].values
+    out = df[["body", "nworld", "gpu"]].assign(
+        factor_path=[json.loads(p).get("factor_path", "") for p in df["params"]])
+    for col in ("launches_per_step", "ms_per_step", "share"):
+        out[f"factor_{col}"] = df[f"mass_matrix_factor_{col}"].values
     out["kernel_ms_per_step"] = df["kernel_ms_per_step"].values
     return out.reset_index(drop=True)
 

@@ -187,15 +187,13 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
     if per_run.empty:
         return pd.DataFrame(columns=cols)
     per_run["later"] = per_run["iterations"] - per_run["stage0"]
-    out = []
-    for (body, learner, nworld), g in per_run.groupby(["body", "learner", "nworld"], sort=True):
-        out.append(dict(body=body, learner=learner, nworld=int(nworld), n=len(g),
-                        seeds=",".join(str(x) for x in sorted(g["seed"])),
-                        stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                        stage0_max=g["stage0"].max(), later_median=g["later"].median(),
-                        iterations_median=g["iterations"].median(),
-                        stage0_world_iterations_median=float(nworld) * g["stage0"].median()))
-    return pd.DataFrame(out, columns=cols)
+    out = per_run.groupby(["body", "learner", "nworld"], sort=True).agg(
+        n=("seed", "size"), seeds=("seed", lambda x: ",".join(map(str, sorted(x)))),
+        stage0_median=("stage0", "median"), stage0_min=("stage0", "min"), stage0_max=("stage0", "max"),
+        later_median=("later", "median"), iterations_median=("iterations", "median")).reset_index()
+    out["nworld"] = out["nworld"].astype(int)
+    out["stage0_world_iterations_median"] = out["nworld"].astype(float) * out["stage0_median"]
+    return out[cols]
 
 
 def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str]:

@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shlex
+from collections import Counter
 from pathlib import Path
 from textwrap import fill
 from typing import Any, Callable
@@ -332,13 +333,8 @@ def _other_commits(folder: Path, state: dict, done: list[str], commit: str) -> d
         rows = results.read_rows("sweep", folder)
         if not rows.empty:
             by_run = dict(zip(rows["run_id"], rows["commit"].astype(str)))
-    out: dict[str, int] = {}
-    for k in done:
-        e = state["points"][k]
-        c = e.get("commit") or by_run.get(e.get("run_id"))
-        if c and c != commit:
-            out[c] = out.get(c, 0) + 1
-    return out
+    at = (state["points"][k].get("commit") or by_run.get(state["points"][k].get("run_id")) for k in done)
+    return dict(Counter(c for c in at if c and c != commit))
 
 
 def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict:
