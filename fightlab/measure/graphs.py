@@ -259,6 +259,8 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     Raises ConfigError: no graphs row of that body, world count and setting."""
     import json
 
+    import pandas as pd
+
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
     asked = [json.loads(p) for p in g["params"]]
     g = g[np.array([p.get("setting") == setting and p.get("solver_loop", "auto") == solver_loop for p in asked],
@@ -274,7 +276,7 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
         p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
                        & (profile_df["gpu"] == row["gpu"])]
         p = p[np.array([profile_physics(json.loads(x)) == key for x in p["params"]], dtype=bool)]
-        p = p[_finite(p["kernel_ms_per_step"])]
+        p = p[np.isfinite(pd.to_numeric(p["kernel_ms_per_step"], errors="coerce"))]
         # training's mass-matrix factor path (the graphs row's tree_factor, TrainConfig's default
         # when unrecorded) first: notebook 02 profiles the stock path, training runs the tree kernel
         tf = bool(row_params.get("tree_factor", True))
@@ -293,14 +295,6 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
             f"no profile row of {body} at {nworld} worlds on {row['gpu']} in {words} with kernel times: "
             "the physics is one line")
     return row, prof, note
-
-
-def _finite(s):
-    """A boolean Series: the cells of `s` that are finite numbers."""
-    import pandas as pd
-
-    v = pd.to_numeric(s, errors="coerce")
-    return v.notna() & np.isfinite(v.fillna(0.0))
 
 
 def budget_tables(graphs_df, profile_df, bodies, nworld: int, setting: str = "all"):

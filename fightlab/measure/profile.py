@@ -33,12 +33,6 @@ from fightlab.measure.stages import (KERNEL_STAGES, MODULE_STAGES, OTHER_LIMIT, 
                                      factor_kind, kernel_key, stage_of, stage_slug, unmapped)
 from fightlab.sim.nvtx import nvtx_range
 
-#: default CUDA activity filter: kernels (warp's own and built-in ones such as sorts)
-def _default_filter() -> int:
-    import warp as wp
-
-    return int(wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN)
-
 #: most env steps one profile may run (each records every kernel launch it makes)
 MAX_NSTEP = 100_000
 
@@ -274,8 +268,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         step, physics_per_step = (lambda: mjw.step(m, d)), 1
     else:
         step, physics_per_step = env.launch_step, env.substeps
-    filt = cuda_filter if cuda_filter is not None else _default_filter()
-    rec, records, uncaptured_s, graph_ms = _time_steps(step, device, what, nstep, filt, graph, repeats, bar)
+    rec, records, uncaptured_s, graph_ms = _time_steps(step, device, what, nstep, cuda_filter, graph, repeats,
+                                                       bar)
     by_kernel, by_stage = aggregate(records, nstep, rec.modules, rec.launches)
     timed = bool(records)
     params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
@@ -302,7 +296,7 @@ def _next_phase(bar, name: str) -> None:
     bar.set_postfix_str(name)
 
 
-def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int, graph: bool, repeats: int,
+def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int | None, graph: bool, repeats: int,
                 bar) -> tuple[LaunchRecorder, list[Record], float, float]:
     """``profile``'s timed part: ``(recorder, records, uncaptured s per step, graph ms per step)``."""
     import warp as wp
@@ -317,7 +311,9 @@ def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int, grap
         wp.synchronize_device(device)
         with LaunchRecorder() as rec, nvtx_range("physics" if what == "physics" else "env"):
             if cuda:
-                wp.timing_begin(cuda_filter=cuda_filter)
+                # default: kernels, warp's own and built-in ones such as sorts
+                wp.timing_begin(cuda_filter=wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN
+                                if cuda_filter is None else cuda_filter)
             try:
                 for _ in range(nstep):
                     step()
