@@ -31,9 +31,8 @@ ORIGINAL_STUDY_S: dict[str, dict[str, float]] = {
 
 @functools.lru_cache(maxsize=None)
 def _sparse_tree(body: str) -> bool | None:
-    """True when ``body`` has a kinematic tree over MuJoCo Warp's dense limit
-    (``types.M_BLOCK_DENSE_MAX``, 64 DOF): its mass matrix takes the sparse path, which training
-    replaces with fightlab's tree factor (``TrainConfig.tree_factor``). None for an unknown body."""
+    """True when ``body`` has a tree over ``types.M_BLOCK_DENSE_MAX`` (64 DOF): its mass matrix takes
+    the sparse path (training's tree factor replaces it). None for an unknown body."""
     from mujoco_warp._src.types import M_BLOCK_DENSE_MAX
 
     if body not in bodies.BODIES:
@@ -369,9 +368,8 @@ PACKING_KEYS = (*SUMMARY_KEYS, "concurrent", "mps")
 
 
 def run_wall_s(df: pd.DataFrame) -> pd.Series:
-    """Seconds each train row's run held its GPU slot: ``time_to_solve_s`` if solved, else
-    ``iterations × (rollout_s_per_iter + update_s_per_iter)``, plus ``compile_s``; NaN where a
-    column is missing."""
+    """Seconds each train row's run held its GPU slot: ``time_to_solve_s`` if solved, else iterations
+    × (rollout + update s per iteration), plus ``compile_s``; NaN where a column is missing."""
     per_iter = df["iterations"] * (df["rollout_s_per_iter"] + df["update_s_per_iter"])
     solved = df["solved"] == True  # noqa: E712
     return df["time_to_solve_s"].where(solved, per_iter) + df["compile_s"].fillna(0.0)
@@ -417,8 +415,7 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
         n = int(solved.sum())
         rate = n / hours if hours > 0 else float("nan")
         row = dict(zip(PACKING_KEYS, keys), commits=commits_in(g), n_runs=len(g), n_solved=n, gpu_hours=hours,
-                   solves_per_gpu_hour=rate,
-                   time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
+                   solves_per_gpu_hour=rate, time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
         if price_per_gpu_hour is not None:
             row["cost_per_solve"] = price_per_gpu_hour / rate if rate > 0 else float("inf")
         rows.append(row)
