@@ -1,22 +1,12 @@
-"""Notebook 05: what the graphs buy. Seconds per training iteration, split into rollout and
-update, with and without each graph (the env step's warp graph, the policy steps' and the PPO
-update's torch graphs: `fightlab.rl.graphs`), and the non-physics share of an env step.
-
-Two measurements per body and world count, in one ``graphs`` row per graph setting
-(`results.EXPERIMENTS["graphs"]`):
-
-- `run_setting`: a short training (default 12 iterations, medians of iterations 4–12) with the
-  setting; rollout and update come from the trainer's CUDA events, host reads per iteration
-  from `fightlab.timing.HostReads`.
-- `step_split`, after that training, in its state: the physics alone (`substeps` ×
-  `mujoco_warp.step`), the env's own kernels alone, the whole env step and the policy step, each
-  timed apart from the same state (captured graphs where the setting has them). Two views of the
-  non-physics share of a rollout step (rollout seconds / num_steps): measured directly,
-  (policy + env's own kernels) / rollout step (`measured_non_physics_share`), and by
-  subtraction, 1 − physics / rollout step (`non_physics_share`; the env step alone:
-  `env_non_physics_share` = 1 − physics / env step). Subtraction charges everything the
-  physics-only replay does not reproduce (launch gaps, a different contact load) to
-  "non-physics"; the direct view counts only work that is not physics.
+"""Notebook 05: what the graphs buy. Seconds per training iteration (rollout and update, from
+the trainer's CUDA events) with and without each graph (env step, policy steps, PPO update:
+`fightlab.rl.graphs`), one ``graphs`` row per setting (`run_setting`: a short training, medians
+of iterations 4–12), and the non-physics share of a rollout step (rollout s / num_steps) from
+`step_split` after that training, in its state. Two views of that share: measured directly,
+(policy + env's own kernels) / rollout step (`measured_non_physics_share`), and by subtraction,
+1 − physics / rollout step (`non_physics_share`; `env_non_physics_share`: of the env step). The
+subtraction also charges what the physics-only replay does not reproduce (launch gaps, another
+contact load) to "non-physics".
 """
 
 from __future__ import annotations
@@ -58,9 +48,8 @@ def validate_settings(settings) -> list[str]:
 
 
 def validate_run(bodies, iterations, skip) -> list[str]:
-    """The notebook's bodies (a non-empty list of `bodies.BODY_NAMES`) and iteration counts
-    (integers, iterations > skip >= 0), checked before any work; returns the bodies.
-    Raises ConfigError naming the bad value."""
+    """The notebook's bodies (a non-empty list) and integers iterations > skip >= 0, checked
+    before any work; returns the bodies. Raises ConfigError naming the bad value."""
     from fightlab.config import validate_body
 
     if isinstance(bodies, str) or not bodies:
@@ -75,23 +64,12 @@ def validate_run(bodies, iterations, skip) -> list[str]:
 
 
 def step_split(trainer, nstep: int = 32, repeats: int = 10) -> dict:
-    """Milliseconds per env step of each part of a rollout step, timed apart in the trainer's
-    current (training) state: the physics alone (`substeps` × `mujoco_warp.step`), the env's own
-    kernels alone (pre-step, contact checks, reward, masked reset, observation), the whole env
-    step, and the policy step (its graph where captured); each part as one captured warp graph
-    where the device can (the policy as the trainer runs it).
-
-    Every region starts from the same env state (a `state_dict` loaded before the clock starts),
-    runs `nstep` calls, and is synchronised before and after; median of `repeats` regions after
-    one warm-up region (`fightlab.timing.default_sync`). The env state is restored at the end.
-
-    Args:
-      trainer: a `fightlab.run.runner.Trainer` that has trained (its graphs captured); nstep,
-        repeats: as above.
-
-    Returns:
-      dict of floats (all worlds together): physics_ms_per_step, env_extra_ms_per_step,
-      env_step_ms_per_step, policy_ms_per_step; env_graph (bool: the env parts were captured).
+    """Milliseconds per env step (all worlds) of each part of a rollout step, timed apart in a
+    trained `Trainer`'s state: ``physics_ms_per_step`` (`substeps` × `mujoco_warp.step`),
+    ``env_extra_ms_per_step`` (the env's own kernels), ``env_step_ms_per_step`` and
+    ``policy_ms_per_step`` (as the trainer runs it); ``env_graph``: the env parts were captured
+    as warp graphs. Each region reloads the same `state_dict`, runs ``nstep`` calls between
+    synchronisations; the median of ``repeats`` regions after one warm-up; the state is restored.
     """
     import warp as wp
 
@@ -135,21 +113,13 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
                 skip: int = 3, seed: int = 0, run_root: Path | str | None = None,
                 progress: bool = False, nstep: int = 32, repeats: int = 10,
                 **train_kw: Any) -> dict:
-    """A short training with one graph setting; medians over iterations skip+1 … iterations.
+    """A short training with one `SETTINGS` name; medians over iterations skip+1 … iterations
+    (skip: capture and warm-up), then `step_split` (``nstep``, ``repeats``) in its final state.
+    ``run_root``: parent of the run folder (default runs/graphs); ``train_kw``: TrainConfig fields.
 
-    Args:
-      body, nworld, device, seed: the run; setting: a `SETTINGS` name; iterations (> skip),
-      skip: iterations left out of the medians (capture, allocator and curriculum warm-up);
-      run_root: parent of the run folder (default the repository's runs/graphs); nstep,
-      repeats: of `step_split`, run after the training in its final state; train_kw: further
-      TrainConfig fields (e.g. ppo=PPOConfig(num_steps=4) for a smoke run).
-
-    Returns:
-      dict: s_per_iter, rollout_s_per_iter, update_s_per_iter, host_reads_per_iter (medians),
-      graph_fallbacks (int), iterations (int), num_steps (int), and `step_split`'s entries.
-
-    Raises:
-      ConfigError: unknown setting, iterations <= skip.
+    Returns s_per_iter, rollout_s_per_iter, update_s_per_iter, host_reads_per_iter (medians),
+    graph_fallbacks, iterations, num_steps and `step_split`'s entries.
+    Raises ConfigError: unknown setting, iterations <= skip.
     """
     from fightlab.run.runner import Trainer
 
@@ -175,12 +145,8 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
                    settings=tuple(SETTINGS), iterations: int = 12, skip: int = 3, seed: int = 0,
                    nstep: int = 32, repeats: int = 10, run_root: Path | str | None = None,
                    progress: bool = False, **train_kw: Any) -> list[dict]:
-    """One ``graphs`` row per setting for `body` at `nworld`, appended to
-    ``root/data/results/graphs.csv`` (`results.append_row`, which applies the publish rule to
-    the repository's data/); each row's step split is measured after its own training.
-
-    Returns the rows (dicts). Raises ConfigError for an unknown setting.
-    """
+    """One ``graphs`` row per setting (`run_setting`) for `body` at `nworld`, appended to
+    ``root/data/results/graphs.csv`` (the publish rule: `results.append_row`); returns the rows."""
     from fightlab.config import EnvConfig, training_physics
 
     settings = validate_settings(settings)
@@ -215,16 +181,13 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
     return out
 
 
-# --- where an iteration's time goes ----------------------------------------------------------
-
 def _physics_key(iterations, ls_iterations, qacc_smooth, eulerdamp=True) -> tuple:
     return int(iterations), int(ls_iterations), bool(qacc_smooth), bool(eulerdamp)
 
 
 def graphs_physics(params: dict) -> tuple:
-    """(solver iterations, line-search iterations, qacc_smooth, eulerdamp) of a ``graphs`` row's
-    training physics (its params.physics; rows from before it ran the reference physics,
-    `config.REFERENCE_SOLVER`)."""
+    """(solver iterations, line-search iterations, qacc_smooth, eulerdamp) of a ``graphs`` row
+    (params.physics; a row without it ran `config.REFERENCE_SOLVER`)."""
     from fightlab.config import REFERENCE_SOLVER
 
     p = {**REFERENCE_SOLVER, **(params.get("physics") or {})}
@@ -233,31 +196,22 @@ def graphs_physics(params: dict) -> tuple:
 
 
 def profile_physics(params: dict) -> tuple:
-    """The same key of a ``profile`` row (params iterations, ls_iterations, qacc_smooth,
-    eulerdamp; rows from before them computed both)."""
+    """The same key of a ``profile`` row (qacc_smooth, eulerdamp default to True)."""
     return _physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True),
                         params.get("eulerdamp", True))
 
 
 def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
-    """Where one training iteration's wall time goes, from a ``graphs`` row (a setting's medians:
-    s_per_iter, rollout and update from CUDA events, and its step split) and, to split the
-    physics by stage, a ``profile`` row of the same body, world count, GPU and training physics.
+    """Where one iteration's wall time goes, from a ``graphs`` row and (to split the physics by
+    stage, in the proportions of its kernel time) a matching ``profile`` row (`budget_rows`).
 
-    Lines (milliseconds per iteration), which sum to the row's s_per_iter:
-      physics: <stage> … (the physics alone, `physics_ms_per_step` × num_steps, split in the
-      proportions of the profile's kernel time per stage; one "physics" line without a profile
-      row or without kernel times); env kernels (`env_extra_ms_per_step` × num_steps); policy
-      (`policy_ms_per_step` × (num_steps + 1): the steps and the bootstrap); rollout gaps (the
-      rollout's CUDA-event time minus those parts: launch gaps between the graphs, and what the
-      parts timed alone do not reproduce; negative when the parts overlap in the rollout); PPO
-      update (its CUDA-event time); host (the iteration's wall clock outside the two events:
-      the minibatch draw, the one summary read, the curriculum, the row).
+    Lines (ms per iteration) summing to the row's s_per_iter: physics (`physics_ms_per_step` ×
+    num_steps; per stage, or one line without a timed profile row); env kernels; policy
+    (× num_steps + 1: the bootstrap); rollout gaps (the rollout's CUDA-event time minus those
+    parts; negative when they overlap); PPO update; host (wall clock outside the two events).
 
-    Returns:
-      DataFrame with columns part, ms_per_iter, share (of s_per_iter).
-    Raises:
-      ConfigError: a graphs row without a step split (physics or policy time missing).
+    Returns a DataFrame: part, ms_per_iter, share (of s_per_iter).
+    Raises ConfigError: a graphs row without a step split (physics or policy time missing).
     """
     import json
 
@@ -297,19 +251,15 @@ def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
 
 def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "all",
                 solver_loop: str = "auto"):
-    """The rows `time_budget` takes: the newest ``graphs`` row of (body, nworld, setting,
-    `solver_loop` as asked: `TrainConfig.solver_loop`, "auto" for rows that do not say) and the
-    newest ``profile`` row of the same body, world count, GPU and training physics
-    (`graphs_physics` = `profile_physics`) with kernel times, or None; among those, the rows
-    with training's mass-matrix factor path (params ``tree_factor``) when there are any.
-
-    Returns:
-      (graph_row, profile_row or None, note): note says which profile row splits the physics,
-      or why none does.
-    Raises:
-      ConfigError: no graphs row of that body, world count and setting.
-    """
+    """(graph_row, profile_row or None, note) for `time_budget`: the newest ``graphs`` row of
+    (body, nworld, setting, `solver_loop`: "auto" for rows that do not say) and the newest timed
+    ``profile`` row of the same body, nworld, GPU and physics (`graphs_physics` =
+    `profile_physics`), of training's factor path (params ``tree_factor``) when there is one;
+    the note says which profile row splits the physics, or why none does.
+    Raises ConfigError: no graphs row of that body, world count and setting."""
     import json
+
+    import pandas as pd
 
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
     asked = [json.loads(p) for p in g["params"]]
@@ -326,7 +276,7 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
         p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
                        & (profile_df["gpu"] == row["gpu"])]
         p = p[np.array([profile_physics(json.loads(x)) == key for x in p["params"]], dtype=bool)]
-        p = p[_finite(p["kernel_ms_per_step"])]
+        p = p[np.isfinite(pd.to_numeric(p["kernel_ms_per_step"], errors="coerce"))]
         # training's mass-matrix factor path (the graphs row's tree_factor, TrainConfig's default
         # when unrecorded) first: notebook 02 profiles the stock path, training runs the tree kernel
         tf = bool(row_params.get("tree_factor", True))
@@ -347,20 +297,9 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     return row, prof, note
 
 
-def _finite(s):
-    """A boolean Series: the cells of `s` that are finite numbers."""
-    import pandas as pd
-
-    v = pd.to_numeric(s, errors="coerce")
-    return v.notna() & np.isfinite(v.fillna(0.0))
-
-
 def budget_tables(graphs_df, profile_df, bodies, nworld: int, setting: str = "all"):
-    """`time_budget` per body (notebook 05's where-the-time-goes table): the newest ``graphs``
-    row of each body at `nworld` with `setting`, split by the matching ``profile`` row
-    (`budget_rows`). Returns (DataFrame with columns body, part, ms_per_iter, share; one note
-    line per body: its measured ms per iteration and what splits its physics). Raises
-    ConfigError when a body has no such graphs row."""
+    """`time_budget` per body of `budget_rows` (notebook 05): (DataFrame body, part,
+    ms_per_iter, share; one note line per body). Raises ConfigError as `budget_rows`."""
     import pandas as pd
 
     tables, notes = [], []

@@ -20,28 +20,22 @@ from fightlab.paths import REPO_ROOT
 
 
 def stage_iterations(curve: pd.DataFrame) -> pd.Series:
-    """Iterations a run spent in each curriculum stage, from its per-iteration curve (columns
-    ``stage``, ``event``; rows.csv or data/curves/<run_id>.csv.gz): index the stage (0 = a 0.1), values
-    the counts (int). The row of a widening belongs to the stage it left; the solving row to the
-    last stage."""
+    """Iterations (int) per curriculum stage (index; 0 = a 0.1) of a run's per-iteration curve
+    (columns ``stage``, ``event``); a widening's row belongs to the stage it left."""
     stage = pd.to_numeric(curve["stage"]).astype(int) - (curve["event"] == "widen").astype(int)
     return stage.value_counts().sort_index().rename("iterations").rename_axis("stage")
 
 
 def _effective_ppo(ppo: dict) -> dict:
-    """A row's PPO fields less those that do not act: `desired_kl_per_action` when `desired_kl`
-    is set (PPOConfig.kl_target), so a run that sets the old fixed target hashes as the older
-    rows that stored no per-action field."""
+    """A row's PPO fields less those that do not act (`config.idle_ppo_fields`)."""
     idle = idle_ppo_fields(ppo)
     return {k: v for k, v in ppo.items() if k not in idle}
 
 
 def learner_id(params: dict) -> str:
-    """8 hex characters naming a run's learner: a hash of its PPOConfig and of the EnvConfig
-    fields that are not the task's (reward weights, action scale; ``config.TASK_FIELDS`` says
-    which are), and of the reward terms weighted in code (params ``reward_terms``). Runs that
-    differ only in how they were launched (graphs, factor path, seed, nworld) or in code share
-    it; a changed reward weight or learning rate does not."""
+    """8 hex characters naming a run's learner: a hash of its PPOConfig, its EnvConfig fields
+    outside ``config.TASK_FIELDS`` (reward weights, action scale) and params ``reward_terms``.
+    How a run was launched (graphs, factor path, seed, nworld) and its code do not change it."""
     params = canonical_params(params)
     env = {k: v for k, v in (params.get("env") or {}).items() if f"env.{k}" not in TASK_FIELDS}
     key = dict(ppo=_effective_ppo(params.get("ppo") or {}), env=env)
@@ -58,12 +52,10 @@ def digest(obj) -> str:
 
 
 def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, object]]:
-    """The learner fields of a run's params (PPOConfig, and EnvConfig fields outside
-    ``config.TASK_FIELDS``) that differ from today's defaults for its body (``body``, else params
-    ``body``, else TrainConfig's; `config.body_ppo`), as sorted ``("ppo.init_std", 0.2)``
-    pairs (values as the row stores them; [] when none differ). A field a row does not store
-    reads as its default, or as `config.IMPLIED_FIELDS` says (the solver fields of rows from
-    before them: the reference solver); list-valued fields compare as tuples."""
+    """The learner fields of a run's params (as in :func:`learner_id`) that differ from today's
+    defaults for its body (``body``, else params ``body``, else TrainConfig's), as sorted
+    ``("ppo.init_std", 0.2)`` pairs, values as stored. A field a row does not store reads as its
+    default, or as `config.IMPLIED_FIELDS` says; lists compare as tuples."""
     def norm(x):
         return tuple(x) if isinstance(x, (list, tuple)) else x
 
@@ -96,9 +88,8 @@ def learner_changes(params: dict, body: str | None = None) -> str:
 
 def physics_label(params: dict) -> str:
     """A row's training physics in a few words, ``"Newton 10/20 with qacc_smooth"`` (tolerances
-    added when they are not the defaults', ", explicit damping" without eulerdamp), from its env
-    fields (a field it does not store read as `config.IMPLIED_FIELDS` says, else as today's
-    default)."""
+    when not the defaults', ", explicit damping" without eulerdamp); fields read as in
+    :func:`learner_diff`."""
     env, dflt = params.get("env") or {}, EnvConfig()
 
     def get(k):
@@ -115,28 +106,18 @@ def physics_label(params: dict) -> str:
 
 
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterations") -> pd.DataFrame:
-    """A learner study's decision rule (bench/NOTES.md), per body of ``runs``
-    (:func:`published_runs` rows of one study, packed or not; MuJoCo Warp's): among the learners whose every run
-    solved the task with a known iteration count, over ≥ 2 distinct seeds, the lowest mean
-    iterations to solve wins (a tie keeps the defaults), and replaces today's defaults only if
-    it beats their mean by more than ``margin`` (default 5 %, about the seed spread of the
-    committed solves); otherwise the defaults stay.
+    """A learner study's decision rule (bench/NOTES.md), per body of ``runs`` (MuJoCo Warp rows
+    of the task from :func:`published_runs`, packed or not): among the learners whose every run
+    solved with a known iteration count over ≥ 2 distinct seeds, the lowest mean iterations wins
+    (a tie keeps the defaults) and is adopted only if it beats the defaults' mean by more than
+    ``margin`` (5 %: about the seed spread of the committed solves). ``metric="stage0"``: the
+    same over the first stage's iterations (:func:`with_stage0`; eligible: every run ended it).
 
-    ``metric="stage0"`` is the same rule over the first stage's iterations, for a study of runs
-    stopped after stage 0 (``published_runs(..., stage_studies=True)`` rows with a ``stage0``
-    column, :func:`with_stage0`): eligible are the learners whose every run ended stage 0
-    (stage0 > 0) over ≥ 2 distinct seeds.
-
-    Returns:
-      one row per body: ``defaults_mean`` and ``best_mean`` (iterations), ``best`` (its
-      :func:`learner_changes`), ``adopt`` (bool), ``sets`` (``key=value`` for ``--set``, values
-      as JSON, that run the chosen learner under today's defaults: list of str, [] when the
-      defaults stay) and ``variants`` (changes → mean iterations, over the eligible learners).
-    Raises:
-      ConfigError: ``margin`` not a number in [0, 1); ``metric`` not "iterations" or
-        "stage0"; ``runs`` without published_runs' columns (and ``stage0`` for that metric) or
-        without a run of the task; a body whose study has no eligible learner of today's
-        defaults (nothing to compare against).
+    Returns one row per body: ``defaults_mean``, ``best_mean``, ``best`` (its
+    :func:`learner_changes`), ``adopt``, ``sets`` (``key=value`` JSON values for ``--set``; []
+    when the defaults stay) and ``variants`` (changes → mean, over the eligible learners).
+    Raises ConfigError: a bad ``margin`` or ``metric``; ``runs`` without published_runs' columns
+    or a run of the task; a body without an eligible learner of today's defaults.
     """
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not 0 <= margin < 1:
         raise ConfigError(f"margin must be a fraction in [0, 1), got {margin!r}")
@@ -175,9 +156,8 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
 
 
 def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
-    """``runs`` (:func:`published_runs`, ``stage_studies=True`` for runs stopped after stage 0)
-    with a ``stage0`` column: the first stage's iterations (:func:`run_stages`, curves under
-    ``root``, default the repository), 0 for a run without an ended stage 0 or its curve."""
+    """``runs`` (:func:`published_runs`) with a ``stage0`` column: the first stage's iterations
+    (:func:`run_stages`), 0 for a run without an ended stage 0 or its curve."""
     if "run_id" not in runs:
         raise ConfigError(f"with_stage0 needs published_runs rows (a run_id column), got columns {list(runs.columns)}")
     per_run = run_stages(runs, root) if not runs.empty else pd.DataFrame(columns=["stage0"])
@@ -186,25 +166,17 @@ def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
 
 
 def learner_labels(runs: pd.DataFrame) -> dict:
-    """(body, learner id) (:func:`learner_id`) → :func:`learner_changes` of its first row in
-    ``runs`` (:func:`published_runs`): a legend that says what a learner changed from its body's
-    defaults (one learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
-    out: dict = {}
-    for r in runs.itertuples():
-        if (r.body, r.learner) not in out:
-            out[(r.body, r.learner)] = learner_changes(json.loads(r.params or "{}"), r.body)
-    return out
+    """(body, learner id) → :func:`learner_changes` of its first row in ``runs``: a legend (one
+    learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
+    first = runs.drop_duplicates(["body", "learner"]).itertuples()
+    return {(r.body, r.learner): learner_changes(json.loads(r.params or "{}"), r.body) for r in first}
 
 
 def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
-    """A learner study's table: per (body, learner) over the runs of the task in ``runs``
-    (:func:`published_runs`, with ``stage_studies=True`` to count the runs stopped after stage
-    0) that solved or ended stage 0 by `stop_after_stage`, packed or solo (packing changes wall
-    time, not iterations), that have curves: ``changes`` (:func:`learner_changes`), ``n`` runs,
-    ``n_solved``, ``seeds``, median / min / max ``stage0`` iterations (the first stage, a = 0.1,
-    over all n) and median / min / max ``iterations`` to solve (over the solved runs; NaN
-    without one). Sorted by body, then median iterations, then median stage 0. Empty (same
-    columns) without such runs."""
+    """A learner study's table per (body, learner) over :func:`run_stages` with an ended stage
+    0: ``changes``, ``n``, ``n_solved``, ``seeds``, median / min / max ``stage0`` (over all n)
+    and ``iterations`` (over the solved runs; NaN without one); sorted by body, median
+    iterations, median stage 0."""
     cols = ["body", "learner", "changes", "n", "n_solved", "seeds", "stage0_median", "stage0_min", "stage0_max",
             "iterations_median", "iterations_min", "iterations_max"]
     per_run = run_stages(runs, root)
@@ -213,24 +185,18 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body) for r in runs.itertuples()}
     per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
-    rows = []
-    for (body, learner), g in per_run.groupby(["body", "learner"], sort=False):
-        its = g["iterations"].dropna()
-        rows.append(dict(body=body, learner=learner, changes=g["changes"].iloc[0], n=len(g), n_solved=len(its),
-                         seeds=", ".join(str(x) for x in sorted(g["seed"])),
-                         stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                         stage0_max=g["stage0"].max(), iterations_median=its.median(),  # NaN when none solved
-                         iterations_min=its.min(), iterations_max=its.max()))
-    return pd.DataFrame(rows, columns=cols).sort_values(["body", "iterations_median", "stage0_median"]) \
-        .reset_index(drop=True)
+    out = per_run.groupby(["body", "learner"], sort=False).agg(
+        changes=("changes", "first"), n=("seed", "size"), n_solved=("iterations", "count"),
+        seeds=("seed", lambda x: ", ".join(map(str, sorted(x)))), stage0_median=("stage0", "median"),
+        stage0_min=("stage0", "min"), stage0_max=("stage0", "max"),
+        iterations_median=("iterations", "median"), iterations_min=("iterations", "min"),
+        iterations_max=("iterations", "max")).reset_index()
+    return out[cols].sort_values(["body", "iterations_median", "stage0_median"]).reset_index(drop=True)
 
 
 def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
-    """Per run of the task with a curve that solved or ended a stage by `stop_after_stage`,
-    packed or solo (:func:`stage_table` with ``packed=True``): body, learner, nworld, seed,
-    solved, iterations (to solve, summed over the stages; NaN for a run that did not solve) and
-    stage0 (the first stage's; 0 where the curve has none), indexed by run_id. Empty without
-    such runs."""
+    """Per run of :func:`stage_table` (``packed=True``), indexed by run_id: body, learner, nworld,
+    seed, solved, iterations (summed over the stages; NaN unsolved), stage0 (0 without one)."""
     t = stage_table(runs, root, packed=True) if not runs.empty else pd.DataFrame()
     if t.empty:
         return pd.DataFrame(columns=["body", "learner", "nworld", "seed", "solved", "iterations", "stage0"])
@@ -243,15 +209,11 @@ def run_stages(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
 
 
 def stage_table(runs: pd.DataFrame, root: Path | None = None, packed: bool = False) -> pd.DataFrame:
-    """Iterations per curriculum stage of every solo run of the task itself in ``runs``
-    (:func:`published_runs`) that solved, or that ended stages by `stop_after_stage` (a
-    ``stage_study`` row: only the stages it ended, each by a widening), and has its curve under
-    ``root`` (default: the repository), one row per (run, stage): run_id, body, learner
-    (:func:`learner_id`: old and new learner defaults are different groups), commit, nworld,
-    seed, concurrent, solved, stage, amplitude, iterations. Curves without the ``stage`` and
-    ``event`` columns are left out. ``packed=True`` keeps packed runs too (a learner study packs
-    its variants: packing changes wall time, not iterations). MuJoCo Warp trainings only
-    (`backend` "gpu"): the CPU backend's solves are its own headline's."""
+    """Iterations per curriculum stage, one row per (run, stage): run_id, body, learner, commit,
+    nworld, seed, concurrent, solved, stage, amplitude, iterations; over the solo (``packed``:
+    any) MuJoCo Warp runs of the task in ``runs`` (:func:`published_runs`) that solved or are a
+    ``stage_study`` (only the stages it ended), whose curve (with ``stage`` and ``event``
+    columns) is under ``root`` (default: the repository)."""
     root = Path(root) if root else REPO_ROOT
     solo = (runs["concurrent"] == 1) if not packed else pd.Series(True, index=runs.index)
     study = runs["stage_study"] == True if "stage_study" in runs else pd.Series(False, index=runs.index)  # noqa: E712

@@ -26,34 +26,31 @@ from fightlab.config import ConfigError
 from fightlab.paths import REPO_ROOT
 
 
-def batch_runs(folder: Path | str) -> list[Path]:
-    """The run folders of a batch's training jobs that have rows (from its batch.json).
-    Raises ConfigError when `folder` holds no batch.json."""
-    state_path = Path(folder) / "batch.json"
-    if not state_path.is_file():
+def _state(folder: Path | str) -> dict:
+    """A batch folder's batch.json (ConfigError when it has none)."""
+    path = Path(folder) / "batch.json"
+    if not path.is_file():
         raise ConfigError(f"{folder}: no batch.json (not a fightlab batch folder)")
-    state = json.loads(state_path.read_text())
+    return json.loads(path.read_text())
+
+
+def batch_runs(folder: Path | str) -> list[Path]:
+    """The run folders of a batch's training jobs that have rows (ConfigError without batch.json)."""
+    state = _state(folder)
     return [Path(j["run_dir"]) for j in state.get("jobs", [])
             if j.get("run_dir") and (Path(j["run_dir"]) / "rows.csv").is_file()]
 
 
 def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> dict:
-    """The ``packing`` row of one batch folder (not written; see `publish_batch`).
-
-    Args:
-      folder: a batch folder whose training jobs ran (batch.json, each run's rows.csv and
-        latest.pt); skip: iterations left out of each training's median (warm-up, capture);
-      until: last iteration counted (None: every one). A batch of trainings that run to their
-        solve packs K only while all K run: `until` keeps the median to that stretch.
-
-    Returns:
-      a row dict (metadata from the first run's checkpoint config: body, nworld, device).
+    """The ``packing`` row (not written) of a batch folder whose trainings ran (batch.json, each
+    run's rows.csv and latest.pt, whose config gives body, nworld, device): each training's
+    median over iterations skip+1 … ``until`` (None: the last; trainings run to a solve pack K
+    only while all K run).
 
     Raises:
-      CheckpointError: a run's latest.pt is unreadable or holds objects a weights-only load
-        refuses (a crafted file: none of it runs);
-      ConfigError: no batch.json, a negative `skip`, no training with more than `skip`
-        iterations, `until` not above `skip`, trainings of different bodies or world counts in one batch.
+      CheckpointError: a latest.pt unreadable or refused by a weights-only load (none of it runs);
+      ConfigError: no batch.json, a negative `skip`, `until` not above `skip`, no training with
+        more than `skip` iterations, trainings of different bodies or world counts.
     """
     from fightlab.run.checkpoint import safe_load
 
@@ -61,10 +58,8 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
         raise ConfigError(f"skip={skip} must be >= 0 (iterations left out at the start)")
     if until is not None and until <= skip:
         raise ConfigError(f"until={until} must be above skip={skip} (iterations skip+1 … until are counted)")
-    runs = batch_runs(folder)  # refuses a folder without batch.json
-    state = json.loads((Path(folder) / "batch.json").read_text())
-    med = []
-    cfgs = []
+    runs, state = batch_runs(folder), _state(folder)
+    med, cfgs = [], []
     for r in runs:
         rows = pd.read_csv(r / "rows.csv")
         last = until if until is not None else np.inf
@@ -80,8 +75,7 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
         raise ConfigError(f"{folder}: trainings of different bodies or world counts {sorted(kinds)}; "
                           "a packing row is one body and nworld")
     body, nworld = kinds.pop()
-    k = int(state.get("concurrent") or 1)
-    k = min(k, len(state.get("jobs", [])) or 1)
+    k = min(int(state.get("concurrent") or 1), len(state.get("jobs", [])) or 1)
     s_it = float(np.median(med))
     params = dict(batch_id=state.get("batch_id"), skip=skip, lanes=state.get("lanes"),
                   seeds=sorted(c["seed"] for c in cfgs))

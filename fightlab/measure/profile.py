@@ -1,31 +1,22 @@
 """Where a physics step's GPU time goes: per-kernel timing grouped by stage.
 
-    from fightlab.measure import profile
     res = profile.profile("muscular-fast", nworld=8192, nstep=20, device="cuda:0")
-    res.by_stage            # ms per physics step and share of kernel time for each stage
-    res.by_kernel           # per kernel: stage, launches per step, ms per step, share
-    res.failures            # ["other: 3.1% of kernel time > 2% ..."] when the stage table has gaps
-    row = profile.result_row(res)          # a data/results/profile.csv row
+    res.by_stage, res.by_kernel  # ms per step and share of kernel time, per stage / per kernel
+    res.failures                 # ["other: 3.1% of kernel time > 2% ..."] when the stage table has gaps
+    row = profile.result_row(res)  # a data/results/profile.csv row
 
-How it measures (``profile``): a ``StanceEnv`` with the training settings (``prepare_mjmodel``:
-timestep, Newton iterations; ``put`` with the measured ``SLOTS``) is reset to the stance and
-stepped a few env steps with random actions, then ``nstep`` *uncaptured* physics steps
-(``mujoco_warp.step``) run between ``wp.timing_begin(cuda_filter=...)`` and ``wp.timing_end()``:
-warp's CUDA activity timing gives one record (name, elapsed ms) per kernel launch. Meanwhile every
-``wp.launch`` is recorded on the host (``LaunchRecorder``), which gives each kernel's Python name
-and module, and the launches per step on any device. Then one physics step is captured as a graph
-and replayed (``timing.measure``): the graph time per step next to the summed kernel time shows
-what launching costs (``launch_overhead_ms_per_step = graph - kernels``: per-launch latency and idle
-gaps inside the graph; near zero when kernels dominate). It can come out negative: on the H200
-(2026-11-30) the summed activity-timed kernels of uncaptured steps exceeded the captured step by
-~6 µs per launch, so the per-kernel times are an upper bound; stage shares stay comparable.
+``profile`` resets a ``StanceEnv`` (training settings, measured ``SLOTS``), steps it a few env
+steps with random actions, then runs ``nstep`` *uncaptured* physics steps under warp's CUDA
+activity timing (one record per kernel launch) while ``LaunchRecorder`` records every
+``wp.launch`` on the host (the kernel's name, module and launches per step, on any device). One
+step captured as a graph and replayed gives ``launch_overhead_ms_per_step = graph - kernels``
+(launch latency and idle gaps). It can come out negative: activity-timed kernels of uncaptured
+steps cost ~6 µs per launch more than the captured step (H200), so per-kernel times are an
+upper bound; stage shares stay comparable. On the CPU warp records no kernel timing: the result
+has ``timed=False``, NaN kernel times and a ``message`` saying so.
 
-On the CPU warp records no kernel timing: ``profile`` still runs the steps, records the kernel
-names and launch counts, times the captured step on the host, and returns a result with
-``timed=False``, NaN kernel times and a ``message`` that says so.
-
-Stages: the kernel name -> stage table of :mod:`fightlab.measure.stages` (its names re-exported
-here); on a GPU run more than ``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure.
+Stages: the kernel name -> stage table of :mod:`fightlab.measure.stages` (re-exported here); on
+a GPU run more than ``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure.
 """
 
 from __future__ import annotations
@@ -42,18 +33,8 @@ from fightlab.measure.stages import (KERNEL_STAGES, MODULE_STAGES, OTHER_LIMIT, 
                                      factor_kind, kernel_key, stage_of, stage_slug, unmapped)
 from fightlab.sim.nvtx import nvtx_range
 
-#: default CUDA activity filter: kernels (warp's own and built-in ones such as sorts)
-def _default_filter() -> int:
-    import warp as wp
-
-    return int(wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN)
-
 #: most env steps one profile may run (each records every kernel launch it makes)
 MAX_NSTEP = 100_000
-
-
-# ----------------------------------------------------------------------------------------------
-# aggregation (pure: unit-tested with synthetic records)
 
 
 @dataclass
@@ -66,21 +47,14 @@ class Record:
 
 def aggregate(records: Iterable[Any], nstep: int, modules: dict[str, str] | None = None,
               launches: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Group timing records by kernel and by stage, per step.
+    """Group timing records (``.name``: warp's activity name or a kernel key, ``.elapsed`` ms;
+    e.g. ``wp.timing_end()``'s list, may be empty) over ``nstep`` (int >= 1) steps by kernel and
+    by stage, per step. ``modules``: kernel key -> defining module (``MODULE_STAGES``);
+    ``launches``: key -> host-recorded launches, for kernels without records (all on the CPU).
 
-    Args:
-        records: objects with ``.name`` (warp's activity name or a kernel key) and ``.elapsed``
-            (ms), e.g. ``wp.timing_end()``'s list; may be empty (then only ``launches`` count).
-        nstep: steps the records cover (int >= 1).
-        modules: kernel key -> defining module (for ``MODULE_STAGES``).
-        launches: kernel key -> launches over the nstep steps recorded on the host; used where
-            there are no timing records (the CPU) and for kernels without records.
-
-    Returns:
-        (by_kernel, by_stage). by_kernel: one row per kernel, sorted by time then launches:
-        kernel, module, stage, launches_per_step, ms_per_step (NaN when untimed), share (of all
-        kernel time). by_stage: one row per stage of ``STAGES`` in order: stage,
-        launches_per_step, ms_per_step, share.
+    Returns (by_kernel, by_stage): kernel, module, stage, launches_per_step, ms_per_step (NaN
+    when untimed), share of kernel time, sorted by time then launches; stage, launches_per_step,
+    ms_per_step, share per stage of ``STAGES`` in order.
     """
     if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
         raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
@@ -112,23 +86,14 @@ def aggregate(records: Iterable[Any], nstep: int, modules: dict[str, str] | None
     return by_kernel, by_stage
 
 
-# ----------------------------------------------------------------------------------------------
-# launch recording (host side, any device)
-
-
 def _dim_size(dim) -> int:
     return 1 if dim is None else dim if isinstance(dim, int) else int(np.prod([int(x) for x in dim]))
 
 
 class LaunchRecorder:
-    """Context manager recording every ``wp.launch`` / ``wp.launch_tiled`` (kernel objects).
-
-    Wraps ``warp.launch`` and warp's internal ``launch`` (which ``launch_tiled`` calls) for the
-    duration of the block; launches of size 0 (which warp skips) are not counted.
-
-    Attributes:
-        kernels: key -> warp Kernel; modules: key -> defining module; launches: key -> count.
-    """
+    """Context manager recording every ``wp.launch`` / ``wp.launch_tiled`` (it wraps both
+    ``warp.launch`` and warp's internal ``launch``); size-0 launches (warp skips them) are not
+    counted. ``kernels``, ``modules``, ``launches``: key -> warp Kernel / defining module / count."""
 
     def __init__(self):
         self.kernels: dict[str, Any] = {}
@@ -170,17 +135,10 @@ class LaunchRecorder:
         return out
 
 
-# ----------------------------------------------------------------------------------------------
-# the measurement
-
-
 @dataclass
 class ProfileResult:
-    """Per-kernel timing of ``nstep`` uncaptured steps of one body (see ``profile``).
-
-    ``*_ms_per_step`` are per profiled step: a physics step (``what="physics"``) or an env step
-    (``what="env"``: ``substeps`` physics steps plus the env kernels).
-    """
+    """Per-kernel timing of ``nstep`` uncaptured steps of one body (see ``profile``);
+    ``*_ms_per_step`` are per profiled step (physics, or env: substeps plus the env kernels)."""
 
     body: str
     nworld: int
@@ -258,34 +216,21 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
             cuda_filter: int | None = None, repeats: int = 20,
             tree_factor: bool = False, progress: bool = False, top: int = 1,
             env: "EnvConfig | None" = None) -> ProfileResult:
-    """Per-kernel timing of ``nstep`` uncaptured steps of ``body`` with ``nworld`` worlds.
+    """Per-kernel timing of ``nstep`` (1 … MAX_NSTEP) uncaptured steps of ``body`` with ``nworld``
+    worlds (text or int) on ``device`` (None or "auto": cuda:0 when present, else cpu).
 
     Args:
-        body: "muscular-fast" or "simple".
-        nworld: worlds (int > 0).
-        nstep: profiled steps (int >= 1).
-        device: "cpu", "cuda", "cuda:N"; None: cuda:0 when present, else cpu.
-        what: "physics" (``mujoco_warp.step``) or "env" (``StanceEnv`` step: pre-step, substeps
-            with contact checks, post-step, reset, observation).
+        what: "physics" (``mujoco_warp.step``) or "env" (a whole ``StanceEnv`` step).
         seed: env seed; settle_steps: env steps with random actions before profiling.
-        graph: also time the step captured as a graph (``graph_ms_per_step``; NaN without).
-        cuda_filter: warp CUDA activity filter; default kernels + built-in kernels.
-        repeats: timed graph replays (median).
-        tree_factor: factor M of trees over 64 DOF with fightlab's single-launch kernel instead of
-            MuJoCo Warp's per-level sparse path (the stock path is this function's default: what
-            notebook 02 measures; the CLI's default is training's, ``TrainConfig.tree_factor``;
-            ``params["factor_path"]`` records which ran).
-        progress: a tqdm bar over the phases (build, settle, profiled steps, timings).
-        env: the `EnvConfig` whose physics is profiled (None: today's defaults, the training
-            physics; ``params`` records its solver and eulerdamp).
+        graph: also time the step captured as a graph (``graph_ms_per_step``; NaN without);
+            repeats: timed graph replays (median); cuda_filter: default kernels + built-ins.
+        tree_factor: factor M of trees over 64 DOF with fightlab's single-launch kernel instead
+            of MuJoCo Warp's sparse path (notebook 02's default; the CLI's is training's);
+            ``params["factor_path"]`` records which ran.
+        progress: a tqdm bar over the phases; top: kernels the caller lists (checked, >= 1).
+        env: the `EnvConfig` profiled (None: today's training physics).
 
-    Returns:
-        ``ProfileResult``; on the CPU ``timed`` is False, the kernel times are NaN and
-        ``message`` says why (launch counts and kernel names are still there).
-
-    As the command line gives them: ``nworld`` text or an int, ``device`` None or "auto" = cuda:0
-    when there is one, else cpu (`devices.resolve_device`); ``top``: the kernels the caller
-    lists (checked here, >= 1).
+    Returns ``ProfileResult`` (on the CPU untimed, see the module docstring).
     Raises ConfigError: a bad body, nworld, device, ``nstep`` or ``top`` (one line).
     """
     from fightlab.config import ConfigError, validate_body, validate_nworld
@@ -323,8 +268,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         step, physics_per_step = (lambda: mjw.step(m, d)), 1
     else:
         step, physics_per_step = env.launch_step, env.substeps
-    filt = cuda_filter if cuda_filter is not None else _default_filter()
-    rec, records, uncaptured_s, graph_ms = _time_steps(step, device, what, nstep, filt, graph, repeats, bar)
+    rec, records, uncaptured_s, graph_ms = _time_steps(step, device, what, nstep, cuda_filter, graph, repeats,
+                                                       bar)
     by_kernel, by_stage = aggregate(records, nstep, rec.modules, rec.launches)
     timed = bool(records)
     params = dict(what=what, nstep=nstep, timestep=float(env.mjm.opt.timestep),
@@ -351,12 +296,9 @@ def _next_phase(bar, name: str) -> None:
     bar.set_postfix_str(name)
 
 
-def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int, graph: bool, repeats: int,
+def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int | None, graph: bool, repeats: int,
                 bar) -> tuple[LaunchRecorder, list[Record], float, float]:
-    """Run ``nstep`` steps under the launch recorder (and warp's CUDA activity timing on a GPU),
-    then time uncaptured steps and, with ``graph``, the step captured as a graph.
-
-    Returns ``(recorder, records, uncaptured seconds per step, graph ms per step or NaN)``."""
+    """``profile``'s timed part: ``(recorder, records, uncaptured s per step, graph ms per step)``."""
     import warp as wp
 
     from fightlab import timing
@@ -369,7 +311,9 @@ def _time_steps(step, device: str, what: str, nstep: int, cuda_filter: int, grap
         wp.synchronize_device(device)
         with LaunchRecorder() as rec, nvtx_range("physics" if what == "physics" else "env"):
             if cuda:
-                wp.timing_begin(cuda_filter=cuda_filter)
+                # default: kernels, warp's own and built-in ones such as sorts
+                wp.timing_begin(cuda_filter=wp.TIMING_KERNEL | wp.TIMING_KERNEL_BUILTIN
+                                if cuda_filter is None else cuda_filter)
             try:
                 for _ in range(nstep):
                     step()
@@ -404,18 +348,11 @@ def _message(nrecords: int, nstep: int, device: str) -> str:
 
 def kernel_names(body: str, what: str = "env", nworld: int = 2, device: str = "cpu",
                  tree_factor: bool = False, env: "EnvConfig | None" = None) -> pd.DataFrame:
-    """The kernels launched by one step of ``body`` (no timing): kernel, module, stage, launches.
-
-    ``what="env"`` covers a whole env step (its substeps of physics included); ``env`` the
-    physics (None: today's training physics). Cheap on the CPU.
-    """
+    """The kernels one step of ``body`` launches (no timing; cheap on the CPU): kernel, module,
+    stage, launches_per_step; ``what``, ``env`` as in ``profile``."""
     res = profile(body, nworld=nworld, nstep=1, device=device, what=what, settle_steps=1,
                   graph=False, repeats=3, tree_factor=tree_factor, env=env)
     return res.by_kernel[["kernel", "module", "stage", "launches_per_step"]]
-
-
-# ----------------------------------------------------------------------------------------------
-# result rows (data/results/profile.csv)
 
 
 def row_metrics() -> tuple[str, ...]:
@@ -467,19 +404,10 @@ def factor_table(df: pd.DataFrame) -> pd.DataFrame:
     """Mass-matrix factor per row: path (sparse/dense), launches and ms per step, share."""
     import json
 
-    out = df[["body", "nworld", "gpu"]].copy()
-    out["factor_path"] = [json.loads(p).get("factor_path", "") for p in df["params"]]
-    out["factor_launches_per_step"] = df["mass_matrix_factor_launches_per_step"].values
-    out["factor_ms_per_step"] = df["mass_matrix_factor_ms_per_step"].values
-    out["factor_share"] = df["mass_matrix_factor_share"].values
+    out = df[["body", "nworld", "gpu"]].assign(
+        factor_path=[json.loads(p).get("factor_path", "") for p in df["params"]])
+    for col in ("launches_per_step", "ms_per_step", "share"):
+        out[f"factor_{col}"] = df[f"mass_matrix_factor_{col}"].values
     out["kernel_ms_per_step"] = df["kernel_ms_per_step"].values
     return out.reset_index(drop=True)
 
-
-
-__all__ = [
-    "KERNEL_STAGES", "LaunchRecorder", "MODULE_STAGES", "OTHER_LIMIT", "ProfileResult", "TREE_FACTOR_SHARED",
-    "Record", "STAGES", "STAGE_DOC", "aggregate", "check_other", "factor_table", "kernel_key",
-    "kernel_names", "latest_rows", "profile", "result_row", "row_metrics",
-    "stage_of", "stage_slug", "unmapped",
-]

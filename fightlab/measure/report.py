@@ -31,22 +31,15 @@ def train_row(trainer, res: dict) -> dict:
     """One data/results/train.csv row (metadata columns + train metrics) for a finished run."""
     cfg = trainer.cfg
     params = to_dict(cfg)
-    # the CPU backend's policy on a GPU (TrainConfig.policy_device) is part of the configuration
-    # (config_id keeps it apart) and names its GPU; unset it stays out, so the config ids of runs
-    # that never had the field do not change
+    # the CPU backend's policy on a GPU is part of the configuration and names its GPU; unset it
+    # stays out, so config ids of runs without the field do not change
     if params.get("policy_device") is None:
         params.pop("policy_device", None)
     else:
         params["policy_gpu"] = trainer.segments[-1].get("policy_gpu")
-    # Trainer.segments holds what every segment ran with, this process's last (read from the
-    # launcher's environment when the Trainer started, results.packing_from_env): concurrent =
-    # jobs at once on the run's GPU (only concurrent == 1 rows are headlines), mps = those jobs
-    # ran under CUDA MPS, gpu_jobs = jobs at once on the host over all its GPUs (they share the
-    # CPU cores); older segments' shared_gpu / host_jobs are read as concurrent / gpu_jobs.
-    # tree_factor_variant = the single-launch factor kernel ("shared" / "global"; None: MuJoCo
-    # Warp's own path). The most packed segment is the run's (mps: any packed segment's); segments
-    # of different code or kernels mark the row as mixed (its time to solve is not one setup's,
-    # so summaries keep it apart)
+    # Trainer.segments: what every segment ran with (packing: results.packing_of). The most
+    # packed segment is the run's (mps: any packed segment's); segments of different code or
+    # kernels mark the row as mixed (its time to solve is not one setup's)
     segs = list(trainer.segments)
     params["segments"] = segs
     packs = [results.packing_of(x) for x in segs]
@@ -59,8 +52,7 @@ def train_row(trainer, res: dict) -> dict:
 
     if weights := code_weights():  # reward terms weighted in code: part of the learner (learner_id)
         params["reward_terms"] = weights
-    # the solver as the engine ran it (MuJoCo Warp runs tolerance 1e-8 as 1e-6; the CPU backend's C
-    # engine always computes qacc_smooth): `sim.physics.engine_solver`
+    # the solver as the engine ran it (`sim.physics.engine_solver`)
     if (engine := getattr(trainer.env.unwrapped, "engine_solver", None)) is not None:
         params["physics_engine"] = engine
     if res.get("reference_eval"):  # the reference check of a solve, whole (fightlab.run.reference)
@@ -101,17 +93,12 @@ def train_row(trainer, res: dict) -> dict:
 
 
 def fork_if_diverged(trainer, roots) -> str | None:
-    """Give a run a new run_id when a train row of its run_id under one of ``roots`` (run
-    folders or results roots, ``<root>/data/results/train.csv``) is not an earlier state of this
-    run: that row's segments (`Trainer.segments`, each with a unique ``segment_id``) are not this
-    run's first segments, or that row went past the iteration this run's next segment started
-    from. Two continuations of one checkpoint (either may publish first), or a resume of an older
-    checkpoint after the run went on, would otherwise replace each other's row and curve
-    (`results.append_row` keeps one row per run_id). The new id goes into this run's checkpoints
-    past the split too (``ckpt_*.pt`` of later iterations in its folder), so resuming the fork
-    continues the fork; ``trainer.forked_from`` = ``"<old run_id>@<iteration where the two
-    parted>"`` (kept in its checkpoints, params ``forked_from``). A run continuing its own row
-    (the row's segments a prefix of its own, ended where it went on) keeps its id.
+    """Give a run a new run_id when a train row of its run_id under one of ``roots`` (folders
+    holding ``data/results/train.csv``) is not an earlier state of this run: its segments are not
+    this run's first segments, or it went past the iteration this run's next segment started
+    from. Two continuations of one checkpoint would otherwise replace each other's row and curve
+    (one row per run_id). The new id goes into this run's checkpoints past the split too, so
+    resuming the fork continues it; ``trainer.forked_from`` = ``"<old run_id>@<iteration>"``.
 
     Returns the old run_id when the run was renamed (one line printed), else None."""
     segs = list(trainer.segments)
@@ -145,38 +132,31 @@ def fork_if_diverged(trainer, roots) -> str | None:
 
 
 def has_train_row(folder, run_id) -> bool:
-    """Whether ``folder/data/results/train.csv`` (a run folder's, which `finish_run` writes last)
-    holds a row of `run_id`; False when the file is absent."""
+    """Whether ``folder/data/results/train.csv`` (which `finish_run` writes last) holds a row of
+    `run_id`; False when the file is absent."""
     if not results.results_path("train", folder).is_file():
         return False
     return bool((results.read_rows("train", folder)["run_id"].astype(str) == str(run_id)).any())
 
 
 def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = None) -> dict:
-    """Write the run's train row and curve under its run_dir (always) and, with `publish`, under
-    `root` (default: the repository) as data/results/train.csv and data/curves/<run_id>.csv.gz,
-    then release the run folder (``trainer.close()``).
-
-    One row per run: a later segment of a resumed run replaces the run's row and curve. Per-
-    iteration rows of all segments are read back from run_dir/rows.csv, so a resumed run's curve
-    is complete. Publishing happens under one cross-process lock (results.publish_lock). Prints a
-    one-line summary, then the run folder as the last line (a segment's end: one line with the
+    """Write the run's train row and curve (all segments', from run_dir/rows.csv) under its
+    run_dir and, with `publish`, under `root` (default: the repository; under
+    results.publish_lock), then release the run folder. A resumed run's later segment replaces
+    its row. Prints a one-line summary, then the run folder (a segment's end: one line with the
     checkpoint to resume). Returns the row (None when the segment ended before the run did).
 
-    Raises:
-      ConfigError: `publish` from a run whose plan did not publish (`trainer.publish`: the gate,
-        `run.launch.plan_run`, applied the publish rule before the run), before anything is written.
+    Raises ConfigError: `publish` from a run planned without it (`run.launch.plan_run`), before
+    anything is written.
     """
     try:
         if res.get("segment_end"):
-            # the run goes on with --resume: its row is written when it solves or runs out of
-            # iterations, so data/ holds one row per finished run
+            # the run goes on with --resume: data/ holds one row per finished run
             print(f"segment ended at iteration {trainer.iteration} after {trainer.elapsed_s:.1f} s of "
                   f"training (amplitude {res['final_amplitude']:.1f}); continue with "
                   f"--resume {Path(trainer.run_dir) / 'latest.pt'}", flush=True)
             return None
         if publish and not getattr(trainer, "publish", False):
-            # the publish rule is the gate's (run.launch.plan_run), passed before the run began
             raise ConfigError("publish: this run was planned without publishing; plan it with "
                               "fightlab.run.launch.plan_run(cfg, publish=True) (train --publish), "
                               "which applies the publish rule before any work")
@@ -184,8 +164,7 @@ def finish_run(trainer, res: dict, publish: bool = False, root: Path | None = No
         rows_csv = run_dir / "rows.csv"
         curve = pd.read_csv(rows_csv) if rows_csv.exists() else pd.DataFrame(res["rows"])
         root = Path(root) if root else REPO_ROOT
-        # under the lock from the fork check to the last write: two continuations of one run
-        # finishing together cannot both take its row
+        # the lock from the fork check to the last write: two continuations cannot both take the row
         with results.publish_lock(root) if publish else contextlib.nullcontext():
             fork_if_diverged(trainer, [run_dir] + ([root] if publish else []))
             row = train_row(trainer, res)
@@ -243,8 +222,7 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
 
 
 def _physics_text(physics) -> str:
-    """Which physics an evaluation ran, from its `physics` (`config.training_physics`: the solver
-    fields): "physics=reference (Newton 10/20 …)" or "physics=training (Newton 2/4 …)"."""
+    """Which physics an evaluation ran: "physics=reference (Newton 10/20 …)" or "physics=training (…)"."""
     if not isinstance(physics, dict):
         return "physics=unrecorded"
     ref = all(physics.get(k) == v for k, v in REFERENCE_SOLVER.items())
@@ -252,9 +230,8 @@ def _physics_text(physics) -> str:
 
 
 def _policy_label(res: dict) -> str:
-    """Which policy an evaluation ran: "zero action" (with the checkpoint whose body and task it
-    used, if any: its own policy did not run), or "iteration N (solved / NOT solved)" of the
-    checkpoint, so a half-trained policy cannot pass for the solved one."""
+    """Which policy an evaluation ran: "zero action", or "iteration N (solved / NOT solved)" of
+    the checkpoint, so a half-trained policy cannot pass for the solved one."""
     it = res.get("ckpt_iteration")
     if res["zero_action"]:
         return "policy=zero action" + ("" if it is None else

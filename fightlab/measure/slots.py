@@ -17,9 +17,6 @@ import numpy as np
 from fightlab import results
 from fightlab.paths import RUNS
 
-__all__ = ["SLOT_MARGIN", "SLOT_MULTIPLE", "recommend_slots", "fallen_contacts",
-           "fallen_contacts_cpu", "slots_row"]
-
 # Slot sizing rule: 50 % above the largest count seen in any world, rounded up to a multiple of 16.
 # (The original study overflowed 320 constraint rows although one body lying down needed 260: piles
 # and bounces exceed the resting count, hence a margin over the measured maximum, not the mean.)
@@ -39,11 +36,9 @@ def recommend_slots(max_ncon: int, max_nefc: int) -> tuple[int, int]:
 
 def _push_states(m: mujoco.MjModel, n: int, rng: np.random.Generator,
                  speed=(1.5, 3.0), spin=(1.5, 3.0), joint_noise=1.0):
-    """Initial (qpos, qvel, ctrl) of n worlds: the stance keyframe plus a push.
-
-    The push: the root gets a horizontal velocity ``speed`` [m/s] in a random direction and a spin
-    ``spin`` [rad/s] tipping it the same way; every hinge gets N(0, joint_noise) [rad/s].
-    """
+    """Initial (qpos, qvel, ctrl) of n worlds: the stance keyframe plus a push (a horizontal root
+    velocity ``speed`` [m/s] in a random direction, a ``spin`` [rad/s] tipping it the same way,
+    N(0, joint_noise) [rad/s] on every hinge)."""
     key = m.key("stance")
     qpos = np.tile(key.qpos, (n, 1))
     ctrl = np.tile(key.ctrl, (n, 1))
@@ -72,39 +67,25 @@ def _fall_model(name: str, limp: bool) -> mujoco.MjModel:
 
 def _summary(max_ncon: np.ndarray, max_nefc: np.ndarray, **extra) -> dict:
     nconmax, njmax = recommend_slots(int(max_ncon.max()), int(max_nefc.max()))
-    out = {
-        "ncon_max": int(max_ncon.max()), "ncon_p99": float(np.percentile(max_ncon, 99)),
-        "ncon_mean": float(max_ncon.mean()),
-        "nefc_max": int(max_nefc.max()), "nefc_p99": float(np.percentile(max_nefc, 99)),
-        "nefc_mean": float(max_nefc.mean()),
-        "nconmax": nconmax, "njmax": njmax,
-    }
-    out.update(extra)
-    return out
+    out = {}
+    for name, x in (("ncon", max_ncon), ("nefc", max_nefc)):
+        out.update({f"{name}_max": int(x.max()), f"{name}_p99": float(np.percentile(x, 99)),
+                    f"{name}_mean": float(x.mean())})
+    return {**out, "nconmax": nconmax, "njmax": njmax, **extra}
 
 
 def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int = 0,
                     device: str | None = None, nconmax: int = 256, njmax: int = 1024,
                     sample_every: int = 1, limp: bool = False, progress: bool = False) -> dict:
-    """Contacts and constraint rows of ``nworld`` pushed-over bodies, with MuJoCo Warp.
+    """Contacts and constraint rows of ``nworld`` bodies pushed over (``_push_states``) from the
+    ``stance`` keyframe, ctrl held, simulated ``seconds`` with MuJoCo Warp on ``device`` (None:
+    warp's default). Per world the maximum over time (sampled every ``sample_every`` steps) of its
+    contacts (from ``d.contact.worldid[:d.nacon]``) and of ``d.nefc``; ``nconmax``, ``njmax``:
+    generous slots for the measurement (a capacity overflow raises RuntimeError); ``limp``: see
+    ``_fall_model``; ``progress``: a tqdm bar over the steps.
 
-    Every world starts in the ``stance`` keyframe with ctrl held at the keyframe and is pushed
-    (``_push_states``: 1.5-3 m/s horizontal root velocity in a random direction, a 1.5-3 rad/s tip
-    the same way, N(0, 1 rad/s) joint velocity noise), then simulated for ``seconds``. Per world we
-    record the maximum over time (sampled every ``sample_every`` steps) of its number of contacts
-    (counted from ``d.contact.worldid[:d.nacon]``) and of ``d.nefc``.
-
-    Args:
-        name: body name (see ``fightlab.bodies.BODIES``).
-        nworld: number of worlds (a few on "cpu", thousands on "cuda:0").
-        device: warp device ("cpu", "cuda:0"); None: warp's default device.
-        nconmax, njmax: generous per-world slots for the measurement; a capacity overflow raises.
-        limp: zero the servo gains so the bodies fall relaxed (see ``_fall_model``).
-        progress: a tqdm bar over the physics steps.
-
-    Returns a dict: ncon_max, ncon_p99, ncon_mean, nefc_max, nefc_p99, nefc_mean (statistics over
-    worlds of the per-world maxima), nconmax, njmax (recommended slots: ceil(1.5 * max) rounded up
-    to a multiple of 16, see ``recommend_slots``), and nworld, seconds, steps, device.
+    Returns a dict: ncon_max, ncon_p99, ncon_mean, nefc_max, nefc_p99, nefc_mean (over worlds of
+    the per-world maxima), nconmax, njmax (``recommend_slots``), nworld, seconds, steps, device.
     """
     import mujoco_warp as mjw
     from tqdm import tqdm
@@ -129,8 +110,7 @@ def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int
         d.qvel.assign(qvel.astype(np.float32))
         d.ctrl.assign(ctrl.astype(np.float32))
 
-        max_ncon = np.zeros(nworld, dtype=int)
-        max_nefc = np.zeros(nworld, dtype=int)
+        max_ncon, max_nefc = np.zeros(nworld, dtype=int), np.zeros(nworld, dtype=int)
         for step in tqdm(range(nsteps), desc=f"slots {name} ×{nworld}", unit="step", disable=not progress):
             mjw.step(m, d)
             if step % sample_every == 0 or step == nsteps - 1:
@@ -141,27 +121,23 @@ def fallen_contacts(name: str, nworld: int = 64, seconds: float = 3.0, seed: int
         overflow = d.overflow.numpy() & capacity
         if overflow.any():
             bad = np.flatnonzero(overflow)
-            raise RuntimeError(
-                f"slot overflow in {bad.size} of {nworld} worlds (flags {sorted(set(overflow[bad].tolist()))},"
-                f" nconmax={nconmax}, njmax={njmax}); rerun with larger nconmax/njmax"
-            )
+            raise RuntimeError(f"slot overflow in {bad.size} of {nworld} worlds (flags "
+                               f"{sorted(set(overflow[bad].tolist()))}, nconmax={nconmax}, njmax={njmax}); "
+                               "rerun with larger nconmax/njmax")
     return _summary(max_ncon, max_nefc, nworld=nworld, seconds=seconds, steps=nsteps,
                     device=str(wp.get_device(device)), limp=limp)
 
 
 def fallen_contacts_cpu(name: str, n: int = 16, seconds: float = 3.0, seed: int = 0,
                         limp: bool = False) -> dict:
-    """Same measurement as ``fallen_contacts`` with plain MuJoCo (C, one thread, mj_step).
-
-    ncon is ``d.ncon`` and nefc ``d.nefc`` after every step; returns the same keys (nworld = n).
-    """
+    """``fallen_contacts`` with plain MuJoCo (C, one thread; ``d.ncon``, ``d.nefc`` after every
+    step); the same keys (nworld = n)."""
     m = _fall_model(name, limp)
     rng = np.random.default_rng(seed)
     qpos, qvel, ctrl = _push_states(m, n, rng)
     nsteps = int(round(seconds / m.opt.timestep))
     d = mujoco.MjData(m)
-    max_ncon = np.zeros(n, dtype=int)
-    max_nefc = np.zeros(n, dtype=int)
+    max_ncon, max_nefc = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     for w in range(n):
         mujoco.mj_resetData(m, d)
         d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[w], qvel[w], ctrl[w]
@@ -199,8 +175,6 @@ def command(bodies=None, nworld=4096, seconds: float = 3.0, device: str | None =
     Raises:
       ConfigError: one line: a bad body, nworld, device or seconds (> 0 and at most 3600), or a
         publish the rule refuses, before any work."""
-    import math
-
     from fightlab import devices
     from fightlab.bodies import BODY_NAMES
     from fightlab.config import ConfigError, validate_body, validate_nworld

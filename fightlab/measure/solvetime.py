@@ -2,12 +2,11 @@
 (notebook 04, Figure 2, ``sweep --summary``, `measure.sweep`'s `--nworld auto`).
 
 `time_to_solve_table`: per (GPU, body, learner, nworld), the median iterations to solve of the
-train rows of the same body, learner and nworld (any packing, commit and GPU: the iterations are
-the learner's and the curriculum's, as for `--nworld auto`; the commits pooled are listed) × the
-solo seconds per iteration of the newest sweep row of that GPU. Figure 2
-(`fightlab.figures.sweep`) draws it; `findings` and `summary_lines` say it; `packing_check`,
-`stage0_by_nworld`, `auto_vs_sweep` and `auto_runs` check it. Only MuJoCo Warp train rows count
-(`warp_runs`).
+MuJoCo Warp train rows (`warp_runs`) of the same body, learner and nworld × the solo seconds per
+iteration of the newest sweep row of that GPU. Iterations pool any packing, commit and GPU: they
+are the learner's and the curriculum's (as for `--nworld auto`). Figure 2 draws it; `findings`
+and `summary_lines` say it; `packing_check`, `stage0_by_nworld`, `auto_vs_sweep` and
+`auto_runs` check it.
 """
 
 from __future__ import annotations
@@ -22,10 +21,6 @@ import pandas as pd
 from fightlab import results
 from fightlab.config import DEFAULT_TASK, ConfigError
 from fightlab.run.nworld import AUTO_TOLERANCE, pick_nworld
-
-__all__ = ["ORIGINAL_NWORLD", "ORIGINAL_GPU", "ORIGINAL_ITERATIONS", "SUMMARY_WIDTH", "warp_runs",
-           "iterations_to_solve", "known_iterations", "latest_sweep_rows", "time_to_solve_table",
-           "summary_lines", "packing_check", "stage0_by_nworld", "findings", "auto_vs_sweep", "auto_runs"]
 
 #: the original study's best world count and card (its Figure 2), drawn for reference
 ORIGINAL_NWORLD = 1024
@@ -42,10 +37,8 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def warp_runs(runs: pd.DataFrame, learner: bool = False) -> pd.DataFrame:
-    """The train rows of MuJoCo Warp trainings: CPU-backend rows (MuJoCo's C engine;
-    `report.physics_backend`) left out, so the sweep's curve and `--nworld auto`'s iterations
-    are GPU-backend trainings only (rows from before the CPU backend name none: MuJoCo Warp).
-    With ``learner``, a ``learner`` column (`report.learner_id`) is added."""
+    """The train rows of MuJoCo Warp trainings (CPU-backend rows left out:
+    `report.physics_backend`); with ``learner``, a ``learner`` column (`report.learner_id`)."""
     from fightlab.measure.report import learner_id, physics_backend
 
     if runs.empty:
@@ -55,16 +48,10 @@ def warp_runs(runs: pd.DataFrame, learner: bool = False) -> pd.DataFrame:
 
 
 def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
-    """Iterations to solve per (body, learner, nworld) from MuJoCo Warp train rows of the task
-    (`report.published_runs`, `warp_runs`; any packing: packing changes wall time, not
-    iterations; any commit and GPU: the iterations are the learner's and the curriculum's, as
-    `known_iterations` has them for `--nworld auto`).
-
-    Returns:
-      DataFrame with body, learner, nworld, n_runs, n_solved, seeds (solved, text), commits (of
-      the solved runs, oldest first, text), iterations_median / _min / _max (solved runs only;
-      NaN when none solved), packed (the packings seen, text such as "1,4").
-    """
+    """Iterations to solve per (body, learner, nworld) of the `warp_runs` of the task (pooled as
+    the module docstring says): body, learner, nworld, n_runs, n_solved, seeds and commits (of
+    the solved runs, text), iterations_median / _min / _max (NaN when none solved), packed (the
+    packings seen, text such as "1,4")."""
     from fightlab.measure.report import commits_in
 
     cols = ["body", "learner", "nworld", "n_runs", "n_solved", "seeds", "commits", "iterations_median",
@@ -88,9 +75,7 @@ def iterations_to_solve(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, float]:
-    """{nworld: median iterations to solve} of the solved MuJoCo Warp train rows of the task for
-    ``body`` and ``learner`` (`report.learner_id`; `iterations_to_solve`), any commit and packing
-    (iterations are the learner's and the curriculum's, not the code's)."""
+    """{nworld: median iterations to solve} of ``body`` and ``learner`` (`iterations_to_solve`)."""
     its = iterations_to_solve(runs)
     its = its[(its["body"] == body) & (its["learner"] == learner) & (its["n_solved"] > 0)]
     return {int(n): float(m) for n, m in zip(its["nworld"], its["iterations_median"])}
@@ -98,8 +83,7 @@ def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, f
 
 def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
     """The newest ``sweep`` row per (gpu, learner, body, nworld), with a ``learner`` column
-    (from params; "" for rows without one): a point measured again, at the same or a later
-    commit, replaces the older measurement."""
+    (from params; "" for rows without one)."""
     if sweep.empty:
         return sweep.assign(learner=pd.Series(dtype=object))
     sweep = sweep.assign(learner=[p.get("learner", "") for p in _params(sweep)])
@@ -109,25 +93,17 @@ def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | None = "newest") -> pd.DataFrame:
-    """Predicted time to solve against nworld: per sweep point (gpu, learner, body, nworld; the
-    newest row, `latest_sweep_rows`), the median iterations to solve of the train rows of the same
-    body, learner and nworld (`iterations_to_solve`: any packing, commit and GPU) × the point's
-    solo seconds per iteration (CPU-backend train rows left out: `warp_runs`). With
-    ``learner="newest"`` (the default) only the points of the learner of the newest sweep row
-    per (gpu, body) are kept, so a curve never mixes learners
-    (Figure 2, `findings`, `auto_vs_sweep`); a learner id keeps that learner's; None keeps all.
+    """Predicted time to solve per sweep point (`latest_sweep_rows` of ``sweep``) from train rows
+    ``runs`` (`report.published_runs`; `iterations_to_solve`). ``learner="newest"`` keeps the
+    points of the newest sweep row's learner per (gpu, body), so a curve never mixes learners; a
+    learner id keeps that learner's; None keeps all.
 
         time_to_solve_s     = iterations_median × s_per_iter                      [s]
         time_to_solve_min_s = iterations_min × s_per_iter; _max_s likewise         [s]
 
-    Args:
-      sweep: ``sweep`` rows (`results.read_rows("sweep", root)`); runs: train rows
-        (`report.published_runs(root)`).
-    Returns:
-      DataFrame, one row per sweep point: gpu, commit (the sweep row's), learner, body, nworld,
-      s_per_iter, rollout_s_per_iter, update_s_per_iter, env_steps_per_s, n_runs, n_solved,
-      seeds, commits (the train rows'), iterations_median / _min / _max, packed,
-      time_to_solve_s / _min_s / _max_s (NaN where no train row of that point solved).
+    Returns one row per point: gpu, commit (the sweep row's), learner, body, nworld, s_per_iter,
+    rollout_s_per_iter, update_s_per_iter, env_steps_per_s, `iterations_to_solve`'s columns and
+    time_to_solve_s / _min_s / _max_s (NaN where nothing solved).
     """
     pts = latest_sweep_rows(sweep)
     if not pts.empty and learner == "newest":
@@ -148,11 +124,8 @@ def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | 
 
 
 def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
-    """`time_to_solve_table` as short lines (``sweep --summary``), at most ``width`` columns:
-    per (gpu, body) a heading (the sweep row's commit and learner), one line per world count
-    (solo seconds per iteration, env steps/s, runs solved of run, iterations to solve median and
-    min–max, the estimated time to solve, iterations × the solo seconds per iteration, median and
-    min–max, the packings), and the train rows' commits."""
+    """`time_to_solve_table` as lines of at most ``width`` columns (``sweep --summary``): per
+    (gpu, body) a heading, one line per world count, and the train rows' commits."""
     def num(x, fmt):
         return "-" if pd.isna(x) else format(float(x), fmt)
 
@@ -180,12 +153,9 @@ def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
 
 
 def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
-    """Points run both solo and packed (MuJoCo Warp train rows of the same body, nworld, seed,
-    commit, learner, solved both ways): iterations of each, and their difference. Packing should
-    change wall time only.
-
-    Returns a DataFrame: body, nworld, seed, commit, iterations_solo, iterations_packed,
-    concurrent (the packed run's K), iterations_diff (packed − solo)."""
+    """Points solved both solo and packed (`warp_runs` of the same body, nworld, seed, commit,
+    learner): body, nworld, seed, commit, iterations_solo, iterations_packed, concurrent (the
+    packed run's K), iterations_diff (packed − solo; packing should change wall time only)."""
     cols = ["body", "nworld", "seed", "commit", "iterations_solo", "iterations_packed", "concurrent",
             "iterations_diff"]
     runs = warp_runs(runs, learner=True)
@@ -204,16 +174,10 @@ def packing_check(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.DataFrame:
-    """Where the iterations go at each world count: per (body, learner, nworld), over the
-    solved train rows of the task with curves (`report.run_stages`, packed runs included:
-    packing changes wall time, not iterations), the first stage's iterations (a = 0.1, where the
-    policy first learns to stand through pushes) and the later stages', and the first stage in
-    world-iterations (nworld × its iterations: samples / num_steps), any commit.
-
-    Returns:
-      DataFrame body, learner, nworld, n, seeds (text), stage0_median / _min / _max, later_median
-      (iterations of stages 1 …), iterations_median (total), stage0_world_iterations_median;
-      sorted by body, learner, nworld. Empty (same columns) without such runs.
+    """Where the iterations go at each world count: per (body, learner, nworld) of the
+    `report.run_stages` of `warp_runs`: body, learner, nworld, n, seeds, stage0_median / _min /
+    _max (the first stage, a = 0.1), later_median (stages 1 …), iterations_median (total),
+    stage0_world_iterations_median (nworld × stage 0's iterations: samples / num_steps).
     """
     from fightlab.measure.report import run_stages
 
@@ -223,25 +187,20 @@ def stage0_by_nworld(runs: pd.DataFrame, root: Path | str | None = None) -> pd.D
     if per_run.empty:
         return pd.DataFrame(columns=cols)
     per_run["later"] = per_run["iterations"] - per_run["stage0"]
-    out = []
-    for (body, learner, nworld), g in per_run.groupby(["body", "learner", "nworld"], sort=True):
-        out.append(dict(body=body, learner=learner, nworld=int(nworld), n=len(g),
-                        seeds=",".join(str(x) for x in sorted(g["seed"])),
-                        stage0_median=g["stage0"].median(), stage0_min=g["stage0"].min(),
-                        stage0_max=g["stage0"].max(), later_median=g["later"].median(),
-                        iterations_median=g["iterations"].median(),
-                        stage0_world_iterations_median=float(nworld) * g["stage0"].median()))
-    return pd.DataFrame(out, columns=cols)
+    out = per_run.groupby(["body", "learner", "nworld"], sort=True).agg(
+        n=("seed", "size"), seeds=("seed", lambda x: ",".join(map(str, sorted(x)))),
+        stage0_median=("stage0", "median"), stage0_min=("stage0", "min"), stage0_max=("stage0", "max"),
+        later_median=("later", "median"), iterations_median=("iterations", "median")).reset_index()
+    out["nworld"] = out["nworld"].astype(int)
+    out["stage0_world_iterations_median"] = out["nworld"].astype(float) * out["stage0_median"]
+    return out[cols]
 
 
 def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str]:
-    """Lines a notebook prints about the curve (`time_to_solve_table`), per (gpu, body): the
-    fastest measured point and its time (said as the only one when one world count has solves),
-    against the original's point (1024 worlds); how iterations to solve change from the fewest to
-    the most worlds with solves, each world count's median against the original's 350–500 at any
-    count; and the world counts whose time to solve is within ``tolerance`` (a fraction) of the
-    fastest (the flat bottom of the curve, the set `--nworld auto` chooses the fewest of). Empty
-    without solved points."""
+    """Lines about the curve (`time_to_solve_table`) per (gpu, body): the fastest point against
+    the original's (1024 worlds); iterations to solve from the fewest to the most worlds, each
+    against the original's 350–500; the world counts within ``tolerance`` of the fastest (the set
+    `--nworld auto` chooses the fewest of). Empty without solved points."""
     def its(x) -> str:  # a median of an even count may end in .5: said as it is, not rounded
         return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
@@ -282,10 +241,9 @@ def findings(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> list[str
 
 
 def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.DataFrame:
-    """The auto rule applied to the measured sweep itself, per (gpu, body): the sweep's s_per_iter
-    as the ramp and its solved points' iterations as the known curve, against the measured
-    best. Returns a DataFrame gpu, body, auto_nworld, auto_predicted_s, best_nworld,
-    best_time_to_solve_s, note (the refusal's reason where the rule cannot choose)."""
+    """The auto rule applied to the sweep itself per (gpu, body) (s_per_iter as the ramp, the
+    solved points' iterations as known) against the measured best: gpu, body, auto_nworld,
+    auto_predicted_s, best_nworld, best_time_to_solve_s, note (why the rule cannot choose)."""
     out = []
     for (gpu, body), g in table.groupby(["gpu", "body"], sort=True):
         known = dict(zip(g["nworld"], g["iterations_median"]))
@@ -307,20 +265,15 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 
 
 def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The acceptance of `--nworld auto`: each MuJoCo Warp training at `--nworld auto`'s pick (a train row
-    with params.nworld_auto) against the sweep's best point of its GPU, body and learner, computed
-    without the auto runs (`time_to_solve_table` of ``sweep_rows`` and the other train rows, all
-    of them as committed now: an auto run never judges itself, but a later solve can move the
-    best point). The best point's spread is its solved seeds' iterations min … max × the
-    sweep's solo s/iteration there. The run passes (``ok``) when it solved the default task, ran
-    solo (concurrent 1: a packed time is not a time to solve) and its time to solve (the
-    training's, the ramp's seconds not included) is at most that spread's top; faster than its
-    bottom passes too.
+    """The acceptance of `--nworld auto`: each `warp_runs` row with params.nworld_auto against
+    the best point of its GPU, body and learner in `time_to_solve_table` of ``sweep_rows`` and
+    the other train rows (an auto run never judges itself). It passes (``ok``) when it solved the
+    default task, solo, in at most the best point's slowest seed's time (min … max of its solved
+    seeds' iterations × the sweep's s/iteration).
 
-    Returns:
-      DataFrame, one row per auto run: run_id, gpu, body, commit, seed, auto_nworld, predicted_s
-      (the ramp's prediction at the pick) [s], iterations, time_to_solve_s [s], concurrent,
-      best_nworld, best_time_to_solve_s, best_min_s, best_max_s [s], verdict (text), ok (bool).
+    Returns one row per auto run: run_id, gpu, body, commit, seed, auto_nworld, predicted_s,
+    iterations, time_to_solve_s, concurrent, best_nworld, best_time_to_solve_s, best_min_s,
+    best_max_s [s], verdict (text), ok (bool).
     """
     from fightlab.measure.report import task_of
 

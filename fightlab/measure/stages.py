@@ -1,12 +1,9 @@
 """The kernel name -> stage table of :mod:`fightlab.measure.profile` (re-exported there).
 
-Every kernel name maps to one stage through ``KERNEL_STAGES`` (exact kernel keys, from the
-functions of MuJoCo Warp 4.0.0 that launch them: ``smooth.kinematics/com_pos/com_vel/crb/
-factor_m/solve_m/rne``, ``passive``, ``forward.fwd_actuation/fwd_acceleration/euler``,
-``collision_driver``, ``constraint.make_constraint``, ``solver.solve``; and fightlab's env kernels),
-then ``MODULE_STAGES`` (the module a kernel is defined in), else "other". On a GPU run more than
-``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure (``check_other``): the table needs
-the kernels it names. ``factor_kind`` names the mass-matrix factor path a step's launches took.
+A kernel's stage: ``KERNEL_STAGES`` (exact keys, from the MuJoCo Warp 4.0.0 functions that
+launch them, and fightlab's env kernels), then ``MODULE_STAGES`` (its module), else "other";
+more than ``OTHER_LIMIT`` of GPU kernel time in "other" is a failure (``check_other``).
+``factor_kind`` names the mass-matrix factor path a step's launches took.
 """
 
 from __future__ import annotations
@@ -16,11 +13,6 @@ import re
 from typing import Iterable
 
 import pandas as pd
-
-__all__ = [
-    "KERNEL_STAGES", "MODULE_STAGES", "OTHER_LIMIT", "STAGES", "STAGE_DOC", "TREE_FACTOR_SHARED",
-    "check_other", "cuda_base_name", "factor_kind", "kernel_key", "stage_of", "stage_slug", "unmapped",
-]
 
 #: the stages, in pipeline order; "env" is fightlab's own env kernels (only in ``what="env"``)
 STAGES: tuple[str, ...] = (
@@ -166,12 +158,9 @@ def stage_of(key: str, module: str | None = None) -> str:
 
 def check_other(by_stage: pd.DataFrame, by_kernel: pd.DataFrame | None = None,
                 limit: float = OTHER_LIMIT) -> list[str]:
-    """Failures of the name->stage table: "other" holding more than ``limit`` of kernel time.
-
-    Returns a list of messages (empty: fine; also empty when untimed, e.g. on the CPU). Each
-    message gives the share and, with ``by_kernel``, the kernels that fell to "other" (add them to
-    ``KERNEL_STAGES``).
-    """
+    """Failures of the name->stage table: "other" holding more than ``limit`` of kernel time, as
+    messages giving the share and, with ``by_kernel``, the kernels that fell to "other" (to add
+    to ``KERNEL_STAGES``); empty when fine or untimed (the CPU)."""
     row = by_stage.set_index("stage").loc["other"]
     share = float(row["share"])
     if math.isnan(share) or share <= limit:

@@ -31,9 +31,8 @@ ORIGINAL_STUDY_S: dict[str, dict[str, float]] = {
 
 @functools.lru_cache(maxsize=None)
 def _sparse_tree(body: str) -> bool | None:
-    """True when ``body`` has a kinematic tree over MuJoCo Warp's dense limit
-    (``types.M_BLOCK_DENSE_MAX``, 64 DOF): its mass matrix takes the sparse path, which training
-    replaces with fightlab's tree factor (``TrainConfig.tree_factor``). None for an unknown body."""
+    """True when ``body`` has a tree over ``types.M_BLOCK_DENSE_MAX`` (64 DOF): its mass matrix takes
+    the sparse path (training's tree factor replaces it). None for an unknown body."""
     from mujoco_warp._src.types import M_BLOCK_DENSE_MAX
 
     if body not in bodies.BODIES:
@@ -43,14 +42,10 @@ def _sparse_tree(body: str) -> bool | None:
 
 
 def factor_setup(body: str, params: dict) -> str:
-    """How a training run factored the mass matrix: "tree factor, <variant>" / "stock factor"
-    for bodies with a tree over 64 DOF (params ``tree_factor`` true / false or absent: rows from
-    before the switch existed ran the stock sparse factor; ``tree_factor_variant`` "shared" /
-    "global", absent on rows from before the shared variant existed, which ran the global one),
-    "dense" for the others (dense tile path; ``tree_factor`` changes nothing there),
-    "unknown body" for a body fightlab does not build, "cpu backend" for a run on MuJoCo's C
-    engine (params ``backend`` "cpu": no MuJoCo Warp factor at all); " (mixed segments)" appended
-    when a resumed run's segments ran different commits or kernels (``params.mixed_segments``)."""
+    """How a training run factored the mass matrix: for bodies with a tree over 64 DOF "tree
+    factor, <params tree_factor_variant, absent: global>" when params ``tree_factor`` is true,
+    else "stock factor"; "dense" for the others; "unknown body"; "cpu backend" (params
+    ``backend`` "cpu"); " (mixed segments)" appended for ``params.mixed_segments``."""
     sparse = _sparse_tree(body)
     if sparse is None:
         return "unknown body"
@@ -63,24 +58,17 @@ def factor_setup(body: str, params: dict) -> str:
 
 
 def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.DataFrame:
-    """data/results/train.csv with columns from params added (:func:`fightlab.results.packing_of`,
-    so rows from before the batch runner read the same): `concurrent` (jobs at once on the run's
-    GPU, from params.concurrent or the older shared_gpu; NaN where neither was recorded), `mps`
-    (bool: those jobs ran under CUDA MPS; False where not recorded), `gpu_jobs` (jobs at once on
-    the host over all its GPUs, from params.gpu_jobs or the older host_jobs; 1 where not
-    recorded), `shared_gpu` / `host_jobs` (the same as concurrent / gpu_jobs, under the older
-    names), `setup` (the mass matrix factor path, :func:`factor_setup`), `code` (the training
-    code of the row's commit, :func:`code_of`), `config`
-    (:func:`config_id`), `task` (:func:`task_of`), `learner` (:func:`learner_id`), `backend`
-    (:func:`physics_backend`: "gpu" MuJoCo Warp, "cpu" MuJoCo's C engine), `reference`
-    (:func:`reference_verdict`) and `curriculum_solved` (the row's own `solved`). `solved` is True
-    only for a curriculum solve whose verdict is one of :data:`SOLVE_VERDICTS`: every summary,
-    the headline, Figure 2's iterations, `--nworld auto` and the survey read solves from here.
+    """data/results/train.csv with columns from params: `concurrent` (jobs at once on the run's
+    GPU; NaN where unrecorded), `mps` (bool), `gpu_jobs` (jobs at once on the host; 1 where
+    unrecorded) (:func:`fightlab.results.packing_of`), `shared_gpu` / `host_jobs` (their older
+    names), `setup` (:func:`factor_setup`), `code` (:func:`code_of`), `config` (:func:`config_id`),
+    `task` (:func:`task_of`), `learner` (:func:`learner_id`), `backend` (:func:`physics_backend`),
+    `reference` (:func:`reference_verdict`) and `curriculum_solved` (the row's own `solved`).
+    `solved` is True only for a curriculum solve whose verdict is in :data:`SOLVE_VERDICTS`:
+    every summary, the headline, Figure 2, `--nworld auto` and the survey read solves from here.
 
-    `stage_study` marks the runs stopped after a curriculum stage (`TrainConfig.stop_after_stage`):
-    they measure their first stages and cannot solve, so they are left out (no summary counts
-    them as unsolved trainings, no packing charges them) unless ``stage_studies`` is True, which
-    the learner-study tables ask for (:func:`variant_table`, :func:`stage_table`)."""
+    Runs stopped after a curriculum stage (`stage_study`: `TrainConfig.stop_after_stage`) cannot
+    solve; they are left out unless ``stage_studies`` (the learner-study tables ask for them)."""
     df = results.read_rows("train", Path(root) if root else REPO_ROOT)
     params = [json.loads(p) if p else {} for p in df["params"]]
     packs = [results.packing_of(p, default_concurrent=float("nan")) for p in params]
@@ -101,10 +89,8 @@ def published_runs(root: Path | None = None, stage_studies: bool = False) -> pd.
     return df if stage_studies else df.loc[~df["stage_study"]].reset_index(drop=True)
 
 
-#: `published_runs`' `reference` column: a row's standing against the reference check
-#: (`fightlab.run.reference`): its check passed or failed; no check, trained in the reference
-#: physics itself (every row from before the check: their solves were judged in it at the task's
-#: timestep); no check in other physics (never a solve)
+#: `published_runs`' `reference` column (`fightlab.run.reference`): the check passed / failed;
+#: no check, trained in the reference physics itself; no check in other physics (never a solve)
 REFERENCE_VERDICTS = ("passed", "failed", "trained in reference", "unchecked")
 
 #: the verdicts whose solves count (`published_runs` keeps `solved` True only for these)
@@ -112,10 +98,8 @@ SOLVE_VERDICTS = ("passed", "trained in reference")
 
 
 def reference_verdict(passed, params: dict) -> str:
-    """A train row's :data:`REFERENCE_VERDICTS` entry from its `reference_passed` cell (True /
-    False as written, or as read back: "True", 1.0; empty or NaN: no check) and its params
-    (the training physics: `config.training_physics` of its env fields, a field it does not
-    store read as `config.IMPLIED_FIELDS` says)."""
+    """A train row's :data:`REFERENCE_VERDICTS` entry from its `reference_passed` cell (as
+    written or read back: True, "True", 1.0; empty or NaN: no check) and its params' env solver."""
     if isinstance(passed, str):
         passed = {"true": True, "false": False}.get(passed.strip().lower())
     elif isinstance(passed, (int, float, np.bool_)) and not (isinstance(passed, float) and math.isnan(passed)):
@@ -130,17 +114,15 @@ def reference_verdict(passed, params: dict) -> str:
 
 
 def physics_backend(params: dict) -> str:
-    """A row's physics backend from its params: "gpu" (MuJoCo Warp, on any device) or "cpu"
-    (MuJoCo's C engine): a train row's last segment's (`sim.cpu`'s backend record),
-    else params.backend; rows from before the CPU backend name none and are "gpu"."""
+    """A row's physics backend: "gpu" (MuJoCo Warp, any device; the default) or "cpu" (MuJoCo's
+    C engine), from its last segment's record, else params.backend."""
     seg = (params.get("segments") or [{}])[-1]
     return str(seg.get("backend") or params.get("backend") or "gpu")
 
 
 def cpu_baseline_runs(runs: pd.DataFrame, log=None) -> pd.DataFrame:
-    """The CPU baseline's train rows (:func:`published_runs`): CPU-backend rows whose policy ran on
-    the CPU too, as on the original's GPU-less machine. A CPU-backend row with its policy on a GPU
-    (`TrainConfig.policy_device`) ran on a CPU + GPU machine: left out, and counted through
+    """The CPU baseline's train rows: CPU-backend rows whose policy ran on the CPU too (as on the
+    original's GPU-less machine); those with the policy on a GPU are left out, counted through
     ``log`` (a callable taking one line) when given."""
     cpu = runs[runs["backend"] == "cpu"]
     on_gpu = pd.Series([str(json.loads(p).get("policy_device") or "").startswith("cuda") if p else False
@@ -159,10 +141,9 @@ def cpu_headline(runs: pd.DataFrame, log=None) -> pd.DataFrame:
 
 
 def task_of(params: dict) -> str:
-    """A train row's task id (:func:`fightlab.config.task_id`): params.task where the row has it,
-    else from the Fixed fields the row's params store (rows from before the task id; a field a
-    row does not store is taken as the default), or ``"unknown"`` when a stored value does not
-    fit its field (such a row never counts as a solve of the task)."""
+    """A train row's task id (:func:`fightlab.config.task_id`): params.task, else from the Fixed
+    fields its params store (the others at their defaults), or ``"unknown"`` when a stored value
+    does not fit its field (never a solve of the task)."""
     if params.get("task"):
         return str(params["task"])
     parts = {"": {}, "env": {}, "ppo": {}}
@@ -191,10 +172,8 @@ VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoi
 
 def config_id(params: dict) -> str:
     """8 hex characters identifying a run's configuration: a hash of its params without
-    :data:`VOLATILE_PARAMS` (so seeds pool, but a changed reward weight, learning rate or nworld
-    does not). The factor switch and the per-segment record (commit, kernel variant, sharing) are
-    volatile here because :data:`SUMMARY_KEYS` keeps them apart already (``setup``, ``code``),
-    so runs with and without the tree factor share a config id and can be compared."""
+    :data:`VOLATILE_PARAMS` (seeds pool; a changed reward weight, learning rate or nworld does
+    not; the factor path and code are :data:`SUMMARY_KEYS` of their own)."""
     return digest({k: v for k, v in canonical_params(params).items() if k not in VOLATILE_PARAMS})
 
 
@@ -205,9 +184,8 @@ SUMMARY_KEYS = ("body", "setup", "code", "gpu", "nworld", "config", "task")
 
 
 def code_of(commit) -> str:
-    """A train row's ``code`` key: `fightlab.meta.training_code_id` of its commit (commits whose
-    training code is identical share it), else ``"commit <commit>"`` (never pooled with another
-    commit: no git history here, a dirty or unknown commit, a synthetic row)."""
+    """A train row's ``code`` key: `fightlab.meta.training_code_id` of its commit, else
+    ``"commit <commit>"`` (never pooled: no git history, a dirty or unknown commit)."""
     return meta.training_code_id(str(commit)) or f"commit {commit}"
 
 
@@ -238,25 +216,15 @@ def _solve_times(runs: pd.DataFrame) -> dict:
 
 
 def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per :data:`SUMMARY_KEYS` group (body, factor setup, training code, GPU, nworld, config
-    id, task: rows that differ in any of these are never pooled into one median; commits that
-    changed no training code pool, and ``commits`` lists them), over solved runs that
-    had the GPU to themselves (concurrent == 1): number of solo runs (n_solo, one per seed in
-    practice), ``commits`` (of the group's rows, oldest first) and ``commit`` (the newest solo
-    run's, else the newest run's), median / min / max time to solve (s), median / min / max iterations, median
-    compile seconds, env steps/s, rollout and update seconds per iteration, the most GPU jobs
-    that ran on the host beside any of them (gpu_jobs, and its older name host_jobs), and the
-    newest solo run's time (latest; the newest run of any kind where there is no solo run), and
-    ``learner_changes`` (:func:`learner_changes` of the group's first row: "defaults" for today's
-    learner and training physics of its body). Runs that shared the GPU, packed with or without
-    MPS (or did not solve), are counted apart (n_shared, n_unsolved) and not summarised: their
-    times are :func:`packed_throughput`'s.
+    """Per :data:`SUMMARY_KEYS` group of :func:`published_runs` (never pooled into one median),
+    over the solved runs that had the GPU to themselves (concurrent == 1): n_solo, ``commits``
+    (oldest first), ``commit`` (the newest solo run's, else the newest run's), median / min / max
+    time to solve (s) and iterations, median compile seconds, env steps/s, rollout and update
+    seconds per iteration, gpu_jobs (the most on the host; also as host_jobs), latest (the newest
+    solo run's time, else any run's) and ``learner_changes`` of the group's first row. Packed or
+    unsolved runs are only counted (n_shared, n_unsolved): see :func:`packed_throughput`.
 
-    Args:
-      df: :func:`published_runs` (needs its `setup`, `config`, `concurrent` and `gpu_jobs`
-        columns).
-    Returns:
-      a DataFrame indexed by :data:`SUMMARY_KEYS`, sorted by body and newest run last.
+    Returns a DataFrame indexed by :data:`SUMMARY_KEYS`, sorted by body and newest run last.
     """
     df = with_code(df)
     rows = []
@@ -284,18 +252,11 @@ def solve_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
-    """The headline group per body from :func:`solve_summary`: the most solo solved seeds, and
-    among groups with as many, the newest commit (latest run). Bodies without a solo solved run
-    have no headline, and only runs of the task itself count (task :data:`DEFAULT_TASK`: a run that
-    changed a Fixed field solved another task). On MuJoCo Warp only runs of today's learner and
-    training physics count (``learner_changes`` "defaults": what `fightlab train` runs; a
-    candidate learner's solo seeds are a study's, not the headline) (``backend="gpu"``, the default; a
-    CPU-backend group, its `gpu` naming a CPU, `fightlab.meta.is_cpu_label`, is the CPU baseline:
-    `python -m fightlab compare-backends` compares it) or, with ``backend="cpu"``, among those
-    CPU-backend groups only (the CPU baseline's own headline). Returns the chosen rows (same index).
-
-    Raises:
-      ConfigError: a backend other than "gpu" / "cpu"."""
+    """The headline group per body of :func:`solve_summary`: the most solo solved seeds, then the
+    newest run; only groups of :data:`DEFAULT_TASK`. ``backend="gpu"``: MuJoCo Warp groups of
+    today's learner and training physics (``learner_changes`` "defaults"); ``"cpu"``: the
+    CPU-backend groups (`gpu` naming a CPU, `fightlab.meta.is_cpu_label`). Returns the chosen
+    rows (same index); ConfigError for another backend."""
     if backend not in ("gpu", "cpu"):
         raise ConfigError(f"headline backend must be 'gpu' or 'cpu', got {backend!r}")
     s = summary[summary["n_solo"] > 0]
@@ -311,8 +272,7 @@ def headline(summary: pd.DataFrame, backend: str = "gpu") -> pd.DataFrame:
 
 
 def no_headline_note(body: str, train_rows: pd.DataFrame) -> str:
-    """Why ``body`` has no headline in ``train_rows`` (`report.published_runs`): no solo solve of
-    the task on MuJoCo Warp at all, or only of learners other than today's default."""
+    """Why ``body`` has no headline in ``train_rows`` (:func:`published_runs`)."""
     r = train_rows
     if not r.empty:
         keep = (r["body"] == body) & (r["solved"] == True) & (r["concurrent"] == 1)  # noqa: E712
@@ -328,10 +288,8 @@ def no_headline_note(body: str, train_rows: pd.DataFrame) -> str:
 
 
 def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:
-    """Headline median time to solve per body (:func:`headline`) next to the original study's
-    (:data:`ORIGINAL_STUDY_S`): the original's seconds (``original_<machine>_s``) and the ratio
-    original / ours (``<machine>_over_ours``; above 1: ours solved faster). Different bodies,
-    task details and cards: an order of magnitude, not a race."""
+    """Headline median time to solve per body (:func:`headline`) beside :data:`ORIGINAL_STUDY_S`
+    (``original_<machine>_s``) and original / ours (``<machine>_over_ours``; above 1: ours faster)."""
     rows = []
     for keys, r in headline(summary).iterrows():
         row = dict(zip(SUMMARY_KEYS, keys), n_solo=int(r["n_solo"]),
@@ -348,32 +306,19 @@ FACTOR_SETUPS = ("stock factor", "tree factor, global", "tree factor, shared")
 
 
 def factor_comparison(df: pd.DataFrame, body: str = "muscular-fast") -> pd.DataFrame:
-    """Time to solve ``body`` with MuJoCo Warp's per-level factor vs fightlab's tree factor
-    (the question "with vs without the kernel"), one row per setup of :data:`FACTOR_SETUPS`.
+    """Time to solve ``body`` (one whose tree takes the sparse path) per setup of
+    :data:`FACTOR_SETUPS` over :func:`published_runs`' solo solved runs of the task: the stock
+    factor vs fightlab's tree factor. Unlike :func:`solve_summary` it pools commits (listed in
+    ``commits``: kernel-off and kernel-on seeds rarely share one), never GPUs, world counts or
+    configs, and takes the newest run per (setup, seed). The (gpu, nworld, config) group compared
+    has a stock and a tree-factor run, else a stock run, else the most setups, then runs (ties:
+    the first in the file).
 
-    Unlike :func:`solve_summary` this pools runs across commits (the ``commits`` column lists
-    them, with the ``seeds``), because a kernel-off seed and a kernel-on seed are rarely run from
-    the same commit; it never pools GPUs, world counts or configurations, and takes one run per
-    (setup, seed): the newest. Only solo solved runs (concurrent == 1) count. The (gpu, nworld,
-    config) group compared is the one that has a stock run and a tree-factor run, then one with a
-    stock run, then the most setups, then the most runs (ties: the group whose first run comes
-    first in the file); times are compared as instants (``time`` parsed with its UTC offset).
-    Whether the commits pooled differ in anything that changes the stock path is for the reader
-    to check (notebook 06 says what was checked for the committed rows).
-
-    Args:
-      df: :func:`published_runs`.
-      body: a fightlab body whose tree takes the sparse path (muscular-fast).
-    Returns:
-      DataFrame indexed by ``setup``: n, seeds, commits, gpu, nworld, config, host_jobs (the
-      most GPU jobs on the host beside any of the runs), median / min / max time to solve (s),
-      median iterations, median rollout / update / total seconds per iteration, and
-      ``stock_over_this`` (stock's median time to solve / this setup's: above 1, faster than
-      stock) and ``stock_over_this_per_iter`` (the same for seconds per iteration). Empty when
-      ``body`` has no solo solved run.
-    Raises:
-      ValueError: ``body`` is not a fightlab body, or has no tree over 64 DOF (names the bodies
-        that have one).
+    Returns a DataFrame indexed by ``setup``: n, seeds, commits, gpu, nworld, config, host_jobs,
+    median / min / max time to solve (s), median iterations, median rollout / update / total
+    seconds per iteration, ``stock_over_this`` and ``stock_over_this_per_iter`` (stock's / this
+    setup's; above 1: faster than stock); empty without a solo solved run.
+    Raises ValueError: ``body`` is not a fightlab body or has no tree over 64 DOF.
     """
     sparse = _sparse_tree(body)
     if sparse is None:
@@ -423,45 +368,30 @@ PACKING_KEYS = (*SUMMARY_KEYS, "concurrent", "mps")
 
 
 def run_wall_s(df: pd.DataFrame) -> pd.Series:
-    """Seconds of wall clock each train row's run held its GPU slot: ``time_to_solve_s`` for a
-    solved run (a run stops when it solves), else ``iterations × (rollout_s_per_iter +
-    update_s_per_iter)`` (the run's training time at its median iteration time), plus
-    ``compile_s`` (warm-up and capture) in both cases; NaN where a column is missing."""
+    """Seconds each train row's run held its GPU slot: ``time_to_solve_s`` if solved, else iterations
+    × (rollout + update s per iteration), plus ``compile_s``; NaN where a column is missing."""
     per_iter = df["iterations"] * (df["rollout_s_per_iter"] + df["update_s_per_iter"])
     solved = df["solved"] == True  # noqa: E712
     return df["time_to_solve_s"].where(solved, per_iter) + df["compile_s"].fillna(0.0)
 
 
 def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Solves per GPU-hour and cost per solve of every packing (:data:`PACKING_KEYS`: what ran,
-    solo or K jobs at once on a GPU, with or without CUDA MPS), from train rows.
-
-    K runs packed on one GPU share its wall clock, so a run of wall time ``w`` (s,
-    :func:`run_wall_s`) costs ``w / K`` GPU-seconds (``K = concurrent``; a solo run costs ``w``).
-    Per group:
+    """Solves per GPU-hour and cost per solve of every packing (:data:`PACKING_KEYS`) of
+    :func:`published_runs`. K runs packed on one GPU share its wall clock, so a run of wall time
+    ``w`` (:func:`run_wall_s`) costs ``w / K`` GPU-seconds (``K = concurrent``). Per group:
 
         gpu_hours            = Σ_runs run_wall_s / concurrent / 3600           [GPU-h]
         solves_per_gpu_hour  = n_solved / gpu_hours                            [1 / GPU-h]
         cost_per_solve       = price_per_gpu_hour / solves_per_gpu_hour        [price unit]
 
-    Unsolved runs count in ``gpu_hours`` (the GPU was paid for) but not in ``n_solved``. This
-    assumes the GPU's K slots stayed full for the runs' time (a batch's tail, where fewer than K
-    jobs are left, is not charged): compare packings of one batch size. Packed and solo runs are
-    never pooled; ``time_to_solve_median_s`` is the median wall time to solve of that packing's
-    runs (a packed run's is longer than a solo one: headline times stay solo, :func:`headline`).
+    Unsolved runs count in ``gpu_hours`` but not in ``n_solved``. This assumes the K slots
+    stayed full (a batch's tail is not charged): compare packings of one batch size.
 
-    Args:
-      df: :func:`published_runs` (needs `concurrent`, `mps`, `setup`, `config`, `solved`,
-        `time_to_solve_s`, `iterations`, `rollout_s_per_iter`, `update_s_per_iter`, `compile_s`).
-      price_per_gpu_hour: price of one GPU-hour (any currency; e.g. USD); None: no cost column.
-    Returns:
-      DataFrame indexed by :data:`PACKING_KEYS`: n_runs, n_solved, gpu_hours,
-      solves_per_gpu_hour, time_to_solve_median_s, and ``cost_per_solve`` with a price (inf
-      where nothing solved). Rows with an unknown packing (concurrent NaN) or no wall time (a
-      solved run without a time to solve, a run without seconds per iteration) are left out,
-      the latter with a printed count.
-    Raises:
-      ValueError: ``price_per_gpu_hour`` is not a positive finite number.
+    Returns a DataFrame indexed by :data:`PACKING_KEYS`: n_runs, n_solved, gpu_hours,
+    solves_per_gpu_hour, time_to_solve_median_s, and with ``price_per_gpu_hour`` (any currency;
+    None: no cost column) ``cost_per_solve`` (inf where nothing solved). Rows of unknown packing
+    or without a wall time are left out, the latter with a printed count.
+    Raises ValueError: ``price_per_gpu_hour`` is not a positive finite number.
     """
     if price_per_gpu_hour is not None and not (
             isinstance(price_per_gpu_hour, (int, float)) and not isinstance(price_per_gpu_hour, bool)
@@ -485,8 +415,7 @@ def packed_throughput(df: pd.DataFrame, price_per_gpu_hour: float | None = None)
         n = int(solved.sum())
         rate = n / hours if hours > 0 else float("nan")
         row = dict(zip(PACKING_KEYS, keys), commits=commits_in(g), n_runs=len(g), n_solved=n, gpu_hours=hours,
-                   solves_per_gpu_hour=rate,
-                   time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
+                   solves_per_gpu_hour=rate, time_to_solve_median_s=g.loc[solved, "time_to_solve_s"].median())
         if price_per_gpu_hour is not None:
             row["cost_per_solve"] = price_per_gpu_hour / rate if rate > 0 else float("inf")
         rows.append(row)

@@ -1,36 +1,24 @@
 """The world-count sweep (notebook 04, Figure 2) and the rule behind `--nworld auto`.
 
-Time to solve = iterations to solve × seconds per iteration. The curriculum sets most of the
-iterations, so more worlds mostly make each iteration longer; the question is which world count
-solves soonest on this GPU (the original study: 1024 on an RTX 5090, its Figure 2).
-
-Two measurements, kept apart:
+Time to solve = iterations to solve × seconds per iteration: which world count solves soonest
+on this GPU (the original study: 1024 on an RTX 5090, its Figure 2)? Two measurements:
 
 - **Timing** (`run_sweep`, ``python -m fightlab sweep``): per (body, nworld) one short solo
-  training (default 12 iterations, medians of iterations 4–12, as `measure.graphs` times them):
-  seconds per iteration (rollout / update), env steps/s, host reads, graph fallbacks; one
-  ``sweep`` row per point (`results.EXPERIMENTS["sweep"]`). Resumable: the sweep's folder
+  training (medians of iterations 4–12), one ``sweep`` row per point. Resumable: the folder
   ``runs/sweep/<sweep_id>/`` holds ``sweep.json`` (options, each point's status and run_id) and
-  its own ``data/results/sweep.csv``; each point's row is written the moment it finishes, and a
-  rerun (same command, or ``--sweep-id``) skips finished points. An interrupted point runs again
-  under the same run_id (its row, if any, is replaced: one row per point).
-- **Iterations to solve**: ordinary trainings to the solve criterion over a grid of world counts
-  and seeds, run as a ``fightlab batch`` (`solve_batch_argv`: packed K at once; packing changes
-  wall time, not iterations — `packing_check` compares a point run both ways) that publishes
-  ``train`` rows.
+  its own ``data/results/sweep.csv``, a row written as each point finishes; a rerun skips
+  finished points, and an interrupted point runs again under its run_id.
+- **Iterations to solve**: trainings to the solve criterion over world counts and seeds, a
+  ``fightlab batch`` (`solve_batch_argv`, packed: packing changes wall time, not iterations)
+  publishing ``train`` rows.
 
-`measure.solvetime.time_to_solve_table` joins them (iterations × solo seconds per iteration;
-re-exported here with the rest of that module's names); Figure 2 (`fightlab.figures.sweep`)
-draws it.
+`measure.solvetime.time_to_solve_table` joins them (its names re-exported here); Figure 2 draws it.
 
-**The `--nworld auto` rule** (`pick_nworld`, `auto_nworld`): time a short ramp of solo
-iterations at a few world counts on the machine at hand, predict time to solve(n) =
-iters_to_solve(n) × s_per_iter(n) with iters_to_solve interpolated linearly in log2(nworld)
-between the committed world counts of the same body and learner (solved runs of the task,
-``data/results/train.csv``; at least two world counts), and take the smallest n whose predicted
-time is within `AUTO_TOLERANCE` of the minimum. Ramp points outside the committed range are shown
-but never picked (no extrapolation); no committed data, or a CPU device, is a ConfigError telling
-the user to pass a number.
+**`--nworld auto`** (`auto_nworld`, `run.nworld.pick_nworld`): time a short ramp at a few world
+counts on this GPU, predict time to solve(n) = iterations(n) × s_per_iter(n), iterations
+interpolated in log2(nworld) between the committed world counts of the same body and learner
+(at least two), and take the fewest worlds within `AUTO_TOLERANCE` of the minimum (no
+extrapolation). No committed data, or a CPU device, is a ConfigError: pass a number.
 """
 
 from __future__ import annotations
@@ -43,6 +31,7 @@ import json
 import os
 import re
 import shlex
+from collections import Counter
 from pathlib import Path
 from textwrap import fill
 from typing import Any, Callable
@@ -52,20 +41,13 @@ import pandas as pd
 
 from fightlab import meta, results
 from fightlab.config import MAX_ITERATIONS, MAX_NWORLD, ConfigError, TrainConfig, int_text, to_dict, validate_body, with_body
-from fightlab.measure.solvetime import (ORIGINAL_GPU, ORIGINAL_NWORLD, SUMMARY_WIDTH, auto_runs, auto_vs_sweep,
-                                        findings, iterations_to_solve, known_iterations, packing_check,
-                                        stage0_by_nworld, summary_lines, time_to_solve_table, warp_runs)
+from fightlab.measure.solvetime import (ORIGINAL_GPU, ORIGINAL_NWORLD, SUMMARY_WIDTH,  # noqa: F401
+                                        auto_runs, auto_vs_sweep, findings, iterations_to_solve,
+                                        known_iterations, packing_check, stage0_by_nworld, summary_lines,
+                                        time_to_solve_table, warp_runs)
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import atomic_write
-from fightlab.run.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld
-
-__all__ = ["NWORLDS", "SOLVE_NWORLDS", "SOLVE_SEEDS", "SOLVE_MAX_ITERATIONS", "RAMP_NWORLDS", "SWEEP_ROOT",
-           "parse_nworld_list", "parse_seed_list", "validate_timing", "validate_sweep_id", "int_text",
-           "time_point", "point_config", "sweep_options", "sweep_id", "read_state", "sweep_folder", "run_sweep",
-           "solve_batch_argv", "command_line", "auto_nworld", "command", "AUTO_TOLERANCE",
-           "interp_iterations", "pick_nworld", "ORIGINAL_GPU", "ORIGINAL_NWORLD", "SUMMARY_WIDTH",
-           "auto_runs", "auto_vs_sweep", "findings", "iterations_to_solve", "known_iterations",
-           "packing_check", "stage0_by_nworld", "summary_lines", "time_to_solve_table", "warp_runs"]
+from fightlab.run.nworld import AUTO_TOLERANCE, interp_iterations, pick_nworld  # noqa: F401
 
 #: the timing sweep's world counts (the issue's list)
 NWORLDS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -86,12 +68,9 @@ FORMAT = "fightlab-sweep-1"
 SWEEP_ID_RULE = "[A-Za-z0-9][A-Za-z0-9._-]*"
 
 
-# --- input -----------------------------------------------------------------------------------
-
 def validate_sweep_id(sid, root: Path | str | None = None) -> Path:
-    """The folder of sweep id ``sid``: ``root`` (default runs/sweep)/<sid>. Raises ConfigError
-    (one line naming the id and the rule) unless ``sid`` matches `SWEEP_ID_RULE`, is not "." or
-    "..", and the resolved folder sits directly under ``root``."""
+    """``root`` (default runs/sweep)/``sid``; ConfigError unless ``sid`` matches `SWEEP_ID_RULE`,
+    is not "." or "..", and resolves directly under ``root``."""
     root = Path(root) if root is not None else SWEEP_ROOT
     rule = (f"a sweep id is one folder name directly under {root}: it must match {SWEEP_ID_RULE} "
             "and not be '.' or '..'")
@@ -104,12 +83,8 @@ def validate_sweep_id(sid, root: Path | str | None = None) -> Path:
 
 
 def parse_nworld_list(value, what: str = "--nworld-list") -> list[int]:
-    """World counts from ``"128,256,512"`` or a list of ints, in the order given.
-
-    Raises:
-      ConfigError: one line naming the bad item: not an integer ("1.5", "lots", True), <= 0,
-        above `config.MAX_NWORLD`, listed twice, or an empty list.
-    """
+    """World counts from ``"128,256,512"`` or a list of ints, in the order given. ConfigError
+    naming the bad item: not an integer, <= 0, above `config.MAX_NWORLD`, twice; or none."""
     example = "e.g. 128,256,512"
     out: list[int] = []
     for raw, n in _int_items(value, what, "world count", example):
@@ -155,8 +130,7 @@ def _int_items(value, what: str, noun: str, example: str) -> list[tuple[Any, int
 
 
 def validate_timing(iterations, skip) -> None:
-    """iterations > skip >= 0, both integers, iterations at most a run's (ConfigError naming the
-    values)."""
+    """iterations > skip >= 0, integers, iterations at most a run's (ConfigError naming them)."""
     for name, v in (("iterations", iterations), ("skip", skip)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise ConfigError(f"{name} must be an integer, got {v!r}")
@@ -166,24 +140,17 @@ def validate_timing(iterations, skip) -> None:
         raise ConfigError(f"iterations must exceed skip >= 0, got iterations={iterations!r}, skip={skip!r}")
 
 
-# --- one point -------------------------------------------------------------------------------
-
 def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: int = 3,
                seed: int = 0, run_dir: Path | str | None = None, progress: bool = False,
                base: TrainConfig | None = None, **train_kw: Any) -> dict:
     """One short solo training at ``nworld`` worlds; medians over iterations skip+1 … iterations.
+    ``run_dir``: default runs/sweep/points/<body>-<nworld>; ``base``: a TrainConfig whose learner
+    the run keeps (default: the defaults); ``train_kw``: further TrainConfig fields.
 
-    Args:
-      body, nworld, device, seed: the run; iterations (> skip), skip: as in `measure.graphs`;
-      run_dir: its run folder (default runs/sweep/points/<body>-<nworld>); base: a TrainConfig
-        whose learner (ppo, env, graphs) the run keeps (default: the defaults); train_kw: further
-        TrainConfig fields (e.g. ppo=PPOConfig(num_steps=4) for a smoke run).
-
-    Returns:
-      dict: s_per_iter, s_per_iter_min, s_per_iter_max, rollout_s_per_iter, update_s_per_iter
-      [s]; env_steps_per_s [1/s] (nworld × num_steps / s_per_iter); host_reads_per_iter,
-      graph_fallbacks, iterations (timed), num_steps, compile_s [s], first_iter_s [s] (the
-      first, untimed iteration's wall clock); learner (the run's `report.learner_id`).
+    Returns a dict: s_per_iter, s_per_iter_min, s_per_iter_max, rollout_s_per_iter,
+    update_s_per_iter [s]; env_steps_per_s [1/s]; host_reads_per_iter, graph_fallbacks,
+    iterations (timed), num_steps, compile_s, first_iter_s (the untimed first iteration) [s];
+    learner (`report.learner_id`).
     """
     from fightlab.measure.report import learner_id
     from fightlab.run.runner import Trainer
@@ -217,14 +184,10 @@ def point_config(body: str, nworld: int, device: str, iterations: int = 12, seed
                                segment_s=None, **train_kw)
 
 
-# --- the sweep: state, resume ----------------------------------------------------------------
-
 def sweep_options(bodies, nworlds, device: str, iterations: int = 12, skip: int = 3,
                   seed: int = 0, size: str | None = None, **train_kw) -> dict:
-    """The options that define a sweep (validated): bodies, nworlds, device, iterations, skip,
-    seed, size, train_kw (JSON-ready). Every point's run passes the run's gate here
-    (`run.launch.plan_run`), so a value its training would refuse is refused before the sweep
-    writes or announces anything. Raises ConfigError naming a bad value."""
+    """The options that define a sweep, JSON-ready, each point's run through the gate
+    (`run.launch.plan_run`) before anything is written. Raises ConfigError naming a bad value."""
     from fightlab.run.launch import plan_run
 
     if isinstance(bodies, str) or not bodies:
@@ -246,8 +209,7 @@ def sweep_options(bodies, nworlds, device: str, iterations: int = 12, skip: int 
 
 def sweep_id(options: dict, commit: str | None = None) -> str:
     """The default id of a sweep: its device and 8 hex characters of a hash of its options and
-    the code's commit (``commit``, default `meta.git_commit`), so the same command at the same
-    commit finds (and continues) the same sweep folder, and a code change measures afresh."""
+    ``commit`` (default `meta.git_commit`): the same command at the same commit continues it."""
     commit = meta.git_commit() if commit is None else commit
     key = json.dumps(dict(options=options, commit=commit), sort_keys=True, default=str)
     return f"{options['device'].replace(':', '')}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
@@ -305,25 +267,13 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
               root: Path | str = REPO_ROOT, size: str | None = None, progress: bool = False,
               log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
               **train_kw: Any) -> pd.DataFrame:
-    """Time every (body, nworld) point not yet finished; one ``sweep`` row per point, written
-    as it finishes to the sweep folder's data/results/sweep.csv and, with ``publish``, to
-    ``root``'s (the repository: `publish.check_publish`, a CUDA device).
+    """Time every (body, nworld) point not yet finished (see the module docstring); with
+    ``publish`` every finished point's row also goes to ``root``'s data/ (`publish.check_publish`).
+    ``sweep_dir``: default runs/sweep/<sweep_id>; ``size``: recorded in the rows; ``point``: the
+    timing function (default `time_point`); ``train_kw``: TrainConfig fields for every point.
 
-    Resumable: finished points (in sweep.json) are skipped; an interrupted point runs again under
-    its run_id. A folder holding a sweep of other options is refused. With ``publish``, finished
-    points of an earlier unpublished run of the same sweep are published too.
-
-    Args:
-      bodies, nworlds (list or "128,256"), device, iterations, skip, seed: the sweep;
-      sweep_dir: its folder (default runs/sweep/<sweep_id>); size: recorded in the rows
-      (notebooks); point: the timing function (default `time_point`; tests pass a fake);
-      train_kw: TrainConfig fields for every point (e.g. a tiny PPOConfig at smoke size).
-
-    Returns:
-      the sweep's rows (every finished point, this run's and earlier), a DataFrame.
-
-    Raises:
-      ConfigError: a bad option, a publish the rule refuses, a folder of another sweep or in use.
+    Returns the rows of every finished point, this run's and earlier.
+    Raises ConfigError: a bad option, a publish the rule refuses, a folder of another sweep or in use.
     """
     from fightlab.publish import check_publish
 
@@ -383,13 +333,8 @@ def _other_commits(folder: Path, state: dict, done: list[str], commit: str) -> d
         rows = results.read_rows("sweep", folder)
         if not rows.empty:
             by_run = dict(zip(rows["run_id"], rows["commit"].astype(str)))
-    out: dict[str, int] = {}
-    for k in done:
-        e = state["points"][k]
-        c = e.get("commit") or by_run.get(e.get("run_id"))
-        if c and c != commit:
-            out[c] = out.get(c, 0) + 1
-    return out
+    at = (state["points"][k].get("commit") or by_run.get(state["points"][k].get("run_id")) for k in done)
+    return dict(Counter(c for c in at if c and c != commit))
 
 
 def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict:
@@ -401,14 +346,11 @@ def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict
     return {**row, "run_id": run_id, **{c: r[c] for c in results.EXPERIMENTS["sweep"]}}
 
 
-# --- the solve trainings (a fightlab batch) ---------------------------------------------------
-
 def solve_batch_argv(bodies=("simple", "muscular-fast"), nworlds=SOLVE_NWORLDS, seeds=SOLVE_SEEDS,
                      concurrent: int = 4, max_iterations: int = SOLVE_MAX_ITERATIONS,
                      publish: bool = True, batch_dir: str | None = None) -> list[str]:
     """The ``python -m fightlab batch`` arguments of the trainings to the solve criterion: one
-    ``train`` job over the grid body × nworld × seed, ``concurrent`` at once per GPU (CUDA MPS;
-    every row records its packing), ``--publish`` train rows. Validated (ConfigError)."""
+    ``train --publish`` job over body × nworld × seed, ``concurrent`` per GPU. Validated."""
     bodies = [validate_body(b) for b in bodies]
     nworlds = parse_nworld_list(nworlds if isinstance(nworlds, str) else list(nworlds), "solve nworlds")
     seeds = parse_seed_list(seeds if isinstance(seeds, str) else list(seeds))
@@ -427,25 +369,18 @@ def command_line(argv: list[str]) -> str:
     return "python -m fightlab " + shlex.join(argv)
 
 
-# --- the --nworld auto rule --------------------------------------------------------------------
-
 def auto_nworld(cfg: TrainConfig, root: Path | str = REPO_ROOT, nworlds=RAMP_NWORLDS,
                 iterations: int = RAMP_ITERATIONS, skip: int = RAMP_SKIP, allow_cpu: bool = False,
                 progress: bool = False, log: Callable[[str], None] = print,
                 point: Callable[..., dict] | None = None) -> tuple[int, dict]:
-    """`--nworld auto` for a new training of ``cfg`` (its body, device and learner): the
-    committed iterations to solve of that body and learner (``root``'s train rows,
-    `known_iterations`), a ramp of short solo trainings at the ``nworlds`` inside their range
-    (`time_point`, run folders under runs/sweep/ramp/), then `pick_nworld`. Prints the ramp table
-    and the choice.
+    """`--nworld auto` for a new training of ``cfg``: `known_iterations` of its body and learner
+    in ``root``'s train rows, a ramp (`time_point`, runs/sweep/ramp/) at the ``nworlds`` inside
+    their range, then `pick_nworld`; prints the ramp table and the choice.
 
-    Returns:
-      (nworld, record): the record (for the row's params.nworld_auto) holds the rule, tolerance,
-      ramp iterations / skip, the known iterations, the ramp table (nworld, s_per_iter,
-      iterations, predicted_s) and the choice.
-    Raises:
-      ConfigError: a CPU device (unless ``allow_cpu``: tests), or what `pick_nworld` refuses —
-        before any ramp when the committed data cannot support a choice.
+    Returns (nworld, record for params.nworld_auto: rule, tolerance, ramp iterations / skip, the
+    known iterations, the ramp table, the choice).
+    Raises ConfigError: a CPU device (unless ``allow_cpu``), or what `pick_nworld` refuses (before
+    any ramp when the committed data cannot support a choice).
     """
     from fightlab.measure.report import learner_id, published_runs
 
@@ -487,15 +422,12 @@ def command(*, summary: bool = False, solve: bool = False, run: bool = False, pu
             progress: bool = True, run_argv: Callable[[list[str]], int] | None = None,
             root: Path | None = None, log: Callable[[str], None] = print) -> int:
     """`python -m fightlab sweep`, its flags as given (None: not given): `summary` prints time to
-    solve against nworld from `root`'s data/ (`time_to_solve_table`, `findings`); `solve` prints
-    the solve trainings as a `fightlab batch` command (`solve_batch_argv`) and, with `run` on a
-    GPU, hands it to `run_argv` (the command line's main); else the sweep itself (`run_sweep`),
-    its table printed (`run_sweep` applies the publish rule). `root`: the folder holding data/
-    (None: the repository's). Returns the exit code (130: interrupted, the finished points kept).
+    solve against nworld from `root`'s data/ (None: the repository's); `solve` prints the solve
+    batch command and, with `run` on a GPU, hands it to `run_argv`; else `run_sweep`. Returns
+    the exit code (130: interrupted, the finished points kept).
 
-    Raises:
-      ConfigError: one line naming the flag: a flag --summary does not take, --run without a GPU,
-        the GPU-sized default world counts on the CPU, a bad list, id, device or publish.
+    Raises ConfigError: one line naming the flag: a flag --summary does not take, --run without
+    a GPU, the GPU-sized default world counts on the CPU, a bad list, id, device or publish.
     """
     import sys
 
