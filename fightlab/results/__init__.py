@@ -236,7 +236,7 @@ def _check_committed(experiment: str, row: Mapping[str, Any], root: Path | str) 
             "nworld", "max_iterations", "curriculum_stages", "curriculum_wait", "stop_after_stage")})
         training.nworld = int(row.get("nworld", training.nworld))
     check_committed(path, f"{experiment} rows", device, backend, size if isinstance(size, str) else None,
-                    training)
+                    training, repo=REPO_ROOT)
 
 
 def _older_schema(path: Path, experiment: str) -> list[str] | None:

@@ -95,13 +95,14 @@ def _in_repo_data(path: Path, repo: Path | None = None) -> bool:
 
 
 def check_committed(path: Path, what: str, device, backend: str = "gpu", size: str | None = "full",
-                    training=None) -> None:
+                    training=None, repo: Path | None = None) -> None:
     """The publish rule (`fightlab.publish.check_publish`) for a write to ``path`` where it lies in
-    the repository's own data/ (:func:`_in_repo_data`); elsewhere nothing is checked. The one
-    place the results and the curves apply it, at write time. Raises ConfigError, one line."""
+    the repository's own data/ (:func:`_in_repo_data`, ``repo`` its root); elsewhere nothing is
+    checked. The one place the results and the curves apply it, at write time. Raises
+    ConfigError, one line."""
     from fightlab.publish import check_publish
 
-    if _in_repo_data(path):
+    if _in_repo_data(path, repo):
         check_publish(True, device, what, size=size, backend=backend, training=training)
 
 
