@@ -45,6 +45,10 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
         assert col in rows[0], col
     assert all(float(r["rollout_s"]) > 0 and float(r["update_s"]) > 0 for r in rows)
     assert (tmp_path / body / "latest.pt").exists()
+    from fightlab.run.checkpoint import CheckpointError, load_checkpoint
+
+    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: resume, evaluate and export"):
+        load_checkpoint(tmp_path / body / "latest.pt")  # one line, not "damaged"
     assert params["learner"] == "rsl_rl"
     seg = params["segments"][-1]
     assert seg["learner"] == "rsl_rl" and seg["rsl_rl_version"] == RSL_RL_VERSION

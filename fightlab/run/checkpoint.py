@@ -75,6 +75,12 @@ def _check_checkpoint(p: Path, ck: dict) -> None:
     Raises CheckpointError naming the file and the first thing damaged."""
     try:
         cfg = _check_config(ck)
+    except _Damaged as e:
+        raise CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {e}") from None
+    if cfg.learner != "fightlab":  # its agent is another learner's (fightlab.run.rsl)
+        raise CheckpointError(f"checkpoint {str(p)!r} is a --learner {cfg.learner} run's: resume, evaluate "
+                              "and export take fightlab's learner's checkpoints only")
+    try:
         _check_learner(ck, cfg)
         _check_curriculum(ck)
         _check_run(ck)
