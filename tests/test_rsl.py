@@ -10,15 +10,19 @@ import sys
 
 import pytest
 
-from fightlab.config import PPOConfig, TrainConfig
+from fightlab.config import TrainConfig
 
 pytest.importorskip("rsl_rl", reason="rsl-rl-lib is not installed (scripts/setup.sh installs the rsl extra)")
 
 
 def _cfg(tmp_path, body, **kw):
+    import dataclasses
+
+    from fightlab.config import body_ppo
+
     return TrainConfig(body=body, nworld=4, device="cpu", seed=3, max_iterations=2, run_dir=str(tmp_path / body),
                        checkpoint_every=1, curriculum_wait=1, learner="rsl_rl",
-                       ppo=PPOConfig(num_steps=4), **kw)
+                       ppo=dataclasses.replace(body_ppo(body), num_steps=4), **kw)
 
 
 @pytest.mark.parametrize("body", ["simple", "muscular-fast"])
@@ -47,7 +51,7 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
     assert (tmp_path / body / "latest.pt").exists()
     from fightlab.run.checkpoint import CheckpointError, load_checkpoint
 
-    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: resume, evaluate and export"):
+    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: evaluate and export take"):
         load_checkpoint(tmp_path / body / "latest.pt")  # one line, not "damaged"
     assert params["learner"] == "rsl_rl"
     seg = params["segments"][-1]
@@ -115,7 +119,7 @@ def test_the_learner_is_part_of_the_learner_id_and_old_rows_keep_theirs():
 
 @pytest.mark.parametrize("learner", ["fightlab", "rsl_rl"])
 def test_every_training_writes_tensorboard_events_read_back_by_tensorboard(tmp_path, learner):
-    """The default logger writes each row's numbers as scalars in the run folder's tb/ (listed in
+    """The default logger writes each row's numbers as scalars in the run folder (listed in
     its manifest), read back with tensorboard's own reader."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -129,13 +133,13 @@ def test_every_training_writes_tensorboard_events_read_back_by_tensorboard(tmp_p
         t.train()
         listed = RunDir.files(t.rundir)
     rows = list(csv.DictReader(open(tmp_path / "simple" / "rows.csv")))
-    acc = EventAccumulator(str(tmp_path / "simple" / "tb"))
+    acc = EventAccumulator(str(tmp_path / "simple"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert {"task/episodes", "task/amplitude", "learner/learning_rate", "time/rollout_s", "time/update_s"} <= tags
     got = [(e.step, e.value) for e in acc.Scalars("learner/learning_rate")]
     assert got == [(int(r["iteration"]), pytest.approx(float(r["learning_rate"]), rel=1e-6)) for r in rows]
-    assert any(f.startswith("tb/events.out.tfevents") for f in listed)
+    assert any(f.startswith("events.out.tfevents") for f in listed)
 
 
 def test_an_unknown_logger_is_one_line(tmp_path):
@@ -161,6 +165,42 @@ def test_auto_without_tensorboard_is_a_note_and_tensorboard_asked_is_one_line(tm
     log = RunLog("auto", tmp_path, "abc", {})
     log.row({"iteration": 1, "reward": 0.5})
     log.close()
-    assert "tensorboard package is not installed" in capsys.readouterr().out and not (tmp_path / "tb").exists()
+    assert "tensorboard package is not installed" in capsys.readouterr().out and not list(tmp_path.glob("events.out.tfevents*"))
     with pytest.raises(ConfigError, match="pip install tensorboard"):
         RunLog("tensorboard", tmp_path, "abc", {})
+
+
+def test_an_rsl_rl_run_resumes_where_it_stopped(tmp_path):
+    """A segment's checkpoint resumes: the actor, critic, optimizer and learning rate, the
+    curriculum and the worlds come back; rows.csv goes on from the checkpoint's rows."""
+    import dataclasses
+
+    import torch
+
+    from fightlab.run.runner import Trainer
+
+    cfg = _cfg(tmp_path, "simple")
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+        lr, actor = t.runner.alg.learning_rate, {k: v.clone() for k, v in t.runner.alg._raw_actor.state_dict().items()}
+    resumed = dataclasses.replace(TrainConfig(), resume=str(tmp_path / "simple" / "latest.pt"), max_iterations=3,
+                                  device="cpu")
+    with Trainer(resumed, progress=False) as t:
+        t._start()
+        assert t.iteration == 2 and t.runner.alg.learning_rate == lr
+        assert all(torch.equal(v, actor[k]) for k, v in t.runner.alg._raw_actor.state_dict().items())
+    with Trainer(resumed, progress=False) as t:
+        res = t.train()
+    assert res["iterations"] == 3
+    rows = list(csv.DictReader(open(tmp_path / "simple" / "rows.csv")))
+    assert [r["iteration"] for r in rows] == ["1", "2", "3"]
+
+
+def test_rsl_rl_refuses_fightlabs_learner_settings_at_the_gate(tmp_path):
+    """--set ppo.learning_rate with --learner rsl_rl would be recorded but not used: one line,
+    before any work (no compiling line, no folder)."""
+    r = _cli("--learner", "rsl_rl", "--set", "ppo.learning_rate=0.5", "--device", "cpu", "--run-dir",
+             str(tmp_path / "x"))
+    err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
+    assert r.returncode == 2 and len(err) == 1 and "ppo.learning_rate=0.5" in err[0], r.stderr
+    assert "compiling" not in r.stdout + r.stderr and not (tmp_path / "x").exists()

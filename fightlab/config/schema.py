@@ -245,7 +245,7 @@ class TrainConfig:
         "rsl_rl" (rsl_rl's OnPolicyRunner with its own settings, `fightlab.run.rsl`; `ppo` then
         gives only the rollout length, ``ppo.num_steps``, and the critic's observation).
       logger: run tracking, one of `LOGGERS` (`fightlab.run.tracking`): every row's numbers as
-        TensorBoard scalars in the run folder's ``tb/`` ("tensorboard"; "auto", the default: that
+        TensorBoard scalars in the run folder (event files, "tensorboard"; "auto", the default: that
         where the tensorboard package is installed), to Weights & Biases, or none; rows.csv is
         written either way. How a run is launched: a resume may change it.
       reference_nworld: worlds of the reference check a solved run ends with

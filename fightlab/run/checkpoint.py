@@ -70,18 +70,19 @@ def _scalar(v):
     return v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v
 
 
-def _check_checkpoint(p: Path, ck: dict) -> None:
+def _check_checkpoint(p: Path, ck: dict, any_learner: bool) -> None:
     """Types of what a checkpoint holds, checked before anything is built from it.
-    Raises CheckpointError naming the file and the first thing damaged."""
+    Raises CheckpointError naming the file and the first thing damaged, or another learner's
+    checkpoint where only fightlab's learner's is taken (``any_learner`` False)."""
     try:
         cfg = _check_config(ck)
     except _Damaged as e:
         raise CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {e}") from None
-    if cfg.learner != "fightlab":  # its agent is another learner's (fightlab.run.rsl)
-        raise CheckpointError(f"checkpoint {str(p)!r} is a --learner {cfg.learner} run's: resume, evaluate "
-                              "and export take fightlab's learner's checkpoints only")
+    if cfg.learner != "fightlab" and not any_learner:  # its agent is another learner's (run.rsl)
+        raise CheckpointError(f"checkpoint {str(p)!r} is a --learner {cfg.learner} run's: evaluate and export "
+                              "take fightlab's learner's checkpoints only (resume takes both)")
     try:
-        _check_learner(ck, cfg)
+        (_check_learner if cfg.learner == "fightlab" else _check_tensors)(ck, cfg)
         _check_curriculum(ck)
         _check_run(ck)
     except _Damaged as e:
@@ -131,6 +132,18 @@ def _check_learner(ck: dict, cfg: TrainConfig) -> None:
     if clr is not None and float(v := opt["param_groups"][1]["lr"]) != float(clr):
         raise _Damaged(f"optimizer: the critic's group runs at {float(v):g}, the config's "
                        f"ppo.critic_learning_rate is {clr:g}")
+
+
+def _check_tensors(ck: dict, cfg: TrainConfig) -> None:
+    """Another learner's state (`fightlab.run.rsl`): finite tensors, a torch optimizer state dict."""
+    agent, opt = ck["agent"], ck["optimizer"]
+    if not (isinstance(agent, dict) and all(isinstance(v, torch.Tensor) for v in agent.values())):
+        raise _Damaged("agent must map names to tensors")
+    if not all(bool(torch.isfinite(v).all()) for v in agent.values() if v.is_floating_point()):
+        raise _Damaged("agent weights are not all finite")
+    if not (isinstance(opt, dict) and isinstance(opt.get("state"), dict)
+            and isinstance(opt.get("param_groups"), list)):
+        raise _Damaged("optimizer must be a torch optimizer state dict (state, param_groups)")
 
 
 def _check_curriculum(ck: dict) -> None:
@@ -279,8 +292,9 @@ def _moments_problem(what: str, st, param: torch.Tensor) -> str | None:
     return None
 
 
-def load_checkpoint(path) -> dict:
-    """Load a fightlab checkpoint (`safe_load`) and check the type of everything it holds.
+def load_checkpoint(path, any_learner: bool = False) -> dict:
+    """Load a fightlab checkpoint (`safe_load`) and check the type of everything it holds; with
+    ``any_learner`` (a resume) also another learner's (`TrainConfig.learner`), else fightlab's only.
 
     Raises:
       CheckpointError: naming the path: missing, unreadable (`safe_load`), not a fightlab
@@ -298,7 +312,7 @@ def load_checkpoint(path) -> dict:
            else f"missing {', '.join(sorted(need - set(ck)))}" if not need <= set(ck) else None)
     if why is not None:
         raise CheckpointError(f"checkpoint {str(p)!r} is not a fightlab checkpoint ({why})")
-    _check_checkpoint(p, ck)
+    _check_checkpoint(p, ck, any_learner)
     return ck
 
 
@@ -501,8 +515,7 @@ def restore_checkpoint(run, ck: dict) -> None:
 
 
 def _restore(run, ck: dict) -> None:
-    load_policy(run.agent, ck, run.cfg.body, run.env, run.optimizer)
-    adopt_optimizer_state(run.optimizer, run.lr)  # the loaded rate, capturable, steps on device
+    run.restore_learner(ck)
     run.curriculum.load_state_dict(ck["curriculum"])
     run.iteration = int(ck["iteration"])
     run.elapsed_s = float(ck["elapsed_s"])

@@ -78,7 +78,7 @@ def _learner_flags() -> list[Flag]:
              "PPO, the default) or rsl_rl (rsl_rl's OnPolicyRunner through the same door, mjlab's G1 settings; "
              "needs rsl-rl-lib: pip install -e '.[rsl]')"), plain=True),
         Flag("logger", "--logger", "logger", dict(default=None, help="run tracking: tensorboard (every row's "
-             "numbers as scalars in the run folder's tb/: tensorboard --logdir runs/train), wandb (offline unless "
+             "numbers as scalars, event files in the run folder: tensorboard --logdir runs/train), wandb (offline unless "
              "WANDB_MODE=online; needs pip install wandb), none, or auto (the default: tensorboard where it is "
              "installed); rows.csv either way"),
              plain=True)]
@@ -225,7 +225,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
     if cfg.resume:
         from fightlab.run.checkpoint import load_checkpoint, resume_config
 
-        ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume)
+        ck = checkpoint if checkpoint is not None else load_checkpoint(cfg.resume, any_learner=True)
         cfg = resume_config(from_dict(ck["config"]), cfg)
     here = {} if device_here else dict(device="cpu", policy_device=cfg.policy_device and "cpu")
     checked = validate_train(dataclasses.replace(cfg, **here))
@@ -233,6 +233,13 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
         checked = dataclasses.replace(checked, device=cfg.device, policy_device=cfg.policy_device)
     check_publish(publish, checked.device, "the training row", backend=checked.backend,
                   policy_device=checked.policy_device, training=checked)
+    from fightlab.run.tracking import check_logger  # the learner's and the tracker's packages
+
+    check_logger(checked.logger)
+    if checked.learner == "rsl_rl":
+        from fightlab.run.rsl import check_rsl  # rsl_rl importable, the settings it takes
+
+        check_rsl(checked)
     start = "fresh" if ck is None else _resume_start(checked, ck, has_row)
     if folder:  # the last refusal: a run past the gate says its first line (a task warning) after it
         check_folder(checked.run_dir, fresh=ck is None)
@@ -367,7 +374,7 @@ def plan_overrides(cfg: TrainConfig, items) -> TrainConfig:
 
 
 #: what a resume's refusals say may change (`run.checkpoint.SEGMENT_FIELDS`' flags)
-_PER_SEGMENT = "only --device, --max-iterations, --segment-s and --no-progress may change per segment"
+_PER_SEGMENT = "only --device, --max-iterations, --segment-s, --logger and --no-progress may change per segment"
 
 
 def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) -> TrainConfig:
@@ -386,7 +393,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
         tree_factor=False if req.no_tree_factor else None,
         workers=positive("--workers", req.workers),
         worlds_per_worker=positive("--worlds-per-worker", req.worlds_per_worker),
-        policy_device=policy_device,
+        policy_device=policy_device, learner=req.learner,
         run_dir=None if req.run_dir is None else str(Path(req.run_dir).resolve())).items()
         if v is not None}
     saved_dir = str(Path(req.resume).resolve().parent)
@@ -400,6 +407,7 @@ def _resumed(req: TrainRequest, saved: TrainConfig, device: str, policy_device) 
                          for k, v, have in conflicts)
         raise ConfigError(f"{said}: a resumed run keeps every setting of its checkpoint ({_PER_SEGMENT})")
     return TrainConfig(resume=req.resume, device=device, segment_s=req.segment_s,
+                       logger=_given(req.logger, saved.logger),
                        max_iterations=_given(req.max_iterations, saved.max_iterations))
 
 
@@ -410,7 +418,7 @@ def _resumed_checkpoint(req: TrainRequest, backend: str | None) -> dict:
 
     if not req.resume.strip():
         raise ConfigError(f"--resume must name a checkpoint file, got {req.resume!r}")
-    ck = load_checkpoint(req.resume)
+    ck = load_checkpoint(req.resume, any_learner=True)
     saved = from_dict(ck["config"])
     if backend is not None and backend != saved.backend:
         raise ConfigError(f"--backend {backend} conflicts with the checkpoint (backend={saved.backend}): "

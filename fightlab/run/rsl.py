@@ -49,17 +49,47 @@ MJLAB_G1_PPO = {
 }
 
 
-def require_rsl_rl():
-    """Import rsl_rl, or ConfigError in one line saying how to install it."""
-    from importlib.metadata import version
+def require_rsl_rl() -> str:
+    """Import rsl_rl's runner; its version, or ConfigError in one line naming what failed to
+    import and how to install it."""
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        import rsl_rl.runners  # noqa: F401
         import tensordict  # noqa: F401
-    except ImportError:
-        raise ConfigError("--learner rsl_rl needs rsl-rl-lib, which is not installed: pip install "
-                          f"'rsl-rl-lib=={RSL_RL_VERSION}' (or: pip install -e '.[rsl]')") from None
-    return version("rsl-rl-lib")
+        import rsl_rl.runners  # noqa: F401
+
+        return version("rsl-rl-lib")
+    except (ImportError, PackageNotFoundError) as e:
+        what = getattr(e, "name", None) or "rsl-rl-lib"
+        raise ConfigError(f"--learner rsl_rl needs rsl-rl-lib, which could not be imported ({what!r}): "
+                          f"pip install 'rsl-rl-lib=={RSL_RL_VERSION}' (or: pip install -e '.[rsl]')") from None
+
+
+#: the PPOConfig fields rsl_rl's runner reads from the run's config (`train_cfg`); its other
+#: fields are fightlab's learner's and are refused when set with --learner rsl_rl
+RSL_PPO_FIELDS = ("num_steps", "critic_obs")
+
+
+def check_rsl(cfg) -> None:
+    """The gate's check of a ``learner: rsl_rl`` run (a TrainConfig): rsl_rl importable
+    (`require_rsl_rl`), no --policy-device, no PPOConfig field other than :data:`RSL_PPO_FIELDS`
+    changed from the body's default (rsl_rl would not use it, and the row would record it).
+    Raises ConfigError, one line."""
+    import dataclasses
+
+    from fightlab.config import body_ppo
+
+    require_rsl_rl()
+    if cfg.policy_device:
+        raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
+                          "learner's only")
+    base = body_ppo(cfg.body)
+    changed = [f.name for f in dataclasses.fields(cfg.ppo) if f.name not in RSL_PPO_FIELDS
+               and getattr(cfg.ppo, f.name) != getattr(base, f.name)]
+    if changed:
+        raise ConfigError(f"--learner rsl_rl takes its own settings (mjlab's G1 PPO, fightlab.run.rsl): "
+                          f"ppo.{changed[0]}={getattr(cfg.ppo, changed[0])!r} is fightlab's learner's; only "
+                          f"ppo.{' and ppo.'.join(RSL_PPO_FIELDS)} apply to rsl_rl")
 
 
 def train_cfg(cfg) -> dict:
@@ -132,14 +162,13 @@ class RslLearner(TrainLoop):
     """
 
     def __init__(self, cfg, env):  # noqa: D107 (not TrainLoop's: no fightlab agent is built)
+        check_rsl(cfg)  # the gate's (a Trainer built from a checked plan asks again: cheap)
         self.rsl_rl_version = require_rsl_rl()
         from rsl_rl.runners import OnPolicyRunner
 
-        if cfg.policy_device:
-            raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
-                              "learner's only")
         self.cfg, self.env = cfg, env
         self.device = self.policy_device = cfg.device
+        self.io = env  # the policy reads the task's own buffers (no PolicyIO)
         torch.manual_seed(cfg.seed)
         t0 = time.perf_counter()
         self.door, self.rsl_cfg = RslDoor(env), train_cfg(cfg)
@@ -216,14 +245,27 @@ class RslRun:
     builds when ``cfg.learner`` is "rsl_rl" (`fightlab.run.runner.rsl_trainer`).
 
     Raises:
-      ConfigError: a resume (not supported for rsl_rl's runs: start afresh), or as `RslLearner`.
+      ConfigError: as `RslLearner`; CheckpointError: a resumed checkpoint that does not fit.
     """
 
     def _build(self, cfg, progress, resume_ck) -> None:
-        if resume_ck is not None:
-            raise ConfigError("--resume of a --learner rsl_rl run is not supported: start it afresh")
         super()._build(cfg, progress, resume_ck)
         self.segments[-1].update(learner="rsl_rl", rsl_rl_version=self.rsl_rl_version, rsl_rl_settings=self.rsl_cfg)
+
+    def restore_learner(self, ck: dict) -> None:
+        """A resumed checkpoint's rsl_rl state: actor, critic (their normalisers), optimizer and its
+        KL-adapted learning rate. Raises CheckpointError, one line, when it does not fit."""
+        from fightlab.run.checkpoint import CheckpointError
+
+        alg, sd = self.runner.alg, ck["agent"]
+        try:
+            for name, model in (("actor", alg._raw_actor), ("critic", alg._raw_critic)):
+                model.load_state_dict({k[len(name) + 1:]: v for k, v in sd.items() if k.startswith(name + ".")})
+            alg.optimizer.load_state_dict(ck["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise CheckpointError(f"checkpoint {self.cfg.resume!r}: its rsl_rl state does not fit this run "
+                                  f"({str(e).splitlines()[0][:200]})") from None
+        alg.learning_rate = float(alg.optimizer.param_groups[0]["lr"])
 
     def _reference_eval(self, checkpoint) -> dict:
         """The reference check (`fightlab.envs.task.reference_check`) of the actor in memory."""

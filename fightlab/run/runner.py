@@ -83,16 +83,20 @@ class Trainer(TrainLoop):
     segments), segments (what each segment ran with: commit, kernels, devices, packing).
     """
 
-    def __new__(cls, cfg: "TrainConfig | TrainPlan", *args, **kwargs):
-        if cls is Trainer and getattr(getattr(cfg, "cfg", cfg), "learner", "fightlab") == "rsl_rl":
+    def __new__(cls, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
+        # the gate first: the learner is the plan's (a resume's is its checkpoint's)
+        plan = cfg if isinstance(cfg, TrainPlan) else plan_run(cfg, has_row=has_row)
+        if cls is Trainer and plan.cfg.learner == "rsl_rl":
             cls = rsl_trainer()
-        return super().__new__(cls)
+        obj = super().__new__(cls)
+        obj._plan = plan
+        return obj
 
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
         # the gate (`run.launch.plan_run`) checked and decided it all; a bare config passes it here
-        plan = cfg if isinstance(cfg, TrainPlan) else plan_run(cfg, has_row=has_row)
+        plan = self._plan  # `__new__`'s pass of the gate
         cfg, resume_ck, self.publish = plan.cfg, plan.checkpoint, plan.publish
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
         self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
@@ -185,6 +189,14 @@ class Trainer(TrainLoop):
                   "qpos/qvel; reset and counted as falls", flush=True)
         self.history.append(row)
         return row
+
+    def restore_learner(self, ck: dict) -> None:
+        """A resumed checkpoint's learner state (fightlab's: `run.checkpoint.load_policy`, the
+        optimizer's rate adopted); `RslRun` has its own."""
+        from fightlab.run.checkpoint import adopt_optimizer_state, load_policy
+
+        load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
+        adopt_optimizer_state(self.optimizer, self.lr)  # the loaded rate, capturable, steps on device
 
     def save(self, path=None) -> Path:
         """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`)."""

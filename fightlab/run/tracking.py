@@ -1,6 +1,6 @@
 """Run tracking through the field's tools: every training's rows as TensorBoard scalars (torch's
 `torch.utils.tensorboard.SummaryWriter`, the ``tensorboard`` package's event files) in its run
-folder's ``tb/``, or Weights & Biases (``wandb``, offline unless ``WANDB_MODE`` says otherwise).
+folder (its ``events.out.tfevents.*`` files, beside rows.csv), or Weights & Biases (``wandb``, offline unless ``WANDB_MODE`` says otherwise).
 ``rows.csv`` stays the record figures are drawn from; these are for watching and comparing runs:
 ``tensorboard --logdir runs/train``.
 
@@ -11,6 +11,7 @@ statistics and reward terms), "learner/" (losses, entropy, KL, learning rate, re
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -24,6 +25,19 @@ _TIME = ("wall_s", "elapsed_s", "env_steps", "env_steps_per_s", "physics_steps_p
 #: the learner's columns (fightlab's STATS and rsl_rl's ``rsl_*``)
 _LEARNER = ("reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "learning_rate",
             "action_std")
+
+
+def check_logger(kind: str) -> None:
+    """ConfigError, one line, when ``kind``'s package is missing ("tensorboard": tensorboard,
+    "wandb": wandb; "auto" and "none" need none); a kind not in :data:`LOGGERS` too."""
+    if kind not in LOGGERS:
+        raise ConfigError(f"--logger {kind!r}: choose one of {', '.join(LOGGERS)}")
+    if kind == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("--logger tensorboard needs the tensorboard package: pip install tensorboard "
+                          "(or --logger none)")
+    if kind == "wandb" and importlib.util.find_spec("wandb") is None:
+        raise ConfigError("--logger wandb needs wandb: pip install wandb (it runs offline unless "
+                          "WANDB_MODE=online; or --logger tensorboard)")
 
 
 def _group(name: str) -> str:
@@ -42,7 +56,7 @@ class RunLog:
     """One run's tracker: ``kind`` one of :data:`LOGGERS` ("none": nothing written).
 
     Args:
-      kind: "tensorboard" (event files under ``run_dir/tb``, recorded in the run folder's
+      kind: "tensorboard" (event files in ``run_dir``, recorded in the run folder's
         manifest through ``claim``), "auto" (that, or nothing with a one-line note where the
         tensorboard package is missing), "wandb" (a run named ``run_id`` in project "fightlab"),
         "none".
@@ -66,7 +80,7 @@ class RunLog:
                     return
                 raise ConfigError("--logger tensorboard needs the tensorboard package: pip install tensorboard "
                                   "(or --logger none)") from None
-            self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tb"), flush_secs=30)
+            self._tb = SummaryWriter(log_dir=str(run_dir), flush_secs=30)
             if claim is not None:
                 claim(os.path.relpath(self._tb.file_writer.event_writer._file_name, run_dir))
         elif kind == "wandb":
