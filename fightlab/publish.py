@@ -55,7 +55,8 @@ def training_size_problem(cfg: "TrainConfig") -> str | None:
 
 def check_publish(publish: bool, device: str, what: str, size: str | None = "full",
                   gpu: bool = True, backend: str = "gpu", policy_device: str | None = None,
-                  training: "TrainConfig | None" = None, flag: str = "--publish") -> None:
+                  training: "TrainConfig | None" = None, flag: str = "--publish",
+                  gpu_advice: str = "the CPU baseline publishes with --backend cpu") -> None:
     """The one rule for what may write the committed data/:
 
     - size: only ``"full"`` (or None, for what has no size) publishes;
@@ -73,7 +74,9 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
       device: the run's device; what: what would be written (for the message); size: the run's
         size where it has one, else None; backend: the run's physics backend; policy_device: the
         CPU backend's `TrainConfig.policy_device`; training: a training's config, else None;
-      flag: the option that asked to publish, as the messages name it.
+      flag: the option that asked to publish, as the messages name it; gpu_advice: what the
+        refusal of MuJoCo Warp on a CPU device advises besides dropping the flag (the command's
+        own way to publish).
     Raises:
       ConfigError: naming the device or size that may not publish, or a publish that is not a
         bool (e.g. the string "False" from papermill's -r), or an unknown backend.
@@ -87,7 +90,7 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
         raise ConfigError(f"{flag} writes {what} under data/, which holds GPU measurements and the "
                           f"CPU backend's; device {device!r} is not a GPU: MuJoCo Warp on warp's CPU "
                           f"device is a smoke check (drop {flag}: the row still goes under runs/; "
-                          "the CPU baseline publishes with --backend cpu)")
+                          f"{gpu_advice})")
     if gpu and policy_device is not None and not str(policy_device).startswith("cuda"):
         raise ConfigError(f"{flag} writes {what} under data/; policy device {policy_device!r} is not a "
                           "GPU: the CPU backend with its policy on the CPU through the copies is a check of "

@@ -152,3 +152,174 @@ def test_parity_worse_than_the_tolerance_writes_nothing(exported, tmp_path, monk
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "differ from torch's by up to" in err and "on 1000 observations; nothing written" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _only_simple(r):
+    if r["body"] != "simple":
+        pytest.skip("one body is enough for these refusals")
+
+
+def _no_env(monkeypatch):
+    """Any env built from here on fails the test: a refusal must come before it."""
+    import fightlab.envs.task
+
+    def built(*a, **k):
+        raise AssertionError("the env was built before the refusal")
+
+    monkeypatch.setattr(fightlab.envs.task, "evaluate_policy", built)
+
+
+def _crafted(path, tmp_path):
+    """name -> a crafted copy of the exported policy at ``path`` (built with the onnx package)."""
+    import copy
+    import json
+
+    from onnx import TensorProto, helper
+
+    base = onnx.load(path)
+    meta = {m.key: m.value for m in base.metadata_props}
+    out = base.graph.output[0].name
+
+    def with_meta(**kw):
+        m = copy.deepcopy(base)
+        del m.metadata_props[:]
+        for k, v in dict(meta, **kw).items():
+            m.metadata_props.add(key=k, value=v)
+        return m
+
+    def config(**kw):
+        return json.dumps(dict(json.loads(meta["config"]), **kw))
+
+    def rewired(m, name):  # the graph's last node now writes `name`; its output is free to recompute
+        for n in m.graph.node:
+            n.output[:] = [name if v == out else v for v in n.output]
+        return m
+
+    made = {"deep_json": with_meta(config="[" * 200_000 + "]" * 200_000),
+            "workers_neg": with_meta(config=config(workers=-3)), "workers_str": with_meta(config=config(workers="7"))}
+    m = copy.deepcopy(base)  # the input float64, cast inside
+    m.graph.input[0].name, m.graph.input[0].type.tensor_type.elem_type = "obs_d", TensorProto.DOUBLE
+    m.graph.node.insert(0, helper.make_node("Cast", ["obs_d"], ["obs"], to=TensorProto.FLOAT))
+    made["double_input"] = m
+    m = rewired(copy.deepcopy(base), "pre")  # a custom op of an unknown domain
+    m.graph.node.append(helper.make_node("EvilOp", ["pre"], [out], domain="evil.domain"))
+    m.opset_import.append(helper.make_opsetid("evil.domain", 1))
+    made["custom_op"] = m
+    m = copy.deepcopy(base)
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = 99
+    made["opset99"] = m
+    m = rewired(copy.deepcopy(base), "pre")  # the output 2·nu wide, its declared shape unchanged
+    m.graph.node.append(helper.make_node("Concat", ["pre", "pre"], [out], axis=1))
+    made["wide_output"] = m
+    m = copy.deepcopy(base)  # the input renamed: a policy all the same
+    m.graph.input[0].name = "x"
+    for n in m.graph.node:
+        n.input[:] = ["x" if v == "obs" else v for v in n.input]
+    made["renamed_input"] = m
+    paths = {}
+    for name, m in made.items():
+        paths[name] = tmp_path / f"{name}.onnx"
+        onnx.save(m, paths[name])
+    return paths
+
+
+def test_crafted_policy_files_are_one_line_before_the_env(exported, tmp_path, capsys, monkeypatch):
+    from fightlab.results import read_rows
+
+    ck, r = exported
+    _only_simple(r)
+    files = _crafted(r["path"], tmp_path)
+    expect = {"deep_json": "nests 200000 deep", "workers_neg": "workers must be a positive integer, got -3",
+              "workers_str": "workers must be a positive integer, got '7'",
+              "double_input": "must take one float32 input", "custom_op": "is not a policy onnxruntime can run",
+              "opset99": "is not a policy onnxruntime can run", "wide_output": "[batch, 37]"}
+    with monkeypatch.context() as m:
+        _no_env(m)
+        for name, say in expect.items():
+            args = ["evaluate", "--policy", str(files[name]), "--backend", "cpu", "--device", "cpu", "--nworld", "4",
+                    "--no-progress"]
+            assert main(args) == 2, name
+            err = capsys.readouterr().err.strip()
+            assert err.startswith("fightlab: error: policy") and say in err and "\n" not in err, (name, err)
+            assert str(files[name]) in err, (name, err)
+    # the renamed input runs (by its own name), given by a relative path: the row names it absolute
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "--policy", "renamed_input.onnx", "--backend", "cpu", "--device", "cpu", "--nworld",
+                 "1", "--no-progress"]) == 0, capsys.readouterr().err
+    row = read_rows("evaluate", root=os.environ["FIGHTLAB_RUNS"] + "/eval").iloc[-1]
+    params = row["params"] if isinstance(row["params"], dict) else __import__("json").loads(row["params"])
+    assert params["policy"] == str(files["renamed_input"].resolve())
+
+
+def test_evaluate_policy_body_and_publish_refusals(exported, capsys, monkeypatch):
+    ck, r = exported
+    _only_simple(r)
+    _no_env(monkeypatch)
+    base = ["evaluate", "--policy", r["path"], "--backend", "cpu", "--device", "cpu", "--nworld", "1", "--no-progress"]
+    assert main(base + ["--body", "muscular-fast"]) == 2
+    err = capsys.readouterr().err
+    assert "--body muscular-fast conflicts with the policy's body (simple)" in err and "\n" not in err.strip()
+    assert main(base + ["--publish"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--device cuda:N" in err and "publishes with --backend cpu" not in err and "\n" not in err
+
+
+def test_missing_onnxruntime_refuses_evaluate_before_the_env(exported, monkeypatch, capsys):
+    import sys
+
+    ck, r = exported
+    _only_simple(r)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails
+    _no_env(monkeypatch)
+    assert main(["evaluate", "--policy", r["path"], "--backend", "cpu", "--device", "cpu", "--nworld", "1",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "onnxruntime not installed" in err and "\n" not in err.strip()
+
+
+def test_export_never_replaces_or_deletes_what_it_did_not_write(exported, tmp_path, capsys, monkeypatch):
+    from fightlab.rundir import lock_file
+
+    ck, r = exported
+    _only_simple(r)
+    from fightlab.run.export import EXPORT_LOCK
+    mine, linked, spare, odd = (tmp_path / n for n in ("mine", "linked", "spare", "odd"))
+    for d in (mine, linked, spare, odd):
+        d.mkdir()
+    (mine / "policy.onnx").write_text("the user's own\n")
+    (tmp_path / "target.txt").write_text("the link's target\n")
+    (linked / "policy.onnx").symlink_to(tmp_path / "target.txt")
+    (spare / "policy.onnx.tmp").write_text("the user's temporary\n")
+    (odd / EXPORT_LOCK).write_text("a user's note at the lock's name\n")
+    cases = [(mine, "is not a policy fightlab's export wrote"), (linked, "is a link"), (odd, "not an export's lock")]
+    if os.geteuid() == 0 and os.path.isdir("/sys/kernel"):  # writable to os.access, takes no file
+        cases.append((__import__("pathlib").Path("/sys/kernel"), "takes no file"))
+    with monkeypatch.context() as m:
+        _no_env(m)
+        for d, say in cases:
+            assert main(["export", str(ck), "--out", str(d), "--no-progress"]) == 2, d
+            err = capsys.readouterr().err.strip()
+            assert err.startswith("fightlab: error: ") and say in err and "\n" not in err, (d, err)
+    assert (mine / "policy.onnx").read_text() == "the user's own\n" and os.listdir(mine) == ["policy.onnx"]
+    assert (linked / "policy.onnx").is_symlink() and (tmp_path / "target.txt").read_text() == "the link's target\n"
+    assert sorted(os.listdir(odd)) == [EXPORT_LOCK]
+    # a user's policy.onnx.tmp is no temporary of ours; fightlab's own policy.onnx is replaced
+    for _ in range(2):
+        assert main(["export", str(ck), "--out", str(spare), "--no-progress"]) == 0, capsys.readouterr().err
+        assert sorted(os.listdir(spare)) == ["policy.onnx", "policy.onnx.tmp"]
+        assert (spare / "policy.onnx.tmp").read_text() == "the user's temporary\n"
+    capsys.readouterr()
+    # another export holding the folder: the second is refused, nothing changed
+    before = (spare / "policy.onnx").read_bytes()
+    fd, _ = lock_file(spare / EXPORT_LOCK)
+    try:
+        with monkeypatch.context() as m:
+            _no_env(m)
+            assert main(["export", str(ck), "--out", str(spare), "--no-progress"]) == 2
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err.strip()
+    assert f"another export (pid {os.getpid()})" in err and "\n" not in err
+    assert (spare / "policy.onnx").read_bytes() == before

@@ -64,17 +64,21 @@ def _env_cfg(cfg, physics: str, timestep: float | None):
 
 def evaluate_exported(policy, nworld: int | None = None, device: str = "cpu", episodes_per_world: float = 1.0,
                       timestep: float | None = None, amplitude: float = 1.0, seed: int = 1, progress: bool = True,
-                      physics: str = "training", backend: str | None = None) -> dict:
+                      physics: str = "training", backend: str | None = None, body: str | None = None) -> dict:
     """`evaluate` of an exported policy file (`python -m fightlab export`), run by onnxruntime on
     the CPU, in its run's task on ``backend`` (one of `config.BACKENDS`; None: its run's; "cpu":
-    MuJoCo's C engine, `sim.cpu`, with ``device`` "cpu"). Returns evaluate's dict plus backend,
-    policy (the file's path) and policy_sha256 (hex). Raises ConfigError, one line: a file that is
-    not a fightlab policy, a bad backend, or a policy of another body than the env's."""
+    MuJoCo's C engine, `sim.cpu`, with ``device`` "cpu"). ``body``: None, or the file's body.
+    Returns evaluate's dict plus backend, policy (the file's absolute path) and policy_sha256
+    (hex). Raises ConfigError, one line, before the env is built: a file that is not a fightlab
+    policy (`load_exported`), onnxruntime missing, a bad backend, a ``body`` not the file's."""
     from fightlab.config import ConfigError, validate_backend
     from fightlab.run.export import load_exported
 
     pol = load_exported(policy)
     cfg = pol.config
+    if body is not None and body != cfg.body:
+        raise ConfigError(f"--body {body} conflicts with the policy's body ({cfg.body}): give --body {cfg.body} "
+                          "or leave --body out")
     backend = cfg.backend if backend is None else validate_backend(backend)
     if backend == "cpu" and device != "cpu":
         raise ConfigError(f"--backend cpu steps MuJoCo's C engine on the CPU: --device must be cpu, got {device!r}")
@@ -88,15 +92,15 @@ def evaluate_exported(policy, nworld: int | None = None, device: str = "cpu", ep
 
 
 def exported_request(req, nworld: int | None, device: str, physics: str, progress: bool = True) -> dict:
-    """`evaluate --policy FILE [--backend B]` (a checked `run.launch.EvalRequest`, its nworld,
-    device and physics): `evaluate_exported`'s dict. Raises ConfigError: --backend without
-    --policy, or --policy with a CHECKPOINT or --zero-action."""
+    """`evaluate --policy FILE [--backend B] [--body B]` (a checked `run.launch.EvalRequest`, its
+    nworld, device and physics): `evaluate_exported`'s dict. Raises ConfigError: --backend
+    without --policy, --policy with a CHECKPOINT or --zero-action, --body not the file's."""
     from fightlab.config import ConfigError
 
     if req.policy is None or req.checkpoint is not None or req.zero_action:
         raise ConfigError("--policy FILE replaces CHECKPOINT and --zero-action; --backend goes with --policy")
     return evaluate_exported(req.policy, nworld, device, req.episodes, req.timestep, req.amplitude, req.seed,
-                             progress, physics, req.backend)
+                             progress, physics, req.backend, req.body)
 
 
 def evaluate_zero_action(body: str, nworld: int = DEFAULT_NWORLD, device: str = "cpu",

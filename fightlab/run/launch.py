@@ -543,7 +543,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
     if req.reference_check:
         return "reference", _reference_request(req, nworld, device, progress), device
-    check_publish(req.publish, device, "the evaluation row")
+    check_publish(req.publish, device, "the evaluation row",  # evaluate has no CPU baseline to publish
+                  gpu_advice="an evaluation publishes from a CUDA device: --device cuda:N, with --policy also --backend gpu")
     if not 0.0 <= req.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
     if not (math.isfinite(req.episodes) and 1.0 <= req.episodes <= MAX_EVAL_EPISODES):
