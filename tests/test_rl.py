@@ -900,9 +900,9 @@ def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
     assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["run/launch.py"]
     train_path = [pkg / "cli.py", pkg / "measure" / "report.py",
                   *sorted((pkg / "rl").glob("*.py")), *sorted((pkg / "run").glob("*.py"))]
-    assert [ln for _, ln in callers("check_publish(", train_path)] == [
-        'check_publish(publish, checked.device, "the training row", backend=checked.backend,',
-        'check_publish(req.publish, device, "the evaluation row")']
+    lines = [ln for _, ln in callers("check_publish(", train_path)]
+    assert len(lines) == 2 and lines[0].startswith('check_publish(publish, checked.device, "the training row",')
+    assert lines[1].startswith('check_publish(req.publish, device, "the evaluation row"'), lines
 
 
 def test_a_train_flag_is_declared_once():
