@@ -70,16 +70,16 @@ def require_rsl_rl() -> str:
 RSL_PPO_FIELDS = ("num_steps", "critic_obs")
 
 
-def check_rsl(cfg) -> None:
+def check_rsl(cfg) -> str:
     """The gate's check of a ``learner: rsl_rl`` run (a TrainConfig): rsl_rl importable
-    (`require_rsl_rl`), no --policy-device, no PPOConfig field other than :data:`RSL_PPO_FIELDS`
-    changed from the body's default (rsl_rl would not use it, and the row would record it).
-    Raises ConfigError, one line."""
+    (`require_rsl_rl`; its version is returned), no --policy-device, no PPOConfig field other than
+    :data:`RSL_PPO_FIELDS` changed from the body's default (rsl_rl would not use it, and the row
+    would record it). Raises ConfigError, one line."""
     import dataclasses
 
     from fightlab.config import body_ppo
 
-    require_rsl_rl()
+    version = require_rsl_rl()
     if cfg.policy_device:
         raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
                           "learner's only")
@@ -90,6 +90,7 @@ def check_rsl(cfg) -> None:
         raise ConfigError(f"--learner rsl_rl takes its own settings (mjlab's G1 PPO, fightlab.run.rsl): "
                           f"ppo.{changed[0]}={getattr(cfg.ppo, changed[0])!r} is fightlab's learner's; only "
                           f"ppo.{' and ppo.'.join(RSL_PPO_FIELDS)} apply to rsl_rl")
+    return version
 
 
 def train_cfg(cfg) -> dict:
@@ -162,8 +163,7 @@ class RslLearner(TrainLoop):
     """
 
     def __init__(self, cfg, env):  # noqa: D107 (not TrainLoop's: no fightlab agent is built)
-        check_rsl(cfg)  # the gate's (a Trainer built from a checked plan asks again: cheap)
-        self.rsl_rl_version = require_rsl_rl()
+        self.rsl_rl_version = check_rsl(cfg)  # the gate's (a Trainer built from a checked plan asks again)
         from rsl_rl.runners import OnPolicyRunner
 
         self.cfg, self.env = cfg, env
@@ -236,7 +236,7 @@ class RslLearner(TrainLoop):
     def make_policy(self, env):
         """``obs [n, obs_dim] -> action [n, nu]``: a copy of the actor's deterministic (mean) action
         (rsl_rl's own export copy: normaliser, MLP, mean), for `fightlab.envs.task.evaluate_policy`."""
-        return self.runner.alg.get_policy().as_jit().eval()  # rsl_rl's export copy: normaliser, MLP, mean
+        return self.runner.alg.get_policy().as_jit().eval()
 
 
 class RslRun:
@@ -250,7 +250,8 @@ class RslRun:
 
     def _build(self, cfg, progress, resume_ck) -> None:
         super()._build(cfg, progress, resume_ck)
-        self.segments[-1].update(learner="rsl_rl", rsl_rl_version=self.rsl_rl_version, rsl_rl_settings=self.rsl_cfg)
+        self.segments[-1].update(learner="rsl_rl", rsl_rl_version=self.rsl_rl_version,
+                                 rsl_rl_settings=self.rsl_cfg)
 
     def restore_learner(self, ck: dict) -> None:
         """A resumed checkpoint's rsl_rl state: actor, critic (their normalisers), optimizer and its

@@ -1,6 +1,7 @@
 """Run tracking through the field's tools: every training's rows as TensorBoard scalars (torch's
 `torch.utils.tensorboard.SummaryWriter`, the ``tensorboard`` package's event files) in its run
-folder (its ``events.out.tfevents.*`` files, beside rows.csv), or Weights & Biases (``wandb``, offline unless ``WANDB_MODE`` says otherwise).
+folder (its ``events.out.tfevents.*`` files, beside rows.csv), or Weights & Biases (``wandb``,
+offline unless ``WANDB_MODE`` says otherwise).
 ``rows.csv`` stays the record figures are drawn from; these are for watching and comparing runs:
 ``tensorboard --logdir runs/train``.
 
@@ -27,17 +28,20 @@ _LEARNER = ("reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clip
             "action_std")
 
 
+#: what each logger that needs a package says when it is missing
+_MISSING = {"tensorboard": "--logger tensorboard needs the tensorboard package: pip install tensorboard "
+                           "(or --logger none)",
+            "wandb": "--logger wandb needs wandb: pip install wandb (it runs offline unless WANDB_MODE=online; "
+                     "or --logger tensorboard)"}
+
+
 def check_logger(kind: str) -> None:
     """ConfigError, one line, when ``kind``'s package is missing ("tensorboard": tensorboard,
     "wandb": wandb; "auto" and "none" need none); a kind not in :data:`LOGGERS` too."""
     if kind not in LOGGERS:
         raise ConfigError(f"--logger {kind!r}: choose one of {', '.join(LOGGERS)}")
-    if kind == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError("--logger tensorboard needs the tensorboard package: pip install tensorboard "
-                          "(or --logger none)")
-    if kind == "wandb" and importlib.util.find_spec("wandb") is None:
-        raise ConfigError("--logger wandb needs wandb: pip install wandb (it runs offline unless "
-                          "WANDB_MODE=online; or --logger tensorboard)")
+    if kind in _MISSING and importlib.util.find_spec(kind) is None:
+        raise ConfigError(_MISSING[kind])
 
 
 def _group(name: str) -> str:
@@ -67,8 +71,7 @@ class RunLog:
     """
 
     def __init__(self, kind: str, run_dir: Path, run_id: str, config: dict, claim=None):
-        if kind not in LOGGERS:
-            raise ConfigError(f"--logger {kind!r}: choose one of {', '.join(LOGGERS)}")
+        check_logger(kind)
         self.kind, self._tb, self._wandb = kind, None, None
         if kind in ("auto", "tensorboard"):
             try:
@@ -78,8 +81,7 @@ class RunLog:
                     print("fightlab: note: no TensorBoard events (the tensorboard package is not installed: "
                           "pip install tensorboard); rows.csv is the record", flush=True)
                     return
-                raise ConfigError("--logger tensorboard needs the tensorboard package: pip install tensorboard "
-                                  "(or --logger none)") from None
+                raise ConfigError(_MISSING["tensorboard"]) from None
             self._tb = SummaryWriter(log_dir=str(run_dir), flush_secs=30)
             if claim is not None:
                 claim(os.path.relpath(self._tb.file_writer.event_writer._file_name, run_dir))
@@ -87,20 +89,13 @@ class RunLog:
             try:
                 import wandb
             except ImportError:
-                raise ConfigError("--logger wandb needs wandb: pip install wandb (it runs offline unless "
-                                  "WANDB_MODE=online; or --logger tensorboard)") from None
-            self._wandb = wandb.init(project="fightlab", id=run_id, dir=str(run_dir), config=config, resume="allow",
-                                     mode=os.environ.get("WANDB_MODE", "offline"))
+                raise ConfigError(_MISSING["wandb"]) from None
+            self._wandb = wandb.init(project="fightlab", id=run_id, dir=str(run_dir), config=config,
+                                     resume="allow", mode=os.environ.get("WANDB_MODE", "offline"))
 
     def row(self, row: dict) -> None:
         """Every numeric column of an iteration's row, at step = its iteration."""
-        step = int(row["iteration"])
-        values = {f"{_group(k)}/{k}": x for k, v in row.items() if k != "iteration" and (x := _number(v)) is not None}
-        if self._tb is not None:
-            for k, x in values.items():
-                self._tb.add_scalar(k, x, step)
-        if self._wandb is not None:
-            self._wandb.log(values, step=step)
+        self._write({f"{_group(k)}/{k}": v for k, v in row.items() if k != "iteration"}, int(row["iteration"]))
 
     def reference(self, ref: dict, step: int) -> None:
         """A solve's reference check (`fightlab.envs.task.reference_check`'s dict): passed, and per
@@ -109,6 +104,10 @@ class RunLog:
         for label in ("dt", "dt/2"):
             for k in ("fall_rate", "tracking"):
                 values[f"reference/{label.replace('/', '_')}_{k}"] = (ref.get(label) or {}).get(k)
+        self._write(values, step)
+
+    def _write(self, values: dict, step: int) -> None:
+        """The finite numbers of ``values`` (tag → value) at ``step``, to each writer open."""
         values = {k: x for k, v in values.items() if (x := _number(v)) is not None}
         if self._tb is not None:
             for k, x in values.items():
