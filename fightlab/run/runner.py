@@ -95,8 +95,8 @@ class Trainer(TrainLoop):
     def __init__(self, cfg: "TrainConfig | TrainPlan", progress: bool = True, has_row=None):
         from fightlab.rundir import RunDir
 
-        # the gate (`run.launch.plan_run`) checked and decided it all; a bare config passes it here
-        plan = self._plan  # `__new__`'s pass of the gate
+        # the gate (`run.launch.plan_run`, passed in `__new__`) checked and decided it all
+        plan = self._plan
         cfg, resume_ck, self.publish = plan.cfg, plan.checkpoint, plan.publish
         # one writer per run folder; a fresh run deletes only the files an earlier run wrote
         self.rundir = RunDir(cfg.run_dir, fresh=resume_ck is None, resume=cfg.resume)
