@@ -597,32 +597,32 @@ def test_a_copied_checkpoint_named_as_fightlab_writes_is_never_replaced(kept_run
     import hashlib
 
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    before = digest(kept_run / "ckpt_000007.pt")
+
+    def resume_a_copy(folder: str, name: str, iterations: int) -> tuple[Path, int]:
+        """The run's ckpt_000007.pt copied into a new folder under ``name``, resumed to ``iterations``."""
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / name
+        shutil.copy(kept_run / "ckpt_000007.pt", path)
+        return path, main(["train", "--resume", str(path), "--max-iterations", str(iterations),
+                           "--device", "cpu", "--no-progress"])
+
     # a copy named latest.pt in a folder without a manifest: refused at the start, nothing written
-    user = tmp_path / "user"
-    user.mkdir()
-    shutil.copy(kept_run / "ckpt_000007.pt", user / "latest.pt")
-    before = digest(user / "latest.pt")
-    assert main(["train", "--resume", str(user / "latest.pt"), "--max-iterations", "9", "--device", "cpu",
-                 "--no-progress"]) == 2
+    path, rc = resume_a_copy("user", "latest.pt", 9)
+    assert rc == 2
     err = _one_line_error(capsys.readouterr().err)
     assert "latest.pt' is not fightlab's link" in err and "start.pt" in err
-    assert sorted(p.name for p in user.iterdir()) == ["latest.pt"] and digest(user / "latest.pt") == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["latest.pt"] and digest(path) == before
     # a copy at the ckpt_<iteration>.pt name the run writes (a segment of no iteration saves its
     # own state again): refused, the copy kept
-    other = tmp_path / "other"
-    other.mkdir()
-    shutil.copy(kept_run / "ckpt_000007.pt", other / "ckpt_000007.pt")
-    before = digest(other / "ckpt_000007.pt")
-    assert main(["train", "--resume", str(other / "ckpt_000007.pt"), "--max-iterations", "7", "--device", "cpu",
-                 "--no-progress"]) == 2
+    path, rc = resume_a_copy("other", "ckpt_000007.pt", 7)
+    assert rc == 2
     err = _one_line_error(capsys.readouterr().err)
-    assert "ckpt_000007.pt' was not written by this run" in err and digest(other / "ckpt_000007.pt") == before
+    assert "ckpt_000007.pt' was not written by this run" in err and digest(path) == before
     # the documented fork: the copy under another name resumes
-    fork = tmp_path / "fork"
-    fork.mkdir()
-    shutil.copy(kept_run / "ckpt_000007.pt", fork / "start.pt")
-    assert main(["train", "--resume", str(fork / "start.pt"), "--max-iterations", "8", "--device", "cpu",
-                 "--no-progress"]) == 0
+    path, rc = resume_a_copy("fork", "start.pt", 8)
+    assert rc == 0
+    fork = path.parent
     assert os.readlink(fork / "latest.pt") == "ckpt_000008.pt" and (fork / "start.pt").exists()
 
 
