@@ -22,7 +22,7 @@ def _cfg(tmp_path, body, **kw):
 
     return TrainConfig(body=body, nworld=4, device="cpu", seed=3, max_iterations=2, run_dir=str(tmp_path / body),
                        checkpoint_every=1, curriculum_wait=1, learner="rsl_rl",
-                       ppo=dataclasses.replace(body_ppo(body), num_steps=4), **kw)
+                       ppo=dataclasses.replace(body_ppo(body, "rsl_rl"), num_steps=4), **kw)
 
 
 @pytest.mark.parametrize("body", ["simple", "muscular-fast"])
@@ -61,13 +61,54 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
 
 
 def test_the_settings_are_mjlabs_with_the_tasks_rollout():
-    from fightlab.run.rsl import MJLAB_G1_PPO, train_cfg
+    """rsl_rl's defaults are mjlab's G1 PPO (config.RSL_RL_PPO) in rsl_rl's names, for every body;
+    a --set of a PPOConfig field reaches rsl_rl's argument."""
+    import dataclasses
 
-    cfg = TrainConfig(learner="rsl_rl")
-    out = train_cfg(cfg)
-    assert out["num_steps_per_env"] == cfg.ppo.num_steps == 32
-    assert out["algorithm"] == MJLAB_G1_PPO["algorithm"] and out["actor"]["hidden_dims"] == [512, 256, 128]
-    assert out["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
+    from fightlab.config import apply_overrides
+    from fightlab.run.rsl import train_cfg
+
+    for body in ("simple", "muscular-fast"):
+        cfg = TrainConfig(body=body, learner="rsl_rl")
+        out = train_cfg(cfg)
+        assert out["num_steps_per_env"] == cfg.ppo.num_steps == 32
+        assert out["algorithm"] == {"class_name": "PPO", "use_clipped_value_loss": True, "learning_rate": 1e-3,
+                                    "clip_param": 0.2, "entropy_coef": 0.01, "value_loss_coef": 1.0,
+                                    "num_learning_epochs": 5, "num_mini_batches": 4, "gamma": 0.99, "lam": 0.95,
+                                    "max_grad_norm": 1.0, "schedule": "adaptive", "desired_kl": 0.01}
+        assert out["actor"]["hidden_dims"] == out["critic"]["hidden_dims"] == [512, 256, 128]
+        assert out["actor"]["distribution_cfg"]["init_std"] == 1.0
+        assert out["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
+    tuned = apply_overrides(TrainConfig(learner="rsl_rl"), ["ppo.init_std=0.3", "ppo.desired_kl=null",
+                                                           "ppo.desired_kl_per_action=0.002", "ppo.adaptive_lr=false"])
+    out = train_cfg(tuned)
+    assert out["actor"]["distribution_cfg"]["init_std"] == 0.3
+    assert out["algorithm"]["schedule"] == "fixed"
+    from fightlab.bodies import build
+
+    assert out["algorithm"]["desired_kl"] == 0.002 * build("simple").nu  # fightlab's per-action rule
+    assert TrainConfig(learner="rsl_rl").ppo != TrainConfig().ppo  # each learner its own defaults
+    assert dataclasses.replace(TrainConfig(learner="rsl_rl"), body="muscular-fast").ppo.hidden == (512, 256, 128)
+
+
+def test_the_door_hands_rsl_rl_copies():
+    """rsl_rl keeps a step's observation until after the next step (its storage copies it then):
+    the door's observations are copies, not the task's buffers that the next step overwrites."""
+    import torch
+
+    from fightlab.envs.task import StanceTask
+    from fightlab.run.rsl import RslDoor
+
+    task = StanceTask(TrainConfig(body="simple", nworld=4, device="cpu", seed=1, learner="rsl_rl"))
+    door = RslDoor(task)
+    first = door.get_observations()
+    before = first["policy"].clone()
+    a = torch.zeros(door.num_envs, door.num_actions)
+    second, *_ = door.step(a)
+    assert torch.equal(first["policy"], before)  # untouched by the step
+    third, *_ = door.step(a)
+    assert not torch.equal(second["policy"], third["policy"])  # the task moved on; the copy did not
+    assert second["policy"].data_ptr() != third["policy"].data_ptr()
 
 
 def _cli(*args, cwd=None):
@@ -196,11 +237,20 @@ def test_an_rsl_rl_run_resumes_where_it_stopped(tmp_path):
     assert [r["iteration"] for r in rows] == ["1", "2", "3"]
 
 
-def test_rsl_rl_refuses_fightlabs_learner_settings_at_the_gate(tmp_path):
-    """--set ppo.learning_rate with --learner rsl_rl would be recorded but not used: one line,
-    before any work (no compiling line, no folder)."""
-    r = _cli("--learner", "rsl_rl", "--set", "ppo.learning_rate=0.5", "--device", "cpu", "--run-dir",
-             str(tmp_path / "x"))
+@pytest.mark.parametrize("setting", ["ppo.critic_learning_rate=0.001", "ppo.kl_estimator=k3"])
+def test_rsl_rl_refuses_settings_it_has_no_place_for(tmp_path, setting):
+    """A PPOConfig field rsl_rl has no setting for (run.rsl.RSL_RL_CANNOT) would be recorded but not
+    used: one line, before any work (no compiling line, no folder)."""
+    r = _cli("--learner", "rsl_rl", "--set", setting, "--device", "cpu", "--run-dir", str(tmp_path / "x"))
     err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
-    assert r.returncode == 2 and len(err) == 1 and "ppo.learning_rate=0.5" in err[0], r.stderr
+    assert r.returncode == 2 and len(err) == 1 and "is not an rsl_rl setting" in err[0], r.stderr
+    assert setting.split("=")[0] in err[0]
     assert "compiling" not in r.stdout + r.stderr and not (tmp_path / "x").exists()
+
+
+def test_rsl_rl_settings_out_of_range_are_one_line(tmp_path):
+    """rsl_rl's settings are PPOConfig's fields, under the same rules."""
+    r = _cli("--learner", "rsl_rl", "--set", "ppo.init_std=-1", "--device", "cpu", "--run-dir", str(tmp_path / "x"))
+    err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
+    assert r.returncode == 2 and len(err) == 1 and "init_std" in err[0] and "-1" in err[0], r.stderr
+    assert not (tmp_path / "x").exists()

@@ -242,8 +242,8 @@ class TrainConfig:
         them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). Not the
         learner's: it leaves the config id as it is.
       learner: who learns the task, one of `LEARNERS`: "fightlab" (fightlab's PPO, `ppo`) or
-        "rsl_rl" (rsl_rl's OnPolicyRunner with its own settings, `fightlab.run.rsl`; `ppo` then
-        gives only the rollout length, ``ppo.num_steps``, and the critic's observation).
+        "rsl_rl" (rsl_rl's OnPolicyRunner, `fightlab.run.rsl`; its `ppo` defaults are
+        :data:`RSL_RL_PPO`, mapped to rsl_rl's settings; the fields rsl_rl cannot take are refused).
       logger: run tracking, one of `LOGGERS` (`fightlab.run.tracking`): every row's numbers as
         TensorBoard scalars in the run folder (event files, "tensorboard"; "auto", the default: that
         where the tensorboard package is installed), to Weights & Biases, or none; rows.csv is
@@ -294,8 +294,8 @@ class TrainConfig:
     ppo: PPOConfig = field(default=None, metadata=nested())  # type: ignore[assignment]  # None: the body's defaults, body_ppo(body)
 
     def __post_init__(self):
-        if self.ppo is None:  # the learner's defaults are the body's (BODY_PPO)
-            object.__setattr__(self, "ppo", body_ppo(self.body))
+        if self.ppo is None:  # the learner's defaults are the body's and the learner's (body_ppo)
+            object.__setattr__(self, "ppo", body_ppo(self.body, self.learner))
 
 
 #: the PPOConfig fields whose default differs per body, over PPOConfig's own: each body's entry
@@ -307,10 +307,24 @@ BODY_PPO: dict[str, dict] = {
 }
 
 
-def body_ppo(body) -> PPOConfig:
-    """The default learner of `body` (a name of `BODY_NAMES`): PPOConfig's defaults with the
-    body's :data:`BODY_PPO` entries; PPOConfig's own for a name without one (an unknown body is
-    refused later, by `validate_train`, in one line)."""
+#: the PPOConfig of ``--learner rsl_rl`` (its own defaults, for every body): mjlab's Unitree G1
+#: velocity PPO (mjlab, ``src/mjlab/tasks/velocity/config/g1/rl_cfg.py``,
+#: ``unitree_g1_ppo_runner_cfg``) in PPOConfig's names; `fightlab.run.rsl.train_cfg` maps them to
+#: rsl_rl's. The rollout length stays the task's (`num_steps` 32; mjlab's 24): the curriculum
+#: checks every 32 env steps. rsl_rl's KL is the analytic one.
+RSL_RL_PPO: dict = {"hidden": (512, 256, 128), "init_std": 1.0, "learning_rate": 1e-3, "adaptive_lr": True,
+                    "desired_kl": 0.01, "kl_estimator": "analytic", "clip_coef": 0.2, "ent_coef": 0.01,
+                    "vf_coef": 1.0, "update_epochs": 5, "num_minibatches": 4, "gamma": 0.99,
+                    "gae_lambda": 0.95, "max_grad_norm": 1.0}
+
+
+def body_ppo(body, learner: str = "fightlab") -> PPOConfig:
+    """The default learner settings of `body` (a name of `BODY_NAMES`) for `learner` (one of
+    `LEARNERS`): fightlab's, PPOConfig's defaults with the body's :data:`BODY_PPO` entries
+    (PPOConfig's own for a name without one: an unknown body is refused later, by
+    `validate_train`, in one line); rsl_rl's, :data:`RSL_RL_PPO` over PPOConfig's."""
+    if learner == "rsl_rl":
+        return dataclasses.replace(PPOConfig(), **RSL_RL_PPO)
     entry = BODY_PPO.get(body) if isinstance(body, str) else None
     return dataclasses.replace(PPOConfig(), **entry) if entry else PPOConfig()
 
@@ -320,7 +334,7 @@ def with_body(cfg: "TrainConfig", body: str) -> "TrainConfig":
     (:func:`body_ppo`: what a template or ``--set`` changed) kept over `body`'s defaults, every
     other field as it is. Use it, not ``dataclasses.replace(cfg, body=...)``, which would carry
     the first body's default learner to the second."""
-    old, new = body_ppo(cfg.body), body_ppo(body)
+    old, new = body_ppo(cfg.body, cfg.learner), body_ppo(body, cfg.learner)
     changed = {f.name: getattr(cfg.ppo, f.name) for f in dataclasses.fields(PPOConfig)
                if getattr(cfg.ppo, f.name) != getattr(old, f.name)}
     return dataclasses.replace(cfg, body=body, ppo=dataclasses.replace(new, **changed))

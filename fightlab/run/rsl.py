@@ -8,13 +8,10 @@ same gate, run folder, ``rows.csv`` (the task's columns and rsl_rl's losses), ch
 solve criterion and reference check; its rows record the learner (``learner: rsl_rl``, the
 version and the settings, :func:`train_cfg`).
 
-The settings start from mjlab's Unitree G1 velocity PPO (mjlab,
-``src/mjlab/tasks/velocity/config/g1/rl_cfg.py``, ``unitree_g1_ppo_runner_cfg``): actor and
-critic MLPs (512, 256, 128), ELU, observation normalisation, a Gaussian with one scalar std
-starting at 1.0; PPO with 5 epochs of 4 minibatches, clip 0.2, entropy 0.01, lr 1e-3 adapted to a
-KL of 0.01, γ 0.99, λ 0.95, max grad norm 1.0. One setting rsl_rl cannot take as mjlab gives it:
-``num_steps_per_env`` is the task's iteration length (`PPOConfig.num_steps`, 32; mjlab's 24),
-because the task's curriculum checks every ``iteration_steps`` env steps.
+Its settings are the run's PPOConfig (`config.RSL_RL_PPO` by default: mjlab's Unitree G1 velocity
+PPO) in rsl_rl's names (:func:`train_cfg`); actor and critic MLPs with ELU and observation
+normalisation and a Gaussian with one scalar std, as mjlab's. The PPOConfig fields rsl_rl has no
+setting for are refused at the gate (:func:`check_rsl`).
 """
 
 from __future__ import annotations
@@ -28,25 +25,28 @@ import torch
 
 from fightlab.errors import ConfigError
 from fightlab.rl.loop import TrainLoop
+from fightlab.rl.models import matmul_precision
 from fightlab.rl.rows import learner_row
 from fightlab.timing import HostReads, default_sync
 
 #: the rsl-rl-lib this module is written against (pyproject.toml's ``rsl`` extra pins it)
 RSL_RL_VERSION = "5.5.1"
 
-#: mjlab's Unitree G1 velocity PPO (see the module docstring), rsl_rl 5's dict form
-MJLAB_G1_PPO = {
-    "actor": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu",
-              "obs_normalization": True,
-              "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0, "std_type": "scalar"}},
-    "critic": {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu",
-               "obs_normalization": True},
-    "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
-                  "clip_param": 0.2, "entropy_coef": 0.01, "num_learning_epochs": 5, "num_mini_batches": 4,
-                  "learning_rate": 1.0e-3, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
-                  "desired_kl": 0.01, "max_grad_norm": 1.0},
-    "num_steps_per_env": 24, "save_interval": 50,
+#: rsl_rl 5's runner settings that PPOConfig has no field for: mjlab's Unitree G1 velocity PPO's
+#: (mjlab, ``src/mjlab/tasks/velocity/config/g1/rl_cfg.py``); :func:`train_cfg` adds the rest
+RSL_RL_FIXED = {
+    "actor": {"class_name": "MLPModel", "activation": "elu", "obs_normalization": True,
+              "distribution_cfg": {"class_name": "GaussianDistribution", "std_type": "scalar"}},
+    "critic": {"class_name": "MLPModel", "activation": "elu", "obs_normalization": True},
+    "algorithm": {"class_name": "PPO", "use_clipped_value_loss": True},
+    "save_interval": 50, "check_for_nan": True,
 }
+
+#: PPOConfig field -> rsl_rl's PPO argument (rsl_rl.algorithms.PPO)
+RSL_RL_NAMES = {"learning_rate": "learning_rate", "clip_coef": "clip_param", "ent_coef": "entropy_coef",
+                "vf_coef": "value_loss_coef", "update_epochs": "num_learning_epochs",
+                "num_minibatches": "num_mini_batches", "gamma": "gamma", "gae_lambda": "lam",
+                "max_grad_norm": "max_grad_norm"}
 
 
 def require_rsl_rl() -> str:
@@ -65,43 +65,45 @@ def require_rsl_rl() -> str:
                           f"pip install 'rsl-rl-lib=={RSL_RL_VERSION}' (or: pip install -e '.[rsl]')") from None
 
 
-#: the PPOConfig fields rsl_rl's runner reads from the run's config (`train_cfg`); its other
-#: fields are fightlab's learner's and are refused when set with --learner rsl_rl
-RSL_PPO_FIELDS = ("num_steps", "critic_obs")
+#: PPOConfig fields rsl_rl has no setting for, with the one value it runs (anything else is refused)
+RSL_RL_CANNOT = {"critic_learning_rate": (None, "rsl_rl's critic shares the actor's Adam rate"),
+                 "kl_estimator": ("analytic", "rsl_rl's adaptive rate reads the analytic KL")}
 
 
 def check_rsl(cfg) -> str:
     """The gate's check of a ``learner: rsl_rl`` run (a TrainConfig): rsl_rl importable
-    (`require_rsl_rl`; its version is returned), no --policy-device, no PPOConfig field other than
-    :data:`RSL_PPO_FIELDS` changed from the body's default (rsl_rl would not use it, and the row
-    would record it). Raises ConfigError, one line."""
-    import dataclasses
-
-    from fightlab.config import body_ppo
-
+    (`require_rsl_rl`; its version is returned), no --policy-device, and every PPOConfig field in
+    :data:`RSL_RL_CANNOT` at the value rsl_rl runs. Raises ConfigError, one line."""
     version = require_rsl_rl()
     if cfg.policy_device:
         raise ConfigError("--learner rsl_rl runs its policy on --device: --policy-device is fightlab's "
                           "learner's only")
-    base = body_ppo(cfg.body)
-    changed = [f.name for f in dataclasses.fields(cfg.ppo) if f.name not in RSL_PPO_FIELDS
-               and getattr(cfg.ppo, f.name) != getattr(base, f.name)]
-    if changed:
-        raise ConfigError(f"--learner rsl_rl takes its own settings (mjlab's G1 PPO, fightlab.run.rsl): "
-                          f"ppo.{changed[0]}={getattr(cfg.ppo, changed[0])!r} is fightlab's learner's; only "
-                          f"ppo.{' and ppo.'.join(RSL_PPO_FIELDS)} apply to rsl_rl")
+    for name, (value, why) in RSL_RL_CANNOT.items():
+        if getattr(cfg.ppo, name) != value:
+            raise ConfigError(f"ppo.{name}={getattr(cfg.ppo, name)!r} is not an rsl_rl setting ({why}): "
+                              f"with --learner rsl_rl leave it at {value!r}")
     return version
 
 
 def train_cfg(cfg) -> dict:
-    """rsl_rl's runner settings for the run `cfg` (a TrainConfig): :data:`MJLAB_G1_PPO` with the
-    task's iteration length and observation groups ("critic" from the privileged observation when
-    the task has one, else the policy's)."""
-    out = copy.deepcopy(MJLAB_G1_PPO)
-    out["num_steps_per_env"] = int(cfg.ppo.num_steps)
-    critic = ["critic"] if cfg.ppo.critic_obs == "privileged" else ["policy"]
+    """rsl_rl's runner settings (a dict of rsl_rl 5's ``train_cfg``) for the run `cfg` (a
+    TrainConfig): :data:`RSL_RL_FIXED` with the run's PPOConfig (:data:`RSL_RL_NAMES`; hidden
+    for both MLPs; init_std; adaptive_lr as schedule "adaptive" or "fixed" at the KL target
+    ``ppo.kl_target(nu)``), its rollout length and observation groups ("critic" from the
+    privileged observation when the run asks for it, else the policy's)."""
+    from fightlab.bodies import build
+
+    p = cfg.ppo
+    out = copy.deepcopy(RSL_RL_FIXED)
+    for part in ("actor", "critic"):
+        out[part]["hidden_dims"] = [int(h) for h in p.hidden]
+    out["actor"]["distribution_cfg"]["init_std"] = float(p.init_std)
+    out["algorithm"].update({rsl: getattr(p, name) for name, rsl in RSL_RL_NAMES.items()},
+                            schedule="adaptive" if p.adaptive_lr else "fixed",
+                            desired_kl=float(p.kl_target(build(cfg.body).nu)))
+    out["num_steps_per_env"] = int(p.num_steps)
+    critic = ["critic"] if p.critic_obs == "privileged" else ["policy"]
     out["obs_groups"] = {"actor": ["policy"], "critic": critic}
-    out["check_for_nan"] = True
     return out
 
 
@@ -126,7 +128,10 @@ class RslDoor:
         self.task.episode_length_buf.copy_(value)
 
     def _wrap(self, groups: dict):
-        return self._td(groups, batch_size=[self.num_envs], device=self.device)
+        """The groups as a TensorDict of copies: the task's buffers are overwritten by its next
+        step, and rsl_rl keeps the observation of a step until after the next (its storage)."""
+        return self._td({k: v.clone() for k, v in groups.items()}, batch_size=[self.num_envs],
+                        device=self.device)
 
     def get_observations(self):
         return self._wrap(self.task.get_observations())
@@ -210,7 +215,8 @@ class RslLearner(TrainLoop):
         losses as ``rsl_<name>``, its learning rate and action std)."""
         with self._reads:
             t0 = time.perf_counter()
-            self.runner.learn(1)
+            with matmul_precision(self.cfg.ppo.matmul_precision):
+                self.runner.learn(1)
             default_sync(self.device)()
             host_reads = self._reads.take()
         wall = time.perf_counter() - t0
