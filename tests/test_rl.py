@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from fightlab.config import PPOConfig, TrainConfig
+from fightlab.config import ConfigError, PPOConfig, TrainConfig
 from fightlab.rl.models import ActorCritic, ObsNormalizer
 from fightlab.rl.ppo import ppo_update
 from fightlab.envs.curriculum import Curriculum
@@ -945,3 +945,20 @@ def test_the_trainer_trusts_its_plan(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "check_publish", again)
     with Trainer(plan, progress=False) as t:
         assert t.cfg == plan.cfg and t.publish is False
+
+
+def test_a_time_limit_ends_the_run_unsolved(tmp_path):
+    """time_limit_s ends a run once its training time reaches it: the run stops after the
+    iteration that crossed it, unsolved, with its rows and checkpoint, and the limit in its config."""
+    from fightlab.config import apply_overrides
+
+    cfg = apply_overrides(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=50), ["time_limit_s=1e-9"])
+    with Trainer(cfg, progress=False) as t:
+        res = t.train()
+    assert res["iterations"] == 1 and not res["solved"] and res["elapsed_s"] >= 1e-9
+    assert (tmp_path / "latest.pt").exists() or any(tmp_path.rglob("latest.pt"))
+    for bad in ("-1", "0", "abc"):
+        with pytest.raises(ConfigError, match="time_limit_s"):
+            from fightlab.config import validate_train
+
+            validate_train(apply_overrides(_tiny_cfg(tmp_path), [f"time_limit_s={bad}"]))

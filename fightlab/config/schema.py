@@ -222,6 +222,9 @@ class TrainConfig:
         update as torch CUDA graphs (fightlab.rl.graphs; CUDA only, eager elsewhere).
       tree_factor: factor M of trees over 64 DOF (muscular-fast) with fightlab's single-launch
         kernel (fightlab.kernels.factor) instead of MuJoCo Warp's per-level sparse path.
+      time_limit_s: None, or end the run unsolved once its training time (`elapsed_s`, every
+        segment's iterations, not compiling) reaches this many seconds: a budget within which a
+        run counts as unsolved (its row says solved False), as `max_iterations` in seconds.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
       backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device` (a GPU, or
@@ -281,6 +284,9 @@ class TrainConfig:
     learner: str = field(default="fightlab", metadata=one_of(LEARNERS))
     logger: str = field(default="auto", metadata=one_of(LOGGERS))
     reference_nworld: int = field(default=256, metadata=integer(1, MAX_NWORLD))
+    time_limit_s: float | None = field(default=None, metadata=_rule(
+        "number", "must be a positive number of seconds or null",
+        lambda v: _number(v) and v > 0, optional=True))
     segment_s: float | None = field(default=None, metadata=_rule(
         "number", "must be a positive number of seconds",
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, optional=True))

@@ -253,8 +253,7 @@ class Trainer(TrainLoop):
     def _loop(self, cfg: TrainConfig, bar, rows_path: Path, seg_t0: float, stop: dict) -> None:
         """The iterations of one segment: rows, progress, checkpoints; raises TrainingStopped
         after the iteration a signal arrived in, its checkpoint written."""
-        while self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved) \
-                and not stage_done(cfg, self.curriculum.stage):
+        while not self._run_ends(cfg):
             row = self.iterate()
             append_row(rows_path, row)
             self.log.row(row)
@@ -269,8 +268,7 @@ class Trainer(TrainLoop):
                             trk=f"{row['window_tracking']:.2f}", sps=f"{row['env_steps_per_s']:.0f}")
             if cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0:
                 self.save()
-            last = not (self.iteration < cfg.max_iterations and not (self.curriculum.solved and cfg.stop_when_solved)
-                        and not stage_done(cfg, self.curriculum.stage))
+            last = self._run_ends(cfg)
             if stop["signum"] is not None:
                 if last:  # the run ends with this iteration anyway: it writes its row, as asked or not
                     print(f"fightlab: {signal.Signals(stop['signum']).name} at the run's last iteration "
@@ -282,6 +280,13 @@ class Trainer(TrainLoop):
             if cfg.segment_s is not None and time.perf_counter() - seg_t0 > cfg.segment_s and not last:
                 self.segment_end = True
                 break
+
+    def _run_ends(self, cfg: TrainConfig) -> bool:
+        """Whether the run ends before another iteration: max_iterations, time_limit_s, the
+        solve (with stop_when_solved) or the stop stage reached."""
+        return (self.iteration >= cfg.max_iterations or (self.curriculum.solved and cfg.stop_when_solved)
+                or stage_done(cfg, self.curriculum.stage)
+                or (cfg.time_limit_s is not None and self.elapsed_s >= cfg.time_limit_s))
 
     def _reference(self, checkpoint, res: dict) -> dict:
         """The reference check of a solve (`fightlab.run.reference`): what it changes in the result
