@@ -78,6 +78,8 @@ declare -A STUDY=(
   [solveD]="2|@bench/studies/solveD.jobs|"  # session 21: the 512- and 2048-world solve points of muscular-fast's 1024-512-256 TF32 learner
   [solveE]="2|@bench/studies/solveE.jobs|"  # session 23: the 512- and 2048-world solve points of simple's learner with GAE λ 0.9
   [solveA]="4|@bench/studies/solveA.jobs|"  # issue 17's missing solve points (each job names its seed)
+  [rslS]="8|@bench/studies/rslS.jobs|--grid seed=1,2"  # session 26: rsl_rl's tuning study, simple, stage 0 (initial std, KL target)
+  [rslM]="6|@bench/studies/rslM.jobs|--grid seed=1,2"  # session 26: rsl_rl's tuning study, muscular-fast, stage 0
   [tinyJ]="2|@bench/studies/tinyJ.jobs|--grid seed=1"  # a CPU check of the jobs-file form
   [tiny]="2|train --body simple --nworld 2 --device cpu --max-iterations 30 --set ppo.num_steps=4 --no-progress|--grid seed=1,2"  # a CPU check of this script
 )

@@ -80,3 +80,15 @@ def test_compare_backends_applies_set_to_each_bodys_own_defaults(monkeypatch):
     for body, cfg in base.items():
         assert cfg.body == body and cfg.ppo.hidden == (256, 128, 64) and cfg.ppo.num_steps == 4
         assert cfg.ppo.clip_coef == body_ppo(body).clip_coef
+
+
+def test_an_rsl_rl_runs_changes_are_against_rsl_rls_defaults():
+    """A --learner rsl_rl run's learner reads against rsl_rl's defaults (config.RSL_RL_PPO), not
+    fightlab's: its defaults are "defaults", a --set shows as itself."""
+    from fightlab.config import apply_overrides
+
+    for body in ("simple", "muscular-fast"):
+        cfg = TrainConfig(body=body, learner="rsl_rl")
+        assert report.learner_changes(to_dict(cfg)) == "defaults"
+        tuned = apply_overrides(cfg, ["ppo.init_std=0.3"])
+        assert report.learner_changes(to_dict(tuned)) == "ppo.init_std=0.3"

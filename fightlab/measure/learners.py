@@ -53,14 +53,15 @@ def digest(obj) -> str:
 
 def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, object]]:
     """The learner fields of a run's params (as in :func:`learner_id`) that differ from today's
-    defaults for its body (``body``, else params ``body``, else TrainConfig's), as sorted
+    defaults for its body and learner (``body``, else params ``body``, else TrainConfig's), as sorted
     ``("ppo.init_std", 0.2)`` pairs, values as stored. A field a row does not store reads as its
     default, or as `config.IMPLIED_FIELDS` says; lists compare as tuples."""
     def norm(x):
         return tuple(x) if isinstance(x, (list, tuple)) else x
 
     body = body if isinstance(body, str) else params.get("body")
-    ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body))
+    learner = params.get("learner") if isinstance(params.get("learner"), str) else TrainConfig.learner
+    ref = to_dict(TrainConfig(body=body if isinstance(body, str) else TrainConfig.body, learner=learner))
     out = []
     for part in ("ppo", "env"):
         have = params.get(part) or {}
