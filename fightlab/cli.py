@@ -242,6 +242,36 @@ def cmd_describe(a) -> int:
     return 0
 
 
+def publish_plans(a) -> list[dict]:
+    """What the command ``a`` asks for would publish, as `publish.check_publish`'s keywords (the
+    device, size, backend, what it writes, ...), one per thing it writes: the command line's
+    half of the rule before any work (`publish.refuse_publish`). A training's are its gate's
+    (`run.launch.plan_run`, which every run passes); a batch's jobs meet theirs in the gate."""
+    from fightlab import devices
+    from fightlab.sizes import resolve_size, validate_size
+
+    if not (getattr(a, "publish", False) or getattr(a, "publish_times", False)) or a.cmd in ("train", "batch"):
+        return []
+    if a.cmd == "reproduce":
+        from fightlab.reproduce import publish_plans as notebook_plans
+
+        device = devices.validate_device(devices.default_device() if a.device is None else a.device)
+        return notebook_plans(a.only, "auto" if a.size is None else a.size, a.publish, device, a.publish_times)
+    if a.cmd == "compare-backends":
+        from fightlab.measure.backends import publish_plans as backend_plans
+
+        return backend_plans(a.gpu_device, a.cpu_policy_device, publish=True)
+    if (a.cmd == "evaluate" and a.reference_check) or (a.cmd == "sweep" and (a.summary or a.solve)):
+        return []  # they refuse --publish themselves (--reference-check, --summary) or train through the gate
+    device = devices.pick_device(a.device)
+    one = {"evaluate": dict(what="the evaluation row", gpu_advice="an evaluation publishes from a CUDA "
+                            "device: --device cuda:N, with --policy also --backend gpu"),
+           "slots": dict(what="slot rows"), "sweep": dict(what="sweep rows", size=None),
+           "bench": dict(what="bench rows", size=validate_size(resolve_size(
+               "auto" if a.size is None else a.size, device)) if a.cmd == "bench" else None)}[a.cmd]
+    return [dict(publish=True, device=device, **one)]
+
+
 #: the commands a batch job may run (every command but batch itself)
 JOB_COMMANDS = ("train", "evaluate", "render", "reproduce", "describe", "slots", "profile", "figures",
                 "compare-backends")
@@ -351,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
+        from fightlab.publish import refuse_publish
+
+        refuse_publish(publish_plans(args))  # before any work; a training's in its gate
         return globals()["cmd_" + args.cmd.replace("-", "_")](args)  # train: cmd_train
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {_cut(str(e))}", file=sys.stderr)

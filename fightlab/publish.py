@@ -1,7 +1,14 @@
 """The one rule for what may write the committed data/: full size, on a GPU (or the CPU
-backend), a training only with room to solve (`check_publish`, `training_size_problem`)."""
+backend), a training only with room to solve (`check_publish`, `training_size_problem`).
+
+It is applied from two places only: before any work by `refuse_publish`, which the command
+line's dispatch (`cli.publish_plans`: each command's request as what it would publish) and the
+run's gate (`run.launch.plan_run`: a training from anywhere) call; and at write time by
+`results.files.check_committed`."""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 from fightlab.config import TrainConfig, validate_backend
 from fightlab.errors import ConfigError
@@ -103,3 +110,11 @@ def check_publish(publish: bool, device: str, what: str, size: str | None = "ful
     if training is not None and (problem := training_size_problem(training)) is not None:
         raise ConfigError(f"{flag} writes {what} under data/, which holds full-size trainings; "
                           f"{problem} (drop {flag}: the row still goes under runs/)")
+
+
+def refuse_publish(plans: Iterable[dict]) -> None:
+    """The publish rule before any work: every plan (`check_publish`'s keywords: whether it
+    publishes, the device, what it would write, size, backend, ...) passes, or the first that
+    may not publish is refused in one line (ConfigError), so nothing slow starts first."""
+    for plan in plans:
+        check_publish(**plan)

@@ -2,9 +2,9 @@
 
 `reproduce(only=["06"], size="smoke", publish=False, device="cpu")`. Each notebook takes the
 parameters `size` ("smoke": CPU-sized, seconds; "full": the GPU measurement), `device` and
-`publish`; only with `publish` do notebooks write the committed data/ and figures/, and the one
-publish rule (`fightlab.publish.check_publish`) is checked for every chosen notebook before the
-first one starts. Executed copies go to runs/notebooks/<name>-<size>.ipynb (git-ignored);
+`publish`; only with `publish` do notebooks write the committed data/ and figures/: the one
+publish rule is checked for every chosen notebook before the first one starts, by the command
+line (`cli.publish_plans` with `publish_plans` here), and again in each notebook's first cell. Executed copies go to runs/notebooks/<name>-<size>.ipynb (git-ignored);
 notebooks run in notebooks/, as JupyterLab runs them (paths resolve from `fightlab.paths`).
 
 The job's own measurement: one ``reproduce`` row per notebook (wall time, whether it ran, peak
@@ -25,7 +25,6 @@ from pathlib import Path
 
 from fightlab import paths, results
 from fightlab.config import ConfigError
-from fightlab.publish import check_publish
 from fightlab.sizes import resolve_size
 from fightlab.hosts import GpuMemoryPeak
 from fightlab.meta import new_run_id
@@ -35,7 +34,7 @@ from fightlab.rundir import atomic_path, lock_file
 
 OUT_DIR = RUNS / "notebooks"
 
-#: notebooks whose `publish` writes a rendering (no GPU measurement): check_publish(gpu=False);
+#: notebooks whose `publish` writes a rendering (no GPU measurement): check_publish's gpu=False;
 #: 07 only redraws Figure 3 from the committed tables
 RENDER_ONLY = frozenset({"01", "07"})
 
@@ -48,6 +47,34 @@ class NotebookError(RuntimeError):
 def notebooks() -> dict[str, Path]:
     """Numbered notebooks present: {"06": Path(".../06_train.ipynb"), ...}."""
     return {p.name[:2]: p for p in sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def chosen_notebooks(only: list[str] | None) -> tuple[list[str], dict[str, Path]]:
+    """(the notebook numbers ``only`` chooses, default all, in order; every numbered notebook).
+    Raises ConfigError naming a bad or unknown number."""
+    nbs = notebooks()
+    bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
+    if bad:
+        raise ConfigError(f"--only takes notebook numbers such as 06, got {bad[0]!r}; notebooks: "
+                          f"{', '.join(nbs) or 'none'}")
+    chosen = list(nbs) if not only else list(dict.fromkeys(o.strip().zfill(2) for o in only))
+    unknown = [c for c in chosen if c not in nbs]
+    if unknown:
+        raise ConfigError(f"unknown notebook {', '.join(unknown)}; notebooks: {', '.join(nbs) or 'none'}")
+    return chosen, nbs
+
+
+def publish_plans(only: list[str] | None, size: str, publish: bool, device: str,
+                  publish_times: bool = False) -> list[dict]:
+    """What `reproduce` would publish, as `publish.check_publish`'s keywords: each chosen
+    notebook's results (figures only for :data:`RENDER_ONLY`), then the job's own times."""
+    chosen, nbs = chosen_notebooks(only)
+    size = resolve_size(size, device)
+    return [*(dict(publish=publish, device=device, size=size, gpu=key not in RENDER_ONLY,
+                   what=f"notebook {nbs[key].stem}'s {'figures' if key in RENDER_ONLY else 'results'}")
+              for key in chosen),
+            dict(publish=publish_times, device=device, what="the main job's times", size=size,
+                 flag="--publish-times")]
 
 
 def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool = False,
@@ -64,27 +91,15 @@ def reproduce(only: list[str] | None = None, size: str = "smoke", publish: bool 
         every figure's comparison at smoke size too;
       publish_times: also write the job's rows into the repository's data/results/reproduce.csv.
     Returns:
-      0 when every notebook ran. Raises ConfigError for an unknown notebook/size or a publish
-      the rule refuses (before any notebook runs); NotebookError when a cell fails (its row,
+      0 when every notebook ran. Raises ConfigError for an unknown notebook/size (before any
+      notebook runs; a publish the rule refuses: the command line, `publish_plans`); NotebookError when a cell fails (its row,
       ``ok`` 0, is written first).
     """
     if (problem := paths.runs_problem()) is not None:
         raise ConfigError(f"{problem}: set {paths.RUNS_ENV} to a folder named runs, or unset it")
     given = size  # what the notebooks get ("auto" resolves there to the same size, and says so)
     size = resolve_size(size, device)
-    nbs = notebooks()
-    bad = [o for o in (only or []) if not (isinstance(o, str) and re.fullmatch(r"[0-9]+", o.strip()))]
-    if bad:
-        raise ConfigError(f"--only takes notebook numbers such as 06, got {bad[0]!r}; notebooks: "
-                          f"{', '.join(nbs) or 'none'}")
-    chosen = list(nbs) if not only else list(dict.fromkeys(o.strip().zfill(2) for o in only))
-    unknown = [c for c in chosen if c not in nbs]
-    if unknown:
-        raise ConfigError(f"unknown notebook {', '.join(unknown)}; notebooks: {', '.join(nbs) or 'none'}")
-    for key in chosen:  # every refusal before the first notebook starts
-        check_publish(publish, device, f"notebook {nbs[key].stem}'s {'figures' if key in RENDER_ONLY else 'results'}",
-                      size, gpu=key not in RENDER_ONLY)
-    check_publish(publish_times, device, "the main job's times", size, flag="--publish-times")
+    chosen, nbs = chosen_notebooks(only)
     out = (Path(out_dir) if out_dir else OUT_DIR).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with one_job(paths.RUNS):

@@ -270,21 +270,24 @@ def test_reproduce_names_the_failing_cell(tmp_path, monkeypatch, capsys):
 
 
 def test_reproduce_guards():
-    # every refusal before any notebook runs (one publish rule: publish.check_publish)
+    # every refusal before any notebook runs (one publish rule: the plans the command line checks)
+    from fightlab.publish import refuse_publish
+    from fightlab.reproduce import publish_plans
+
     with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
-        reproduce(only=["06"], size="full", publish=True, device="cpu")
+        refuse_publish(publish_plans(["06"], "full", True, "cpu"))
     with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):
-        reproduce(only=["06"], size="smoke", publish=True, device="cuda:0")
+        refuse_publish(publish_plans(["06"], "smoke", True, "cuda:0"))
     with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):
-        reproduce(only=["01"], size="smoke", publish=True, device="cpu")  # a rendering: size only
+        refuse_publish(publish_plans(["01"], "smoke", True, "cpu"))  # a rendering: size only
     with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
-        reproduce(only=["01", "02"], size="full", publish=True, device="cpu")
+        refuse_publish(publish_plans(["01", "02"], "full", True, "cpu"))
     with pytest.raises(ConfigError, match="unknown notebook 99"):
         reproduce(only=["99"], size="smoke")
     with pytest.raises(ConfigError, match="size must be one of 'auto', 'smoke', 'full', got 'huge'"):
         reproduce(only=["06"], size="huge")
     with pytest.raises(ConfigError, match="publish must be True or False"):
-        reproduce(only=["06"], size="full", publish="False", device="cpu")
+        refuse_publish(publish_plans(["06"], "full", "False", "cpu"))
 
 
 def _free_port() -> int:

@@ -115,10 +115,12 @@ def test_drawn_figures_only_new_and_not_excluded(tmp_path):
 
 
 def test_publish_times_follows_the_publish_rule():
+    from fightlab.publish import refuse_publish
+
     with pytest.raises(ConfigError, match="device 'cpu' is not a GPU"):
-        rep.reproduce(only=["07"], size="full", device="cpu", publish_times=True)
+        refuse_publish(rep.publish_plans(["07"], "full", False, "cpu", publish_times=True))
     with pytest.raises(ConfigError, match="size 'smoke' is not 'full'"):
-        rep.reproduce(only=["07"], size="smoke", device="cuda:0", publish_times=True)
+        refuse_publish(rep.publish_plans(["07"], "smoke", False, "cuda:0", publish_times=True))
 
 
 def test_gpu_memory_peak_reads_the_largest_sample(tmp_path, monkeypatch):

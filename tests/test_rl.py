@@ -871,9 +871,9 @@ def test_one_gate_validates_once_and_applies_the_publish_rule_once(monkeypatch):
     from fightlab.run import launch
 
     calls = []
-    real_validate, real_publish = launch.validate_train, launch.check_publish
+    real_validate, real_publish = launch.validate_train, launch.refuse_publish
     monkeypatch.setattr(launch, "validate_train", lambda cfg: calls.append("validate") or real_validate(cfg))
-    monkeypatch.setattr(launch, "check_publish", lambda *a, **k: calls.append("publish") or real_publish(*a, **k))
+    monkeypatch.setattr(launch, "refuse_publish", lambda *a, **k: calls.append("publish") or real_publish(*a, **k))
     plan = launch.plan_training(launch.TrainRequest(body="simple", nworld="4", device="cpu", seed=2))
     assert calls == ["validate", "publish"] and plan.start == "fresh" and not plan.publish
     assert plan.cfg.nworld == 4 and plan.cfg.seed == 2
@@ -900,9 +900,25 @@ def test_the_run_validation_and_the_train_publish_rule_have_one_caller():
     assert [p for p, _ in callers("validate_train(", pkg.rglob("*.py"))] == ["run/launch.py"]
     train_path = [pkg / "cli.py", pkg / "measure" / "report.py",
                   *sorted((pkg / "rl").glob("*.py")), *sorted((pkg / "run").glob("*.py"))]
-    lines = [ln for _, ln in callers("check_publish(", train_path)]
-    assert len(lines) == 2 and lines[0].startswith('check_publish(publish, checked.device, "the training row",')
-    assert lines[1].startswith('check_publish(req.publish, device, "the evaluation row"'), lines
+    lines = [ln for _, ln in callers("refuse_publish(", train_path)]
+    assert len(lines) == 2 and lines[0].startswith("refuse_publish(publish_plans(args))"), lines
+    assert lines[1].startswith('refuse_publish([dict(publish=publish, device=checked.device, what="the training row"'), lines
+
+
+def test_the_publish_rule_is_evaluated_from_at_most_two_places():
+    """`publish.check_publish` is called from two places in fightlab/: before any work
+    (`publish.refuse_publish`, for the command line and the run's gate) and at write time
+    (`results.files.check_committed`)."""
+    import ast
+    from pathlib import Path
+
+    import fightlab
+
+    pkg = Path(fightlab.__file__).parent
+    sites = [f"{p.relative_to(pkg).as_posix()}:{n.lineno}" for p in sorted(pkg.rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
+             and getattr(n.func, "id", getattr(n.func, "attr", None)) == "check_publish"]
+    assert len(sites) <= 2 and {s.split(":")[0] for s in sites} == {"publish.py", "results/files.py"}, sites
 
 
 def test_a_train_flag_is_declared_once():
@@ -942,7 +958,7 @@ def test_the_trainer_trusts_its_plan(tmp_path, monkeypatch):
         raise AssertionError("validated again")
 
     monkeypatch.setattr(launch, "validate_train", again)
-    monkeypatch.setattr(launch, "check_publish", again)
+    monkeypatch.setattr(launch, "refuse_publish", again)
     with Trainer(plan, progress=False) as t:
         assert t.cfg == plan.cfg and t.publish is False
 

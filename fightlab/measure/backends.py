@@ -23,7 +23,7 @@ next to MuJoCo Warp's own change under a 1-ulp change of the state.
 
 One ``backends`` row per (body, backend) (`results.EXPERIMENTS["backends"]`), under
 ``runs/backends/<compare_id>/`` always and, with ``publish``, in the repository's
-data/results/backends.csv (`publish.check_publish`: the CPU backend's rows and a GPU's publish,
+data/results/backends.csv (the publish rule, before any work in `cli.publish_plans`: the CPU backend's rows and a GPU's publish,
 MuJoCo Warp on warp's CPU device never). The hardware: the `gpu` column names the GPU for a
 GPU row and the CPU model and cores for a CPU-backend row (`fightlab.meta.cpu_label`); params
 hold backend, device, layout, workers, worlds_per_worker, cores and cpu (the CPU's model) on
@@ -45,7 +45,6 @@ import pandas as pd
 from fightlab import results
 from fightlab.bodies import BODY_NAMES
 from fightlab.config import ConfigError, TrainConfig, validate_body, with_body
-from fightlab.publish import check_publish
 from fightlab.meta import cpu_count, cpu_model, gpu_name, new_run_id
 from fightlab.paths import REPO_ROOT, RUNS
 
@@ -171,8 +170,8 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
         TrainConfig whose learner (ppo, env) every training keeps (e.g. a tiny PPOConfig at smoke
         size; moved to each body with `config.with_body`), or {body: TrainConfig} (each body's
         own, e.g. its `--set`s applied to that body's defaults);
-      publish: also write the repository's data/results/backends.csv (`publish.check_publish`
-        on every planned row, before any work);
+      publish: also write the repository's data/results/backends.csv (the publish rule
+        on every planned row: the command line's `cli.publish_plans`, before any work);
       root: the repository (tests: a temporary folder); out_dir: the comparison's folder
         (default runs/backends/<compare_id>); log: where the lines go; point: the timing
         function (default `measure.sweep.time_point`; tests pass a fake).
@@ -181,8 +180,7 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
       the rows, a DataFrame (`results.columns("backends")`), CPU backend first per body.
 
     Raises:
-      ConfigError: a bad body, nworld, iterations / skip, or a publish the rule refuses (all
-        before any training).
+      ConfigError: a bad body, nworld, iterations / skip (all before any training).
     """
     from fightlab.measure.sweep import time_point, validate_timing
 
@@ -190,9 +188,6 @@ def compare(bodies=None, gpu_device: str | None = "cuda:0", nworld: int = GPU_NW
     if cpu_policy_device == "auto":
         cpu_policy_device = gpu_device if str(gpu_device).startswith("cuda") else None
     points = plan(bodies, gpu_device, nworld, cpu_layout, cpu_policy_device)
-    for p in points:
-        what = "backends rows" + (" (MuJoCo Warp on warp's CPU device)" if p["backend"] == "gpu" else "")
-        check_publish(publish, p["device"], what, backend=p["backend"], policy_device=p.get("policy_device"))
     if publish:
         results.read_rows("backends", root)  # a torn results file: said before any training
     compare_id = new_run_id()
@@ -272,6 +267,43 @@ def _row(p: dict, r: dict, err: dict, iterations: int, skip: int, seed: int, com
             "ulp_qpos_sensitivity": err["ulp_qpos"], "ulp_qvel_sensitivity": err["ulp_qvel"]}
 
 
+def flag_devices(gpu_device=None, cpu_policy_device=None, say: bool = False) -> tuple:
+    """(MuJoCo Warp's device or None, the CPU policy device: "auto", "none" or a device) of
+    compare-backends' --gpu-device and --cpu-policy-device; ``say``: print the line of a machine
+    without a GPU. Raises ConfigError naming the flag."""
+    from fightlab import devices
+
+    if gpu_device is None:
+        gpu = devices.default_device()
+        if not gpu.startswith("cuda"):
+            if say:
+                print("compare-backends: no CUDA GPU here: measuring the CPU backend only "
+                      "(--gpu-device cpu adds MuJoCo Warp on warp's CPU device, a smoke check)", flush=True)
+            gpu = None
+    else:
+        gpu = devices.validate_device(gpu_device)
+    pol = "auto" if cpu_policy_device is None else cpu_policy_device.strip().lower()
+    if pol not in ("auto", "none"):
+        try:
+            pol = devices.validate_device(pol, hint="")
+        except ConfigError as e:
+            raise ConfigError(f"--cpu-policy-device {cpu_policy_device!r}: {e} (choices: auto, none, cpu, "
+                              "cuda, cuda:N)") from None
+    return gpu, pol
+
+
+def publish_plans(gpu_device=None, cpu_policy_device=None, publish: bool = False) -> list[dict]:
+    """What compare-backends would publish, as `publish.check_publish`'s keywords: one per
+    planned training's backend, device and policy device (:func:`plan`)."""
+    gpu, pol = flag_devices(gpu_device, cpu_policy_device)
+    if pol == "auto":
+        pol = gpu if str(gpu).startswith("cuda") else None
+    points = {(p["backend"], p["device"], p["policy_device"]): p
+              for p in plan(None, gpu, cpu_policy_device=None if pol == "none" else pol)}
+    return [dict(publish=publish, device=d, backend=b, policy_device=pd, what="backends rows"
+                 + (" (MuJoCo Warp on warp's CPU device)" if b == "gpu" else "")) for b, d, pd in points]
+
+
 def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=None, workers=None,
                        worlds_per_worker=None, cpu_layout=None, cpu_policy_device=None, overrides=(),
                        iterations=None, skip=None, seed: int = 0, publish: bool = False,
@@ -284,19 +316,11 @@ def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=
     gpu_device None: cuda:0 when there is one, else the CPU backend only (said in one line);
     cpu_policy_device: "auto" (None), "none", or a device; overrides: train's `--set` items, the
     learner only. Raises ConfigError: one line naming the flag and the value."""
-    from fightlab import devices
     from fightlab.config import validate_nworld
     from fightlab.run.launch import TrainRequest, cpu_layout as layout_of, plan_overrides, positive
 
     nworld = validate_nworld(positive("--nworld", nworld) or GPU_NWORLD)
-    if gpu_device is None:
-        gpu = devices.default_device()
-        if not gpu.startswith("cuda"):
-            print("compare-backends: no CUDA GPU here: measuring the CPU backend only "
-                  "(--gpu-device cpu adds MuJoCo Warp on warp's CPU device, a smoke check)", flush=True)
-            gpu = None
-    else:
-        gpu = devices.validate_device(gpu_device)
+    gpu = flag_devices(gpu_device, say=True)[0]
     # the learner only, train's --set rules, applied to each body's own defaults (config.BODY_PPO)
     base = {b: plan_overrides(TrainConfig(body=b), overrides) for b in dict.fromkeys(bodies or BODY_NAMES)}
     if any(c.backend != "gpu" or c.workers is not None for c in base.values()):
@@ -308,13 +332,7 @@ def compare_from_flags(bodies=None, *, nworld=None, gpu_device=None, cpu_nworld=
                                         cpu_layout=cpu_layout), "cpu")
     except ConfigError as e:
         raise ConfigError(str(e).replace("--nworld", "--cpu-nworld").replace("nworld must", "--cpu-nworld must")) from None
-    pol = "auto" if cpu_policy_device is None else cpu_policy_device.strip().lower()
-    if pol not in ("auto", "none"):
-        try:
-            pol = devices.validate_device(pol, hint="")
-        except ConfigError as e:
-            raise ConfigError(f"--cpu-policy-device {cpu_policy_device!r}: {e} (choices: auto, none, cpu, "
-                              "cuda, cuda:N)") from None
+    pol = flag_devices(gpu_device, cpu_policy_device)[1]
     return compare(bodies, gpu, nworld, (lay["workers"], lay["worlds_per_worker"], n),
                    cpu_policy_device=None if pol == "none" else pol,
                    iterations=ITERATIONS if iterations is None else iterations,

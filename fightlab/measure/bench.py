@@ -22,7 +22,8 @@ On the machine it runs on, under one hard wall-clock limit for the whole job:
    mujoco_warp / torch versions, commit in the metadata columns; CUDA driver / toolkit versions,
    CPU cores in metric columns; CPU model, the checks' lines and the estimate's source in
    params), written to ``--out`` as CSV (``<out>/data/results/bench.csv``) and JSON
-   (``<out>/bench.json``); with ``--publish`` (`publish.check_publish`) also to data/.
+   (``<out>/bench.json``); with ``--publish`` also to data/ (the rule
+   before any work: `cli.publish_plans`).
 
 **Estimated time to solve** = iterations to solve × the measured seconds per iteration of the
 timed training (the speed test's where the training timed none); the iterations come from the
@@ -49,7 +50,6 @@ import pandas as pd
 from fightlab import hosts, meta, results
 from fightlab.bodies import BODY_NAMES
 from fightlab.config import ConfigError, TrainConfig, to_dict, validate_nworld, with_body
-from fightlab.publish import check_publish
 from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import atomic_write
@@ -344,7 +344,7 @@ def run_bench(bodies, device: str | None, nworld="auto", size: str = "full", tra
 
     Raises:
       ConfigError: a bad option, before anything runs: bodies, nworld ("auto" on a CPU device),
-        size, train_s, a time limit shorter than `min_time_limit`, a publish the rule refuses.
+        size, train_s, a time limit shorter than `min_time_limit`.
     """
     from tqdm.auto import tqdm
 
@@ -469,7 +469,6 @@ def _bench_options(bodies, device, nworld, size, train_s, time_limit_s, publish)
         raise ConfigError(f"--time-limit-s {time_limit_s:g} is too short for {len(bodies)} × (a {train_s:g} s "
                           f"training + {SETUP_ALLOWANCE_S[size]:g} s set-up and speed test) = {need:g} s; "
                           "give more time or a shorter --train-s")
-    check_publish(publish, device, "bench rows", size=size)
     return device, size, bodies, n_fixed, train_s, time_limit_s
 
 

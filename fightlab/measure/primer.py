@@ -30,7 +30,6 @@ import warp as wp
 
 from fightlab import results, timing
 from fightlab.measure.primer_cnn import TinyCNN, cnn_study, load_digits  # the notebook's names
-from fightlab.publish import check_publish
 from fightlab.sizes import validate_size
 from fightlab.paths import REPO_ROOT
 
@@ -102,7 +101,7 @@ def params_for(*, size: str = "full", device: str = "auto",
                saxpy_a: float = 2.0, repeats: int = 20, warmup: int = 3,
                mandelbrot_shape: Sequence[int] = (1024, 1536), mandelbrot_max_iter: int = 20,
                cnn_image_px: int = 64, cnn_batch: int = 32, cnn_train_steps: int = 300, seed: int = 0,
-               publish: bool = False, has_cuda: Any = None) -> PrimerParams:
+               has_cuda: Any = None) -> PrimerParams:
     """Validate the notebook's parameters; ``size="smoke"`` cuts them to a CPU-sized check.
 
     ``device`` goes through :func:`fightlab.timing.resolve_device` (``"auto"`` -> ``"cuda:0"``
@@ -110,13 +109,12 @@ def params_for(*, size: str = "full", device: str = "auto",
     comparison runs on: always ``"cpu"``, plus the GPU when ``device`` is one.
 
     Raises:
-        ValueError: naming the bad value (and the choices for ``size``/``device``); ``publish``
-            refused by :func:`fightlab.publish.check_publish` (full size on a GPU only).
+        ValueError: naming the bad value (and the choices for ``size``/``device``). The notebook's
+            ``publish`` meets :func:`fightlab.publish.check_publish` in its own first cell.
     """
     size = validate_size(size)
     check_cpu_compiler()
     dev = timing.resolve_device(device, has_cuda=has_cuda)
-    check_publish(publish, dev, "data/results/primer.csv and figures/", size)
     sizes = sorted({_int_at_least("vector_sizes entry", n) for n in vector_sizes})
     if not sizes:
         raise ValueError("vector_sizes must hold at least one size")

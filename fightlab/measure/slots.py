@@ -173,16 +173,13 @@ def command(bodies=None, nworld=4096, seconds: float = 3.0, device: str | None =
     printed, with `publish` also in data/). Returns the rows.
 
     Raises:
-      ConfigError: one line: a bad body, nworld, device or seconds (> 0 and at most 3600), or a
-        publish the rule refuses, before any work."""
+      ConfigError: one line: a bad body, nworld, device or seconds (> 0 and at most 3600), before any
+        work (a publish the rule refuses: the command line's `cli.publish_plans`)."""
     from fightlab import devices
     from fightlab.bodies import BODY_NAMES
     from fightlab.config import ConfigError, validate_body, validate_nworld
-    from fightlab.publish import check_publish
-
     nworld = validate_nworld(nworld)
     device = devices.pick_device(device)
-    check_publish(publish, device, "slot rows")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
             or not (math.isfinite(seconds) and 0.01 <= seconds <= 3600):
         raise ConfigError(f"--seconds must be > 0 and at most 3600 (simulated seconds; at least 0.01), got {seconds!r}")

@@ -268,17 +268,14 @@ def run_sweep(bodies, nworlds, device: str = "cpu", iterations: int = 12, skip: 
               log: Callable[[str], None] = print, point: Callable[..., dict] | None = None,
               **train_kw: Any) -> pd.DataFrame:
     """Time every (body, nworld) point not yet finished (see the module docstring); with
-    ``publish`` every finished point's row also goes to ``root``'s data/ (`publish.check_publish`).
-    ``sweep_dir``: default runs/sweep/<sweep_id>; ``size``: recorded in the rows; ``point``: the
+    ``publish`` every finished point's row also goes to ``root``'s data/ (`results.files.check_committed` as it writes;
+    the command line refuses a publish before any work: `cli.publish_plans`). ``sweep_dir``: default runs/sweep/<sweep_id>; ``size``: recorded in the rows; ``point``: the
     timing function (default `time_point`); ``train_kw``: TrainConfig fields for every point.
 
     Returns the rows of every finished point, this run's and earlier.
-    Raises ConfigError: a bad option, a publish the rule refuses, a folder of another sweep or in use.
+    Raises ConfigError: a bad option, a publish the rule refuses at write time, a folder of another sweep or in use.
     """
-    from fightlab.publish import check_publish
-
     options = sweep_options(bodies, nworlds, device, iterations, skip, seed, size, **train_kw)
-    check_publish(publish, device, "sweep rows", size=size)
     folder = sweep_folder(options, sweep_dir)
     folder.mkdir(parents=True, exist_ok=True)
     point = point or time_point

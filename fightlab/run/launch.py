@@ -21,7 +21,7 @@ from fightlab.config import (TrainConfig, apply_overrides, from_dict, validate_b
                              validate_nworld, validate_policy_device, validate_train)
 from fightlab.errors import ConfigError
 from fightlab.paths import RUNS
-from fightlab.publish import MIN_PUBLISH_NWORLD, check_publish
+from fightlab.publish import MIN_PUBLISH_NWORLD, refuse_publish
 from fightlab.rundir import check_folder
 
 #: most episodes per world an evaluation may ask for (10 s each)
@@ -204,7 +204,7 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
     """The gate of a run: every request (the command line's flags, a notebook's parameters, a
     batch job, a resume, a library call) ends here, once, before any work: a resume's checkpoint
     merged (`cfg.resume`: its config, only the segment's fields from `cfg`), the config
-    validated (`config.validate_train`), the publish rule applied (`publish.check_publish` with
+    validated (`config.validate_train`), the publish rule applied (`publish.refuse_publish` with
     the whole training), the start decided (:data:`STARTS`).
 
     Args:
@@ -231,8 +231,8 @@ def plan_run(cfg: TrainConfig, *, publish: bool = False, has_row: Callable | Non
     checked = validate_train(dataclasses.replace(cfg, **here))
     if here:  # checked as if on the CPU; the run's own devices kept
         checked = dataclasses.replace(checked, device=cfg.device, policy_device=cfg.policy_device)
-    check_publish(publish, checked.device, "the training row", backend=checked.backend,
-                  policy_device=checked.policy_device, training=checked)
+    refuse_publish([dict(publish=publish, device=checked.device, what="the training row", backend=checked.backend,
+                         policy_device=checked.policy_device, training=checked)])
     from fightlab.run.tracking import check_logger  # the learner's and the tracker's packages
 
     check_logger(checked.logger)
@@ -543,8 +543,6 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
         raise ConfigError(f"evaluate needs a CHECKPOINT file, got {req.checkpoint!r}")
     if req.reference_check:
         return "reference", _reference_request(req, nworld, device, progress), device
-    check_publish(req.publish, device, "the evaluation row",  # evaluate has no CPU baseline to publish
-                  gpu_advice="an evaluation publishes from a CUDA device: --device cuda:N, with --policy also --backend gpu")
     if not 0.0 <= req.amplitude <= 1.0:
         raise ConfigError(f"--amplitude must be in [0, 1], got {req.amplitude!r}")
     if not (math.isfinite(req.episodes) and 1.0 <= req.episodes <= MAX_EVAL_EPISODES):
