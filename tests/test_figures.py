@@ -42,7 +42,7 @@ def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="
                physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
                solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,
                overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0,
-               tracking=0.9, tracking_survived=0.9,
+               tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None,
                **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
     assert set(metrics) <= set(results.EXPERIMENTS["train"]), metrics
     row.update(metrics)
