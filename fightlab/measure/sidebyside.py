@@ -157,7 +157,7 @@ def difference_text(d: pd.Series) -> str:
 
 def study_cards(rows: pd.DataFrame, study: str = STUDY) -> list[str]:
     """The GPUs of ``rows`` holding trainings of ``study``, most rows first (ties: name order)."""
-    tagged = rows[[json.loads(p or "{}").get("study") == study for p in rows["params"]]]
+    tagged = rows[np.array([json.loads(p or "{}").get("study") == study for p in rows["params"]], dtype=bool)]
     counts = tagged.groupby("gpu").size()
     return sorted(counts.index, key=lambda g: (-int(counts[g]), str(g)))
 
@@ -170,8 +170,7 @@ def speed_table(speed: pd.DataFrame) -> pd.DataFrame:
     keys = ["gpu", "body", "learner", "nworld"]
     if speed.empty:
         return pd.DataFrame(columns=keys + cols)
-    study = [json.loads(p or "{}").get("study") == "learner_speed" for p in speed["params"]]
-    s = speed.loc[study]
+    s = speed.loc[np.array([json.loads(p or "{}").get("study") == "learner_speed" for p in speed["params"]], dtype=bool)]
     s = s.assign(learner=["rsl_rl" if x == True else "fightlab" for x in s["rsl_rl"]])  # noqa: E712
     return s.groupby(keys, sort=True)[cols].median().reset_index()
 
