@@ -14,6 +14,7 @@ from fightlab.config import ConfigError, TrainConfig, apply_overrides, to_dict
 from fightlab.measure import sidebyside as sbs
 from fightlab.measure.learners import learner_id
 from fightlab.measure.summary import config_id
+from fightlab.paths import REPO_ROOT
 
 
 def row(body="simple", learner="fightlab", seed=1, tts=40.0, its=400, nworld=1024, solved=True, ref=True,
@@ -148,3 +149,19 @@ def test_speed_rows_give_the_seconds_per_iteration_ratios_of_their_study_only():
     assert list(r["body"]) == ["simple"] and r["s_per_iter_ratio"].item() == pytest.approx(2.0)
     assert r["update_s_per_iter_ratio"].item() == pytest.approx(4.0) and r["host_reads_per_iter_ratio"].item() == 285.0
     assert sbs.speed_table(rows.iloc[:0]).empty
+
+
+def test_notebook_08_at_smoke_size(tmp_path):
+    """Both learners through the same door (2 iterations, 4 worlds, CPU), then the committed rows:
+    the learner_speed ratios printed as computed, the figure drawn, nothing published."""
+    from fightlab.reproduce import reproduce
+
+    assert reproduce(only=["08"], size="smoke", device="cpu", out_dir=tmp_path) == 0
+    nb = json.loads((tmp_path / "08_side_by_side-smoke.ipynb").read_text())
+    out = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "door/fightlab" in out and "door/rsl_rl" in out and "iterations=2" in out
+    speed = sbs.speed_ratios(sbs.speed_table(results.read_rows("learner_speed", REPO_ROOT)))
+    for r in speed.itertuples():  # the committed rows' ratios, as the notebook prints them
+        assert f"learner_speed, {r.body}, {r.nworld} worlds, {r.gpu}: rsl_rl / fightlab seconds per iteration " \
+               f"{r.s_per_iter_ratio:.2f}" in out
+    assert "learners_side_by_side.png" in out and "image/png" in out
