@@ -165,3 +165,58 @@ def test_notebook_08_at_smoke_size(tmp_path):
         assert f"learner_speed, {r.body}, {r.nworld} worlds, {r.gpu}: rsl_rl / fightlab seconds per iteration " \
                f"{r.s_per_iter_ratio:.2f}" in out
     assert "learners_side_by_side.png" in out and "image/png" in out
+
+
+def test_rsl_rl_budget_is_ten_times_fightlabs_median_on_that_card_only():
+    rs = both_bodies()
+    assert sbs.fightlab_budget_s(rs, "simple", 1024, "NVIDIA H100 80GB HBM3") == 440.0
+    assert sbs.fightlab_budget_s(rs, "muscular-fast", 1024, "NVIDIA H100 80GB HBM3") == 900.0
+    assert math.isnan(sbs.fightlab_budget_s(rs, "simple", 1024, "NVIDIA H200"))
+    assert math.isnan(sbs.fightlab_budget_s(rs, "simple", 2048, "NVIDIA H100 80GB HBM3"))
+    half = frame(row(seed=1), row(seed=2, solved=False), row(seed=3, solved=False))  # 1 of 3 solved: no median
+    assert math.isnan(sbs.fightlab_budget_s(half, "simple", 1024, "NVIDIA H100 80GB HBM3"))
+
+
+def _script(tmp_path, *args, **env):
+    """bench/side_by_side.sh on the CPU at 4 worlds, 2 iterations, one seed; rows of the sweep under
+    tmp_path (OUT), run folders under runs/ (the tests' own, conftest)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DEVICE": "cpu", "NWORLD": "4", "ITERS": "2", "SEEDS": "1", "PY": sys.executable,
+           "OUT": str(tmp_path), "PYTHONPATH": str(REPO_ROOT), **env}
+    return subprocess.run(["bash", str(REPO_ROOT / "bench" / "side_by_side.sh"), *args], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_the_study_script_trains_both_learners_tagged_and_gives_rsl_rl_its_budget(tmp_path):
+    """A CPU smoke of the study (nothing published on the CPU): fightlab, then rsl_rl with
+    time_limit_s = BUDGET_S, both tagged study side_by_side; without a fightlab median and without
+    BUDGET_S, rsl_rl does not run and the line says why (exit 1)."""
+    r = _script(tmp_path, "study", "simple", BUDGET_S="60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fightlab simple s1: run " in r.stdout and "rsl_rl simple s1: run " in r.stdout
+    folder = REPO_ROOT / r.stdout.strip().splitlines()[-1].removeprefix("run folders: ")
+    rows = pd.concat([results.read_rows("train", folder / f"{x}-simple-s1") for x in ("fightlab", "rsl_rl")])
+    params = [json.loads(p) for p in rows["params"]]
+    assert [p["study"] for p in params] == ["side_by_side"] * 2 and [p.get("learner") for p in params] == [
+        "fightlab", "rsl_rl"] and [p.get("time_limit_s") for p in params] == [None, 60.0]
+    assert rows["iterations"].tolist() == [2, 2] and rows["peak_gpu_mem_mib"].isna().all()  # the CPU: empty
+    assert not results.results_path("train", tmp_path).exists()  # nothing went to OUT's or the repo's data/
+    r = _script(tmp_path, "study", "simple", "rsl_rl")
+    assert r.returncode == 1 and "no fightlab median time to solve at 4 worlds on cpu" in r.stderr
+    assert "rsl_rl simple s1" not in r.stdout
+
+
+@pytest.mark.slow
+def test_the_sweep_writes_one_learner_speed_row_per_world_count(tmp_path):
+    r = _script(tmp_path, "sweep", "simple", SWEEP_NWORLDS="4 8", SWEEP_ITERS="2", WARM="0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = results.read_rows("learner_speed", tmp_path)
+    assert rows["nworld"].tolist() == [4, 8] and rows["rsl_rl"].astype(bool).all()
+    params = [json.loads(p) for p in rows["params"]]
+    assert {p["study"] for p in params} == {"rsl_rl_nworld_sweep"} and all("last_fall_rate" in p for p in params)
+    assert (rows["iterations"] == 2).all() and (rows["s_per_iter"] > 0).all()
+    assert _script(tmp_path, "nope").returncode == 2

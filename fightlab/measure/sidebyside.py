@@ -218,3 +218,19 @@ def door_demo(body: str, device: str, nworld: int, iterations: int, run_root) ->
                         host_reads_per_iter=float(rows["host_reads"].median()), stage=int(rows["stage"].max()),
                         run_dir=str(trainer.run_dir)))
     return pd.DataFrame(out)
+
+
+#: rsl_rl's budget as a multiple of fightlab's median time to solve (bench/side_by_side.sh)
+BUDGET_FACTOR = 10.0
+
+
+def fightlab_budget_s(rows: pd.DataFrame, body: str, nworld: int, gpu: str,
+                      factor: float = BUDGET_FACTOR) -> float:
+    """``factor`` × fightlab's median time to solve of ``body`` at ``nworld`` worlds on ``gpu``
+    (:func:`side_by_side_table` of ``rows``: the study's solo trainings), the time limit of
+    rsl_rl's runs; NaN where fightlab solved at most half its runs or has none there."""
+    table = side_by_side_table(rows[rows["gpu"] == gpu])
+    mine = table[(table["body"] == body) & (table["learner"] == "fightlab") & (table["nworld"] == nworld)]
+    if mine.empty:
+        return math.nan
+    return float(factor * mine["time_to_solve_s"].min())
