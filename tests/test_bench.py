@@ -188,7 +188,7 @@ def test_estimate_prefers_the_same_learner_and_nworld(tmp_path):
                  compile_s=1.0, env_steps_per_s=1e5, physics_steps_per_s=5e5, rollout_s_per_iter=0.18,
                  update_s_per_iter=0.02, solved=True, final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0,
                  overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.95,
-                 tracking_survived=0.95, **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
+                 tracking_survived=0.95, peak_gpu_mem_mib=None, **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
         return r
 
     # the 4096-world row older than the 1024-world solo one: both groups hold one solo seed, and the

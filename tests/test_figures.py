@@ -42,7 +42,7 @@ def train_row(body="simple", seed=0, tts=160.0, shared_gpu=1, params=None, gpu="
                physics_steps_per_s=5e5, rollout_s_per_iter=0.22, update_s_per_iter=0.11,
                solved=True, final_amplitude=1.0, fall_rate=0.01, mean_episode_s=9.8,
                overflow_count=0, nan_resets=0, host_reads_per_iter=1.0, graph_fallbacks=0,
-               tracking=0.9, tracking_survived=0.9,
+               tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None,
                **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
     assert set(metrics) <= set(results.EXPERIMENTS["train"]), metrics
     row.update(metrics)
@@ -149,6 +149,13 @@ def root(tmp_path):
                        update_s_per_iter=0.1 * s_it, env_steps_per_s=n * 32 / s_it, host_reads_per_iter=1.0,
                        graph_fallbacks=0, compile_s=2.0, s_per_iter_min=s_it, s_per_iter_max=s_it)
             results.append_row("sweep", row, tmp_path)
+    for body in ("simple", "muscular-fast"):  # learners_side_by_side without side-by-side trainings
+        for rsl, s_it in ((False, 0.12), (True, 0.24)):
+            row = _meta(body, study="learner_speed", learner="rsl_rl" if rsl else "fightlab")
+            row.update(rsl_rl=rsl, iterations=25, s_per_iter=s_it, rollout_s_per_iter=0.6 * s_it,
+                       update_s_per_iter=0.3 * s_it, host_reads_per_iter=285.0 if rsl else 1.0, stage_reached=0,
+                       overflow_count=0, nan_resets=0)
+            results.append_row("learner_speed", row, tmp_path)
     # Figure 3: the committed survey reference table (our rows come from the train rows above)
     import shutil
 
@@ -401,7 +408,8 @@ def test_committed_figures_have_their_data():
     from fightlab.survey import cost
 
     for name in figures.FIGURES:
-        table = {"stage_iterations": "train", "learner_study": "train", "figure2_world_sweep": "sweep"}.get(name, name.split("_")[0])  # train, profile, factor, ...
+        table = {"stage_iterations": "train", "learner_study": "train", "figure2_world_sweep": "sweep",
+                 "learners_side_by_side": "learner_speed"}.get(name, name.split("_")[0])  # train, profile, factor, ...
         path = (cost.reference_path(REPO_ROOT) if name == "figure3_survey"  # data/survey/, not a results table
                 else results.results_path(table, REPO_ROOT))
         if not path.exists() or len(path.read_text().splitlines()) < 2:
@@ -562,3 +570,26 @@ def test_training_figure_splits_the_reward_by_term_only_when_asked_and_the_curve
     for fig in (plot_training({"run": curve}), plot_training({"run": curve[curve.columns[:7]]}, reward_terms=True)):
         assert len(fig.axes) == 4
         plt.close(fig)
+
+
+def test_learners_side_by_side_draws_each_run_and_marks_the_unsolved_at_their_budget(tmp_path, capsys):
+    """From train rows of the side-by-side study (both learners, one card): each run's time to
+    solve, the unsolved at their budget, seconds per iteration stacked; the same bytes when
+    redrawn. Without those rows and without learner_speed rows: one line, nothing drawn."""
+    assert figures.draw(["learners_side_by_side"], tmp_path) == {"learners_side_by_side": []}
+    assert "skip learners_side_by_side: no side-by-side training" in capsys.readouterr().out
+    runs = [train_row(seed=s, tts=40.0 + s, params=dict(study="side_by_side")) for s in (1, 2, 3)]
+    runs += [train_row(seed=s, tts=150.0 if s < 3 else None, solved=s < 3,
+                       reference_passed=True if s < 3 else None,
+                       params=dict(study="side_by_side", learner="rsl_rl", time_limit_s=440)) for s in (1, 2, 3)]
+    runs += [train_row(seed=9, params=dict(learner="rsl_rl"))]  # not of the study: left out
+    for r in runs:
+        results.append_row("train", r, tmp_path)
+    first = figures.draw(["learners_side_by_side"], tmp_path)["learners_side_by_side"]
+    assert [p.name for p in first] == ["learners_side_by_side.png", "learners_side_by_side.svg"]
+    svg = first[1].read_text()
+    assert "unsolved: at its budget" in svg and "2/3 solved" in svg and "3/3 solved" in svg and "rollout" in svg
+    assert "4/3 solved" not in svg and "fightlab beside rsl_rl, solo, NVIDIA H200" in svg
+    before = {p.name: p.read_bytes() for p in first}
+    again = figures.draw(["learners_side_by_side"], tmp_path)["learners_side_by_side"]
+    assert {p.name: p.read_bytes() for p in again} == before

@@ -177,7 +177,7 @@ for i in range(20):
     m = dict(time_to_solve_s=float(i), iterations=i, compile_s=0.0, env_steps_per_s=1.0,
              physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
              final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))
+             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None, **dict.fromkeys(results.REFERENCE_COLUMNS))
     results.append_row("train", {**meta, **m}, root)
     meta["run_id"] = f"own{k}x{i}"             # and one new run each time
     results.append_row("train", {**meta, **m}, root)
@@ -231,7 +231,7 @@ def _train_row(run_id, iterations):
                            env_steps_per_s=1.0, physics_steps_per_s=5.0, rollout_s_per_iter=0.1,
                            update_s_per_iter=0.1, solved=False, final_amplitude=0.1, fall_rate=0.0,
                            mean_episode_s=1.0, overflow_count=0, nan_resets=0,
-                           host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))}
+                           host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None, **dict.fromkeys(results.REFERENCE_COLUMNS))}
 
 
 def test_publishing_a_run_twice_keeps_one_row(tmp_path):

@@ -173,7 +173,7 @@ def _row(run_id, seed, tts, passed=None, solver=None, t="2026-12-02T10:00:00+00:
     return dict(meta, time_to_solve_s=tts, iterations=int(tts * 5), compile_s=1.0, env_steps_per_s=1.0,
                 physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.01, solved=True,
                 final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-                host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **ref)
+                host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None, **ref)
 
 
 def test_the_verdict_gates_the_headline_figure2_and_the_survey(tmp_path):

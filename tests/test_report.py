@@ -350,7 +350,7 @@ def test_a_run_of_another_task_never_becomes_the_headline(tmp_path):
         return dict(meta, time_to_solve_s=t, iterations=100, compile_s=1.0, env_steps_per_s=1.0,
                     physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.01, solved=True,
                     final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-                    host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9,
+                    host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None,
                     **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True))
 
     base = TrainConfig(body="simple", nworld=1024)

@@ -40,6 +40,7 @@ def _metrics(**over):
         "reference_tracking_dt": 0.97,
         "reference_fall_rate_half_dt": 0.004,
         "reference_tracking_half_dt": 0.96,
+        "peak_gpu_mem_mib": 5120.5,
     }
     m.update(over)
     return m
@@ -155,7 +156,7 @@ def test_header_mismatch_is_refused(tmp_path):
     path.parent.mkdir(parents=True)
     cols = list(results.columns("train"))
     path.write_text(",".join(cols[:-1] + ["old_column"]) + "\n")
-    with pytest.raises(ValueError, match=r"does not match.*missing \['reference_tracking_half_dt'\].*extra \['old_column'\]"):
+    with pytest.raises(ValueError, match=r"does not match.*missing \['peak_gpu_mem_mib'\].*extra \['old_column'\]"):
         results.append_row("train", _row(), tmp_path)
     with pytest.raises(ValueError, match="does not match"):
         results.read_rows("train", tmp_path)
@@ -351,7 +352,7 @@ for i in range(25):
     m = dict(time_to_solve_s=1.0, iterations=i, compile_s=0.0, env_steps_per_s=1.0,
              physics_steps_per_s=1.0, rollout_s_per_iter=0.1, update_s_per_iter=0.1, solved=True,
              final_amplitude=1.0, fall_rate=0.0, mean_episode_s=10.0, overflow_count=0, nan_resets=0,
-             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, **dict.fromkeys(results.REFERENCE_COLUMNS))
+             host_reads_per_iter=1.0, graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None, **dict.fromkeys(results.REFERENCE_COLUMNS))
     results.append_row("train", {**meta, **m}, root)
 """
 
@@ -403,7 +404,7 @@ def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):
     reads (new columns NaN) and, at the next write, is rewritten under the full header."""
     results.append_row("train", _row(), tmp_path)
     path = results.results_path("train", tmp_path)
-    n = 4 + len(results.REFERENCE_COLUMNS)  # the file as it was before these columns
+    n = 5 + len(results.REFERENCE_COLUMNS)  # the file as it was before these columns
     path.write_text("\n".join(ln.rsplit(",", n)[0] for ln in path.read_text().splitlines()) + "\n")
     old = results.read_rows("train", tmp_path)
     assert len(old) == 1 and old["graph_fallbacks"].isna().all() and old["tracking_survived"].isna().all() and old["nan_resets"].item() == 0
@@ -411,6 +412,24 @@ def test_a_file_of_an_older_schema_reads_and_gains_the_new_columns(tmp_path):
     assert path.read_text().splitlines()[0] == ",".join(results.columns("train"))
     df = results.read_rows("train", tmp_path)
     assert len(df) == 2 and df["graph_fallbacks"].isna().tolist() == [True, False]
+    # a row from before peak_gpu_mem_mib keeps an empty cell; the new row has its number
+    assert df["peak_gpu_mem_mib"].isna().tolist() == [True, False] and df["peak_gpu_mem_mib"].iloc[1] == 5120.5
+
+
+def test_peak_gpu_mem_is_warps_pool_high_water_mark_plus_torchs_reserved_peak(monkeypatch):
+    """train rows' peak_gpu_mem_mib: empty on the CPU device; on CUDA warp's memory-pool
+    high-water mark plus torch's max_memory_reserved, in MiB; empty where warp's pool is off."""
+    import torch
+    import warp as wp
+
+    from fightlab.measure.report import peak_gpu_mem_mib
+
+    assert math.isnan(peak_gpu_mem_mib("cpu"))
+    monkeypatch.setattr(wp, "is_mempool_enabled", lambda d: d == "cuda:0")
+    monkeypatch.setattr(wp, "get_mempool_used_mem_high", lambda d: 3 * 2**20)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: 2**19)
+    assert peak_gpu_mem_mib("cuda:0") == 3.5
+    assert math.isnan(peak_gpu_mem_mib("cuda:1"))
 
 
 def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path):

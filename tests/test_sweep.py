@@ -44,7 +44,7 @@ def train_row(body, nworld, seed, iterations, solved=True, concurrent=1, commit=
                env_steps_per_s=1e5, physics_steps_per_s=5e5, rollout_s_per_iter=0.2,
                update_s_per_iter=0.02, solved=solved, final_amplitude=1.0, fall_rate=0.01,
                mean_episode_s=9.8, overflow_count=0, nan_resets=0, host_reads_per_iter=1.0,
-               graph_fallbacks=0, tracking=0.9, tracking_survived=0.9,
+               graph_fallbacks=0, tracking=0.9, tracking_survived=0.9, peak_gpu_mem_mib=None,
                **dict(dict.fromkeys(results.REFERENCE_COLUMNS), reference_passed=True if solved else None))
     return row
 

@@ -225,6 +225,8 @@ class TrainConfig:
       time_limit_s: None, or end the run unsolved once its training time (`elapsed_s`, every
         segment's iterations, not compiling) reaches this many seconds: a budget within which a
         run counts as unsolved (its row says solved False), as `max_iterations` in seconds.
+      study: None, or a name tagging the run as part of a study (e.g. "side_by_side", the
+        learners side by side: `measure.sidebyside`); kept in the row's params, it changes no id.
       segment_s: optional wall-clock budget for this segment (a checkpoint is written and the run
         stops when it is exceeded; continue with `resume`).
       backend: the env's physics, one of `BACKENDS`: "gpu" = MuJoCo Warp on `device` (a GPU, or
@@ -287,6 +289,7 @@ class TrainConfig:
     time_limit_s: float | None = field(default=None, metadata=_rule(
         "number", "must be a positive number of seconds or null",
         lambda v: _number(v) and v > 0, optional=True))
+    study: str | None = field(default=None, metadata=text("must be a study's name or null", optional=True))
     segment_s: float | None = field(default=None, metadata=_rule(
         "number", "must be a positive number of seconds",
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, optional=True))

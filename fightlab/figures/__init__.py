@@ -42,6 +42,7 @@ Figures (:data:`FIGURES`):
                      rented hosts' data/survey/bench/) at the assumed price of its GPU
                      (fightlab.survey.cost.ASSUMED_PRICE_PER_HOUR; a rented host's offer
                      where recorded), both bodies
+  learners_side_by_side  fightlab beside rsl_rl (notebook 08; figures/sidebyside), per GPU
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ from fightlab.paths import REPO_ROOT
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
-                             "stage_iterations", "learner_study", "figure2_world_sweep", "figure3_survey")
+                             "stage_iterations", "learner_study", "figure2_world_sweep", "figure3_survey",
+                             "learners_side_by_side")
 
 #: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
 DEV_FLOOR_RAD = 1e-12
@@ -525,6 +527,12 @@ def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:
         raise DataFileError(" ".join(str(e).split())) from None  # pandas: several lines
     fig = survey_figures.plot_survey(s.table, title=survey_figures.figure3_title(s.ours), note=s.price_note)
     return _save(fig, "figure3_survey", root, log)
+
+
+def _learners_side_by_side(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.figures.sidebyside import draw_side_by_side
+
+    return draw_side_by_side(root, log, _rows, _save, gpu_slug)
 
 
 #: figure name -> its drawer ``_<name>(root, log)``, returning the written paths

@@ -88,8 +88,25 @@ def train_row(trainer, res: dict) -> dict:
         reference_eval_s=f(ref["seconds"]) if ref else float("nan"),
         **{f"reference_{m}_{k}": f(ref[run][m]) if ref else float("nan")
            for run, k in (("dt", "dt"), ("dt/2", "half_dt")) for m in ("fall_rate", "tracking")},
+        peak_gpu_mem_mib=peak_gpu_mem_mib(cfg.device),
     )
     return row
+
+
+def peak_gpu_mem_mib(device: str) -> float:
+    """The process's peak memory on CUDA ``device`` so far [MiB]: warp's memory-pool high-water
+    mark (`wp.get_mempool_used_mem_high`; MuJoCo Warp's and the env's arrays) plus torch's
+    `torch.cuda.max_memory_reserved` (the policy, storage, update). A CLI training is one
+    process, so this is its run's peak, the reference check included. NaN on the CPU device,
+    or where warp's pool is off (its allocations then go uncounted)."""
+    if not str(device).startswith("cuda"):
+        return float("nan")
+    import torch
+    import warp as wp
+
+    if not wp.is_mempool_enabled(device):
+        return float("nan")
+    return (int(wp.get_mempool_used_mem_high(device)) + int(torch.cuda.max_memory_reserved(device))) / 2**20
 
 
 def fork_if_diverged(trainer, roots) -> str | None:

@@ -164,7 +164,7 @@ def task_of(params: dict) -> str:
 #: params that do not change what a run measures (where it ran, its seed, how it was launched)
 #: and so do not split groups; the factor path is the separate `setup` key
 VOLATILE_PARAMS = ("seed", "run_dir", "device", "resume", "segment_s", "checkpoint_every",
-                   "max_iterations", "time_limit_s", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
+                   "max_iterations", "time_limit_s", "study", "shared_gpu", "shared_gpu_note", "host_jobs", "host_jobs_note",
                    "concurrent", "mps", "gpu_jobs", "tree_factor", "tree_factor_variant", "segments",
                    "task", "nworld_auto", "reference_nworld", "reference_eval", "physics_engine",
                    "solver_loop", "stop_after_stage")

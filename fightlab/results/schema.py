@@ -23,11 +23,13 @@ REFERENCE_COLUMNS = ("reference_passed", "reference_eval_s", "reference_fall_rat
 
 #: metric columns per experiment (after the metadata columns, in this order)
 EXPERIMENTS: dict[str, tuple[str, ...]] = {
+    # peak_gpu_mem_mib: the run's peak device memory [MiB], warp's memory-pool high-water mark plus
+    # torch's peak reserved memory (`measure.report.peak_gpu_mem_mib`); empty on the CPU device
     "train": (
         "time_to_solve_s", "iterations", "compile_s", "env_steps_per_s", "physics_steps_per_s",
         "rollout_s_per_iter", "update_s_per_iter", "solved", "final_amplitude", "fall_rate",
         "mean_episode_s", "overflow_count", "nan_resets", "host_reads_per_iter", "graph_fallbacks",
-        "tracking", "tracking_survived", *REFERENCE_COLUMNS,
+        "tracking", "tracking_survived", *REFERENCE_COLUMNS, "peak_gpu_mem_mib",
     ),
     # seconds per training iteration with and without each graph, and the parts of a rollout
     # step timed apart (fightlab.measure.graphs); flags 1/0, shares in [0, 1]; rows whose params

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# fightlab's PPO beside rsl_rl's OnPolicyRunner (notebook 08, `fightlab.measure.sidebyside`), solo
+# on one GPU. Two modes:
+#
+#   bash bench/side_by_side.sh study [BODIES] [LEARNERS]   # e.g. study "simple muscular-fast" "fightlab rsl_rl"
+#   bash bench/side_by_side.sh sweep [BODIES]               # rsl_rl's world-count sweep
+#
+# study: per body, fightlab's seeds (SEEDS, default 1 2 3) at NWORLD worlds to the solve, then
+# rsl_rl's at RSL_NWORLD worlds (default NWORLD; its best from the sweep) with `--set
+# time_limit_s=` 10 × fightlab's median time to solve of that body on this card (BUDGET_S
+# overrides): from the rows this call just wrote, else from data/results/train.csv's side-by-side
+# rows of this card. Every training is tagged `--set study=side_by_side` and published (PUBLISH=1,
+# the default on a CUDA device) into data/results/train.csv; RSL_SETS="ppo.learning_rate=3e-4 ..."
+# adds rsl_rl's tuned settings (each word one `--set`). A body whose fightlab median is unknown
+# (at most half solved, none on this card) runs no rsl_rl and says so.
+# sweep: rsl_rl at SWEEP_NWORLDS (default 512 1024 2048 4096) for SWEEP_ITERS iterations (60; the
+# first WARM=5 left out), one `learner_speed` row each (params study "rsl_rl_nworld_sweep", the
+# curriculum's last window: stage-0 progress) under ${OUT:-runs}/data/results, never data/.
+#
+# Run folders: ${FIGHTLAB_RUNS:-runs}/side_by_side/<stamp>/; one log each. DEVICE, NWORLD, ITERS (max iterations;
+# default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
+#   DEVICE=cpu NWORLD=4 ITERS=2 SEEDS=1 BUDGET_S=60 SWEEP_NWORLDS="4 8" SWEEP_ITERS=2 WARM=0 \
+#     bash bench/side_by_side.sh study simple && ... sweep simple
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+MODE=${1:-study}; BODIES=${2:-"simple muscular-fast"}; LEARNERS=${3:-"fightlab rsl_rl"}
+DEVICE=${DEVICE:-cuda:0}; NWORLD=${NWORLD:-1024}; RSL_NWORLD=${RSL_NWORLD:-$NWORLD}; SEEDS=${SEEDS:-"1 2 3"}
+PY=${PY:-python3}; WARM=${WARM:-5}; SWEEP_ITERS=${SWEEP_ITERS:-60}; SWEEP_NWORLDS=${SWEEP_NWORLDS:-"512 1024 2048 4096"}
+case "$DEVICE" in cuda*) PUBLISH=${PUBLISH:-1} ;; *) PUBLISH=${PUBLISH:-0} ;; esac
+case "$MODE" in study|sweep) ;; *) echo "side_by_side.sh: error: mode must be study or sweep, got '$MODE'" >&2; exit 2 ;; esac
+work="${FIGHTLAB_RUNS:-runs}/side_by_side/$(date -u +%Y%m%dT%H%M%S)-$$"; mkdir -p "$work"
+dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
+iters=(); [ -n "${ITERS:-}" ] && iters=(--max-iterations "$ITERS")
+pub=(); [ "$PUBLISH" = 1 ] && pub=(--publish)
+rsl_sets=(); for kv in ${RSL_SETS:-}; do rsl_sets+=(--set "$kv"); done
+
+train() {  # train LEARNER BODY NWORLD SEED RUN_DIR [extra flags...]: one training, its last line
+  local learner=$1 body=$2 nworld=$3 seed=$4 run=$5; shift 5
+  if $PY -m fightlab train --learner "$learner" --body "$body" --nworld "$nworld" --seed "$seed" \
+       --device "$DEVICE" --no-progress --logger none --run-dir "$run" --set study=side_by_side \
+       "${iters[@]}" "$@" > "$run.log" 2>&1; then
+    echo "$learner $body s$seed: $(grep '^run .* solved=' "$run.log" | tail -n 1 | cut -c1-200)"
+  else
+    echo "$learner $body s$seed FAILED:"; tail -n 3 "$run.log"; return 1
+  fi
+}
+
+budget() {  # budget BODY: "BUDGET=<s>", rsl_rl's time limit on this card, or no such line (said why)
+  [ -n "${BUDGET_S:-}" ] && { echo "budget $1: BUDGET_S=$BUDGET_S s (given)" >&2; echo "BUDGET=$BUDGET_S"; return; }
+  $PY - "$1" "$NWORLD" "$DEVICE" "$work" <<'PY'
+import math, sys
+from pathlib import Path
+import pandas as pd
+from fightlab import results
+from fightlab.measure.sidebyside import fightlab_budget_s
+from fightlab.paths import REPO_ROOT
+body, nworld, device, work = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+gpu = results.run_metadata(body=body, nworld=nworld, seed=0, params={}, device=device)["gpu"]
+mine = [results.read_rows("train", d) for d in sorted(work.glob(f"fightlab-{body}-s*")) if d.is_dir()]
+for rows, where in ((pd.concat(mine) if mine else None, f"this call's runs ({work})"),
+                    (results.read_rows("train", REPO_ROOT), "data/results/train.csv")):
+    if rows is not None and len(rows) and math.isfinite(b := fightlab_budget_s(rows, body, nworld, gpu)):
+        print(f"BUDGET={b:.1f}")
+        print(f"budget {body}: 10 x fightlab's median time to solve on {gpu} from {where}: {b:.1f} s", file=sys.stderr)
+        break
+else:
+    print(f"budget {body}: no fightlab median time to solve at {nworld} worlds on {gpu} (at most half of "
+          "its side-by-side runs solved, or none): no rsl_rl run; set BUDGET_S to give one", file=sys.stderr)
+PY
+}
+
+if [ "$MODE" = study ]; then
+  status=0
+  for body in $BODIES; do
+    if [[ " $LEARNERS " == *" fightlab "* ]]; then
+      for seed in $SEEDS; do train fightlab "$body" "$NWORLD" "$seed" "$work/fightlab-$body-s$seed" "${pub[@]}" || status=1; done
+    fi
+    [[ " $LEARNERS " == *" rsl_rl "* ]] || continue
+    b=$(budget "$body" | sed -n 's/^BUDGET=//p'); [ -n "$b" ] || { status=1; continue; }
+    for seed in $SEEDS; do
+      train rsl_rl "$body" "$RSL_NWORLD" "$seed" "$work/rsl_rl-$body-s$seed" --set "time_limit_s=$b" \
+        "${rsl_sets[@]}" "${pub[@]}" || status=1
+    done
+  done
+  echo "run folders: $work"; exit $status
+fi
+
+for body in $BODIES; do  # sweep
+  for n in $SWEEP_NWORLDS; do
+    run="$work/sweep-$body-$n"
+    if ! $PY -m fightlab train --learner rsl_rl --body "$body" --nworld "$n" --device "$DEVICE" \
+         --max-iterations "$SWEEP_ITERS" --no-progress --logger none --run-dir "$run" "${rsl_sets[@]}" > "$run.log" 2>&1; then
+      echo "sweep $body $n FAILED:"; tail -n 3 "$run.log"; continue
+    fi
+    $PY - "$run/rows.csv" "$body" "$DEVICE" "$n" "$SWEEP_ITERS" "$WARM" "$dest" "${RSL_SETS:-}" <<'PY'
+import csv, math, statistics, sys
+from fightlab import results
+num = lambda x: None if math.isnan(float(x)) else float(x)  # an empty window: no number
+path, body, device, nworld, iters, warm, dest, sets = sys.argv[1:]
+rows = list(csv.DictReader(open(path)))
+steady = rows[int(warm):] or rows
+med = lambda k: statistics.median(float(r[k]) for r in steady)
+last = rows[-1]
+row = results.run_metadata(body=body, nworld=int(nworld), seed=0, device=device, params={
+    "study": "rsl_rl_nworld_sweep", "learner": "rsl_rl", "max_iterations": int(iters), "skip": int(warm),
+    "sets": sets.split(), **{f"last_{k}": num(last[f"window_{k}"]) for k in ("fall_rate", "tracking", "episode_s")},
+    "last_amplitude": num(last["amplitude"])})
+row.update(rsl_rl=True, iterations=len(steady), s_per_iter=med("wall_s"), rollout_s_per_iter=med("rollout_s"),
+           update_s_per_iter=med("update_s"), host_reads_per_iter=med("host_reads"),
+           stage_reached=max(int(r["stage"]) for r in rows),
+           overflow_count=sum(int(float(r["overflow_count"])) for r in rows),
+           nan_resets=sum(int(float(r["nan_resets"])) for r in rows))
+results.append_row("learner_speed", row, dest)
+print(f"rsl_rl {body:14} {nworld:>6} worlds: s/it {row['s_per_iter']:.4f} (rollout {row['rollout_s_per_iter']:.4f}, "
+      f"update {row['update_s_per_iter']:.4f}) stage {row['stage_reached']}, amplitude {last['amplitude']}, last "
+      f"window fall rate {last['window_fall_rate']}, episode {last['window_episode_s']} s", flush=True)
+PY
+  done
+done
+echo "run folders: $work; rows: $dest/data/results/learner_speed.csv"
