@@ -254,3 +254,54 @@ def test_rsl_rl_settings_out_of_range_are_one_line(tmp_path):
     err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
     assert r.returncode == 2 and len(err) == 1 and "init_std" in err[0] and "-1" in err[0], r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_rsl_rl_checkpoint_exports_with_parity_and_replays_in_the_c_engine(tmp_path, capsys, monkeypatch):
+    """`export` of a 2-iteration rsl_rl run's checkpoint: its actor rebuilt with rsl_rl's MLPModel
+    gives the trained runner's actions; policy.onnx passes the parity check (<= 1e-5 on >= 1000
+    recorded observations), carries the learner and rsl_rl's version, gives the runner's actions
+    in onnxruntime, and replays in MuJoCo's C engine; `evaluate` of the .pt runs the same actor.
+    Without rsl_rl the export is one line, before any env."""
+    for m in ("onnx", "onnxruntime", "onnxscript"):
+        pytest.importorskip(m, reason="the export extra (pip install -e '.[export]') is not installed")
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from fightlab.cli import main
+    from fightlab.run.checkpoint import load_checkpoint
+    from fightlab.run.evaluate import evaluate, evaluate_exported
+    from fightlab.run.export import checkpoint_policy, export_policy
+    from fightlab.run.rsl import RSL_RL_VERSION
+    from fightlab.run.runner import Trainer
+
+    with Trainer(_cfg(tmp_path, "simple"), progress=False) as t:
+        t.train()
+        env = t.env.unwrapped
+        obs = torch.randn(64, env.obs_dim)
+        want = t.make_policy(env)(obs).detach()  # the runner's own actor (rsl_rl's as_jit copy)
+    ck = tmp_path / "simple" / "latest.pt"
+    rebuilt = checkpoint_policy(load_checkpoint(ck, any_learner=True), env, "cpu")
+    with torch.no_grad():
+        assert torch.allclose(rebuilt(obs), want, rtol=0, atol=1e-6)
+    r = export_policy(ck, progress=False)
+    assert r["learner"] == "rsl_rl" and r["n_obs"] >= 1000 and r["max_abs_diff"] <= 1e-5, r
+    meta = {m.key: m.value for m in onnx.load(r["path"]).metadata_props}
+    assert meta["learner"] == "rsl_rl" and meta["rsl_rl_version"] == RSL_RL_VERSION
+    assert meta["fightlab_body"] == "simple" and json.loads(meta["config"])["learner"] == "rsl_rl"
+    session = ort.InferenceSession(r["path"], providers=["CPUExecutionProvider"])
+    got = session.run(None, {"obs": obs.numpy()})[0]
+    assert float(abs(torch.from_numpy(got) - want).max()) <= 1e-5
+    res = evaluate_exported(r["path"], nworld=2, episodes_per_world=0.05, backend="cpu", progress=False)
+    assert res["backend"] == "cpu" and res["ckpt_iteration"] == 2 and res["physics_engine"]
+    assert evaluate(ck, nworld=2, episodes_per_world=0.05, progress=False)["ckpt_iteration"] == 2
+    # rsl_rl missing: one line naming how to install it, nothing built or written
+    import fightlab.envs.task
+
+    monkeypatch.setitem(sys.modules, "rsl_rl", None)
+    monkeypatch.setitem(sys.modules, "rsl_rl.runners", None)
+    monkeypatch.setattr(fightlab.envs.task, "evaluate_policy", lambda *a, **k: pytest.fail("env built"))
+    capsys.readouterr()
+    assert main(["export", str(ck), "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'rsl-rl-lib==" in err and "\n" not in err and not (tmp_path / "policy.onnx").exists()
