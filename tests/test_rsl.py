@@ -51,7 +51,7 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
     assert (tmp_path / body / "latest.pt").exists()
     from fightlab.run.checkpoint import CheckpointError, load_checkpoint
 
-    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: evaluate and export take"):
+    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: render and the reference check take"):
         load_checkpoint(tmp_path / body / "latest.pt")  # one line, not "damaged"
     assert params["learner"] == "rsl_rl"
     seg = params["segments"][-1]
@@ -295,6 +295,11 @@ def test_an_rsl_rl_checkpoint_exports_with_parity_and_replays_in_the_c_engine(tm
     res = evaluate_exported(r["path"], nworld=2, episodes_per_world=0.05, backend="cpu", progress=False)
     assert res["backend"] == "cpu" and res["ckpt_iteration"] == 2 and res["physics_engine"]
     assert evaluate(ck, nworld=2, episodes_per_world=0.05, progress=False)["ckpt_iteration"] == 2
+    assert main(["evaluate", str(ck), "--device", "cpu", "--nworld", "1", "--no-progress"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["evaluate", str(ck), "--reference-check", "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "render and the reference check take fightlab's learner's only" in err and "\n" not in err
     # rsl_rl missing: one line naming how to install it, nothing built or written
     import fightlab.envs.task
 
