@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -194,8 +195,45 @@ def test_wandb_missing_is_one_line(tmp_path, monkeypatch):
     from fightlab.run.tracking import RunLog
 
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(ConfigError, match="pip install wandb"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[wandb\]'"):
         RunLog("wandb", tmp_path, "abc", {})
+
+
+def test_wandb_offline_writes_into_the_run_folder_read_back_by_wandbs_reader(tmp_path, monkeypatch):
+    """--logger wandb with WANDB_MODE=offline, a 1-iteration tiny training: wandb's offline run file
+    lies in the run folder's wandb/ (listed in its manifest), nothing beside the run folder, and
+    wandb's own reader of that file (its DataStore, the records `wandb sync` uploads) gives each
+    logged scalar at step = the iteration, equal to rows.csv's column."""
+    pytest.importorskip("wandb", reason="the wandb extra (pip install -e '.[wandb]') is not installed")
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal.datastore import DataStore
+
+    from fightlab.config import PPOConfig
+    from fightlab.rundir import RunDir
+    from fightlab.run.runner import Trainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_ERROR_REPORTING", raising=False)  # restored after: the run sets it
+    cfg = TrainConfig(body="simple", nworld=4, device="cpu", seed=7, max_iterations=1, logger="wandb",
+                      run_dir=str(tmp_path / "run"), ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+        listed = RunDir.files(t.rundir)
+    assert "wandb" in listed and os.listdir(tmp_path) == ["run"]
+    assert os.environ["WANDB_ERROR_REPORTING"] == "false"  # offline: wandb's error reports off too
+    (path,) = (tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb")
+    store, logged = DataStore(), []
+    store.open_for_scan(str(path))
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        if record.WhichOneof("record_type") == "history":
+            logged.append({i.nested_key[0] if i.nested_key else i.key: json.loads(i.value_json)
+                           for i in record.history.item})
+    rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
+    assert [h["_step"] for h in logged] == [int(r["iteration"]) for r in rows] == [1]
+    for tag in ("learner/learning_rate", "learner/policy_loss", "task/episodes", "time/rollout_s"):
+        assert logged[0][tag] == pytest.approx(float(rows[0][tag.split("/")[1]]), rel=1e-9), tag
 
 
 def test_auto_without_tensorboard_is_a_note_and_tensorboard_asked_is_one_line(tmp_path, monkeypatch, capsys):
