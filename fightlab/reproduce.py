@@ -184,9 +184,12 @@ def report_figures(verdicts: dict[Path, tuple[str, str]], size: str, compare_dir
     count = {k: sum(v == k for v, _ in verdicts.values()) for k in VERDICTS}
     where = f"; side by side in {compare_dir}" if count["differs"] else ""
     more = "; one line per figure: --log-output" if smoke and not verbose else ""
+    lone = [p.name for p, (v, _) in verdicts.items() if v == "none"]
+    twin = (f"; no committed twin: drawn by this run, but figures/ holds no figure of that name to compare "
+            f"with (e.g. {lone[0]}), nothing wrong" if lone else "")
     print(f"[reproduce] figure files (PNG and SVG): {count['same']} the same as the committed ones, "
           f"{count['differs']} differ, {count['none']} have no committed twin, "
-          f"{count['error']} could not be compared{where}{more}", flush=True)
+          f"{count['error']} could not be compared{where}{more}{twin}", flush=True)
 
 
 @contextlib.contextmanager

@@ -39,9 +39,9 @@ fi
 # the launcher's SkyPilot tests run through this interpreter and fail (not skip) without it
 export FIGHTLAB_SURVEY_PYTHON="$SURVEY_VENV/bin/python"
 
-echo "[test] .venv/bin/python -m pytest -q $*"
+echo "[test] .venv/bin/python -m pytest -q -rs $*"
 set +e
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -rs "$@"  # -rs: each skipped test's reason in the summary
 rc=$?
 set -e
 

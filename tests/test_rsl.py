@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -51,7 +52,7 @@ def test_rsl_rl_trains_each_body_through_the_door(tmp_path, body):
     assert (tmp_path / body / "latest.pt").exists()
     from fightlab.run.checkpoint import CheckpointError, load_checkpoint
 
-    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: evaluate and export take"):
+    with pytest.raises(CheckpointError, match="is a --learner rsl_rl run's: render and the reference check take"):
         load_checkpoint(tmp_path / body / "latest.pt")  # one line, not "damaged"
     assert params["learner"] == "rsl_rl"
     seg = params["segments"][-1]
@@ -194,8 +195,45 @@ def test_wandb_missing_is_one_line(tmp_path, monkeypatch):
     from fightlab.run.tracking import RunLog
 
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(ConfigError, match="pip install wandb"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[wandb\]'"):
         RunLog("wandb", tmp_path, "abc", {})
+
+
+def test_wandb_offline_writes_into_the_run_folder_read_back_by_wandbs_reader(tmp_path, monkeypatch):
+    """--logger wandb with WANDB_MODE=offline, a 1-iteration tiny training: wandb's offline run file
+    lies in the run folder's wandb/ (listed in its manifest), nothing beside the run folder, and
+    wandb's own reader of that file (its DataStore, the records `wandb sync` uploads) gives each
+    logged scalar at step = the iteration, equal to rows.csv's column."""
+    pytest.importorskip("wandb", reason="the wandb extra (pip install -e '.[wandb]') is not installed")
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal.datastore import DataStore
+
+    from fightlab.config import PPOConfig
+    from fightlab.rundir import RunDir
+    from fightlab.run.runner import Trainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_ERROR_REPORTING", raising=False)  # restored after: the run sets it
+    cfg = TrainConfig(body="simple", nworld=4, device="cpu", seed=7, max_iterations=1, logger="wandb",
+                      run_dir=str(tmp_path / "run"), ppo=PPOConfig(num_steps=4, num_minibatches=2, update_epochs=1))
+    with Trainer(cfg, progress=False) as t:
+        t.train()
+        listed = RunDir.files(t.rundir)
+    assert "wandb" in listed and os.listdir(tmp_path) == ["run"]
+    assert os.environ["WANDB_ERROR_REPORTING"] == "false"  # offline: wandb's error reports off too
+    (path,) = (tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb")
+    store, logged = DataStore(), []
+    store.open_for_scan(str(path))
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        if record.WhichOneof("record_type") == "history":
+            logged.append({i.nested_key[0] if i.nested_key else i.key: json.loads(i.value_json)
+                           for i in record.history.item})
+    rows = list(csv.DictReader(open(tmp_path / "run" / "rows.csv")))
+    assert [h["_step"] for h in logged] == [int(r["iteration"]) for r in rows] == [1]
+    for tag in ("learner/learning_rate", "learner/policy_loss", "task/episodes", "time/rollout_s"):
+        assert logged[0][tag] == pytest.approx(float(rows[0][tag.split("/")[1]]), rel=1e-9), tag
 
 
 def test_auto_without_tensorboard_is_a_note_and_tensorboard_asked_is_one_line(tmp_path, monkeypatch, capsys):
@@ -254,3 +292,59 @@ def test_rsl_rl_settings_out_of_range_are_one_line(tmp_path):
     err = [line for line in r.stderr.strip().splitlines() if not line.startswith("Warp CUDA warning")]
     assert r.returncode == 2 and len(err) == 1 and "init_std" in err[0] and "-1" in err[0], r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_rsl_rl_checkpoint_exports_with_parity_and_replays_in_the_c_engine(tmp_path, capsys, monkeypatch):
+    """`export` of a 2-iteration rsl_rl run's checkpoint: its actor rebuilt with rsl_rl's MLPModel
+    gives the trained runner's actions; policy.onnx passes the parity check (<= 1e-5 on >= 1000
+    recorded observations), carries the learner and rsl_rl's version, gives the runner's actions
+    in onnxruntime, and replays in MuJoCo's C engine; `evaluate` of the .pt runs the same actor.
+    Without rsl_rl the export is one line, before any env."""
+    for m in ("onnx", "onnxruntime", "onnxscript"):
+        pytest.importorskip(m, reason="the export extra (pip install -e '.[export]') is not installed")
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from fightlab.cli import main
+    from fightlab.run.checkpoint import load_checkpoint
+    from fightlab.run.evaluate import evaluate, evaluate_exported
+    from fightlab.run.export import checkpoint_policy, export_policy
+    from fightlab.run.rsl import RSL_RL_VERSION
+    from fightlab.run.runner import Trainer
+
+    with Trainer(_cfg(tmp_path, "simple"), progress=False) as t:
+        t.train()
+        env = t.env.unwrapped
+        obs = torch.randn(64, env.obs_dim)
+        want = t.make_policy(env)(obs).detach()  # the runner's own actor (rsl_rl's as_jit copy)
+    ck = tmp_path / "simple" / "latest.pt"
+    rebuilt = checkpoint_policy(load_checkpoint(ck, any_learner=True), env, "cpu")
+    with torch.no_grad():
+        assert torch.allclose(rebuilt(obs), want, rtol=0, atol=1e-6)
+    r = export_policy(ck, progress=False)
+    assert r["learner"] == "rsl_rl" and r["n_obs"] >= 1000 and r["max_abs_diff"] <= 1e-5, r
+    meta = {m.key: m.value for m in onnx.load(r["path"]).metadata_props}
+    assert meta["learner"] == "rsl_rl" and meta["rsl_rl_version"] == RSL_RL_VERSION
+    assert meta["fightlab_body"] == "simple" and json.loads(meta["config"])["learner"] == "rsl_rl"
+    session = ort.InferenceSession(r["path"], providers=["CPUExecutionProvider"])
+    got = session.run(None, {"obs": obs.numpy()})[0]
+    assert float(abs(torch.from_numpy(got) - want).max()) <= 1e-5
+    res = evaluate_exported(r["path"], nworld=2, episodes_per_world=0.05, backend="cpu", progress=False)
+    assert res["backend"] == "cpu" and res["ckpt_iteration"] == 2 and res["physics_engine"]
+    assert evaluate(ck, nworld=2, episodes_per_world=0.05, progress=False)["ckpt_iteration"] == 2
+    assert main(["evaluate", str(ck), "--device", "cpu", "--nworld", "1", "--no-progress"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["evaluate", str(ck), "--reference-check", "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "render and the reference check take fightlab's learner's only" in err and "\n" not in err
+    # rsl_rl missing: one line naming how to install it, nothing built or written
+    import fightlab.envs.task
+
+    monkeypatch.setitem(sys.modules, "rsl_rl", None)
+    monkeypatch.setitem(sys.modules, "rsl_rl.runners", None)
+    monkeypatch.setattr(fightlab.envs.task, "evaluate_policy", lambda *a, **k: pytest.fail("env built"))
+    capsys.readouterr()
+    assert main(["export", str(ck), "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'rsl-rl-lib==" in err and "\n" not in err and not (tmp_path / "policy.onnx").exists()

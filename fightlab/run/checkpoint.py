@@ -79,8 +79,8 @@ def _check_checkpoint(p: Path, ck: dict, any_learner: bool) -> None:
     except _Damaged as e:
         raise CheckpointError(f"checkpoint {str(p)!r} is damaged or hand-edited: {e}") from None
     if cfg.learner != "fightlab" and not any_learner:  # its agent is another learner's (run.rsl)
-        raise CheckpointError(f"checkpoint {str(p)!r} is a --learner {cfg.learner} run's: evaluate and export "
-                              "take fightlab's learner's checkpoints only (resume takes both)")
+        raise CheckpointError(f"checkpoint {str(p)!r} is a --learner {cfg.learner} run's: render and the reference "
+                              "check take fightlab's learner's only (evaluate, export and resume take both)")
     try:
         (_check_learner if cfg.learner == "fightlab" else _check_tensors)(ck, cfg)
         _check_curriculum(ck)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from fightlab.config import from_dict
-from fightlab.run.checkpoint import load_checkpoint, policy_agent
+from fightlab.run.checkpoint import load_checkpoint
 
 __all__ = ["DEFAULT_NWORLD", "PHYSICS", "evaluate", "evaluate_zero_action", "evaluate_exported", "exported_request"]
 
@@ -26,7 +26,8 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
     holding the reference alone) on fresh worlds and report the solve statistics.
 
     Args:
-      checkpoint: path of a fightlab checkpoint (its body, task config and policy are used).
+      checkpoint: path of a fightlab checkpoint of either learner (its body, task config and
+        policy are used; an rsl_rl run's actor rebuilt by `run.export.checkpoint_policy`).
       nworld: worlds (None: the checkpoint's); episodes_per_world: how long to run, in episodes.
       timestep: physics timestep override in s (the env takes control_dt / timestep substeps).
       zero_action: ignore the policy; amplitude: rhythm amplitude, fixed (no ramp).
@@ -41,10 +42,15 @@ def evaluate(checkpoint, nworld: int | None = None, device: str = "cpu", episode
       tracking, tracking_survived, mean_episode_s, overflow_count, nan_resets, ...).
 
     Raises:
-      CheckpointError: unreadable checkpoint or a policy that does not fit the body.
+      CheckpointError: unreadable checkpoint or a policy that does not fit the body;
+      ConfigError: an rsl_rl run's checkpoint without rsl_rl installed.
     """
-    ck = load_checkpoint(checkpoint)
+    ck = load_checkpoint(checkpoint, any_learner=True)
     cfg = from_dict(ck["config"])
+    if cfg.learner == "rsl_rl":  # its actor is rebuilt with rsl_rl's classes: refused before the env
+        from fightlab.run.rsl import require_rsl_rl
+
+        require_rsl_rl()
     env_cfg = _env_cfg(cfg, physics, timestep)
     nworld = cfg.nworld if nworld is None else nworld
     return _evaluate(cfg.body, ck, env_cfg, nworld, device, episodes_per_world, zero_action,
@@ -122,10 +128,11 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
               graph, tree_factor, progress=True, backend: str = "gpu", threads=None, make_policy=None):
     from fightlab.config import training_physics
     from fightlab.envs.task import evaluate_policy
+    from fightlab.run.export import checkpoint_policy
 
     # the checkpoint's actor on the env's sizes, its mean action (or the given policy); None: the zero action
     if ck is not None and not zero_action:
-        make_policy = lambda env: policy_agent(ck, env, device).act_mean  # noqa: E731
+        make_policy = lambda env: checkpoint_policy(ck, env, device)  # noqa: E731
     r = evaluate_policy(make_policy, body, env_cfg, nworld, device, episodes_per_world, amplitude, seed,
                         graph, tree_factor, progress, backend=backend, threads=threads)
     return dict(body=body, zero_action=make_policy is None, physics=training_physics(env_cfg),

@@ -3,13 +3,17 @@ as a policy for `evaluate --policy`.
 
 The exported graph is ``obs [batch, obs_dim] float32 -> action [batch, nu] float32``: the
 observation normaliser and the actor's deterministic mean action, exactly what `evaluate`
-applies (`ActorCritic.act_mean`). Exporter: ``torch.onnx.export(..., dynamo=True)``, the
-torch.export-based exporter (the default since torch 2.9; the TorchScript one is deprecated),
-which needs onnxscript (the `export` extra's pins; run here on torch 2.13's CPU build; torch
-2.11, the GPU machine's, has the same default and arguments). The file's metadata_props:
-``fightlab_body``, ``obs_dim``, ``nu``, ``run_id``, ``iteration``, ``solved``, ``commit``
-(fightlab's) and ``config`` (the run's TrainConfig as JSON: the task a replay runs). Nothing is written unless onnxruntime gives the actions torch
-gives, within :data:`PARITY_TOL`, on at least :data:`MIN_PARITY_OBS` observations recorded by
+applies (`checkpoint_policy`: fightlab's `ActorCritic.act_mean`, or a ``--learner rsl_rl`` run's
+actor rebuilt as rsl_rl's ``MLPModel`` and taken through rsl_rl's own export copy ``as_onnx``;
+not its runner's ``export_policy_to_onnx``: a fixed batch of 1, no metadata, written straight to
+its path). Exporter: ``torch.onnx.export(..., dynamo=True)``, the torch.export-based exporter
+(the default since torch 2.9; the TorchScript one is deprecated), which needs onnxscript (the
+`export` extra's pins; run here on torch 2.13's CPU build; torch 2.11, the GPU machine's, has
+the same default and arguments). The file's metadata_props: ``fightlab_body``, ``obs_dim``,
+``nu``, ``run_id``, ``iteration``, ``solved``, ``commit`` (fightlab's), ``learner`` (and for
+rsl_rl ``rsl_rl_version``, the run's) and ``config`` (the run's TrainConfig as JSON: the task a
+replay runs). Nothing is written unless onnxruntime gives the actions torch gives, within
+:data:`PARITY_TOL`, on at least :data:`MIN_PARITY_OBS` observations recorded by
 stepping the body's env with the policy.
 
 Nothing lost: ``policy.onnx`` is replaced only when it is a regular file fightlab's export wrote
@@ -39,7 +43,7 @@ from fightlab.config import ConfigError, check_fields, from_dict, to_dict, valid
 from fightlab.run.checkpoint import load_checkpoint, policy_agent
 
 __all__ = ["PARITY_TOL", "MIN_PARITY_OBS", "POLICY_NAME", "EXPORT_LOCK", "MAX_META_CHARS", "MAX_JSON_DEPTH",
-           "export_policy", "ExportedPolicy", "load_exported", "is_fightlab_policy", "need_onnx"]
+           "export_policy", "checkpoint_policy", "ExportedPolicy", "load_exported", "is_fightlab_policy", "need_onnx"]
 
 #: the largest |Δaction| between torch and onnxruntime an exported file may have
 PARITY_TOL = 1e-5
@@ -160,7 +164,7 @@ def _write_policy(target: Path, data: bytes) -> Path:
 
 
 class _MeanAction(torch.nn.Module):
-    """The agent's deterministic action as a module of one input (what torch.onnx.export takes)."""
+    """fightlab's agent's deterministic action as a module of one input (what torch.onnx.export takes)."""
 
     def __init__(self, agent):
         super().__init__()
@@ -168,6 +172,19 @@ class _MeanAction(torch.nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.agent.act_mean(obs)
+
+
+def checkpoint_policy(ck: dict, env, device: str) -> torch.nn.Module:
+    """A checkpoint's deterministic policy for ``env`` (its obs_dim and nu) on ``device``, in eval
+    mode: ``obs [n, obs_dim] -> mean action [n, nu]``, observation normalisation inside. Either
+    learner's (`TrainConfig.learner`): fightlab's ``ActorCritic.act_mean`` (`policy_agent`), or
+    rsl_rl's actor rebuilt with rsl_rl's classes (`fightlab.run.rsl.rsl_actor`). Raises
+    CheckpointError: a policy that does not fit the env's body; ConfigError: rsl_rl missing."""
+    if from_dict(ck["config"]).learner == "rsl_rl":
+        from fightlab.run.rsl import rsl_actor
+
+        return rsl_actor(ck, env.obs_dim, env.nu, device)
+    return _MeanAction(policy_agent(ck, env, device)).eval()
 
 
 def _record(ck: dict, device: str, progress: bool) -> tuple[torch.Tensor, object]:
@@ -180,7 +197,7 @@ def _record(ck: dict, device: str, progress: bool) -> tuple[torch.Tensor, object
     seen, env_of = [], []
 
     def make_policy(env):
-        act = policy_agent(ck, env, device).act_mean
+        act = checkpoint_policy(ck, env, device)
         env_of.append(env)
         return lambda obs: (seen.append(obs.detach().to("cpu", copy=True)), act(obs))[1]
 
@@ -195,29 +212,44 @@ def export_policy(checkpoint, out=None, device: str | None = None, progress: boo
     """Export a fightlab checkpoint's policy to ``<out>/policy.onnx`` after the parity check.
 
     Args:
-      checkpoint: a fightlab checkpoint (read by `load_checkpoint`: no code in it runs);
+      checkpoint: a fightlab checkpoint of either learner (read by `load_checkpoint`: no code in
+        it runs; an rsl_rl run's actor rebuilt by `checkpoint_policy`);
       out: the folder (default: the checkpoint's); device: where the env steps to record the
         observations (None: the checkpoint's run's device when it is here, else cpu).
     Returns:
-      dict: path (absolute), body, obs_dim, nu, run_id, iteration, commit, n_obs (observations
-      checked), max_abs_diff (max |Δaction| between torch and onnxruntime, float).
+      dict: path (absolute), body, obs_dim, nu, run_id, iteration, commit, learner, n_obs
+      (observations checked), max_abs_diff (max |Δaction| between torch and onnxruntime, float).
     Raises:
       CheckpointError: not a fightlab checkpoint (missing, text, a crafted pickle);
-      ConfigError: onnx / onnxruntime / onnxscript missing, --out not a writable folder, a
+      ConfigError: onnx / onnxruntime / onnxscript missing (rsl_rl for an rsl_rl run's), --out not a writable folder, a
         policy.onnx there that fightlab's export did not write (or a link), another export into
         that folder running, or parity worse than PARITY_TOL (nothing written then). All but
         the parity before the env is built.
     """
     need_onnx("onnx", "onnxruntime", "onnxscript")
     path = Path(checkpoint)
-    ck = load_checkpoint(path)
+    ck = load_checkpoint(path, any_learner=True)  # either learner's: `checkpoint_policy`
+    learner = _learner_meta(ck)
     folder = _out_folder(path, out)
     _check_target(folder / POLICY_NAME)
     with _export_lock(folder):
-        return _export(ck, folder, device, progress)
+        return _export(ck, folder, device, progress, learner)
 
 
-def _export(ck: dict, folder: Path, device: str | None, progress: bool) -> dict:
+def _learner_meta(ck: dict) -> dict:
+    """The learner's metadata_props: ``learner`` (`TrainConfig.learner`) and, for rsl_rl,
+    ``rsl_rl_version`` (the run's latest segment's; rsl_rl imported here: ConfigError when missing)."""
+    cfg = from_dict(ck["config"])
+    if cfg.learner != "rsl_rl":
+        return dict(learner=cfg.learner)
+    from fightlab.run.rsl import require_rsl_rl
+
+    here = require_rsl_rl()
+    segs = [s for s in ck.get("segments") or () if s.get("rsl_rl_version")]
+    return dict(learner=cfg.learner, rsl_rl_version=segs[-1]["rsl_rl_version"] if segs else here)
+
+
+def _export(ck: dict, folder: Path, device: str | None, progress: bool, learner: dict) -> dict:
     """`export_policy`'s work, its checks done and its folder's lock held."""
     from fightlab.devices import pick_device
     from fightlab.meta import git_commit
@@ -227,28 +259,29 @@ def _export(ck: dict, folder: Path, device: str | None, progress: bool) -> dict:
     if device is None:
         device = cfg.device if cfg.backend == "gpu" and cfg.device == pick_device(None) else "cpu"
     obs, env = _record(ck, pick_device(device), progress)
-    agent = policy_agent(ck, env, "cpu")
-    proto = _to_onnx(agent, env.obs_dim)
+    policy = checkpoint_policy(ck, env, "cpu")
+    proto = _to_onnx(policy, env.obs_dim)
     meta = dict(fightlab_body=cfg.body, obs_dim=env.obs_dim, nu=env.nu, run_id=ck.get("run_id"),
                 iteration=ck["iteration"], solved=bool(ck["curriculum"].get("solved")), commit=git_commit(),
-                config=json.dumps(to_dict(cfg)))
+                config=json.dumps(to_dict(cfg)), **learner)
     for k, v in meta.items():
         proto.metadata_props.add(key=k, value=str(v))
     data = proto.SerializeToString()
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     with torch.no_grad():
-        want = agent.act_mean(obs).numpy()
+        want = policy(obs).numpy()
     diff = float(np.abs(session.run(None, {"obs": obs.numpy()})[0] - want).max())
     if not diff <= PARITY_TOL:
         raise ConfigError(f"onnxruntime's actions differ from torch's by up to {diff:.3g} > {PARITY_TOL:g} "
                           f"on {len(obs)} observations; nothing written")
     target = _write_policy(folder / POLICY_NAME, data)
     return dict(path=str(target), body=cfg.body, obs_dim=env.obs_dim, nu=env.nu, run_id=ck.get("run_id"),
-                iteration=ck["iteration"], commit=meta["commit"], n_obs=len(obs), max_abs_diff=diff)
+                iteration=ck["iteration"], commit=meta["commit"], learner=cfg.learner, n_obs=len(obs),
+                max_abs_diff=diff)
 
 
-def _to_onnx(agent, obs_dim: int):
-    """The agent's mean action as an ONNX ModelProto (dynamic batch, input "obs", output "action")."""
+def _to_onnx(policy: torch.nn.Module, obs_dim: int):
+    """A `checkpoint_policy` module as an ONNX ModelProto (dynamic batch, input "obs", output "action")."""
     import logging
     import warnings
 
@@ -258,9 +291,9 @@ def _to_onnx(agent, obs_dim: int):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(_MeanAction(agent).eval(), (torch.zeros(2, obs_dim),), dynamo=True,
+            program = torch.onnx.export(policy, (torch.zeros(2, obs_dim),), dynamo=True,
                                         input_names=["obs"], output_names=["action"], verbose=False,
-                                        dynamic_shapes={"obs": {0: torch.export.Dim("batch")}})
+                                        dynamic_shapes=({0: torch.export.Dim("batch")},))
     finally:
         quiet.setLevel(level)
     return program.model_proto

@@ -589,7 +589,7 @@ def _checkpoint_config(req: EvalRequest):
     """The request's checkpoint's TrainConfig; `--body` must be its body (ConfigError)."""
     from fightlab.run.checkpoint import load_checkpoint
 
-    cfg = from_dict(load_checkpoint(req.checkpoint)["config"])
+    cfg = from_dict(load_checkpoint(req.checkpoint, any_learner=True)["config"])  # evaluate takes both
     if req.body is not None and req.body != cfg.body:
         raise ConfigError(f"--body {req.body} conflicts with the checkpoint's body ({cfg.body})")
     return cfg

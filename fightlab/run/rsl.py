@@ -107,6 +107,37 @@ def train_cfg(cfg) -> dict:
     return out
 
 
+def rsl_actor(ck: dict, obs_dim: int, nu: int, device: str = "cpu") -> torch.nn.Module:
+    """A ``learner: rsl_rl`` checkpoint's policy rebuilt with rsl_rl's own classes: an
+    ``rsl_rl.models.MLPModel`` of :func:`train_cfg`'s actor settings (the checkpoint's config),
+    loaded from its ``actor.*`` tensors (strict), returned as rsl_rl's ONNX export copy
+    (``MLPModel.as_onnx``: observation normaliser, MLP, mean action): ``obs [n, obs_dim] float32
+    -> action [n, nu]`` on ``device``, in eval mode. Raises ConfigError (rsl_rl missing),
+    CheckpointError (tensors that do not fit the body's sizes or the settings), one line."""
+    require_rsl_rl()
+    from rsl_rl.models import MLPModel
+    from tensordict import TensorDict
+
+    from fightlab.config import from_dict
+    from fightlab.run.checkpoint import CheckpointError
+
+    rsl = train_cfg(from_dict(ck["config"]))
+    settings = copy.deepcopy(rsl["actor"])
+    if settings.pop("class_name") != "MLPModel":  # RSL_RL_FIXED's; another model is not rebuilt here
+        raise ConfigError(f"rsl_rl's actor {rsl['actor']['class_name']!r} is not an MLPModel")
+    obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
+    model = MLPModel(obs, rsl["obs_groups"], "actor", nu, **settings)
+    actor = {k[len("actor."):]: v for k, v in ck["agent"].items() if k.startswith("actor.")}
+    try:
+        model.load_state_dict(actor)
+    except (RuntimeError, KeyError, ValueError) as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip().startswith(
+            ("size mismatch", "Missing key", "Unexpected key"))), str(e).splitlines()[0] if str(e) else "")
+        raise CheckpointError(f"checkpoint's rsl_rl actor does not fit body {from_dict(ck['config']).body!r} "
+                              f"(obs {obs_dim}, actions {nu}): {first[:200]}") from None
+    return model.as_onnx(verbose=False).to(torch.device(device)).eval()
+
+
 class RslDoor:
     """rsl_rl's ``VecEnv`` over a task behind fightlab's door: the same members, observations as a
     ``TensorDict`` ("policy" [num_envs, obs_dim], "critic" when the task has one); `last_check` is

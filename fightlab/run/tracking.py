@@ -1,7 +1,10 @@
 """Run tracking through the field's tools: every training's rows as TensorBoard scalars (torch's
 `torch.utils.tensorboard.SummaryWriter`, the ``tensorboard`` package's event files) in its run
 folder (its ``events.out.tfevents.*`` files, beside rows.csv), or Weights & Biases (``wandb``,
-offline unless ``WANDB_MODE`` says otherwise).
+the ``wandb`` extra; offline unless ``WANDB_MODE`` says otherwise: the run's records in the
+run folder's ``wandb/`` (``wandb sync`` sends them later), wandb's error reports off unless
+``WANDB_ERROR_REPORTING`` says otherwise, nothing sent; wandb-core's own debug log goes to
+``~/.cache/wandb/logs``).
 ``rows.csv`` stays the record figures are drawn from; these are for watching and comparing runs:
 ``tensorboard --logdir runs/train``.
 
@@ -31,8 +34,8 @@ _LEARNER = ("reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clip
 #: what each logger that needs a package says when it is missing
 _MISSING = {"tensorboard": "--logger tensorboard needs the tensorboard package: pip install tensorboard "
                            "(or --logger none)",
-            "wandb": "--logger wandb needs wandb: pip install wandb (it runs offline unless WANDB_MODE=online; "
-                     "or --logger tensorboard)"}
+            "wandb": "--logger wandb needs wandb: pip install -e '.[wandb]' (it runs offline unless "
+                     "WANDB_MODE=online; or --logger tensorboard)"}
 
 
 def check_logger(kind: str) -> None:
@@ -54,6 +57,22 @@ def _number(v) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v) if math.isfinite(v) else None
+
+
+def _wandb_run(run_dir: Path, run_id: str, config: dict, claim):
+    """A W&B run named ``run_id`` in project "fightlab", its files in ``run_dir/wandb`` (claimed);
+    mode ``WANDB_MODE`` (default "offline": nothing sent, and then wandb's error reports off
+    unless ``WANDB_ERROR_REPORTING`` is set; wandb reads that when imported)."""
+    mode = os.environ.get("WANDB_MODE", "offline")
+    if mode in ("offline", "disabled"):
+        os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
+    try:
+        import wandb
+    except ImportError:
+        raise ConfigError(_MISSING["wandb"]) from None
+    if claim is not None:
+        claim("wandb")  # the folder wandb writes into: its offline run, logs and latest-run link
+    return wandb.init(project="fightlab", id=run_id, dir=str(run_dir), config=config, resume="allow", mode=mode)
 
 
 class RunLog:
@@ -86,12 +105,7 @@ class RunLog:
             if claim is not None:
                 claim(os.path.relpath(self._tb.file_writer.event_writer._file_name, run_dir))
         elif kind == "wandb":
-            try:
-                import wandb
-            except ImportError:
-                raise ConfigError(_MISSING["wandb"]) from None
-            self._wandb = wandb.init(project="fightlab", id=run_id, dir=str(run_dir), config=config,
-                                     resume="allow", mode=os.environ.get("WANDB_MODE", "offline"))
+            self._wandb = _wandb_run(run_dir, run_id, config, claim)
 
     def row(self, row: dict) -> None:
         """Every numeric column of an iteration's row, at step = its iteration."""
