@@ -84,11 +84,11 @@ def test_compare_backends_applies_set_to_each_bodys_own_defaults(monkeypatch):
 
 def test_an_rsl_rl_runs_changes_are_against_rsl_rls_defaults():
     """A --learner rsl_rl run's learner reads against rsl_rl's defaults (config.RSL_RL_PPO), not
-    fightlab's: its defaults are "defaults", a --set shows as itself."""
+    fightlab's: named first, its defaults are "defaults", a --set shows as itself."""
     from fightlab.config import apply_overrides
 
     for body in ("simple", "muscular-fast"):
         cfg = TrainConfig(body=body, learner="rsl_rl")
-        assert report.learner_changes(to_dict(cfg)) == "defaults"
-        tuned = apply_overrides(cfg, ["ppo.init_std=0.3"])
-        assert report.learner_changes(to_dict(tuned)) == "ppo.init_std=0.3"
+        assert report.learner_changes(to_dict(cfg)) == "rsl_rl: defaults"
+        tuned = apply_overrides(cfg, ["ppo.init_std=0.7"])
+        assert report.learner_changes(to_dict(tuned)) == "rsl_rl: ppo.init_std=0.7"

@@ -78,12 +78,12 @@ def test_the_settings_are_mjlabs_with_the_tasks_rollout():
                                     "num_learning_epochs": 5, "num_mini_batches": 4, "gamma": 0.99, "lam": 0.95,
                                     "max_grad_norm": 1.0, "schedule": "adaptive", "desired_kl": 0.01}
         assert out["actor"]["hidden_dims"] == out["critic"]["hidden_dims"] == [512, 256, 128]
-        assert out["actor"]["distribution_cfg"]["init_std"] == 1.0
+        assert out["actor"]["distribution_cfg"]["init_std"] == {"simple": 0.3}.get(body, 1.0)  # the study's
         assert out["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
-    tuned = apply_overrides(TrainConfig(learner="rsl_rl"), ["ppo.init_std=0.3", "ppo.desired_kl=null",
+    tuned = apply_overrides(TrainConfig(learner="rsl_rl"), ["ppo.init_std=0.5", "ppo.desired_kl=null",
                                                            "ppo.desired_kl_per_action=0.002", "ppo.adaptive_lr=false"])
     out = train_cfg(tuned)
-    assert out["actor"]["distribution_cfg"]["init_std"] == 0.3
+    assert out["actor"]["distribution_cfg"]["init_std"] == 0.5
     assert out["algorithm"]["schedule"] == "fixed"
     from fightlab.bodies import build
 

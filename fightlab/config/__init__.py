@@ -23,8 +23,8 @@ from fightlab.config.rules import (  # noqa: F401  (re-exported)
     idle_ppo_fields, in_range, int_text, integer, nested, network_params, one_of, pair, positive,
     short_repr, text, validate_backend, validate_body, validate_layout, validate_nworld,
     validate_policy_device)
-from fightlab.config.schema import (BODY_PPO, RSL_RL_PPO, EnvConfig, PPOConfig, TrainConfig, body_ppo,  # noqa: F401
-                                    with_body)
+from fightlab.config.schema import (BODY_PPO, RSL_RL_BODY_PPO, RSL_RL_PPO, EnvConfig,  # noqa: F401
+                                    PPOConfig, TrainConfig, body_ppo, with_body)
 from fightlab.config.task import (  # noqa: F401  (re-exported)
     DEFAULT_TASK, IMPLIED_FIELDS, MUJOCO_WARP_MIN_TOLERANCE, REFERENCE_CHECKS, REFERENCE_SOLVER,
     TASK_FIELDS, canonical_params, reference_env, task_changes, task_id, task_warning,

@@ -327,13 +327,21 @@ RSL_RL_PPO: dict = {"hidden": (512, 256, 128), "init_std": 1.0, "learning_rate":
                     "gae_lambda": 0.95, "max_grad_norm": 1.0}
 
 
+#: rsl_rl's per-body settings over :data:`RSL_RL_PPO`, from its tuning study (bench/NOTES.md,
+#: "rsl_rl's tuning study"; rows in data/results/train.csv): simple's initial std 0.3 ended stage 0
+#: in 341.5 iterations (mean of 2 seeds, packed) against mjlab's 1.0's 459
+RSL_RL_BODY_PPO: dict[str, dict] = {"simple": {"init_std": 0.3}}
+
+
 def body_ppo(body, learner: str = "fightlab") -> PPOConfig:
     """The default learner settings of `body` (a name of `BODY_NAMES`) for `learner` (one of
     `LEARNERS`): fightlab's, PPOConfig's defaults with the body's :data:`BODY_PPO` entries
     (PPOConfig's own for a name without one: an unknown body is refused later, by
-    `validate_train`, in one line); rsl_rl's, :data:`RSL_RL_PPO` over PPOConfig's."""
+    `validate_train`, in one line); rsl_rl's, :data:`RSL_RL_PPO` and the body's
+    :data:`RSL_RL_BODY_PPO` over PPOConfig's."""
     if learner == "rsl_rl":
-        return dataclasses.replace(PPOConfig(), **RSL_RL_PPO)
+        own = RSL_RL_BODY_PPO.get(body, {}) if isinstance(body, str) else {}
+        return dataclasses.replace(PPOConfig(), **{**RSL_RL_PPO, **own})
     entry = BODY_PPO.get(body) if isinstance(body, str) else None
     return dataclasses.replace(PPOConfig(), **entry) if entry else PPOConfig()
 

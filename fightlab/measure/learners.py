@@ -79,12 +79,14 @@ def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, objec
 def learner_changes(params: dict, body: str | None = None) -> str:
     """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; the training physics,
     when any of its solver fields differs, as one :func:`physics_label` at the end; ``"defaults"``
-    when no learner field differs from today's defaults."""
+    when no learner field differs from today's defaults; another learner than fightlab's is named
+    first, ``"rsl_rl: defaults"`` (its defaults are its own, `config.body_ppo`)."""
     diff = learner_diff(params, body)
     out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
     if len(out) < len(diff):
         out.append(physics_label(params))
-    return ", ".join(out) or "defaults"
+    text, learner = ", ".join(out) or "defaults", params.get("learner")
+    return f"{learner}: {text}" if isinstance(learner, str) and learner != TrainConfig.learner else text
 
 
 def physics_label(params: dict) -> str:
