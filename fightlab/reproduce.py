@@ -35,8 +35,8 @@ from fightlab.rundir import atomic_path, lock_file
 OUT_DIR = RUNS / "notebooks"
 
 #: notebooks whose `publish` writes a rendering (no GPU measurement): check_publish's gpu=False;
-#: 07 only redraws Figure 3 from the committed tables
-RENDER_ONLY = frozenset({"01", "07"})
+#: 07 only redraws Figure 3 from the committed tables, 08 the side-by-side figure
+RENDER_ONLY = frozenset({"01", "07", "08"})
 
 
 class NotebookError(RuntimeError):
