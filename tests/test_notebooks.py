@@ -103,7 +103,7 @@ def test_notebook_paths_come_from_the_repository():
     ("07", dict(cpu_price_per_hour=0), "cpu_price_per_hour must be a positive number, got 0.0"),
     ("07", dict(bands=[0, 2, 1]), "bands must increase: 1 follows 2"),
     ("07", dict(tol=0), "tol must be a relative tolerance in (0, 1)"),
-    ("08", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
+    ("08", dict(publish=True, device="cpu"), "size 'smoke' is not 'full'"),
     ("08", dict(body="boxer", device="cpu"), "unknown body 'boxer'"),
     ("08", dict(demo_iterations=0, device="cpu"), "demo_iterations must be a positive integer, got 0"),
     ("08", dict(gpu="NVIDIA B300", device="cpu"), "gpu 'NVIDIA B300' has no side-by-side training"),

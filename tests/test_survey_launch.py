@@ -179,8 +179,8 @@ def test_upload_check_catches_runs_results_and_size(tmp_path):
     with pytest.raises(ConfigError, match="energy.csv"):
         survey_task.check_upload(new)
     big = _tree(tmp_path / "big", good)
-    (big / "fightlab/blob.bin").write_bytes(b"x" * 2_500_000)
-    with pytest.raises(ConfigError, match=r"2\.50 MB, over the 2 MB limit.*blob\.bin"):
+    (big / "fightlab/blob.bin").write_bytes(b"x" * 3_500_000)
+    with pytest.raises(ConfigError, match=r"3\.50 MB, over the 3 MB limit.*blob\.bin"):
         survey_task.check_upload(big)
     (big / ".skyignore").unlink()
     with pytest.raises(ConfigError, match=".skyignore is missing"):
@@ -347,7 +347,7 @@ def test_dry_run_plan_of_nine_gpu_types_shows_every_command(tmp_path):
         assert "-i 10 --down -y" in block and "limit 300 s; give up after 300 s" in block
         assert f"sky launch -c {c} fightlab/survey/bench.sky.yaml" in block and f"rsync -az '{c}:~/sky_workdir" in block
         assert block.splitlines()[-2].strip() == f"$ sky down {c} -y"
-    assert "upload:" in text and "MB (limit 2 MB" in text
+    assert "upload:" in text and "MB (limit 3 MB" in text
 
 
 def test_dry_run_vastai_picks_the_cheapest_recorded_offer(tmp_path):

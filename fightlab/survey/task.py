@@ -20,8 +20,9 @@ __all__ = ["TASK_YAML", "SKYIGNORE", "UPLOAD_LIMIT_BYTES", "UPLOAD_DATA_FILES", 
 TASK_YAML = REPO_ROOT / "fightlab" / "survey" / "bench.sky.yaml"
 #: what the upload leaves out (replaces .gitignore for SkyPilot)
 SKYIGNORE = REPO_ROOT / ".skyignore"
-#: the upload's limit [bytes] (the study: 57 MB took 17 min to slow hosts; 1.4 MB fixed it)
-UPLOAD_LIMIT_BYTES = 2 * 10**6
+#: the upload's limit [bytes] (the study: 57 MB took 17 min to slow hosts; 1.4 MB fixed it). Most
+#: of the upload is data/results/train.csv, which grows ≈ 2.8 kB a training row (622 kB at 224)
+UPLOAD_LIMIT_BYTES = 3 * 10**6
 #: the only data/ files the upload may hold: the tables bench reads (headline, expected speed,
 #: the auto-nworld sweep)
 UPLOAD_DATA_FILES = ("data/results/train.csv", "data/results/bench.csv", "data/results/sweep.csv")
