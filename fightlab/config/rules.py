@@ -36,6 +36,9 @@ MATMUL_PRECISIONS = ("highest", "high")
 #: the KLs the adaptive rate may read (`PPOConfig.kl_estimator`)
 KL_ESTIMATORS = ("k3", "analytic")
 
+#: a learner's use of the task's left–right mirror (`PPOConfig.symmetry`)
+SYMMETRIES = ("none", "augment", "loss")
+
 
 #: physics backends of the env: "gpu" = MuJoCo Warp on the run's device (a GPU, or warp's CPU
 #: device for smoke checks), "cpu" = MuJoCo's C engine on a thread pool (fightlab.sim.cpu), the

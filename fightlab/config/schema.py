@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from fightlab.config.rules import (
-    CRITIC_OBS, KL_ESTIMATORS, MATMUL_PRECISIONS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH,
+    CRITIC_OBS, KL_ESTIMATORS, SYMMETRIES, MATMUL_PRECISIONS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH,
     MAX_ITERATIONS, MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_SOLVER_ITERATIONS, MAX_UPDATE_EPOCHS,
     LEARNERS, LOGGERS, SOLVER_LOOPS, _custom, _int, _number, _rule, _upto, at_least_0, cross, flag, in_range, integer, nested,
     network_params, one_of, pair, positive, short_repr, text, validate_backend, validate_body,
@@ -167,6 +167,15 @@ class PPOConfig:
         actions, as CleanRL's approx_kl; heavy-tailed with many actions) or "analytic" (the
         closed-form KL(old ‖ new) of the two diagonal Gaussians, summed over actions: rsl_rl's;
         the rollout then keeps each step's action mean).
+      symmetry: the task's left–right mirror in the update (the door's `mirror_maps`), one of
+        `SYMMETRIES`, after rsl_rl's `extensions/symmetry.py` (Mittal et al. 2024, "Symmetry
+        considerations for learning task symmetric robot policies"): "none"; "augment" (each
+        minibatch doubled with its mirrored samples: observations, actions, the same advantages
+        and returns, and the old policy's log-probability of the mirrored action at the mirrored
+        observation, computed once before the update); "loss" (adds `symmetry_coef` × the mean
+        squared difference of π(mirror(o)) and mirror(π(o)), the action means, the second held
+        fixed).
+      symmetry_coef: the mirror loss's weight (≥ 0; read by "loss" only).
     """
 
     num_steps: int = field(default=32, metadata=integer(1, says="must be a positive integer"))
@@ -189,6 +198,8 @@ class PPOConfig:
     critic_learning_rate: float | None = field(default=None, metadata=in_range(0, 1, optional=True))
     matmul_precision: str = field(default="highest", metadata=one_of(MATMUL_PRECISIONS))
     kl_estimator: str = field(default="k3", metadata=one_of(KL_ESTIMATORS))
+    symmetry: str = field(default="none", metadata=one_of(SYMMETRIES))
+    symmetry_coef: float = field(default=1.0, metadata=at_least_0())
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else

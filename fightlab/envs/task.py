@@ -16,6 +16,7 @@ import torch
 
 from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig, check_fields
 from fightlab.envs.curriculum import Curriculum, ratio
+from fightlab.envs.mirror import mirror_maps
 from fightlab.envs.stance import StanceEnv
 from fightlab.envs.vecenv import VecEnv
 
@@ -110,6 +111,10 @@ class StanceTask(VecEnv):
 
     def _groups(self) -> dict[str, torch.Tensor]:
         return {"policy": self.obs, **({"critic": self.priv_obs} if self.priv_dim else {})}
+
+    def mirror_maps(self) -> dict:
+        """The door's mirror maps (`fightlab.envs.mirror`: the body's, about the stance reference)."""
+        return {k: (m.perm, m.sign) for k, m in mirror_maps(self.unwrapped).items()}
 
     def reset(self) -> dict[str, torch.Tensor]:
         """Warm up, reset every world (staggered) at the curriculum's amplitude; the groups."""

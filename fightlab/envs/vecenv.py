@@ -73,6 +73,12 @@ class VecEnv(ABC):
         one row), "log" (rsl_rl's: "/<group>/<name>" → number), "solved" (bool), "learner"
         (``learner``'s values, float64 numpy) when given. Restarts `step`'s count."""
 
+    def mirror_maps(self) -> dict | None:
+        """The task's left–right mirror maps, or None for a task without one: {"policy",
+        "critic", "actions"} → (perm int64 [n], sign float32 [n]) over the observation groups and
+        the actions, ``mirrored[..., k] = sign[k] · x[..., perm[k]]`` (a learner's symmetry)."""
+        return None
+
     def step(self, actions: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, dict]:
         """rsl_rl's step: ``actions`` [num_envs, num_actions] in, one env step.
 

@@ -56,7 +56,8 @@ class TrainLoop:
                                   keep_means=cfg.ppo.kl_estimator == "analytic")
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
-        self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen)
+        self.update = PPOUpdate(self.agent, self.optimizer, self.lr, self.buf, cfg.ppo, self.gen,
+                                mirror=self._mirror_maps(dev))
         self._reward_mean = torch.zeros(1, device=dev)
         me = weakref.ref(self)  # no reference cycle: a dropped loop frees what it holds at once
         self.policy_graphs = [TorchGraph(lambda s=s: me()._policy_step(s), dev, enabled=cfg.policy_graph,
@@ -205,6 +206,16 @@ class TrainLoop:
                   file=sys.stderr, flush=True)
             self.graph_recaptures += 1
             self._capture_torch()
+
+    def _mirror_maps(self, dev: torch.device) -> dict | None:
+        """The door's mirror maps as tensors on ``dev`` when `PPOConfig.symmetry` uses them."""
+        if self.cfg.ppo.symmetry == "none":
+            return None
+        maps = self.env.mirror_maps()
+        if maps is None:
+            raise ValueError(f"PPOConfig.symmetry {self.cfg.ppo.symmetry!r} needs a task with mirror maps; this one has none")
+        return {k: (torch.as_tensor(p, dtype=torch.long, device=dev), torch.as_tensor(sg, dtype=torch.float32, device=dev))
+                for k, (p, sg) in maps.items()}
 
     def iterate(self) -> dict:
         """Run one iteration (rollout + update, then the task's `end_iteration`) and return its row.

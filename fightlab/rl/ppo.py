@@ -46,6 +46,13 @@ def gaussian_kl(old_mean: torch.Tensor, old_logstd: torch.Tensor, mean: torch.Te
             - 0.5).sum(-1)
 
 
+def mirror(x: torch.Tensor, perm_sign: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """``x`` [..., n] mirrored by the door's map (perm int64 [n], sign float32 [n], on x's
+    device): ``out[..., k] = sign[k] · x[..., perm[k]]`` (`VecEnv.mirror_maps`)."""
+    perm, sign = perm_sign
+    return x[..., perm] * sign
+
+
 #: the prefix of the critic's parameter names in an ActorCritic state dict: with
 #: `PPOConfig.critic_learning_rate` set they form Adam's second group
 CRITIC_PREFIX = "critic."
@@ -111,16 +118,20 @@ class PPOUpdate:
     """One PPO update over a filled rollout buffer, with every input and output in fixed tensors.
 
     Args: agent, optimizer, lr (from `make_optimizer`); buf: the rollout storage (advantages and
-    returns computed); cfg: PPOConfig; generator: torch RNG for the permutations (buf's device).
+    returns computed); cfg: PPOConfig; generator: torch RNG for the permutations (buf's device);
+    mirror: the door's `mirror_maps` as tensors on buf's device (needed by `PPOConfig.symmetry`).
     Attributes: perm, int64 [update_epochs, B] minibatch permutations (B = num_steps × nworld);
     stats, float32 [6] (`STATS`). `draw()` then `run()` is one update; `stats_dict()` reads the
     stats (one read).
     """
 
     def __init__(self, agent: ActorCritic, optimizer: torch.optim.Optimizer, lr: torch.Tensor,
-                 buf: RolloutStorage, cfg: PPOConfig, generator: torch.Generator | None = None):
+                 buf: RolloutStorage, cfg: PPOConfig, generator: torch.Generator | None = None,
+                 mirror: dict | None = None):
         self.agent, self.optimizer, self.lr, self.buf, self.cfg = agent, optimizer, lr, buf, cfg
-        self.generator = generator
+        self.generator, self.mirror = generator, mirror
+        if cfg.symmetry != "none" and mirror is None:
+            raise ValueError(f"PPOConfig.symmetry {cfg.symmetry!r} needs the task's mirror maps; this task has none")
         #: the KL target of the adaptive rate (PPOConfig.kl_target of this policy's action count)
         self.desired_kl = cfg.kl_target(agent.actor_logstd.numel())
         T, N = buf.rewards.shape
@@ -149,51 +160,76 @@ class PPOUpdate:
             self._run()
 
     def _run(self) -> None:
-        cfg, agent, buf, opt = self.cfg, self.agent, self.buf, self.optimizer
+        cfg, agent, buf = self.cfg, self.agent, self.buf
         B = self.B
-        b_obs = buf.obs.reshape(B, -1)
-        b_priv = buf.priv.reshape(B, -1) if agent.priv_dim else None
-        b_act = buf.actions.reshape(B, -1)
-        b_logp = buf.logprobs.reshape(B)
-        b_adv = buf.advantages.reshape(B)
-        b_ret = buf.returns.reshape(B)
-        b_mean = buf.means.reshape(B, -1) if self.analytic else None
+        b = dict(obs=buf.obs.reshape(B, -1), priv=buf.priv.reshape(B, -1) if agent.priv_dim else None,
+                 act=buf.actions.reshape(B, -1), logp=buf.logprobs.reshape(B), adv=buf.advantages.reshape(B),
+                 ret=buf.returns.reshape(B), mean=buf.means.reshape(B, -1) if self.analytic else None)
         if self.analytic:
             self.old_logstd.copy_(agent.actor_logstd.detach())
-        acc = torch.zeros(5, device=b_obs.device)  # pg, v, ent, kl, clipfrac
+        if cfg.symmetry == "augment":
+            self._mirror_batch(b)
+        acc = torch.zeros(5, device=b["obs"].device)  # pg, v, ent, kl, clipfrac
         count = 0
         for epoch in range(cfg.update_epochs):
             perm = self.perm[epoch]
             for start in range(0, B, self.mb):
-                idx = perm[start:start + self.mb]
-                _, newlogp, entropy, newvalue, newmean, newstd = agent.get_action_and_value(
-                    b_obs[idx], b_act[idx], priv=None if b_priv is None else b_priv[idx])
-                logratio = newlogp - b_logp[idx]
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    if self.analytic:
-                        approx_kl = gaussian_kl(b_mean[idx], self.old_logstd, newmean, newstd).mean()
-                    else:
-                        approx_kl = ((ratio - 1) - logratio).mean()  # k3 estimator (Schulman 2020)
-                    clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
-                adv = b_adv[idx]
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                pg_loss = torch.max(-adv * ratio,
-                                    -adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-                v_loss = 0.5 * ((newvalue - b_ret[idx]) ** 2).mean()
-                ent = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                opt.zero_grad(set_to_none=False)
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-                opt.step()
-                acc += torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac])
+                part, approx_kl = self._minibatch(b, perm[start:start + self.mb])
+                acc += part
                 count += 1
             if cfg.adaptive_lr:  # the last minibatch's KL sets the next epoch's rate, on the device
                 with torch.no_grad():
                     kl_adaptive_lr(self.lr, approx_kl, self.desired_kl)
         self.stats[:5].copy_(acc / count)
         self.stats[5].copy_(self.lr)
+
+    def _mirror_batch(self, b: dict) -> None:
+        """Add the mirrored samples to the flat batch ``b`` ("augment"): m_obs, m_priv, m_act,
+        and m_logp [B], the log-probability of the mirrored action at the mirrored observation
+        under the policy before this update (which sampled the rollout)."""
+        mir = self.mirror
+        b["m_obs"] = mirror(b["obs"], mir["policy"])
+        b["m_priv"] = None if b["priv"] is None else mirror(b["priv"], mir["critic"])
+        b["m_act"] = mirror(b["act"], mir["actions"])
+        with torch.no_grad():
+            b["m_logp"] = self.agent.get_action_and_value(b["m_obs"], b["m_act"], priv=b["m_priv"])[1]
+
+    def _minibatch(self, b: dict, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One PPO step on the samples ``idx`` of the flat batch ``b`` (with their mirrors under
+        "augment", the mirror loss under "loss"); returns (the step's [pg, v, ent, kl, clipfrac],
+        its KL), the KL and clip fraction over the original samples."""
+        cfg, agent, opt = self.cfg, self.agent, self.optimizer
+        obs, act, logp, ret = b["obs"][idx], b["act"][idx], b["logp"][idx], b["ret"][idx]
+        priv = None if b["priv"] is None else b["priv"][idx]
+        adv = b["adv"][idx]
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        n = idx.numel()
+        if cfg.symmetry == "augment":
+            obs, act = torch.cat([obs, b["m_obs"][idx]]), torch.cat([act, b["m_act"][idx]])
+            priv = None if priv is None else torch.cat([priv, b["m_priv"][idx]])
+            logp, adv, ret = torch.cat([logp, b["m_logp"][idx]]), torch.cat([adv, adv]), torch.cat([ret, ret])
+        _, newlogp, entropy, newvalue, newmean, newstd = agent.get_action_and_value(obs, act, priv=priv)
+        logratio = newlogp - logp
+        ratio = logratio.exp()
+        with torch.no_grad():
+            lr0, r0 = (logratio, ratio) if n == ratio.numel() else (logratio[:n], ratio[:n])
+            if self.analytic:
+                approx_kl = gaussian_kl(b["mean"][idx], self.old_logstd, newmean[:n], newstd[:n]).mean()
+            else:
+                approx_kl = ((r0 - 1) - lr0).mean()  # k3 estimator (Schulman 2020)
+            clipfrac = ((r0 - 1.0).abs() > cfg.clip_coef).float().mean()
+        pg_loss = torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        v_loss = 0.5 * ((newvalue - ret) ** 2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        if cfg.symmetry == "loss":  # rsl_rl's mirror loss: π(mirror(o)) toward mirror(π(o)), held fixed
+            target = mirror(newmean.detach(), self.mirror["actions"])
+            loss = loss + cfg.symmetry_coef * (agent.act_mean(mirror(obs, self.mirror["policy"])) - target).square().mean()
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+        opt.step()
+        return torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac]), approx_kl
 
     def stats_dict(self) -> dict:
         """The last update's `stats` as floats (one device→host read)."""

@@ -67,7 +67,8 @@ def require_rsl_rl() -> str:
 
 #: PPOConfig fields rsl_rl has no setting for, with the one value it runs (anything else is refused)
 RSL_RL_CANNOT = {"critic_learning_rate": (None, "rsl_rl's critic shares the actor's Adam rate"),
-                 "kl_estimator": ("analytic", "rsl_rl's adaptive rate reads the analytic KL")}
+                 "kl_estimator": ("analytic", "rsl_rl's adaptive rate reads the analytic KL"),
+                 "symmetry": ("none", "the task's mirror maps reach fightlab's learner only")}
 
 
 def check_rsl(cfg) -> str:
