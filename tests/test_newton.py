@@ -115,3 +115,31 @@ def test_the_switch_dispatches_per_model_and_restores_stock(cpu_blocks, monkeypa
     assert mjw_solver.solve is N.stock_solve and not N.is_newton_enabled(m1)
     with pytest.raises(ValueError, match="block_dim"):
         N.use_newton(m1, block_dim=0)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_env_opt_in_runs_the_same_physics(graph, cpu_blocks):
+    """`TrainConfig.solver_loop = "single_launch"`: the env switches the solve on for its model
+    (engine_solver records it) and steps the physics of "unrolled" to float32 rounding."""
+    import numpy as np
+    import torch
+
+    from fightlab.envs.stance import StanceEnv
+
+    envs = {}
+    for loop in ("unrolled", "single_launch"):
+        env = envs[loop] = StanceEnv("simple", 2, "cpu", seed=3, graph=graph, solver_loop=loop)
+        env.reset()
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(10):
+            env.action[:] = torch.rand(env.action.shape, generator=gen) * 2 - 1
+            env.step()
+    a, b = envs["unrolled"], envs["single_launch"]
+    try:
+        assert not a.newton_kernel and b.newton_kernel and N.is_newton_enabled(b.m)
+        assert b.engine_solver["solver_loop"] == "single_launch" and a.engine_solver["solver_loop"] == "unrolled"
+        np.testing.assert_allclose(b.d.qpos.numpy(), a.d.qpos.numpy(), atol=1e-4)
+        np.testing.assert_array_equal(b.d.solver_niter.numpy(), a.d.solver_niter.numpy())
+    finally:
+        b.close()
+    assert not N.is_newton_enabled(b.m) and mjw_solver.solve is N.stock_solve
