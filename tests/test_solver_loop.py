@@ -51,7 +51,8 @@ def test_auto_unrolls_a_short_loop_only():
     assert physics.resolve_solver_loop("auto", 10) == "conditional"  # the reference physics
     assert physics.resolve_solver_loop("conditional", 2) == "conditional"
     assert physics.resolve_solver_loop("unrolled", 10) == "unrolled"
-    with pytest.raises(ConfigError, match="solver_loop must be one of auto, conditional, unrolled, got 'fast'"):
+    assert physics.resolve_solver_loop("single_launch", 2) == "unrolled"  # MuJoCo Warp's, on fallback
+    with pytest.raises(ConfigError, match="solver_loop must be one of auto, conditional, unrolled, single_launch, got 'fast'"):
         physics.resolve_solver_loop("fast", 2)
 
 
@@ -71,7 +72,7 @@ def test_a_training_records_its_loop_and_keeps_its_config_id(tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", "--device", "cpu", "--nworld", "2", "--no-progress", "--set", "solver_loop=fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "solver_loop must be one of auto, conditional, unrolled, got 'fast'" in err[0], err
+    assert len(err) == 1 and "solver_loop must be one of auto, conditional, unrolled, single_launch, got 'fast'" in err[0], err
     assert main(["train", "--backend", "cpu", "--device", "cpu", "--nworld", "2", "--no-progress",
                  "--set", "solver_loop=unrolled"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -16,8 +16,9 @@ from fightlab.devices import validate_device
 from fightlab.errors import ConfigError
 
 #: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
-#: resolves "auto" and sets the model's `opt.graph_conditional`)
-SOLVER_LOOPS = ("auto", "conditional", "unrolled")
+#: resolves "auto" and sets the model's `opt.graph_conditional`); "single_launch": fightlab's
+#: one-launch solve (`fightlab.kernels.newton`, switched on by the env), "auto" where it is not taken
+SOLVER_LOOPS = ("auto", "conditional", "unrolled", "single_launch")
 #: the learners `train` runs on the task (`TrainConfig.learner`): fightlab's PPO, rsl_rl's
 #: OnPolicyRunner (`fightlab.run.rsl`)
 LEARNERS = ("fightlab", "rsl_rl")

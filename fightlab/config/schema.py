@@ -255,8 +255,10 @@ class TrainConfig:
       solver_loop: how MuJoCo Warp runs the training physics' Newton loop, one of
         `SOLVER_LOOPS`: "conditional" (a conditional graph node that stops when every world has
         converged), "unrolled" (the capped iterations launched in a row; converged worlds skip
-        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`). Not the
-        learner's: it leaves the config id as it is.
+        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`),
+        "single_launch" (opt-in: fightlab's one-launch Newton solve, `fightlab.kernels.newton`,
+        equal to MuJoCo Warp's to float32 rounding; a body it does not take runs "auto" after one
+        line naming why). Not the learner's: it leaves the config id as it is.
       learner: who learns the task, one of `LEARNERS`: "fightlab" (fightlab's PPO, `ppo`) or
         "rsl_rl" (rsl_rl's OnPolicyRunner, `fightlab.run.rsl`; its `ppo` defaults are
         :data:`RSL_RL_PPO`, mapped to rsl_rl's settings; the fields rsl_rl cannot take are refused).

@@ -76,7 +76,8 @@ class StanceEnv:
       privileged: also write the privileged observation `priv_obs` each step (the asymmetric
         critic's input; module docstring).
       solver_loop: how MuJoCo Warp runs the Newton loop, one of `sim.physics.SOLVER_LOOPS`
-        ("auto": unrolled for a short loop; the same physics either way).
+        ("auto": unrolled for a short loop; the same physics either way); "single_launch":
+        `fightlab.kernels.newton` solves (`self.newton_kernel`; engine_solver says so).
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -113,9 +114,13 @@ class StanceEnv:
         # the solver as the engine runs it (MuJoCo Warp raises a tolerance below 1e-6)
         self.engine_solver = physics.engine_solver(self.mjm, None if self.backend == "cpu" else self.m)
         from fightlab.kernels.factor import active_variant, use_tree_factor
+        from fightlab.kernels.newton import use_newton
 
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
+        self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
+        if self.newton_kernel:
+            self.engine_solver["solver_loop"] = "single_launch"
         self.nu = self.mjm.nu
         self.obs_dim = OBS_FIXED + OBS_NBLOCK * self.nu
         # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude
@@ -392,13 +397,16 @@ class StanceEnv:
         return self.obs, self.reward, self.done, {"fall": self.fall, "timeout": self.timeout}
 
     def close(self) -> None:
-        """Switch the tree factor off for this env's model (it also goes when the env is garbage
-        collected); the env must not be stepped afterwards."""
+        """Switch the tree factor and the single-launch solve off for this env's model (they also
+        go when the env is garbage collected); the env must not be stepped afterwards."""
         from fightlab.kernels.factor import disable_tree_factor
+        from fightlab.kernels.newton import disable_newton
 
         disable_tree_factor(self.m)
+        disable_newton(self.m)
         self.tree_factor = False
         self.tree_factor_variant = None
+        self.newton_kernel = False
 
     def _state_arrays(self) -> dict:
         d = self.d

@@ -24,3 +24,24 @@ def shared_accessors(capacity: int):
     def sh_store(sh: wp.tile[float, capacity], i: int, x: float): ...
 
     return sh_load, sh_store
+
+
+_ATOMIC_ADD = """
+#if defined(__CUDA_ARCH__)
+    atomicAdd(sh.data.ptr + i, x);
+#else
+    sh.data.ptr[i] += x;
+#endif
+"""
+
+
+@functools.cache
+def shared_atomic_add(capacity: int):
+    """``add(sh, i, x)``: ``sh[i] += x`` on a 1-D shared float32 tile of ``capacity`` elements,
+    atomic on CUDA (``atomicAdd``); on the CPU a block's threads are cooperative fibers that
+    switch only at barriers, so a plain add is atomic there. No bounds check, no barrier."""
+
+    @wp.func_native(snippet=_ATOMIC_ADD)
+    def sh_add(sh: wp.tile[float, capacity], i: int, x: float): ...
+
+    return sh_add

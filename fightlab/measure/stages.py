@@ -44,6 +44,9 @@ _K = "__locals__kernel"
 #: key of fightlab's single-launch tree factor, "shared" variant (a kernel built per staging size
 #: inside ``fightlab.kernels.factor._shared_kernel``, hence the closure name)
 TREE_FACTOR_SHARED = "_shared_kernel__locals___factor_tree_shared"
+#: key of fightlab's single-launch Newton solve (``fightlab.kernels.newton``, a kernel per
+#: shared-memory size built inside ``_kernel``; opt-in: ``solver_loop = "single_launch"``)
+NEWTON_KERNEL = "_kernel__locals___newton"
 #: exact kernel key (warp ``Kernel.key``; CUDA timing names add a prefix and a hash) -> stage
 KERNEL_STAGES: dict[str, str] = {}
 _TABLE: dict[str, tuple[str, ...]] = {
@@ -102,6 +105,7 @@ _TABLE: dict[str, tuple[str, ...]] = {
         "_update_gradient_h_incremental_sparse" + _K, "_linesearch_jv_fused_kernel" + _K,
         "_linesearch_iterative_kernel" + _K, "_zero_change_counters", "_solve_done" + _K,
         "_qfrc_constraint_from_grad", "mul_m_kernel__locals___mul_m",
+        NEWTON_KERNEL,  # fightlab.kernels.newton: the whole solve in one launch
     ),
     "integration": (
         "_compute_damping_deriv", "_euler_damp_qfrc", "_next_activation", "_next_velocity",

@@ -115,14 +115,15 @@ UNROLL_MAX_ITERATIONS = 4
 
 
 def resolve_solver_loop(loop: str, iterations: int) -> str:
-    """"conditional" or "unrolled" for a `SOLVER_LOOPS` choice and the Newton iteration cap.
+    """"conditional" or "unrolled" for a `SOLVER_LOOPS` choice and the Newton iteration cap
+    ("single_launch" as "auto": MuJoCo Warp's loop where the single-launch solve is not taken).
 
     Raises:
       ConfigError: `loop` not one of `SOLVER_LOOPS` (one line naming it and the choices).
     """
     if loop not in SOLVER_LOOPS:
         raise ConfigError(f"solver_loop must be one of {', '.join(SOLVER_LOOPS)}, got {loop!r}")
-    if loop == "auto":
+    if loop in ("auto", "single_launch"):
         return "unrolled" if int(iterations) <= UNROLL_MAX_ITERATIONS else "conditional"
     return loop
 

@@ -1,0 +1,457 @@
+"""Single-launch Newton constraint solve for single-tree bodies: one thread block per world.
+
+What MuJoCo Warp 4.0 does for fightlab's training physics (``EnvConfig``: Newton, 2 iterations,
+4 line-search iterations, tolerance 1e-8 (``io.put_model`` raises it to 1e-6 in float32),
+ls_tolerance 0.01, ``run_qacc_smooth`` False, eulerdamp off; Euler; warmstart on, no sleep, no
+noslip). Sources: ``mujoco_warp/_src/solver.py`` (below), ``io.py``, ``types.py``, ``smooth.py``.
+
+* **Constraints.** Both bodies are one kinematic tree (``ntree`` 1), every geom condim 3, the
+  default pyramidal cone: a contact gives 4 ``CONTACT_PYRAMIDAL`` rows; limited hinges give
+  ``LIMIT_JOINT`` rows (37 / 83 limited joints). No equality (``ne`` 0), no frictionloss (``nf``
+  0), no tendon, no flex. Contact and limit rows are both "limit/other" rows of the pyramidal
+  path: quadratic (force ``-D·Jaref``) while ``Jaref < 0``, else satisfied (``_eval_constraint``).
+* **Jacobian.** nv 43 and 89 are > 32, so ``io.is_sparse`` (jacobian auto) picks the sparse
+  Jacobian: ``efc.J_rownnz / J_rowadr`` ``(nworld, njmax)``, ``efc.J_colind / J`` ``(nworld, 1,
+  nnz)``. H is dense ``(nworld, nv_pad, nv_pad)`` (nv_pad 48 / 96) and factored by the blocked
+  16×16-tile Cholesky augmented with the gradient (``block_cholesky``), since 32 < nv <= 96.
+* **Init** (``_solve``, ``init_context``): ``_solve_init_dof`` (qacc = qacc_warmstart: with
+  ``run_qacc_smooth`` off, ``smooth.skip_qacc_smooth``); ``_inertia_scale`` (1 / trace M);
+  ``_solve_init_efc`` (niter 0, done False); ``_solve_init_jaref_kernel`` (Jaref = J·qacc -
+  aref); ``support.mul_m`` (efc.Ma = M·qacc, gather over ``M_mulm_*``); ``_update_constraint``
+  (efc.force, efc.state, qfrc_constraint = Jᵀ·force); ``_update_gradient`` (grad = Ma -
+  qfrc_smooth - qfrc_constraint; H = M + Σ_quadratic D·JᵀJ by ``_update_gradient_init_h_sparse``
+  + ``_JTDACJ_sparse``; ``_cholesky_factorize_solve``: search = -H⁻¹·grad, search_dot,
+  newton_decrement = gradᵀH⁻¹grad).
+* **One iteration** (``_solver_iteration``; a ``wp.capture_while`` loop when
+  ``opt.graph_conditional``, else unrolled; fightlab's solver_loop "auto" unrolls these 2):
+  ``_linesearch`` (mv = M·search, ``_linesearch_jv_fused_kernel`` jv = J·search, then
+  ``_linesearch_iterative_kernel``: already one block per world), ``_zero_change_counters``,
+  ``_update_constraint``, ``_update_gradient_incremental``, ``_solve_done``. A pyramidal Newton
+  solve is "incremental" (``_use_incremental``): H changes by ±D·JᵀJ of the rows whose quadratic
+  state flipped and is refactored only then; a world with no state change keeps its search
+  direction and scales grad (``grad_scale``: the stable fast path); qfrc_constraint is
+  recovered after the loop (``_qfrc_constraint_from_grad``). All are the same Newton step as a
+  full rebuild, up to float32 rounding.
+* **Line search**: the iterative variant (the only one in ``_linesearch``), ``ls_iterations``
+  static: gtol = max(tolerance·ls_tolerance·|search| / inertia_scale, 1e-6); the Newton point
+  -p0'/p0'' is accepted when |slope| < gtol_accept and the cost fell; else a bracket of (lo, hi)
+  tries each iteration three candidates (a Newton step from lo and from hi, the midpoint);
+  the ``LS_ITERATIONS`` overflow bit when it did not converge. Then qacc += α·search, efc.Ma +=
+  α·mv, Jaref += α·jv.
+* **Convergence** (``_solve_done``): niter += 1; done if α = 0, or 0 < scale·improvement < tol,
+  or scale·|grad| < tol, or scale·newton_decrement/2 < tol; at niter = iterations done, with the
+  ``ITERATIONS`` overflow bit when none of these held.
+* **Data** read: qacc_warmstart (qacc_smooth only with run_qacc_smooth), qfrc_smooth, M,
+  nefc, ne, nf, efc.J*, efc.D, efc.aref, efc.frictionloss; written: qacc, qfrc_constraint,
+  efc.force, efc.state, efc.Ma, solver_niter, overflow (bits OR-ed).
+* **Launches**: 13 for the init, 12 per iteration, 1 after the loop: 38 per solve at 2
+  iterations (38 of the training step's 80).
+
+This module does all of that in **one launch** per solve (:func:`newton_solve`): one block of
+:data:`BLOCK_DIM` threads per world, the stages separated by block barriers; H (lower triangle,
+packed, with the gradient as an extra row) lives in shared memory, factored as LDLᵀ in place
+with one barrier per column (row ``i`` owned by thread ``i mod block_dim``), the forward solve
+riding along as the extra row, the back solve one barrier per column. Jᵀ·D·J and Jᵀ·force are
+added with atomics (as MuJoCo Warp does). The per-world vectors (grad, search, mv) and rows
+(Jaref, jv) sit in a global scratch the block owns (:mod:`fightlab.kernels.newton_rows`). The
+line search is MuJoCo Warp's pyramidal ``_linesearch_iterative_kernel`` as functions of the
+block (:mod:`fightlab.kernels.linesearch`, its row evaluations imported). After a step, H is
+rebuilt and refactored whenever a row changed state (or the step was below the line search's
+noise floor), in place of MuJoCo Warp's ±D·JᵀJ update; otherwise the stable fast path as
+MuJoCo Warp's: search kept, grad scaled by σ - α, no factorization, qfrc_constraint recovered
+as Ma - qfrc_smooth - σ·grad at the end. Equal to MuJoCo Warp's up to float32 rounding
+(``tests/test_newton.py`` says how close).
+
+Not taken (:func:`newton_support` names the first reason; the caller falls back to MuJoCo
+Warp's solver with that line): CG, elliptic cones, several trees, a dense Jacobian, the
+discrete integrator, sleep, noslip, equality constraints, frictionloss, flex, an H over
+:data:`SHARED_MAX` floats. No ``from __future__ import annotations``: tiles are sized by
+closure values (see :mod:`fightlab.kernels._smem`).
+"""
+
+import functools
+import sys
+import weakref
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from mujoco_warp._src import smooth
+from mujoco_warp._src import solver as mjw_solver
+from mujoco_warp._src import types as mjw_types
+
+from fightlab.kernels import newton_rows as R
+from fightlab.kernels.linesearch import block_sum2, linesearch
+
+__all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
+           "use_newton", "disable_newton", "is_newton_enabled"]
+
+#: threads per world (one block per world)
+BLOCK_DIM = 64
+#: the most shared floats the kernel may use (48 KiB, CUDA's default per-block limit)
+SHARED_MAX = 12288
+SHARED_ROUND = 256
+
+_QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
+vec5 = mjw_types.vec5
+
+
+_sync_threads = R.sync_threads
+
+
+# ----------------------------------------------------------------------------------------------
+# the Hessian in shared memory: lower triangle packed by rows, tri(i, j) = i(i+1)/2 + j, rows
+# 0..nv-1 the matrix, row nv the right-hand side (the gradient)
+
+
+def shared_floats(nv: int) -> int:
+    """Shared floats the kernel needs for ``nv`` DOF: the packed triangle with its extra row,
+    rounded up to :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
+    need = (nv + 1) * (nv + 2) // 2
+    return -(-need // SHARED_ROUND) * SHARED_ROUND
+
+
+@functools.cache
+def _assemble_func(capacity: int):
+    """``assemble`` for a shared tile of ``capacity`` floats."""
+    from fightlab.kernels._smem import shared_accessors, shared_atomic_add
+
+    _ld, _st = shared_accessors(capacity)
+    _add = shared_atomic_add(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def assemble(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int,
+                 M_elemid: wp.array2d[int], M_in: wp.array2d[float], grad_in: wp.array2d[float],
+                 efc_D_in: wp.array2d[float], efc_state_in: wp.array2d[int], J_rownnz: wp.array2d[int],
+                 J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float]):
+        """H = M + Σ_quadratic D·JᵀJ (lower), the gradient as row nv. The gradient entries are
+        the ones this thread computed (:func:`_grad`'s stride): no barrier needed before."""
+        for i in range(tid, nv, nthread):
+            row = i * (i + 1) // 2
+            for j in range(i + 1):
+                e = M_elemid[i, j]
+                _st(sh, row + j, wp.where(e >= 0, M_in[worldid, wp.max(e, 0)], 0.0))
+            _st(sh, nv * (nv + 1) // 2 + i, grad_in[worldid, i])
+        _sync_threads()
+        for efcid in range(tid, nefc, nthread):
+            if efc_state_in[worldid, efcid] == _QUADRATIC:
+                D = efc_D_in[worldid, efcid]
+                adr = J_rowadr[worldid, efcid]
+                for a in range(J_rownnz[worldid, efcid]):
+                    ca = J_colind[worldid, 0, adr + a]
+                    va = D * J[worldid, 0, adr + a]
+                    for b in range(a + 1):
+                        cb = J_colind[worldid, 0, adr + b]
+                        hi, lo = wp.max(ca, cb), wp.min(ca, cb)
+                        _add(sh, hi * (hi + 1) // 2 + lo, va * J[worldid, 0, adr + b])
+        _sync_threads()
+
+    return assemble
+
+
+@functools.cache
+def _factor_func(capacity: int):
+    """``factor_solve`` for a shared tile of ``capacity`` floats."""
+    from fightlab.kernels._smem import shared_accessors
+
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, grad_in: wp.array2d[float],
+                     search_out: wp.array2d[float]) -> wp.vec2:
+        """search = -H⁻¹·grad by LDLᵀ in place (row i owned by thread i mod nthread, one barrier
+        per column, the gradient row eliminated alongside), then back substitution (one barrier
+        per column). Returns (|search|², gradᵀH⁻¹grad) over the block."""
+        rhs = nv * (nv + 1) // 2
+        for k in range(nv):
+            _sync_threads()
+            inv = 1.0 / _ld(sh, k * (k + 1) // 2 + k)
+            first = k + 1 + ((tid - k - 1) % nthread + nthread) % nthread
+            for i in range(first, nv + 1, nthread):
+                row = i * (i + 1) // 2
+                a = _ld(sh, row + k) * inv
+                for j in range(k + 1, wp.min(i, nv - 1) + 1):
+                    _st(sh, row + j, _ld(sh, row + j) - a * _ld(sh, j * (j + 1) // 2 + k))
+        _sync_threads()
+        for jj in range(nv):
+            j = nv - 1 - jj
+            if j % nthread == tid:
+                _st(sh, rhs + j, _ld(sh, rhs + j) / _ld(sh, j * (j + 1) // 2 + j))
+            _sync_threads()
+            xj = _ld(sh, rhs + j)
+            for k in range(tid, j, nthread):
+                _st(sh, rhs + k, _ld(sh, rhs + k) - _ld(sh, j * (j + 1) // 2 + k) * xj)
+        _sync_threads()
+        local = wp.vec2(0.0)
+        for i in range(tid, nv, nthread):
+            x = _ld(sh, rhs + i)
+            search_out[worldid, i] = -x
+            local += wp.vec2(x * x, grad_in[worldid, i] * x)
+        return block_sum2(local)
+
+    return factor_solve
+
+
+@functools.cache
+def _rebuild_func(capacity: int):
+    """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after :func:`_update_constraint`
+    and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
+    stages of ``_update_constraint`` and ``_update_gradient``), for a shared tile of
+    ``capacity`` floats."""
+    assemble, factor_solve = _assemble_func(capacity), _factor_func(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_elemid: wp.array2d[int],
+                M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
+                J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
+                J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_force_in: wp.array2d[float],
+                efc_state_in: wp.array2d[int], grad: wp.array2d[float], search: wp.array2d[float],
+                qfrc_constraint_out: wp.array2d[float]) -> wp.vec3:
+        R.qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_in,
+                          qfrc_constraint_out)
+        _sync_threads()
+        grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
+                                             qfrc_constraint_out, grad), 0.0))[0]
+        assemble(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, grad, efc_D_in, efc_state_in,
+                 J_rownnz, J_rowadr, J_colind, J)
+        sums = factor_solve(sh, worldid, tid, nthread, nv, grad, search)
+        return wp.vec3(grad_dot, sums[0], sums[1])
+
+    return rebuild
+
+
+@functools.cache
+def _update_func(capacity: int):
+    """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
+    after a step α with noise floor ``floor``, then a rebuild (:func:`_rebuild_func`) when a row
+    changed state or the step was noise (``fresh`` 1), else the fast path (:func:`_stale`)."""
+    rebuild = _rebuild_func(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
+               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_elemid: wp.array2d[int],
+               M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
+               J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
+               J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
+               Jaref_in: wp.array2d[float], grad: wp.array2d[float], search: wp.array2d[float],
+               efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
+               qfrc_constraint_out: wp.array2d[float]) -> vec5:
+        local = R.update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
+                                    Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
+        changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
+        if changed > 0.0 or wp.abs(alpha) < floor:
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, qfrc_smooth_in, efc_Ma_in,
+                        J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
+                        search, qfrc_constraint_out)
+            return vec5(r[0], r[1], r[2], 1.0, 1.0)
+        f = R.stale(sums, sigma, alpha)
+        return vec5(f[0], f[1], f[2], f[3], 0.0)
+
+    return update
+
+
+@functools.cache
+def _kernel(capacity: int):
+    """The solve for a shared tile of ``capacity`` floats (one kernel per size)."""
+    update = _update_func(capacity)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def _newton(
+        # Model:
+        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_elemid: wp.array2d[int],
+        M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
+        opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
+        # In:
+        iterations: int, ls_iterations: int, qacc_mode: int, njmax: int,
+        # Data in:
+        ne_in: wp.array[int], nf_in: wp.array[int], nefc_in: wp.array[int],
+        qacc_warmstart_in: wp.array2d[float], qacc_smooth_in: wp.array2d[float],
+        qfrc_smooth_in: wp.array2d[float], M_in: wp.array2d[float], J_rownnz: wp.array2d[int],
+        J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
+        efc_D_in: wp.array2d[float], efc_aref_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
+        # Scratch (nworld, nv) x 3, (nworld, njmax) x 2, (nworld, 0):
+        grad: wp.array2d[float], search: wp.array2d[float], mv: wp.array2d[float],
+        Jaref: wp.array2d[float], jv: wp.array2d[float], no_rows: wp.array2d[float],
+        # Data out:
+        qacc_out: wp.array2d[float], qfrc_constraint_out: wp.array2d[float], efc_force_out: wp.array2d[float],
+        efc_state_out: wp.array2d[int], efc_Ma_out: wp.array2d[float], solver_niter_out: wp.array[int],
+        overflow_out: wp.array[int],
+    ):
+        worldid, tid = wp.tid()
+        nthread = wp.block_dim()
+        sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
+        nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
+        tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
+        scale = R.inertia_scale(worldid, nv, M_rownnz, M_rowadr, M_in)
+        R.start(worldid, tid, nthread, nv, nefc, qacc_mode, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
+                J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
+                solver_niter_out)
+        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_elemid, M_in,
+                   qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
+                   Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)  # α 0: rebuild
+        for it in range(iterations):
+            _sync_threads()
+            if u[4] > 0.0:  # a new search direction: mv = M·search, jv = J·search
+                R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
+                        J_rowadr, J_colind, J, search, mv, jv, no_rows)
+                _sync_threads()
+            ls = linesearch(worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
+                            scale, u[1], search, efc_Ma_out, qfrc_smooth_in, mv, jv, Jaref, efc_D_in,
+                            efc_frictionloss_in)
+            _sync_threads()
+            R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
+            u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
+                       M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                       efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)
+            if R.done(tid, worldid, it, iterations, tolerance, scale, ls, wp.vec3(u[0], u[1], u[2]),
+                      solver_niter_out, overflow_out):
+                break
+        _sync_threads()
+        R.qfrc_from_grad(worldid, tid, nthread, nv, u[3], efc_Ma_out, qfrc_smooth_in, grad, qfrc_constraint_out)
+
+    return _newton
+
+
+# ----------------------------------------------------------------------------------------------
+# what it takes, and the launch
+
+
+def newton_support(m: Any, opt: Any = None) -> str | None:
+    """None when :func:`newton_solve` takes the MuJoCo Warp model ``m`` with options ``opt``
+    (default ``m.opt``), else the reason in one line (the caller falls back to MuJoCo Warp's
+    solver and prints it). Reads a few model arrays on the host: call it once, at setup."""
+    o = m.opt if opt is None else opt
+    if int(o.solver) != int(mjw_types.SolverType.NEWTON):
+        return f"solver {mjw_types.SolverType(int(o.solver)).name}: the single-launch solve does Newton only"
+    if int(o.cone) != int(mjw_types.ConeType.PYRAMIDAL):
+        return "elliptic friction cones: the single-launch solve takes pyramidal cones only"
+    if int(m.ntree) != 1:
+        return f"{int(m.ntree)} kinematic trees: the single-launch solve takes single-tree bodies only"
+    if not m.is_sparse:
+        return (f"dense constraint Jacobian (nv={m.nv}; jacobian 'auto' is dense up to 32 DOF): "
+                "the single-launch solve reads the sparse one")
+    if int(o.integrator) == int(mjw_types.IntegratorType.DISCRETE):
+        return "the discrete integrator (effective-metric solve) is not taken"
+    if int(o.enableflags) & int(mjw_types.EnableBit.SLEEP):
+        return "sleep (island compaction) is not taken"
+    if int(o.noslip_iterations) > 0:
+        return f"noslip_iterations={int(o.noslip_iterations)}: the noslip pass is not taken"
+    if int(m.neq) > 0 or int(m.nflex) > 0:
+        return "equality constraints or flexes are not taken (untested rows)"
+    if _has_frictionloss(m):
+        return "frictionloss rows are not taken (untested rows)"
+    if shared_floats(m.nv) > SHARED_MAX:
+        return (f"nv={m.nv} needs {shared_floats(m.nv)} floats of shared memory, more than "
+                f"SHARED_MAX={SHARED_MAX}")
+    return None
+
+
+def _has_frictionloss(m: Any) -> bool:
+    arrays = [m.dof_frictionloss] + ([m.tendon_frictionloss] if int(m.ntendon) > 0 else [])
+    return any(a.size and bool(np.any(a.numpy() > 0.0)) for a in arrays)
+
+
+def _qacc_mode(m: Any, d: Any) -> int:
+    """0: qacc_smooth skipped (start from the warm start), 1: warm start when rows are present,
+    2: qacc_smooth (warmstart disabled): ``_solve_init_dof``."""
+    if smooth.skip_qacc_smooth(m, d):
+        return 0
+    return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
+
+
+def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM) -> None:
+    """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
+    (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
+    efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
+    world (1 on a CPU without ``wp.config.enable_cpu_blocks``). Host values only: graph-capturable.
+    """
+    if d.njmax == 0 or m.nv == 0:
+        wp.copy(d.qacc, d.qacc_smooth)
+        d.solver_niter.fill_(0)
+        return
+    nworld, nv, njmax = d.nworld, m.nv, d.njmax
+    dev = d.qacc.device
+    grad, search, mv = (wp.empty((nworld, nv), dtype=float, device=dev) for _ in range(3))
+    Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
+    no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
+    wp.launch_tiled(
+        _kernel(shared_floats(nv)),
+        dim=(nworld,),
+        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
+                m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
+                _qacc_mode(m, d), njmax, d.ne, d.nf, d.nefc, d.qacc_warmstart, d.qacc_smooth, d.qfrc_smooth,
+                d.M, d.efc.J_rownnz, d.efc.J_rowadr, d.efc.J_colind, d.efc.J, d.efc.D, d.efc.aref,
+                d.efc.frictionloss, grad, search, mv, Jaref, jv, no_rows],
+        outputs=[d.qacc, d.qfrc_constraint, d.efc.force, d.efc.state, d.efc.Ma, d.solver_niter, d.overflow],
+        block_dim=block_dim,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# the switch: MuJoCo Warp's ``solver.solve`` (called by ``forward``) dispatched per model
+
+
+#: the stock function, captured at import (before any patching)
+stock_solve = mjw_solver.solve
+
+_REGISTRY: dict[int, tuple[Any, int]] = {}  # id(m) -> (weakref to m, block_dim)
+
+
+def _entry(m: Any) -> tuple[Any, int] | None:
+    entry = _REGISTRY.get(id(m))
+    return entry if entry is not None and entry[0]() is m else None
+
+
+def _dispatch(m: Any, d: Any) -> None:
+    """Replacement of ``solver.solve`` while a model is registered."""
+    entry = _entry(m)
+    if entry is None:
+        stock_solve(m, d)
+        return
+    cpu_single = d.qacc.device.is_cpu and not wp.config.enable_cpu_blocks
+    newton_solve(m, d, block_dim=1 if cpu_single else entry[1])
+
+
+def _uninstall_if_unused() -> None:
+    for key in [k for k, (ref, _) in _REGISTRY.items() if ref() is None]:
+        del _REGISTRY[key]
+    if not _REGISTRY and mjw_solver.solve is _dispatch:
+        mjw_solver.solve = stock_solve
+
+
+def use_newton(m: Any, *, block_dim: int = BLOCK_DIM) -> str | None:
+    """Switch the single-launch solve on for the MuJoCo Warp model ``m`` (after ``put_model``,
+    before the first step or capture; others keep the stock solver). Returns None when on, else
+    :func:`newton_support`'s reason, printed as one line on stderr: ``m`` keeps MuJoCo Warp's
+    solver. A graph captured with the switch on keeps the kernel after it is turned off."""
+    if not isinstance(block_dim, int) or block_dim < 1:
+        raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
+    reason = newton_support(m)
+    if reason is not None:
+        print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
+              file=sys.stderr, flush=True)
+        return reason
+    if mjw_solver.solve is stock_solve:
+        mjw_solver.solve = _dispatch
+    elif mjw_solver.solve is not _dispatch:
+        raise RuntimeError(f"mujoco_warp._src.solver.solve was replaced by someone else ({mjw_solver.solve!r}); "
+                           "refusing to patch over it")
+    _REGISTRY[id(m)] = (weakref.ref(m, lambda _r: _uninstall_if_unused()), block_dim)
+    return None
+
+
+def disable_newton(m: Any) -> None:
+    """Switch the single-launch solve off for ``m`` (no-op if it was not on)."""
+    if _entry(m) is not None:
+        del _REGISTRY[id(m)]
+    _uninstall_if_unused()
+
+
+def is_newton_enabled(m: Any) -> bool:
+    """True while the single-launch solve is on for ``m``."""
+    return _entry(m) is not None and mjw_solver.solve is _dispatch

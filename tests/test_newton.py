@@ -1,0 +1,149 @@
+"""The single-launch Newton solve (fightlab.kernels.newton) against MuJoCo Warp's solver, on
+warp's CPU device with real block barriers (64 cooperative fibers per world).
+
+Tolerance: both solves are float32 runs of the same problem, so "equal within float32 rounding"
+is measured against a float64 run of the same algorithm (fightlab.measure.newton.reference_solve,
+from the same float32 inputs): the kernel's normwise error (max |x - ref| / max |ref|) in qacc,
+efc_force and qfrc_constraint is at most 3x stock's own or TOL = 1e-4, and kernel and stock
+differ by at most 2·TOL. Why 1e-4: H = M + JᵀDJ has cond(H) about 3e4 on both bodies, so a
+float32 solve's first-order bound is cond(H)·eps ≈ 4e-3; measured, stock's own error reaches
+6.6e-5 and the kernel's 5.4e-5 over states like these (either may be the larger one in a given
+state: the summation orders differ), and the kernel's LDLᵀ solves H·x = g to 2.9e-6 where a
+textbook float32 Cholesky gets 5.6e-6. Row states, iteration counts and overflow bits must be
+equal. A rollout of 100 steps stays within 10x the drift that a one-ulp perturbation of qvel
+gives stock (or 5e-5 m/rad).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import pytest
+import warp as wp
+
+import mujoco_warp as mjw
+from mujoco_warp._src import solver as mjw_solver
+
+from fightlab.bodies import build
+from fightlab.kernels import newton as N
+from fightlab.measure import newton as NM
+from fightlab.sim import physics
+
+TOL = 1e-4
+
+
+@pytest.fixture
+def cpu_blocks(monkeypatch):
+    """Run CPU blocks with cooperative fibers (real barriers), restored afterwards."""
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+
+
+def _model(name: str):
+    if name == "tree":
+        return NM.contact_tree_model(16, seed=0), None
+    return build(name), physics.slots_for(name)
+
+
+@pytest.mark.parametrize("name", ["simple", "muscular-fast", "tree"])
+@pytest.mark.parametrize("seed,noise", [(0, 0.05), (1, 0.2)])
+def test_one_solve_equals_mujoco_warp(name, seed, noise, cpu_blocks):
+    mjm, slots = _model(name)
+    e = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5)
+    print(name, {k: v for k, v in e.items()})
+    assert sum(e["nefc"]) > 0, e
+    for k in ("qacc", "efc_force", "qfrc_constraint"):
+        assert e[f"{k}_new_f64"] <= max(3.0 * e[f"{k}_stock_f64"], TOL), (k, e)
+        assert e[f"{k}_new_stock"] <= 2 * TOL, (k, e)
+    assert e["state_diff_new_stock"] == 0 and e["niter_equal"] and e["overflow_equal"], e
+
+
+def test_the_held_out_tree_is_single_tree_with_contacts_and_limits():
+    mjm = NM.contact_tree_model(16, seed=0)
+    assert mjm.ntree == 1 and mjm.nv == 22 and mjm.jnt_limited.sum() == 16
+    m, _ = physics.put(mjm, 1, physics.Slots(None, None, "given"), "cpu")
+    assert m.is_sparse and N.newton_support(m) is None
+
+
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_rollout_100_steps(name, cpu_blocks):
+    mjm, slots = _model(name)
+    e = NM.rollout_errors(mjm, nworld=2, nsteps=100, seed=1, slots=slots)
+    print(name, e["qpos_new_stock"], e["qpos_ulp_stock"], e["nefc_max"])
+    assert e["nefc_max"] > 0
+    assert e["qpos_new_stock"] <= max(10.0 * e["qpos_ulp_stock"], 5e-5), e
+
+
+def test_two_trees_fall_back_with_one_line(capsys):
+    m, _ = physics.put(NM.two_tree_model(), 1, physics.Slots(None, None, "given"), "cpu")
+    reason = N.newton_support(m)
+    assert reason is not None and "2 kinematic trees" in reason and "\n" not in reason
+    assert N.use_newton(m) == reason
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}"]
+    assert not N.is_newton_enabled(m) and mjw_solver.solve is N.stock_solve
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda s: setattr(s.option, "cone", mujoco.mjtCone.mjCONE_ELLIPTIC), "elliptic"),
+    (lambda s: setattr(s.option, "jacobian", mujoco.mjtJacobian.mjJAC_DENSE), "dense constraint Jacobian"),
+    (lambda s: setattr(s.option, "noslip_iterations", 2), "noslip"),
+    (lambda s: setattr(s.option, "solver", mujoco.mjtSolver.mjSOL_CG), "Newton only"),
+])
+def test_other_refusals(change, words):
+    spec = mujoco.MjSpec.from_string(_xml())
+    change(spec)
+    m, _ = physics.put(spec.compile(), 1, physics.Slots(None, None, "given"), "cpu")
+    reason = N.newton_support(m)
+    assert reason is not None and words in reason, reason
+
+
+def _xml() -> str:
+    """A small single tree with a floor, as XML (MjSpec edits its options)."""
+    return """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
+      <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1"/>
+      <body pos="0 0 -.1"><joint type="hinge" range="-.5 .5" limited="true"/>
+      <geom type="capsule" size=".02" fromto="0 0 0 .1 0 0"/></body></body></worldbody></mujoco>"""
+
+
+def test_the_switch_dispatches_per_model_and_restores_stock(cpu_blocks, monkeypatch):
+    mjm = NM.contact_tree_model(8, seed=3)
+    (m1, d1), (m2, d2) = [physics.put(mjm, 1, physics.Slots(None, None, "given"), "cpu") for _ in range(2)]
+    calls, real = [], N.newton_solve
+    monkeypatch.setattr(N, "newton_solve", lambda m, d, block_dim=N.BLOCK_DIM: (calls.append(m), real(m, d, block_dim)))
+    try:
+        assert N.use_newton(m1) is None and N.is_newton_enabled(m1) and not N.is_newton_enabled(m2)
+        mjw.step(m1, d1)
+        mjw.step(m2, d2)
+        assert calls == [m1]
+    finally:
+        N.disable_newton(m1)
+    assert mjw_solver.solve is N.stock_solve and not N.is_newton_enabled(m1)
+    with pytest.raises(ValueError, match="block_dim"):
+        N.use_newton(m1, block_dim=0)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_env_opt_in_runs_the_same_physics(graph, cpu_blocks):
+    """`TrainConfig.solver_loop = "single_launch"`: the env switches the solve on for its model
+    (engine_solver records it) and steps the physics of "unrolled" to float32 rounding."""
+    import numpy as np
+    import torch
+
+    from fightlab.envs.stance import StanceEnv
+
+    envs = {}
+    for loop in ("unrolled", "single_launch"):
+        env = envs[loop] = StanceEnv("simple", 2, "cpu", seed=3, graph=graph, solver_loop=loop)
+        env.reset()
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(10):
+            env.action[:] = torch.rand(env.action.shape, generator=gen) * 2 - 1
+            env.step()
+    a, b = envs["unrolled"], envs["single_launch"]
+    try:
+        assert not a.newton_kernel and b.newton_kernel and N.is_newton_enabled(b.m)
+        assert b.engine_solver["solver_loop"] == "single_launch" and a.engine_solver["solver_loop"] == "unrolled"
+        np.testing.assert_allclose(b.d.qpos.numpy(), a.d.qpos.numpy(), atol=1e-4)
+        np.testing.assert_array_equal(b.d.solver_niter.numpy(), a.d.solver_niter.numpy())
+    finally:
+        b.close()
+    assert not N.is_newton_enabled(b.m) and mjw_solver.solve is N.stock_solve
