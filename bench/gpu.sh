@@ -249,8 +249,9 @@ except ConfigError as e:
     sys.exit(f"{step}: {e}")
 Path("runs/pick").mkdir(parents=True, exist_ok=True)
 for r in picks.itertuples():
-    Path(f"runs/pick/{r.body}.sets").write_text("".join(f"{kv}\n" for kv in r.sets))
-    print(f"PICK {r.body}: {r.best} ({r.best_mean:.1f}) vs defaults ({r.defaults_mean:.1f}) -> "
+    name = r.body if r.learner == "fightlab" else f"{r.body}-{r.learner}"  # solo:BODY reads fightlab's
+    Path(f"runs/pick/{name}.sets").write_text("".join(f"{kv}\n" for kv in r.sets))
+    print(f"PICK {name}: {r.best} ({r.best_mean:.1f}) vs defaults ({r.defaults_mean:.1f}) -> "
           f"{'adopt ' + ' '.join(r.sets) if r.adopt else 'defaults stay'}; variants {r.variants}")
 Path("runs/pick/.ok").write_text(f"{step}:{sys.argv[1]}\n")  # psolo runs only after a pick that succeeded
 PYEOF

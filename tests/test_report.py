@@ -514,3 +514,20 @@ def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
     assert bench.estimate("muscular-fast", 0.2, runs) == (None, None, {"note": report.no_headline_note("muscular-fast", runs)})
     with pytest.raises(report.ConfigError, match="with_stage0 needs published_runs rows"):
         report.with_stage0(pd.DataFrame())
+
+
+def test_pick_variant_judges_each_learner_against_its_own_defaults(tmp_path):
+    """A study with rsl_rl's runs: they are picked among themselves against rsl_rl's defaults
+    (`config.body_ppo(body, "rsl_rl")`), never pooled with fightlab's learner's "defaults"."""
+    rsl = lambda **ppo: dict(learner="rsl_rl", ppo=dict(kl_estimator="analytic", **ppo))  # noqa: E731  (rows store it)
+    d = body_ppo("simple", "rsl_rl").init_std
+    rows = []
+    for seed, (a, b, c) in enumerate([(440, 400, 300), (450, 420, 310)], start=1):
+        rows += [train_row("simple", seed=seed, iterations=a),                              # fightlab's defaults
+                 train_row("simple", seed=seed, params=rsl(), iterations=b),               # rsl_rl's: 410
+                 train_row("simple", seed=seed, params=rsl(init_std=d + 0.4), iterations=c)]  # 305
+    picks = report.pick_variant(_write(tmp_path, rows)).set_index(["body", "learner"])
+    r, f = picks.loc[("simple", "rsl_rl")], picks.loc[("simple", "fightlab")]
+    assert r["defaults_mean"] == 410 and r["best_mean"] == 305 and r["adopt"]
+    assert r["best"] == f"rsl_rl: ppo.init_std={d + 0.4}" and r["sets"] == [f"ppo.init_std={d + 0.4}"]
+    assert f["defaults_mean"] == 445 and not f["adopt"] and set(f["variants"]) == {"defaults"}

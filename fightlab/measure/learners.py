@@ -116,7 +116,8 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
     ``margin`` (5 %: about the seed spread of the committed solves). ``metric="stage0"``: the
     same over the first stage's iterations (:func:`with_stage0`; eligible: every run ended it).
 
-    Returns one row per body: ``defaults_mean``, ``best_mean``, ``best`` (its
+    Each learner (params ``learner``: fightlab's, rsl_rl's) is judged against its own defaults.
+    Returns one row per body and learner: ``learner``, ``defaults_mean``, ``best_mean``, ``best`` (its
     :func:`learner_changes`), ``adopt``, ``sets`` (``key=value`` JSON values for ``--set``; []
     when the defaults stay) and ``variants`` (changes → mean, over the eligible learners).
     Raises ConfigError: a bad ``margin`` or ``metric``; ``runs`` without published_runs' columns
@@ -136,9 +137,11 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
     if runs.empty:
         raise ConfigError(f"pick_variant: no runs of task {DEFAULT_TASK!r} (tasks seen: {tasks or 'none'})")
     out = []
-    for body, g in runs.groupby("body", sort=True):
+    runs = runs.assign(_learner=[json.loads(p or "{}").get("learner") or TrainConfig.learner for p in runs["params"]])
+    for (body, who), g in runs.groupby(["body", "_learner"], sort=True):
         params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
         g = g.assign(changes=[learner_changes(params[i], body) for i in g["run_id"]])
+        dflt = learner_changes(to_dict(TrainConfig(body=body, learner=who)), body)  # or "rsl_rl: defaults"
         means, sets = {}, {}
         for changes, v in g.groupby("changes", sort=False):
             # eligible: every run solved (or ended stage 0) with a known count, over >= 2 distinct seeds
@@ -147,15 +150,16 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
             if v["seed"].nunique() >= 2 and done and np.isfinite(counts.to_numpy(dtype=float)).all():
                 means[changes] = float(counts.mean())
                 sets[changes] = [f"{k}={json.dumps(x)}" for k, x in learner_diff(params[v["run_id"].iloc[0]], body)]
-        if "defaults" not in means:
+        if dflt not in means:
             what = "seeds that ended stage 0" if metric == "stage0" else "solved seeds"
-            raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with "
-                              f">= 2 {what} (have {sorted(means) or 'none'})")
-        best = min(means, key=lambda k: (means[k], k != "defaults"))  # a tie keeps the defaults
-        adopt = best != "defaults" and means[best] < (1 - margin) * means["defaults"]
-        out.append(dict(body=body, defaults_mean=means["defaults"], best=best, best_mean=means[best],
+            raise ConfigError(f"pick_variant: body {body!r} has no learner of today's defaults with >= 2 "
+                              f"{what} ({dflt!r}; have {sorted(means) or 'none'})")
+        best = min(means, key=lambda k: (means[k], k != dflt))  # a tie keeps the defaults
+        adopt = best != dflt and means[best] < (1 - margin) * means[dflt]
+        out.append(dict(body=body, learner=who, defaults_mean=means[dflt], best=best, best_mean=means[best],
                         adopt=adopt, sets=sets[best] if adopt else [], variants=means))
-    return pd.DataFrame(out, columns=["body", "defaults_mean", "best", "best_mean", "adopt", "sets", "variants"])
+    return pd.DataFrame(out, columns=["body", "learner", "defaults_mean", "best", "best_mean", "adopt", "sets",
+                                      "variants"])
 
 
 def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
