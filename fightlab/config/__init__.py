@@ -80,7 +80,7 @@ def check_cross(cfg: TrainConfig) -> dict:
     """Every rule across a TrainConfig's fields, together (each field's own rule passed:
     :func:`check_fields`): the reference check's physics, MuJoCo Warp's tolerance, the CPU
     backend's layout and options, the samples an iteration holds, the KL per action, the
-    curriculum's thresholds and stop stage. Returns the canonical policy device as a field dict.
+    curriculum's thresholds and stop stage, a learning-rate factor per stage. Returns the canonical policy device as a field dict.
     Raises ConfigError, one line."""
     env, p, nworld = cfg.env, cfg.ppo, cfg.nworld
     _check_env_cross(env)
@@ -123,6 +123,9 @@ def check_cross(cfg: TrainConfig) -> dict:
                           f"the last of the {n}, which ends in the solve), got {st!r}"
                           if n > 1 else f"stop_after_stage must be null with a curriculum of one "
                           f"stage (it ends in the solve), got {st!r}")
+    if p.stage_lr_scale is not None and len(p.stage_lr_scale) != n:
+        raise ConfigError(f"ppo.stage_lr_scale must hold one factor per curriculum stage ({n}), got "
+                          f"{len(p.stage_lr_scale)}: {short_repr(p.stage_lr_scale)}")
     return dict(policy_device=validate_policy_device(cfg.policy_device, cfg.backend))
 
 
@@ -173,12 +176,14 @@ def coerce_field(cls, name: str, raw):
             return None if null else conv(val)
         raise bad(expect + (or_null if rule.optional else ""))
     if rule.kind in ("numbers", "pair"):
+        if null:
+            return None
         if not isinstance(val, (list, tuple)) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                          for x in val):
             raise bad("a list of numbers, e.g. [1, 2]")
         if rule.kind == "pair" and len(val) != 2:
             raise bad("a pair [min, max]")
-        if all(isinstance(x, int) for x in default):
+        if default is not None and all(isinstance(x, int) for x in default):
             if not all(isinstance(x, int) for x in val):
                 raise bad("a list of integers")
             return tuple(val)

@@ -45,6 +45,13 @@ def _stages(label, v):
     return v
 
 
+def _stage_lr_scale(label, v):
+    """PPOConfig.stage_lr_scale: None or positive finite factors (their count: `check_cross`)."""
+    if v is not None and not (isinstance(v, (tuple, list)) and v and all(_number(x) and x > 0 for x in v)):
+        raise ConfigError(f"{label} must be null or positive numbers, one per curriculum stage, got {short_repr(v)}")
+    return v
+
+
 #: the rule of the fields of EnvConfig and of TrainConfig (own body, nworld, device, backend)
 #: whose check is a validate_* function of its own (called directly elsewhere too)
 _BODY = _custom("text", lambda label, v: validate_body(v))
@@ -176,6 +183,12 @@ class PPOConfig:
         squared difference of π(mirror(o)) and mirror(π(o)), the action means, the second held
         fixed).
       symmetry_coef: the mirror loss's weight (≥ 0; read by "loss" only).
+      stage_lr_scale: None, or one positive factor per curriculum stage (as many as
+        `TrainConfig.curriculum_stages`): the rate starts at learning_rate × the first, and when
+        the curriculum widens into stage k it is reset to learning_rate × factor k (the KL rule
+        then adapts from there). A reset, not a multiply: each stage's rate is read off the
+        config, the factors never compound, and the adaptive rate restarts at a known place on
+        a task that has just changed. The critic's own rate (`critic_learning_rate`) is kept.
     """
 
     num_steps: int = field(default=32, metadata=integer(1, says="must be a positive integer"))
@@ -200,6 +213,8 @@ class PPOConfig:
     kl_estimator: str = field(default="k3", metadata=one_of(KL_ESTIMATORS))
     symmetry: str = field(default="none", metadata=one_of(SYMMETRIES))
     symmetry_coef: float = field(default=1.0, metadata=at_least_0())
+    stage_lr_scale: tuple[float, ...] | None = field(default=None, metadata=_custom(
+        "numbers", _stage_lr_scale, optional=True, cross=True))
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else

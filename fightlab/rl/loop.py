@@ -50,7 +50,7 @@ class TrainLoop:
         self.agent = ActorCritic(env.obs_dim, env.num_actions, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=env.obs_min_std, priv_dim=priv_dim,
                                  matmul_precision=cfg.ppo.matmul_precision).to(dev)
-        self.optimizer, self.lr = make_optimizer(self.agent, cfg.ppo.learning_rate, dev,
+        self.optimizer, self.lr = make_optimizer(self.agent, self._stage_lr(0), dev,
                                                  cfg.ppo.critic_learning_rate)
         self.buf = RolloutStorage(cfg.ppo.num_steps, env.num_envs, env.obs_dim, env.num_actions, dev, priv_dim=priv_dim,
                                   keep_means=cfg.ppo.kl_estimator == "analytic")
@@ -217,10 +217,17 @@ class TrainLoop:
         return {k: (torch.as_tensor(p, dtype=torch.long, device=dev), torch.as_tensor(sg, dtype=torch.float32, device=dev))
                 for k, (p, sg) in maps.items()}
 
+    def _stage_lr(self, stage: int) -> float:
+        """The rate the run starts curriculum stage ``stage`` at: learning_rate, × the stage's
+        `PPOConfig.stage_lr_scale` factor when set."""
+        p = self.cfg.ppo
+        return p.learning_rate if p.stage_lr_scale is None else p.learning_rate * p.stage_lr_scale[stage]
+
     def iterate(self) -> dict:
         """Run one iteration (rollout + update, then the task's `end_iteration`) and return its row.
         One host read: the task's counters with the learner's losses, reward and learning rate,
-        after the update; the rollout/update split comes from CUDA events read with it (host
+        after the update (a widening into a stage of `PPOConfig.stage_lr_scale` then resets the
+        rate on the device, no read; the row keeps the update's); the rollout/update split comes from CUDA events read with it (host
         clock on the CPU)."""
         env, T, ev = self.env, self.cfg.ppo.num_steps, self._events
         with shared_stream(self.device), self._reads:
@@ -250,6 +257,9 @@ class TrainLoop:
             extra = torch.cat([self.update.stats, self._reward_mean])
             with self._reads.expected():
                 extras = env.end_iteration(learner=extra)
+            cur = extras.get("curriculum") or {}
+            if self.cfg.ppo.stage_lr_scale is not None and cur.get("event") == "widen":
+                self.lr.fill_(self._stage_lr(cur["stage"]))  # a host write: the next update's rate
             host_reads = self._reads.take()
         vals = extras["learner"]
         if ev:  # complete: the summary read waited for the stream

@@ -68,7 +68,8 @@ def require_rsl_rl() -> str:
 #: PPOConfig fields rsl_rl has no setting for, with the one value it runs (anything else is refused)
 RSL_RL_CANNOT = {"critic_learning_rate": (None, "rsl_rl's critic shares the actor's Adam rate"),
                  "kl_estimator": ("analytic", "rsl_rl's adaptive rate reads the analytic KL"),
-                 "symmetry": ("none", "the task's mirror maps reach fightlab's learner only")}
+                 "symmetry": ("none", "the task's mirror maps reach fightlab's learner only"),
+                 "stage_lr_scale": (None, "the curriculum's stage reaches fightlab's learner only")}
 
 
 def check_rsl(cfg) -> str:
