@@ -275,7 +275,8 @@ def test_an_rsl_rl_run_resumes_where_it_stopped(tmp_path):
     assert [r["iteration"] for r in rows] == ["1", "2", "3"]
 
 
-@pytest.mark.parametrize("setting", ["ppo.critic_learning_rate=0.001", "ppo.kl_estimator=k3", "ppo.symmetry=augment"])
+@pytest.mark.parametrize("setting", ["ppo.critic_learning_rate=0.001", "ppo.kl_estimator=k3", "ppo.symmetry=augment",
+                                     "ppo.stage_lr_scale=[1,1,1,1,1,1,1,1,1,2]"])
 def test_rsl_rl_refuses_settings_it_has_no_place_for(tmp_path, setting):
     """A PPOConfig field rsl_rl has no setting for (run.rsl.RSL_RL_CANNOT) would be recorded but not
     used: one line, before any work (no compiling line, no folder)."""
