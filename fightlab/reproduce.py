@@ -161,6 +161,7 @@ def _run(chosen, nbs, size, given, publish, device, out, extra, log_output, publ
     if publish:
         print("[reproduce] published figures were written over figures/: `git diff --stat figures/` "
               "shows which changed", flush=True)
+    print(f"[reproduce] done: {len(chosen)} notebook(s) ran without error; executed copies in {out}", flush=True)
     return 0
 
 
