@@ -103,32 +103,29 @@ def joint_mirror(m: mujoco.MjModel) -> Mirror:
     return Mirror(perm, sign)
 
 
+def _address_mirror(m: mujoco.MjModel, size: int, adr: np.ndarray, free_sign: tuple) -> Mirror:
+    """A map over a per-joint-address vector [size] (qpos: `jnt_qposadr`, qvel: `jnt_dofadr`): the
+    free joint's entries signed by `free_sign`, each other joint's entry from its partner's."""
+    jm = joint_mirror(m)
+    perm = np.arange(size, dtype=np.int64)
+    sign = np.ones(size, np.float32)
+    for j in range(m.njnt):
+        a = adr[j]
+        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+            sign[a:a + len(free_sign)] = free_sign
+        else:
+            perm[a], sign[a] = adr[jm.perm[j]], jm.sign[j]
+    return Mirror(perm, sign)
+
+
 def qpos_mirror(m: mujoco.MjModel) -> Mirror:
     """The map over qpos [nq] (module docstring; the free joint's quaternion as (w, −x, y, −z))."""
-    jm = joint_mirror(m)
-    perm = np.arange(m.nq, dtype=np.int64)
-    sign = np.ones(m.nq, np.float32)
-    for j in range(m.njnt):
-        a = m.jnt_qposadr[j]
-        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            sign[a:a + 7] = (*VECTOR_SIGN, 1.0, -1.0, 1.0, -1.0)
-        else:
-            perm[a], sign[a] = m.jnt_qposadr[jm.perm[j]], jm.sign[j]
-    return Mirror(perm, sign)
+    return _address_mirror(m, m.nq, m.jnt_qposadr, (*VECTOR_SIGN, 1.0, -1.0, 1.0, -1.0))
 
 
 def qvel_mirror(m: mujoco.MjModel) -> Mirror:
     """The map over qvel [nv] (and any per-DOF vector): the free joint's six, each joint's."""
-    jm = joint_mirror(m)
-    perm = np.arange(m.nv, dtype=np.int64)
-    sign = np.ones(m.nv, np.float32)
-    for j in range(m.njnt):
-        a = m.jnt_dofadr[j]
-        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            sign[a:a + 6] = (*VECTOR_SIGN, *PSEUDO_SIGN)
-        else:
-            perm[a], sign[a] = m.jnt_dofadr[jm.perm[j]], jm.sign[j]
-    return Mirror(perm, sign)
+    return _address_mirror(m, m.nv, m.jnt_dofadr, (*VECTOR_SIGN, *PSEUDO_SIGN))
 
 
 def actuator_mirror(m: mujoco.MjModel) -> Mirror:
