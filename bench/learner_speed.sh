@@ -22,19 +22,15 @@ for body in $BODIES; do
       echo "$learner $body failed:"; tail -5 "$run.log"; continue
     fi
     $PY - "$run/rows.csv" "$learner" "$body" "$DEVICE" "$NWORLD" "$ITERS" "$WARM" "$dest" <<'PY'
-import csv, statistics, sys
+import csv, sys
 from fightlab import results
+from fightlab.measure.sidebyside import speed_metrics
 path, learner, body, device, nworld, iters, warm, dest = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 steady = rows[int(warm):]
-med = lambda k: statistics.median(float(r[k]) for r in steady)
 row = results.run_metadata(body=body, nworld=int(nworld), seed=0, device=device, params={
     "study": "learner_speed", "learner": learner, "max_iterations": int(iters), "skip": int(warm)})
-row.update(rsl_rl=learner == "rsl_rl", iterations=len(steady), s_per_iter=med("wall_s"),
-           rollout_s_per_iter=med("rollout_s"), update_s_per_iter=med("update_s"),
-           host_reads_per_iter=med("host_reads"), stage_reached=max(int(r["stage"]) for r in rows),
-           overflow_count=sum(int(float(r["overflow_count"])) for r in rows),
-           nan_resets=sum(int(float(r["nan_resets"])) for r in rows))
+row.update(rsl_rl=learner == "rsl_rl", **speed_metrics(rows, steady))
 results.append_row("learner_speed", row, dest)
 print(f"{learner:9} {body:14} s/it {row['s_per_iter']:.4f} (rollout {row['rollout_s_per_iter']:.4f}, update "
       f"{row['update_s_per_iter']:.4f}) host reads {row['host_reads_per_iter']:.0f} stage {row['stage_reached']} "

@@ -93,23 +93,19 @@ for body in $BODIES; do  # sweep
       echo "sweep $body $n FAILED:"; tail -n 3 "$run.log"; continue
     fi
     $PY - "$run/rows.csv" "$body" "$DEVICE" "$n" "$SWEEP_ITERS" "$WARM" "$dest" "${RSL_SETS:-}" <<'PY'
-import csv, math, statistics, sys
+import csv, math, sys
 from fightlab import results
+from fightlab.measure.sidebyside import speed_metrics
 num = lambda x: None if math.isnan(float(x)) else float(x)  # an empty window: no number
 path, body, device, nworld, iters, warm, dest, sets = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 steady = rows[int(warm):] or rows
-med = lambda k: statistics.median(float(r[k]) for r in steady)
 last = rows[-1]
 row = results.run_metadata(body=body, nworld=int(nworld), seed=0, device=device, params={
     "study": "rsl_rl_nworld_sweep", "learner": "rsl_rl", "max_iterations": int(iters), "skip": int(warm),
     "sets": sets.split(), **{f"last_{k}": num(last[f"window_{k}"]) for k in ("fall_rate", "tracking", "episode_s")},
     "last_amplitude": num(last["amplitude"])})
-row.update(rsl_rl=True, iterations=len(steady), s_per_iter=med("wall_s"), rollout_s_per_iter=med("rollout_s"),
-           update_s_per_iter=med("update_s"), host_reads_per_iter=med("host_reads"),
-           stage_reached=max(int(r["stage"]) for r in rows),
-           overflow_count=sum(int(float(r["overflow_count"])) for r in rows),
-           nan_resets=sum(int(float(r["nan_resets"])) for r in rows))
+row.update(rsl_rl=True, **speed_metrics(rows, steady))
 results.append_row("learner_speed", row, dest)
 print(f"rsl_rl {body:14} {nworld:>6} worlds: s/it {row['s_per_iter']:.4f} (rollout {row['rollout_s_per_iter']:.4f}, "
       f"update {row['update_s_per_iter']:.4f}) stage {row['stage_reached']}, amplitude {last['amplitude']}, last "

@@ -234,3 +234,18 @@ def fightlab_budget_s(rows: pd.DataFrame, body: str, nworld: int, gpu: str,
     if mine.empty:
         return math.nan
     return float(factor * mine["time_to_solve_s"].min())
+
+
+def speed_metrics(rows: list[dict], steady: list[dict]) -> dict:
+    """A ``learner_speed`` row's measurements from a training's rows.csv records (`rows`, every
+    iteration, as csv.DictReader gives them; `steady`, those past the warm-up): iterations, the
+    median wall / rollout / update seconds and host reads per iteration of `steady`; the stage
+    reached, overflow and NaN resets over `rows`. Raises statistics.StatisticsError: `steady` empty."""
+    import statistics
+
+    med = lambda k: statistics.median(float(r[k]) for r in steady)  # noqa: E731
+    return dict(iterations=len(steady), s_per_iter=med("wall_s"), rollout_s_per_iter=med("rollout_s"),
+                update_s_per_iter=med("update_s"), host_reads_per_iter=med("host_reads"),
+                stage_reached=max(int(r["stage"]) for r in rows),
+                overflow_count=sum(int(float(r["overflow_count"])) for r in rows),
+                nan_resets=sum(int(float(r["nan_resets"])) for r in rows))
