@@ -17,8 +17,14 @@
 # first WARM=5 left out), one `learner_speed` row each (params study "rsl_rl_nworld_sweep", the
 # curriculum's last window: stage-0 progress) under ${OUT:-runs}/data/results, never data/.
 #
-# Run folders: ${FIGHTLAB_RUNS:-runs}/side_by_side/<stamp>/; one log each. DEVICE, NWORLD, ITERS (max iterations;
-# default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
+# Run folders: WORK (default ${FIGHTLAB_RUNS:-runs}/side_by_side/<stamp>/); one log each. A training
+# longer than one call (rsl_rl's muscular-fast budget, 10 × fightlab's median, outlasts a 600 s
+# call): SEGMENT_S=S stops each training with a checkpoint after S s, and the same command again
+# with the same WORK resumes every unfinished run from its latest.pt (a run with its row is
+# skipped); with OUT set, WORK's unfinished runs (latest.pt as a file, rows, manifest; no ckpt_*.pt) are
+# packed into $OUT/sbs-work.tgz after each training, to be carried and unpacked (`tar xzf`) into
+# the next machine's repository root when the first one is gone. DEVICE, NWORLD, ITERS (max
+# iterations; default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
 #   DEVICE=cpu NWORLD=4 ITERS=2 SEEDS=1 BUDGET_S=60 SWEEP_NWORLDS="4 8" SWEEP_ITERS=2 WARM=0 \
 #     bash bench/side_by_side.sh study simple && ... sweep simple
 set -euo pipefail
@@ -28,21 +34,42 @@ DEVICE=${DEVICE:-cuda:0}; NWORLD=${NWORLD:-1024}; RSL_NWORLD=${RSL_NWORLD:-$NWOR
 PY=${PY:-python3}; WARM=${WARM:-5}; SWEEP_ITERS=${SWEEP_ITERS:-60}; SWEEP_NWORLDS=${SWEEP_NWORLDS:-"512 1024 2048 4096"}
 case "$DEVICE" in cuda*) PUBLISH=${PUBLISH:-1} ;; *) PUBLISH=${PUBLISH:-0} ;; esac
 case "$MODE" in study|sweep) ;; *) echo "side_by_side.sh: error: mode must be study or sweep, got '$MODE'" >&2; exit 2 ;; esac
-work="${FIGHTLAB_RUNS:-runs}/side_by_side/$(date -u +%Y%m%dT%H%M%S)-$$"; mkdir -p "$work"
+work=${WORK:-"${FIGHTLAB_RUNS:-runs}/side_by_side/$(date -u +%Y%m%dT%H%M%S)-$$"}; mkdir -p "$work"
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 iters=(); [ -n "${ITERS:-}" ] && iters=(--max-iterations "$ITERS")
 pub=(); [ "$PUBLISH" = 1 ] && pub=(--publish)
 rsl_sets=(); for kv in ${RSL_SETS:-}; do rsl_sets+=(--set "$kv"); done
 
-train() {  # train LEARNER BODY NWORLD SEED RUN_DIR [extra flags...]: one training, its last line
+seg=(); [ -n "${SEGMENT_S:-}" ] && seg=(--segment-s "$SEGMENT_S")
+
+train() {  # train LEARNER BODY NWORLD SEED RUN_DIR [extra flags...]: one training (or its next segment), its last line
   local learner=$1 body=$2 nworld=$3 seed=$4 run=$5; shift 5
-  if $PY -m fightlab train --learner "$learner" --body "$body" --nworld "$nworld" --seed "$seed" \
-       --device "$DEVICE" --no-progress --logger none --run-dir "$run" --set study=side_by_side \
-       "${iters[@]}" "$@" > "$run.log" 2>&1; then
-    echo "$learner $body s$seed: $(grep '^run .* solved=' "$run.log" | tail -n 1 | cut -c1-200)"
+  local what="$learner $body s$seed" cmd
+  if [ -f "$run/data/results/train.csv" ]; then echo "$what: finished earlier (its row in $run)"; return 0; fi
+  if [ -f "$run/latest.pt" ]; then  # a segment ran: its config, budget and folder come from the checkpoint
+    cmd=(train --resume "$run/latest.pt" --device "$DEVICE" --no-progress --logger none "${seg[@]}" "${pub[@]}")
   else
-    echo "$learner $body s$seed FAILED:"; tail -n 3 "$run.log"; return 1
+    cmd=(train --learner "$learner" --body "$body" --nworld "$nworld" --seed "$seed" --device "$DEVICE"
+         --no-progress --logger none --run-dir "$run" --set study=side_by_side "${iters[@]}" "${seg[@]}" "$@")
   fi
+  if $PY -m fightlab "${cmd[@]}" >> "$run.log" 2>&1; then
+    echo "$what: $(grep -E '^(run .* solved=|segment ended)' "$run.log" | tail -n 1 | cut -c1-200)"
+  else
+    echo "$what FAILED:"; tail -n 3 "$run.log"; return 1
+  fi
+  pack
+}
+
+pack() {  # WORK's unfinished runs into $OUT/sbs-work.tgz (a new machine continues from it)
+  [ -n "${OUT:-}" ] || return 0
+  local d files=()
+  for d in "$work"/*/; do
+    d=${d%/}; [ -f "$d/latest.pt" ] && [ ! -f "$d/data/results/train.csv" ] || continue
+    while IFS= read -r f; do files+=("$f"); done < <(find "$d" -maxdepth 1 \( -type f -o -type l \) ! -name 'ckpt_*.pt' ! -name '*.lock')
+    [ -f "$d.log" ] && files+=("$d.log")
+  done
+  if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
+  else rm -f "$OUT/sbs-work.tgz"; fi
 }
 
 budget() {  # budget BODY: "BUDGET=<s>", rsl_rl's time limit on this card, or no such line (said why)
@@ -76,7 +103,7 @@ if [ "$MODE" = study ]; then
       for seed in $SEEDS; do train fightlab "$body" "$NWORLD" "$seed" "$work/fightlab-$body-s$seed" "${pub[@]}" || status=1; done
     fi
     [[ " $LEARNERS " == *" rsl_rl "* ]] || continue
-    b=$(budget "$body" | sed -n 's/^BUDGET=//p'); [ -n "$b" ] || { status=1; continue; }
+    b=$(budget "$body" | sed -n 's/^BUDGET=//p'); [ -n "$b" ] || { status=1; continue; }  # resumed runs keep their own
     for seed in $SEEDS; do
       train rsl_rl "$body" "$RSL_NWORLD" "$seed" "$work/rsl_rl-$body-s$seed" --set "time_limit_s=$b" \
         "${rsl_sets[@]}" "${pub[@]}" || status=1

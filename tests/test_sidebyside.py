@@ -220,3 +220,28 @@ def test_the_sweep_writes_one_learner_speed_row_per_world_count(tmp_path):
     assert {p["study"] for p in params} == {"rsl_rl_nworld_sweep"} and all("last_fall_rate" in p for p in params)
     assert (rows["iterations"] == 2).all() and (rows["s_per_iter"] > 0).all()
     assert _script(tmp_path, "nope").returncode == 2
+
+
+@pytest.mark.slow
+def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_path):
+    """SEGMENT_S stops each training with a checkpoint; the archive in OUT (latest.pt as a file)
+    unpacked where WORK was gone resumes the run, which then finishes with one row; a finished
+    run is skipped, and the archive is gone once nothing is left to continue."""
+    import shutil
+    import subprocess
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    env = dict(WORK=str(work), SEGMENT_S="0.001", OUT=str(out))
+    r = _script(out, "study", "simple", "fightlab", **env)
+    assert r.returncode == 0 and "fightlab simple s1: segment ended at iteration 1" in r.stdout, r.stdout + r.stderr
+    archive = out / "sbs-work.tgz"
+    shutil.rmtree(work)  # the machine is gone; its archive came back
+    subprocess.run(["tar", "xzf", str(archive), "-C", "/"], check=True)
+    assert (work / "fightlab-simple-s1" / "latest.pt").is_file() and not (work / "fightlab-simple-s1" / "latest.pt").is_symlink()
+    r = _script(out, "study", "simple", "fightlab", **env)
+    assert r.returncode == 0 and "fightlab simple s1: run " in r.stdout, r.stdout + r.stderr
+    rows = results.read_rows("train", work / "fightlab-simple-s1")
+    assert len(rows) == 1 and rows["iterations"].tolist() == [2] and not archive.exists()
+    r = _script(out, "study", "simple", "fightlab", **env)
+    assert r.returncode == 0 and "fightlab simple s1: finished earlier" in r.stdout
