@@ -23,7 +23,9 @@
 # with the same WORK resumes every unfinished run from its latest.pt (a run with its row is
 # skipped); with OUT set, WORK's unfinished runs (latest.pt as a file, rows, manifest; no ckpt_*.pt) are
 # packed into $OUT/sbs-work.tgz after each training, to be carried and unpacked (`tar xzf`) into
-# the next machine's repository root when the first one is gone. DEVICE, NWORLD, ITERS (max
+# the next machine's repository root when the first one is gone (WORK relative to it). With OUT and
+# POLICIES=1, every finished run's latest.pt also goes into $OUT/policies.tgz (as
+# <run>/latest.pt), for `fightlab export` / `evaluate --backend cpu` elsewhere. DEVICE, NWORLD, ITERS (max
 # iterations; default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
 #   DEVICE=cpu NWORLD=4 ITERS=2 SEEDS=1 BUDGET_S=60 SWEEP_NWORLDS="4 8" SWEEP_ITERS=2 WARM=0 \
 #     bash bench/side_by_side.sh study simple && ... sweep simple
@@ -68,6 +70,11 @@ pack() {  # WORK's unfinished runs into $OUT/sbs-work.tgz (a new machine continu
     while IFS= read -r f; do files+=("$f"); done < <(find "$d" -maxdepth 1 \( -type f -o -type l \) ! -name 'ckpt_*.pt' ! -name '*.lock')
     [ -f "$d.log" ] && files+=("$d.log")
   done
+  if [ "${POLICIES:-0}" = 1 ]; then
+    local done_=()
+    for d in "$work"/*/; do d=${d%/}; [ -f "$d/latest.pt" ] && [ -f "$d/data/results/train.csv" ] && done_+=("$d/latest.pt"); done
+    [ ${#done_[@]} -eq 0 ] || { tar czhf "$OUT/policies.tgz.tmp" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"; }
+  fi
   if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
   else rm -f "$OUT/sbs-work.tgz"; fi
 }

@@ -232,7 +232,7 @@ def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_p
 
     work, out = tmp_path / "work", tmp_path / "out"
     out.mkdir()
-    env = dict(WORK=str(work), SEGMENT_S="0.001", OUT=str(out))
+    env = dict(WORK=str(work), SEGMENT_S="0.001", OUT=str(out), POLICIES="1")
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: segment ended at iteration 1" in r.stdout, r.stdout + r.stderr
     archive = out / "sbs-work.tgz"
@@ -243,5 +243,7 @@ def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_p
     assert r.returncode == 0 and "fightlab simple s1: run " in r.stdout, r.stdout + r.stderr
     rows = results.read_rows("train", work / "fightlab-simple-s1")
     assert len(rows) == 1 and rows["iterations"].tolist() == [2] and not archive.exists()
+    listed = subprocess.run(["tar", "tzf", str(out / "policies.tgz")], capture_output=True, text=True, check=True)
+    assert listed.stdout.split() == [str(work / "fightlab-simple-s1" / "latest.pt").lstrip("/")]
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: finished earlier" in r.stdout
