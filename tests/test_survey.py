@@ -513,7 +513,7 @@ def test_bench_rows_not_ok_or_with_bad_values_are_left_out_and_counted(ref, tmp_
     said.clear()
     assert cost.bench_rows(cost.read_bench(tmp_path / "l4"), setup=setup, log=said.append).empty
     assert said == ["survey: fightlab bench: 1 bench row(s) left out: l4 (no offer price recorded; no price for GPU "
-                    "'L4': give price_per_hour [$/h] (assumed prices exist for H200))"]
+                    "'L4': give price_per_hour [$/h] (assumed prices exist for H200, H100))"]
 
 
 def test_a_rented_hosts_rows_and_the_offer_price_recorded_for_them(ref, tmp_path):

@@ -67,11 +67,13 @@ GROUPS: tuple[str, ...] = ("vast.ai GPU", "EC2 GPU", "EC2 CPU")
 #: RTX 5090 simple row's 185 + 86 s). Notebook 07 recomputes these from the table.
 TOLERANCE = 0.05
 
-#: the H200 was not rented for this study: its price is an assumption [$/h], a notebook parameter
-ASSUMED_PRICE_PER_HOUR: dict[str, float] = {"H200": 3.00}
-ASSUMED_PRICE_SOURCE = ("assumed $3.00/h for one H200: inside the $2.50–3.50/h on-demand range of "
-                        "'long-tail' providers for the H200 SXM5 in mercatus-ai.com/blog/cloud-gpu-pricing "
-                        "(May 2026); spheron.network quotes $4.54/h on-demand (17 March 2026)")
+#: the H200 and H100 were not rented for this study: their prices are assumptions [$/h], a
+#: notebook parameter
+ASSUMED_PRICE_PER_HOUR: dict[str, float] = {"H200": 3.00, "H100": 2.25}
+ASSUMED_PRICE_SOURCE = ("assumed $3.00/h for one H200 and $2.25/h for one H100: inside the on-demand ranges "
+                        "of 'long-tail' providers, $2.50–3.50/h for the H200 SXM5 and $1.99–2.50/h for the "
+                        "H100 SXM5, in mercatus-ai.com/blog/cloud-gpu-pricing (May 2026); spheron.network "
+                        "quotes $4.54/h for an H200 on-demand (17 March 2026)")
 
 
 def assumed_cpu_price_per_hour(ref: pd.DataFrame, cores: int) -> tuple[float, str]:
@@ -403,7 +405,7 @@ def gpu_price(gpu: str, price_per_hour: float | None) -> tuple[float, str]:
     if gpu not in ASSUMED_PRICE_PER_HOUR:
         raise ConfigError(f"no price for GPU {gpu!r}: give price_per_hour [$/h] (assumed prices "
                           f"exist for {', '.join(ASSUMED_PRICE_PER_HOUR)})")
-    return ASSUMED_PRICE_PER_HOUR[gpu], ASSUMED_PRICE_SOURCE.split(":")[0]
+    return ASSUMED_PRICE_PER_HOUR[gpu], f"assumed ${ASSUMED_PRICE_PER_HOUR[gpu]:.2f}/h for one {gpu}"
 
 
 def reference_path(root: Path | str | None = None) -> Path:
