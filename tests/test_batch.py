@@ -451,7 +451,16 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
     assert (row["concurrent"], row["mps"], row["runs"], row["body"], row["nworld"]) == (2, False, 2, "simple", 2)
     assert row["it_per_s_aggregate"] == pytest.approx(2 / row["s_per_iter"])
     assert row["s_per_iter_min"] <= row["s_per_iter"] <= row["s_per_iter_max"]
+    assert row["gpus"] == 1 and row["solves_per_hour"] is None  # one lane; 2 iterations solve nothing
     assert len(results.read_rows("packing", tmp_path / "root")) == 1
+    # the same trainings as if on two GPU lanes: K = 1 per GPU, the aggregate counts both GPUs
+    st = _state(folder)
+    for j, lane in zip(st["jobs"], ("gpu0", "gpu1")):
+        j["lane"] = lane
+    (folder / batch.STATE).write_text(json.dumps(st))
+    two = packing.batch_row(folder, skip=1)
+    assert (two["gpus"], two["concurrent"]) == (2, 1)
+    assert two["it_per_s_aggregate"] == pytest.approx(2 / two["s_per_iter"])
     assert packing.main([str(folder), "--skip", "1"]) == 0
     assert packing.main([str(tmp_path)]) == 2 and "no batch.json" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="no training with more than 5 iterations"):
@@ -843,3 +852,26 @@ def test_a_slow_gpu_holds_no_job_another_could_take(tmp_path, capsys, fakebin):
     assert rc == 0, capsys.readouterr()
     lanes = _per_lane(_state(folder)["jobs"])
     assert len(lanes["gpu0"]) == 1 and len(lanes["gpu1"]) == 5
+
+
+def test_packing_counts_gpus_and_solves_per_hour(tmp_path):
+    """A batch's GPU count is the GPU lanes its jobs ran on, K per GPU min(--concurrent,
+    ceil(jobs / GPUs)); solves per hour: solved trainings / the batch's wall-clock span, None when
+    none solved or the batch was resumed."""
+    from fightlab.measure import packing
+
+    jobs = [dict(lane=f"gpu{i % 4}", started=1000.0 + i, ended=1000.0 + 1800 + i) for i in range(16)]
+    assert packing.batch_packing(dict(concurrent=4, jobs=jobs)) == (4, 4)
+    assert packing.batch_packing(dict(concurrent=8, jobs=jobs)) == (4, 4)  # 16 jobs over 4 GPUs: 4 each
+    assert packing.batch_packing(dict(concurrent=2, jobs=[dict(lane="cpu")] * 3)) == (1, 2)
+    runs = []
+    for i, solved in enumerate(("True", "False", "True")):
+        r = tmp_path / f"r{i}" / "data" / "results"
+        r.mkdir(parents=True)
+        (r / "train.csv").write_text(f"run_id,solved\nx{i},{solved}\n")
+        runs.append(tmp_path / f"r{i}")
+    runs.append(tmp_path / "unfinished")  # no train row: not a solve
+    state = dict(jobs=jobs, resumes=0)
+    assert packing.solves_per_hour(state, runs) == pytest.approx(2 / ((1800 + 15) / 3600))
+    assert packing.solves_per_hour(dict(state, resumes=1), runs) is None
+    assert packing.solves_per_hour(state, runs[1:2]) is None
