@@ -875,3 +875,16 @@ def test_packing_counts_gpus_and_solves_per_hour(tmp_path):
     assert packing.solves_per_hour(state, runs) == pytest.approx(2 / ((1800 + 15) / 3600))
     assert packing.solves_per_hour(dict(state, resumes=1), runs) is None
     assert packing.solves_per_hour(state, runs[1:2]) is None
+
+
+def test_a_repeated_gpu_through_the_command_line_is_one_line(tmp_path, fakebin):
+    """`python -m fightlab batch --gpus 0,1,0` in its own process: exit 2, one line on stderr, no
+    traceback, nothing written (it was silently de-duplicated before)."""
+    fakebin(gpus=2)
+    r = subprocess.run([PY, "-m", "fightlab", "batch", "--batch-dir", str(tmp_path / "b"), "--gpus", "0,1,0",
+                        "--job", "train --device cpu --nworld 2"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(batch.REPO_ROOT)})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "fightlab: error: --gpus 0,1,0: GPU 0 given twice; give each GPU once (its lane runs --concurrent "
+        "jobs at once)"], r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "b").exists()
