@@ -21,6 +21,11 @@
 #   kscan:K:MPS[:BODY[:ITERS]]  one K-scan point: a `fightlab batch` of K trainings (BODY,
 #                default simple) at 1024 worlds, ITERS (default 70) iterations, --concurrent K,
 #                MPS on|off, then `measure.packing --skip 24 --publish` (one packing.csv row)
+#   mgrid:K:BODIES[:COUNTS[:ITERS]]  the multi-GPU grid: per body (BODIES: simple+muscular-fast) and
+#                GPU count N (COUNTS: 1+2+4+8, default every GPU; each <= the GPUs nvidia-smi lists),
+#                a `fightlab batch --gpus 0..N-1 --concurrent K` of K × N trainings (seeds 1 … K×N) at
+#                1024 worlds, ITERS (default 70) iterations, under one MPS daemon, then
+#                `measure.packing --skip 24 --publish` (one packing.csv row with its GPU count)
 #   study:NAME:BUDGET  one of the learner-study / packed-solve batches below (--publish: train rows
 #                record the packing), solved or stopped with a checkpoint at BUDGET s; run again
 #                (same NAME) it resumes the batch: finished jobs skipped, trainings continued
@@ -177,6 +182,28 @@ PYEOF
         && $PY -m fightlab.measure.packing "$dir" --skip 24 --publish; } > "$log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then ok "$step: $(tail -n 1 "$log" | cut -c1-160)"; else bad "$step rc=$rc $(tail -n 1 "$log" | cut -c1-160)"; fi
+      ;;
+    mgrid)  # mgrid:K:BODIES[:COUNTS[:ITERS]] — the multi-GPU grid (issue 47), one packing row per body and GPU count
+      have=$(nvidia-smi -L | grep -c '^GPU ')
+      counts=${c:-$have}; iters=${d:-70}
+      if ! [[ ${a:-} =~ ^[1-9][0-9]*$ && -n ${b:-} && $counts =~ ^[1-9][0-9]*(\+[1-9][0-9]*)*$ && $iters =~ ^[1-9][0-9]*$ ]]; then
+        bad "$step: want mgrid:K:BODY[+BODY][:N[+N]][:ITERS] (K, N, ITERS whole numbers > 0)"; continue
+      fi
+      for n in ${counts//+/ }; do
+        [ "$n" -le "$have" ] || { bad "$step: $n GPUs asked, this machine has $have"; continue 2; }
+      done
+      fails=0; said=""
+      for body in ${b//+/ }; do
+        for n in ${counts//+/ }; do
+          dir="runs/batch/mgrid-k$a-$body-g$n"; rm -rf "$dir"
+          { timeout 560 $PY -m fightlab batch --job "train --body $body --nworld 1024 --device cuda:0 --max-iterations $iters --checkpoint-every 0 --no-progress" \
+              --grid seed="$(seq -s, 1 $((a * n)))" --gpus "$(seq -s, 0 $((n - 1)))" --concurrent "$a" \
+              --batch-dir "$dir" --job-timeout-s 540 --no-progress \
+            && $PY -m fightlab.measure.packing "$dir" --skip 24 --publish; } >> "$log" 2>&1 || fails=$((fails + 1))
+          said="$said $body/g$n: $(tail -n 1 "$log" | tr -s ' ' | cut -c1-90);"
+        done
+      done
+      if [ $fails = 0 ]; then ok "$step:$said"; else bad "$step: $fails batch(es) failed;$said"; fi
       ;;
     study)
       spec=${STUDY[$a]:-}; [ -n "$spec" ] || { bad "unknown study $a"; continue; }

@@ -3,11 +3,22 @@
 The jobs (commands, notebooks, scripts over a ``--grid``) and lanes come from
 `fightlab.batchjobs`, checked in one pass before anything runs. Each lane (a GPU, or the one CPU
 lane) has a thread pool of K workers (``concurrent.futures``) waiting on its jobs' processes
-(``Popen.wait`` with the job's time limit). Every job gets ``CUDA_VISIBLE_DEVICES`` set to its
-lane's GPU (empty on the CPU lane) and the packing in its environment (`fightlab.meta.PACKING_ENV`,
-recorded in every row it writes: ``FIGHTLAB_CONCURRENT`` = min(K, jobs), ``FIGHTLAB_MPS``,
-``FIGHTLAB_GPU_JOBS`` = jobs at once over all lanes). With GPU lanes and K > 1, CUDA MPS runs for
-the batch (`Mps`); without it the jobs time-slice (said in one line).
+(``Popen.wait`` with the job's time limit); the jobs wait in one queue and each starts on the
+least busy lane, so a slow GPU holds no job another could take. Every job gets
+``CUDA_VISIBLE_DEVICES`` set to its lane's GPU (its UUID from ``nvidia-smi -L``, else its index with
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``; empty on the CPU lane) and the packing in its environment
+(`fightlab.meta.PACKING_ENV`, recorded in every row it writes: ``FIGHTLAB_CONCURRENT`` = min(K,
+jobs), ``FIGHTLAB_MPS``, ``FIGHTLAB_GPU_JOBS`` = jobs at once over all lanes). With GPU lanes and
+K > 1, CUDA MPS runs for the batch (`Mps`): one control daemon for the host, serving every GPU it
+sees (the CUDA MPS docs: a server per GPU is spawned by the one daemon; a daemon started with
+``CUDA_VISIBLE_DEVICES`` renumbers the devices its clients see, so clients name theirs by UUID);
+without it the jobs time-slice (said in one line).
+
+A GPU lane whose jobs fail :data:`LANE_FAILS` times in a row (a GPU that died or fell off the bus)
+is set aside while another lane is left: it takes no new job, its failed jobs stay failed (a
+resume with ``--retry-failed`` runs them once more, on the lanes left), batch.json's
+``lanes_down`` names it and a resume leaves it out unless ``--gpus`` is given again. When every
+lane is set aside the jobs not started stay pending (a resume runs them).
 
 The batch folder, ``runs/batch/<batch_id>/`` (or ``--batch-dir``), holds ``batch.json`` (the
 state: jobs, lanes, status, seconds, rc), ``jobs/<job_id>/log.txt``, an executed notebook per
@@ -48,8 +59,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from fightlab.batchjobs import (  # noqa: F401 (the batch's names, importable from here)
-    MAX_JOBS, BatchError, Job, Lane, _train_finished, check_devices, check_options, check_size, discover_gpus,
-    expand, job_command, make_jobs, make_lanes, parse_grid, parse_job, parse_sets, read_jobs_file, split_values)
+    LANE_FAILS, MAX_JOBS, MAX_PER_GPU, BatchError, Job, Lane, _train_finished, check_devices, check_options,
+    check_size, discover_gpus, expand, job_command, lane_result, lanes_left, make_jobs, make_lanes, parse_grid,
+    parse_job, parse_sets, read_jobs_file, split_values)
 from fightlab.errors import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import (LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location, listed_path,
@@ -73,15 +85,19 @@ class Mps:
     """CUDA MPS for a batch: started when no daemon runs (``nvidia-cuda-mps-control -d``, pipe
     and log folders under the batch folder; ``quit`` by :meth:`stop`), an existing daemon used and
     left alone, or none (jobs time-slice). Wanted for ``gpu`` lanes of ``per_lane`` > 1 jobs
-    unless not ``allowed`` (``--no-mps``).
+    unless not ``allowed`` (``--no-mps``). One daemon for the host, whatever the GPU count: it
+    sees ``devices`` (the lanes' UUIDs, all of them, as ``CUDA_VISIBLE_DEVICES``; without UUIDs
+    no ``CUDA_VISIBLE_DEVICES``: every GPU, none renumbered).
 
     Attributes:
       active: jobs run under MPS; started: this batch started the daemon; env: variables the
         jobs get (the pipe / log folders of a daemon this batch started); message: one line.
     """
 
-    def __init__(self, folder: Path, gpu: bool, per_lane: int, allowed: bool = True, which: Callable = shutil.which):
+    def __init__(self, folder: Path, gpu: bool, per_lane: int, allowed: bool = True, which: Callable = shutil.which,
+                 devices: Iterable[str] = ()):
         self.folder, self.active, self.started, self.env, self.message = Path(folder), False, False, {}, ""
+        self.devices = [d for d in devices if d]
         self._want = gpu and per_lane > 1 and allowed  # GPU lanes of more than one job, no --no-mps
         self._bin = which(MPS_CONTROL) if self._want else None
         if not gpu:
@@ -91,8 +107,8 @@ class Mps:
 
     def _control(self, stdin: str | None, env: dict, *args: str) -> subprocess.CompletedProcess:
         feed = dict(input=stdin) if stdin is not None else dict(stdin=subprocess.DEVNULL)
-        return subprocess.run([self._bin, *args], capture_output=True, text=True,
-                              env={**os.environ, **env}, timeout=60, **feed)
+        full = {k: v for k, v in {**os.environ, **env}.items() if v is not None}  # None: unset
+        return subprocess.run([self._bin, *args], capture_output=True, text=True, env=full, timeout=60, **feed)
 
     def start(self) -> "Mps":
         """Use a daemon already running, else start one; ``message`` says which, or why not."""
@@ -109,7 +125,8 @@ class Mps:
                 return self
             for v in env.values():
                 Path(v).mkdir(parents=True, exist_ok=True)
-            r = self._control(None, env, "-d")
+            uuids = all(d.startswith("GPU-") for d in self.devices) and self.devices
+            r = self._control(None, {**env, "CUDA_VISIBLE_DEVICES": ",".join(uuids) if uuids else None}, "-d")
             why = r.returncode and f"{MPS_CONTROL} -d: rc {r.returncode} {(r.stderr or r.stdout).strip()[-200:]}"
         except (OSError, subprocess.SubprocessError) as e:
             why = str(e)
@@ -117,7 +134,8 @@ class Mps:
             self.message = f"batch: CUDA MPS could not start ({why})" + slicing
         else:
             self.active, self.started, self.env = True, True, env
-            self.message = f"batch: CUDA MPS started for the batch (pipe {env['CUDA_MPS_PIPE_DIRECTORY']})"
+            self.message = (f"batch: CUDA MPS started for the batch, one daemon for its {len(self.devices) or 1} "
+                            f"GPU(s) (pipe {env['CUDA_MPS_PIPE_DIRECTORY']})")
         return self
 
     def stop(self) -> None:
@@ -329,7 +347,9 @@ def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, jo
     if left is not None and left - min_left_s / 4 < limit:
         limit, why = left - min_left_s / 4, "budget"
     # the CPU lane hides every GPU: with --gpus none on a GPU host its jobs' "auto" is the CPU
-    env = {**env, "CUDA_VISIBLE_DEVICES": "" if lane.gpu is None else str(lane.gpu)}
+    env = {**env, "CUDA_VISIBLE_DEVICES": lane.device()}
+    if lane.gpu is not None:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # an index means nvidia-smi's GPU
     with open(jdir / "log.txt", "a") as fh:
         fh.write(f"=== batch {folder.name} attempt {job.attempts + 1} lane {lane.name}: {shlex.join(cmd)}\n")
         fh.flush()
@@ -391,20 +411,30 @@ def _signals_interrupt():
             signal.signal(sig, h)
 
 
+def _finish(folder: Path, state: dict, jobs: list[Job], with_checkpoints: bool, save: Callable[[], None]) -> None:
+    """The batch's end: its end time, summary.txt and archive recorded in batch.json."""
+    state["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    save()
+    atomic_write(folder / "summary.txt", summary_table(jobs).to_string(index=False) + "\n")
+    state["archive"] = str(archive(folder, with_checkpoints, [j.run_dir for j in jobs if j.run_dir]))
+    save()
+
+
 def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus: str | None = None,
               job_timeout_s: float | None = None, budget_s: float | None = None,
               min_left_s: float = 60.0, mps: bool = True, with_checkpoints: bool = False,
               retry_failed: bool = False, progress: bool = True, resume: bool = False,
-              discover: Callable[[], list[int]] = discover_gpus) -> dict:
+              discover: Callable[[], list[int] | dict] = discover_gpus, lanes_again: bool = False) -> dict:
     """Run a batch (see the module docstring) and return its state (batch.json's content).
-    Jobs start in order on the least busy lane; the batch records each end as it comes.
+    Jobs start in order on the least busy lane not set aside; the batch records each end as it comes.
 
     Args:
       jobs: :func:`make_jobs` (None with ``resume``: the jobs come from batch.json).
       folder: the batch folder (:func:`resolve_batch_dir`).
       concurrent: jobs at once per lane (≥ 1); gpus: ``--gpus``; job_timeout_s, budget_s,
         min_left_s: seconds; mps: try CUDA MPS; with_checkpoints: put ``*.pt`` in the archive;
-        retry_failed: a resume re-runs failed jobs too; discover: GPU indices (tests inject it).
+        retry_failed: a resume re-runs failed jobs too; discover: the GPUs (tests inject it:
+        indices, or index -> UUID); lanes_again: a resume uses lanes set aside before too.
     Raises:
       BatchError: bad numbers, GPUs or folder, before any job starts. KeyboardInterrupt: after
         stopping the running jobs, saving the state, MPS and the archive.
@@ -420,9 +450,11 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
     with _claim(folder, fresh=not resume), _signals_interrupt():
         print(f"batch {folder.name}: {folder}", flush=True)  # once its options passed and it is ours
         state, jobs, pending = _load(jobs, folder, lanes, resume, retry_failed, min_left_s, say)
+        lanes = lanes_left(lanes, state, lanes_again, say) if resume else lanes
         n = max(len(pending), 1)
         per_lane = min(concurrent, math.ceil(n / len(lanes)))
-        m = Mps(folder, gpu=lanes[0].gpu is not None, per_lane=per_lane, allowed=mps).start()
+        m = Mps(folder, gpu=lanes[0].gpu is not None, per_lane=per_lane, allowed=mps,
+                devices=[lane.device() for lane in lanes]).start()
         if m.message:
             say(m.message)
         env = _job_env(folder, m, per_lane, gpu_jobs=min(per_lane * len(lanes), n))
@@ -441,7 +473,8 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
         running: dict[cf.Future, tuple[Job, Lane, subprocess.Popen, float, str]] = {}
         try:
             while pending or running:
-                while pending and (lane := min(lanes, key=lambda ln: ln.running)).running < per_lane:
+                while pending and (up := [ln for ln in lanes if not ln.down]) and (
+                        lane := min(up, key=lambda ln: ln.running)).running < per_lane:
                     left = None if budget_s is None else budget_s - (time.monotonic() - t0)
                     if left is not None and left <= min_left_s:
                         for j in pending:
@@ -457,6 +490,10 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         job, lane, proc, time.monotonic(), why)
                     lane.running += 1
                     save()
+                if pending and not running:  # every lane set aside: the rest stays pending
+                    say(f"[batch] every lane is set aside: {len(pending)} job(s) not started, left pending "
+                        "(a resume runs them)")
+                    break
                 done = cf.wait(running, timeout=1.0, return_when=cf.FIRST_COMPLETED)[0] if running else ()
                 for f in done:
                     job, lane, proc, start, why = running.pop(f)
@@ -465,6 +502,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                     say(f"[{lane.name}] {job.id} {job.status} rc={job.rc} {job.seconds:.1f} s"
                         + (f": {job.tail.splitlines()[-1] if job.tail else '(empty log)'}"
                            if job.status != "done" else ""))
+                    lane_result(lane, job, lanes, state, say)
                     bar.update(1)
                     save()
                 bar.set_postfix(running=len(running))
@@ -478,11 +516,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                 pool.shutdown(wait=True)
             bar.close()
             m.stop()
-            state["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            save()
-            atomic_write(folder / "summary.txt", summary_table(jobs).to_string(index=False) + "\n")
-            state["archive"] = str(archive(folder, with_checkpoints, [j.run_dir for j in jobs if j.run_dir]))
-            save()
+            _finish(folder, state, jobs, with_checkpoints, save)
     return state
 
 
@@ -519,7 +553,8 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
         state = run_batch(jobs, folder, concurrent=concurrent, **options,
                           mps=not (no_mps or saved.get("no_mps", False)),
                           with_checkpoints=with_checkpoints or saved.get("with_checkpoints", False),
-                          retry_failed=retry_failed, progress=progress, resume=resume is not None)
+                          retry_failed=retry_failed, progress=progress, resume=resume is not None,
+                          lanes_again=gpus is not None)
     except KeyboardInterrupt:
         print(f"fightlab: batch interrupted; its state is {folder / STATE}: continue with "
               f"python -m fightlab batch --resume {folder}", file=sys.stderr)

@@ -10,7 +10,8 @@ product of ``--grid KEY=V1,V2,…`` (commas inside brackets or quotes do not spl
 split. For a command or script a key ``name`` becomes ``--name VALUE`` (underscores as dashes), a
 dotted key ``env.x`` ``--set env.x=VALUE``; for a notebook a key is a parameter (a Python literal,
 else a string), refused unless its parameters cell has it. Lanes: every GPU (``nvidia-smi -L``;
-``--gpus 0,1`` to choose; none: one CPU lane), each running up to ``--concurrent K`` jobs.
+``--gpus 0,1`` to choose, ``all``; none: one CPU lane), each running up to ``--concurrent K`` jobs
+(at most :data:`MAX_PER_GPU` per GPU).
 """
 
 from __future__ import annotations
@@ -333,23 +334,45 @@ def make_jobs(bases: list[Job], grid: list[tuple[str, list[str]]], sets: list[tu
 
 # --- lanes -----------------------------------------------------------------------------------
 
+#: most jobs at once per GPU: CUDA MPS serves at most 48 client contexts per device (compute
+#: capability 7.0 and later; nvidia-cuda-mps-control(1)); more would queue or fail to start
+MAX_PER_GPU = 48
+#: failed jobs in a row after which a GPU lane takes no new job while another lane is left (a
+#: GPU that died fails every job at once; a job that fails on its own fails on every lane)
+LANE_FAILS = 2
+
+
 @dataclasses.dataclass
 class Lane:
-    """A GPU (``gpu`` = its index; None: the CPU lane) running up to ``slots`` jobs at once."""
+    """A GPU (``gpu`` = its nvidia-smi index, ``uuid`` its UUID when listed; None: the CPU lane)
+    running up to ``slots`` jobs at once; ``fails``: its failed jobs in a row; ``down``: set
+    aside (no new job)."""
     name: str
     gpu: int | None
     slots: int
     running: int = 0
+    uuid: str | None = None
+    fails: int = 0
+    down: bool = False
+
+    def device(self) -> str:
+        """The job's ``CUDA_VISIBLE_DEVICES``: the UUID (one name with or without an MPS server,
+        which renumbers the devices it sees), else the index; "" on the CPU lane."""
+        return "" if self.gpu is None else (self.uuid or str(self.gpu))
 
 
-def discover_gpus(run: Callable = subprocess.run) -> list[int]:
-    """GPU indices from ``nvidia-smi -L`` (lines ``GPU N: …``); [] without nvidia-smi or when it
-    fails (no driver). ``run`` is injectable (tests)."""
+def discover_gpus(run: Callable = subprocess.run) -> dict[int, str | None]:
+    """GPUs from ``nvidia-smi -L`` (lines ``GPU N: NAME (UUID: GPU-…)``): index -> UUID (None
+    where the line has none); {} without nvidia-smi or when it fails (no driver). ``run`` is
+    injectable (tests)."""
     try:
         out = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out.stdout, re.M)] if out.returncode == 0 else []
+        return {}
+    if out.returncode != 0:
+        return {}
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^GPU (\d+):.*?(?:\(UUID: (GPU-[^)\s]+)\))?\s*$",
+                                                             out.stdout, re.M)}
 
 
 def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
@@ -365,27 +388,72 @@ def check_devices(jobs: list[Job], lanes: list[Lane]) -> None:
                          "job(s) do): run the batch on a GPU host with GPU lanes, or give the jobs --device cpu")
 
 
-def make_lanes(gpus: str | None, found: list[int], concurrent: int) -> list[Lane]:
-    """Lanes of ``--gpus`` (comma-separated indices; None: every GPU found; ``none`` or no GPU:
-    one CPU lane, which a GPU host may want too).
+def make_lanes(gpus: str | None, found, concurrent: int) -> list[Lane]:
+    """Lanes of ``--gpus``: comma-separated indices, ``all`` (every GPU ``found``), ``none`` (one
+    CPU lane, which a GPU host may want too); None: every GPU found, or one CPU lane without any.
+    ``found``: GPU indices, or index -> UUID (:func:`discover_gpus`).
 
     Raises:
-      BatchError: an index that is not a GPU of this host (names those it has), a bad list.
+      BatchError: an index that is not a GPU of this host (names those it has), an index given
+        twice, ``all`` on a host without GPUs, a bad list.
     """
-    if gpus is None or not gpus.strip():
-        chosen = list(found)
-    elif gpus.strip().lower() == "none":
+    uuids = dict(found) if isinstance(found, dict) else dict.fromkeys(found)
+    have = ", ".join(map(str, uuids)) or "none (nvidia-smi -L lists no GPU)"
+    spec = (gpus or "").strip().lower()
+    if not spec:
+        chosen = list(uuids)
+    elif spec == "none":
         chosen = []
+    elif spec == "all":
+        if not uuids:
+            raise BatchError("--gpus all: this host has no GPU (nvidia-smi -L lists none); leave --gpus "
+                             "out or give --gpus none to run the jobs on one CPU lane")
+        chosen = list(uuids)
     else:
         try:
-            chosen = list(dict.fromkeys(int(g) for g in gpus.split(",")))
+            chosen = [int(g) for g in gpus.split(",")]
         except ValueError:
-            raise BatchError(f"--gpus takes GPU indices such as 0,1, or none (one CPU lane), got {gpus!r}") from None
-        bad = [g for g in chosen if g not in found]
+            raise BatchError(f"--gpus takes GPU indices such as 0,1, all, or none (one CPU lane), got {gpus!r}") from None
+        if (dup := next((g for i, g in enumerate(chosen) if g in chosen[:i]), None)) is not None:
+            raise BatchError(f"--gpus {gpus}: GPU {dup} given twice; give each GPU once (its lane runs "
+                             "--concurrent jobs at once)")
+        bad = [g for g in chosen if g not in uuids]
         if bad:
-            have = ", ".join(map(str, found)) if found else "none (nvidia-smi -L lists no GPU: jobs run on one CPU lane without --gpus)"
             raise BatchError(f"--gpus {gpus}: no GPU {', '.join(map(str, bad))} on this host; its GPUs: {have}")
-    return [Lane(f"gpu{g}", g, concurrent) for g in chosen] or [Lane("cpu", None, concurrent)]
+    return [Lane(f"gpu{g}", g, concurrent, uuid=uuids[g]) for g in chosen] or [Lane("cpu", None, concurrent)]
+
+
+def lanes_left(lanes: list[Lane], state: dict, again: bool, say: Callable[[str], None]) -> list[Lane]:
+    """The lanes a resume uses: those batch.json's ``lanes_down`` names left out (said in one line
+    each), unless ``again`` (``--gpus`` given again) or none would be left."""
+    down = state.get("lanes_down") or {}
+    if again:
+        state["lanes_down"] = {}
+        return lanes
+    left = [lane for lane in lanes if lane.name not in down]
+    if not left:
+        return lanes
+    for lane in lanes:
+        if lane.name in down:
+            say(f"[batch] {lane.name}: set aside by an earlier run of this batch ({down[lane.name]}): left "
+                "out; give --gpus again to use it")
+    return left
+
+
+def lane_result(lane: Lane, job: Job, lanes: list[Lane], state: dict, say: Callable[[str], None]) -> None:
+    """Count ``job``'s end against its GPU lane: :data:`LANE_FAILS` failures in a row set it aside
+    (``state["lanes_down"]``) when the batch has more than one lane; a job that ran through
+    (done, paused) clears the count."""
+    if job.status == "failed":
+        lane.fails += 1
+    elif job.status in ("done", "paused"):
+        lane.fails = 0
+    if lane.fails >= LANE_FAILS and not lane.down and lane.gpu is not None and len(lanes) > 1:
+        lane.down = True
+        state.setdefault("lanes_down", {})[lane.name] = f"{lane.fails} jobs failed in a row"
+        left = [ln.name for ln in lanes if not ln.down]
+        say(f"[batch] {lane.name}: {lane.fails} jobs failed in a row on it: set aside, no new job starts "
+            f"there ({', '.join(left) or 'no lane'} left); its failed jobs run again with --resume --retry-failed")
 
 
 def check_options(concurrent, gpus: str | None, job_timeout_s, budget_s, min_left_s,
@@ -393,8 +461,9 @@ def check_options(concurrent, gpus: str | None, job_timeout_s, budget_s, min_lef
     """The batch's own flags, checked before any job is built or checked: the lanes they make.
 
     Raises:
-      BatchError: --concurrent not a positive integer, a time that is not a positive number of
-        seconds (--min-left-s: >= 0), a --gpus index this host lacks (:func:`make_lanes`)."""
+      BatchError: --concurrent not a positive integer (above :data:`MAX_PER_GPU` on GPU lanes), a
+        time that is not a positive number of seconds (--min-left-s: >= 0), a bad --gpus
+        (:func:`make_lanes`)."""
     k = None if isinstance(concurrent, (bool, float)) else concurrent
     with contextlib.suppress(ValueError):
         k = int(k) if isinstance(k, str) else k  # a command line's text
@@ -405,7 +474,12 @@ def check_options(concurrent, gpus: str | None, job_timeout_s, budget_s, min_lef
             raise BatchError(f"{name} must be a positive number of seconds, got {v!r}")
     if not (math.isfinite(min_left_s) and min_left_s >= 0):
         raise BatchError(f"--min-left-s must be a number of seconds >= 0, got {min_left_s!r}")
-    return make_lanes(gpus, discover(), k)
+    lanes = make_lanes(gpus, discover(), k)
+    if k > MAX_PER_GPU and lanes[0].gpu is not None:
+        raise BatchError(f"--concurrent {k}: at most {MAX_PER_GPU} jobs at once per GPU (CUDA MPS serves "
+                         f"{MAX_PER_GPU} clients per device); {len(lanes)} GPU lane(s) run at most "
+                         f"{MAX_PER_GPU * len(lanes)} jobs at once")
+    return lanes
 
 
 def _opt(argv: list[str], flag: str) -> str | None:

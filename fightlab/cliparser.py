@@ -246,9 +246,10 @@ def _batch_parser(sub, fmt) -> None:
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="one value for every job, never split (e.g. --set env.push_impulse_ns=[20,40])")
     b.add_argument("--concurrent", default=None, help="jobs at once per GPU (lane) (default 1, or "
-                   "the resumed batch's)")
-    b.add_argument("--gpus", default=None, help="GPU indices to use, e.g. 0,1 (default: every GPU "
-                   "nvidia-smi -L lists; none: one CPU lane, its jobs see no GPU)")
+                   "the resumed batch's; at most 48 per GPU, CUDA MPS's clients per device)")
+    b.add_argument("--gpus", default=None, help="GPU indices to use, e.g. 0,1, or all (default: every "
+                   "GPU nvidia-smi -L lists; none: one CPU lane, its jobs see no GPU; with --resume: "
+                   "lanes set aside before are used again)")
     b.add_argument("--job-timeout-s", type=float, default=None, help="kill a job (its process group) after this")
     b.add_argument("--budget-s", type=float, default=None,
                    help="the whole batch's seconds: trainings get --segment-s to stop with a checkpoint")

@@ -29,11 +29,11 @@ PY = sys.executable
 def fakebin(tmp_path, monkeypatch):
     """A folder on PATH for fake nvidia-smi / nvidia-cuda-mps-control; returns a maker
     ``make(gpus=N, mps=True)``. The MPS fake records every call in ``bin/mps.log``
-    (``ARGS|STDIN|PIPE_DIR``); a daemon "runs" while ``bin/mps.running`` exists."""
+    (``ARGS|STDIN|PIPE_DIR|CUDA_VISIBLE_DEVICES``); a daemon "runs" while ``bin/mps.running`` exists."""
     b = tmp_path / "bin"
     b.mkdir()
     monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
-    for v in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"):
+    for v in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
         monkeypatch.delenv(v, raising=False)
 
     def make(gpus: int = 0, mps: bool = False) -> Path:
@@ -45,7 +45,7 @@ def fakebin(tmp_path, monkeypatch):
             ctl = b / batch.MPS_CONTROL
             ctl.write_text(f"""#!/bin/sh
 if [ "$1" = "-d" ]; then line=""; touch {b}/mps.running; else read -r line; fi
-echo "$*|$line|$CUDA_MPS_PIPE_DIRECTORY" >> {b}/mps.log
+echo "$*|$line|$CUDA_MPS_PIPE_DIRECTORY|$CUDA_VISIBLE_DEVICES" >> {b}/mps.log
 case "$line" in
   get_server_list) [ -e {b}/mps.running ] || exit 1 ;;
   quit) rm -f {b}/mps.running ;;
@@ -173,7 +173,7 @@ def test_gpu_that_does_not_exist(tmp_path, capsys, fakebin):
     rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", _env_job(), "--gpus", "0,3"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err == "fightlab: error: --gpus 0,3: no GPU 3 on this host; its GPUs: 0"
-    assert batch.discover_gpus() == [0]
+    assert batch.discover_gpus() == {0: "GPU-0"}
     assert [ln.name for ln in batch.make_lanes(None, [], 2)] == ["cpu"]  # no GPU: one CPU lane
 
 
@@ -201,8 +201,8 @@ def test_the_batch_flags_are_checked_before_its_jobs(tmp_path, capsys, fakebin):
     rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--job", "train --nworld 2",
                "--grid", f"seed={values}", "--grid", f"max_iterations={values}", "--gpus", "zero"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err == ("fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU "
-                               "lane), got 'zero'")
+    assert rc == 2 and err == ("fightlab: error: --gpus takes GPU indices such as 0,1, all, or none (one "
+                               "CPU lane), got 'zero'")
     assert time.monotonic() - t0 < 10 and not (tmp_path / "b").exists()
     for flag, value, said in (("--budget-s", "-1", "--budget-s must be a positive number of seconds"),
                               ("--job-timeout-s", "nan", "--job-timeout-s must be a positive number")):
@@ -256,7 +256,7 @@ def test_scheduling_over_two_fake_gpus(tmp_path, capsys, fakebin):
         assert 1 <= at_once <= 2
     for j in jobs:
         seen = _seen(folder, j)
-        assert seen["CUDA_VISIBLE_DEVICES"] == j["lane"][3:]
+        assert seen["CUDA_VISIBLE_DEVICES"] == "GPU-" + j["lane"][3:]  # its UUID (nvidia-smi -L)
         assert (seen["FIGHTLAB_CONCURRENT"], seen["FIGHTLAB_MPS"], seen["FIGHTLAB_GPU_JOBS"]) == ("2", "0", "4")
     assert re.search(r"000-py-x=1\s+gpu0\s+done\s+[\d.]+\s+0", out.out)  # the summary table
 
@@ -269,7 +269,7 @@ def test_mps_started_for_the_batch_and_stopped(tmp_path, capsys, fakebin):
     assert rc == 0
     calls = (b / "mps.log").read_text().splitlines()
     pipe = str(folder / "mps" / "pipe")
-    assert calls == ["|get_server_list|", f"-d||{pipe}", f"|quit|{pipe}"]
+    assert calls == ["|get_server_list||", f"-d||{pipe}|GPU-0", f"|quit|{pipe}|"]
     assert not (b / "mps.running").exists()
     assert "CUDA MPS started for the batch" in capsys.readouterr().err
     st = _state(folder)
@@ -285,7 +285,7 @@ def test_mps_already_running_is_used_and_left_alone(tmp_path, capsys, fakebin):
     folder = tmp_path / "b"
     assert main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
                  "--job", _env_job(), "--grid", "x=1,2"]) == 0
-    assert (b / "mps.log").read_text().splitlines() == ["|get_server_list|"]  # no -d, no quit
+    assert (b / "mps.log").read_text().splitlines() == ["|get_server_list||"]  # no -d, no quit
     assert (b / "mps.running").exists()
     assert "using the CUDA MPS daemon already running (left running)" in capsys.readouterr().err
     assert all(_seen(folder, j)["FIGHTLAB_MPS"] == "1" for j in _state(folder)["jobs"])
@@ -451,7 +451,16 @@ def test_real_tiny_training_through_the_batch(tmp_path, capsys, fakebin):
     assert (row["concurrent"], row["mps"], row["runs"], row["body"], row["nworld"]) == (2, False, 2, "simple", 2)
     assert row["it_per_s_aggregate"] == pytest.approx(2 / row["s_per_iter"])
     assert row["s_per_iter_min"] <= row["s_per_iter"] <= row["s_per_iter_max"]
+    assert row["gpus"] == 1 and row["solves_per_hour"] is None  # one lane; 2 iterations solve nothing
     assert len(results.read_rows("packing", tmp_path / "root")) == 1
+    # the same trainings as if on two GPU lanes: K = 1 per GPU, the aggregate counts both GPUs
+    st = _state(folder)
+    for j, lane in zip(st["jobs"], ("gpu0", "gpu1")):
+        j["lane"] = lane
+    (folder / batch.STATE).write_text(json.dumps(st))
+    two = packing.batch_row(folder, skip=1)
+    assert (two["gpus"], two["concurrent"]) == (2, 1)
+    assert two["it_per_s_aggregate"] == pytest.approx(2 / two["s_per_iter"])
     assert packing.main([str(folder), "--skip", "1"]) == 0
     assert packing.main([str(tmp_path)]) == 2 and "no batch.json" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="no training with more than 5 iterations"):
@@ -693,3 +702,189 @@ def test_grid_points_that_differ_in_a_flag_outside_the_config_are_kept(grid):
     ids = [check_job(j.argv)[1] for j in jobs]
     assert None not in ids and ids[0] != ids[1]  # compared, and found different
     assert check_job(jobs[0].argv)[0] is None or "cuda" in grid  # a job the command line takes
+
+
+# --- several GPUs: placement, MPS once for the host, a dead or slow GPU (fake lanes) --------------
+
+def _lane_job(spec: Path, extra_keys: tuple = ()) -> str:
+    """A fake job that acts by the GPU it was given (``spec``: JSON, CUDA_VISIBLE_DEVICES -> seconds
+    to sleep, or "die": SIGKILL itself, as a job whose GPU fell off the bus), after printing what
+    the batch set for it (one JSON line)."""
+    keys = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "FIGHTLAB_CONCURRENT", "FIGHTLAB_GPU_JOBS", *extra_keys)
+    code = (f"import json, os, signal, time; d = os.environ.get('CUDA_VISIBLE_DEVICES'); "
+            f"print(json.dumps({{k: os.environ.get(k) for k in {keys!r}}}), flush=True); "
+            f"act = json.load(open({str(spec)!r})).get(d, 0.2); "
+            "os.kill(os.getpid(), signal.SIGKILL) if act == 'die' else time.sleep(act)")
+    return f"python -c {json.dumps(code)}"
+
+
+def _per_lane(jobs: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for j in jobs:
+        out.setdefault(j["lane"], []).append(j)
+    return out
+
+
+@pytest.mark.parametrize("gpus, args, expect", [
+    (2, ["--gpus", "0,0"], "--gpus 0,0: GPU 0 given twice; give each GPU once"),
+    (2, ["--gpus", "1,0,1"], "GPU 1 given twice"),
+    (2, ["--gpus", "0,5"], "--gpus 0,5: no GPU 5 on this host; its GPUs: 0, 1"),
+    (0, ["--gpus", "all"], "--gpus all: this host has no GPU (nvidia-smi -L lists none)"),
+    (0, ["--gpus", "0"], "--gpus 0: no GPU 0 on this host; its GPUs: none (nvidia-smi -L lists no GPU)"),
+    (2, ["--concurrent", "49"], "--concurrent 49: at most 48 jobs at once per GPU (CUDA MPS serves 48 clients "
+                                "per device); 2 GPU lane(s) run at most 96 jobs at once"),
+    (2, ["--gpus", "all", "--concurrent", "100"], "--concurrent 100: at most 48 jobs at once per GPU"),
+])
+def test_bad_gpus_are_one_line_and_nothing_is_written(gpus, args, expect, tmp_path, capsys, fakebin):
+    """`--gpus` naming a GPU that is not there, an index given twice, `all` without GPUs, more jobs
+    at once per GPU than CUDA MPS serves: one line, exit 2, no batch folder."""
+    fakebin(gpus=gpus)
+    rc = main(["batch", "--batch-dir", str(tmp_path / "b"), "--no-progress", "--job", _env_job(),
+               "--grid", "x=1,2", *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("fightlab: error: ") and "\n" not in err, err
+    assert expect in err, err
+    assert not (tmp_path / "b").exists()
+
+
+def test_gpus_all_spreads_k_per_lane_over_four_gpus_under_one_mps_daemon(tmp_path, capsys, fakebin):
+    """4 fake GPUs, --gpus all, K=2, 12 jobs: every lane runs jobs, never more than 2 at once on one,
+    each job's CUDA_VISIBLE_DEVICES names its lane's GPU by UUID; one MPS daemon for the host,
+    started seeing the 4 GPUs by UUID (the MPS docs: a daemon with CUDA_VISIBLE_DEVICES renumbers
+    its clients' devices; UUIDs mean one GPU either way), quit at the end."""
+    b = fakebin(gpus=4, mps=True)
+    spec = tmp_path / "spec.json"
+    spec.write_text("{}")
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--gpus", "all", "--concurrent", "2",
+               "--job", _lane_job(spec, ("CUDA_MPS_PIPE_DIRECTORY",)), "--grid", "x=" + ",".join(map(str, range(12)))])
+    out = capsys.readouterr()
+    assert rc == 0, out
+    st = _state(folder)
+    assert st["lanes"] == ["gpu0", "gpu1", "gpu2", "gpu3"] and st["mps"] is True
+    lanes = _per_lane(st["jobs"])
+    assert sorted(lanes) == st["lanes"] and {j["status"] for j in st["jobs"]} == {"done"}
+    for lane, jobs in lanes.items():
+        spans = [(j["started"], j["ended"]) for j in jobs]
+        assert max(sum(s <= t < e for s, e in spans) for t, _ in spans) <= 2
+        for j in jobs:
+            seen = _seen(folder, j)
+            assert seen["CUDA_VISIBLE_DEVICES"] == "GPU-" + lane[3:] and seen["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+            assert (seen["FIGHTLAB_CONCURRENT"], seen["FIGHTLAB_GPU_JOBS"]) == ("2", "8")
+            assert seen["CUDA_MPS_PIPE_DIRECTORY"] == str(folder / "mps" / "pipe")
+    calls = (b / "mps.log").read_text().splitlines()
+    pipe = str(folder / "mps" / "pipe")
+    assert calls == ["|get_server_list||", f"-d||{pipe}|GPU-0,GPU-1,GPU-2,GPU-3", f"|quit|{pipe}|"]
+    assert "one daemon for its 4 GPU(s)" in out.err
+
+
+def test_a_dead_gpu_loses_no_job_and_runs_none_twice(tmp_path, capsys, fakebin):
+    """2 fake GPUs, K=2, 8 jobs; every job on GPU 1 is killed (SIGKILL, as when its GPU falls off):
+    the lane is set aside after LANE_FAILS failures, its failed jobs are recorded failed (none lost,
+    none pending on it), GPU 0 runs the rest. `--resume --retry-failed` runs the failed jobs once
+    more, on GPU 0 only; the finished ones never run again."""
+    fakebin(gpus=2)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"GPU-1": "die", "GPU-0": 0.3}))
+    folder = tmp_path / "b"
+    job = _lane_job(spec)
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--concurrent", "2",
+               "--job", job, "--grid", "x=" + ",".join(map(str, range(8)))])
+    out = capsys.readouterr()
+    assert rc == 1, out
+    st = _state(folder)
+    failed = [j for j in st["jobs"] if j["status"] == "failed"]
+    assert len(st["jobs"]) == 8 and {j["status"] for j in st["jobs"]} == {"done", "failed"}
+    assert {j["lane"] for j in failed} == {"gpu1"} and batch.LANE_FAILS <= len(failed) <= 3
+    assert all(j["rc"] == -signal.SIGKILL for j in failed)
+    assert {j["lane"] for j in st["jobs"] if j["status"] == "done"} == {"gpu0"}
+    assert list(st["lanes_down"]) == ["gpu1"] and "gpu1: 2 jobs failed in a row on it: set aside" in out.err
+    assert all(j["attempts"] == 1 for j in st["jobs"])
+    first = {j["id"]: j for j in st["jobs"]}
+
+    rc = main(["batch", "--resume", str(folder), "--retry-failed", "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 0, out
+    assert "gpu1: set aside by an earlier run of this batch (2 jobs failed in a row): left out" in out.err
+    st = _state(folder)
+    assert st["lanes"] == ["gpu0"] and {j["status"] for j in st["jobs"]} == {"done"}
+    for j in st["jobs"]:
+        was = first[j["id"]]
+        log = (folder / "jobs" / j["id"] / "log.txt").read_text()
+        if was["status"] == "done":  # never run again
+            assert j["attempts"] == 1 and j["started"] == was["started"] and log.count("=== batch") == 1
+        else:  # once more, on the healthy GPU
+            assert j["attempts"] == 2 and j["lane"] == "gpu0" and log.count("=== batch") == 2
+            seen = [json.loads(ln)["CUDA_VISIBLE_DEVICES"] for ln in log.splitlines() if ln.startswith("{")]
+            assert seen == ["GPU-1", "GPU-0"], seen  # failed on the dead GPU, then done on the healthy one
+
+
+def test_every_gpu_dead_leaves_the_rest_pending(tmp_path, capsys, fakebin):
+    """Both fake GPUs kill every job: each lane is set aside after LANE_FAILS failures and the
+    jobs not started stay pending (not failed, not lost); `--resume --gpus all` uses the lanes again."""
+    fakebin(gpus=2)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"GPU-0": "die", "GPU-1": "die"}))
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--job", _lane_job(spec),
+               "--grid", "x=" + ",".join(map(str, range(6)))])
+    out = capsys.readouterr()
+    assert rc == 1 and "every lane is set aside: 2 job(s) not started, left pending" in out.err, out.err
+    st = _state(folder)
+    assert [j["status"] for j in st["jobs"]].count("failed") == 4 and sorted(st["lanes_down"]) == ["gpu0", "gpu1"]
+    assert [j["attempts"] for j in st["jobs"] if j["status"] == "pending"] == [0, 0]
+    spec.write_text("{}")  # the GPUs are back
+    rc = main(["batch", "--resume", str(folder), "--gpus", "all", "--no-progress"])
+    st = _state(folder)
+    assert rc == 1 and st["lanes"] == ["gpu0", "gpu1"] and st["lanes_down"] == {}
+    assert [j["status"] for j in st["jobs"]].count("done") == 2  # the pending ones; failed wait for --retry-failed
+
+
+def test_a_slow_gpu_holds_no_job_another_could_take(tmp_path, capsys, fakebin):
+    """2 fake GPUs, K=1, 6 jobs; GPU 0 takes 6 s a job, GPU 1 none: the jobs wait in one queue, so
+    GPU 1 runs all but the one GPU 0 started (a per-lane split would leave 3 on GPU 0)."""
+    fakebin(gpus=2)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"GPU-0": 6.0, "GPU-1": 0.0}))
+    folder = tmp_path / "b"
+    rc = main(["batch", "--batch-dir", str(folder), "--no-progress", "--job", _lane_job(spec),
+               "--grid", "x=" + ",".join(map(str, range(6)))])
+    assert rc == 0, capsys.readouterr()
+    lanes = _per_lane(_state(folder)["jobs"])
+    assert len(lanes["gpu0"]) == 1 and len(lanes["gpu1"]) == 5
+
+
+def test_packing_counts_gpus_and_solves_per_hour(tmp_path):
+    """A batch's GPU count is the GPU lanes its jobs ran on, K per GPU min(--concurrent,
+    ceil(jobs / GPUs)); solves per hour: solved trainings / the batch's wall-clock span, None when
+    none solved or the batch was resumed."""
+    from fightlab.measure import packing
+
+    jobs = [dict(lane=f"gpu{i % 4}", started=1000.0 + i, ended=1000.0 + 1800 + i) for i in range(16)]
+    assert packing.batch_packing(dict(concurrent=4, jobs=jobs)) == (4, 4)
+    assert packing.batch_packing(dict(concurrent=8, jobs=jobs)) == (4, 4)  # 16 jobs over 4 GPUs: 4 each
+    assert packing.batch_packing(dict(concurrent=2, jobs=[dict(lane="cpu")] * 3)) == (1, 2)
+    runs = []
+    for i, solved in enumerate(("True", "False", "True")):
+        r = tmp_path / f"r{i}" / "data" / "results"
+        r.mkdir(parents=True)
+        (r / "train.csv").write_text(f"run_id,solved\nx{i},{solved}\n")
+        runs.append(tmp_path / f"r{i}")
+    runs.append(tmp_path / "unfinished")  # no train row: not a solve
+    state = dict(jobs=jobs, resumes=0)
+    assert packing.solves_per_hour(state, runs) == pytest.approx(2 / ((1800 + 15) / 3600))
+    assert packing.solves_per_hour(dict(state, resumes=1), runs) is None
+    assert packing.solves_per_hour(state, runs[1:2]) is None
+
+
+def test_a_repeated_gpu_through_the_command_line_is_one_line(tmp_path, fakebin):
+    """`python -m fightlab batch --gpus 0,1,0` in its own process: exit 2, one line on stderr, no
+    traceback, nothing written (it was silently de-duplicated before)."""
+    fakebin(gpus=2)
+    r = subprocess.run([PY, "-m", "fightlab", "batch", "--batch-dir", str(tmp_path / "b"), "--gpus", "0,1,0",
+                        "--job", "train --device cpu --nworld 2"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(batch.REPO_ROOT)})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "fightlab: error: --gpus 0,1,0: GPU 0 given twice; give each GPU once (its lane runs --concurrent "
+        "jobs at once)"], r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "b").exists()

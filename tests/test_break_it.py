@@ -362,7 +362,7 @@ def test_batch_gpus_none_is_one_cpu_lane_on_a_gpu_host(tmp_path, monkeypatch, ca
     assert [ln.name for ln in batch.make_lanes(" None ", [0, 1], 2)] == ["cpu"]
     rc = main(["batch", "--batch-dir", str(tmp_path / "b2"), "--job", "train", "--gpus", "nein"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, or none (one CPU lane), got 'nein'"
+    assert rc == 2 and err == "fightlab: error: --gpus takes GPU indices such as 0,1, all, or none (one CPU lane), got 'nein'"
     assert not (tmp_path / "b2").exists()
 
 

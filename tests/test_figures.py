@@ -140,7 +140,7 @@ def root(tmp_path):
     for k, mps, s_it in ((1, False, 0.2), (4, False, 0.8), (4, True, 0.4), (8, True, 0.6)):
         row = _meta("simple")
         row.update(concurrent=k, mps=mps, runs=k, s_per_iter=s_it, it_per_s_aggregate=k / s_it,
-                   s_per_iter_min=s_it, s_per_iter_max=s_it)
+                   s_per_iter_min=s_it, s_per_iter_max=s_it, gpus=1, solves_per_hour=None)
         results.append_row("packing", row, tmp_path)
     for body in ("simple", "muscular-fast"):  # Figure 2: sweep rows (the train rows above pair at 1024)
         for n, s_it in ((256, 0.15), (1024, 0.3), (4096, 0.9)):
@@ -593,3 +593,31 @@ def test_learners_side_by_side_draws_each_run_and_marks_the_unsolved_at_their_bu
     before = {p.name: p.read_bytes() for p in first}
     again = figures.draw(["learners_side_by_side"], tmp_path)["learners_side_by_side"]
     assert {p.name: p.read_bytes() for p in again} == before
+
+
+def test_packing_throughput_plots_gpu_count_only_with_rows_of_several_gpus():
+    """One-GPU rows (gpus 1 or empty, as every committed row): one panel, as before. With rows of
+    2 and 4 GPUs: a second panel, aggregate it/s against GPUs, with N × and 0.9 N × the one-GPU
+    row of the same body, nworld, K and MPS."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from fightlab.figures.packing import gpu_count, plot_packing
+
+    def row(k, gpus, it_s, t="2026-12-01T12:00:00+00:00"):
+        return dict(time=t, body="simple", nworld=1024, concurrent=k, mps=True, it_per_s_aggregate=it_s, gpus=gpus)
+
+    one = pd.DataFrame([row(1, None, 5.0), row(4, float("nan"), 9.5)])
+    assert list(gpu_count(one)) == [1, 1] and list(gpu_count(one.drop(columns="gpus"))) == [1, 1]
+    fig = plot_packing(one)
+    assert len(fig.axes) == 1
+    plt.close(fig)
+    fig = plot_packing(pd.concat([one, pd.DataFrame([row(4, 2, 18.0), row(4, 4, 35.0)])], ignore_index=True))
+    assert len(fig.axes) == 2
+    left, right = fig.axes
+    assert [list(ln.get_xdata()) for ln in left.get_lines()][0] == [1, 4]  # the one-GPU K-scan alone
+    measured, linear, goal = right.get_lines()[:3]
+    assert list(measured.get_xdata()) == [1, 2, 4] and list(measured.get_ydata()) == [9.5, 18.0, 35.0]
+    assert list(linear.get_ydata()) == [9.5, 19.0, 28.5, 38.0]
+    assert list(goal.get_ydata()) == pytest.approx([0.9 * 9.5 * n for n in (1, 2, 3, 4)])
+    plt.close(fig)

@@ -190,6 +190,16 @@ def test_our_rows_are_priced(ref):
     assert "packing row new" in x8["note"]
     assert any(x.startswith("survey: 1 packing row(s) left out: another training code") and "k16 (simple, commit 0ther01)" in x
                for x in said), said
+    # a row of 4 GPUs (K = 8 each): a rental of 4 GPUs, 4 × the price, its aggregate over all 4; at
+    # exactly 4 × one GPU's rate its cost per solve is one GPU's (the set-up shared by 4 × K)
+    four = pk[pk["run_id"] == "new"].assign(run_id="g4", gpus=4, it_per_s_aggregate=4 * 8 / 0.72)
+    est = cost.our_rows(_runs(), price_per_hour=3.6, setup=setup, packing=pd.concat([pk.assign(gpus=float("nan")), four]),
+                        log=said.append)
+    est = est[est["time_estimated"]].set_index("mode")
+    g4, g1 = est.loc["packed x8 MPS on 4 GPUs, 1024 worlds"], est.loc["packed x8 MPS, 1024 worlds"]
+    assert g4["usd_per_h"] == pytest.approx(4 * 3.6) and g4["solves_per_hour"] == pytest.approx(4 * g1["solves_per_hour"])
+    assert "aggregate it/s of all 4 GPUs" in g4["note"] and "× 4 GPUs" in g4["note"]
+    assert g4["cost_per_solve_usd"] == pytest.approx(3.6 / g1["solves_per_hour"] + host * 3.6 / 3600 / 8)
     # the assumed price by default, said in the note
     default = cost.our_rows(_runs(), setup=setup)
     assert (default["usd_per_h"] == cost.ASSUMED_PRICE_PER_HOUR["H200"]).all()

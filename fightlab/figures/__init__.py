@@ -32,7 +32,8 @@ Figures (:data:`FIGURES`):
                      each graph (notebook 05: data/results/graphs.csv, the newest row per body,
                      worlds and setting), per GPU
   packing_throughput aggregate training iterations/s against K trainings at once, with and
-                     without CUDA MPS (data/results/packing.csv), per GPU
+                     without CUDA MPS (data/results/packing.csv), per GPU; where rows of several
+                     GPUs exist, beside it the aggregate of all GPUs against the GPU count
   figure2_world_sweep  Figure 2: time to solve (iterations to solve from train rows × solo
                      seconds per iteration from data/results/sweep.csv) and env steps/s against
                      nworld, both bodies, the original's point marked, per GPU

@@ -1,14 +1,17 @@
-"""Throughput of K trainings packed on one GPU (the K-scan), from a finished batch folder.
+"""Throughput of K trainings packed per GPU (the K-scan), on one GPU or several, from a finished
+batch folder.
 
     python -m fightlab batch --job 'train --body simple --nworld 1024 --max-iterations 70' \
-        --grid seed=1,2,3,4 --concurrent 4 --batch-dir runs/batch/k4-mps
+        --grid seed=1,2,3,4 --concurrent 4 --batch-dir runs/batch/k4-mps [--gpus all]
     python -m fightlab.measure.packing runs/batch/k4-mps [--skip 24] [--publish]
 
 One ``packing`` row per batch (`results.EXPERIMENTS["packing"]`): the batch's K (``concurrent``:
-trainings at once per GPU) and whether CUDA MPS ran, the median over its trainings of each
-training's median seconds per iteration (iterations skip+1 … last), and the aggregate iterations
-per second of the GPU, K / that median. Speed-up against solo is a ratio of two rows (same
-commit, body, nworld; K = 1), taken by the figure, not stored.
+trainings at once per GPU), its GPU count (``gpus``: the GPU lanes that ran its trainings) and
+whether CUDA MPS ran, the median over its trainings of each training's median seconds per
+iteration (iterations skip+1 … last), the aggregate iterations per second of all its GPUs, K ×
+gpus / that median, and its solves per hour (trainings solved / the batch's wall-clock hours,
+first start to last end; empty when none solved or the batch was resumed). Speed-up against solo
+or one GPU is a ratio of two rows (same commit, body, nworld), taken by the figure, not stored.
 """
 
 from __future__ import annotations
@@ -39,6 +42,30 @@ def batch_runs(folder: Path | str) -> list[Path]:
     state = _state(folder)
     return [Path(j["run_dir"]) for j in state.get("jobs", [])
             if j.get("run_dir") and (Path(j["run_dir"]) / "rows.csv").is_file()]
+
+
+def batch_packing(state: dict) -> tuple[int, int]:
+    """(GPUs, K) of a batch's batch.json: the GPU lanes its jobs ran on (1 for a CPU or
+    one-GPU batch) and the trainings at once per GPU, min(--concurrent, ceil(jobs / GPUs))."""
+    jobs = state.get("jobs", [])
+    gpus = len({j["lane"] for j in jobs if str(j.get("lane") or "").startswith("gpu")}) or 1
+    return gpus, min(int(state.get("concurrent") or 1), -(-len(jobs) // gpus) or 1)
+
+
+def solves_per_hour(state: dict, runs: list[Path]) -> float | None:
+    """Trainings of ``runs`` whose train row says solved, per wall-clock hour of the batch (its
+    first job's start to its last job's end, batch.json); None when none solved or the batch was
+    resumed (its attempts' times are the last stretch's only)."""
+    solved = 0
+    for r in runs:
+        row = r / "data" / "results" / "train.csv"
+        if row.is_file():
+            solved += int(pd.read_csv(row)["solved"].map(lambda v: str(v).lower() in ("true", "1", "1.0")).sum())
+    spans = [(j["started"], j["ended"]) for j in state.get("jobs", []) if j.get("started") and j.get("ended")]
+    if not solved or not spans or state.get("resumes"):
+        return None
+    hours = (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600.0
+    return solved / hours if hours > 0 else None
 
 
 def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> dict:
@@ -75,7 +102,7 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
         raise ConfigError(f"{folder}: trainings of different bodies or world counts {sorted(kinds)}; "
                           "a packing row is one body and nworld")
     body, nworld = kinds.pop()
-    k = min(int(state.get("concurrent") or 1), len(state.get("jobs", [])) or 1)
+    gpus, k = batch_packing(state)
     s_it = float(np.median(med))
     params = dict(batch_id=state.get("batch_id"), skip=skip, lanes=state.get("lanes"),
                   seeds=sorted(c["seed"] for c in cfgs))
@@ -84,8 +111,8 @@ def batch_row(folder: Path | str, skip: int = 3, until: int | None = None) -> di
     meta = results.run_metadata(body=body, nworld=int(nworld), seed=0, params=params,
                                 device=cfgs[0]["device"])
     metrics = dict(concurrent=k, mps=bool(state.get("mps")), runs=len(med), s_per_iter=s_it,
-                   it_per_s_aggregate=k / s_it, s_per_iter_min=float(min(med)),
-                   s_per_iter_max=float(max(med)))
+                   it_per_s_aggregate=k * gpus / s_it, s_per_iter_min=float(min(med)),
+                   s_per_iter_max=float(max(med)), gpus=gpus, solves_per_hour=solves_per_hour(state, runs))
     return {**meta, **{c: metrics[c] for c in results.EXPERIMENTS["packing"]}}
 
 
@@ -112,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, OSError) as e:
         print(f"fightlab: error: {e}", file=sys.stderr)
         return 2
-    cols = ["body", "nworld", "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate"]
+    cols = ["body", "nworld", "gpus", "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate",
+            "solves_per_hour"]
     print(pd.DataFrame(rows)[cols].to_string(index=False))
     return 0
 

@@ -41,11 +41,14 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "env_non_physics_share", "env_extra_ms_per_step", "policy_ms_per_step",
         "measured_non_physics_share",
     ),
-    # K trainings packed on one GPU (fightlab.measure.packing, from a batch folder): the median
-    # over its trainings of each one's median seconds per iteration, and K / that median
+    # K trainings packed per GPU on `gpus` GPUs (fightlab.measure.packing, from a batch folder):
+    # the median over its trainings of each one's median seconds per iteration, and K × gpus /
+    # that median [it/s, all GPUs]; gpus empty in rows from before it was recorded (one GPU);
+    # solves_per_hour: trainings solved / the batch's wall-clock hours (empty: none solved, or
+    # a resumed batch whose span is not one stretch)
     "packing": (
         "concurrent", "mps", "runs", "s_per_iter", "it_per_s_aggregate", "s_per_iter_min",
-        "s_per_iter_max",
+        "s_per_iter_max", "gpus", "solves_per_hour",
     ),
     # the world-count sweep (fightlab.measure.sweep): one short solo training per (body, nworld);
     # medians over its timed iterations (s_per_iter: host wall clock; its min / max); env

@@ -184,8 +184,9 @@ def _packed_rows(gpu_runs: pd.DataFrame, learners: dict, host_setup_s: float, pr
 
 def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_setup_s: float, price_per_hour,
                        log) -> list[dict]:
-    """Packed, estimated: the newest packing row per body, GPU, nworld, K and MPS of the body's
-    headline code, its aggregate rate × the headline's iterations to solve."""
+    """Packed, estimated: the newest packing row per body, GPU, GPU count, nworld, K and MPS of
+    the body's headline code, its aggregate rate × the headline's iterations to solve; a row of N
+    GPUs is a rental of N GPUs (N × the GPU's price per hour, its aggregate over all N)."""
     from fightlab.measure.report import SUMMARY_KEYS, code_of
 
     if packing is None or packing.empty:
@@ -195,8 +196,9 @@ def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_s
     codes = {kb[body_at]: kb[code_at] for kb in heads.index}
     pk = packing[pd.to_numeric(packing["concurrent"], errors="coerce") > 1]
     # the newest row per body, GPU, nworld, K and MPS: a later commit's rate supersedes
-    pk = (pk.assign(_mps=pk["mps"].map(lambda v: parse_bool(v) or False)).sort_values("time", kind="stable")
-          .drop_duplicates(["body", "gpu", "nworld", "concurrent", "_mps"], keep="last"))
+    gpus = pd.to_numeric(pk["gpus"], errors="coerce").fillna(1).astype(int) if "gpus" in pk else 1
+    pk = (pk.assign(_mps=pk["mps"].map(lambda v: parse_bool(v) or False), _gpus=gpus).sort_values("time", kind="stable")
+          .drop_duplicates(["body", "gpu", "_gpus", "nworld", "concurrent", "_mps"], keep="last"))
     out, stale = [], []
     for _, p in pk.iterrows():
         if p["body"] not in iters:
@@ -205,15 +207,20 @@ def _packing_estimates(packing: pd.DataFrame | None, heads: pd.DataFrame, host_s
         elif code_of(p["commit"]) != codes[p["body"]]:  # another physics or learner: not the headline's s/it
             stale.append(f"{p['run_id']} ({p['body']}, commit {p['commit']})")
         else:
-            K, n_it = int(p["concurrent"]), iters[p["body"]]
-            out.append(_gpu_row(p["gpu"], p["body"], price_per_hour,
-                                mode=f"packed x{K}{' MPS' if p['_mps'] else ''}, {int(p['nworld'])} worlds",
-                                time_to_solve_s=n_it * float(p["s_per_iter"]), time_estimated=True,
-                                time_source="packing estimate", setup_s=host_setup_s,
-                                solves_per_hour=float(p["it_per_s_aggregate"]) * 3600.0 / n_it,
-                                solves_per_setup=K,
-                                note=f"estimated: packing row {p['run_id']} (commit {p['commit']}) "
-                                f"aggregate it/s × headline {n_it:.0f} iterations to solve"))
+            K, n_it, n = int(p["concurrent"]), iters[p["body"]], int(p["_gpus"])
+            on = f" on {n} GPUs" if n > 1 else ""
+            row = _gpu_row(p["gpu"], p["body"], price_per_hour,
+                           mode=f"packed x{K}{' MPS' if p['_mps'] else ''}{on}, {int(p['nworld'])} worlds",
+                           time_to_solve_s=n_it * float(p["s_per_iter"]), time_estimated=True,
+                           time_source="packing estimate", setup_s=host_setup_s,
+                           solves_per_hour=float(p["it_per_s_aggregate"]) * 3600.0 / n_it,
+                           solves_per_setup=K * n,
+                           note=f"estimated: packing row {p['run_id']} (commit {p['commit']}) "
+                           f"aggregate it/s{' of all ' + str(n) + ' GPUs' if n > 1 else ''} × headline "
+                           f"{n_it:.0f} iterations to solve")
+            if n > 1 and row["usd_per_h"] is not None:
+                row.update(usd_per_h=n * row["usd_per_h"], note=row["note"] + f"; × {n} GPUs")
+            out.append(row)
     if stale:
         log(f"survey: {len(stale)} packing row(s) left out: another training code than their body's "
             f"headline (other physics or learner: their seconds per iteration are not the headline's): "
