@@ -264,6 +264,8 @@ def publish_plans(a) -> list[dict]:
     if (a.cmd == "evaluate" and a.reference_check) or (a.cmd == "sweep" and (a.summary or a.solve)):
         return []  # they refuse --publish themselves (--reference-check, --summary) or train through the gate
     device = devices.pick_device(a.device)
+    if a.cmd == "evaluate" and a.policy and a.backend == "cpu":  # MuJoCo's C engine: a row naming the CPU
+        return [dict(publish=True, device=device, backend="cpu", what="the evaluation row")]
     one = {"evaluate": dict(what="the evaluation row", gpu_advice="an evaluation publishes from a CUDA "
                             "device: --device cuda:N, with --policy also --backend gpu"),
            "slots": dict(what="slot rows"), "sweep": dict(what="sweep rows", size=None),

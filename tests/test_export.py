@@ -3,6 +3,7 @@ ONNX (parity with torch on recorded observations), its replay in MuJoCo's C engi
 bad input refused in one line with nothing written."""
 
 import hashlib
+import json
 import os
 import pickle
 
@@ -261,9 +262,30 @@ def test_evaluate_policy_body_and_publish_refusals(exported, capsys, monkeypatch
     assert main(base + ["--body", "muscular-fast"]) == 2
     err = capsys.readouterr().err
     assert "--body muscular-fast conflicts with the policy's body (simple)" in err and "\n" not in err.strip()
-    assert main(base + ["--publish"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "--device cuda:N" in err and "publishes with --backend cpu" not in err and "\n" not in err
+    assert main(["evaluate", "--policy", r["path"], "--backend", "gpu", "--device", "cpu", "--nworld", "1",
+                 "--no-progress", "--publish"]) == 2
+    err = capsys.readouterr().err.strip()  # MuJoCo Warp on warp's CPU device: a smoke check, never published
+    assert "--device cuda:N" in err and "\n" not in err
+
+
+def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monkeypatch, tmp_path):
+    """`evaluate --policy P --backend cpu --publish` (MuJoCo's C engine on the CPU) passes the
+    publish rule: its row names the CPU in the gpu column and passes the write-time check."""
+    from fightlab import meta, results
+    from fightlab.measure import report
+
+    ck, r = exported
+    _only_simple(r)
+    written = []
+    real = results.publish_row
+    monkeypatch.setattr(report.results, "publish_row", lambda exp, row, publish, local, device: (
+        written.append((exp, dict(row), publish)), real(exp, row, publish, tmp_path / "local", device, root=tmp_path)))
+    assert main(["evaluate", "--policy", r["path"], "--backend", "cpu", "--device", "cpu", "--nworld", "2",
+                 "--no-progress", "--publish"]) == 0
+    (exp, row, publish), = written
+    assert exp == "evaluate" and publish and meta.is_cpu_label(row["gpu"]) and json.loads(row["params"])["backend"] == "cpu"
+    results._check_committed("evaluate", row, results.REPO_ROOT)  # the repository's rule at write time: passes
+    assert len(results.read_rows("evaluate", tmp_path)) == 1
 
 
 def test_missing_onnxruntime_refuses_evaluate_before_the_env(exported, monkeypatch, capsys):

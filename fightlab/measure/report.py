@@ -221,7 +221,8 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                                       "physics_engine")}
     params["checkpoint"] = str(checkpoint) if checkpoint else None
     params.update({k: res[k] for k in ("backend", "policy", "policy_sha256") if k in res})  # an exported policy's
-    row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params, device=device)
+    row = results.run_metadata(body=res["body"], nworld=res["nworld"], seed=seed, params=params, device=device,
+                               backend=res.get("backend", "gpu"))  # the C engine's row names the CPU
     row.update(zero_action=bool(res["zero_action"]), timestep_s=float(res["timestep"]),
                **{k: int(res[k]) for k in ("episodes", "overflow_count", "nan_resets")},
                **{k: float(res[k]) for k in ("amplitude", "fall_rate", "tracking", "mean_episode_s",
