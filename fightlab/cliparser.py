@@ -79,7 +79,8 @@ def _evaluate_parser(sub, fmt) -> None:
                    help="checkpoint to re-run (omit with --zero-action --body B)")
     e.add_argument("--body", default=None, help=f"with --zero-action and no checkpoint: one of {_bodies()}")
     e.add_argument("--seed", type=int, default=1, help="env seed of the fresh worlds")
-    e.add_argument("--publish", action="store_true", help="append the row to data/results/evaluate.csv: from a CUDA device, or MuJoCo's C engine (--policy P --backend cpu)")
+    e.add_argument("--publish", action="store_true", help="append the row to data/results/evaluate.csv: from a "
+                   "CUDA device, or MuJoCo's C engine (--policy P --backend cpu)")
     e.add_argument("--nworld", default=None, help="parallel worlds (default: the checkpoint's nworld; "
                    "without a checkpoint, --zero-action: 256)")
     e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:0 if present)")
