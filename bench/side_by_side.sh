@@ -6,7 +6,8 @@
 #   bash bench/side_by_side.sh sweep [BODIES]               # rsl_rl's world-count sweep
 #
 # study: per body, fightlab's seeds (SEEDS, default 1 2 3) at NWORLD worlds to the solve, then
-# rsl_rl's at RSL_NWORLD worlds (default NWORLD; its best from the sweep) with `--set
+# rsl_rl's at RSL_NWORLD worlds (default NWORLD; "best": its own best from the sweep's rows of this
+# card, `sidebyside.best_nworld`, the most samples per second) with `--set
 # time_limit_s=` 10 × fightlab's median time to solve of that body on this card (BUDGET_S
 # overrides): from the rows this call just wrote, else from data/results/train.csv's side-by-side
 # rows of this card. Every training is tagged `--set study=side_by_side` and published (PUBLISH=1,
@@ -111,8 +112,24 @@ if [ "$MODE" = study ]; then
     fi
     [[ " $LEARNERS " == *" rsl_rl "* ]] || continue
     b=$(budget "$body" | sed -n 's/^BUDGET=//p'); [ -n "$b" ] || { status=1; continue; }  # resumed runs keep their own
+    n=$RSL_NWORLD
+    if [ "$n" = best ]; then
+      n=$($PY - "$body" "$DEVICE" <<'PY'
+import sys
+from fightlab import results
+from fightlab.measure.sidebyside import best_nworld
+body, device = sys.argv[1:]
+gpu = results.run_metadata(body=body, nworld=1, seed=0, params={}, device=device)["gpu"]
+n = best_nworld(results.read_rows("learner_speed", "."), body, gpu)
+print(n or "", end="")
+print(f"rsl_rl {body}: its best world count on {gpu} from the sweep: {n}" if n else
+      f"rsl_rl {body}: no sweep rows on {gpu} in data/results/learner_speed.csv: run `sweep` first", file=sys.stderr)
+PY
+)
+      [ -n "$n" ] || { status=1; continue; }
+    fi
     for seed in $SEEDS; do
-      train rsl_rl "$body" "$RSL_NWORLD" "$seed" "$work/rsl_rl-$body-s$seed" --set "time_limit_s=$b" \
+      train rsl_rl "$body" "$n" "$seed" "$work/rsl_rl-$body-${n}w-s$seed" --set "time_limit_s=$b" \
         "${rsl_sets[@]}" "${pub[@]}" || status=1
     done
   done

@@ -199,7 +199,7 @@ def test_the_study_script_trains_both_learners_tagged_and_gives_rsl_rl_its_budge
     assert r.returncode == 0, r.stdout + r.stderr
     assert "fightlab simple s1: run " in r.stdout and "rsl_rl simple s1: run " in r.stdout
     folder = REPO_ROOT / r.stdout.strip().splitlines()[-1].removeprefix("run folders: ")
-    rows = pd.concat([results.read_rows("train", folder / f"{x}-simple-s1") for x in ("fightlab", "rsl_rl")])
+    rows = pd.concat([results.read_rows("train", folder / x) for x in ("fightlab-simple-s1", "rsl_rl-simple-4w-s1")])
     params = [json.loads(p) for p in rows["params"]]
     assert [p["study"] for p in params] == ["side_by_side"] * 2 and [p.get("learner") for p in params] == [
         "fightlab", "rsl_rl"] and [p.get("time_limit_s") for p in params] == [None, 60.0]
@@ -247,3 +247,21 @@ def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_p
     assert listed.stdout.split() == [str(work / "fightlab-simple-s1" / "latest.pt").lstrip("/")]
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: finished earlier" in r.stdout
+
+
+def test_rsl_rl_s_best_world_count_is_the_sweep_s_most_samples_per_second():
+    """`best_nworld`: per body and card, the sweep row with the largest nworld / s_per_iter (the
+    newest per nworld); other studies, cards and bodies ignored; None without sweep rows."""
+    from fightlab.measure.sidebyside import SWEEP_STUDY, best_nworld
+
+    def row(n, s, body="simple", gpu="G", study=SWEEP_STUDY, time="2026-12-06T00:00:00"):
+        return dict(body=body, gpu=gpu, nworld=n, s_per_iter=s, time=time, params=json.dumps({"study": study}))
+
+    speed = pd.DataFrame([row(512, 0.30), row(1024, 0.32), row(2048, 0.70), row(4096, 2.0),
+                          row(2048, 0.36, time="2026-12-07T00:00:00"),  # newer: 5,689 samples/s per step
+                          row(8192, 0.5, study="learner_speed"), row(8192, 0.5, gpu="other"),
+                          row(8192, 0.5, body="muscular-fast")])
+    assert best_nworld(speed, "simple", "G") == 2048  # 512/0.30 1,707; 1024/0.32 3,200; 2048/0.36; 4096/2.0 2,048
+    assert best_nworld(speed, "muscular-fast", "G") == 8192 and best_nworld(speed, "simple", "other") == 8192
+    assert best_nworld(speed, "simple", "H") is None
+    assert best_nworld(speed.iloc[:0], "simple", "G") is None

@@ -236,6 +236,24 @@ def fightlab_budget_s(rows: pd.DataFrame, body: str, nworld: int, gpu: str,
     return float(factor * mine["time_to_solve_s"].min())
 
 
+#: the `learner_speed` rows of rsl_rl's world-count sweep (bench/side_by_side.sh sweep)
+SWEEP_STUDY = "rsl_rl_nworld_sweep"
+
+
+def best_nworld(speed: pd.DataFrame, body: str, gpu: str) -> int | None:
+    """rsl_rl's own best world count for ``body`` on ``gpu`` from its sweep (:data:`SWEEP_STUDY`
+    rows of data/results/learner_speed.csv): the most samples per second, nworld / s_per_iter
+    (each iteration is nworld × the task's policy steps; the newest row per nworld). None where
+    the sweep has no row there. The sweep is short (stage 0): throughput, not time to solve,
+    decides, as mjlab trains at the world count its GPU runs fastest per sample."""
+    if speed.empty:
+        return None
+    s = speed[(speed["body"] == body) & (speed["gpu"] == gpu)]
+    s = s[np.array([json.loads(p or "{}").get("study") == SWEEP_STUDY for p in s["params"]], dtype=bool)]
+    s = s[s["s_per_iter"] > 0].sort_values("time").groupby("nworld").tail(1)
+    return None if s.empty else int(s.loc[(s["nworld"] / s["s_per_iter"]).idxmax(), "nworld"])
+
+
 def speed_metrics(rows: list[dict], steady: list[dict]) -> dict:
     """A ``learner_speed`` row's measurements from a training's rows.csv records (`rows`, every
     iteration, as csv.DictReader gives them; `steady`, those past the warm-up): iterations, the
