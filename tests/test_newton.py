@@ -176,18 +176,50 @@ def test_the_stage_clock_leaves_the_solve_unchanged(cpu_blocks):
 def test_the_stage_bench_runs_on_the_cpu(tmp_path):
     """bench/newton_stages.sh at smoke size: the table and a row per (body, nworld) in $OUT."""
     import csv
+    import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from fightlab.kernels.newton_hessian import FIXES
+
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, DEVICE="cpu", NSTEPS="2", PY=sys.executable, OUT=str(tmp_path),
+    env = dict(os.environ, DEVICE="cpu", NSTEPS="2", FIXES="none all", PY=sys.executable, OUT=str(tmp_path),
                PYTHONPATH=str(root))
     r = subprocess.run(["bash", str(root / "bench" / "newton_stages.sh"), "simple", "2"], env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "LDLt" in r.stdout and "rebuilds per solve" in r.stdout, r.stdout
     rows = list(csv.DictReader((tmp_path / "newton_stages.csv").open()))
-    assert len(rows) == 1 and rows[0]["body"] == "simple" and rows[0]["nworld"] == "2"
+    assert len(rows) == 2 and {r["body"] for r in rows} == {"simple"} and rows[0]["nworld"] == "2"
+    assert [json.loads(r["params"])["fixes"] for r in rows] == [[], list(FIXES)]
     assert float(rows[0]["total_cycles"]) > 0 and {"gpu", "driver", "commit"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
+    """``fixes=()`` (the kernel as first built: row-owned LDLᵀ, M through M_elemid, every lane's
+    JᵀDJ pairs from (0, 0), no register cap) against all fixes: the same row states and
+    iteration counts, qacc within float32 rounding (only summation orders differ)."""
+    import numpy as np
+
+    from fightlab.kernels.newton_hessian import FIXES
+
+    mjm, slots = _model(name)
+    m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
+    for _ in range(40):
+        mjw.step(m, d)
+    mjw.forward(m, d)
+    outs = []
+    for fixes in ((), FIXES):
+        d.overflow.zero_()
+        N.newton_solve(m, d, fixes=fixes)
+        outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
+    assert d.nefc.numpy().sum() > 0
+    (qa, sa, na), (qb, sb, nb) = outs
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(na, nb)
+    assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
+    with pytest.raises(ValueError, match="fixes must be a subset"):
+        N.newton_solve(m, d, fixes=("faster",))

@@ -88,7 +88,7 @@ from mujoco_warp._src import types as mjw_types
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
-from fightlab.kernels.newton_hessian import rebuild_func
+from fightlab.kernels.newton_hessian import FIXES, rebuild_func
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
            "use_newton", "disable_newton", "is_newton_enabled"]
@@ -122,19 +122,19 @@ def shared_floats(nv: int) -> int:
 
 
 @functools.cache
-def _update_func(capacity: int, profile: bool):
+def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
     after a step α with noise floor ``floor``, then a rebuild (:func:`newton_hessian.rebuild_func`)
     when a row changed state or the step was noise (``fresh`` 1), else the fast path
     (:func:`newton_rows.stale`)."""
-    rebuild = rebuild_func(capacity, profile)
+    rebuild = rebuild_func(capacity, profile, fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                alpha: float, floor: float, sums: wp.vec3, sigma: float, M_hinit_i: wp.array[int],
-               M_colind: wp.array[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
+               M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
                efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float], grad: wp.array2d[float],
@@ -145,7 +145,7 @@ def _update_func(capacity: int, profile: bool):
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_in, qfrc_smooth_in, efc_Ma_in,
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_in,
                         J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
                         search, qfrc_constraint_out, prof)
             return vec5(r[0], r[1], r[2], 1.0, 1.0)
@@ -156,17 +156,17 @@ def _update_func(capacity: int, profile: bool):
 
 
 @functools.cache
-def _iteration_func(capacity: int, profile: bool):
+def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
     J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
-    update, linesearch = _update_func(capacity, profile), linesearch_func(profile)
+    update, linesearch = _update_func(capacity, profile, fixes), linesearch_func(profile)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def iteration(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                   ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, u: vec5,
-                  M_hinit_i: wp.array[int], M_colind: wp.array[int], M_mulm_rowadr: wp.array[int],
+                  M_hinit_i: wp.array[int], M_colind: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int],
                   M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], qfrc_smooth_in: wp.array2d[float],
                   M_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                   J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -189,7 +189,7 @@ def _iteration_func(capacity: int, profile: bool):
         R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
         mark(prof, worldid, tid, _S_STEP)
         u_next = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
-                        M_hinit_i, M_colind, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                        M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
                         efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                         qfrc_constraint_out, prof)
         return ls, u_next
@@ -198,18 +198,19 @@ def _iteration_func(capacity: int, profile: bool):
 
 
 @functools.cache
-def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False):
+def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES):
     """The solve for a shared tile of ``capacity`` floats and ``block_dim`` threads per world,
     with the stage clock on or off (one kernel each). ``launch_bounds`` caps the registers so
     that ``_MIN_THREADS`` threads fit an SM (at 64 threads, 8 blocks: 1024 worlds in one wave on
     132 SMs; uncapped, nvcc took 168 registers, 5 blocks per SM, two waves)."""
-    update, iteration = _update_func(capacity, profile), _iteration_func(capacity, profile)
+    update, iteration = _update_func(capacity, profile, fixes), _iteration_func(capacity, profile, fixes)
+    bounds = (block_dim, max(1, _MIN_THREADS // block_dim)) if "bounds" in fixes else None
     start, mark, _count = C.marker(profile)
 
-    @wp.kernel(module="unique", enable_backward=False, launch_bounds=(block_dim, max(1, _MIN_THREADS // block_dim)))
+    @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
         # Model:
-        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int],
+        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int], M_elemid: wp.array2d[int],
         M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
         opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
         # In:
@@ -239,12 +240,12 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False):
                 J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
                 solver_niter_out)
         mark(prof, worldid, tid, _S_INIT)
-        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_hinit_i, M_colind,
+        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_hinit_i, M_colind, M_elemid,
                    M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
                    Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out, prof)  # α 0: rebuild
         for it in range(iterations):
             ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                              scale, u, M_hinit_i, M_colind, M_mulm_rowadr, M_mulm_col, M_mulm_madr, qfrc_smooth_in,
+                              scale, u, M_hinit_i, M_colind, M_elemid, M_mulm_rowadr, M_mulm_col, M_mulm_madr, qfrc_smooth_in,
                               M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in, grad, search,
                               mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out, efc_force_out, efc_state_out,
                               efc_Ma_out, prof)
@@ -305,13 +306,16 @@ def _qacc_mode(m: Any, d: Any) -> int:
     return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
 
 
-def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None) -> None:
+def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
+                 fixes: tuple[str, ...] = FIXES) -> None:
     """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
     (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
     efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
     world (1 on a CPU without ``wp.config.enable_cpu_blocks``). ``stage_clock``: None, or an int64
     array ``(nworld, stage_clock.NCOLS)`` that the instrumented build adds each stage's cycles
-    and the counts to (:mod:`fightlab.kernels.stage_clock`). Host values only: graph-capturable.
+    and the counts to (:mod:`fightlab.kernels.stage_clock`). ``fixes``: the subset of
+    :data:`newton_hessian.FIXES` built in (all by default; fewer only to measure what each
+    saves). Host values only: graph-capturable.
     """
     if d.njmax == 0 or m.nv == 0:
         wp.copy(d.qacc, d.qacc_smooth)
@@ -323,13 +327,15 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
     no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
     profile = stage_clock is not None
+    if not set(fixes) <= set(FIXES):
+        raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
     wp.launch_tiled(
-        _kernel(shared_floats(nv), block_dim, profile),
+        _kernel(shared_floats(nv), block_dim, profile, tuple(f for f in FIXES if f in fixes)),
         dim=(nworld,),
-        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
+        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
                 _qacc_mode(m, d), njmax, d.ne, d.nf, d.nefc, d.qacc_warmstart, d.qacc_smooth, d.qfrc_smooth,
                 d.M, d.efc.J_rownnz, d.efc.J_rowadr, d.efc.J_colind, d.efc.J, d.efc.D, d.efc.aref,
@@ -347,10 +353,10 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
 #: the stock function, captured at import (before any patching)
 stock_solve = mjw_solver.solve
 
-_REGISTRY: dict[int, tuple[Any, int, Any]] = {}  # id(m) -> (weakref to m, block_dim, stage clock)
+_REGISTRY: dict[int, tuple[Any, int, dict]] = {}  # id(m) -> (weakref to m, block_dim, newton_solve's options)
 
 
-def _entry(m: Any) -> tuple[Any, int, Any] | None:
+def _entry(m: Any) -> tuple[Any, int, dict] | None:
     entry = _REGISTRY.get(id(m))
     return entry if entry is not None and entry[0]() is m else None
 
@@ -362,8 +368,7 @@ def _dispatch(m: Any, d: Any) -> None:
         stock_solve(m, d)
         return
     cpu_single = d.qacc.device.is_cpu and not wp.config.enable_cpu_blocks
-    clock = {} if entry[2] is None else {"stage_clock": entry[2]}
-    newton_solve(m, d, block_dim=1 if cpu_single else entry[1], **clock)
+    newton_solve(m, d, block_dim=1 if cpu_single else entry[1], **entry[2])
 
 
 def _uninstall_if_unused() -> None:
@@ -373,12 +378,13 @@ def _uninstall_if_unused() -> None:
         mjw_solver.solve = stock_solve
 
 
-def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None) -> str | None:
+def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
+               fixes: tuple[str, ...] | None = None) -> str | None:
     """Switch the single-launch solve on for the MuJoCo Warp model ``m`` (after ``put_model``,
     before the first step or capture; others keep the stock solver). Returns None when on, else
     :func:`newton_support`'s reason, printed as one line on stderr: ``m`` keeps MuJoCo Warp's
     solver. A graph captured with the switch on keeps the kernel after it is turned off.
-    ``stage_clock``: run the instrumented build, adding to this array (:func:`newton_solve`)."""
+    ``stage_clock``, ``fixes``: the instrumented build, fewer fixes (:func:`newton_solve`)."""
     if not isinstance(block_dim, int) or block_dim < 1:
         raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
     reason = newton_support(m)
@@ -391,7 +397,8 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None) -
     elif mjw_solver.solve is not _dispatch:
         raise RuntimeError(f"mujoco_warp._src.solver.solve was replaced by someone else ({mjw_solver.solve!r}); "
                            "refusing to patch over it")
-    _REGISTRY[id(m)] = (weakref.ref(m, lambda _r: _uninstall_if_unused()), block_dim, stage_clock)
+    opts = ({} if stage_clock is None else {"stage_clock": stage_clock}) | ({} if fixes is None else {"fixes": fixes})
+    _REGISTRY[id(m)] = (weakref.ref(m, lambda _r: _uninstall_if_unused()), block_dim, opts)
     return None
 
 

@@ -20,7 +20,14 @@ from fightlab.kernels import stage_clock as C
 from fightlab.kernels._smem import shared_accessors, shared_atomic_add
 from fightlab.kernels.linesearch import block_sum2
 
-__all__ = ["rebuild_func"]
+__all__ = ["FIXES", "rebuild_func"]
+
+#: the kernel's fixes of its first CUDA build, each switchable for an A/B in one call: "bounds"
+#: registers capped for 8 blocks of 64 per SM (:mod:`fightlab.kernels.newton`), "scatter" M
+#: from its CSR entries (else row by row through ``M_elemid``), "pairs" JᵀDJ pairs started
+#: apart (else every lane from pair 0), "ldlt" the factor's elements dealt evenly (else row i to
+#: thread i mod nthread)
+FIXES = ("bounds", "scatter", "pairs", "ldlt")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (
@@ -68,31 +75,79 @@ def _jtdj_func(capacity: int):
 
 
 @functools.cache
-def _assemble_func(capacity: int, profile: bool):
+def _jtdj_rows_func(capacity: int):
+    """``jtdj`` as first built: every thread walks its row's pairs from (0, 0)."""
+    _add = shared_atomic_add(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def jtdj(sh: Tile, worldid: int, tid: int, nthread: int, nefc: int, efc_D_in: wp.array2d[float],
+             efc_state_in: wp.array2d[int], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+             J_colind: wp.array3d[int], J: wp.array3d[float]):
+        for efcid in range(tid, nefc, nthread):
+            if efc_state_in[worldid, efcid] == _QUADRATIC:
+                D = efc_D_in[worldid, efcid]
+                adr = J_rowadr[worldid, efcid]
+                for a in range(J_rownnz[worldid, efcid]):
+                    ca = J_colind[worldid, 0, adr + a]
+                    va = D * J[worldid, 0, adr + a]
+                    for b in range(a + 1):
+                        cb = J_colind[worldid, 0, adr + b]
+                        hi, lo = wp.max(ca, cb), wp.min(ca, cb)
+                        _add(sh, hi * (hi + 1) // 2 + lo, va * J[worldid, 0, adr + b])
+
+    return jtdj
+
+
+@functools.cache
+def _m_func(capacity: int, scatter: bool):
+    """``put_m``: the triangle's M part (zeros where M has none), the CSR entries scattered
+    (coalesced) or, as first built, each thread a row through ``M_elemid``."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def put_scatter(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_hinit_i: wp.array[int],
+                    M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float]):
+        for p in range(tid, nv * (nv + 1) // 2, nthread):
+            _st(sh, p, 0.0)
+        _sync_threads()
+        for e in range(tid, M_colind.shape[0], nthread):
+            i = M_hinit_i[e]
+            _st(sh, i * (i + 1) // 2 + M_colind[e], M_in[worldid, e])
+
+    @wp.func
+    def put_rows(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_hinit_i: wp.array[int],
+                 M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float]):
+        for i in range(tid, nv, nthread):
+            row = i * (i + 1) // 2
+            for j in range(i + 1):
+                e = M_elemid[i, j]
+                _st(sh, row + j, wp.where(e >= 0, M_in[worldid, wp.max(e, 0)], 0.0))
+
+    return put_scatter if scatter else put_rows
+
+
+@functools.cache
+def _assemble_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``assemble``: H = M + Σ_quadratic D·JᵀJ (lower), the gradient as row nv."""
     _ld, _st = shared_accessors(capacity)
-    jtdj = _jtdj_func(capacity)
+    jtdj = _jtdj_func(capacity) if "pairs" in fixes else _jtdj_rows_func(capacity)
+    put_m = _m_func(capacity, "scatter" in fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def assemble(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_hinit_i: wp.array[int],
-                 M_colind: wp.array[int], M_in: wp.array2d[float], grad_in: wp.array2d[float],
+                 M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], grad_in: wp.array2d[float],
                  efc_D_in: wp.array2d[float], efc_state_in: wp.array2d[int], J_rownnz: wp.array2d[int],
                  J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
                  prof: wp.array2d[wp.int64]):
-        """The triangle zeroed and M's CSR entries (row ``M_hinit_i``, column ``M_colind``)
-        scattered into it, coalesced; the gradient entries are the ones this thread computed
-        (:func:`newton_rows.grad`'s stride): no barrier needed before."""
-        rhs = nv * (nv + 1) // 2
-        for p in range(tid, rhs, nthread):
-            _st(sh, p, 0.0)
+        """M (:func:`_m_func`), the gradient entries the ones this thread computed
+        (:func:`newton_rows.grad`'s stride: no barrier needed before), then JᵀDJ."""
         for i in range(tid, nv, nthread):
-            _st(sh, rhs + i, grad_in[worldid, i])
-        _sync_threads()
-        for e in range(tid, M_colind.shape[0], nthread):
-            i = M_hinit_i[e]
-            _st(sh, i * (i + 1) // 2 + M_colind[e], M_in[worldid, e])
+            _st(sh, nv * (nv + 1) // 2 + i, grad_in[worldid, i])
+        put_m(sh, worldid, tid, nthread, nv, M_hinit_i, M_colind, M_elemid, M_in)
         _sync_threads()
         mark(prof, worldid, tid, _S_M)
         jtdj(sh, worldid, tid, nthread, nefc, efc_D_in, efc_state_in, J_rownnz, J_rowadr, J_colind, J)
@@ -137,10 +192,32 @@ def _ldlt_func(capacity: int):
 
 
 @functools.cache
-def _factor_func(capacity: int, profile: bool):
+def _ldlt_rows_func(capacity: int):
+    """``ldlt`` as first built: row i (and its whole update) to thread i mod nthread."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def ldlt(sh: Tile, tid: int, nthread: int, nv: int):
+        for k in range(nv):
+            _sync_threads()
+            inv = 1.0 / _ld(sh, k * (k + 1) // 2 + k)
+            first = k + 1 + ((tid - k - 1) % nthread + nthread) % nthread
+            for i in range(first, nv + 1, nthread):
+                row = i * (i + 1) // 2
+                a = _ld(sh, row + k) * inv
+                for j in range(k + 1, wp.min(i, nv - 1) + 1):
+                    _st(sh, row + j, _ld(sh, row + j) - a * _ld(sh, j * (j + 1) // 2 + k))
+        _sync_threads()
+
+    return ldlt
+
+
+@functools.cache
+def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``factor_solve`` for a shared tile of ``capacity`` floats."""
     _ld, _st = shared_accessors(capacity)
-    ldlt = _ldlt_func(capacity)
+    ldlt = _ldlt_func(capacity) if "ldlt" in fixes else _ldlt_rows_func(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -174,18 +251,18 @@ def _factor_func(capacity: int, profile: bool):
 
 
 @functools.cache
-def rebuild_func(capacity: int, profile: bool = False):
+def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = FIXES):
     """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after the constraint update
     and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
     stages of ``_update_constraint`` and ``_update_gradient``), for a shared tile of
     ``capacity`` floats."""
-    assemble, factor_solve = _assemble_func(capacity, profile), _factor_func(capacity, profile)
+    assemble, factor_solve = _assemble_func(capacity, profile, fixes), _factor_func(capacity, profile, fixes)
     _start, mark, count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_hinit_i: wp.array[int],
-                M_colind: wp.array[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
+                M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                 efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                 J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
                 efc_force_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
@@ -198,7 +275,7 @@ def rebuild_func(capacity: int, profile: bool = False):
         grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
                                              qfrc_constraint_out, grad), 0.0))[0]
         mark(prof, worldid, tid, _S_GRAD)
-        assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_in, grad, efc_D_in, efc_state_in,
+        assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
                  J_rownnz, J_rowadr, J_colind, J, prof)
         sums = factor_solve(sh, worldid, tid, nthread, nv, grad, search, prof)
         return wp.vec3(grad_dot, sums[0], sums[1])

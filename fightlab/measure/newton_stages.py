@@ -27,10 +27,12 @@ __all__ = ["stage_cycles", "stage_row", "format_table", "main"]
 
 
 def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu", seed: int = 0,
-                 nwarm: int = 10, noise: float = 0.05, block_dim: int | None = None) -> dict[str, Any]:
+                 nwarm: int = 10, noise: float = 0.05, block_dim: int | None = None,
+                 fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
     steps, ``total`` (the median of the per-solve sums), the mean counts per solve, the median
-    and largest nefc; ``block_dim``: threads per world (None: the kernel's default)."""
+    and largest nefc; ``block_dim``: threads per world (None: the kernel's default); ``fixes``:
+    those of :data:`newton_hessian.FIXES` built in (None: all)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -52,7 +54,7 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     for _ in range(nwarm):
         mjw.step(m, d)
     clock = wp.zeros((nworld, C.NCOLS), dtype=wp.int64, device=d.qacc.device)
-    reason = N.use_newton(m, block_dim=block_dim or N.BLOCK_DIM, stage_clock=clock)
+    reason = N.use_newton(m, block_dim=block_dim or N.BLOCK_DIM, stage_clock=clock, fixes=fixes)
     if reason is not None:
         raise ValueError(f"the single-launch solve does not take {body}: {reason}")
     per_step, nefc = [], []
@@ -74,13 +76,25 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     return out
 
 
-def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str, Any]) -> dict[str, Any]:
-    """A CSV row: ``results.run_metadata``'s columns, then ``<stage>_cycles`` and the counts."""
+def _fixes(text: str) -> tuple[str, ...]:
+    from fightlab.kernels.newton_hessian import FIXES
+
+    fixes = FIXES if text == "all" else () if text == "none" else tuple(t for t in text.split(",") if t)
+    if not set(fixes) <= set(FIXES):
+        raise SystemExit(f"--fixes: each a comma list of {', '.join(FIXES)} (or all, none), got {text!r}")
+    return fixes
+
+
+def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str, Any],
+              fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A CSV row: ``results.run_metadata``'s columns (params: nsteps, the fixes built in), then
+    ``<stage>_cycles`` and the counts."""
     from fightlab import results
     from fightlab.kernels import stage_clock as C
+    from fightlab.kernels.newton_hessian import FIXES
 
-    row = results.run_metadata(body=body, nworld=nworld, seed=0, params=dict(nsteps=nsteps,
-                               solver_loop="single_launch"), device=device)
+    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(FIXES if fixes is None else fixes))
+    row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device=device)
     slug = lambda s: s.replace(" ", "_").replace("+", "and").replace(".", "")  # noqa: E731
     row.update({f"{slug(s)}_cycles": cycles[s] for s in (*C.STAGES, "total")})
     row.update({c: cycles[c] for c in (*C.COUNTS, "nefc_median", "nefc_max", "nv")})
@@ -92,12 +106,13 @@ def format_table(results: list[tuple[str, int, dict[str, Any]]]) -> str:
     from fightlab.kernels import stage_clock as C
 
     heads = [f"{b} x{n}" for b, n, _ in results]
-    lines = ["stage (k cycles, share)".ljust(22) + "".join(h.rjust(24) for h in heads)]
+    w = max(24, *(len(h) + 2 for h in heads))
+    lines = ["stage (k cycles, share)".ljust(22) + "".join(h.rjust(w) for h in heads)]
     for s in (*C.STAGES, "total"):
         cells = [f"{r[s] / 1e3:10.1f} ({100 * r[s] / max(r['total'], 1):4.1f} %)" for _, _, r in results]
-        lines.append(s.ljust(22) + "".join(c.rjust(24) for c in cells))
+        lines.append(s.ljust(22) + "".join(c.rjust(w) for c in cells))
     for c in (*C.COUNTS, "nefc_median", "nefc_max"):
-        lines.append(f"{c} per solve".ljust(22) + "".join(f"{r[c]:24.2f}" for _, _, r in results))
+        lines.append(f"{c} per solve".ljust(22) + "".join(f"{r[c]:.2f}".rjust(w) for _, _, r in results))
     return "\n".join(lines)
 
 
@@ -108,16 +123,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nsteps", type=int, default=20, help="instrumented physics steps")
     p.add_argument("--nwarm", type=int, default=10, help="steps with MuJoCo Warp's solve first")
     p.add_argument("--device", default="cuda:0")
-    p.add_argument("--csv", default=None, help="append a row per (body, nworld) to this CSV")
+    p.add_argument("--fixes", nargs="+", default=["all"],
+                   help="kernel variants to compare, each 'all', 'none' or a comma list of "
+                        "bounds,scatter,pairs,ldlt (the fixes built in)")
+    p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
     a = p.parse_args(argv)
-    res = []
+    res, rows = [], []
     for body in a.body:
         for n in a.nworld:
-            res.append((body, n, stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm)))
-            print(f"{body} x{n}: {json.dumps({k: round(v, 1) for k, v in res[-1][2].items()})}", flush=True)
+            for variant in a.fixes:
+                fixes = _fixes(variant)
+                r = stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm, fixes=fixes)
+                res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
+                rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))
+                print(f"{res[-1][0]} x{n}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
     print(format_table(res))
     if a.csv:
-        rows = [stage_row(b, n, a.nsteps, a.device, r) for b, n, r in res]
         path = Path(a.csv)
         new = not path.exists()
         path.parent.mkdir(parents=True, exist_ok=True)
