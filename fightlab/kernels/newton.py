@@ -100,6 +100,7 @@ SHARED_MAX = 12288
 SHARED_ROUND = 256
 #: threads per SM the kernel's registers are capped for (``launch_bounds``): 8 blocks of 64
 _MIN_THREADS = 512
+_FIRST_THREADS = 320
 
 vec5 = mjw_types.vec5
 _S_INIT, _S_UPDATE, _S_MVJV, _S_BRACKET, _S_STEP, _S_END = (C.STAGES.index(s) for s in (
@@ -204,7 +205,9 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
     that ``_MIN_THREADS`` threads fit an SM (at 64 threads, 8 blocks: 1024 worlds in one wave on
     132 SMs; uncapped, nvcc took 168 registers, 5 blocks per SM, two waves)."""
     update, iteration = _update_func(capacity, profile, fixes), _iteration_func(capacity, profile, fixes)
-    bounds = (block_dim, max(1, _MIN_THREADS // block_dim)) if "bounds" in fixes else None
+    # without the "bounds" fix: the first build's residency, 5 blocks of 64 (168 registers; the
+    # cap binds only on the instrumented build, 226 registers uncapped)
+    bounds = (block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
     start, mark, _count = C.marker(profile)
 
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)

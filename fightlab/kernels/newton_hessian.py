@@ -171,21 +171,25 @@ def _ldlt_func(capacity: int):
         row-owned loop)."""
         for k in range(nv):
             _sync_threads()
-            inv = 1.0 / _ld(sh, k * (k + 1) // 2 + k)
+            inv = 1.0 / _ld(sh, ((k * (k + 1)) >> 1) + k)
             i = k + 1
+            row = (i * (i + 1)) >> 1  # tri(i, 0), kept as i moves on
             length = wp.min(i, nv - 1) - k
+            m = nv - 1 - k
+            count = ((m * (m + 1)) >> 1) + m  # the trailing elements
             off = tid
-            while i <= nv:
-                while i <= nv and off >= length:
+            e = tid
+            while e < count:
+                while off >= length:
                     off -= length
+                    row += i + 1
                     i += 1
                     length = wp.min(i, nv - 1) - k
-                if i <= nv:
-                    row = i * (i + 1) // 2
-                    j = k + 1 + off
-                    a = _ld(sh, row + k) * inv
-                    _st(sh, row + j, _ld(sh, row + j) - a * _ld(sh, j * (j + 1) // 2 + k))
-                    off += nthread
+                j = k + 1 + off
+                a = _ld(sh, row + k) * inv
+                _st(sh, row + j, _ld(sh, row + j) - a * _ld(sh, ((j * (j + 1)) >> 1) + k))
+                off += nthread
+                e += nthread
         _sync_threads()
 
     return ldlt
