@@ -223,3 +223,20 @@ def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
     assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
     with pytest.raises(ValueError, match="fixes must be a subset"):
         N.newton_solve(m, d, fixes=("faster",))
+
+
+def test_the_tree_factor_is_taken_only_where_rows_are_chains():
+    """Both bodies' rows lie on root-to-body chains (the tree-sparse LDLᵀ runs); two sibling
+    limbs that may touch each other break the pattern (the dense LDLᵀ runs)."""
+    from fightlab.kernels.newton_tree import rows_are_chains
+
+    for name in ("simple", "muscular-fast"):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        assert rows_are_chains(m), name
+    xml = """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
+      <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 .1 0 0"/></body>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 0 .1 0"/></body>
+      </body></worldbody></mujoco>"""
+    m, _ = physics.put(mujoco.MjModel.from_xml_string(xml), 1, physics.Slots(None, None, "given"), "cpu")
+    assert N.newton_support(m) is None and not rows_are_chains(m)

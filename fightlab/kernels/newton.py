@@ -53,9 +53,10 @@ This module does all of that in **one launch** per solve (:func:`newton_solve`):
 an extra row) lives in shared memory (:mod:`fightlab.kernels.newton_hessian`): M scattered in
 from its CSR entries, Jᵀ·D·J added with shared atomics (each thread's row pairs started at a
 different pair, so that a warp's lanes do not all add to the root DOFs' entries at once),
-factored as LDLᵀ in place with one barrier per column (the trailing triangle's elements dealt
-to the threads in turn), the forward solve riding along as the extra row, the back solve one
-barrier per column. Jᵀ·force is added with atomics (as MuJoCo Warp does). The per-world vectors
+factored as LDLᵀ in place, the forward solve riding along as the extra row: leaf first, without
+fill, where every constraint row lies on one root-to-body chain (:mod:`fightlab.kernels.newton_tree`,
+the back solve one barrier per tree depth), else densely with one barrier per column (the
+trailing triangle's elements dealt to the threads in turn, the back solve one barrier per column). Jᵀ·force is added with atomics (as MuJoCo Warp does). The per-world vectors
 (grad, search, mv) and rows (Jaref, jv) sit in a global scratch the block owns
 (:mod:`fightlab.kernels.newton_rows`). The line search is MuJoCo Warp's pyramidal
 ``_linesearch_iterative_kernel`` as functions of the block (:mod:`fightlab.kernels.linesearch`,
@@ -89,6 +90,7 @@ from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
 from fightlab.kernels.newton_hessian import FIXES, rebuild_func
+from fightlab.kernels.newton_tree import rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
            "use_newton", "disable_newton", "is_newton_enabled"]
@@ -134,7 +136,8 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
     @wp.func
     def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
-               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_hinit_i: wp.array[int],
+               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+               M_hinit_i: wp.array[int],
                M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -146,7 +149,8 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_in,
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in,
+                        qfrc_smooth_in, efc_Ma_in,
                         J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
                         search, qfrc_constraint_out, prof)
             return vec5(r[0], r[1], r[2], 1.0, 1.0)
@@ -167,7 +171,8 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     @wp.func
     def iteration(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                   ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, u: vec5,
-                  M_hinit_i: wp.array[int], M_colind: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int],
+                  M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
+                  M_colind: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int],
                   M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], qfrc_smooth_in: wp.array2d[float],
                   M_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                   J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -190,7 +195,7 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
         mark(prof, worldid, tid, _S_STEP)
         u_next = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
-                        M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                        M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
                         efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                         qfrc_constraint_out, prof)
         return ls, u_next
@@ -200,15 +205,12 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 @functools.cache
 def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES):
-    """The solve for a shared tile of ``capacity`` floats and ``block_dim`` threads per world,
-    with the stage clock on or off (one kernel each). ``launch_bounds`` caps the registers so
-    that ``_MIN_THREADS`` threads fit an SM (at 64 threads, 8 blocks: 1024 worlds in one wave on
-    132 SMs; uncapped, nvcc took 168 registers, 5 blocks per SM, two waves)."""
-    update, iteration = _update_func(capacity, profile, fixes), _iteration_func(capacity, profile, fixes)
-    # without the "bounds" fix: the first build's residency, 5 blocks of 64 (168 registers; the
-    # cap binds only on the instrumented build, 226 registers uncapped)
+    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock
+    and ``fixes`` (one kernel each). ``launch_bounds``: 8 blocks of 64 per SM, one wave of 1024 worlds
+    on 132 SMs (uncapped: 168 registers, 5 blocks, two waves); without "bounds", the first build's 5."""
+    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes),
+                                                _iteration_func(capacity, profile, fixes), C.marker(profile))
     bounds = (block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
-    start, mark, _count = C.marker(profile)
 
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
@@ -243,15 +245,16 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
                 J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
                 solver_niter_out)
         mark(prof, worldid, tid, _S_INIT)
-        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_hinit_i, M_colind, M_elemid,
-                   M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
-                   Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out, prof)  # α 0: rebuild
+        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_rownnz, M_rowadr,
+                   M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                   efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
+                   qfrc_constraint_out, prof)  # α 0: rebuild
         for it in range(iterations):
             ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                              scale, u, M_hinit_i, M_colind, M_elemid, M_mulm_rowadr, M_mulm_col, M_mulm_madr, qfrc_smooth_in,
-                              M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in, grad, search,
-                              mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out, efc_force_out, efc_state_out,
-                              efc_Ma_out, prof)
+                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_mulm_rowadr, M_mulm_col,
+                              M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                              efc_frictionloss_in, grad, search, mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out,
+                              efc_force_out, efc_state_out, efc_Ma_out, prof)
             if R.done(tid, worldid, it, iterations, tolerance, scale, ls, wp.vec3(u[0], u[1], u[2]),
                       solver_niter_out, overflow_out):
                 break
@@ -296,6 +299,18 @@ def newton_support(m: Any, opt: Any = None) -> str | None:
     return None
 
 
+_TREE_OK: dict[int, tuple[Any, bool]] = {}  # id(m) -> (weakref to m, rows_are_chains(m))
+
+
+def _tree_ok(m: Any) -> bool:
+    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (host reads: at setup, by
+    :func:`use_newton`, or at the first :func:`newton_solve`)."""
+    entry = _TREE_OK.get(id(m))
+    if entry is None or entry[0]() is not m:
+        entry = _TREE_OK[id(m)] = (weakref.ref(m), rows_are_chains(m))
+    return entry[1]
+
+
 def _has_frictionloss(m: Any) -> bool:
     arrays = [m.dof_frictionloss] + ([m.tendon_frictionloss] if int(m.ntendon) > 0 else [])
     return any(a.size and bool(np.any(a.numpy() > 0.0)) for a in arrays)
@@ -336,7 +351,8 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
     wp.launch_tiled(
-        _kernel(shared_floats(nv), block_dim, profile, tuple(f for f in FIXES if f in fixes)),
+        _kernel(shared_floats(nv), block_dim, profile,
+                tuple(f for f in FIXES if f in fixes and (f != "tree" or _tree_ok(m)))),
         dim=(nworld,),
         inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
@@ -395,6 +411,7 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
         print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
               file=sys.stderr, flush=True)
         return reason
+    _tree_ok(m)
     if mjw_solver.solve is stock_solve:
         mjw_solver.solve = _dispatch
     elif mjw_solver.solve is not _dispatch:

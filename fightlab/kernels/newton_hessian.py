@@ -19,6 +19,7 @@ from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels._smem import shared_accessors, shared_atomic_add
 from fightlab.kernels.linesearch import block_sum2
+from fightlab.kernels.newton_tree import tree_solve_func
 
 __all__ = ["FIXES", "rebuild_func"]
 
@@ -26,8 +27,9 @@ __all__ = ["FIXES", "rebuild_func"]
 #: registers capped for 8 blocks of 64 per SM (:mod:`fightlab.kernels.newton`), "scatter" M
 #: from its CSR entries (else row by row through ``M_elemid``), "pairs" JᵀDJ pairs started
 #: apart (else every lane from pair 0), "ldlt" the factor's elements dealt evenly (else row i to
-#: thread i mod nthread)
-FIXES = ("bounds", "scatter", "pairs", "ldlt")
+#: thread i mod nthread), "tree" the tree-sparse LDLᵀ (:mod:`fightlab.kernels.newton_tree`; taken
+#: only where :func:`newton_tree.rows_are_chains`, else the dense one)
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (
@@ -218,18 +220,17 @@ def _ldlt_rows_func(capacity: int):
 
 
 @functools.cache
-def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
-    """``factor_solve`` for a shared tile of ``capacity`` floats."""
+def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
+    """``solve``: the dense LDLᵀ (:func:`_ldlt_func` or the row-owned first build), then back
+    substitution (one barrier per column); x in the gradient row."""
     _ld, _st = shared_accessors(capacity)
     ldlt = _ldlt_func(capacity) if "ldlt" in fixes else _ldlt_rows_func(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, grad_in: wp.array2d[float],
-                     search_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> wp.vec2:
-        """search = -H⁻¹·grad by LDLᵀ in place (:func:`_ldlt_func`), then back substitution (one
-        barrier per column). Returns (|search|², gradᵀH⁻¹grad) over the block."""
+    def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
+              M_rowadr: wp.array[int], M_colind: wp.array[int], prof: wp.array2d[wp.int64]):
         rhs = nv * (nv + 1) // 2
         ldlt(sh, tid, nthread, nv)
         mark(prof, worldid, tid, _S_LDLT)
@@ -242,6 +243,43 @@ def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
             for k in range(tid, j, nthread):
                 _st(sh, rhs + k, _ld(sh, rhs + k) - _ld(sh, j * (j + 1) // 2 + k) * xj)
         _sync_threads()
+
+    return solve
+
+
+@functools.cache
+def _tree_solve_func(capacity: int, profile: bool):
+    """``solve``: the tree-sparse LDLᵀ and its back substitution (:mod:`fightlab.kernels.newton_tree`);
+    the stage clock puts both under "LDLt"."""
+    tree_solve = tree_solve_func(capacity)
+    _start, mark, _count = C.marker(profile)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
+              M_rowadr: wp.array[int], M_colind: wp.array[int], prof: wp.array2d[wp.int64]):
+        tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
+        mark(prof, worldid, tid, _S_LDLT)
+
+    return solve
+
+
+@functools.cache
+def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
+    """``factor_solve`` for a shared tile of ``capacity`` floats."""
+    _ld, _st = shared_accessors(capacity)
+    solve = _tree_solve_func(capacity, profile) if "tree" in fixes else _dense_solve_func(capacity, profile, fixes)
+    _start, mark, _count = C.marker(profile)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
+                     M_rowadr: wp.array[int], M_colind: wp.array[int], grad_in: wp.array2d[float],
+                     search_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> wp.vec2:
+        """search = -H⁻¹·grad (the gradient row solved in place), returns (|search|²,
+        gradᵀH⁻¹grad) over the block."""
+        rhs = nv * (nv + 1) // 2
+        solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, prof)
         local = wp.vec2(0.0)
         for i in range(tid, nv, nthread):
             x = _ld(sh, rhs + i)
@@ -265,7 +303,8 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_hinit_i: wp.array[int],
+    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_rownnz: wp.array[int],
+                M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
                 M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                 efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                 J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -281,7 +320,7 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
         mark(prof, worldid, tid, _S_GRAD)
         assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
                  J_rownnz, J_rowadr, J_colind, J, prof)
-        sums = factor_solve(sh, worldid, tid, nthread, nv, grad, search, prof)
+        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, grad, search, prof)
         return wp.vec3(grad_dot, sums[0], sums[1])
 
     return rebuild

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--fixes", nargs="+", default=["all"],
                    help="kernel variants to compare, each 'all', 'none' or a comma list of "
-                        "bounds,scatter,pairs,ldlt (the fixes built in)")
+                        "bounds,scatter,pairs,ldlt,tree (the fixes built in)")
     p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
     a = p.parse_args(argv)
     res, rows = [], []
