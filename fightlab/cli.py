@@ -189,7 +189,7 @@ def cmd_profile(a) -> int:
 
     env = reference_env(EnvConfig()) if a.physics == "reference" else None
     res = profile(a.body, nworld=a.nworld, nstep=a.nstep, device=a.device, what=a.what, tree_factor=a.tree_factor,
-                  top=a.top, progress=not a.no_progress, env=env)
+                  top=a.top, progress=not a.no_progress, env=env, solver_loop=a.solver_loop)
     print(res.summary())
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(res.stage_table())

@@ -180,6 +180,7 @@ def _reproduce_parser(sub, fmt) -> None:
 def _measure_parsers(sub, fmt) -> None:
     """profile and slots: measurements of the physics."""
     from fightlab.config import TrainConfig
+    from fightlab.config.rules import SOLVER_LOOPS
 
     pr = sub.add_parser("profile", help="per-kernel GPU timing of physics (or env) steps, by stage",
                         formatter_class=fmt)
@@ -201,6 +202,10 @@ def _measure_parsers(sub, fmt) -> None:
                          f"kernel (default: {'on' if TrainConfig.tree_factor else 'off'}, as in training); "
                          "--no-tree-factor: MuJoCo Warp's per-level sparse factor. The table names the "
                          "path measured")
+    pr.add_argument("--solver-loop", choices=SOLVER_LOOPS, default="auto",
+                    help="how the Newton solve runs (train's --set solver_loop=...): single_launch is "
+                         "fightlab's one-launch solve (where the body is taken; else MuJoCo Warp's, "
+                         "with a line saying why). The summary names the loop measured")
     pr.add_argument("--no-progress", action="store_true", help="no tqdm bar over the profile's phases")
 
     sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over",

@@ -147,3 +147,96 @@ def test_the_env_opt_in_runs_the_same_physics(graph, cpu_blocks):
     finally:
         b.close()
     assert not N.is_newton_enabled(b.m) and mjw_solver.solve is N.stock_solve
+
+
+def test_the_stage_clock_leaves_the_solve_unchanged(cpu_blocks):
+    """The instrumented build (``stage_clock``) writes the same outputs bit for bit, and counts."""
+    import numpy as np
+
+    from fightlab.kernels import stage_clock as C
+
+    m, d = physics.put(NM.contact_tree_model(8, seed=1), 2, physics.Slots(None, None, "given"), "cpu")
+    for _ in range(30):
+        mjw.step(m, d)
+    mjw.forward(m, d)
+    outs = []
+    for clock in (None, wp.zeros((2, C.NCOLS), dtype=wp.int64, device="cpu")):
+        d.overflow.zero_()
+        N.newton_solve(m, d, stage_clock=clock)
+        outs.append([d.qacc.numpy().copy(), d.efc.force.numpy().copy(), d.solver_niter.numpy().copy()])
+    for x, y in zip(*outs):
+        np.testing.assert_array_equal(x, y)
+    a = clock.numpy()
+    ns = len(C.STAGES)
+    assert (a[:, :ns] >= 0).all() and (a[:, :ns].sum(axis=1) > 0).all() and (a[:, ns] >= 1).all(), a
+    with pytest.raises(ValueError, match="stage_clock must have shape"):
+        N.newton_solve(m, d, stage_clock=wp.zeros((2, 3), dtype=wp.int64, device="cpu"))
+
+
+def test_the_stage_bench_runs_on_the_cpu(tmp_path):
+    """bench/newton_stages.sh at smoke size: the table and a row per (body, nworld) in $OUT."""
+    import csv
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fightlab.kernels.newton_hessian import FIXES
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, DEVICE="cpu", NSTEPS="2", FIXES="none all", PY=sys.executable, OUT=str(tmp_path),
+               PYTHONPATH=str(root))
+    r = subprocess.run(["bash", str(root / "bench" / "newton_stages.sh"), "simple", "2"], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "LDLt" in r.stdout and "rebuilds per solve" in r.stdout, r.stdout
+    rows = list(csv.DictReader((tmp_path / "newton_stages.csv").open()))
+    assert len(rows) == 2 and {r["body"] for r in rows} == {"simple"} and rows[0]["nworld"] == "2"
+    assert [json.loads(r["params"])["fixes"] for r in rows] == [[], list(FIXES)]
+    assert float(rows[0]["total_cycles"]) > 0 and {"gpu", "driver", "commit"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
+    """``fixes=()`` (the kernel as first built: row-owned LDLᵀ, M through M_elemid, every lane's
+    JᵀDJ pairs from (0, 0), no register cap) against all fixes: the same row states and
+    iteration counts, qacc within float32 rounding (only summation orders differ)."""
+    import numpy as np
+
+    from fightlab.kernels.newton_hessian import FIXES
+
+    mjm, slots = _model(name)
+    m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
+    for _ in range(40):
+        mjw.step(m, d)
+    mjw.forward(m, d)
+    outs = []
+    for fixes in ((), FIXES):
+        d.overflow.zero_()
+        N.newton_solve(m, d, fixes=fixes)
+        outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
+    assert d.nefc.numpy().sum() > 0
+    (qa, sa, na), (qb, sb, nb) = outs
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(na, nb)
+    assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
+    with pytest.raises(ValueError, match="fixes must be a subset"):
+        N.newton_solve(m, d, fixes=("faster",))
+
+
+def test_the_tree_factor_is_taken_only_where_rows_are_chains():
+    """Both bodies' rows lie on root-to-body chains (the tree-sparse LDLᵀ runs); two sibling
+    limbs that may touch each other break the pattern (the dense LDLᵀ runs)."""
+    from fightlab.kernels.newton_tree import rows_are_chains
+
+    for name in ("simple", "muscular-fast"):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        assert rows_are_chains(m), name
+    xml = """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
+      <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 .1 0 0"/></body>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 0 .1 0"/></body>
+      </body></worldbody></mujoco>"""
+    m, _ = physics.put(mujoco.MjModel.from_xml_string(xml), 1, physics.Slots(None, None, "given"), "cpu")
+    assert N.newton_support(m) is None and not rows_are_chains(m)

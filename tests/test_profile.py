@@ -257,3 +257,18 @@ def test_env_and_trainer_emit_every_stage_range(monkeypatch, tmp_path):
                       run_dir=str(tmp_path), ppo=PPOConfig(num_steps=2, num_minibatches=1, update_epochs=1))
     Trainer(cfg, progress=False).train()
     assert set(N.NVTX_RANGES) <= set(seen), seen
+
+
+def test_profile_solver_loop_single_launch_on_cpu(fake_nvtx):
+    from fightlab.config import ConfigError
+    from fightlab.measure.stages import NEWTON_KERNEL
+
+    kw = dict(nworld=2, nstep=1, device="cpu", settle_steps=1, repeats=1, graph=False)
+    auto = P.profile("simple", **kw)
+    one = P.profile("simple", solver_loop="single_launch", **kw)
+    assert auto.params["solver_loop"] == "unrolled" and "solver loop: unrolled" in auto.summary()
+    assert one.params["solver_loop"] == "single_launch" and "solver loop: single_launch" in one.summary()
+    assert one.launches_per_step <= auto.launches_per_step - 30   # 38 solve launches -> 1
+    assert any(NEWTON_KERNEL in k for k in one.by_kernel["kernel"]), one.by_kernel["kernel"].tolist()
+    with pytest.raises(ConfigError, match="--solver-loop must be one of"):
+        P.profile("simple", solver_loop="fast", **kw)

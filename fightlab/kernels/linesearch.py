@@ -8,6 +8,8 @@ bracket moves and acceptance tests in the same order; the row and DOF sums are b
 ``_in_bracket``; mujoco-warp 4.0).
 """
 
+import functools
+
 import warp as wp
 
 from mujoco_warp._src import types as mjw_types
@@ -16,9 +18,13 @@ from mujoco_warp._src.solver import _ALPHA_NOISE_EPS, _compute_efc_eval_pt_3alph
 from mujoco_warp._src.solver import _compute_efc_eval_pt_alpha_zero_pyramidal, _compute_efc_eval_pt_pyramidal
 from mujoco_warp._src.solver import _eval_pt, _eval_pt_3alphas, _in_bracket
 
-__all__ = ["block_sum2", "block_sum3", "block_sum33", "linesearch"]
+from fightlab.kernels import stage_clock as C
+
+__all__ = ["block_sum2", "block_sum3", "block_sum33", "linesearch_func"]
 
 _MAXVAL = float(mjw_types.MJ_MAXVAL)
+_S_P0, _S_NEWTON = C.STAGES.index("ls p0"), C.STAGES.index("ls newton point")
+_N_BRACKET = len(C.STAGES) + C.COUNTS.index("brackets")
 
 
 @wp.func
@@ -179,31 +185,42 @@ def _ls_bracket(worldid: int, tid: int, nthread: int, ne: int, nf: int, nefc: in
     return wp.vec3(alpha, improvement, converged)
 
 
-@wp.func
-def linesearch(worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
-               ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, search_dot: float,
-               search_in: wp.array2d[float], efc_Ma_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
-               mv_in: wp.array2d[float], jv_in: wp.array2d[float], Jaref_in: wp.array2d[float],
-               efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float]) -> wp.vec4:
-    """The step size along ``search``: (α, improvement, converged, noise floor of α: a step below
-    it means the ray is exhausted, the incremental solve's ``ls_exhausted``), as
-    ``_linesearch_iterative_kernel`` (pyramidal) computes it; ``scale``: 1 / trace M."""
-    gtol = wp.max(tolerance * ls_tolerance * wp.sqrt(search_dot) / scale, 1.0e-6)
-    qg = _ls_gauss(worldid, tid, nthread, nv, ne, search_in, efc_Ma_in, qfrc_smooth_in, mv_in, jv_in,
-                   Jaref_in, efc_D_in)
-    rows = _ls_rows(worldid, tid, nthread, ne, nf, nefc, 0.0, True, efc_D_in, efc_frictionloss_in,
-                    Jaref_in, jv_in)
-    p0 = wp.vec3(qg[0], qg[1], 2.0 * qg[2]) + rows
-    q1_abs = wp.sqrt(2.0 * wp.max(rows[0], 0.0) * wp.max(rows[2], 0.0)) + wp.abs(qg[1])
-    gtol_accept = wp.max(gtol, _ALPHA_NOISE_EPS * q1_abs)
-    floor = _ALPHA_NOISE_EPS * wp.max(1.0, safe_div(q1_abs, p0[2]))
-    if wp.abs(p0[1]) < _ALPHA_NOISE_EPS * q1_abs:
-        return wp.vec4(0.0, 0.0, 1.0, floor)  # the start is already the line minimum
-    lo_alpha_in = -safe_div(p0[1], p0[2])
-    lo_in = _eval_pt(qg, lo_alpha_in) + _ls_rows(worldid, tid, nthread, ne, nf, nefc, lo_alpha_in, False,
-                                                 efc_D_in, efc_frictionloss_in, Jaref_in, jv_in)
-    if wp.abs(lo_in[1]) < gtol_accept and lo_in[0] < 0.0:
-        return wp.vec4(lo_alpha_in, -lo_in[0], 1.0, floor)  # the Newton step
-    r = _ls_bracket(worldid, tid, nthread, ne, nf, nefc, ls_iterations, qg, p0, lo_in, lo_alpha_in, gtol,
-                    gtol_accept, efc_D_in, efc_frictionloss_in, Jaref_in, jv_in)
-    return wp.vec4(r[0], r[1], r[2], floor)
+@functools.cache
+def linesearch_func(profile: bool = False):
+    """``linesearch`` (below) with the stage clock of :mod:`fightlab.kernels.stage_clock` on or off."""
+    _start, mark, count = C.marker(profile)
+
+    @wp.func
+    def linesearch(worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
+                   ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, search_dot: float,
+                   search_in: wp.array2d[float], efc_Ma_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
+                   mv_in: wp.array2d[float], jv_in: wp.array2d[float], Jaref_in: wp.array2d[float],
+                   efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
+                   prof: wp.array2d[wp.int64]) -> wp.vec4:
+        """The step size along ``search``: (α, improvement, converged, noise floor of α: a step
+        below it means the ray is exhausted, the incremental solve's ``ls_exhausted``), as
+        ``_linesearch_iterative_kernel`` (pyramidal) computes it; ``scale``: 1 / trace M."""
+        gtol = wp.max(tolerance * ls_tolerance * wp.sqrt(search_dot) / scale, 1.0e-6)
+        qg = _ls_gauss(worldid, tid, nthread, nv, ne, search_in, efc_Ma_in, qfrc_smooth_in, mv_in, jv_in,
+                       Jaref_in, efc_D_in)
+        rows = _ls_rows(worldid, tid, nthread, ne, nf, nefc, 0.0, True, efc_D_in, efc_frictionloss_in,
+                        Jaref_in, jv_in)
+        mark(prof, worldid, tid, _S_P0)
+        p0 = wp.vec3(qg[0], qg[1], 2.0 * qg[2]) + rows
+        q1_abs = wp.sqrt(2.0 * wp.max(rows[0], 0.0) * wp.max(rows[2], 0.0)) + wp.abs(qg[1])
+        gtol_accept = wp.max(gtol, _ALPHA_NOISE_EPS * q1_abs)
+        floor = _ALPHA_NOISE_EPS * wp.max(1.0, safe_div(q1_abs, p0[2]))
+        if wp.abs(p0[1]) < _ALPHA_NOISE_EPS * q1_abs:
+            return wp.vec4(0.0, 0.0, 1.0, floor)  # the start is already the line minimum
+        lo_alpha_in = -safe_div(p0[1], p0[2])
+        lo_in = _eval_pt(qg, lo_alpha_in) + _ls_rows(worldid, tid, nthread, ne, nf, nefc, lo_alpha_in, False,
+                                                     efc_D_in, efc_frictionloss_in, Jaref_in, jv_in)
+        mark(prof, worldid, tid, _S_NEWTON)
+        if wp.abs(lo_in[1]) < gtol_accept and lo_in[0] < 0.0:
+            return wp.vec4(lo_alpha_in, -lo_in[0], 1.0, floor)  # the Newton step
+        count(prof, worldid, tid, _N_BRACKET)
+        r = _ls_bracket(worldid, tid, nthread, ne, nf, nefc, ls_iterations, qg, p0, lo_in, lo_alpha_in, gtol,
+                        gtol_accept, efc_D_in, efc_frictionloss_in, Jaref_in, jv_in)
+        return wp.vec4(r[0], r[1], r[2], floor)
+
+    return linesearch

@@ -48,19 +48,24 @@ noslip). Sources: ``mujoco_warp/_src/solver.py`` (below), ``io.py``, ``types.py`
   iterations (38 of the training step's 80).
 
 This module does all of that in **one launch** per solve (:func:`newton_solve`): one block of
-:data:`BLOCK_DIM` threads per world, the stages separated by block barriers; H (lower triangle,
-packed, with the gradient as an extra row) lives in shared memory, factored as LDLᵀ in place
-with one barrier per column (row ``i`` owned by thread ``i mod block_dim``), the forward solve
-riding along as the extra row, the back solve one barrier per column. Jᵀ·D·J and Jᵀ·force are
-added with atomics (as MuJoCo Warp does). The per-world vectors (grad, search, mv) and rows
-(Jaref, jv) sit in a global scratch the block owns (:mod:`fightlab.kernels.newton_rows`). The
-line search is MuJoCo Warp's pyramidal ``_linesearch_iterative_kernel`` as functions of the
-block (:mod:`fightlab.kernels.linesearch`, its row evaluations imported). After a step, H is
-rebuilt and refactored whenever a row changed state (or the step was below the line search's
-noise floor), in place of MuJoCo Warp's ±D·JᵀJ update; otherwise the stable fast path as
-MuJoCo Warp's: search kept, grad scaled by σ - α, no factorization, qfrc_constraint recovered
-as Ma - qfrc_smooth - σ·grad at the end. Equal to MuJoCo Warp's up to float32 rounding
-(``tests/test_newton.py`` says how close).
+:data:`BLOCK_DIM` threads per world, the stages separated by block barriers, registers capped
+(``launch_bounds``) so that 8 blocks fit an SM. H (lower triangle, packed, with the gradient as
+an extra row) lives in shared memory (:mod:`fightlab.kernels.newton_hessian`): M scattered in
+from its CSR entries, Jᵀ·D·J added with shared atomics (each thread's row pairs started at a
+different pair, so that a warp's lanes do not all add to the root DOFs' entries at once),
+factored as LDLᵀ in place, the forward solve riding along as the extra row: leaf first, without
+fill, where every constraint row lies on one root-to-body chain (:mod:`fightlab.kernels.newton_tree`,
+the back solve one barrier per tree depth), else densely with one barrier per column (the
+trailing triangle's elements dealt to the threads in turn, the back solve one barrier per column). Jᵀ·force is added with atomics (as MuJoCo Warp does). The per-world vectors
+(grad, search, mv) and rows (Jaref, jv) sit in a global scratch the block owns
+(:mod:`fightlab.kernels.newton_rows`). The line search is MuJoCo Warp's pyramidal
+``_linesearch_iterative_kernel`` as functions of the block (:mod:`fightlab.kernels.linesearch`,
+its row evaluations imported). After a step, H is rebuilt and refactored whenever a row changed
+state (or the step was below the line search's noise floor), in place of MuJoCo Warp's ±D·JᵀJ
+update; otherwise the stable fast path as MuJoCo Warp's: search kept, grad scaled by σ - α, no
+factorization, qfrc_constraint recovered as Ma - qfrc_smooth - σ·grad at the end. Equal to
+MuJoCo Warp's up to float32 rounding (``tests/test_newton.py`` says how close). An instrumented
+build (``stage_clock``, :mod:`fightlab.kernels.stage_clock`) records the cycles of each stage.
 
 Not taken (:func:`newton_support` names the first reason; the caller falls back to MuJoCo
 Warp's solver with that line): CG, elliptic cones, several trees, a dense Jacobian, the
@@ -82,7 +87,10 @@ from mujoco_warp._src import solver as mjw_solver
 from mujoco_warp._src import types as mjw_types
 
 from fightlab.kernels import newton_rows as R
-from fightlab.kernels.linesearch import block_sum2, linesearch
+from fightlab.kernels import stage_clock as C
+from fightlab.kernels.linesearch import block_sum2, linesearch_func
+from fightlab.kernels.newton_hessian import FIXES, rebuild_func
+from fightlab.kernels.newton_tree import rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
            "use_newton", "disable_newton", "is_newton_enabled"]
@@ -92,17 +100,21 @@ BLOCK_DIM = 64
 #: the most shared floats the kernel may use (48 KiB, CUDA's default per-block limit)
 SHARED_MAX = 12288
 SHARED_ROUND = 256
+#: threads per SM the kernel's registers are capped for (``launch_bounds``): 8 blocks of 64
+_MIN_THREADS = 512
+_FIRST_THREADS = 320
 
-_QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 vec5 = mjw_types.vec5
+_S_INIT, _S_UPDATE, _S_MVJV, _S_BRACKET, _S_STEP, _S_END = (C.STAGES.index(s) for s in (
+    "init", "constraint update", "M.s J.s", "ls bracket", "step", "end"))
 
 
 _sync_threads = R.sync_threads
 
 
 # ----------------------------------------------------------------------------------------------
-# the Hessian in shared memory: lower triangle packed by rows, tri(i, j) = i(i+1)/2 + j, rows
-# 0..nv-1 the matrix, row nv the right-hand side (the gradient)
+# the Hessian in shared memory (fightlab.kernels.newton_hessian): lower triangle packed by rows,
+# tri(i, j) = i(i+1)/2 + j, rows 0..nv-1 the matrix, row nv the right-hand side (the gradient)
 
 
 def shared_floats(nv: int) -> int:
@@ -113,141 +125,34 @@ def shared_floats(nv: int) -> int:
 
 
 @functools.cache
-def _assemble_func(capacity: int):
-    """``assemble`` for a shared tile of ``capacity`` floats."""
-    from fightlab.kernels._smem import shared_accessors, shared_atomic_add
-
-    _ld, _st = shared_accessors(capacity)
-    _add = shared_atomic_add(capacity)
-    Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def assemble(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int,
-                 M_elemid: wp.array2d[int], M_in: wp.array2d[float], grad_in: wp.array2d[float],
-                 efc_D_in: wp.array2d[float], efc_state_in: wp.array2d[int], J_rownnz: wp.array2d[int],
-                 J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float]):
-        """H = M + Σ_quadratic D·JᵀJ (lower), the gradient as row nv. The gradient entries are
-        the ones this thread computed (:func:`_grad`'s stride): no barrier needed before."""
-        for i in range(tid, nv, nthread):
-            row = i * (i + 1) // 2
-            for j in range(i + 1):
-                e = M_elemid[i, j]
-                _st(sh, row + j, wp.where(e >= 0, M_in[worldid, wp.max(e, 0)], 0.0))
-            _st(sh, nv * (nv + 1) // 2 + i, grad_in[worldid, i])
-        _sync_threads()
-        for efcid in range(tid, nefc, nthread):
-            if efc_state_in[worldid, efcid] == _QUADRATIC:
-                D = efc_D_in[worldid, efcid]
-                adr = J_rowadr[worldid, efcid]
-                for a in range(J_rownnz[worldid, efcid]):
-                    ca = J_colind[worldid, 0, adr + a]
-                    va = D * J[worldid, 0, adr + a]
-                    for b in range(a + 1):
-                        cb = J_colind[worldid, 0, adr + b]
-                        hi, lo = wp.max(ca, cb), wp.min(ca, cb)
-                        _add(sh, hi * (hi + 1) // 2 + lo, va * J[worldid, 0, adr + b])
-        _sync_threads()
-
-    return assemble
-
-
-@functools.cache
-def _factor_func(capacity: int):
-    """``factor_solve`` for a shared tile of ``capacity`` floats."""
-    from fightlab.kernels._smem import shared_accessors
-
-    _ld, _st = shared_accessors(capacity)
-    Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, grad_in: wp.array2d[float],
-                     search_out: wp.array2d[float]) -> wp.vec2:
-        """search = -H⁻¹·grad by LDLᵀ in place (row i owned by thread i mod nthread, one barrier
-        per column, the gradient row eliminated alongside), then back substitution (one barrier
-        per column). Returns (|search|², gradᵀH⁻¹grad) over the block."""
-        rhs = nv * (nv + 1) // 2
-        for k in range(nv):
-            _sync_threads()
-            inv = 1.0 / _ld(sh, k * (k + 1) // 2 + k)
-            first = k + 1 + ((tid - k - 1) % nthread + nthread) % nthread
-            for i in range(first, nv + 1, nthread):
-                row = i * (i + 1) // 2
-                a = _ld(sh, row + k) * inv
-                for j in range(k + 1, wp.min(i, nv - 1) + 1):
-                    _st(sh, row + j, _ld(sh, row + j) - a * _ld(sh, j * (j + 1) // 2 + k))
-        _sync_threads()
-        for jj in range(nv):
-            j = nv - 1 - jj
-            if j % nthread == tid:
-                _st(sh, rhs + j, _ld(sh, rhs + j) / _ld(sh, j * (j + 1) // 2 + j))
-            _sync_threads()
-            xj = _ld(sh, rhs + j)
-            for k in range(tid, j, nthread):
-                _st(sh, rhs + k, _ld(sh, rhs + k) - _ld(sh, j * (j + 1) // 2 + k) * xj)
-        _sync_threads()
-        local = wp.vec2(0.0)
-        for i in range(tid, nv, nthread):
-            x = _ld(sh, rhs + i)
-            search_out[worldid, i] = -x
-            local += wp.vec2(x * x, grad_in[worldid, i] * x)
-        return block_sum2(local)
-
-    return factor_solve
-
-
-@functools.cache
-def _rebuild_func(capacity: int):
-    """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after :func:`_update_constraint`
-    and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
-    stages of ``_update_constraint`` and ``_update_gradient``), for a shared tile of
-    ``capacity`` floats."""
-    assemble, factor_solve = _assemble_func(capacity), _factor_func(capacity)
-    Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_elemid: wp.array2d[int],
-                M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
-                J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
-                J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_force_in: wp.array2d[float],
-                efc_state_in: wp.array2d[int], grad: wp.array2d[float], search: wp.array2d[float],
-                qfrc_constraint_out: wp.array2d[float]) -> wp.vec3:
-        R.qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_in,
-                          qfrc_constraint_out)
-        _sync_threads()
-        grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
-                                             qfrc_constraint_out, grad), 0.0))[0]
-        assemble(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, grad, efc_D_in, efc_state_in,
-                 J_rownnz, J_rowadr, J_colind, J)
-        sums = factor_solve(sh, worldid, tid, nthread, nv, grad, search)
-        return wp.vec3(grad_dot, sums[0], sums[1])
-
-    return rebuild
-
-
-@functools.cache
-def _update_func(capacity: int):
+def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
-    after a step α with noise floor ``floor``, then a rebuild (:func:`_rebuild_func`) when a row
-    changed state or the step was noise (``fresh`` 1), else the fast path (:func:`_stale`)."""
-    rebuild = _rebuild_func(capacity)
+    after a step α with noise floor ``floor``, then a rebuild (:func:`newton_hessian.rebuild_func`)
+    when a row changed state or the step was noise (``fresh`` 1), else the fast path
+    (:func:`newton_rows.stale`)."""
+    rebuild = rebuild_func(capacity, profile, fixes)
+    _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
-               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_elemid: wp.array2d[int],
-               M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float],
-               J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
-               J: wp.array3d[float], efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
-               Jaref_in: wp.array2d[float], grad: wp.array2d[float], search: wp.array2d[float],
-               efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
-               qfrc_constraint_out: wp.array2d[float]) -> vec5:
+               alpha: float, floor: float, sums: wp.vec3, sigma: float, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+               M_hinit_i: wp.array[int],
+               M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
+               efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+               J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
+               efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float], grad: wp.array2d[float],
+               search: wp.array2d[float], efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
+               qfrc_constraint_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> vec5:
         local = R.update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
                                     Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
+        mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_elemid, M_in, qfrc_smooth_in, efc_Ma_in,
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in,
+                        qfrc_smooth_in, efc_Ma_in,
                         J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
-                        search, qfrc_constraint_out)
+                        search, qfrc_constraint_out, prof)
             return vec5(r[0], r[1], r[2], 1.0, 1.0)
         f = R.stale(sums, sigma, alpha)
         return vec5(f[0], f[1], f[2], f[3], 0.0)
@@ -256,14 +161,61 @@ def _update_func(capacity: int):
 
 
 @functools.cache
-def _kernel(capacity: int):
-    """The solve for a shared tile of ``capacity`` floats (one kernel per size)."""
-    update = _update_func(capacity)
+def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
+    """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
+    J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
+    update, linesearch = _update_func(capacity, profile, fixes), linesearch_func(profile)
+    _start, mark, _count = C.marker(profile)
+    Tile = wp.tile[float, capacity]
 
-    @wp.kernel(module="unique", enable_backward=False)
+    @wp.func
+    def iteration(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
+                  ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, u: vec5,
+                  M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
+                  M_colind: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int],
+                  M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], qfrc_smooth_in: wp.array2d[float],
+                  M_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+                  J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
+                  efc_frictionloss_in: wp.array2d[float], grad: wp.array2d[float], search: wp.array2d[float],
+                  mv: wp.array2d[float], jv: wp.array2d[float], Jaref: wp.array2d[float], no_rows: wp.array2d[float],
+                  qacc_out: wp.array2d[float], qfrc_constraint_out: wp.array2d[float],
+                  efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int], efc_Ma_out: wp.array2d[float],
+                  prof: wp.array2d[wp.int64]):
+        _sync_threads()
+        if u[4] > 0.0:  # a new search direction: mv = M·search, jv = J·search
+            R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
+                    J_rowadr, J_colind, J, search, mv, jv, no_rows)
+            _sync_threads()
+        mark(prof, worldid, tid, _S_MVJV)
+        ls = linesearch(worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
+                        scale, u[1], search, efc_Ma_out, qfrc_smooth_in, mv, jv, Jaref, efc_D_in,
+                        efc_frictionloss_in, prof)
+        _sync_threads()
+        mark(prof, worldid, tid, _S_BRACKET)
+        R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
+        mark(prof, worldid, tid, _S_STEP)
+        u_next = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
+                        M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                        efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
+                        qfrc_constraint_out, prof)
+        return ls, u_next
+
+    return iteration
+
+
+@functools.cache
+def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES):
+    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock
+    and ``fixes`` (one kernel each). ``launch_bounds``: 8 blocks of 64 per SM, one wave of 1024 worlds
+    on 132 SMs (uncapped: 168 registers, 5 blocks, two waves); without "bounds", the first build's 5."""
+    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes),
+                                                _iteration_func(capacity, profile, fixes), C.marker(profile))
+    bounds = (block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
+
+    @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
         # Model:
-        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_elemid: wp.array2d[int],
+        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int], M_elemid: wp.array2d[int],
         M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
         opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
         # In:
@@ -280,10 +232,11 @@ def _kernel(capacity: int):
         # Data out:
         qacc_out: wp.array2d[float], qfrc_constraint_out: wp.array2d[float], efc_force_out: wp.array2d[float],
         efc_state_out: wp.array2d[int], efc_Ma_out: wp.array2d[float], solver_niter_out: wp.array[int],
-        overflow_out: wp.array[int],
+        overflow_out: wp.array[int], prof: wp.array2d[wp.int64],
     ):
         worldid, tid = wp.tid()
         nthread = wp.block_dim()
+        start(prof, worldid, tid)
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
         nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
         tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
@@ -291,28 +244,23 @@ def _kernel(capacity: int):
         R.start(worldid, tid, nthread, nv, nefc, qacc_mode, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
                 J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
                 solver_niter_out)
-        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_elemid, M_in,
-                   qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_frictionloss_in,
-                   Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)  # α 0: rebuild
+        mark(prof, worldid, tid, _S_INIT)
+        u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_rownnz, M_rowadr,
+                   M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                   efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
+                   qfrc_constraint_out, prof)  # α 0: rebuild
         for it in range(iterations):
-            _sync_threads()
-            if u[4] > 0.0:  # a new search direction: mv = M·search, jv = J·search
-                R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
-                        J_rowadr, J_colind, J, search, mv, jv, no_rows)
-                _sync_threads()
-            ls = linesearch(worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                            scale, u[1], search, efc_Ma_out, qfrc_smooth_in, mv, jv, Jaref, efc_D_in,
-                            efc_frictionloss_in)
-            _sync_threads()
-            R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
-            u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
-                       M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
-                       efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out, qfrc_constraint_out)
+            ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
+                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_mulm_rowadr, M_mulm_col,
+                              M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                              efc_frictionloss_in, grad, search, mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out,
+                              efc_force_out, efc_state_out, efc_Ma_out, prof)
             if R.done(tid, worldid, it, iterations, tolerance, scale, ls, wp.vec3(u[0], u[1], u[2]),
                       solver_niter_out, overflow_out):
                 break
         _sync_threads()
         R.qfrc_from_grad(worldid, tid, nthread, nv, u[3], efc_Ma_out, qfrc_smooth_in, grad, qfrc_constraint_out)
+        mark(prof, worldid, tid, _S_END)
 
     return _newton
 
@@ -351,6 +299,18 @@ def newton_support(m: Any, opt: Any = None) -> str | None:
     return None
 
 
+_TREE_OK: dict[int, tuple[Any, bool]] = {}  # id(m) -> (weakref to m, rows_are_chains(m))
+
+
+def _tree_ok(m: Any) -> bool:
+    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (host reads: at setup, by
+    :func:`use_newton`, or at the first :func:`newton_solve`)."""
+    entry = _TREE_OK.get(id(m))
+    if entry is None or entry[0]() is not m:
+        entry = _TREE_OK[id(m)] = (weakref.ref(m), rows_are_chains(m))
+    return entry[1]
+
+
 def _has_frictionloss(m: Any) -> bool:
     arrays = [m.dof_frictionloss] + ([m.tendon_frictionloss] if int(m.ntendon) > 0 else [])
     return any(a.size and bool(np.any(a.numpy() > 0.0)) for a in arrays)
@@ -364,11 +324,16 @@ def _qacc_mode(m: Any, d: Any) -> int:
     return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
 
 
-def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM) -> None:
+def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
+                 fixes: tuple[str, ...] = FIXES) -> None:
     """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
     (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
     efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
-    world (1 on a CPU without ``wp.config.enable_cpu_blocks``). Host values only: graph-capturable.
+    world (1 on a CPU without ``wp.config.enable_cpu_blocks``). ``stage_clock``: None, or an int64
+    array ``(nworld, stage_clock.NCOLS)`` that the instrumented build adds each stage's cycles
+    and the counts to (:mod:`fightlab.kernels.stage_clock`). ``fixes``: the subset of
+    :data:`newton_hessian.FIXES` built in (all by default; fewer only to measure what each
+    saves). Host values only: graph-capturable.
     """
     if d.njmax == 0 or m.nv == 0:
         wp.copy(d.qacc, d.qacc_smooth)
@@ -379,15 +344,23 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM) -> None:
     grad, search, mv = (wp.empty((nworld, nv), dtype=float, device=dev) for _ in range(3))
     Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
     no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
+    profile = stage_clock is not None
+    if not set(fixes) <= set(FIXES):
+        raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
+    if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
+        raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
+    prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
     wp.launch_tiled(
-        _kernel(shared_floats(nv)),
+        _kernel(shared_floats(nv), block_dim, profile,
+                tuple(f for f in FIXES if f in fixes and (f != "tree" or _tree_ok(m)))),
         dim=(nworld,),
-        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
+        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
                 _qacc_mode(m, d), njmax, d.ne, d.nf, d.nefc, d.qacc_warmstart, d.qacc_smooth, d.qfrc_smooth,
                 d.M, d.efc.J_rownnz, d.efc.J_rowadr, d.efc.J_colind, d.efc.J, d.efc.D, d.efc.aref,
                 d.efc.frictionloss, grad, search, mv, Jaref, jv, no_rows],
-        outputs=[d.qacc, d.qfrc_constraint, d.efc.force, d.efc.state, d.efc.Ma, d.solver_niter, d.overflow],
+        outputs=[d.qacc, d.qfrc_constraint, d.efc.force, d.efc.state, d.efc.Ma, d.solver_niter, d.overflow,
+                 prof],
         block_dim=block_dim,
     )
 
@@ -399,10 +372,10 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM) -> None:
 #: the stock function, captured at import (before any patching)
 stock_solve = mjw_solver.solve
 
-_REGISTRY: dict[int, tuple[Any, int]] = {}  # id(m) -> (weakref to m, block_dim)
+_REGISTRY: dict[int, tuple[Any, int, dict]] = {}  # id(m) -> (weakref to m, block_dim, newton_solve's options)
 
 
-def _entry(m: Any) -> tuple[Any, int] | None:
+def _entry(m: Any) -> tuple[Any, int, dict] | None:
     entry = _REGISTRY.get(id(m))
     return entry if entry is not None and entry[0]() is m else None
 
@@ -414,21 +387,23 @@ def _dispatch(m: Any, d: Any) -> None:
         stock_solve(m, d)
         return
     cpu_single = d.qacc.device.is_cpu and not wp.config.enable_cpu_blocks
-    newton_solve(m, d, block_dim=1 if cpu_single else entry[1])
+    newton_solve(m, d, block_dim=1 if cpu_single else entry[1], **entry[2])
 
 
 def _uninstall_if_unused() -> None:
-    for key in [k for k, (ref, _) in _REGISTRY.items() if ref() is None]:
+    for key in [k for k, (ref, _, _) in _REGISTRY.items() if ref() is None]:
         del _REGISTRY[key]
     if not _REGISTRY and mjw_solver.solve is _dispatch:
         mjw_solver.solve = stock_solve
 
 
-def use_newton(m: Any, *, block_dim: int = BLOCK_DIM) -> str | None:
+def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
+               fixes: tuple[str, ...] | None = None) -> str | None:
     """Switch the single-launch solve on for the MuJoCo Warp model ``m`` (after ``put_model``,
     before the first step or capture; others keep the stock solver). Returns None when on, else
     :func:`newton_support`'s reason, printed as one line on stderr: ``m`` keeps MuJoCo Warp's
-    solver. A graph captured with the switch on keeps the kernel after it is turned off."""
+    solver. A graph captured with the switch on keeps the kernel after it is turned off.
+    ``stage_clock``, ``fixes``: the instrumented build, fewer fixes (:func:`newton_solve`)."""
     if not isinstance(block_dim, int) or block_dim < 1:
         raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
     reason = newton_support(m)
@@ -436,12 +411,14 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM) -> str | None:
         print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
               file=sys.stderr, flush=True)
         return reason
+    _tree_ok(m)
     if mjw_solver.solve is stock_solve:
         mjw_solver.solve = _dispatch
     elif mjw_solver.solve is not _dispatch:
         raise RuntimeError(f"mujoco_warp._src.solver.solve was replaced by someone else ({mjw_solver.solve!r}); "
                            "refusing to patch over it")
-    _REGISTRY[id(m)] = (weakref.ref(m, lambda _r: _uninstall_if_unused()), block_dim)
+    opts = ({} if stage_clock is None else {"stage_clock": stage_clock}) | ({} if fixes is None else {"fixes": fixes})
+    _REGISTRY[id(m)] = (weakref.ref(m, lambda _r: _uninstall_if_unused()), block_dim, opts)
     return None
 
 

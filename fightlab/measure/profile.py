@@ -184,7 +184,7 @@ class ProfileResult:
 
     def summary(self) -> str:
         head = (f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} steps, "
-                f"mass-matrix factor: {self.factor_path}")
+                f"mass-matrix factor: {self.factor_path}, solver loop: {self.params.get('solver_loop', 'auto')}")
         if not self.timed:
             return f"{head}: {self.message}"
         return (f"{head}: kernels {self.kernel_ms_per_step:.3f} ms/step, graph "
@@ -215,7 +215,7 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
             what: str = "physics", seed: int = 0, settle_steps: int = 5, graph: bool = True,
             cuda_filter: int | None = None, repeats: int = 20,
             tree_factor: bool = False, progress: bool = False, top: int = 1,
-            env: "EnvConfig | None" = None) -> ProfileResult:
+            env: "EnvConfig | None" = None, solver_loop: str = "auto") -> ProfileResult:
     """Per-kernel timing of ``nstep`` (1 … MAX_NSTEP) uncaptured steps of ``body`` with ``nworld``
     worlds (text or int) on ``device`` (None or "auto": cuda:0 when present, else cpu).
 
@@ -229,16 +229,22 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
             ``params["factor_path"]`` records which ran.
         progress: a tqdm bar over the phases; top: kernels the caller lists (checked, >= 1).
         env: the `EnvConfig` profiled (None: today's training physics).
+        solver_loop: how the Newton solve runs (`TrainConfig.solver_loop`, one of
+            ``physics.SOLVER_LOOPS``; "single_launch": fightlab's one-launch solve where it is
+            taken); ``params["solver_loop"]`` records the loop that ran.
 
     Returns ``ProfileResult`` (on the CPU untimed, see the module docstring).
-    Raises ConfigError: a bad body, nworld, device, ``nstep`` or ``top`` (one line).
+    Raises ConfigError: a bad body, nworld, device, ``nstep``, ``top`` or ``solver_loop`` (one line).
     """
     from fightlab.config import ConfigError, validate_body, validate_nworld
+    from fightlab.config.rules import SOLVER_LOOPS
 
     if isinstance(nstep, bool) or not isinstance(nstep, int) or not 1 <= nstep <= MAX_NSTEP:
         raise ConfigError(f"--nstep must be an integer in [1, {MAX_NSTEP}] (profiled steps), got {nstep}")
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ConfigError(f"--top must be a positive integer (kernels to list), got {top}")
+    if solver_loop not in SOLVER_LOOPS:
+        raise ConfigError(f"--solver-loop must be one of {', '.join(SOLVER_LOOPS)}, got {solver_loop!r}")
     body, nworld = validate_body(body), validate_nworld(nworld)
     if what not in ("physics", "env"):
         raise ValueError(f"what must be 'physics' or 'env', got {what!r}")
@@ -255,7 +261,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     bar = tqdm(total=5 if graph else 4, desc=f"profile {body} ×{nworld}", unit="phase",
                disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}")
     bar.set_postfix_str("build the env (compiles kernels)")
-    env = StanceEnv(body, nworld, device, seed=seed, cfg=env, graph=False, tree_factor=tree_factor)
+    env = StanceEnv(body, nworld, device, seed=seed, cfg=env, graph=False, tree_factor=tree_factor,
+                    solver_loop=solver_loop)
     env.warmup()
     env.reset(stagger=True)
     _next_phase(bar, f"settle ({settle_steps} env steps)")

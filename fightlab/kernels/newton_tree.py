@@ -1,0 +1,120 @@
+"""The Newton Hessian's tree-sparse LDLᵀ: H = M + Σ D·JᵀJ factored leaf first, without fill.
+
+When every constraint row of a single-tree body is supported on one root-to-body chain (contacts
+with the world or along one branch, joint limits; no contact between two branches, no tendon,
+no equality row), JᵀDJ adds only (DOF, ancestor) entries: H has M's sparsity, and eliminating
+the DOFs from the last (leaves) to the first (root) creates no fill (MuJoCo's ``mj_factorI``
+order). Step k (one barrier each) updates ``H[a, b] -= H[k, a]·H[k, b] / H[k, k]`` for the
+ancestors a >= b of k (row k of M's CSR pattern, ``M_colind``), and the gradient row alongside;
+the back substitution ``x_k = (g'_k - Σ_a H[k, a]·x_a) / H[k, k]`` runs by depth (all DOFs of a
+depth at once, one barrier per depth). Works on the packed shared triangle of
+:mod:`fightlab.kernels.newton_hessian`; :func:`rows_are_chains` is the host check.
+"""
+
+import functools
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from fightlab.kernels import newton_rows as R
+from fightlab.kernels._smem import shared_accessors
+
+__all__ = ["rows_are_chains", "tree_solve_func"]
+
+_sync_threads = R.sync_threads
+
+
+def rows_are_chains(m: Any) -> bool:
+    """True when every constraint row MuJoCo Warp can build for the single-tree model ``m`` lies
+    on one root-to-body chain: no predefined geom pair, no tendon, and no two geoms of bodies on
+    different branches (neither an ancestor of the other, the world excluded) that may collide by
+    contype/conaffinity. Reads model arrays on the host: call it at setup."""
+    if int(m.npair) > 0 or int(m.ntendon) > 0 or int(m.neq) > 0:
+        return False
+    parent = m.body_parentid.numpy()
+    body, ctype, caff = m.geom_bodyid.numpy(), m.geom_contype.numpy(), m.geom_conaffinity.numpy()
+
+    def chain(b: int) -> set:
+        out = set()
+        while b > 0:
+            out.add(b)
+            b = int(parent[b])
+        return out
+
+    chains = {int(b): chain(int(b)) for b in np.unique(body)}
+    for g1 in range(len(body)):
+        for g2 in range(g1 + 1, len(body)):
+            b1, b2 = int(body[g1]), int(body[g2])
+            if b1 == 0 or b2 == 0 or not ((ctype[g1] & caff[g2]) or (ctype[g2] & caff[g1])):
+                continue
+            if b1 not in chains[b2] and b2 not in chains[b1]:
+                return False
+    return True
+
+
+@wp.func
+def _block_max(v: float) -> float:
+    """Largest ``v`` over the block's threads (every thread gets it)."""
+    return wp.tile_reduce(wp.max, wp.tile(v))[0]
+
+
+@functools.cache
+def tree_solve_func(capacity: int):
+    """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)``: the factor, then x =
+    H⁻¹·g left in the gradient row (row nv) of the shared triangle."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def factor(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+               M_colind: wp.array[int]):
+        """Leaf first: step k's (pair, gradient entry) items dealt to the threads in turn."""
+        rhs = (nv * (nv + 1)) >> 1
+        for kk in range(nv):
+            k = nv - 1 - kk
+            _sync_threads()
+            rowk = (k * (k + 1)) >> 1
+            inv = 1.0 / _ld(sh, rowk + k)
+            n = M_rownnz[k] - 1  # ancestors: M_colind[adr … adr + n - 1], k itself last
+            adr = M_rowadr[k]
+            npair = (n * (n + 1)) >> 1
+            gk = _ld(sh, rhs + k) * inv
+            for p in range(tid, npair + n, nthread):
+                if p < npair:
+                    a = int((wp.sqrt(8.0 * float(p) + 1.0) - 1.0) * 0.5)
+                    a = wp.where(((a * (a + 1)) >> 1) > p, a - 1, a)
+                    a = wp.where((((a + 1) * (a + 2)) >> 1) <= p, a + 1, a)
+                    ca = M_colind[adr + a]
+                    cb = M_colind[adr + p - ((a * (a + 1)) >> 1)]
+                    hi, lo = wp.max(ca, cb), wp.min(ca, cb)
+                    e = ((hi * (hi + 1)) >> 1) + lo
+                    _st(sh, e, _ld(sh, e) - _ld(sh, rowk + ca) * inv * _ld(sh, rowk + cb))
+                else:
+                    ca = M_colind[adr + p - npair]
+                    _st(sh, rhs + ca, _ld(sh, rhs + ca) - _ld(sh, rowk + ca) * gk)
+        _sync_threads()
+
+    @wp.func
+    def tree_solve(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+                   M_colind: wp.array[int]):
+        factor(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
+        rhs = (nv * (nv + 1)) >> 1
+        depth = float(0.0)
+        for k in range(tid, nv, nthread):
+            depth = wp.max(depth, float(M_rownnz[k]))
+        levels = int(_block_max(depth))
+        for level in range(1, levels + 1):
+            for k in range(tid, nv, nthread):
+                n = M_rownnz[k]
+                if n == level:
+                    rowk = (k * (k + 1)) >> 1
+                    adr = M_rowadr[k]
+                    acc = _ld(sh, rhs + k)
+                    for a in range(n - 1):
+                        ca = M_colind[adr + a]
+                        acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
+                    _st(sh, rhs + k, acc / _ld(sh, rowk + k))
+            _sync_threads()
+
+    return tree_solve

@@ -1,0 +1,155 @@
+"""Cycles per stage of the single-launch Newton solve, read by its instrumented build.
+
+:func:`stage_cycles` runs ``nsteps`` physics steps of a body (today's training physics, MuJoCo
+Warp's step with the single-launch solve switched on with a stage clock,
+:mod:`fightlab.kernels.stage_clock`) and returns, per stage, the median over worlds and steps of
+the cycles thread 0 of a world's block spent in it (SM cycles on CUDA; the CPU's cycle counter on
+warp's CPU device, a smoke value only), the median total, and the mean counts (factorizations,
+line-search brackets) per solve. The state: the keyframe with joint noise and random constant
+controls, ``nwarm`` steps first with MuJoCo Warp's solve (contacts and a warm start). One block
+per world: on a GPU where every block is resident at once, a world's total is the kernel's
+latency. ``python -m fightlab.measure.newton_stages --help``: the table, and a CSV row per
+(body, nworld) with ``results.run_metadata``'s columns (bench/newton_stages.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["stage_cycles", "stage_row", "format_table", "main"]
+
+
+def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu", seed: int = 0,
+                 nwarm: int = 10, noise: float = 0.05, block_dim: int | None = None,
+                 fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
+    steps, ``total`` (the median of the per-solve sums), the mean counts per solve, the median
+    and largest nefc; ``block_dim``: threads per world (None: the kernel's default); ``fixes``:
+    those of :data:`newton_hessian.FIXES` built in (None: all)."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from fightlab.bodies import build
+    from fightlab.config import EnvConfig
+    from fightlab.kernels import newton as N
+    from fightlab.kernels import stage_clock as C
+    from fightlab.measure.factor import random_state, set_state
+    from fightlab.sim import physics
+
+    mjm = physics.prepare_mjmodel(build(body), EnvConfig())
+    m, d = physics.put(mjm, nworld, physics.slots_for(body), device, qacc_smooth=False, solver_loop="unrolled")
+    rng = np.random.default_rng(seed)
+    qpos, qvel = random_state(mjm, nworld, rng)
+    base = mjm.key_qpos[0] if mjm.nkey else mjm.qpos0
+    qpos = (base + noise / 0.5 * (qpos - base)).astype(np.float32)
+    ctrl = rng.uniform(-0.5, 0.5, (nworld, mjm.nu)).astype(np.float32)
+    set_state(d, qpos, (qvel * noise).astype(np.float32), ctrl)
+    for _ in range(nwarm):
+        mjw.step(m, d)
+    clock = wp.zeros((nworld, C.NCOLS), dtype=wp.int64, device=d.qacc.device)
+    reason = N.use_newton(m, block_dim=block_dim or N.BLOCK_DIM, stage_clock=clock, fixes=fixes)
+    if reason is not None:
+        raise ValueError(f"the single-launch solve does not take {body}: {reason}")
+    per_step, nefc = [], []
+    try:
+        for _ in range(nsteps):
+            clock.zero_()
+            mjw.step(m, d)
+            per_step.append(clock.numpy().copy())
+            nefc.append(d.nefc.numpy().copy())
+    finally:
+        N.disable_newton(m)
+    a = np.concatenate(per_step)  # (nsteps * nworld, NCOLS)
+    ns = len(C.STAGES)
+    out = {s: float(np.median(a[:, i])) for i, s in enumerate(C.STAGES)}
+    out["total"] = float(np.median(a[:, :ns].sum(axis=1)))
+    out.update({c: float(a[:, ns + i].mean()) for i, c in enumerate(C.COUNTS)})
+    nefc = np.concatenate(nefc)
+    out.update(nefc_median=float(np.median(nefc)), nefc_max=int(nefc.max()), nv=int(m.nv))
+    return out
+
+
+def _fixes(text: str) -> tuple[str, ...]:
+    from fightlab.kernels.newton_hessian import FIXES
+
+    fixes = FIXES if text == "all" else () if text == "none" else tuple(t for t in text.split(",") if t)
+    if not set(fixes) <= set(FIXES):
+        raise SystemExit(f"--fixes: each a comma list of {', '.join(FIXES)} (or all, none), got {text!r}")
+    return fixes
+
+
+def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str, Any],
+              fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A CSV row: ``results.run_metadata``'s columns (params: nsteps, the fixes built in), then
+    ``<stage>_cycles`` and the counts."""
+    from fightlab import results
+    from fightlab.kernels import stage_clock as C
+    from fightlab.kernels.newton_hessian import FIXES
+
+    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(FIXES if fixes is None else fixes))
+    row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device=device)
+    slug = lambda s: s.replace(" ", "_").replace("+", "and").replace(".", "")  # noqa: E731
+    row.update({f"{slug(s)}_cycles": cycles[s] for s in (*C.STAGES, "total")})
+    row.update({c: cycles[c] for c in (*C.COUNTS, "nefc_median", "nefc_max", "nv")})
+    return row
+
+
+def format_table(results: list[tuple[str, int, dict[str, Any]]]) -> str:
+    """Stages as rows, one column per (body, nworld): median cycles (thousands) and the share."""
+    from fightlab.kernels import stage_clock as C
+
+    heads = [f"{b} x{n}" for b, n, _ in results]
+    w = max(24, *(len(h) + 2 for h in heads))
+    lines = ["stage (k cycles, share)".ljust(22) + "".join(h.rjust(w) for h in heads)]
+    for s in (*C.STAGES, "total"):
+        cells = [f"{r[s] / 1e3:10.1f} ({100 * r[s] / max(r['total'], 1):4.1f} %)" for _, _, r in results]
+        lines.append(s.ljust(22) + "".join(c.rjust(w) for c in cells))
+    for c in (*C.COUNTS, "nefc_median", "nefc_max"):
+        lines.append(f"{c} per solve".ljust(22) + "".join(f"{r[c]:.2f}".rjust(w) for _, _, r in results))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fightlab.measure.newton_stages", description=__doc__.split("\n")[0])
+    p.add_argument("--body", nargs="+", default=["simple", "muscular-fast"])
+    p.add_argument("--nworld", nargs="+", type=int, default=[1024, 32])
+    p.add_argument("--nsteps", type=int, default=20, help="instrumented physics steps")
+    p.add_argument("--nwarm", type=int, default=10, help="steps with MuJoCo Warp's solve first")
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--fixes", nargs="+", default=["all"],
+                   help="kernel variants to compare, each 'all', 'none' or a comma list of "
+                        "bounds,scatter,pairs,ldlt,tree (the fixes built in)")
+    p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
+    a = p.parse_args(argv)
+    res, rows = [], []
+    for body in a.body:
+        for n in a.nworld:
+            for variant in a.fixes:
+                fixes = _fixes(variant)
+                r = stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm, fixes=fixes)
+                res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
+                rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))
+                print(f"{res[-1][0]} x{n}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
+    print(format_table(res))
+    if a.csv:
+        path = Path(a.csv)
+        new = not path.exists()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            if new:
+                w.writeheader()
+            w.writerows(rows)
+        print(f"{len(rows)} rows -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
