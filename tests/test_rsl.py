@@ -112,6 +112,37 @@ def test_the_door_hands_rsl_rl_copies():
     assert second["policy"].data_ptr() != third["policy"].data_ptr()
 
 
+
+def test_the_door_adds_no_host_read_per_step(monkeypatch):
+    """The door's copies are device work only: a step through `RslDoor` reads nothing back to the
+    host beyond what the task's own step does (on a GPU every read is a sync; rsl_rl's ≈ 300 per
+    iteration are its own). Every tensor→host read is counted around the door's part of a step."""
+    import types
+
+    import torch
+
+    from fightlab.run.rsl import RslDoor
+    from fightlab.timing import HostReads
+
+    n, groups = 4, {"policy": torch.zeros(4, 37), "critic": torch.zeros(4, 50)}
+    out = (groups, torch.zeros(n), torch.zeros(n, dtype=torch.bool), {"time_outs": torch.zeros(n)})
+    task = types.SimpleNamespace(num_envs=n, num_actions=9, max_episode_length=100, device="cpu", cfg=None,
+                                 episode_length_buf=torch.zeros(n), get_observations=lambda: groups,
+                                 step=lambda actions: out)
+    reads = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, (lambda f, name: lambda self, *a, **k: (reads.append(name),
+                                                                                        f(self, *a, **k))[1])(
+            getattr(torch.Tensor, name), name))
+    door = RslDoor(task)
+    with HostReads("cpu") as hr:  # warp's reads
+        door.get_observations()
+        for _ in range(3):
+            obs, *_ = door.step(torch.zeros(n, 9))
+    assert reads == [] and hr.count == 0
+    assert obs["policy"].data_ptr() != groups["policy"].data_ptr()  # still copies
+
+
 def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "fightlab", "train", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=600)
