@@ -98,11 +98,15 @@ def training_code_id(commit: str, root: str | None = None) -> str | None:
 
 
 def host_name() -> str:
-    """``socket.gethostname()``, or ``"unknown"``."""
+    """The host as a row's `host` column says it: ``socket.gethostname()`` (or ``"unknown"``) and
+    its CPU, ``"<name>; <cpu_label()>"``, e.g. ``"vm; CPU AMD EPYC 9654 96-Core Processor (16
+    cores)"``: rented machines share names, and an eager learner's seconds per iteration
+    follow the host's CPU (rsl_rl's host-side work), so rows say which CPU drove the GPU."""
     try:
-        return socket.gethostname() or "unknown"
+        name = socket.gethostname() or "unknown"
     except OSError:
-        return "unknown"
+        name = "unknown"
+    return f"{name}; {cpu_label()}"
 
 
 def gpu_name(device: Any = "cpu") -> str:

@@ -273,6 +273,7 @@ def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monk
     publish rule: its row names the CPU in the gpu column and passes the write-time check."""
     from fightlab import meta, results
     from fightlab.measure import report
+    from fightlab.results.files import check_committed
 
     ck, r = exported
     _only_simple(r)
@@ -284,7 +285,8 @@ def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monk
                  "--no-progress", "--publish"]) == 0
     (exp, row, publish), = written
     assert exp == "evaluate" and publish and meta.is_cpu_label(row["gpu"]) and json.loads(row["params"])["backend"] == "cpu"
-    results._check_committed("evaluate", row, results.REPO_ROOT)  # the repository's rule at write time: passes
+    check_committed(results.results_path("evaluate", results.REPO_ROOT), "the evaluation row", "cpu",
+                    backend="cpu")  # the repository's rule at write time for this row: passes
     assert len(results.read_rows("evaluate", tmp_path)) == 1
 
 
