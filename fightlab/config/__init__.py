@@ -18,7 +18,7 @@ from fightlab.bodies import BODY_NAMES, max_nu  # noqa: F401  (BODY_NAMES re-exp
 from fightlab.config.rules import (  # noqa: F401  (re-exported)
     BACKENDS, CRITIC_OBS, KL_ESTIMATORS, SYMMETRIES, MATMUL_PRECISIONS, MAX_BATCH_SAMPLES, MAX_EPISODE_STEPS,
     MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH, MAX_ITERATIONS, MAX_KL_PER_ACTION,
-    MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_SOLVER_ITERATIONS, MAX_SUBSTEPS,
+    MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_OBS_HISTORY, MAX_SOLVER_ITERATIONS, MAX_SUBSTEPS,
     LEARNERS, LOGGERS, MAX_UPDATE_EPOCHS, SOLVER_LOOPS, Rule, _finite, _int, _number, at_least_0, cross, flag,
     idle_ppo_fields, in_range, int_text, integer, nested, network_params, one_of, pair, positive,
     short_repr, text, validate_backend, validate_body, validate_layout, validate_nworld,
@@ -126,6 +126,9 @@ def check_cross(cfg: TrainConfig) -> dict:
     if p.stage_lr_scale is not None and len(p.stage_lr_scale) != n:
         raise ConfigError(f"ppo.stage_lr_scale must hold one factor per curriculum stage ({n}), got "
                           f"{len(p.stage_lr_scale)}: {short_repr(p.stage_lr_scale)}")
+    if p.obs_history != 1 and cfg.stop_after_stage is None:
+        raise ConfigError(f"ppo.obs_history={p.obs_history} needs stop_after_stage (a stage study): a policy of "
+                          "stacked observations is not yet evaluated, which a solve ends with; or obs_history=1")
     return dict(policy_device=validate_policy_device(cfg.policy_device, cfg.backend))
 
 

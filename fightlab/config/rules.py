@@ -137,6 +137,10 @@ MAX_ITERATIONS = 10_000_000
 #: most update epochs (each a pass over every sample): 5 by default, more than 1000 only spins
 MAX_UPDATE_EPOCHS = 1000
 
+#: most policy observations a learner's input may stack (`PPOConfig.obs_history`): the rollout
+#: keeps the stacked input, H × the observation, for every sample
+MAX_OBS_HISTORY = 8
+
 #: most env steps in one episode: the env's step counters are int32 (2**31 - 1)
 MAX_EPISODE_STEPS = (1 << 31) - 1
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from fightlab.config.rules import (
     CRITIC_OBS, KL_ESTIMATORS, SYMMETRIES, MATMUL_PRECISIONS, MAX_HIDDEN_LAYERS, MAX_HIDDEN_TOTAL, MAX_HIDDEN_WIDTH,
-    MAX_ITERATIONS, MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_SOLVER_ITERATIONS, MAX_UPDATE_EPOCHS,
+    MAX_ITERATIONS, MAX_N_PHASE, MAX_NETWORK_PARAMS, MAX_NWORLD, MAX_OBS_HISTORY, MAX_SOLVER_ITERATIONS, MAX_UPDATE_EPOCHS,
     LEARNERS, LOGGERS, SOLVER_LOOPS, _custom, _int, _number, _rule, _upto, at_least_0, cross, flag, in_range, integer, nested,
     network_params, one_of, pair, positive, short_repr, text, validate_backend, validate_body,
     validate_nworld)
@@ -189,6 +189,11 @@ class PPOConfig:
         then adapts from there). A reset, not a multiply: each stage's rate is read off the
         config, the factors never compound, and the adaptive rate restarts at a known place on
         a task that has just changed. The critic's own rate (`critic_learning_rate`) is kept.
+      obs_history: H in [1, `MAX_OBS_HISTORY`], the policy observations the actor and the critic
+        see: the last H stacked, newest first, [nworld, H × obs_dim] float32 (`rl.history`); 1:
+        the current one alone. A world's reset fills its history with its new first observation;
+        the normaliser's statistics are per observation (obs_dim), applied to each block. H > 1
+        only in a stage study (`stop_after_stage`): its policy is not yet evaluated or exported.
     """
 
     num_steps: int = field(default=32, metadata=integer(1, says="must be a positive integer"))
@@ -215,6 +220,7 @@ class PPOConfig:
     symmetry_coef: float = field(default=1.0, metadata=at_least_0())
     stage_lr_scale: tuple[float, ...] | None = field(default=None, metadata=_custom(
         "numbers", _stage_lr_scale, optional=True, cross=True))
+    obs_history: int = field(default=1, metadata=integer(1, MAX_OBS_HISTORY))
 
     def kl_target(self, nu: int) -> float:
         """The adaptive rate's KL target for a policy of `nu` actions: `desired_kl` if set, else

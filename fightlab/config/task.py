@@ -45,7 +45,7 @@ MUJOCO_WARP_MIN_TOLERANCE = 1e-6
 IMPLIED_FIELDS = {**{f"env.{k}": v for k, v in REFERENCE_SOLVER.items()}, "ppo.critic_obs": "policy",
                   "ppo.critic_learning_rate": None, "ppo.matmul_precision": "highest",
                   "ppo.kl_estimator": "k3", "ppo.symmetry": "none", "ppo.symmetry_coef": 1.0,
-                  "ppo.stage_lr_scale": None, "learner": "fightlab",
+                  "ppo.stage_lr_scale": None, "ppo.obs_history": 1, "learner": "fightlab",
                   "logger": "auto", "time_limit_s": None, "study": None}
 
 def canonical_params(params: dict) -> dict:

@@ -16,6 +16,7 @@ from fightlab.config import TrainConfig
 from fightlab.envs.vecenv import VecEnv
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.graphs import TorchGraph
+from fightlab.rl.history import ObsHistory, mirror_blocks
 from fightlab.rl.models import ActorCritic
 from fightlab.rl.ppo import PPOUpdate, make_optimizer
 from fightlab.rl.rows import iteration_row
@@ -32,8 +33,9 @@ class TrainLoop:
     ppo_graph (the update's), graph_fallbacks (torch graphs asked for that run eager);
     policy_device (`cfg.policy_device`, else `cfg.device`) and io (what the policy reads and
     writes: the env, or a `PolicyIO` on `cfg.policy_device`: then an iteration reads the host
-    num_steps + 1 times on CUDA); iteration, elapsed_s (training wall clock, compile excluded),
-    compile_s, time_to_solve_s, solve_iteration (when the task's extras first say solved), rows
+    num_steps + 1 times on CUDA); obs_hist (an `ObsHistory` with `PPOConfig.obs_history` > 1, the
+    policy's input; None: the env's observation is); iteration, elapsed_s (training wall clock,
+    compile excluded), compile_s, time_to_solve_s, solve_iteration (when the task's extras first say solved), rows
     (this loop's), extras (the task's last `end_iteration` extras).
     """
 
@@ -47,12 +49,14 @@ class TrainLoop:
         priv_dim = env.priv_dim if cfg.ppo.critic_obs == "privileged" else 0
         if cfg.ppo.critic_obs == "privileged" and not priv_dim:
             raise ValueError("PPOConfig.critic_obs 'privileged' needs an env built with privileged=True")
+        H = cfg.ppo.obs_history
         self.agent = ActorCritic(env.obs_dim, env.num_actions, cfg.ppo.hidden, cfg.ppo.init_std,
                                  obs_min_std=env.obs_min_std, priv_dim=priv_dim,
-                                 matmul_precision=cfg.ppo.matmul_precision).to(dev)
+                                 matmul_precision=cfg.ppo.matmul_precision, obs_history=H).to(dev)
+        self.obs_hist = ObsHistory(env.num_envs, env.obs_dim, H, dev) if H > 1 else None
         self.optimizer, self.lr = make_optimizer(self.agent, self._stage_lr(0), dev,
                                                  cfg.ppo.critic_learning_rate)
-        self.buf = RolloutStorage(cfg.ppo.num_steps, env.num_envs, env.obs_dim, env.num_actions, dev, priv_dim=priv_dim,
+        self.buf = RolloutStorage(cfg.ppo.num_steps, env.num_envs, H * env.obs_dim, env.num_actions, dev, priv_dim=priv_dim,
                                   keep_means=cfg.ppo.kl_estimator == "analytic")
         self.gen = torch.Generator(device=dev)
         self.gen.manual_seed(cfg.seed + 12345)
@@ -81,8 +85,10 @@ class TrainLoop:
             t0 = time.perf_counter()
             self.obs = self.env.reset()["policy"]
             self._pull()
+            if self.obs_hist is not None:  # every world starts: its history is its first observation
+                self.obs_hist.fill(self.io.obs)
             with torch.no_grad():  # cuBLAS handles, the allocator: outside the timed loop
-                self.agent.get_action_and_value(self.io.obs, priv=self.io.priv_obs if self.agent.priv_dim else None)
+                self.agent.get_action_and_value(self._policy_obs(), priv=self.io.priv_obs if self.agent.priv_dim else None)
             self._sync()
             self.compile_s = time.perf_counter() - t0
 
@@ -113,22 +119,30 @@ class TrainLoop:
             with self._reads.expected():
                 self.io.push()
 
+    def _policy_obs(self) -> torch.Tensor:
+        """The policy's input: the env's observation, or the stacked history (`obs_hist`)."""
+        return self.io.obs if self.obs_hist is None else self.obs_hist.stacked
+
     def _policy_step(self, s: int) -> None:
         """Torch work between env steps s−1 and s (no host reads; captured as policy[s]): store
         step s−1's reward (the value bootstrapped at time-outs: the episode was cut, not ended,
         as in rsl_rl) and done; then, for s < num_steps, sample step s's action from the env's
         observation into the buffer and the env's action; for s = num_steps, the bootstrap value,
-        GAE and the mean reward."""
+        GAE and the mean reward. With an observation history, step s−1's observation (and
+        done) first goes into it, and the stacked history is the observation."""
         cfg, env, buf, agent = self.cfg, self.io, self.buf, self.agent
         gamma, T = cfg.ppo.gamma, cfg.ppo.num_steps
         priv = env.priv_obs if agent.priv_dim else None  # an asymmetric critic's input
         if s > 0:
             buf.rewards[s - 1].copy_(env.reward + gamma * buf.values[s - 1] * env.timeout)
             buf.dones[s - 1].copy_(env.done)
+            if self.obs_hist is not None:
+                self.obs_hist.push(env.obs, env.done)
+        obs = self._policy_obs()
         with torch.no_grad():
             if s < T:  # buf.actions[s] holds this step's standard-normal noise (iterate draws it)
-                action, logp, _, value, mean, _ = agent.get_action_and_value(env.obs, noise=buf.actions[s], priv=priv)
-                buf.obs[s].copy_(env.obs)
+                action, logp, _, value, mean, _ = agent.get_action_and_value(obs, noise=buf.actions[s], priv=priv)
+                buf.obs[s].copy_(obs)
                 if priv is not None:
                     buf.priv[s].copy_(priv)
                 buf.actions[s].copy_(action)
@@ -138,7 +152,7 @@ class TrainLoop:
                 buf.values[s].copy_(value)
                 env.action.copy_(action)
             else:
-                next_value = agent.get_value(env.obs, priv)
+                next_value = agent.get_value(obs, priv)
                 adv, ret = compute_gae(buf.rewards, buf.values, buf.dones, next_value, gamma,
                                        cfg.ppo.gae_lambda)
                 buf.advantages.copy_(adv)
@@ -148,9 +162,11 @@ class TrainLoop:
     def _update_step(self) -> None:
         """The PPO update over the buffer (permutations drawn before it), then the normaliser
         (it moves only between iterations, so the rollout's log-probs and the update see the
-        same normalisation). No host reads; captured as the update graph."""
+        same normalisation; with an observation history, over the newest block: each observation
+        counted once). No host reads; captured as the update graph."""
         self.update.run()
-        self.agent.obs_norm.update(self.buf.obs.reshape(-1, self.env.obs_dim))
+        D = self.env.obs_dim
+        self.agent.obs_norm.update(self.buf.obs[..., :D].reshape(-1, D))
         if self.agent.priv_dim:
             self.agent.priv_norm.update(self.buf.priv.reshape(-1, self.agent.priv_dim))
 
@@ -160,6 +176,8 @@ class TrainLoop:
         ts = [*self.agent.state_dict().values(), self.lr, self.update.perm, self.update.stats,
               self._reward_mean, *vars(self.buf).values(), self.io.obs, self.io.action,
               self.io.reward, self.io.done, self.io.timeout, self.io.priv_obs]
+        if self.obs_hist is not None:
+            ts += [self.obs_hist.stacked]
         ts += [p.grad for p in self.agent.parameters() if p.grad is not None]
         ts += [v for st in self.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
         return tuple(t.data_ptr() for t in ts)
@@ -177,6 +195,7 @@ class TrainLoop:
             adam = {id(p): {k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
                     for p, st in self.optimizer.state.items()}
             lr = self.lr.clone()
+            hist = None if self.obs_hist is None else self.obs_hist.stacked.clone()
         rng = torch.cuda.get_rng_state(dev)
         pool = torch.cuda.graph_pool_handle()
         for g in self.policy_graphs:
@@ -196,6 +215,8 @@ class TrainLoop:
                     if torch.is_tensor(v):
                         v.copy_(saved[k]) if k in saved else v.zero_()  # fresh Adam state: zeros
             self.lr.copy_(lr)
+            if hist is not None:  # the warm-up's policy steps pushed into it
+                self.obs_hist.stacked.copy_(hist)
         torch.cuda.set_rng_state(rng, dev)
         self._torch_ptrs = self._torch_inputs()
 
@@ -208,14 +229,18 @@ class TrainLoop:
             self._capture_torch()
 
     def _mirror_maps(self, dev: torch.device) -> dict | None:
-        """The door's mirror maps as tensors on ``dev`` when `PPOConfig.symmetry` uses them."""
+        """The door's mirror maps as tensors on ``dev`` when `PPOConfig.symmetry` uses them (the
+        policy's over each block of an observation history)."""
         if self.cfg.ppo.symmetry == "none":
             return None
         maps = self.env.mirror_maps()
         if maps is None:
             raise ValueError(f"PPOConfig.symmetry {self.cfg.ppo.symmetry!r} needs a task with mirror maps; this one has none")
-        return {k: (torch.as_tensor(p, dtype=torch.long, device=dev), torch.as_tensor(sg, dtype=torch.float32, device=dev))
-                for k, (p, sg) in maps.items()}
+        out = {k: (torch.as_tensor(p, dtype=torch.long, device=dev), torch.as_tensor(sg, dtype=torch.float32, device=dev))
+               for k, (p, sg) in maps.items()}
+        if self.obs_hist is not None:  # the stacked input: each observation mirrored in its block
+            out["policy"] = mirror_blocks(*out["policy"], self.obs_hist.H)
+        return out
 
     def _stage_lr(self, stage: int) -> float:
         """The rate the run starts curriculum stage ``stage`` at: learning_rate, × the stage's

@@ -99,22 +99,31 @@ class ActorCritic(nn.Module):
       obs_dim, act_dim: sizes; hidden: hidden layer sizes; init_std: initial action std;
       obs_min_std: optional [obs_dim] floor on the normaliser's std (see ObsNormalizer);
       priv_dim: width of the critic's privileged observation (0: none); matmul_precision: the
-        float32 matmul precision of its forward passes (`matmul_precision`; None: the process's).
-    Shapes: obs [B, obs_dim], priv [B, priv_dim] float32 → action mean [B, act_dim], value [B].
+        float32 matmul precision of its forward passes (`matmul_precision`; None: the process's);
+      obs_history: H, the observations stacked in its input (`PPOConfig.obs_history`, `rl.history`):
+        `obs_norm` keeps one set of statistics per observation (obs_dim) and normalises each block.
+    Shapes: obs [B, H · obs_dim], priv [B, priv_dim] float32 → action mean [B, act_dim], value [B].
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 128, 64), init_std: float = 0.3,
-                 obs_min_std=None, priv_dim: int = 0, matmul_precision: str | None = None):
+                 obs_min_std=None, priv_dim: int = 0, matmul_precision: str | None = None,
+                 obs_history: int = 1):
         super().__init__()
         check_matmul_precision(matmul_precision)
         self.matmul_precision = matmul_precision
         self.obs_norm = ObsNormalizer(obs_dim, min_std=obs_min_std)
-        self.priv_dim = int(priv_dim)
-        self.actor = mlp([obs_dim, *hidden, act_dim], out_std=0.01)
-        self.critic = mlp([obs_dim + self.priv_dim, *hidden, 1], out_std=1.0)
+        self.priv_dim, self.obs_history, self.obs_dim = int(priv_dim), int(obs_history), int(obs_dim)
+        self.actor = mlp([self.obs_history * obs_dim, *hidden, act_dim], out_std=0.01)
+        self.critic = mlp([self.obs_history * obs_dim + self.priv_dim, *hidden, 1], out_std=1.0)
         self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(np.log(init_std))))
         if self.priv_dim:  # registered last: the policy-only agent's modules, RNG draws and order stay
             self.priv_norm = ObsNormalizer(self.priv_dim, min_std=np.full(self.priv_dim, 0.01, np.float32))
+
+    def _norm(self, obs: torch.Tensor) -> torch.Tensor:
+        """`obs_norm` of each of the H stacked observations of ``obs`` [B, H · obs_dim]."""
+        if self.obs_history == 1:
+            return self.obs_norm(obs)
+        return self.obs_norm(obs.reshape(*obs.shape[:-1], self.obs_history, self.obs_dim)).flatten(-2)
 
     def _critic_in(self, x: torch.Tensor, priv: torch.Tensor | None) -> torch.Tensor:
         """The critic's input: the normalised observation `x`, and the normalised privileged one."""
@@ -126,12 +135,12 @@ class ActorCritic(nn.Module):
 
     def get_value(self, obs: torch.Tensor, priv: torch.Tensor | None = None) -> torch.Tensor:
         with matmul_precision(self.matmul_precision):
-            return self.critic(self._critic_in(self.obs_norm(obs), priv)).squeeze(-1)
+            return self.critic(self._critic_in(self._norm(obs), priv)).squeeze(-1)
 
     def act_mean(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean), for evaluation."""
         with matmul_precision(self.matmul_precision):
-            return self.actor(self.obs_norm(obs))
+            return self.actor(self._norm(obs))
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None,
                              noise: torch.Tensor | None = None, priv: torch.Tensor | None = None):
@@ -145,7 +154,7 @@ class ActorCritic(nn.Module):
         `torch.normal(mean, std)` would (it checks std >= 0 with a host read).
         """
         with matmul_precision(self.matmul_precision):
-            x = self.obs_norm(obs)
+            x = self._norm(obs)
             mean = self.actor(x)
             std = self.actor_logstd.exp().expand_as(mean)
             # validate_args=False: torch's argument check (`constraints.real.check(...).all()` in a

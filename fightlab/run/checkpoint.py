@@ -362,6 +362,7 @@ def save_checkpoint(run, path=None) -> Path:
               time_to_solve_s=run.time_to_solve_s, solve_iteration=run.solve_iteration,
               env_state=run.env.state_dict(), amp_target=run.env.amplitude_target,
               obs=run.obs.detach().cpu(), priv_obs=run.env.priv_obs.detach().cpu(),
+              obs_history=run.obs_hist.state_dict() if getattr(run, "obs_hist", None) else None,
               torch_rng=torch.get_rng_state(),
               gen_state=run.gen.get_state().cpu(), run_id=run.run_id,
               forked_from=getattr(run, "forked_from", None),
@@ -588,6 +589,8 @@ def policy_agent(ck: dict, env, device: str) -> ActorCritic:
     ``device``, loaded and in eval mode (``agent.act_mean(obs)``: the deterministic action).
     Raises CheckpointError when the policy does not fit the env's body."""
     c = from_dict(ck["config"])
+    if c.ppo.obs_history != 1:  # its input: the worlds' last H observations, which evaluation does not keep
+        raise CheckpointError(f"ppo.obs_history={c.ppo.obs_history}: a policy of stacked observations is not yet evaluated")
     priv_dim = env.privileged_dim if c.ppo.critic_obs == "privileged" else 0  # the critic's shape, unused here
     agent = ActorCritic(env.obs_dim, env.nu, c.ppo.hidden, c.ppo.init_std,
                         obs_min_std=env.obs_min_std, priv_dim=priv_dim,

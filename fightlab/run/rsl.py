@@ -69,7 +69,8 @@ def require_rsl_rl() -> str:
 RSL_RL_CANNOT = {"critic_learning_rate": (None, "rsl_rl's critic shares the actor's Adam rate"),
                  "kl_estimator": ("analytic", "rsl_rl's adaptive rate reads the analytic KL"),
                  "symmetry": ("none", "the task's mirror maps reach fightlab's learner only"),
-                 "stage_lr_scale": (None, "the curriculum's stage reaches fightlab's learner only")}
+                 "stage_lr_scale": (None, "the curriculum's stage reaches fightlab's learner only"),
+                 "obs_history": (1, "fightlab's learner stacks the observations; rsl_rl's sees the current one")}
 
 
 def check_rsl(cfg) -> str:

@@ -192,11 +192,13 @@ class Trainer(TrainLoop):
 
     def restore_learner(self, ck: dict) -> None:
         """A resumed checkpoint's learner state (fightlab's: `run.checkpoint.load_policy`, the
-        optimizer's rate adopted); `RslRun` has its own."""
+        optimizer's rate adopted, the observation history); `RslRun` has its own."""
         from fightlab.run.checkpoint import adopt_optimizer_state, load_policy
 
         load_policy(self.agent, ck, self.cfg.body, self.env, self.optimizer)
         adopt_optimizer_state(self.optimizer, self.lr)  # the loaded rate, capturable, steps on device
+        if self.obs_hist is not None:  # the policy's input as the checkpoint left it
+            self.obs_hist.load_state_dict(ck["obs_history"])
 
     def save(self, path=None) -> Path:
         """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`)."""
