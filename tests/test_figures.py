@@ -456,7 +456,8 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
         mpl.rcParams.update(before)
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
     # every figure with committed rows (graphs_split and packing_throughput once their tables exist)
-    needs = {"graphs_split": "graphs", "packing_throughput": "packing", "figure2_world_sweep": "sweep"}
+    needs = {"graphs_split": "graphs", "packing_throughput": "packing", "figure2_world_sweep": "sweep",
+             "newton_time": "newton"}
     have = [f for f in figures.FIGURES if f not in needs
             or results.results_path(needs[f], figures.REPO_ROOT).exists()]
     assert alone.keys() == together.keys() and len(alone) == 2 * len(have)
