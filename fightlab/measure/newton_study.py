@@ -292,7 +292,8 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
     """``body``'s ``newton`` rows at ``nworld`` worlds: MuJoCo Warp's solve (``solver_loop``
     "auto": launches, graph time), then one row per kernel ``variant`` of the single launch
     (its stage clock; "all", the default build, also launches, graph time and ``errors``, a
-    :func:`correctness` result); on a CPU launches only (:func:`step_time`). Rows are returned, not written (:func:`fightlab.results.publish_row` writes them)."""
+    :func:`correctness` result); on a CPU launches only (:func:`step_time`). Rows are returned,
+    not written (:func:`fightlab.results.publish_row` writes them)."""
     from fightlab.kernels.stage_clock import STAGES
 
     base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
