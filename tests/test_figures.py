@@ -98,6 +98,17 @@ def graphs_row(body="simple", setting="all", s_per_iter=0.25) -> dict:
     return row
 
 
+def newton_row(body="simple", nworld=1024, single_launch=False, variant=None, graph_ms=0.5,
+               gpu="NVIDIA H200") -> dict:
+    """A newton row (notebook 09): MuJoCo Warp's solve or the single launch ("all" unless named)."""
+    variant = variant or ("all" if single_launch else "mujoco_warp")
+    row = _meta(body, nworld=nworld, gpu=gpu, variant=variant,
+                solver_loop="single_launch" if single_launch else "unrolled")
+    row.update(dict.fromkeys(results.EXPERIMENTS["newton"]))
+    row.update(single_launch=single_launch, graph_ms_per_step=graph_ms, launches_per_step=43.0 if single_launch else 80.0)
+    return row
+
+
 def sweep_curve(scale: float = 1.0) -> pd.DataFrame:
     """A primer vector sweep's curve (fightlab.measure.primer.vector_sweep's columns that the figure reads)."""
     rows = [dict(device=d, op=op, n=n, median_s=scale * 1e-5 * (1 + n / 1e6), gb_per_s=n * 8 / 1e4 / scale)
@@ -156,6 +167,10 @@ def root(tmp_path):
                        update_s_per_iter=0.3 * s_it, host_reads_per_iter=285.0 if rsl else 1.0, stage_reached=0,
                        overflow_count=0, nan_resets=0)
             results.append_row("learner_speed", row, tmp_path)
+    for body in ("simple", "muscular-fast"):  # newton_time: both solves at two world counts
+        for n in (32, 1024):
+            for single, ms in ((False, 0.5), (True, 0.4)):
+                results.append_row("newton", newton_row(body, n, single, graph_ms=ms * n / 32), tmp_path)
     # Figure 3: the committed survey reference table (our rows come from the train rows above)
     import shutil
 
@@ -441,7 +456,8 @@ def test_a_figure_is_the_same_file_whatever_else_was_drawn(tmp_path):
         mpl.rcParams.update(before)
     together = {p.name: p.read_bytes() for paths in drawn.values() for p in paths}
     # every figure with committed rows (graphs_split and packing_throughput once their tables exist)
-    needs = {"graphs_split": "graphs", "packing_throughput": "packing", "figure2_world_sweep": "sweep"}
+    needs = {"graphs_split": "graphs", "packing_throughput": "packing", "figure2_world_sweep": "sweep",
+             "newton_time": "newton"}
     have = [f for f in figures.FIGURES if f not in needs
             or results.results_path(needs[f], figures.REPO_ROOT).exists()]
     assert alone.keys() == together.keys() and len(alone) == 2 * len(have)
@@ -570,6 +586,23 @@ def test_training_figure_splits_the_reward_by_term_only_when_asked_and_the_curve
     for fig in (plot_training({"run": curve}), plot_training({"run": curve[curve.columns[:7]]}, reward_terms=True)):
         assert len(fig.axes) == 4
         plt.close(fig)
+
+
+def test_newton_time_draws_timed_rows_and_skips_untimed(tmp_path, capsys):
+    from fightlab.figures.newton import timed_rows
+
+    assert figures.draw(["newton_time"], tmp_path) == {"newton_time": []}
+    assert "skip newton_time:" in capsys.readouterr().out
+    results.append_row("newton", newton_row(graph_ms=None), tmp_path)  # a CPU smoke row: no graph time
+    assert figures.draw(["newton_time"], tmp_path) == {"newton_time": []}
+    assert "no newton row of NVIDIA H200 has a graph time" in capsys.readouterr().out
+    for n, single, ms in ((32, False, 0.4), (32, True, 0.3), (1024, False, 0.6), (1024, True, 0.5)):
+        results.append_row("newton", newton_row("muscular-fast", n, single, graph_ms=ms), tmp_path)
+    results.append_row("newton", newton_row("muscular-fast", 1024, True, variant="none", graph_ms=9.0), tmp_path)
+    paths = figures.draw(["newton_time"], tmp_path)["newton_time"]
+    assert [p.name for p in paths] == ["newton_time.png", "newton_time.svg"]
+    rows = timed_rows(results.read_rows("newton", tmp_path))
+    assert len(rows) == 4 and set(rows["single_launch"]) == {False, True} and rows["graph_ms_per_step"].max() == 0.6
 
 
 def test_learners_side_by_side_draws_each_run_and_marks_the_unsolved_at_their_budget(tmp_path, capsys):

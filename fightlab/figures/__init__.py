@@ -44,6 +44,8 @@ Figures (:data:`FIGURES`):
                      (fightlab.survey.cost.ASSUMED_PRICE_PER_HOUR; a rented host's offer
                      where recorded), both bodies
   learners_side_by_side  fightlab beside rsl_rl (notebook 08; figures/sidebyside), per GPU
+  newton_time        graph time per physics step against nworld, MuJoCo Warp's solve vs the single
+                     launch, per body (notebook 09: data/results/newton.csv; figures/newton), per GPU
 """
 
 from __future__ import annotations
@@ -55,16 +57,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI parser imports FIGURES
     import pandas as pd
 
+from fightlab.figures.trajectory import DEV_FLOOR_RAD, TRAJECTORY_LINES, plot_factor_trajectory
 from fightlab.paths import REPO_ROOT
 
 #: the figure names `draw` knows, in drawing order
 FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "factor_trajectory",
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
                              "stage_iterations", "learner_study", "figure2_world_sweep", "figure3_survey",
-                             "learners_side_by_side")
-
-#: smallest deviation drawn on the log axis [rad] (exact agreement would be log(0))
-DEV_FLOOR_RAD = 1e-12
+                             "learners_side_by_side", "newton_time")
 
 
 def gpu_slug(gpu: str) -> str:
@@ -335,46 +335,6 @@ def factor_curves(df: pd.DataFrame, root: Path | str,
     return out
 
 
-#: factor_trajectory's lines: (curve column, what it compares, line style)
-TRAJECTORY_LINES: tuple[tuple[str, str, str], ...] = (
-    ("dev_tree_rad", "pushed: single launch vs stock", "-"),
-    ("dev_ulp_rad", "pushed: stock, 1-ulp start", "--"),
-    ("dev_quiet_tree_rad", "quiet: single launch vs stock", "-"),
-    ("dev_quiet_ulp_rad", "quiet: stock, 1-ulp start", "--"),
-)
-
-
-def plot_factor_trajectory(rows_with_curves: Iterable[tuple[pd.Series, pd.DataFrame]]):
-    """Maximum joint-angle deviation from the stock run against simulated time, log scale: per
-    (row, curve) pair (:func:`factor_curves`) the pushed and the quiet comparisons, each with the
-    stock run started one float32 ulp away (the rounding scale the kernel must not exceed).
-    Columns missing from a curve (older curves without the quiet run) are not drawn. Returns the
-    Figure (a note instead of lines when there is no pair)."""
-    import matplotlib.pyplot as plt
-
-    from fightlab.figures import style as plots
-
-    pairs = list(rows_with_curves)
-    with plots.use_style():
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        for row, c in pairs:
-            for col, what, ls in TRAJECTORY_LINES:
-                if col in c:
-                    ax.semilogy(c["time_s"], c[col].clip(lower=DEV_FLOOR_RAD), ls,
-                                label=f"{row['body']}, {what}")
-        if pairs:
-            ax.legend(fontsize=9)
-            gpus = ", ".join(dict.fromkeys(str(r["gpu"]) for r, _ in pairs))
-            title = f"trajectory deviation from stock, {gpus}"
-        else:
-            ax.text(0.5, 0.5, "no trajectory rows", transform=ax.transAxes, ha="center",
-                    va="center", color="0.4")
-            title = None
-        plots.label(ax, x="simulated time [s]", y="max joint-angle deviation [rad]", title=title)
-        fig.tight_layout()
-    return fig
-
-
 def _latest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The newest row per ``keys`` (rows are appended in time order; ties keep file order)."""
     return df.sort_values("time", kind="stable").drop_duplicates(keys, keep="last").sort_index()
@@ -534,6 +494,12 @@ def _learners_side_by_side(root: Path, log: Callable[[str], None]) -> list[Path]
     from fightlab.figures.sidebyside import draw_side_by_side
 
     return draw_side_by_side(root, log, _rows, _save, gpu_slug)
+
+
+def _newton_time(root: Path, log: Callable[[str], None]) -> list[Path]:
+    from fightlab.figures.newton import draw_newton_time
+
+    return draw_newton_time(root, log, _rows, _save_per_gpu)
 
 
 #: figure name -> its drawer ``_<name>(root, log)``, returning the written paths

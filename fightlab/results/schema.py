@@ -163,6 +163,23 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "achieved_warps_per_sm", "compute_throughput_pct", "memory_throughput_pct",
         "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",
     ),
+    # the Newton solve, MuJoCo Warp's or fightlab's single launch (fightlab.measure.newton_study,
+    # notebook 09; params.solver_loop, params.variant: "mujoco_warp" or the kernel's fixes, "all"
+    # the default build; params.stage_cycles: median cycles per stage per world's solve): single_launch 1/0;
+    # one captured physics step of all worlds [ms]; solve_ms_per_step the solve's activity-timed
+    # kernels (uncaptured); solve_cycles_median per world's solve (SM cycles; the CPU's counter in
+    # a smoke row); *_rel_err normwise relative errors (unitless) of one solve against MuJoCo
+    # Warp's (vs_stock) and a float64 replica (vs_f64; stock_*: MuJoCo Warp's own);
+    # rollout_qpos_dev max |Δqpos| [m or rad] after rollout_steps steps, *_ulp: MuJoCo Warp's own
+    # from a qvel one float32 ulp away
+    "newton": (
+        "single_launch", "graph_ms_per_step", "physics_steps_per_s", "launches_per_step",
+        "solve_launches_per_step", "solve_ms_per_step", "solve_cycles_median", "rebuilds_per_solve",
+        "brackets_per_solve", "nefc_median", "qacc_rel_err_vs_stock", "qacc_rel_err_vs_f64",
+        "stock_qacc_rel_err_vs_f64", "efc_force_rel_err_vs_stock", "efc_force_rel_err_vs_f64",
+        "stock_efc_force_rel_err_vs_f64", "state_diff_rows", "niter_equal", "rollout_steps",
+        "rollout_qpos_dev", "rollout_qpos_dev_ulp",
+    ),
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
