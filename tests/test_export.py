@@ -268,10 +268,10 @@ def test_evaluate_policy_body_and_publish_refusals(exported, capsys, monkeypatch
     assert "--device cuda:N" in err and "\n" not in err
 
 
-def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monkeypatch, tmp_path):
+def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monkeypatch, tmp_path, capsys):
     """`evaluate --policy P --backend cpu --publish` (MuJoCo's C engine on the CPU) passes the
     publish rule: its row names the CPU in the gpu column and passes the write-time check."""
-    from fightlab import meta, results
+    from fightlab import meta, publish, results
     from fightlab.measure import report
     from fightlab.results.files import check_committed
 
@@ -281,10 +281,14 @@ def test_a_c_engine_evaluation_publishes_a_row_that_names_the_cpu(exported, monk
     real = results.publish_row
     monkeypatch.setattr(report.results, "publish_row", lambda exp, row, publish, local, device: (
         written.append((exp, dict(row), publish)), real(exp, row, publish, tmp_path / "local", device, root=tmp_path)))
-    assert main(["evaluate", "--policy", r["path"], "--backend", "cpu", "--device", "cpu", "--nworld", "2",
-                 "--no-progress", "--publish"]) == 0
-    (exp, row, publish), = written
-    assert exp == "evaluate" and publish and meta.is_cpu_label(row["gpu"]) and json.loads(row["params"])["backend"] == "cpu"
+    args = ["evaluate", "--policy", r["path"], "--backend", "cpu", "--device", "cpu", "--nworld", "2",
+            "--no-progress", "--publish"]
+    assert main(args) == 2 and not written  # 2 worlds: a smoke check, not a published row
+    assert "below 256, the smallest world count of a published row" in capsys.readouterr().err
+    monkeypatch.setattr(publish, "MIN_PUBLISH_NWORLD", 2)  # this test's tiny size
+    assert main(args) == 0
+    (exp, row, publish_), = written
+    assert exp == "evaluate" and publish_ and meta.is_cpu_label(row["gpu"]) and json.loads(row["params"])["backend"] == "cpu"
     check_committed(results.results_path("evaluate", results.REPO_ROOT), "the evaluation row", "cpu",
                     backend="cpu")  # the repository's rule at write time for this row: passes
     assert len(results.read_rows("evaluate", tmp_path)) == 1

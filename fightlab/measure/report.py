@@ -228,7 +228,8 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
                **{k: float(res[k]) for k in ("amplitude", "fall_rate", "tracking", "mean_episode_s",
                                              "tracking_survived")})
     results.publish_row("evaluate", row, publish, local_root, device)
-    print(f"evaluate {res['body']}: {_policy_label(res)}; {_physics_text(res.get('physics'))}; timestep={res['timestep']:g}s "
+    physics = _physics_text(res.get("physics"), res.get("physics_engine") if res.get("backend") == "cpu" else None)
+    print(f"evaluate {res['body']}: {_policy_label(res)}; {physics}; timestep={res['timestep']:g}s "
           f"amplitude={res['amplitude']:g}; {res['nworld']} worlds × {res['seconds_per_world']:g} s "
           f"(--episodes {res['episodes_per_world']:g} per world; a world that falls starts "
           f"a new episode): {res['episodes']} episodes ended in all, fall_rate={res['fall_rate']:.3f} "
@@ -239,8 +240,11 @@ def eval_row(res: dict, checkpoint, device: str, seed: int, publish: bool = Fals
     return row
 
 
-def _physics_text(physics) -> str:
-    """Which physics an evaluation ran: "physics=reference (Newton 10/20 …)" or "physics=training (…)"."""
+def _physics_text(physics, engine=None) -> str:
+    """Which physics an evaluation ran: "physics=reference (Newton 10/20 …)" or "physics=training (…)";
+    MuJoCo's C engine (``engine``: its `physics_engine`, what it ran whatever was asked) by name."""
+    if isinstance(engine, dict):
+        return f"physics=MuJoCo's C engine ({physics_label({'env': engine})})"
     if not isinstance(physics, dict):
         return "physics=unrecorded"
     ref = all(physics.get(k) == v for k, v in REFERENCE_SOLVER.items())

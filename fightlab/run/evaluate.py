@@ -143,3 +143,21 @@ def _evaluate(body, ck, env_cfg, nworld, device, episodes_per_world, zero_action
                 # which policy: a checkpoint of a solved run, or one saved before the solve
                 ckpt_iteration=ck.get("iteration") if ck is not None else None,
                 ckpt_solved=bool(ck["curriculum"].get("solved")) if ck is not None else None, **r)
+
+
+def publish_size(policy: str | None, nworld: int | None) -> None:
+    """A published evaluation runs at least `publish.MIN_PUBLISH_NWORLD` worlds: ``nworld`` (None:
+    the exported ``policy``'s run's, else :data:`DEFAULT_NWORLD`). Fewer is a smoke check, not a
+    row of data/: ConfigError, one line, before any work."""
+    from fightlab.config import ConfigError
+    from fightlab.publish import MIN_PUBLISH_NWORLD
+
+    if nworld is None and policy is not None:
+        from fightlab.run.export import load_exported
+
+        nworld = load_exported(policy).config.nworld
+    n = DEFAULT_NWORLD if nworld is None else nworld
+    if n < MIN_PUBLISH_NWORLD:
+        raise ConfigError(f"--publish: an evaluation of {n} worlds is below {MIN_PUBLISH_NWORLD}, the smallest "
+                          f"world count of a published row: give --nworld {MIN_PUBLISH_NWORLD} or more, or "
+                          "leave --publish out")

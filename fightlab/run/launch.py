@@ -531,7 +531,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
     from fightlab import devices
     from fightlab.config import EnvConfig, reference_env
     from fightlab.bodies import BODY_NAMES
-    from fightlab.run.evaluate import DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action, exported_request
+    from fightlab.run.evaluate import (DEFAULT_NWORLD, PHYSICS, evaluate, evaluate_zero_action, exported_request,
+                                       publish_size)
 
     nworld = None if req.nworld is None else validate_nworld(req.nworld)  # None: the checkpoint's
     physics = "training" if req.physics is None else req.physics
@@ -550,6 +551,8 @@ def evaluate_request(req: EvalRequest, progress: bool = True) -> tuple[str, dict
                           f"got {req.episodes!r}")
     if req.timestep is not None and not req.timestep > 0:
         raise ConfigError(f"--timestep must be a positive number of seconds, got {req.timestep!r}")
+    if req.publish:  # at least publish.MIN_PUBLISH_NWORLD worlds: fewer is a smoke check
+        publish_size(req.policy, _checkpoint_config(req).nworld if req.checkpoint and nworld is None else nworld)
     if req.policy is not None or req.backend is not None:  # an exported policy, in onnxruntime
         return "evaluate", exported_request(req, nworld, device, physics, progress), device
     if req.checkpoint is None:
