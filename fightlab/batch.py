@@ -15,10 +15,11 @@ sees (the CUDA MPS docs: a server per GPU is spawned by the one daemon; a daemon
 without it the jobs time-slice (said in one line).
 
 A GPU lane whose jobs fail :data:`LANE_FAILS` times in a row (a GPU that died or fell off the bus)
-is set aside while another lane is left: it takes no new job, its failed jobs stay failed (a
-resume with ``--retry-failed`` runs them once more, on the lanes left), batch.json's
-``lanes_down`` names it and a resume leaves it out unless ``--gpus`` is given again. When every
-lane is set aside the jobs not started stay pending (a resume runs them).
+is set aside while another lane looks healthy (`fightlab.batchjobs.lane_result`): it takes no new
+job, its failed jobs stay failed (a resume with ``--retry-failed`` runs them once more, on the
+lanes left), batch.json's ``lanes_down`` names it and a resume leaves it out unless ``--gpus`` is
+given again. Jobs that fail on every lane are a bug in the jobs, not dead GPUs: they run and are
+recorded failed, no lane set aside.
 
 The batch folder, ``runs/batch/<batch_id>/`` (or ``--batch-dir``), holds ``batch.json`` (the
 state: jobs, lanes, status, seconds, rc), ``jobs/<job_id>/log.txt``, an executed notebook per
@@ -62,6 +63,7 @@ from fightlab.batchjobs import (  # noqa: F401 (the batch's names, importable fr
     LANE_FAILS, MAX_JOBS, MAX_PER_GPU, BatchError, Job, Lane, _train_finished, check_devices, check_options,
     check_size, discover_gpus, expand, job_command, lane_result, lanes_left, make_jobs, make_lanes, parse_grid,
     parse_job, parse_sets, read_jobs_file, split_values)
+from fightlab.batchstate import FORMAT, read_state
 from fightlab.errors import ConfigError
 from fightlab.paths import REPO_ROOT, RUNS
 from fightlab.rundir import (LOCK as RUN_LOCK, MANIFEST, atomic_path, atomic_write, check_location, listed_path,
@@ -71,7 +73,6 @@ BATCH_ROOT = RUNS / "batch"
 STATE = "batch.json"
 ARCHIVE = "batch.tar.gz"
 LOCK = ".fightlab-batch.lock"
-FORMAT = "fightlab-batch-1"
 KILL_GRACE_S = 10.0
 MPS_CONTROL = "nvidia-cuda-mps-control"
 #: statuses a resume runs again (failed ones only with retry_failed)
@@ -171,11 +172,9 @@ def resolve_batch_dir(resume: str | None, batch_dir: str | None) -> Path:
 
 def saved_options(folder: Path) -> dict:
     """The options a batch ran with (batch.json: concurrent, gpus, job_timeout_s, budget_s,
-    min_left_s, no_mps, with_checkpoints; those it has), which `--resume` keeps unless given."""
-    try:
-        state = json.loads((Path(folder) / STATE).read_text())
-    except (OSError, ValueError):
-        return {}
+    min_left_s, no_mps, with_checkpoints; those it has), which `--resume` keeps unless given.
+    BatchError for a batch.json a resume cannot use (`fightlab.batchstate.read_state`)."""
+    state = read_state(Path(folder) / STATE)[0]
     keys = ("concurrent", "gpus", "job_timeout_s", "budget_s", "min_left_s", "no_mps", "with_checkpoints")
     return {k: state[k] for k in keys if state.get(k) is not None}
 
@@ -309,10 +308,7 @@ def _load(jobs: list[Job] | None, folder: Path, lanes: list[Lane], resume: bool,
     """The state (fresh, or batch.json's), the jobs and those to run; a job left by a killed
     batch stopped, a training that wrote its result before a kill -9 was recorded done."""
     if resume:
-        state = json.loads((folder / STATE).read_text())
-        if state.get("format") != FORMAT:
-            raise BatchError(f"{folder / STATE}: not a fightlab batch state ({FORMAT})")
-        jobs = [Job(**j) for j in state["jobs"]]
+        state, jobs = read_state(folder / STATE)
         state["resumes"] = state.get("resumes", 0) + 1
     else:
         state = dict(format=FORMAT, batch_id=folder.name, created=time.strftime(
@@ -447,6 +443,8 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
     if jobs is not None:
         check_devices(jobs, lanes)
     folder = Path(folder)
+    if resume:
+        read_state(folder / STATE)  # a damaged batch.json: refused before the folder is claimed
     with _claim(folder, fresh=not resume), _signals_interrupt():
         print(f"batch {folder.name}: {folder}", flush=True)  # once its options passed and it is ours
         state, jobs, pending = _load(jobs, folder, lanes, resume, retry_failed, min_left_s, say)
@@ -495,7 +493,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         "(a resume runs them)")
                     break
                 done = cf.wait(running, timeout=1.0, return_when=cf.FIRST_COMPLETED)[0] if running else ()
-                for f in done:
+                for f in sorted(done, key=lambda f: running[f][3]):  # in start order: lanes judged alike
                     job, lane, proc, start, why = running.pop(f)
                     _settle(job, proc.returncode, start, folder, why if f.result() else None)
                     lane.running -= 1
@@ -532,7 +530,9 @@ def command(*, resume: str | None = None, batch_dir: str | None = None, concurre
 
     Raises:
       ConfigError: one line naming the flag: --concurrent not a positive integer, --resume with
-        jobs given, a bad grid, set, jobs file or job."""
+        jobs given, --retry-failed without --resume, a damaged batch.json, a bad grid, set, jobs file or job."""
+    if retry_failed and resume is None:
+        raise BatchError("--retry-failed runs a batch's failed jobs again and needs --resume BATCH_ID")
     folder = resolve_batch_dir(resume, batch_dir)
     saved = {"concurrent": 1, "min_left_s": 60.0, **(saved_options(folder) if resume is not None else {})}
     options = {k: v if v is not None else saved.get(k) for k, v in dict(

@@ -345,8 +345,8 @@ LANE_FAILS = 2
 @dataclasses.dataclass
 class Lane:
     """A GPU (``gpu`` = its nvidia-smi index, ``uuid`` its UUID when listed; None: the CPU lane)
-    running up to ``slots`` jobs at once; ``fails``: its failed jobs in a row; ``down``: set
-    aside (no new job)."""
+    running up to ``slots`` jobs at once; ``fails``: its failed jobs in a row; ``ok``: its jobs
+    that ran through (done, paused); ``down``: set aside (no new job)."""
     name: str
     gpu: int | None
     slots: int
@@ -354,6 +354,12 @@ class Lane:
     uuid: str | None = None
     fails: int = 0
     down: bool = False
+    ok: int = 0
+
+    def healthy(self) -> bool:
+        """Not set aside, no failure since its last job that ran through, and one such job or one
+        running: a lane whose jobs run fine, beside which failures in a row mean a bad GPU."""
+        return not self.down and self.fails == 0 and (self.ok > 0 or self.running > 0)
 
     def device(self) -> str:
         """The job's ``CUDA_VISIBLE_DEVICES``: the UUID (one name with or without an MPS server,
@@ -395,13 +401,16 @@ def make_lanes(gpus: str | None, found, concurrent: int) -> list[Lane]:
 
     Raises:
       BatchError: an index that is not a GPU of this host (names those it has), an index given
-        twice, ``all`` on a host without GPUs, a bad list.
+        twice, ``all`` on a host without GPUs, a bad list (an index is ASCII digits),
+        an empty or blank ``--gpus``.
     """
     uuids = dict(found) if isinstance(found, dict) else dict.fromkeys(found)
     have = ", ".join(map(str, uuids)) or "none (nvidia-smi -L lists no GPU)"
     spec = (gpus or "").strip().lower()
-    if not spec:
+    if gpus is None:
         chosen = list(uuids)
+    elif not spec:
+        raise BatchError(f"--gpus {gpus!r} names no GPU; give indices such as 0,1, all or none")
     elif spec == "none":
         chosen = []
     elif spec == "all":
@@ -410,10 +419,10 @@ def make_lanes(gpus: str | None, found, concurrent: int) -> list[Lane]:
                              "out or give --gpus none to run the jobs on one CPU lane")
         chosen = list(uuids)
     else:
-        try:
-            chosen = [int(g) for g in gpus.split(",")]
-        except ValueError:
-            raise BatchError(f"--gpus takes GPU indices such as 0,1, all, or none (one CPU lane), got {gpus!r}") from None
+        words = [g.strip() for g in gpus.split(",")]
+        if not all(re.fullmatch(r"[0-9]+", g) for g in words):  # not int(): it takes +1, 1_0, fullwidth digits
+            raise BatchError(f"--gpus takes GPU indices such as 0,1, all, or none (one CPU lane), got {gpus!r}")
+        chosen = [int(g) for g in words]
         if (dup := next((g for i, g in enumerate(chosen) if g in chosen[:i]), None)) is not None:
             raise BatchError(f"--gpus {gpus}: GPU {dup} given twice; give each GPU once (its lane runs "
                              "--concurrent jobs at once)")
@@ -442,13 +451,15 @@ def lanes_left(lanes: list[Lane], state: dict, again: bool, say: Callable[[str],
 
 def lane_result(lane: Lane, job: Job, lanes: list[Lane], state: dict, say: Callable[[str], None]) -> None:
     """Count ``job``'s end against its GPU lane: :data:`LANE_FAILS` failures in a row set it aside
-    (``state["lanes_down"]``) when the batch has more than one lane; a job that ran through
-    (done, paused) clears the count."""
+    (``state["lanes_down"]``) only while another lane is :meth:`Lane.healthy` (so never the last
+    lane; jobs failing on every lane are the jobs' fault: recorded failed, no lane set aside); a
+    job that ran through (done, paused) clears the count."""
     if job.status == "failed":
         lane.fails += 1
     elif job.status in ("done", "paused"):
-        lane.fails = 0
-    if lane.fails >= LANE_FAILS and not lane.down and lane.gpu is not None and len(lanes) > 1:
+        lane.fails, lane.ok = 0, lane.ok + 1
+    if (lane.fails >= LANE_FAILS and not lane.down and lane.gpu is not None
+            and any(ln.healthy() for ln in lanes if ln is not lane)):
         lane.down = True
         state.setdefault("lanes_down", {})[lane.name] = f"{lane.fails} jobs failed in a row"
         left = [ln.name for ln in lanes if not ln.down]
