@@ -7,7 +7,8 @@
 #
 # study: per body, fightlab's seeds (SEEDS, default 1 2 3) at NWORLD worlds to the solve, then
 # rsl_rl's at RSL_NWORLD worlds (default NWORLD; "best": its own best from the sweep's rows of this
-# card, `sidebyside.best_nworld`, the most samples per second) with `--set
+# card, `sidebyside.best_nworld`, the most samples per second, read from both data/results/ and
+# ${OUT:-runs}/data/results/, where `sweep` writes) with `--set
 # time_limit_s=` 10 × fightlab's median time to solve of that body on this card (BUDGET_S
 # overrides): from the rows this call just wrote, else from data/results/train.csv's side-by-side
 # rows of this card. Every training is tagged `--set study=side_by_side` and published (PUBLISH=1,
@@ -24,21 +25,60 @@
 # with the same WORK resumes every unfinished run from its latest.pt (a run with its row is
 # skipped); with OUT set, WORK's unfinished runs (latest.pt as a file, rows, manifest; no ckpt_*.pt) are
 # packed into $OUT/sbs-work.tgz after each training, to be carried and unpacked (`tar xzf`) into
-# the next machine's repository root when the first one is gone (WORK relative to it). With OUT and
+# the next machine's repository root when the first one is gone (its members relative to the root, so
+# with OUT a study's WORK must lie inside the repository, e.g. runs/...; one outside is refused). With OUT and
 # POLICIES=1, every finished run's latest.pt also goes into $OUT/policies.tgz (as
 # <run>/latest.pt), for `fightlab export` / `evaluate --backend cpu` elsewhere. DEVICE, NWORLD, ITERS (max
 # iterations; default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
 #   DEVICE=cpu NWORLD=4 ITERS=2 SEEDS=1 BUDGET_S=60 SWEEP_NWORLDS="4 8" SWEEP_ITERS=2 WARM=0 \
 #     bash bench/side_by_side.sh study simple && ... sweep simple
+# Checked before anything is written (one line, exit 2): the mode, LEARNERS (fightlab, rsl_rl), the
+# numbers, WORK's place; then OUT and WORK are made and write-tested, and WORK is locked for the
+# whole call (a second copy on the same WORK is refused). `sweep` skips a world count whose row
+# an earlier call wrote (its <run>.done marker in WORK).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd -P)
+die() { echo "side_by_side.sh: error: $*" >&2; exit 2; }
+posint() { [[ $1 =~ ^[0-9]+$ ]] && [[ $1 =~ [1-9] ]]; }
+nonneg() { [[ $1 =~ ^[0-9]+$ ]]; }
+posnum() { [[ $1 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
+one() { $2 "$4" || die "$1='$4'; it takes $3"; }  # one NAME TEST DESCRIPTION VALUE: VALUE passes TEST
+words() {  # words NAME TEST DESCRIPTION VALUE: every word of VALUE (at least one) passes TEST
+  local w; [ -n "${4// }" ] || die "$1 is empty; it takes $3"
+  for w in $4; do $2 "$w" || die "$1 has '$w'; it takes $3"; done
+}
 MODE=${1:-study}; BODIES=${2:-"simple muscular-fast"}; LEARNERS=${3:-"fightlab rsl_rl"}
 DEVICE=${DEVICE:-cuda:0}; NWORLD=${NWORLD:-1024}; RSL_NWORLD=${RSL_NWORLD:-$NWORLD}; SEEDS=${SEEDS:-"1 2 3"}
 PY=${PY:-python3}; WARM=${WARM:-5}; SWEEP_ITERS=${SWEEP_ITERS:-60}; SWEEP_NWORLDS=${SWEEP_NWORLDS:-"512 1024 2048 4096"}
 case "$DEVICE" in cuda*) PUBLISH=${PUBLISH:-1} ;; *) PUBLISH=${PUBLISH:-0} ;; esac
-case "$MODE" in study|sweep) ;; *) echo "side_by_side.sh: error: mode must be study or sweep, got '$MODE'" >&2; exit 2 ;; esac
-work=${WORK:-"${FIGHTLAB_RUNS:-runs}/side_by_side/$(date -u +%Y%m%dT%H%M%S)-$$"}; mkdir -p "$work"
-dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
+case "$MODE" in study|sweep) ;; *) die "mode must be study or sweep, got '$MODE'" ;; esac
+one NWORLD posint "a positive integer" "$NWORLD"
+[ -z "${ITERS:-}" ] || one ITERS posint "a positive integer" "$ITERS"
+[ -z "${SEGMENT_S:-}" ] || one SEGMENT_S posnum "a positive number of seconds" "$SEGMENT_S"
+if [ "$MODE" = study ]; then
+  for l in $LEARNERS; do case "$l" in fightlab|rsl_rl) ;; *) die "LEARNERS has '$l'; each must be fightlab or rsl_rl" ;; esac; done
+  [ "$RSL_NWORLD" = best ] || one RSL_NWORLD posint 'a positive integer or "best"' "$RSL_NWORLD"
+  words SEEDS nonneg "non-negative integers" "$SEEDS"
+  [ -z "${BUDGET_S:-}" ] || one BUDGET_S posnum "a positive number of seconds" "$BUDGET_S"
+else
+  one SWEEP_ITERS posint "a positive integer" "$SWEEP_ITERS"; one WARM nonneg "a non-negative integer" "$WARM"
+  [ "$WARM" -lt "$SWEEP_ITERS" ] || die "WARM=$WARM must be below SWEEP_ITERS=$SWEEP_ITERS (a steady window is left)"
+  words SWEEP_NWORLDS posint "positive integers" "$SWEEP_NWORLDS"
+fi
+work=${WORK:-"${FIGHTLAB_RUNS:-runs}/side_by_side/$(date -u +%Y%m%dT%H%M%S)-$$"}
+abs=$(realpath -m -- "$work")
+case "$abs/" in
+  "$root"/?*) work=${abs#"$root"/} ;;  # relative to the root: the archive's members are
+  *) [ "$MODE" = sweep ] || [ -z "${OUT:-}" ] ||
+       die "WORK=$work lies outside the repository ($root); with OUT its runs are archived relative to the repository root, so WORK must lie inside it (e.g. runs/side_by_side/...)" ;;
+esac
+writable() { mkdir -p -- "$1" 2>/dev/null && [ -d "$1" ] && local t && t=$(mktemp -p "$1" .sbs-write-test.XXXXXX 2>/dev/null) && rm -f -- "$t"; }
+dest=${OUT:-runs}; writable "$dest" || die "OUT=$dest cannot be made or written (it must be a writable folder)"
+dest=$(cd "$dest" && pwd)
+writable "$work" || die "WORK=$work cannot be made or written (it must be a writable folder)"
+{ exec {lock}>>"$work/.side_by_side.lock"; } 2>/dev/null || die "WORK=$work: its lock file cannot be opened"
+flock -n "$lock" || die "WORK=$work is in use by another side_by_side.sh (it holds $work/.side_by_side.lock); wait for it or give another WORK"
 iters=(); [ -n "${ITERS:-}" ] && iters=(--max-iterations "$ITERS")
 pub=(); [ "$PUBLISH" = 1 ] && pub=(--publish)
 rsl_sets=(); for kv in ${RSL_SETS:-}; do rsl_sets+=(--set "$kv"); done
@@ -74,9 +114,9 @@ pack() {  # WORK's unfinished runs into $OUT/sbs-work.tgz (a new machine continu
   if [ "${POLICIES:-0}" = 1 ]; then
     local done_=()
     for d in "$work"/*/; do d=${d%/}; [ -f "$d/latest.pt" ] && [ -f "$d/data/results/train.csv" ] && done_+=("$d/latest.pt"); done
-    [ ${#done_[@]} -eq 0 ] || { tar czhf "$OUT/policies.tgz.tmp" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"; }
+    [ ${#done_[@]} -eq 0 ] || { tar czhf "$OUT/policies.tgz.tmp" -C "$root" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"; }
   fi
-  if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
+  if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" -C "$root" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
   else rm -f "$OUT/sbs-work.tgz"; fi
 }
 
@@ -114,16 +154,20 @@ if [ "$MODE" = study ]; then
     b=$(budget "$body" | sed -n 's/^BUDGET=//p'); [ -n "$b" ] || { status=1; continue; }  # resumed runs keep their own
     n=$RSL_NWORLD
     if [ "$n" = best ]; then
-      n=$($PY - "$body" "$DEVICE" <<'PY'
+      n=$($PY - "$body" "$DEVICE" "$dest" <<'PY' | sed -n 's/^NWORLD=//p'
 import sys
+import pandas as pd
 from fightlab import results
 from fightlab.measure.sidebyside import best_nworld
-body, device = sys.argv[1:]
+from fightlab.paths import REPO_ROOT
+body, device, dest = sys.argv[1:]
 gpu = results.run_metadata(body=body, nworld=1, seed=0, params={}, device=device)["gpu"]
-n = best_nworld(results.read_rows("learner_speed", "."), body, gpu)
-print(n or "", end="")
+n = best_nworld(pd.concat([results.read_rows("learner_speed", REPO_ROOT), results.read_rows("learner_speed", dest)],
+                          ignore_index=True), body, gpu)  # the committed rows and the sweep's in OUT
+print(f"NWORLD={n or ''}")  # a marker line: warp's start-up banner goes to stdout too
 print(f"rsl_rl {body}: its best world count on {gpu} from the sweep: {n}" if n else
-      f"rsl_rl {body}: no sweep rows on {gpu} in data/results/learner_speed.csv: run `sweep` first", file=sys.stderr)
+      f"rsl_rl {body}: no sweep rows on {gpu} in data/results/ or {dest}/data/results/: run `sweep` first",
+      file=sys.stderr)
 PY
 )
       [ -n "$n" ] || { status=1; continue; }
@@ -139,6 +183,7 @@ fi
 for body in $BODIES; do  # sweep
   for n in $SWEEP_NWORLDS; do
     run="$work/sweep-$body-$n"
+    if [ -f "$run.done" ]; then echo "sweep $body $n: done earlier (its row in $dest)"; continue; fi
     if ! $PY -m fightlab train --learner rsl_rl --body "$body" --nworld "$n" --device "$DEVICE" \
          --max-iterations "$SWEEP_ITERS" --no-progress --logger none --run-dir "$run" "${rsl_sets[@]}" > "$run.log" 2>&1; then
       echo "sweep $body $n FAILED:"; tail -n 3 "$run.log"; continue
@@ -162,6 +207,7 @@ print(f"rsl_rl {body:14} {nworld:>6} worlds: s/it {row['s_per_iter']:.4f} (rollo
       f"update {row['update_s_per_iter']:.4f}) stage {row['stage_reached']}, amplitude {last['amplitude']}, last "
       f"window fall rate {last['window_fall_rate']}, episode {last['window_episode_s']} s", flush=True)
 PY
+    : > "$run.done.tmp" && mv "$run.done.tmp" "$run.done"  # its row is written: a rerun skips it
   done
 done
 echo "run folders: $work; rows: $dest/data/results/learner_speed.csv"

@@ -190,12 +190,89 @@ def _script(tmp_path, *args, **env):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture
+def repo_work():
+    """A WORK under the repository's runs/ (with OUT, a study's WORK must lie inside the
+    repository), unique to the test, removed at its end (and runs/ if it made it)."""
+    import contextlib
+    import shutil
+    import uuid
+
+    runs = REPO_ROOT / "runs"
+    made = not runs.exists()
+    work = runs / f"sbs-test-{uuid.uuid4().hex[:12]}"
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+    if made:
+        with contextlib.suppress(OSError):
+            runs.rmdir()
+
+
+def _refused(r, *words):
+    """One line on stderr naming ``words``, exit 2, nothing on stdout."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and not r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert lines[0].startswith("side_by_side.sh: error: ") and all(w in lines[0] for w in words), lines[0]
+
+
+@pytest.mark.parametrize("args, env, words", [
+    (("study", "simple"), dict(NWORLD="x"), ["NWORLD='x'", "positive integer"]),
+    (("study", "simple"), dict(RSL_NWORLD="many"), ["RSL_NWORLD='many'", '"best"']),
+    (("study", "simple"), dict(SEEDS="1 -2"), ["SEEDS", "'-2'"]),
+    (("study", "simple"), dict(ITERS="0"), ["ITERS='0'"]),
+    (("study", "simple"), dict(BUDGET_S="abc"), ["BUDGET_S='abc'", "positive number"]),
+    (("study", "simple"), dict(SEGMENT_S="-1"), ["SEGMENT_S='-1'"]),
+    (("study", "simple", "fightlb rsl_rl"), {}, ["'fightlb'", "fightlab or rsl_rl"]),
+    (("study", "simple"), {}, ["WORK=", "outside the repository", "runs/"]),  # OUT set, WORK in tmp
+    (("sweep", "simple"), dict(SWEEP_ITERS="2", WARM="2"), ["WARM=2", "SWEEP_ITERS=2"]),
+    (("sweep", "simple"), dict(WARM="x"), ["WARM='x'"]),
+    (("sweep", "simple"), dict(SWEEP_NWORLDS="4 eight"), ["SWEEP_NWORLDS", "'eight'"]),
+    (("sweep", "simple"), dict(OUT="/proc/fightlab-nope"), ["OUT=/proc/fightlab-nope", "writable"]),
+    (("sweep", "simple"), dict(OUT="FILE"), ["OUT=", "writable"]),
+    (("sweep", "simple"), dict(WORK="FILE"), ["WORK=", "writable"]),
+])
+def test_bad_inputs_are_refused_in_one_line_before_anything_is_made(tmp_path, args, env, words):
+    (tmp_path / "file").write_text("")
+    env = {"WORK": str(tmp_path / "work"), "OUT": str(tmp_path / "out"),
+           **{k: str(tmp_path / "file") if v == "FILE" else v for k, v in env.items()}}
+    _refused(_script(tmp_path, *args, **env), *words)
+    assert not (tmp_path / "work").exists() and (env["WORK"] == str(tmp_path / "file") or not (tmp_path / "out").exists())
+
+
+def test_a_second_copy_on_the_same_work_is_refused(tmp_path):
+    import fcntl
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with open(work / ".side_by_side.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first copy, still running
+        r = _script(tmp_path, "sweep", "simple", WORK=str(work), SWEEP_NWORLDS="4", SWEEP_ITERS="2", WARM="0")
+    _refused(r, f"WORK={work}", "in use")
+    assert sorted(p.name for p in work.iterdir()) == [".side_by_side.lock"]
+
+
 @pytest.mark.slow
-def test_the_study_script_trains_both_learners_tagged_and_gives_rsl_rl_its_budget(tmp_path):
+def test_rsl_rl_trains_at_the_best_world_count_of_the_sweep_rows_in_out(tmp_path, repo_work):
+    """RSL_NWORLD=best reads the sweep's rows in OUT (where `sweep` writes them), past warp's banner."""
+    from fightlab.measure.sidebyside import SWEEP_STUDY
+
+    for n in (4, 8):  # 8 worlds at the same seconds per iteration: twice the samples per second
+        r = results.run_metadata(body="simple", nworld=n, seed=0, device="cpu", params={"study": SWEEP_STUDY})
+        r.update(rsl_rl=True, iterations=2, s_per_iter=0.5, rollout_s_per_iter=0.4, update_s_per_iter=0.1,
+                 host_reads_per_iter=285.0, stage_reached=0, overflow_count=0, nan_resets=0)
+        results.append_row("learner_speed", r, tmp_path)
+    r = _script(tmp_path, "study", "simple", "rsl_rl", RSL_NWORLD="best", BUDGET_S="60", WORK=str(repo_work))
+    assert r.returncode == 0 and "its best world count on cpu from the sweep: 8" in r.stderr, r.stdout + r.stderr
+    rows = results.read_rows("train", repo_work / "rsl_rl-simple-8w-s1")
+    assert len(rows) == 1 and rows["nworld"].tolist() == [8]
+
+
+@pytest.mark.slow
+def test_the_study_script_trains_both_learners_tagged_and_gives_rsl_rl_its_budget(tmp_path, repo_work):
     """A CPU smoke of the study (nothing published on the CPU): fightlab, then rsl_rl with
     time_limit_s = BUDGET_S, both tagged study side_by_side; without a fightlab median and without
     BUDGET_S, rsl_rl does not run and the line says why (exit 1)."""
-    r = _script(tmp_path, "study", "simple", BUDGET_S="60")
+    r = _script(tmp_path, "study", "simple", BUDGET_S="60", WORK=str(repo_work))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "fightlab simple s1: run " in r.stdout and "rsl_rl simple s1: run " in r.stdout
     folder = REPO_ROOT / r.stdout.strip().splitlines()[-1].removeprefix("run folders: ")
@@ -205,15 +282,20 @@ def test_the_study_script_trains_both_learners_tagged_and_gives_rsl_rl_its_budge
         "fightlab", "rsl_rl"] and [p.get("time_limit_s") for p in params] == [None, 60.0]
     assert rows["iterations"].tolist() == [2, 2] and rows["peak_gpu_mem_mib"].isna().all()  # the CPU: empty
     assert not results.results_path("train", tmp_path).exists()  # nothing went to OUT's or the repo's data/
-    r = _script(tmp_path, "study", "simple", "rsl_rl")
+    r = _script(tmp_path, "study", "simple", "rsl_rl", WORK=str(repo_work / "again"))
     assert r.returncode == 1 and "no fightlab median time to solve at 4 worlds on cpu" in r.stderr
     assert "rsl_rl simple s1" not in r.stdout
 
 
 @pytest.mark.slow
 def test_the_sweep_writes_one_learner_speed_row_per_world_count(tmp_path):
-    r = _script(tmp_path, "sweep", "simple", SWEEP_NWORLDS="4 8", SWEEP_ITERS="2", WARM="0")
+    """One row per world count; the same call again (same WORK, OUT) trains none and adds no row."""
+    sweep = dict(SWEEP_NWORLDS="4 8", SWEEP_ITERS="2", WARM="0", WORK=str(tmp_path / "work"))
+    r = _script(tmp_path, "sweep", "simple", **sweep)
     assert r.returncode == 0, r.stdout + r.stderr
+    again = _script(tmp_path, "sweep", "simple", **sweep)
+    assert again.returncode == 0 and "sweep simple 4: done earlier" in again.stdout, again.stdout + again.stderr
+    assert "sweep simple 8: done earlier" in again.stdout and "worlds: s/it" not in again.stdout
     rows = results.read_rows("learner_speed", tmp_path)
     assert rows["nworld"].tolist() == [4, 8] and rows["rsl_rl"].astype(bool).all()
     params = [json.loads(p) for p in rows["params"]]
@@ -223,28 +305,29 @@ def test_the_sweep_writes_one_learner_speed_row_per_world_count(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_path):
-    """SEGMENT_S stops each training with a checkpoint; the archive in OUT (latest.pt as a file)
-    unpacked where WORK was gone resumes the run, which then finishes with one row; a finished
-    run is skipped, and the archive is gone once nothing is left to continue."""
+def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_path, repo_work):
+    """SEGMENT_S stops each training with a checkpoint; the archive in OUT (latest.pt as a file,
+    members relative to the repository root) unpacked there where WORK was gone resumes the run,
+    which then finishes with one row; a finished run is skipped, and the archive is gone once
+    nothing is left to continue."""
     import shutil
     import subprocess
 
-    work, out = tmp_path / "work", tmp_path / "out"
+    work, out = repo_work, tmp_path / "out"
     out.mkdir()
     env = dict(WORK=str(work), SEGMENT_S="0.001", OUT=str(out), POLICIES="1")
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: segment ended at iteration 1" in r.stdout, r.stdout + r.stderr
     archive = out / "sbs-work.tgz"
     shutil.rmtree(work)  # the machine is gone; its archive came back
-    subprocess.run(["tar", "xzf", str(archive), "-C", "/"], check=True)
+    subprocess.run(["tar", "xzf", str(archive), "-C", str(REPO_ROOT)], check=True)
     assert (work / "fightlab-simple-s1" / "latest.pt").is_file() and not (work / "fightlab-simple-s1" / "latest.pt").is_symlink()
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: run " in r.stdout, r.stdout + r.stderr
     rows = results.read_rows("train", work / "fightlab-simple-s1")
     assert len(rows) == 1 and rows["iterations"].tolist() == [2] and not archive.exists()
     listed = subprocess.run(["tar", "tzf", str(out / "policies.tgz")], capture_output=True, text=True, check=True)
-    assert listed.stdout.split() == [str(work / "fightlab-simple-s1" / "latest.pt").lstrip("/")]
+    assert listed.stdout.split() == [str((work / "fightlab-simple-s1" / "latest.pt").relative_to(REPO_ROOT))]
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: finished earlier" in r.stdout
 
