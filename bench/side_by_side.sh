@@ -105,16 +105,15 @@ train() {  # train LEARNER BODY NWORLD SEED RUN_DIR [extra flags...]: one traini
 
 pack() {  # WORK's unfinished runs into $OUT/sbs-work.tgz (a new machine continues from it)
   [ -n "${OUT:-}" ] || return 0
-  local d files=()
+  local d files=() done_=()
   for d in "$work"/*/; do
-    d=${d%/}; [ -f "$d/latest.pt" ] && [ ! -f "$d/data/results/train.csv" ] || continue
+    d=${d%/}; [ -f "$d/latest.pt" ] || continue
+    if [ -f "$d/data/results/train.csv" ]; then done_+=("$d/latest.pt"); continue; fi  # finished: its policy
     while IFS= read -r f; do files+=("$f"); done < <(find "$d" -maxdepth 1 \( -type f -o -type l \) ! -name 'ckpt_*.pt' ! -name '*.lock')
     [ -f "$d.log" ] && files+=("$d.log")
   done
-  if [ "${POLICIES:-0}" = 1 ]; then
-    local done_=()
-    for d in "$work"/*/; do d=${d%/}; [ -f "$d/latest.pt" ] && [ -f "$d/data/results/train.csv" ] && done_+=("$d/latest.pt"); done
-    [ ${#done_[@]} -eq 0 ] || { tar czhf "$OUT/policies.tgz.tmp" -C "$root" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"; }
+  if [ "${POLICIES:-0}" = 1 ] && [ ${#done_[@]} -gt 0 ]; then
+    tar czhf "$OUT/policies.tgz.tmp" -C "$root" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"
   fi
   if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" -C "$root" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
   else rm -f "$OUT/sbs-work.tgz"; fi
@@ -126,11 +125,11 @@ budget() {  # budget BODY: "BUDGET=<s>", rsl_rl's time limit on this card, or no
 import math, sys
 from pathlib import Path
 import pandas as pd
-from fightlab import results
+from fightlab import meta, results
 from fightlab.measure.sidebyside import fightlab_budget_s
 from fightlab.paths import REPO_ROOT
 body, nworld, device, work = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-gpu = results.run_metadata(body=body, nworld=nworld, seed=0, params={}, device=device)["gpu"]
+gpu = meta.gpu_name(device)  # the rows' gpu column
 mine = [results.read_rows("train", d) for d in sorted(work.glob(f"fightlab-{body}-s*")) if d.is_dir()]
 for rows, where in ((pd.concat(mine) if mine else None, f"this call's runs ({work})"),
                     (results.read_rows("train", REPO_ROOT), "data/results/train.csv")):
@@ -157,11 +156,11 @@ if [ "$MODE" = study ]; then
       n=$($PY - "$body" "$DEVICE" "$dest" <<'PY' | sed -n 's/^NWORLD=//p'
 import sys
 import pandas as pd
-from fightlab import results
+from fightlab import meta, results
 from fightlab.measure.sidebyside import best_nworld
 from fightlab.paths import REPO_ROOT
 body, device, dest = sys.argv[1:]
-gpu = results.run_metadata(body=body, nworld=1, seed=0, params={}, device=device)["gpu"]
+gpu = meta.gpu_name(device)  # the rows' gpu column
 n = best_nworld(pd.concat([results.read_rows("learner_speed", REPO_ROOT), results.read_rows("learner_speed", dest)],
                           ignore_index=True), body, gpu)  # the committed rows and the sweep's in OUT
 print(f"NWORLD={n or ''}")  # a marker line: warp's start-up banner goes to stdout too
