@@ -76,12 +76,14 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     return out
 
 
-def _fixes(text: str) -> tuple[str, ...]:
+def variant_fixes(variant: str) -> tuple[str, ...]:
+    """The kernel fixes of a variant name: "all" (`newton_hessian.FIXES`), "none" (the first
+    build) or a comma list of fixes. Raises ValueError naming the valid ones."""
     from fightlab.kernels.newton_hessian import FIXES
 
-    fixes = FIXES if text == "all" else () if text == "none" else tuple(t for t in text.split(",") if t)
+    fixes = FIXES if variant == "all" else () if variant == "none" else tuple(variant.split(","))
     if not set(fixes) <= set(FIXES):
-        raise SystemExit(f"--fixes: each a comma list of {', '.join(FIXES)} (or all, none), got {text!r}")
+        raise ValueError(f"variant must be 'all', 'none' or a comma list of {', '.join(FIXES)}, got {variant!r}")
     return fixes
 
 
@@ -132,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     for body in a.body:
         for n in a.nworld:
             for variant in a.fixes:
-                fixes = _fixes(variant)
+                try:
+                    fixes = variant_fixes(variant)
+                except ValueError as e:
+                    raise SystemExit(f"--fixes: {e}") from None
                 r = stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm, fixes=fixes)
                 res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
                 rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))

@@ -26,6 +26,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from fightlab.measure.newton_stages import variant_fixes
+
 __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
            "own_profile", "kernel_facts", "correctness", "error_failures",
            "step_time", "stage_profile", "run_body", "error_row", "newton_row", "stage_table", "error_table",
@@ -49,15 +51,6 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _variant_fixes(variant: str) -> tuple[str, ...]:
-    from fightlab.kernels.newton_hessian import FIXES
-
-    fixes = FIXES if variant == "all" else () if variant == "none" else tuple(variant.split(","))
-    if not set(fixes) <= set(FIXES):
-        raise ValueError(f"variant must be 'all', 'none' or a comma list of {', '.join(FIXES)}, got {variant!r}")
-    return fixes
-
-
 def check_parameters(bodies: Any, nworlds: Any, stage_nworlds: Any, variants: Any, check_nworld: Any,
                      rollout_steps: Any) -> None:
     """Notebook 09's parameters, each refused in one line (ConfigError) before any work."""
@@ -79,7 +72,7 @@ def check_parameters(bodies: Any, nworlds: Any, stage_nworlds: Any, variants: An
         raise ConfigError(f"variants must be a non-empty list of {', '.join(VARIANTS)}, got {variants!r}")
     for v in variants:
         try:
-            _variant_fixes(v)
+            variant_fixes(v)
         except (ValueError, AttributeError):
             raise ConfigError(f"variants: {v!r} is not 'all', 'none' or a comma list of fixes; choices: "
                               f"{', '.join(VARIANTS)}") from None
@@ -270,7 +263,7 @@ def stage_profile(body: str, nworld: int, device: str, variant: str = "all", nst
     from fightlab.measure.newton_stages import stage_cycles
 
     with cpu_blocks(device):
-        return stage_cycles(body, nworld, nsteps, device, nwarm=nwarm, fixes=_variant_fixes(variant))
+        return stage_cycles(body, nworld, nsteps, device, nwarm=nwarm, fixes=variant_fixes(variant))
 
 
 # --- rows --------------------------------------------------------------------------------------------
@@ -307,7 +300,7 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
         if variant == "all":
             m.update(step_time(body, nworld, device, "single_launch", nsteps, repeats))
             m.update({k: v for k, v in (errors or {}).items() if k not in ("niter", "nefc")})
-        params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(_variant_fixes(variant)),
+        params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(variant_fixes(variant)),
                       stage_cycles={s: cyc[s] for s in STAGES},
                       cycles="SM cycles" if str(device).startswith("cuda") else "CPU cycle counter (smoke)")
         if variant == "all" and errors:
