@@ -348,3 +348,18 @@ def test_rsl_rl_s_best_world_count_is_the_sweep_s_most_samples_per_second():
     assert best_nworld(speed, "muscular-fast", "G") == 8192 and best_nworld(speed, "simple", "other") == 8192
     assert best_nworld(speed, "simple", "H") is None
     assert best_nworld(speed.iloc[:0], "simple", "G") is None
+
+
+def test_a_best_group_needs_three_seeds_unless_none_has_them():
+    # rsl_rl at 4096: one quick seed; at 1024: three slower ones -> 1024 is its best
+    rs = frame(*[row(seed=s, tts=40.0, its=400) for s in (1, 2, 3)],
+               *[row(learner="rsl_rl", seed=s, tts=200.0, its=800, s_it=0.25) for s in (1, 2, 3)],
+               row(learner="rsl_rl", seed=1, tts=120.0, its=400, s_it=0.3, nworld=4096))
+    d = sbs.differences(sbs.side_by_side_table(rs)).iloc[0]
+    assert d.rsl_rl_nworld == 1024 and d.rsl_rl_runs == 3 and d.time_ratio == 5.0
+    assert "preliminary" not in sbs.difference_text(d)
+    only = frame(*[row(seed=s, tts=40.0, its=400) for s in (1, 2, 3)],
+                 row(learner="rsl_rl", seed=1, tts=120.0, its=400, s_it=0.3, nworld=4096))
+    d = sbs.differences(sbs.side_by_side_table(only)).iloc[0]
+    assert d.rsl_rl_nworld == 4096 and d.rsl_rl_runs == 1 and d.time_ratio == 3.0
+    assert "(preliminary: rsl_rl 1 run, fewer than 3)" in sbs.difference_text(d)

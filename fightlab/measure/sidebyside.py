@@ -27,6 +27,9 @@ STUDY = "side_by_side"
 #: the goal: fightlab's median time to solve at least this many times shorter than rsl_rl's best
 GOAL_RATIO = 2.0
 
+#: seeds a group needs before it can be a learner's best (the study's ≥ 3 seeds a point)
+MIN_SEEDS = 3
+
 TABLE_COLUMNS = ("body", "learner", "learner_id", "nworld", "runs", "solved", "unsolved", "reference_failed",
                  "budget_s", "time_to_solve_s", "time_text", "iterations_to_solve", "iterations_run",
                  "s_per_iter", "rollout_s_per_iter", "update_s_per_iter", "host_reads_per_iter",
@@ -102,10 +105,11 @@ def side_by_side_table(rows: pd.DataFrame, study: str = STUDY) -> pd.DataFrame:
 
 
 def _best(g: pd.DataFrame) -> pd.Series:
-    """The group of ``g`` with the shortest median time to solve; groups with at most half solved
+    """The group of ``g`` with the shortest median time to solve among those of at least
+    :data:`MIN_SEEDS` runs (fewer only when no group has them); groups with at most half solved
     after every group that solved, the longest budget last."""
-    return g.assign(_k=g["time_to_solve_s"].fillna(np.inf), _b=-g["budget_s"].fillna(np.inf)).sort_values(
-        ["_k", "_b", "nworld"]).iloc[0]
+    return g.assign(_few=g["runs"] < MIN_SEEDS, _k=g["time_to_solve_s"].fillna(np.inf),
+                    _b=-g["budget_s"].fillna(np.inf)).sort_values(["_few", "_k", "_b", "nworld"]).iloc[0]
 
 
 def differences(table: pd.DataFrame) -> pd.DataFrame:
@@ -114,10 +118,12 @@ def differences(table: pd.DataFrame) -> pd.DataFrame:
     ``s_per_iter_ratio`` × ``iterations_ratio`` (medians; their product approximates the time
     ratio), ``dominant`` (the factor farther from 1: "seconds per iteration" or "iterations"),
     ``lower_bound`` (rsl_rl did not solve in more than half its runs: its budget and iterations
-    run stand in, so both ratios are at least these) and ``goal_met`` (time ratio ≥
+    run stand in, so both ratios are at least these), each side's ``runs`` (a best of fewer than
+    :data:`MIN_SEEDS` is preliminary) and ``goal_met`` (time ratio ≥
     :data:`GOAL_RATIO`; None where fightlab has no median). A body without both learners is left
     out."""
-    cols = ["body", "fightlab_nworld", "rsl_rl_nworld", "fightlab_time_s", "rsl_rl_time_s", "time_ratio",
+    cols = ["body", "fightlab_nworld", "rsl_rl_nworld", "fightlab_runs", "rsl_rl_runs", "fightlab_time_s",
+            "rsl_rl_time_s", "time_ratio",
             "s_per_iter_ratio", "iterations_ratio", "dominant", "lower_bound", "goal_met"]
     out = []
     for body, g in table.groupby("body", sort=True):
@@ -132,6 +138,7 @@ def differences(table: pd.DataFrame) -> pd.DataFrame:
         dominant = (None if not (math.isfinite(sit) and math.isfinite(its)) else
                     "seconds per iteration" if abs(math.log(sit)) >= abs(math.log(its)) else "iterations")
         out.append(dict(body=body, fightlab_nworld=int(f["nworld"]), rsl_rl_nworld=int(r["nworld"]),
+                        fightlab_runs=int(f["runs"]), rsl_rl_runs=int(r["runs"]),
                         fightlab_time_s=f["time_to_solve_s"], rsl_rl_time_s=r_time, time_ratio=time_ratio,
                         s_per_iter_ratio=sit, iterations_ratio=its, dominant=dominant, lower_bound=bound,
                         goal_met=bool(time_ratio >= GOAL_RATIO) if math.isfinite(time_ratio) else None))
@@ -148,8 +155,11 @@ def difference_text(d: pd.Series) -> str:
     if not math.isfinite(d["time_ratio"]):
         return f"{d['body']}: fightlab {d['fightlab_time_s']:.1f} s, {rsl} (no budget recorded): no ratio"
     goal = "meets" if d["goal_met"] else "misses"
+    few = [f"{who} {int(d[who + '_runs'])} run{'s' if int(d[who + '_runs']) > 1 else ''}"
+           for who in ("fightlab", "rsl_rl") if int(d[who + "_runs"]) < MIN_SEEDS]
+    pre = f" (preliminary: {', '.join(few)}, fewer than {MIN_SEEDS})" if few else ""
     return (f"{d['body']}: fightlab {d['fightlab_time_s']:.1f} s at {d['fightlab_nworld']} worlds, {rsl} at "
-            f"{d['rsl_rl_nworld']}: ratio {ge}{d['time_ratio']:.2f} = seconds per iteration "
+            f"{d['rsl_rl_nworld']}{pre}: ratio {ge}{d['time_ratio']:.2f} = seconds per iteration "
             f"{d['s_per_iter_ratio']:.2f} × iterations {ge}{d['iterations_ratio']:.2f}; "
             f"the larger factor: {d['dominant']}; it {goal} the goal "
             f"(≥ {GOAL_RATIO:g}×)")
