@@ -5,8 +5,9 @@
 # MuJoCo Warp's solve, for each kernel variant in FIXES (default: the first CUDA build "none",
 # then its fixes added one by one up to "all"; fightlab/kernels/newton_hessian.py FIXES). Prints a table of median cycles per stage per world's solve (and the
 # factorizations and line-search brackets per solve); appends a row per (body, nworld, variant) to
-# ${OUT:-runs}/newton_stages.csv (results.run_metadata's columns: gpu, driver, commit, ...).
-# No results table fits these rows: they stay in $OUT.
+# ${OUT:-runs}/newton_stages.csv (results.run_metadata's columns: gpu, driver, commit, ...) and
+# the same as `newton` rows (notebook 09's table, params size "stages": no graph time, no
+# correctness) to ${OUT:-runs}/data/results/newton.csv, for data/results/newton.csv.
 #
 #   bash bench/newton_stages.sh [BODIES] [NWORLDS]     # default "simple muscular-fast" "1024 32"
 #
@@ -16,11 +17,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BODIES=${1:-"simple muscular-fast"}; NWORLDS=${2:-"1024 32"}
 NSTEPS=${NSTEPS:-20}; DEVICE=${DEVICE:-cuda:0}; PY=${PY:-python3}
-FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt all"}
+FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt bounds,scatter,pairs,ldlt,tree all"}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 if [ "$DEVICE" != cpu ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 fi
 # shellcheck disable=SC2086
 $PY -m fightlab.measure.newton_stages --body $BODIES --nworld $NWORLDS --nsteps "$NSTEPS" \
-  --device "$DEVICE" --fixes $FIXES --csv "$dest/newton_stages.csv"
+  --device "$DEVICE" --fixes $FIXES --csv "$dest/newton_stages.csv" --results-root "$dest"

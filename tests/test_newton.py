@@ -195,6 +195,13 @@ def test_the_stage_bench_runs_on_the_cpu(tmp_path):
     assert len(rows) == 2 and {r["body"] for r in rows} == {"simple"} and rows[0]["nworld"] == "2"
     assert [json.loads(r["params"])["fixes"] for r in rows] == [[], list(FIXES)]
     assert float(rows[0]["total_cycles"]) > 0 and {"gpu", "driver", "commit"} <= set(rows[0])
+    from fightlab import results
+
+    nrows = results.read_rows("newton", tmp_path)  # the same two as newton rows, for data/results/
+    assert len(nrows) == 2 and list(nrows["solve_cycles_median"]) == [float(r["total_cycles"]) for r in rows]
+    params = [json.loads(p) for p in nrows["params"]]
+    assert [p["variant"] for p in params] == ["none", "all"] and params[1]["fixes"] == list(FIXES)
+    assert params[0]["size"] == "stages" and params[0]["stage_cycles"]["LDLt"] == float(rows[0]["LDLt_cycles"])
 
 
 @pytest.mark.parametrize("name", ["simple", "tree"])
@@ -240,3 +247,60 @@ def test_the_tree_factor_is_taken_only_where_rows_are_chains():
       </body></worldbody></mujoco>"""
     m, _ = physics.put(mujoco.MjModel.from_xml_string(xml), 1, physics.Slots(None, None, "given"), "cpu")
     assert N.newton_support(m) is None and not rows_are_chains(m)
+
+
+def test_the_level_table_covers_every_update_once_by_height():
+    """:func:`newton_tree.level_schedule` on both bodies: one level per height (muscular-fast 25,
+    simple 19: the longest root-to-leaf chain), every (pivot, entry) update of the serial factor
+    exactly once, a target once per level (one owner thread), and every entry a term reads (its
+    row of the pivot, the pivot) final: a target of earlier levels only."""
+    import numpy as np
+
+    from fightlab.kernels.newton_tree import level_schedule
+
+    for name, nlevel in (("simple", 19), ("muscular-fast", 25)):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        rownnz, rowadr, colind = m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()
+        t = level_schedule(rownnz, rowadr, colind)
+        L, T, C = (int(x) for x in t[:3])
+        lvl = t[3:3 + L + 1]
+        tgt_e = t[4 + L:4 + L + T]
+        tgt_adr = t[4 + L + T:5 + L + 2 * T]
+        ab, kk = t[5 + L + 2 * T:5 + L + 2 * T + C], t[5 + L + 2 * T + C:]
+        assert L == nlevel and len(kk) == C and lvl[0] == 0 and lvl[-1] == T and tgt_adr[-1] == C
+        n = rownnz - 1
+        assert C == int(np.sum(n * (n + 1) // 2 + n))  # the serial factor's updates, each once
+        last = {}  # entry -> the last level that writes it
+        for lv in range(L):
+            here = [int(e) for e in tgt_e[lvl[lv]:lvl[lv + 1]]]
+            assert len(here) == len(set(here))  # one owner per entry and level
+            last.update(dict.fromkeys(here, lv))
+        pivots = np.where(kk >= 0, kk, -kk - 1)
+        for lv in range(L):
+            for ti in range(lvl[lv], lvl[lv + 1]):
+                for c in range(tgt_adr[ti], tgt_adr[ti + 1]):
+                    for e in (int(ab[c]) & 0xFFFF, int(ab[c]) >> 16, int(pivots[c])):
+                        assert last.get(e, -1) < lv, (name, lv, e)
+
+
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_the_level_factor_equals_the_serial_tree_factor(name, cpu_blocks):
+    import numpy as np
+
+    from fightlab.kernels.newton_hessian import FIXES
+
+    mjm, slots = _model(name)
+    m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
+    for _ in range(40):
+        mjw.step(m, d)
+    mjw.forward(m, d)
+    outs = []
+    for fixes in (tuple(f for f in FIXES if f != "levels"), FIXES):
+        d.overflow.zero_()
+        N.newton_solve(m, d, fixes=fixes)
+        outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
+    assert d.nefc.numpy().sum() > 0
+    (qa, sa, na), (qb, sb, nb) = outs
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(na, nb)
+    assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()

@@ -54,8 +54,9 @@ an extra row) lives in shared memory (:mod:`fightlab.kernels.newton_hessian`): M
 from its CSR entries, Jᵀ·D·J added with shared atomics (each thread's row pairs started at a
 different pair, so that a warp's lanes do not all add to the root DOFs' entries at once),
 factored as LDLᵀ in place, the forward solve riding along as the extra row: leaf first, without
-fill, where every constraint row lies on one root-to-body chain (:mod:`fightlab.kernels.newton_tree`,
-the back solve one barrier per tree depth), else densely with one barrier per column (the
+fill, where every constraint row lies on one root-to-body chain (:mod:`fightlab.kernels.newton_tree`:
+the DOFs of one height eliminated together from a host-built table, the back solve one barrier
+per tree depth), else densely with one barrier per column (the
 trailing triangle's elements dealt to the threads in turn, the back solve one barrier per column). Jᵀ·force is added with atomics (as MuJoCo Warp does). The per-world vectors
 (grad, search, mv) and rows (Jaref, jv) sit in a global scratch the block owns
 (:mod:`fightlab.kernels.newton_rows`). The line search is MuJoCo Warp's pyramidal
@@ -90,7 +91,7 @@ from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
 from fightlab.kernels.newton_hessian import FIXES, rebuild_func
-from fightlab.kernels.newton_tree import rows_are_chains
+from fightlab.kernels.newton_tree import level_schedule, rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
            "use_newton", "disable_newton", "is_newton_enabled"]
@@ -137,8 +138,8 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     @wp.func
     def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                alpha: float, floor: float, sums: wp.vec3, sigma: float, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
-               M_hinit_i: wp.array[int],
-               M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
+               M_hinit_i: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int],
+               M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
                efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float], grad: wp.array2d[float],
@@ -149,7 +150,8 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in,
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid,
+                        M_in,
                         qfrc_smooth_in, efc_Ma_in,
                         J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
                         search, qfrc_constraint_out, prof)
@@ -172,7 +174,8 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     def iteration(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                   ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, u: vec5,
                   M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
-                  M_colind: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int],
+                  M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int],
+                  M_mulm_rowadr: wp.array[int],
                   M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], qfrc_smooth_in: wp.array2d[float],
                   M_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                   J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -195,7 +198,8 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
         mark(prof, worldid, tid, _S_STEP)
         u_next = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
-                        M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
+                        M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out,
+                        J_rownnz, J_rowadr, J_colind, J,
                         efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                         qfrc_constraint_out, prof)
         return ls, u_next
@@ -215,7 +219,8 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
         # Model:
-        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int], M_elemid: wp.array2d[int],
+        nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int],
+        tree_sched: wp.array[int], M_elemid: wp.array2d[int],
         M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
         opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
         # In:
@@ -246,12 +251,13 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
                 solver_niter_out)
         mark(prof, worldid, tid, _S_INIT)
         u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_rownnz, M_rowadr,
-                   M_hinit_i, M_colind, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr, J_colind, J,
-                   efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
+                   M_hinit_i, M_colind, tree_sched, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr,
+                   J_colind, J, efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                    qfrc_constraint_out, prof)  # α 0: rebuild
         for it in range(iterations):
             ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, M_elemid, M_mulm_rowadr, M_mulm_col,
+                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid, M_mulm_rowadr,
+                              M_mulm_col,
                               M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
                               efc_frictionloss_in, grad, search, mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out,
                               efc_force_out, efc_state_out, efc_Ma_out, prof)
@@ -299,16 +305,25 @@ def newton_support(m: Any, opt: Any = None) -> str | None:
     return None
 
 
-_TREE_OK: dict[int, tuple[Any, bool]] = {}  # id(m) -> (weakref to m, rows_are_chains(m))
+_TREE: dict[int, tuple[Any, bool, Any]] = {}  # id(m) -> (weakref to m, rows_are_chains(m), level table)
+
+
+def _tree_plan(m: Any) -> tuple[bool, Any]:
+    """(:func:`newton_tree.rows_are_chains` of ``m``, :func:`newton_tree.level_schedule`'s table
+    on m's device, a 3-int empty table where the rows are not chains), computed once (host reads:
+    at setup, by :func:`use_newton`, or at the first :func:`newton_solve`)."""
+    entry = _TREE.get(id(m))
+    if entry is None or entry[0]() is not m:
+        ok = rows_are_chains(m)
+        table = (level_schedule(m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()) if ok
+                 else np.zeros(3, dtype=np.int32))
+        entry = _TREE[id(m)] = (weakref.ref(m), ok, wp.array(table, dtype=int, device=m.M_rownnz.device))
+    return entry[1], entry[2]
 
 
 def _tree_ok(m: Any) -> bool:
-    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (host reads: at setup, by
-    :func:`use_newton`, or at the first :func:`newton_solve`)."""
-    entry = _TREE_OK.get(id(m))
-    if entry is None or entry[0]() is not m:
-        entry = _TREE_OK[id(m)] = (weakref.ref(m), rows_are_chains(m))
-    return entry[1]
+    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (:func:`_tree_plan`)."""
+    return _tree_plan(m)[0]
 
 
 def _has_frictionloss(m: Any) -> bool:
@@ -350,11 +365,12 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
+    chains, table = _tree_plan(m)
     wp.launch_tiled(
         _kernel(shared_floats(nv), block_dim, profile,
-                tuple(f for f in FIXES if f in fixes and (f != "tree" or _tree_ok(m)))),
+                tuple(f for f in FIXES if f in fixes and (f not in ("tree", "levels") or chains))),
         dim=(nworld,),
-        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
+        inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, table, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
                 _qacc_mode(m, d), njmax, d.ne, d.nf, d.nefc, d.qacc_warmstart, d.qacc_smooth, d.qfrc_smooth,
                 d.M, d.efc.J_rownnz, d.efc.J_rowadr, d.efc.J_colind, d.efc.J, d.efc.D, d.efc.aref,
@@ -411,7 +427,7 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
         print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
               file=sys.stderr, flush=True)
         return reason
-    _tree_ok(m)
+    _tree_plan(m)
     if mjw_solver.solve is stock_solve:
         mjw_solver.solve = _dispatch
     elif mjw_solver.solve is not _dispatch:

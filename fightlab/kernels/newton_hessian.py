@@ -28,8 +28,9 @@ __all__ = ["FIXES", "rebuild_func"]
 #: from its CSR entries (else row by row through ``M_elemid``), "pairs" JᵀDJ pairs started
 #: apart (else every lane from pair 0), "ldlt" the factor's elements dealt evenly (else row i to
 #: thread i mod nthread), "tree" the tree-sparse LDLᵀ (:mod:`fightlab.kernels.newton_tree`; taken
-#: only where :func:`newton_tree.rows_are_chains`, else the dense one)
-FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree")
+#: only where :func:`newton_tree.rows_are_chains`, else the dense one), "levels" its factor one
+#: height per barrier from a host-built table (with "tree" only)
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (
@@ -230,7 +231,7 @@ def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
     @wp.func
     def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-              M_rowadr: wp.array[int], M_colind: wp.array[int], prof: wp.array2d[wp.int64]):
+              M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], prof: wp.array2d[wp.int64]):
         rhs = nv * (nv + 1) // 2
         ldlt(sh, tid, nthread, nv)
         mark(prof, worldid, tid, _S_LDLT)
@@ -248,17 +249,17 @@ def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
-def _tree_solve_func(capacity: int, profile: bool):
-    """``solve``: the tree-sparse LDLᵀ and its back substitution (:mod:`fightlab.kernels.newton_tree`);
-    the stage clock puts both under "LDLt"."""
-    tree_solve = tree_solve_func(capacity)
+def _tree_solve_func(capacity: int, profile: bool, levels: bool):
+    """``solve``: the tree-sparse LDLᵀ (``levels``: one height per barrier) and its back
+    substitution (:mod:`fightlab.kernels.newton_tree`); the stage clock puts both under "LDLt"."""
+    tree_solve = tree_solve_func(capacity, levels)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-              M_rowadr: wp.array[int], M_colind: wp.array[int], prof: wp.array2d[wp.int64]):
-        tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
+              M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], prof: wp.array2d[wp.int64]):
+        tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched)
         mark(prof, worldid, tid, _S_LDLT)
 
     return solve
@@ -268,18 +269,19 @@ def _tree_solve_func(capacity: int, profile: bool):
 def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``factor_solve`` for a shared tile of ``capacity`` floats."""
     _ld, _st = shared_accessors(capacity)
-    solve = _tree_solve_func(capacity, profile) if "tree" in fixes else _dense_solve_func(capacity, profile, fixes)
+    solve = _tree_solve_func(capacity, profile, "levels" in fixes) if "tree" in fixes else _dense_solve_func(capacity, profile, fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-                     M_rowadr: wp.array[int], M_colind: wp.array[int], grad_in: wp.array2d[float],
-                     search_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> wp.vec2:
+                     M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int],
+                     grad_in: wp.array2d[float], search_out: wp.array2d[float],
+                     prof: wp.array2d[wp.int64]) -> wp.vec2:
         """search = -H⁻¹·grad (the gradient row solved in place), returns (|search|²,
         gradᵀH⁻¹grad) over the block."""
         rhs = nv * (nv + 1) // 2
-        solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, prof)
+        solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched, prof)
         local = wp.vec2(0.0)
         for i in range(tid, nv, nthread):
             x = _ld(sh, rhs + i)
@@ -305,8 +307,8 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
     @wp.func
     def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_rownnz: wp.array[int],
                 M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
-                M_colind: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
-                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+                M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float],
+                qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                 J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
                 efc_force_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
                 search: wp.array2d[float], qfrc_constraint_out: wp.array2d[float],
@@ -320,7 +322,8 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
         mark(prof, worldid, tid, _S_GRAD)
         assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
                  J_rownnz, J_rowadr, J_colind, J, prof)
-        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, grad, search, prof)
+        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched, grad, search,
+                            prof)
         return wp.vec3(grad_dot, sums[0], sums[1])
 
     return rebuild

@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["stage_cycles", "stage_row", "format_table", "main"]
+__all__ = ["stage_cycles", "stage_row", "newton_row", "variant_row", "format_table", "main"]
 
 
 def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu", seed: int = 0,
@@ -103,6 +104,42 @@ def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str
     return row
 
 
+def _num(x: Any) -> float | None:
+    """A row's number: None for "not measured" (None, NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def newton_row(body: str, nworld: int, device: str, params: dict, metrics: dict, seed: int = 0) -> dict:
+    """A ``newton`` row: ``results.run_metadata`` (``params`` as given) and the experiment's
+    metric columns from ``metrics`` (absent: None, not measured)."""
+    from fightlab import results
+
+    row = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
+    for c in results.EXPERIMENTS["newton"]:
+        v = metrics.get(c)
+        row[c] = v if isinstance(v, bool) or v is None else _num(v)
+    return row
+
+
+def variant_row(body: str, nworld: int, device: str, variant: str, cycles: dict, base: dict,
+                extra: dict | None = None) -> dict:
+    """The ``newton`` row of one kernel ``variant``'s stage clock (``cycles``:
+    :func:`stage_profile`'s dict): params ``base`` with the variant, its fixes and the cycles per
+    stage; metrics the solve's median cycles, rebuilds and brackets per solve, nefc, and ``extra``
+    (launches, graph time, correctness) where measured."""
+    from fightlab.kernels.stage_clock import STAGES
+
+    m = dict(single_launch=True, solve_cycles_median=cycles["total"], rebuilds_per_solve=cycles["rebuilds"],
+             brackets_per_solve=cycles["brackets"], nefc_median=cycles["nefc_median"], **(extra or {}))
+    params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(variant_fixes(variant)),
+                  stage_cycles={s: cycles[s] for s in STAGES},
+                  cycles="SM cycles" if str(device).startswith("cuda") else "CPU cycle counter (smoke)")
+    return newton_row(body, nworld, device, params, m)
+
+
 def format_table(results: list[tuple[str, int, dict[str, Any]]]) -> str:
     """Stages as rows, one column per (body, nworld): median cycles (thousands) and the share."""
     from fightlab.kernels import stage_clock as C
@@ -127,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--fixes", nargs="+", default=["all"],
                    help="kernel variants to compare, each 'all', 'none' or a comma list of "
-                        "bounds,scatter,pairs,ldlt,tree (the fixes built in)")
+                        "bounds,scatter,pairs,ldlt,tree,levels (the fixes built in)")
     p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
+    p.add_argument("--results-root", default=None,
+                   help="also write each as a `newton` row (the committed table's schema, params size "
+                        "'stages') to RESULTS_ROOT/data/results/newton.csv")
     a = p.parse_args(argv)
     res, rows = [], []
     for body in a.body:
@@ -141,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
                 r = stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm, fixes=fixes)
                 res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
                 rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))
+                if a.results_root:
+                    from fightlab import results
+
+                    base = dict(size="stages", nsteps=a.nsteps, nwarm=a.nwarm, source="bench/newton_stages.sh")
+                    results.append_row("newton", variant_row(body, n, a.device, variant, r, base),
+                                       a.results_root)
                 print(f"{res[-1][0]} x{n}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
     print(format_table(res))
     if a.csv:

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from fightlab.measure.newton_stages import variant_fixes
+from fightlab.measure.newton_stages import _num, newton_row, variant_fixes, variant_row
 
 __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
            "own_profile", "kernel_facts", "correctness", "error_failures",
@@ -35,20 +35,13 @@ __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotsp
 
 #: the kernel variants of ``bench/newton_stages.sh``: the first CUDA build ("none"), the fixes
 #: added one by one, "all" (the default build, the one training runs)
-VARIANTS = ("none", "bounds", "bounds,scatter", "bounds,scatter,pairs", "bounds,scatter,pairs,ldlt", "all")
+VARIANTS = ("none", "bounds", "bounds,scatter", "bounds,scatter,pairs", "bounds,scatter,pairs,ldlt",
+            "bounds,scatter,pairs,ldlt,tree", "all")
 #: bodies besides fightlab's: the held-out contact tree of :mod:`fightlab.measure.newton`
 MODELS = ("contact-tree-16",)
 #: float32 rounding's scale in a solve (tests/test_newton.py): the kernel's error against float64
 #: within 3x MuJoCo Warp's own or TOL, kernel vs MuJoCo Warp within 2 TOL
 TOL = 1e-4
-
-
-def _num(x: Any) -> float | None:
-    """A row's number: None for "not measured" (None, NaN)."""
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
 
 
 def check_parameters(bodies: Any, nworlds: Any, stage_nworlds: Any, variants: Any, check_nworld: Any,
@@ -268,18 +261,6 @@ def stage_profile(body: str, nworld: int, device: str, variant: str = "all", nst
 
 # --- rows --------------------------------------------------------------------------------------------
 
-def newton_row(body: str, nworld: int, device: str, params: dict, metrics: dict, seed: int = 0) -> dict:
-    """A ``newton`` row: ``results.run_metadata`` (``params`` as given) and the experiment's
-    metric columns from ``metrics`` (absent: None, not measured)."""
-    from fightlab import results
-
-    row = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
-    for c in results.EXPERIMENTS["newton"]:
-        v = metrics.get(c)
-        row[c] = v if isinstance(v, bool) or v is None else _num(v)
-    return row
-
-
 def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[str] = VARIANTS,
              errors: dict | None = None, nsteps: int = 20, repeats: int = 20, nwarm: int = 10) -> list[dict]:
     """``body``'s ``newton`` rows at ``nworld`` worlds: MuJoCo Warp's solve (``solver_loop``
@@ -287,25 +268,18 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
     (its stage clock; "all", the default build, also launches, graph time and ``errors``, a
     :func:`correctness` result); on a CPU launches only (:func:`step_time`). Rows are returned,
     not written (:func:`fightlab.results.publish_row` writes them)."""
-    from fightlab.kernels.stage_clock import STAGES
-
     base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
     stock = step_time(body, nworld, device, "auto", nsteps, repeats)
     rows = [newton_row(body, nworld, device, dict(base, solver_loop=stock["solver_loop"], variant="mujoco_warp"),
                        dict(stock, single_launch=False))]
     for variant in variants:
         cyc = stage_profile(body, nworld, device, variant, nsteps, nwarm)
-        m = dict(single_launch=True, solve_cycles_median=cyc["total"], rebuilds_per_solve=cyc["rebuilds"],
-                 brackets_per_solve=cyc["brackets"], nefc_median=cyc["nefc_median"])
+        extra = {}
         if variant == "all":
-            m.update(step_time(body, nworld, device, "single_launch", nsteps, repeats))
-            m.update({k: v for k, v in (errors or {}).items() if k not in ("niter", "nefc")})
-        params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(variant_fixes(variant)),
-                      stage_cycles={s: cyc[s] for s in STAGES},
-                      cycles="SM cycles" if str(device).startswith("cuda") else "CPU cycle counter (smoke)")
-        if variant == "all" and errors:
-            params.update(check_niter=errors.get("niter"), check_nefc=errors.get("nefc"))
-        rows.append(newton_row(body, nworld, device, params, m))
+            extra.update(step_time(body, nworld, device, "single_launch", nsteps, repeats))
+            extra.update({k: v for k, v in (errors or {}).items() if k not in ("niter", "nefc")})
+        more = dict(check_niter=errors.get("niter"), check_nefc=errors.get("nefc")) if variant == "all" and errors else {}
+        rows.append(variant_row(body, nworld, device, variant, cyc, dict(base, **more), extra))
     return rows
 
 
