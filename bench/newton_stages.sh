@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BODIES=${1:-"simple muscular-fast"}; NWORLDS=${2:-"1024 32"}
 NSTEPS=${NSTEPS:-20}; DEVICE=${DEVICE:-cuda:0}; PY=${PY:-python3}
-FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt bounds,scatter,pairs,ldlt,tree all"}
+FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt bounds,scatter,pairs,ldlt,tree bounds,scatter,pairs,ldlt,tree,levels all"}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 if [ "$DEVICE" != cpu ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true

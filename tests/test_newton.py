@@ -283,8 +283,12 @@ def test_the_level_table_covers_every_update_once_by_height():
                         assert last.get(e, -1) < lv, (name, lv, e)
 
 
+@pytest.mark.parametrize("fix", ["levels", "matvec"])
 @pytest.mark.parametrize("name", ["simple", "tree"])
-def test_the_level_factor_equals_the_serial_tree_factor(name, cpu_blocks):
+def test_each_late_fix_leaves_the_solve_as_it_was(name, fix, cpu_blocks):
+    """The level-scheduled factor against the serial tree factor, M·x in chunks (and the trace
+    gathered in parallel) against a row per thread: the same row states and iteration counts,
+    qacc within float32 rounding."""
     import numpy as np
 
     from fightlab.kernels.newton_hessian import FIXES
@@ -295,7 +299,7 @@ def test_the_level_factor_equals_the_serial_tree_factor(name, cpu_blocks):
         mjw.step(m, d)
     mjw.forward(m, d)
     outs = []
-    for fixes in (tuple(f for f in FIXES if f != "levels"), FIXES):
+    for fixes in (tuple(f for f in FIXES if f != fix), FIXES):
         d.overflow.zero_()
         N.newton_solve(m, d, fixes=fixes)
         outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
@@ -304,3 +308,25 @@ def test_the_level_factor_equals_the_serial_tree_factor(name, cpu_blocks):
     np.testing.assert_array_equal(sa, sb)
     np.testing.assert_array_equal(na, nb)
     assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
+
+
+def test_the_chunk_table_covers_each_row_of_m_in_order():
+    """:func:`newton_matvec.mulm_chunks`: a row's chunks tile its CSR range in order, none longer
+    than CHUNK, none empty; the root's rows of muscular-fast (every DOF) split into 12."""
+    import numpy as np
+
+    from fightlab.kernels.newton_matvec import CHUNK, mulm_chunks
+
+    for name in ("simple", "muscular-fast"):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        adr = m.M_mulm_rowadr.numpy()
+        t = mulm_chunks(adr)
+        nchunk, size, nv = int(t[0]), int(t[1]), m.nv
+        rc, k0, k1 = t[2:3 + nv], t[3 + nv:3 + nv + nchunk], t[3 + nv + nchunk:]
+        assert size == CHUNK and len(k1) == nchunk and rc[0] == 0 and rc[-1] == nchunk
+        for r in range(nv):
+            cs = range(rc[r], rc[r + 1])
+            assert [k0[c] for c in cs][:1] == [adr[r]] and [k1[c] for c in cs][-1:] == [adr[r + 1]]
+            assert all(k1[c] == k0[c + 1] for c in cs[:-1]) and all(0 < k1[c] - k0[c] <= CHUNK for c in cs)
+        if name == "muscular-fast":
+            assert int(np.max(np.diff(rc))) == -(-nv // CHUNK)

@@ -57,7 +57,8 @@ factored as LDLᵀ in place, the forward solve riding along as the extra row: le
 fill, where every constraint row lies on one root-to-body chain (:mod:`fightlab.kernels.newton_tree`:
 the DOFs of one height eliminated together from a host-built table, the back solve one barrier
 per tree depth), else densely with one barrier per column (the
-trailing triangle's elements dealt to the threads in turn, the back solve one barrier per column). Jᵀ·force is added with atomics (as MuJoCo Warp does). The per-world vectors
+trailing triangle's elements dealt to the threads in turn, the back solve one barrier per column). Jᵀ·force is added with atomics (as MuJoCo Warp does). M·x is computed in chunks of M's
+rows dealt to the threads (:mod:`fightlab.kernels.newton_matvec`). The per-world vectors
 (grad, search, mv) and rows (Jaref, jv) sit in a global scratch the block owns
 (:mod:`fightlab.kernels.newton_rows`). The line search is MuJoCo Warp's pyramidal
 ``_linesearch_iterative_kernel`` as functions of the block (:mod:`fightlab.kernels.linesearch`,
@@ -90,6 +91,7 @@ from mujoco_warp._src import types as mjw_types
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
+from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
 from fightlab.kernels.newton_hessian import FIXES, rebuild_func
 from fightlab.kernels.newton_tree import level_schedule, rows_are_chains
 
@@ -138,7 +140,7 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     @wp.func
     def update(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                alpha: float, floor: float, sums: wp.vec3, sigma: float, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
-               M_hinit_i: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int],
+               M_hinit_i: wp.array[int], M_colind: wp.array[int], plan: wp.array[int], M_elemid: wp.array2d[int],
                M_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float],
                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
@@ -150,7 +152,7 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid,
+            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan, M_elemid,
                         M_in,
                         qfrc_smooth_in, efc_Ma_in,
                         J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
@@ -167,6 +169,7 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
     J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
     update, linesearch = _update_func(capacity, profile, fixes), linesearch_func(profile)
+    _scale, _start_solve, mv_jv = matvec_funcs(capacity, "matvec" in fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -174,7 +177,7 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     def iteration(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                   ls_iterations: int, tolerance: float, ls_tolerance: float, scale: float, u: vec5,
                   M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
-                  M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int],
+                  M_colind: wp.array[int], plan: wp.array[int], M_elemid: wp.array2d[int],
                   M_mulm_rowadr: wp.array[int],
                   M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], qfrc_smooth_in: wp.array2d[float],
                   M_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
@@ -186,8 +189,8 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
                   prof: wp.array2d[wp.int64]):
         _sync_threads()
         if u[4] > 0.0:  # a new search direction: mv = M·search, jv = J·search
-            R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
-                    J_rowadr, J_colind, J, search, mv, jv, no_rows)
+            mv_jv(sh, worldid, tid, nthread, nv, nefc, plan, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in,
+                  J_rownnz, J_rowadr, J_colind, J, search, mv, jv, no_rows)
             _sync_threads()
         mark(prof, worldid, tid, _S_MVJV)
         ls = linesearch(worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
@@ -198,7 +201,7 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
         R.step(worldid, tid, nthread, nv, nefc, ls[0], search, mv, jv, qacc_out, efc_Ma_out, Jaref)
         mark(prof, worldid, tid, _S_STEP)
         u_next = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls[0], ls[3], wp.vec3(u[0], u[1], u[2]), u[3],
-                        M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out,
+                        M_rownnz, M_rowadr, M_hinit_i, M_colind, plan, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out,
                         J_rownnz, J_rowadr, J_colind, J,
                         efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                         qfrc_constraint_out, prof)
@@ -214,13 +217,14 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
     on 132 SMs (uncapped: 168 registers, 5 blocks, two waves); without "bounds", the first build's 5."""
     update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes),
                                                 _iteration_func(capacity, profile, fixes), C.marker(profile))
+    inertia_scale, start_solve, _mv_jv = matvec_funcs(capacity, "matvec" in fixes)
     bounds = (block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
 
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
         # Model:
         nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int],
-        tree_sched: wp.array[int], M_elemid: wp.array2d[int],
+        plan: wp.array[int], M_elemid: wp.array2d[int],
         M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
         opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
         # In:
@@ -245,18 +249,18 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
         nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
         tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
-        scale = R.inertia_scale(worldid, nv, M_rownnz, M_rowadr, M_in)
-        R.start(worldid, tid, nthread, nv, nefc, qacc_mode, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz,
-                J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out, efc_Ma_out, Jaref,
-                solver_niter_out)
+        scale = inertia_scale(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_in)
+        start_solve(sh, worldid, tid, nthread, nv, nefc, qacc_mode, plan, M_mulm_rowadr, M_mulm_col, M_mulm_madr,
+                    M_in, J_rownnz, J_rowadr, J_colind, J, qacc_warmstart_in, qacc_smooth_in, efc_aref_in, qacc_out,
+                    efc_Ma_out, Jaref, solver_niter_out)
         mark(prof, worldid, tid, _S_INIT)
         u = update(sh, worldid, tid, nthread, nv, ne, nf, nefc, 0.0, 1.0, wp.vec3(0.0), 1.0, M_rownnz, M_rowadr,
-                   M_hinit_i, M_colind, tree_sched, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr,
+                   M_hinit_i, M_colind, plan, M_elemid, M_in, qfrc_smooth_in, efc_Ma_out, J_rownnz, J_rowadr,
                    J_colind, J, efc_D_in, efc_frictionloss_in, Jaref, grad, search, efc_force_out, efc_state_out,
                    qfrc_constraint_out, prof)  # α 0: rebuild
         for it in range(iterations):
             ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
-                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, tree_sched, M_elemid, M_mulm_rowadr,
+                              scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan, M_elemid, M_mulm_rowadr,
                               M_mulm_col,
                               M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
                               efc_frictionloss_in, grad, search, mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out,
@@ -305,25 +309,30 @@ def newton_support(m: Any, opt: Any = None) -> str | None:
     return None
 
 
-_TREE: dict[int, tuple[Any, bool, Any]] = {}  # id(m) -> (weakref to m, rows_are_chains(m), level table)
+_PLAN: dict[int, tuple[Any, bool, bool, Any]] = {}  # id(m) -> (weakref to m, chains, chunks fit, plan)
 
 
-def _tree_plan(m: Any) -> tuple[bool, Any]:
-    """(:func:`newton_tree.rows_are_chains` of ``m``, :func:`newton_tree.level_schedule`'s table
-    on m's device, a 3-int empty table where the rows are not chains), computed once (host reads:
-    at setup, by :func:`use_newton`, or at the first :func:`newton_solve`)."""
-    entry = _TREE.get(id(m))
+def _plan(m: Any) -> tuple[bool, bool, Any]:
+    """(:func:`newton_tree.rows_are_chains` of ``m``, whether M's chunks fit the shared tile,
+    the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks]`` then
+    :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not chains) and
+    :func:`newton_matvec.mulm_chunks`'), computed once (host reads: at setup, by
+    :func:`use_newton`, or at the first :func:`newton_solve`)."""
+    entry = _PLAN.get(id(m))
     if entry is None or entry[0]() is not m:
         ok = rows_are_chains(m)
-        table = (level_schedule(m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()) if ok
-                 else np.zeros(3, dtype=np.int32))
-        entry = _TREE[id(m)] = (weakref.ref(m), ok, wp.array(table, dtype=int, device=m.M_rownnz.device))
-    return entry[1], entry[2]
+        levels = (level_schedule(m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()) if ok
+                  else np.zeros(3, dtype=np.int32))
+        chunks = mulm_chunks(m.M_mulm_rowadr.numpy())
+        table = np.concatenate([np.asarray([2, 2 + len(levels)], dtype=np.int32), levels, chunks])
+        fit = int(chunks[0]) <= shared_floats(m.nv)
+        entry = _PLAN[id(m)] = (weakref.ref(m), ok, fit, wp.array(table, dtype=int, device=m.M_rownnz.device))
+    return entry[1], entry[2], entry[3]
 
 
 def _tree_ok(m: Any) -> bool:
-    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (:func:`_tree_plan`)."""
-    return _tree_plan(m)[0]
+    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (:func:`_plan`)."""
+    return _plan(m)[0]
 
 
 def _has_frictionloss(m: Any) -> bool:
@@ -365,10 +374,10 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
-    chains, table = _tree_plan(m)
+    chains, fit, table = _plan(m)
+    taken = {"tree": chains, "levels": chains, "matvec": fit}
     wp.launch_tiled(
-        _kernel(shared_floats(nv), block_dim, profile,
-                tuple(f for f in FIXES if f in fixes and (f not in ("tree", "levels") or chains))),
+        _kernel(shared_floats(nv), block_dim, profile, tuple(f for f in FIXES if f in fixes and taken.get(f, True))),
         dim=(nworld,),
         inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, table, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),
@@ -427,7 +436,7 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
         print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
               file=sys.stderr, flush=True)
         return reason
-    _tree_plan(m)
+    _plan(m)
     if mjw_solver.solve is stock_solve:
         mjw_solver.solve = _dispatch
     elif mjw_solver.solve is not _dispatch:

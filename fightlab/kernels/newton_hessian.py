@@ -29,8 +29,10 @@ __all__ = ["FIXES", "rebuild_func"]
 #: apart (else every lane from pair 0), "ldlt" the factor's elements dealt evenly (else row i to
 #: thread i mod nthread), "tree" the tree-sparse LDLᵀ (:mod:`fightlab.kernels.newton_tree`; taken
 #: only where :func:`newton_tree.rows_are_chains`, else the dense one), "levels" its factor one
-#: height per barrier from a host-built table (with "tree" only)
-FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels")
+#: height per barrier from a host-built table (with "tree" only), "matvec" M·x in chunks of M's rows
+#: dealt to the threads and the trace's diagonal gathered in parallel
+#: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread)
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (
@@ -231,7 +233,7 @@ def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
     @wp.func
     def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-              M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], prof: wp.array2d[wp.int64]):
+              M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int], prof: wp.array2d[wp.int64]):
         rhs = nv * (nv + 1) // 2
         ldlt(sh, tid, nthread, nv)
         mark(prof, worldid, tid, _S_LDLT)
@@ -258,8 +260,8 @@ def _tree_solve_func(capacity: int, profile: bool, levels: bool):
 
     @wp.func
     def solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-              M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int], prof: wp.array2d[wp.int64]):
-        tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched)
+              M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int], prof: wp.array2d[wp.int64]):
+        tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)
         mark(prof, worldid, tid, _S_LDLT)
 
     return solve
@@ -275,13 +277,13 @@ def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
     @wp.func
     def factor_solve(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-                     M_rowadr: wp.array[int], M_colind: wp.array[int], tree_sched: wp.array[int],
+                     M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int],
                      grad_in: wp.array2d[float], search_out: wp.array2d[float],
                      prof: wp.array2d[wp.int64]) -> wp.vec2:
         """search = -H⁻¹·grad (the gradient row solved in place), returns (|search|²,
         gradᵀH⁻¹grad) over the block."""
         rhs = nv * (nv + 1) // 2
-        solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched, prof)
+        solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, prof)
         local = wp.vec2(0.0)
         for i in range(tid, nv, nthread):
             x = _ld(sh, rhs + i)
@@ -307,7 +309,7 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
     @wp.func
     def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_rownnz: wp.array[int],
                 M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
-                M_colind: wp.array[int], tree_sched: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float],
+                M_colind: wp.array[int], plan: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float],
                 qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
                 J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
                 efc_force_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
@@ -322,7 +324,7 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
         mark(prof, worldid, tid, _S_GRAD)
         assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
                  J_rownnz, J_rowadr, J_colind, J, prof)
-        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, tree_sched, grad, search,
+        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, grad, search,
                             prof)
         return wp.vec3(grad_dot, sums[0], sums[1])
 

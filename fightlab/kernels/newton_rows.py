@@ -13,7 +13,7 @@ import warp as wp
 from mujoco_warp._src import types as mjw_types
 from mujoco_warp._src.solver import _eval_constraint
 
-__all__ = ["sync_threads", "start", "row_dot", "mul_m", "init_qacc", "update_constraint", "qfrc_constraint", "grad", "mv_jv", "step",
+__all__ = ["sync_threads", "row_dot", "mul_m", "init_qacc", "update_constraint", "qfrc_constraint", "grad", "mv_jv", "jx", "step",
            "done", "stale", "qfrc_from_grad", "per_world", "inertia_scale"]
 
 _LS_BIT = int(mjw_types.OverflowType.LS_ITERATIONS)
@@ -115,6 +115,18 @@ def grad(worldid: int, tid: int, nthread: int, nv: int, efc_Ma_in: wp.array2d[fl
 
 
 @wp.func
+def jx(worldid: int, tid: int, nthread: int, nefc: int, J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+       J_colind: wp.array3d[int], J: wp.array3d[float], x_in: wp.array2d[float], jx_out: wp.array2d[float],
+       jx_minus: wp.array2d[float]):
+    """jx = J·x - jx_minus, a row per thread (:func:`mv_jv`'s second half)."""
+    for efcid in range(tid, nefc, nthread):
+        v = row_dot(worldid, efcid, J_rownnz, J_rowadr, J_colind, J, x_in)
+        if jx_minus.shape[1] > 0:
+            v = v - jx_minus[worldid, efcid]
+        jx_out[worldid, efcid] = v
+
+
+@wp.func
 def mv_jv(worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_mulm_rowadr: wp.array[int],
           M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], M_in: wp.array2d[float],
           J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int],
@@ -124,11 +136,7 @@ def mv_jv(worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_mulm_rowad
     array with shape[1] = 0 for jv)."""
     for dofid in range(tid, nv, nthread):
         mx_out[worldid, dofid] = mul_m(worldid, dofid, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, x_in)
-    for efcid in range(tid, nefc, nthread):
-        v = row_dot(worldid, efcid, J_rownnz, J_rowadr, J_colind, J, x_in)
-        if jx_minus.shape[1] > 0:
-            v = v - jx_minus[worldid, efcid]
-        jx_out[worldid, efcid] = v
+    jx(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, x_in, jx_out, jx_minus)
 
 
 @wp.func
@@ -198,20 +206,3 @@ def inertia_scale(worldid: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.a
     for i in range(nv):
         trace += M_in[worldid, M_rowadr[i] + M_rownnz[i] - 1]
     return 1.0 / wp.max(_MINVAL, trace)
-
-
-@wp.func
-def start(worldid: int, tid: int, nthread: int, nv: int, nefc: int, qacc_mode: int, M_mulm_rowadr: wp.array[int],
-          M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int], M_in: wp.array2d[float],
-          J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
-          qacc_warmstart_in: wp.array2d[float], qacc_smooth_in: wp.array2d[float],
-          efc_aref_in: wp.array2d[float], qacc_out: wp.array2d[float], efc_Ma_out: wp.array2d[float],
-          Jaref_out: wp.array2d[float], solver_niter_out: wp.array[int]):
-    """The start of a solve: qacc (:func:`init_qacc`), then efc.Ma = M·qacc and Jaref = J·qacc -
-    aref, a barrier after each."""
-    init_qacc(worldid, tid, nthread, nv, qacc_mode, nefc, qacc_warmstart_in, qacc_smooth_in, qacc_out,
-              solver_niter_out)
-    sync_threads()
-    mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz, J_rowadr,
-          J_colind, J, qacc_out, efc_Ma_out, Jaref_out, efc_aref_in)
-    sync_threads()

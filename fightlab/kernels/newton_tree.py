@@ -110,10 +110,10 @@ def _block_max(v: float) -> float:
 
 @functools.cache
 def tree_solve_func(capacity: int, levels: bool = False):
-    """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, sched)``: the factor
-    (leaf first, one DOF per barrier; ``levels``: one height per barrier from ``sched``,
-    :func:`level_schedule`'s table), then x = H⁻¹·g left in the gradient row (row nv) of the
-    shared triangle."""
+    """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the factor
+    (leaf first, one DOF per barrier; ``levels``: one height per barrier from
+    :func:`level_schedule`'s table, which starts at ``plan[plan[0]]``), then x = H⁻¹·g left in
+    the gradient row (row nv) of the shared triangle."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -147,21 +147,23 @@ def tree_solve_func(capacity: int, levels: bool = False):
         _sync_threads()
 
     @wp.func
-    def factor_levels(sh: Tile, tid: int, nthread: int, sched: wp.array[int]):
+    def factor_levels(sh: Tile, tid: int, nthread: int, plan: wp.array[int]):
         """One height per barrier: each target entry to one thread, its terms in table order."""
-        nlevel, ntgt, ncon = sched[0], sched[1], sched[2]
-        o_te = 3 + nlevel + 1
+        b = plan[0]
+        nlevel, ntgt, ncon = plan[b], plan[b + 1], plan[b + 2]
+        o_lv = b + 3
+        o_te = o_lv + nlevel + 1
         o_ta = o_te + ntgt
         o_ab = o_ta + ntgt + 1
         o_kk = o_ab + ncon
         for lv in range(nlevel):
             _sync_threads()
-            for t in range(sched[3 + lv] + tid, sched[3 + lv + 1], nthread):
-                e = sched[o_te + t]
+            for t in range(plan[o_lv + lv] + tid, plan[o_lv + lv + 1], nthread):
+                e = plan[o_te + t]
                 acc = _ld(sh, e)
-                for c in range(sched[o_ta + t], sched[o_ta + t + 1]):
-                    w = sched[o_ab + c]
-                    ia, ib, kk = w & 0xFFFF, (w >> 16) & 0xFFFF, sched[o_kk + c]
+                for c in range(plan[o_ta + t], plan[o_ta + t + 1]):
+                    w = plan[o_ab + c]
+                    ia, ib, kk = w & 0xFFFF, (w >> 16) & 0xFFFF, plan[o_kk + c]
                     if kk >= 0:
                         acc -= _ld(sh, ia) * (1.0 / _ld(sh, kk)) * _ld(sh, ib)
                     else:
@@ -193,14 +195,14 @@ def tree_solve_func(capacity: int, levels: bool = False):
 
     @wp.func
     def tree_solve_serial(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-                          M_rowadr: wp.array[int], M_colind: wp.array[int], sched: wp.array[int]):
+                          M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int]):
         factor(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
         back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
 
     @wp.func
     def tree_solve_levels(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
-                          M_rowadr: wp.array[int], M_colind: wp.array[int], sched: wp.array[int]):
-        factor_levels(sh, tid, nthread, sched)
+                          M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int]):
+        factor_levels(sh, tid, nthread, plan)
         back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
 
     return tree_solve_levels if levels else tree_solve_serial

@@ -36,7 +36,7 @@ __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotsp
 #: the kernel variants of ``bench/newton_stages.sh``: the first CUDA build ("none"), the fixes
 #: added one by one, "all" (the default build, the one training runs)
 VARIANTS = ("none", "bounds", "bounds,scatter", "bounds,scatter,pairs", "bounds,scatter,pairs,ldlt",
-            "bounds,scatter,pairs,ldlt,tree", "all")
+            "bounds,scatter,pairs,ldlt,tree", "bounds,scatter,pairs,ldlt,tree,levels", "all")
 #: bodies besides fightlab's: the held-out contact tree of :mod:`fightlab.measure.newton`
 MODELS = ("contact-tree-16",)
 #: float32 rounding's scale in a solve (tests/test_newton.py): the kernel's error against float64
