@@ -162,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nsteps", type=int, default=20, help="instrumented physics steps")
     p.add_argument("--nwarm", type=int, default=10, help="steps with MuJoCo Warp's solve first")
     p.add_argument("--device", default="cuda:0")
+    from fightlab.kernels.newton_hessian import FIXES
+
     p.add_argument("--fixes", nargs="+", default=["all"],
-                   help="kernel variants to compare, each 'all', 'none' or a comma list of "
-                        "bounds,scatter,pairs,ldlt,tree,levels (the fixes built in)")
+                   help=f"kernel variants to compare, each 'all', 'none' or a comma list of {','.join(FIXES)} "
+                        "(the fixes built in)")
     p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
     p.add_argument("--results-root", default=None,
                    help="also write each as a `newton` row (the committed table's schema, params size "
