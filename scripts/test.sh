@@ -39,9 +39,9 @@ fi
 # the launcher's SkyPilot tests run through this interpreter and fail (not skip) without it
 export FIGHTLAB_SURVEY_PYTHON="$SURVEY_VENV/bin/python"
 
-echo "[test] .venv/bin/python -m pytest -q -rs $*"
+echo "[test] .venv/bin/python -m pytest -q -rfs $*"
 set +e
-.venv/bin/python -m pytest -q -rs "$@"  # -rs: each skipped test's reason in the summary
+.venv/bin/python -m pytest -q -rfs "$@"  # -rfs: each failed test's name and each skipped test's reason in the summary
 rc=$?
 set -e
 

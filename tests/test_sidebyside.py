@@ -363,3 +363,13 @@ def test_a_best_group_needs_three_seeds_unless_none_has_them():
     d = sbs.differences(sbs.side_by_side_table(only)).iloc[0]
     assert d.rsl_rl_nworld == 4096 and d.rsl_rl_runs == 1 and d.time_ratio == 3.0
     assert "(preliminary: rsl_rl 1 run, fewer than 3)" in sbs.difference_text(d)
+
+
+def test_a_body_with_one_learner_says_which_is_missing():
+    rs = frame(*[row(seed=s) for s in (1, 2, 3)], *[row(learner="rsl_rl", seed=s, tts=200.0) for s in (1, 2, 3)],
+               *[row("muscular-fast", seed=s) for s in (1, 2, 3)])
+    lines = sbs.missing_lines(sbs.side_by_side_table(rs))
+    assert lines == ["muscular-fast: no rsl_rl side-by-side training on this card yet, so no ratio "
+                     "(bash bench/side_by_side.sh study muscular-fast rsl_rl)"]
+    assert sbs.missing_lines(sbs.side_by_side_table(frame(*[row(seed=s) for s in (1, 2)],
+                                                          row(learner="rsl_rl")))) == []

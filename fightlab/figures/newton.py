@@ -1,6 +1,7 @@
 """Figure of the Newton solve (`fightlab.measure.newton_study`, notebook 09): graph time per
 physics step against the world count, MuJoCo Warp's solve beside fightlab's single launch, one
-panel per body; drawn from ``newton`` rows with a graph time (GPU rows)."""
+panel per body, from ``newton`` rows with a graph time; under it, where stage-clock rows exist,
+the single launch's cycles per world's solve by stage for each kernel variant (GPU rows)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 
 from fightlab.figures import style as plots
 
-__all__ = ["timed_rows", "plot_newton_time", "draw_newton_time"]
+__all__ = ["timed_rows", "stage_rows", "plot_newton_time", "draw_newton_time"]
 
 
 def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -26,19 +27,47 @@ def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
         ["body", "nworld", "single_launch", "gpu"], keep="last").reset_index(drop=True)
 
 
+#: stages of the stage clock drawn apart (the rest summed as "other")
+_STAGE_GROUPS = {"LDLt": "LDLᵀ", "back solve": "LDLᵀ", "M.s J.s": "M·s, J·s", "init": "init",
+                 "assemble M": "assemble H", "assemble JtDJ": "assemble H"}
+
+
+def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The stage-clock rows (params ``stage_cycles``), the newest per (body, nworld, variant, GPU),
+    at each body's largest world count, with ``variant``, ``nfix`` (fixes built in) and one
+    column per stage group (cycles per world's solve)."""
+    params = [json.loads(p) for p in df["params"]]
+    keep = [("stage_cycles" in p) for p in params]
+    if not any(keep):
+        return pd.DataFrame()
+    df = df[keep].assign(variant=[p["variant"] for p, k in zip(params, keep) if k],
+                         nfix=[len(p.get("fixes", [])) for p, k in zip(params, keep) if k],
+                         cycles=[p["stage_cycles"] for p, k in zip(params, keep) if k])
+    df = df.sort_values("time", kind="stable").drop_duplicates(["body", "nworld", "variant", "gpu"], keep="last")
+    df = df[df["nworld"] == df.groupby("body")["nworld"].transform("max")]
+    groups = list(dict.fromkeys([*_STAGE_GROUPS.values(), "other"]))
+    sums = [{g: sum(v for s, v in c.items() if _STAGE_GROUPS.get(s, "other") == g) for g in groups}
+            for c in df["cycles"]]
+    return pd.concat([df.reset_index(drop=True), pd.DataFrame(sums)], axis=1).sort_values(["body", "nfix"])
+
+
 def plot_newton_time(df: pd.DataFrame, title: str = ""):
     """Graph time per physics step [ms] (all worlds) against nworld, log-log, one panel per body:
-    MuJoCo Warp's solve and the single launch (:func:`timed_rows` of ``df``). Returns the Figure,
-    or None when no row has a graph time."""
+    MuJoCo Warp's solve and the single launch (:func:`timed_rows` of ``df``); a row of panels
+    under it with :func:`stage_rows`' cycles per world's solve by stage group for each kernel
+    variant (stacked bars). Returns the Figure, or None when no row has either."""
     import matplotlib.pyplot as plt
 
-    rows = timed_rows(df)
-    if rows.empty:
+    rows, stages = timed_rows(df), stage_rows(df)
+    if rows.empty and stages.empty:
         return None
-    bodies = list(dict.fromkeys(rows.sort_values("body")["body"]))
+    bodies = sorted(set(rows.get("body", [])) | set(stages.get("body", [])))
+    nrow = int(not rows.empty) + int(not stages.empty)
     with plots.use_style():
-        fig, axes = plt.subplots(1, len(bodies), figsize=(5.2 * len(bodies), 4.0), squeeze=False)
-        for ax, body in zip(axes[0], bodies):
+        fig, axes = plt.subplots(nrow, len(bodies), figsize=(5.6 * len(bodies), 4.0 * nrow), squeeze=False)
+        if not stages.empty:
+            _plot_stages(axes[-1], bodies, stages)
+        for ax, body in zip(axes[0] if not rows.empty else [], bodies):
             for i, (single, name) in enumerate(((False, "MuJoCo Warp's solve (38 launches)"),
                                                 (True, "single-launch solve"))):
                 g = rows[(rows["body"] == body) & (rows["single_launch"] == single)].sort_values("nworld")
@@ -54,15 +83,33 @@ def plot_newton_time(df: pd.DataFrame, title: str = ""):
     return fig
 
 
+def _plot_stages(axes, bodies: list, stages: pd.DataFrame) -> None:
+    """Stacked horizontal bars: a kernel variant per bar, k cycles per world's solve by group."""
+    groups = [c for c in dict.fromkeys([*_STAGE_GROUPS.values(), "other"])]
+    for ax, body in zip(axes, bodies):
+        g = stages[stages["body"] == body]
+        if g.empty:
+            ax.set_axis_off()
+            continue
+        left = pd.Series(0.0, index=g.index)
+        for i, grp in enumerate(groups):
+            ax.barh(g["variant"], g[grp] / 1e3, left=left / 1e3, color=plots.COLORS[i % len(plots.COLORS)], label=grp)
+            left = left + g[grp]
+        plots.label(ax, x="stage clock per world's solve [k cycles]", y="kernel variant [-]",
+                    title=f"{body}, {int(g['nworld'].iloc[0])} worlds")
+        ax.legend(fontsize=7)
+
+
 def draw_newton_time(root: Path, log: Callable[[str], None], rows: Callable, save_per_gpu: Callable) -> list[Path]:
     """`python -m fightlab figures`' drawer of ``newton_time`` (``rows``, ``save_per_gpu``: the
-    package's own helpers, handed in): one figure per GPU; skipped with a line without timed rows."""
+    package's own helpers, handed in): one figure per GPU; skipped with a line without timed or
+    stage-clock rows."""
     df = rows("newton", root, "newton_time", log)
 
     def plot(gpu, g, name):
         fig = plot_newton_time(g, title=f"the Newton solve, {gpu}")
         if fig is None:
-            log(f"figures: skip {name}: no newton row of {gpu} has a graph time (GPU rows only)")
+            log(f"figures: skip {name}: no newton row of {gpu} has a graph time or a stage clock (GPU rows only)")
         return fig
 
     return save_per_gpu(df, "newton_time", plot, root, log)

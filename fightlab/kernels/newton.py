@@ -217,23 +217,21 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
     on 132 SMs (uncapped: 168 registers, 5 blocks, two waves); without "bounds", the first build's 5."""
     update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes),
                                                 _iteration_func(capacity, profile, fixes), C.marker(profile))
-    inertia_scale, start_solve, _mv_jv = matvec_funcs(capacity, "matvec" in fixes)
-    bounds = (block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
+    (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes), (
+        block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
 
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
     def _newton(
         # Model:
         nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int],
-        plan: wp.array[int], M_elemid: wp.array2d[int],
-        M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int], M_mulm_madr: wp.array[int],
-        opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
+        plan: wp.array[int], M_elemid: wp.array2d[int], M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int],
+        M_mulm_madr: wp.array[int], opt_tolerance: wp.array[float], opt_ls_tolerance: wp.array[float],
         # In:
         iterations: int, ls_iterations: int, qacc_mode: int, njmax: int,
         # Data in:
-        ne_in: wp.array[int], nf_in: wp.array[int], nefc_in: wp.array[int],
-        qacc_warmstart_in: wp.array2d[float], qacc_smooth_in: wp.array2d[float],
-        qfrc_smooth_in: wp.array2d[float], M_in: wp.array2d[float], J_rownnz: wp.array2d[int],
-        J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
+        ne_in: wp.array[int], nf_in: wp.array[int], nefc_in: wp.array[int], qacc_warmstart_in: wp.array2d[float],
+        qacc_smooth_in: wp.array2d[float], qfrc_smooth_in: wp.array2d[float], M_in: wp.array2d[float],
+        J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
         efc_D_in: wp.array2d[float], efc_aref_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
         # Scratch (nworld, nv) x 3, (nworld, njmax) x 2, (nworld, 0):
         grad: wp.array2d[float], search: wp.array2d[float], mv: wp.array2d[float],
@@ -261,8 +259,7 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
         for it in range(iterations):
             ls, u = iteration(sh, worldid, tid, nthread, nv, ne, nf, nefc, ls_iterations, tolerance, ls_tolerance,
                               scale, u, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan, M_elemid, M_mulm_rowadr,
-                              M_mulm_col,
-                              M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                              M_mulm_col, M_mulm_madr, qfrc_smooth_in, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
                               efc_frictionloss_in, grad, search, mv, jv, Jaref, no_rows, qacc_out, qfrc_constraint_out,
                               efc_force_out, efc_state_out, efc_Ma_out, prof)
             if R.done(tid, worldid, it, iterations, tolerance, scale, ls, wp.vec3(u[0], u[1], u[2]),

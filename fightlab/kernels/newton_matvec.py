@@ -48,12 +48,9 @@ def mulm_chunks(mulm_rowadr: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def matvec_funcs(capacity: int, chunks: bool):
-    """``(scale, start, mv_jv)`` for a shared tile of ``capacity`` floats: 1 / trace M, the
-    solve's start (qacc, efc.Ma = M·qacc, Jaref = J·qacc - aref) and mx = M·x, jx = J·x - jx_minus
-    (``newton_rows.mv_jv``), each taking the tile and the kernel's ``plan`` (the chunk table at
-    ``plan[plan[1]]``); ``chunks`` False: ``newton_rows``' row-per-thread forms (the tile and
-    the plan unused)."""
+def _mv_jv_func(capacity: int, chunks: bool):
+    """``mv_jv(sh, worldid, tid, nthread, nv, nefc, plan, M_mulm_*, M_in, J_*, x_in, mx_out, jx_out,
+    jx_minus)``: M·x in chunks (``chunks``) or a row per thread, then J·x - jx_minus."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -100,7 +97,14 @@ def matvec_funcs(capacity: int, chunks: bool):
         R.mv_jv(worldid, tid, nthread, nv, nefc, M_mulm_rowadr, M_mulm_col, M_mulm_madr, M_in, J_rownnz, J_rowadr,
                 J_colind, J, x_in, mx_out, jx_out, jx_minus)
 
-    mv_jv = mv_jv_chunks if chunks else mv_jv_rows
+    return mv_jv_chunks if chunks else mv_jv_rows
+
+
+@functools.cache
+def _scale_func(capacity: int, shared: bool):
+    """``scale(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_in) -> 1 / trace M``."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
 
     @wp.func
     def scale_shared(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
@@ -120,6 +124,19 @@ def matvec_funcs(capacity: int, chunks: bool):
                      M_rowadr: wp.array[int], M_in: wp.array2d[float]) -> float:
         return R.inertia_scale(worldid, nv, M_rownnz, M_rowadr, M_in)
 
+    return scale_shared if shared else scale_serial
+
+
+@functools.cache
+def matvec_funcs(capacity: int, chunks: bool):
+    """``(scale, start, mv_jv)`` for a shared tile of ``capacity`` floats: 1 / trace M, the
+    solve's start (qacc, efc.Ma = M·qacc, Jaref = J·qacc - aref) and mx = M·x, jx = J·x - jx_minus
+    (``newton_rows.mv_jv``), each taking the tile and the kernel's ``plan`` (the chunk table at
+    ``plan[plan[1]]``); ``chunks`` False: ``newton_rows``' row-per-thread forms (the tile and
+    the plan unused)."""
+    mv_jv = _mv_jv_func(capacity, chunks)
+    Tile = wp.tile[float, capacity]
+
     @wp.func
     def start(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, qacc_mode: int,
               plan: wp.array[int], M_mulm_rowadr: wp.array[int], M_mulm_col: wp.array[int],
@@ -137,4 +154,4 @@ def matvec_funcs(capacity: int, chunks: bool):
               J_rowadr, J_colind, J, qacc_out, efc_Ma_out, Jaref_out, efc_aref_in)
         _sync_threads()
 
-    return (scale_shared if chunks else scale_serial), start, mv_jv
+    return _scale_func(capacity, chunks), start, mv_jv

@@ -109,11 +109,8 @@ def _block_max(v: float) -> float:
 
 
 @functools.cache
-def tree_solve_func(capacity: int, levels: bool = False):
-    """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the factor
-    (leaf first, one DOF per barrier; ``levels``: one height per barrier from
-    :func:`level_schedule`'s table, which starts at ``plan[plan[0]]``), then x = H⁻¹·g left in
-    the gradient row (row nv) of the shared triangle."""
+def _serial_factor_func(capacity: int):
+    """``factor(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)``: one DOF per barrier."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -146,6 +143,15 @@ def tree_solve_func(capacity: int, levels: bool = False):
                     _st(sh, rhs + ca, _ld(sh, rhs + ca) - _ld(sh, rowk + ca) * gk)
         _sync_threads()
 
+    return factor
+
+
+@functools.cache
+def _levels_factor_func(capacity: int):
+    """``factor_levels(sh, tid, nthread, plan)``: one height per barrier (:func:`level_schedule`)."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
     @wp.func
     def factor_levels(sh: Tile, tid: int, nthread: int, plan: wp.array[int]):
         """One height per barrier: each target entry to one thread, its terms in table order."""
@@ -171,6 +177,15 @@ def tree_solve_func(capacity: int, levels: bool = False):
                 _st(sh, e, acc)
         _sync_threads()
 
+    return factor_levels
+
+
+@functools.cache
+def _back_func(capacity: int):
+    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)``: the back substitution."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
     @wp.func
     def back(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
              M_colind: wp.array[int]):
@@ -192,6 +207,18 @@ def tree_solve_func(capacity: int, levels: bool = False):
                         acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
                     _st(sh, rhs + k, acc / _ld(sh, rowk + k))
             _sync_threads()
+
+    return back
+
+
+@functools.cache
+def tree_solve_func(capacity: int, levels: bool = False):
+    """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the factor
+    (leaf first, one DOF per barrier; ``levels``: one height per barrier from
+    :func:`level_schedule`'s table, which starts at ``plan[plan[0]]``), then x = H⁻¹·g left in
+    the gradient row (row nv) of the shared triangle."""
+    factor, factor_levels, back = _serial_factor_func(capacity), _levels_factor_func(capacity), _back_func(capacity)
+    Tile = wp.tile[float, capacity]
 
     @wp.func
     def tree_solve_serial(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],

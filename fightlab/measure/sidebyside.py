@@ -145,6 +145,17 @@ def differences(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
+def missing_lines(table: pd.DataFrame) -> list[str]:
+    """A line per body of a :func:`side_by_side_table` that has one learner's trainings only:
+    which learner has none yet, and the command that makes them."""
+    out = []
+    for body, g in table.groupby("body", sort=True):
+        for who in sorted({"fightlab", "rsl_rl"} - set(g["learner"])):
+            out.append(f"{body}: no {who} side-by-side training on this card yet, so no ratio "
+                       f"(bash bench/side_by_side.sh study {body} {who})")
+    return out
+
+
 def difference_text(d: pd.Series) -> str:
     """One line for a :func:`differences` row: the ratio, its two factors, which dominates, the goal."""
     if not math.isfinite(d["fightlab_time_s"]):
