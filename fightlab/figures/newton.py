@@ -33,11 +33,12 @@ _STAGE_GROUPS = {"LDLt": "LDLᵀ", "back solve": "LDLᵀ", "M.s J.s": "M·s, J·
 
 
 def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The stage-clock rows (params ``stage_cycles``), the newest per (body, nworld, variant, GPU),
+    """The GPU stage-clock rows (params ``stage_cycles`` in SM cycles; a CPU smoke's cycle counter
+    is no measurement), the newest per (body, nworld, variant, GPU),
     at each body's largest world count, with ``variant``, ``nfix`` (fixes built in) and one
     column per stage group (cycles per world's solve)."""
     params = [json.loads(p) for p in df["params"]]
-    keep = [("stage_cycles" in p) for p in params]
+    keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles") for p in params]
     if not any(keep):
         return pd.DataFrame()
     df = df[keep].assign(variant=[p["variant"] for p, k in zip(params, keep) if k],
