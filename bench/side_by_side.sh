@@ -26,7 +26,10 @@
 # skipped); with OUT set, WORK's unfinished runs (latest.pt as a file, rows, manifest; no ckpt_*.pt) are
 # packed into $OUT/sbs-work.tgz after each training, to be carried and unpacked (`tar xzf`) into
 # the next machine's repository root when the first one is gone (its members relative to the root, so
-# with OUT a study's WORK must lie inside the repository, e.g. runs/...; one outside is refused). With OUT and
+# with OUT a study's WORK must lie inside the repository, e.g. runs/...; one outside is refused). With
+# OUT, every finished run's own record (<run>/data/: its train row and curve, and <run>.log) also goes
+# into $OUT/sbs-rows.tgz: the device's data/ does not outlive the call (the next call's tree replaces
+# it). With OUT and
 # POLICIES=1, every finished run's latest.pt also goes into $OUT/policies.tgz (as
 # <run>/latest.pt), for `fightlab export` / `evaluate --backend cpu` elsewhere. DEVICE, NWORLD, ITERS (max
 # iterations; default the config's), PY (the interpreter) may be set; a CPU smoke (nothing published):
@@ -105,15 +108,20 @@ train() {  # train LEARNER BODY NWORLD SEED RUN_DIR [extra flags...]: one traini
 
 pack() {  # WORK's unfinished runs into $OUT/sbs-work.tgz (a new machine continues from it)
   [ -n "${OUT:-}" ] || return 0
-  local d files=() done_=()
+  local d files=() done_=() rows=()
   for d in "$work"/*/; do
     d=${d%/}; [ -f "$d/latest.pt" ] || continue
-    if [ -f "$d/data/results/train.csv" ]; then done_+=("$d/latest.pt"); continue; fi  # finished: its policy
+    if [ -f "$d/data/results/train.csv" ]; then  # finished: its policy, its row and curve, its log
+      done_+=("$d/latest.pt"); rows+=("$d/data"); [ -f "$d.log" ] && rows+=("$d.log"); continue
+    fi
     while IFS= read -r f; do files+=("$f"); done < <(find "$d" -maxdepth 1 \( -type f -o -type l \) ! -name 'ckpt_*.pt' ! -name '*.lock')
     [ -f "$d.log" ] && files+=("$d.log")
   done
   if [ "${POLICIES:-0}" = 1 ] && [ ${#done_[@]} -gt 0 ]; then
     tar czhf "$OUT/policies.tgz.tmp" -C "$root" "${done_[@]}" && mv "$OUT/policies.tgz.tmp" "$OUT/policies.tgz"
+  fi
+  if [ ${#rows[@]} -gt 0 ]; then
+    tar czf "$OUT/sbs-rows.tgz.tmp" -C "$root" "${rows[@]}" && mv "$OUT/sbs-rows.tgz.tmp" "$OUT/sbs-rows.tgz"
   fi
   if [ ${#files[@]} -gt 0 ]; then tar czhf "$OUT/sbs-work.tgz.tmp" -C "$root" "${files[@]}" && mv "$OUT/sbs-work.tgz.tmp" "$OUT/sbs-work.tgz"
   else rm -f "$OUT/sbs-work.tgz"; fi

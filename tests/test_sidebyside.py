@@ -328,6 +328,9 @@ def test_a_study_longer_than_one_call_goes_on_in_segments_on_a_new_machine(tmp_p
     assert len(rows) == 1 and rows["iterations"].tolist() == [2] and not archive.exists()
     listed = subprocess.run(["tar", "tzf", str(out / "policies.tgz")], capture_output=True, text=True, check=True)
     assert listed.stdout.split() == [str((work / "fightlab-simple-s1" / "latest.pt").relative_to(REPO_ROOT))]
+    kept = subprocess.run(["tar", "tzf", str(out / "sbs-rows.tgz")], capture_output=True, text=True, check=True)
+    run = str((work / "fightlab-simple-s1").relative_to(REPO_ROOT))
+    assert {f"{run}/data/results/train.csv", f"{run}.log"} <= set(kept.stdout.split())  # the finished run's record
     r = _script(out, "study", "simple", "fightlab", **env)
     assert r.returncode == 0 and "fightlab simple s1: finished earlier" in r.stdout
 
