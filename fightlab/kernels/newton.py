@@ -327,11 +327,6 @@ def _plan(m: Any) -> tuple[bool, bool, Any]:
     return entry[1], entry[2], entry[3]
 
 
-def _tree_ok(m: Any) -> bool:
-    """:func:`newton_tree.rows_are_chains` of ``m``, computed once (:func:`_plan`)."""
-    return _plan(m)[0]
-
-
 def _has_frictionloss(m: Any) -> bool:
     arrays = [m.dof_frictionloss] + ([m.tendon_frictionloss] if int(m.ntendon) > 0 else [])
     return any(a.size and bool(np.any(a.numpy() > 0.0)) for a in arrays)
