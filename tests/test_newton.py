@@ -204,14 +204,10 @@ def test_the_stage_bench_runs_on_the_cpu(tmp_path):
     assert params[0]["size"] == "stages" and params[0]["stage_cycles"]["LDLt"] == float(rows[0]["LDLt_cycles"])
 
 
-@pytest.mark.parametrize("name", ["simple", "tree"])
-def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
-    """``fixes=()`` (the kernel as first built: row-owned LDLᵀ, M through M_elemid, every lane's
-    JᵀDJ pairs from (0, 0), no register cap) against all fixes: the same row states and
-    iteration counts, qacc within float32 rounding (only summation orders differ)."""
+def _builds_agree(name: str, fixes_a: tuple, fixes_b: tuple):
+    """One solve from the same contact state (40 MuJoCo Warp steps, 2 worlds) with each kernel
+    build: the same row states and iteration counts, qacc within float32 rounding. Returns (m, d)."""
     import numpy as np
-
-    from fightlab.kernels.newton_hessian import FIXES
 
     mjm, slots = _model(name)
     m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
@@ -219,7 +215,7 @@ def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
         mjw.step(m, d)
     mjw.forward(m, d)
     outs = []
-    for fixes in ((), FIXES):
+    for fixes in (fixes_a, fixes_b):
         d.overflow.zero_()
         N.newton_solve(m, d, fixes=fixes)
         outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
@@ -228,6 +224,17 @@ def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
     np.testing.assert_array_equal(sa, sb)
     np.testing.assert_array_equal(na, nb)
     assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
+    return m, d
+
+
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
+    """``fixes=()`` (the kernel as first built: row-owned LDLᵀ, M through M_elemid, every lane's
+    JᵀDJ pairs from (0, 0), no register cap) against all fixes: the same row states and
+    iteration counts, qacc within float32 rounding (only summation orders differ)."""
+    from fightlab.kernels.newton_hessian import FIXES
+
+    m, d = _builds_agree(name, (), FIXES)
     with pytest.raises(ValueError, match="fixes must be a subset"):
         N.newton_solve(m, d, fixes=("faster",))
 
@@ -289,25 +296,9 @@ def test_each_late_fix_leaves_the_solve_as_it_was(name, fix, cpu_blocks):
     """The level-scheduled factor against the serial tree factor, M·x in chunks (and the trace
     gathered in parallel) against a row per thread: the same row states and iteration counts,
     qacc within float32 rounding."""
-    import numpy as np
-
     from fightlab.kernels.newton_hessian import FIXES
 
-    mjm, slots = _model(name)
-    m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
-    for _ in range(40):
-        mjw.step(m, d)
-    mjw.forward(m, d)
-    outs = []
-    for fixes in (tuple(f for f in FIXES if f != fix), FIXES):
-        d.overflow.zero_()
-        N.newton_solve(m, d, fixes=fixes)
-        outs.append((d.qacc.numpy().copy(), d.efc.state.numpy().copy(), d.solver_niter.numpy().copy()))
-    assert d.nefc.numpy().sum() > 0
-    (qa, sa, na), (qb, sb, nb) = outs
-    np.testing.assert_array_equal(sa, sb)
-    np.testing.assert_array_equal(na, nb)
-    assert np.abs(qa - qb).max() <= TOL * np.abs(qa).max()
+    _builds_agree(name, tuple(f for f in FIXES if f != fix), FIXES)
 
 
 def test_the_chunk_table_covers_each_row_of_m_in_order():
