@@ -100,8 +100,8 @@ def graphs_row(body="simple", setting="all", s_per_iter=0.25) -> dict:
 
 def newton_row(body="simple", nworld=1024, single_launch=False, variant=None, graph_ms=0.5,
                gpu="NVIDIA H200") -> dict:
-    """A newton row (notebook 09): MuJoCo Warp's solve or the single launch ("all" unless named)."""
-    variant = variant or ("all" if single_launch else "mujoco_warp")
+    """A newton row (notebook 09): MuJoCo Warp's solve or the single launch ("default" unless named)."""
+    variant = variant or ("default" if single_launch else "mujoco_warp")
     row = _meta(body, nworld=nworld, gpu=gpu, variant=variant,
                 solver_loop="single_launch" if single_launch else "unrolled")
     row.update(dict.fromkeys(results.EXPERIMENTS["newton"]))

@@ -321,3 +321,24 @@ def test_the_chunk_table_covers_each_row_of_m_in_order():
             assert all(k1[c] == k0[c + 1] for c in cs[:-1]) and all(0 < k1[c] - k0[c] <= CHUNK for c in cs)
         if name == "muscular-fast":
             assert int(np.max(np.diff(rc))) == -(-nv // CHUNK)
+
+
+def test_the_default_build_is_named_recorded_and_used_unless_told():
+    """``newton_solve`` builds ``DEFAULT_FIXES`` unless told (the fastest measured: no "levels");
+    the variant "default" names it, a stage row with no fixes records it, a bad name is refused."""
+    import inspect
+    import json
+
+    from fightlab.kernels import stage_clock as C
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
+    from fightlab.measure.newton_stages import stage_row, variant_fixes
+
+    assert set(DEFAULT_FIXES) < set(FIXES) and "levels" not in DEFAULT_FIXES
+    assert inspect.signature(N.newton_solve).parameters["fixes"].default == DEFAULT_FIXES
+    assert variant_fixes("default") == DEFAULT_FIXES and variant_fixes("all") == FIXES
+    assert variant_fixes("none") == () and variant_fixes("tree,levels") == ("tree", "levels")
+    with pytest.raises(ValueError, match="'all', 'default', 'none'.*got 'fastest'"):
+        variant_fixes("fastest")
+    row = stage_row("simple", 2, 2, "cpu", dict.fromkeys((*C.STAGES, "total", *C.COUNTS, "nefc_median", "nefc_max",
+                                                          "nv"), 1.0))
+    assert json.loads(row["params"])["fixes"] == list(DEFAULT_FIXES)

@@ -40,7 +40,7 @@ def test_hotspot_table_marks_todays_training_physics():
     (dict(bodies=["boxer"]), "bodies: unknown body 'boxer'"),
     (dict(nworlds=[32, 32]), "nworlds: 32 is listed twice"),
     (dict(stage_nworlds=[]), "stage_nworlds must be a non-empty list"),
-    (dict(variants=["fast"]), "variants: 'fast' is not 'all', 'none' or a comma list of fixes"),
+    (dict(variants=["fast"]), "variants: 'fast' is not 'all', 'default', 'none' or a comma list of fixes"),
     (dict(check_nworld=0), "check_nworld must be an integer in [1, 64]"),
     (dict(rollout_steps=-1), "rollout_steps must be an integer in [0, 10000]"),
 ])
@@ -77,7 +77,7 @@ def test_notebook_runs_at_smoke_size(tmp_path):
     assert "today's training physics" in out  # drawn from the committed data/results/profile.csv
     df = results.read_rows("newton", RUNS / "newton" / "nb09-smoke-cpu")
     variant = [json.loads(p)["variant"] for p in df["params"]]
-    assert variant == ["mujoco_warp", "none", "all"] * 2 + ["all"]
+    assert variant == ["mujoco_warp", "none", "all", "default"] * 2 + ["default"]
     assert df["graph_ms_per_step"].isna().all() and set(df["gpu"]) == {"cpu"}
     timed = S.speed_table(df)
     assert list(timed["launches_per_step"]) == [80.0, 43.0] * 2 and list(timed["solve_launches_per_step"]) == [38.0, 1.0] * 2

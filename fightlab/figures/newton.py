@@ -17,11 +17,12 @@ __all__ = ["timed_rows", "stage_rows", "plot_newton_time", "draw_newton_time"]
 
 
 def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows the figure draws: MuJoCo Warp's solve and the default single launch (variant
-    "all") with a graph time, the newest per (body, nworld, solve, GPU)."""
+    """The rows the figure draws: MuJoCo Warp's solve and the single launch as
+    ``solver_loop=single_launch`` builds it (variant "default") with a graph time, the newest per
+    (body, nworld, solve, GPU)."""
     variant = pd.Series([json.loads(p).get("variant") for p in df["params"]], index=df.index)
     ms = pd.to_numeric(df["graph_ms_per_step"], errors="coerce")
-    df = df[variant.isin(["mujoco_warp", "all"]) & ms.notna()]
+    df = df[variant.isin(["mujoco_warp", "default"]) & ms.notna()]
     df = df.assign(single_launch=df["single_launch"].astype(float).astype(bool))
     return df.sort_values("time", kind="stable").drop_duplicates(
         ["body", "nworld", "single_launch", "gpu"], keep="last").reset_index(drop=True)

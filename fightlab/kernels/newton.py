@@ -92,7 +92,7 @@ from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
 from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
-from fightlab.kernels.newton_hessian import FIXES, rebuild_func
+from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, rebuild_func
 from fightlab.kernels.newton_tree import level_schedule, rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
@@ -341,15 +341,15 @@ def _qacc_mode(m: Any, d: Any) -> int:
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
-                 fixes: tuple[str, ...] = FIXES) -> None:
+                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> None:
     """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
     (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
     efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
     world (1 on a CPU without ``wp.config.enable_cpu_blocks``). ``stage_clock``: None, or an int64
     array ``(nworld, stage_clock.NCOLS)`` that the instrumented build adds each stage's cycles
     and the counts to (:mod:`fightlab.kernels.stage_clock`). ``fixes``: the subset of
-    :data:`newton_hessian.FIXES` built in (all by default; fewer only to measure what each
-    saves). Host values only: graph-capturable.
+    :data:`newton_hessian.FIXES` built in (:data:`newton_hessian.DEFAULT_FIXES` by default, the
+    fastest measured; others to measure what each saves). Host values only: graph-capturable.
     """
     if d.njmax == 0 or m.nv == 0:
         wp.copy(d.qacc, d.qacc_smooth)

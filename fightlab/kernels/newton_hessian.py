@@ -21,7 +21,7 @@ from fightlab.kernels._smem import shared_accessors, shared_atomic_add
 from fightlab.kernels.linesearch import block_sum2
 from fightlab.kernels.newton_tree import tree_solve_func
 
-__all__ = ["FIXES", "rebuild_func"]
+__all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 
 #: the kernel's fixes of its first CUDA build, each switchable for an A/B in one call: "bounds"
 #: registers capped for 8 blocks of 64 per SM (:mod:`fightlab.kernels.newton`), "scatter" M
@@ -33,6 +33,10 @@ __all__ = ["FIXES", "rebuild_func"]
 #: dealt to the threads and the trace's diagonal gathered in parallel
 #: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread)
 FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec")
+#: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
+#: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
+#: solve without "levels" and "matvec", 994 k with them)
+DEFAULT_FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (

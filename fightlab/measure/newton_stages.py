@@ -33,7 +33,7 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
     steps, ``total`` (the median of the per-solve sums), the mean counts per solve, the median
     and largest nefc; ``block_dim``: threads per world (None: the kernel's default); ``fixes``:
-    those of :data:`newton_hessian.FIXES` built in (None: all)."""
+    those of :data:`newton_hessian.FIXES` built in (None: ``DEFAULT_FIXES``, the solve's default)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -78,13 +78,16 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
 
 
 def variant_fixes(variant: str) -> tuple[str, ...]:
-    """The kernel fixes of a variant name: "all" (`newton_hessian.FIXES`), "none" (the first
-    build) or a comma list of fixes. Raises ValueError naming the valid ones."""
-    from fightlab.kernels.newton_hessian import FIXES
+    """The kernel fixes of a variant name: "all" (`newton_hessian.FIXES`), "default"
+    (`DEFAULT_FIXES`, the solve's own build), "none" (the first build) or a comma list of fixes.
+    Raises ValueError naming the valid ones."""
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
-    fixes = FIXES if variant == "all" else () if variant == "none" else tuple(variant.split(","))
+    named = {"all": FIXES, "default": DEFAULT_FIXES, "none": ()}
+    fixes = named[variant] if variant in named else tuple(variant.split(","))
     if not set(fixes) <= set(FIXES):
-        raise ValueError(f"variant must be 'all', 'none' or a comma list of {', '.join(FIXES)}, got {variant!r}")
+        raise ValueError(f"variant must be 'all', 'default', 'none' or a comma list of {', '.join(FIXES)}, "
+                         f"got {variant!r}")
     return fixes
 
 
@@ -94,9 +97,9 @@ def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str
     ``<stage>_cycles`` and the counts."""
     from fightlab import results
     from fightlab.kernels import stage_clock as C
-    from fightlab.kernels.newton_hessian import FIXES
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
-    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(FIXES if fixes is None else fixes))
+    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(DEFAULT_FIXES if fixes is None else fixes))
     row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device=device)
     slug = lambda s: s.replace(" ", "_").replace("+", "and").replace(".", "")  # noqa: E731
     row.update({f"{slug(s)}_cycles": cycles[s] for s in (*C.STAGES, "total")})
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from fightlab.kernels.newton_hessian import FIXES
 
     p.add_argument("--fixes", nargs="+", default=["all"],
-                   help=f"kernel variants to compare, each 'all', 'none' or a comma list of {','.join(FIXES)} "
+                   help=f"kernel variants to compare, each 'all', 'default', 'none' or a comma list of {','.join(FIXES)} "
                         "(the fixes built in)")
     p.add_argument("--csv", default=None, help="append a row per (body, nworld, fixes) to this CSV")
     p.add_argument("--results-root", default=None,

@@ -34,7 +34,8 @@ __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotsp
            "speed_table"]
 
 #: the kernel variants of ``bench/newton_stages.sh``: the first CUDA build ("none"), the fixes
-#: added one by one, "all" (the default build, the one training runs)
+#: added one by one, "all" (every fix); :func:`run_body` adds "default" (``DEFAULT_FIXES``, what
+#: ``solver_loop=single_launch`` builds), the one it also times
 VARIANTS = ("none", "bounds", "bounds,scatter", "bounds,scatter,pairs", "bounds,scatter,pairs,ldlt",
             "bounds,scatter,pairs,ldlt,tree", "bounds,scatter,pairs,ldlt,tree,levels", "all")
 #: bodies besides fightlab's: the held-out contact tree of :mod:`fightlab.measure.newton`
@@ -67,7 +68,7 @@ def check_parameters(bodies: Any, nworlds: Any, stage_nworlds: Any, variants: An
         try:
             variant_fixes(v)
         except (ValueError, AttributeError):
-            raise ConfigError(f"variants: {v!r} is not 'all', 'none' or a comma list of fixes; choices: "
+            raise ConfigError(f"variants: {v!r} is not 'all', 'default', 'none' or a comma list of fixes; choices: "
                               f"{', '.join(VARIANTS)}") from None
     if isinstance(check_nworld, bool) or not isinstance(check_nworld, int) or not 1 <= check_nworld <= 64:
         raise ConfigError(f"check_nworld must be an integer in [1, 64], got {check_nworld!r}")
@@ -265,20 +266,22 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
              errors: dict | None = None, nsteps: int = 20, repeats: int = 20, nwarm: int = 10) -> list[dict]:
     """``body``'s ``newton`` rows at ``nworld`` worlds: MuJoCo Warp's solve (``solver_loop``
     "auto": launches, graph time), then one row per kernel ``variant`` of the single launch
-    (its stage clock; "all", the default build, also launches, graph time and ``errors``, a
-    :func:`correctness` result); on a CPU launches only (:func:`step_time`). Rows are returned,
-    not written (:func:`fightlab.results.publish_row` writes them)."""
+    (its stage clock), then "default" (added when not listed), the build
+    ``solver_loop=single_launch`` runs (``DEFAULT_FIXES``), with launches, graph time and
+    ``errors``, a :func:`correctness` result; on a CPU launches only (:func:`step_time`). Rows
+    are returned, not written (:func:`fightlab.results.publish_row` writes them)."""
     base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
     stock = step_time(body, nworld, device, "auto", nsteps, repeats)
     rows = [newton_row(body, nworld, device, dict(base, solver_loop=stock["solver_loop"], variant="mujoco_warp"),
                        dict(stock, single_launch=False))]
-    for variant in variants:
+    for variant in [v for v in variants if v != "default"] + ["default"]:
         cyc = stage_profile(body, nworld, device, variant, nsteps, nwarm)
-        extra = {}
-        if variant == "all":
+        extra, more = {}, {}
+        if variant == "default":
             extra.update(step_time(body, nworld, device, "single_launch", nsteps, repeats))
             extra.update({k: v for k, v in (errors or {}).items() if k not in ("niter", "nefc")})
-        more = dict(check_niter=errors.get("niter"), check_nefc=errors.get("nefc")) if variant == "all" and errors else {}
+            if errors:
+                more = dict(check_niter=errors.get("niter"), check_nefc=errors.get("nefc"))
         rows.append(variant_row(body, nworld, device, variant, cyc, dict(base, **more), extra))
     return rows
 
@@ -286,7 +289,7 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
 def error_row(body: str, nworld: int, device: str, size: str, errors: dict) -> dict:
     """A ``newton`` row of correctness only (e.g. the held-out tree, which trains nothing): the
     single launch's ``errors`` (:func:`correctness`) at ``nworld`` checked worlds."""
-    params = dict(size=size, solver_loop="single_launch", variant="all", check_niter=errors.get("niter"),
+    params = dict(size=size, solver_loop="single_launch", variant="default", check_niter=errors.get("niter"),
                   check_nefc=errors.get("nefc"))
     return newton_row(body, nworld, device, params,
                       dict({k: v for k, v in errors.items() if k not in ("niter", "nefc")}, single_launch=True))
@@ -312,10 +315,11 @@ def error_failures(errors: dict) -> list[str]:
 
 
 def speed_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (body, nworld): MuJoCo Warp's solve beside the single launch ("all"): launches per
-    step (all, the solve's), graph ms per step, the solve's kernel ms, the stage clock's total."""
+    """Per (body, nworld): MuJoCo Warp's solve beside the single launch as
+    ``solver_loop=single_launch`` builds it (variant "default"): launches per step (all, the
+    solve's), graph ms per step, the solve's kernel ms, the stage clock's total."""
     variant = pd.Series([json.loads(p).get("variant") for p in rows["params"]], index=rows.index)
-    df = rows[variant.isin(["mujoco_warp", "all"]) & rows["launches_per_step"].notna()]
+    df = rows[variant.isin(["mujoco_warp", "default"]) & rows["launches_per_step"].notna()]
     df = df.assign(solve=["single launch" if s else "MuJoCo Warp" for s in df["single_launch"].astype(bool)])
     return df[["body", "nworld", "gpu", "solve", "launches_per_step", "solve_launches_per_step",
                "graph_ms_per_step", "solve_ms_per_step", "solve_cycles_median"]].reset_index(drop=True)
