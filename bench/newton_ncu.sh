@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Where the single-launch Newton kernel's cycles wait, read by Nsight Compute: each body's solve
+# (`fightlab profile --solver-loop single_launch`, NWORLD worlds, a few steps) under `ncu` with
+# the warp-state and per-instruction sampling sections, on LAUNCHES launches of the kernel after
+# SKIP. The stage clock (bench/newton_stages.sh) says which stage costs; this says which
+# instructions stall and why (stall reason per SASS instruction). Writes under ${OUT:-runs}/ncu/:
+# <body>.ncu-rep (ncu's report), <body>-details.txt (the sections as text), <body>-source.csv (the
+# SASS with its stall samples, where this ncu prints a source page) and <body>.log.
+#
+#   bash bench/newton_ncu.sh [BODIES] [NWORLD]       # default "muscular-fast simple" 1024
+#
+# SKIP (default 5), LAUNCHES (default 2) and NCU (the ncu binary) may be set. ncu replays each
+# launch with the clocks left alone (--clock-control none); its durations are not the benchmark's.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BODIES=${1:-"muscular-fast simple"}; NWORLD=${2:-1024}; SKIP=${SKIP:-5}; LAUNCHES=${LAUNCHES:-2}
+die() { echo "newton_ncu: $*" >&2; exit 2; }
+[[ "$NWORLD" =~ ^[1-9][0-9]*$ ]] || die "NWORLD must be a positive integer, got '$NWORLD'"
+[[ "$SKIP" =~ ^[0-9]+$ ]] || die "SKIP must be a non-negative integer, got '$SKIP'"
+[[ "$LAUNCHES" =~ ^[1-9][0-9]*$ ]] || die "LAUNCHES must be a positive integer, got '$LAUNCHES'"
+for b in $BODIES; do
+  case "$b" in simple|muscular-fast) ;; *) die "unknown body '$b'; choices: simple, muscular-fast" ;; esac
+done
+ncu_bin=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1 || true)}
+[ -n "$ncu_bin" ] && [ -x "$ncu_bin" ] || die "no ncu (Nsight Compute) on this machine; set NCU=/path/to/ncu"
+dest=${OUT:-runs}/ncu; mkdir -p "$dest" || die "cannot make $dest"
+failed=0
+for body in $BODIES; do
+  rep="$dest/$body"
+  # the kernel is Warp's "_kernel__locals___newton_<hash>" (fightlab/kernels/newton.py)
+  if ! "$ncu_bin" --clock-control none -f -o "$rep.tmp" -k regex:'locals___newton' \
+       --launch-skip "$SKIP" --launch-count "$LAUNCHES" \
+       --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
+       --section SchedulerStats --section SourceCounters --section MemoryWorkloadAnalysis \
+       python3 -m fightlab profile --body "$body" --nworld "$NWORLD" --nstep 10 \
+       --solver-loop single_launch --no-progress > "$rep.log" 2>&1; then
+    echo "$body: ncu failed:"; tail -5 "$rep.log"; failed=1; continue
+  fi
+  mv -f "$rep.tmp.ncu-rep" "$rep.ncu-rep"
+  "$ncu_bin" --import "$rep.ncu-rep" --page details > "$rep-details.tmp" 2>&1 && mv -f "$rep-details.tmp" "$rep-details.txt"
+  if "$ncu_bin" --import "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-source.tmp" 2>&1; then
+    mv -f "$rep-source.tmp" "$rep-source.csv"
+  else
+    echo "$body: this ncu printed no source page ($(head -c 200 "$rep-source.tmp"))"; rm -f "$rep-source.tmp"
+  fi
+  echo "$body: $(grep -E 'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
+    "$rep-details.txt" | tr -s ' ' | head -8 | tr '\n' ';')"
+done
+exit "$failed"

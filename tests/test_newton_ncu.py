@@ -1,0 +1,69 @@
+"""bench/newton_ncu.sh: bad input refused in one line; with an ncu that answers, each body's
+report, details and source page are written under OUT/ncu (a stand-in ncu: the CPU has none)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "newton_ncu.sh"
+
+FAKE_NCU = """#!/usr/bin/env bash
+# records its arguments; "-o X" makes X.ncu-rep; "--import" prints a page; FAIL_BODY fails that body
+echo "$@" >> "$LOG"
+case " $* " in *" --body $FAIL_BODY "*) exit 3 ;; esac
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -o) touch "$2.ncu-rep"; shift ;;
+    --import) echo "Warp Cycles Per Issued Instruction 41.2"; exit 0 ;;
+  esac
+  shift
+done
+"""
+
+
+def _run(tmp_path, *args, **env):
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU)
+    fake.chmod(0o755)
+    e = dict(os.environ, NCU=str(fake), OUT=str(tmp_path / "out"), LOG=str(tmp_path / "ncu.args"), FAIL_BODY="none")
+    e.update(env)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("args,env,words", [
+    (("boxer",), {}, ["boxer", "simple, muscular-fast"]),
+    (("simple", "0"), {}, ["NWORLD", "'0'"]),
+    (("simple", "8"), {"LAUNCHES": "x"}, ["LAUNCHES", "'x'"]),
+    (("simple", "8"), {"NCU": "/nonexistent/ncu"}, ["no ncu"]),
+])
+def test_bad_input_is_refused_in_one_line_and_nothing_is_made(tmp_path, args, env, words):
+    r = _run(tmp_path, *args, **env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_body_gets_its_report_details_and_source_page(tmp_path):
+    r = _run(tmp_path, "muscular-fast simple", "64")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = tmp_path / "out" / "ncu"
+    for body in ("muscular-fast", "simple"):
+        assert (out / f"{body}.ncu-rep").is_file()
+        assert "Warp Cycles" in (out / f"{body}-details.txt").read_text()
+        assert (out / f"{body}-source.csv").is_file()
+    calls = (tmp_path / "ncu.args").read_text().splitlines()
+    profiled = [c for c in calls if " -o " in f" {c} "]
+    assert len(profiled) == 2 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
+    assert not list(out.glob("*.tmp*"))
+
+
+def test_a_failed_body_is_named_the_others_still_run_and_the_exit_code_says_so(tmp_path):
+    r = _run(tmp_path, "muscular-fast simple", "64", FAIL_BODY="muscular-fast")
+    assert r.returncode == 1
+    assert "muscular-fast: ncu failed" in r.stdout
+    assert (tmp_path / "out" / "ncu" / "simple.ncu-rep").is_file()
+    assert not (tmp_path / "out" / "ncu" / "muscular-fast.ncu-rep").exists()
