@@ -5,7 +5,9 @@
 # SKIP. The stage clock (bench/newton_stages.sh) says which stage costs; this says which
 # instructions stall and why (stall reason per SASS instruction). Writes under ${OUT:-runs}/ncu/:
 # <body>.ncu-rep (ncu's report), <body>-details.txt (the sections as text), <body>-source.csv (the
-# SASS with its stall samples, where this ncu prints a source page) and <body>.log.
+# SASS with its stall samples, where this ncu prints a source page), <body>-sections.csv (a second
+# pass: the four sections of bench/gpu_batch.sh's factor profile as `ncu --csv`, the form
+# fightlab.measure.ncu reads) and <body>.log.
 #
 #   bash bench/newton_ncu.sh [BODIES] [NWORLD]       # default "muscular-fast simple" 1024
 #
@@ -43,6 +45,13 @@ for body in $BODIES; do
   else
     echo "$body: this ncu printed no source page ($(head -c 200 "$rep-source.tmp"))"; rm -f "$rep-source.tmp"
   fi
+  if ! "$ncu_bin" --clock-control none -k regex:'locals___newton' --launch-skip "$SKIP" --launch-count "$LAUNCHES" \
+       --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+       --csv --log-file "$rep-sections.tmp" python3 -m fightlab profile --body "$body" --nworld "$NWORLD" \
+       --nstep 10 --solver-loop single_launch --no-progress >> "$rep.log" 2>&1; then
+    echo "$body: the sections pass failed:"; tail -5 "$rep.log"; failed=1
+  fi
+  [ -f "$rep-sections.tmp" ] && mv -f "$rep-sections.tmp" "$rep-sections.csv"
   echo "$body: $(grep -E 'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
     "$rep-details.txt" | tr -s ' ' | head -8 | tr '\n' ';')"
 done

@@ -17,6 +17,7 @@ case " $* " in *" --body $FAIL_BODY "*) exit 3 ;; esac
 while [ $# -gt 0 ]; do
   case "$1" in
     -o) touch "$2.ncu-rep"; shift ;;
+    --log-file) echo '"ID","Kernel Name"' > "$2"; shift ;;
     --import) echo "Warp Cycles Per Issued Instruction 41.2"; exit 0 ;;
   esac
   shift
@@ -54,10 +55,10 @@ def test_each_body_gets_its_report_details_and_source_page(tmp_path):
     for body in ("muscular-fast", "simple"):
         assert (out / f"{body}.ncu-rep").is_file()
         assert "Warp Cycles" in (out / f"{body}-details.txt").read_text()
-        assert (out / f"{body}-source.csv").is_file()
+        assert (out / f"{body}-source.csv").is_file() and (out / f"{body}-sections.csv").is_file()
     calls = (tmp_path / "ncu.args").read_text().splitlines()
-    profiled = [c for c in calls if " -o " in f" {c} "]
-    assert len(profiled) == 2 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
+    profiled = [c for c in calls if " -o " in f" {c} " or "--log-file" in c]
+    assert len(profiled) == 4 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
     assert not list(out.glob("*.tmp*"))
 
 
