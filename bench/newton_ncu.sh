@@ -3,11 +3,13 @@
 # (`fightlab profile --solver-loop single_launch`, NWORLD worlds, a few steps) under `ncu` with
 # the warp-state and per-instruction sampling sections, on LAUNCHES launches of the kernel after
 # SKIP. The stage clock (bench/newton_stages.sh) says which stage costs; this says which
-# instructions stall and why (stall reason per SASS instruction). Writes under ${OUT:-runs}/ncu/:
+# instructions stall and why (stall reason per SASS instruction). Writes under OUT/ncu/ (else
+# ${FIGHTLAB_RUNS:-runs}/ncu/):
 # <body>.ncu-rep (ncu's report), <body>-details.txt (the sections as text), <body>-source.csv (the
 # SASS with its stall samples, where this ncu prints a source page), <body>-sections.csv (a second
 # pass: the four sections of bench/gpu_batch.sh's factor profile as `ncu --csv`, the form
-# fightlab.measure.ncu reads) and <body>.log.
+# fightlab.measure.ncu reads) and <body>.log. With OUT set (the GPU machine's return folder, which
+# brings back at most 8 files), the folder is packed into $OUT/ncu.tgz instead.
 #
 #   bash bench/newton_ncu.sh [BODIES] [NWORLD]       # default "muscular-fast simple" 1024
 #
@@ -25,7 +27,9 @@ for b in $BODIES; do
 done
 ncu_bin=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1 || true)}
 [ -n "$ncu_bin" ] && [ -x "$ncu_bin" ] || die "no ncu (Nsight Compute) on this machine; set NCU=/path/to/ncu"
-dest=${OUT:-runs}/ncu; mkdir -p "$dest" || die "cannot make $dest"
+# with OUT the folder is packed and removed at the end: it must be this run's own
+[ -z "${OUT:-}" ] || [ ! -e "$OUT/ncu" ] || die "$OUT/ncu exists already: move it away (it is not overwritten)"
+dest=${OUT:-${FIGHTLAB_RUNS:-runs}}/ncu; mkdir -p "$dest" || die "cannot make $dest"
 failed=0
 for body in $BODIES; do
   rep="$dest/$body"
@@ -55,4 +59,7 @@ for body in $BODIES; do
   echo "$body: $(grep -E 'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
     "$rep-details.txt" | tr -s ' ' | head -8 | tr '\n' ';')"
 done
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/ncu.tgz.tmp" -C "$OUT" ncu && mv -f "$OUT/ncu.tgz.tmp" "$OUT/ncu.tgz" && rm -rf "$OUT/ncu"
+fi
 exit "$failed"

@@ -31,6 +31,7 @@ def _run(tmp_path, *args, **env):
     fake.chmod(0o755)
     e = dict(os.environ, NCU=str(fake), OUT=str(tmp_path / "out"), LOG=str(tmp_path / "ncu.args"), FAIL_BODY="none")
     e.update(env)
+    e = {k: v for k, v in e.items() if v is not None}  # None: unset
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, cwd=tmp_path)
 
 
@@ -49,9 +50,9 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_made(tmp_path, args, en
 
 
 def test_each_body_gets_its_report_details_and_source_page(tmp_path):
-    r = _run(tmp_path, "muscular-fast simple", "64")
+    r = _run(tmp_path, "muscular-fast simple", "64", OUT=None, FIGHTLAB_RUNS=str(tmp_path / "runs"))  # no OUT: runs/
     assert r.returncode == 0, r.stdout + r.stderr
-    out = tmp_path / "out" / "ncu"
+    out = tmp_path / "runs" / "ncu"
     for body in ("muscular-fast", "simple"):
         assert (out / f"{body}.ncu-rep").is_file()
         assert "Warp Cycles" in (out / f"{body}-details.txt").read_text()
@@ -62,9 +63,31 @@ def test_each_body_gets_its_report_details_and_source_page(tmp_path):
     assert not list(out.glob("*.tmp*"))
 
 
+def test_with_out_the_folder_comes_back_as_one_tarball(tmp_path):
+    import tarfile
+
+    r = _run(tmp_path, "muscular-fast simple", "64")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["ncu.tgz"]  # the return folder's 8-file limit
+    with tarfile.open(tmp_path / "out" / "ncu.tgz") as t:
+        names = set(t.getnames())
+    assert {f"ncu/{b}{s}" for b in ("simple", "muscular-fast")
+            for s in (".ncu-rep", "-details.txt", "-source.csv", "-sections.csv", ".log")} <= names
+
+
+def test_an_existing_ncu_folder_in_out_is_left_alone(tmp_path):
+    (tmp_path / "out" / "ncu").mkdir(parents=True)
+    (tmp_path / "out" / "ncu" / "mine.txt").write_text("keep")
+    r = _run(tmp_path, "simple", "64")
+    assert r.returncode == 2 and "exists already" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "out" / "ncu" / "mine.txt").read_text() == "keep"
+    assert not (tmp_path / "ncu.args").exists()
+
+
 def test_a_failed_body_is_named_the_others_still_run_and_the_exit_code_says_so(tmp_path):
-    r = _run(tmp_path, "muscular-fast simple", "64", FAIL_BODY="muscular-fast")
+    r = _run(tmp_path, "muscular-fast simple", "64", FAIL_BODY="muscular-fast", OUT=None,
+             FIGHTLAB_RUNS=str(tmp_path / "runs"))
     assert r.returncode == 1
     assert "muscular-fast: ncu failed" in r.stdout
-    assert (tmp_path / "out" / "ncu" / "simple.ncu-rep").is_file()
-    assert not (tmp_path / "out" / "ncu" / "muscular-fast.ncu-rep").exists()
+    out = tmp_path / "runs" / "ncu"
+    assert (out / "simple.ncu-rep").is_file() and not (out / "muscular-fast.ncu-rep").exists()
