@@ -342,3 +342,23 @@ def test_the_default_build_is_named_recorded_and_used_unless_told():
     row = stage_row("simple", 2, 2, "cpu", dict.fromkeys((*C.STAGES, "total", *C.COUNTS, "nefc_median", "nefc_max",
                                                           "nv"), 1.0))
     assert json.loads(row["params"])["fixes"] == list(DEFAULT_FIXES)
+
+
+def test_the_factor_critical_path_counts_the_busiest_threads_work():
+    """A root with two leaf children (rows [0], [0, 1], [0, 2]): 4 items in 2 steps serially,
+    2 targets of 2 terms at one height; with 2 threads 2 and 2. The bodies: about as many terms
+    on the busiest thread by height as by DOF (the levels build's barriers were not its cost)."""
+    import numpy as np
+
+    from fightlab.kernels.newton_tree import factor_critical_path
+
+    tree = (np.array([1, 2, 2]), np.array([0, 1, 3]), np.array([0, 0, 1, 0, 2]))
+    assert factor_critical_path(*tree, nthread=1) == dict(serial=4, levels=4, steps=3, heights=2)
+    assert factor_critical_path(*tree, nthread=2) == dict(serial=2, levels=2, steps=3, heights=2)
+    with pytest.raises(ValueError, match="nthread must be an int >= 1, got 0"):
+        factor_critical_path(*tree, nthread=0)
+    for name, heights in (("simple", 19), ("muscular-fast", 25)):
+        m = build(name)
+        c = factor_critical_path(m.M_rownnz, m.M_rowadr, m.M_colind)
+        assert c["steps"] == m.nv and c["heights"] == heights
+        assert 0.9 <= c["levels"] / c["serial"] <= 1.1, c

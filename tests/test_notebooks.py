@@ -109,7 +109,7 @@ def test_notebook_paths_come_from_the_repository():
     ("08", dict(gpu="NVIDIA B300", device="cpu"), "gpu 'NVIDIA B300' has no side-by-side training"),
     ("09", dict(publish=True, device="cpu"), "device 'cpu' is not a GPU"),
     ("09", dict(bodies=["boxer"], device="cpu"), "bodies: unknown body 'boxer'"),
-    ("09", dict(variants=["all", "fast"], device="cpu"), "variants: 'fast' is not 'all', 'none'"),
+    ("09", dict(variants=["all", "fast"], device="cpu"), "variants: 'fast' is not 'all', 'default', 'none'"),
     ("09", dict(nworlds=[32, 32], device="cpu"), "nworlds: 32 is listed twice"),
 ])
 def test_every_refusal_comes_in_the_first_code_cell(key, params, refused, tmp_path):

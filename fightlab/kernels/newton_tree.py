@@ -28,7 +28,7 @@ import warp as wp
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
 
-__all__ = ["level_schedule", "rows_are_chains", "tree_solve_func"]
+__all__ = ["factor_critical_path", "level_schedule", "rows_are_chains", "tree_solve_func"]
 
 _sync_threads = R.sync_threads
 
@@ -100,6 +100,31 @@ def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -
         lvl.append(len(tgt_e))
     head = [nlevel, len(tgt_e), len(ab)]
     return np.asarray(head + lvl + tgt_e + tgt_adr + ab + kk, dtype=np.int32)
+
+
+def factor_critical_path(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray,
+                         nthread: int = 64) -> dict[str, int]:
+    """The tree factor's work on its busiest thread, as the two kernels deal it to ``nthread``
+    threads (host arrays as :func:`level_schedule`'s): ``serial`` = Σ over the nv steps of
+    ⌈items / nthread⌉ (a step's pairs and gradient entries dealt in turn), ``levels`` = Σ over the
+    heights of the largest per-thread term count (targets dealt in turn, each with all its
+    terms), with ``steps`` (nv barriers) and ``heights`` (barriers of ``levels``). The two
+    differ in barriers, not in the terms one thread walks. Raises ValueError for ``nthread`` < 1."""
+    if isinstance(nthread, bool) or not isinstance(nthread, int) or nthread < 1:
+        raise ValueError(f"nthread must be an int >= 1, got {nthread!r}")
+    nv = len(rownnz)
+    n = np.asarray(rownnz, dtype=np.int64) - 1  # ancestors per DOF
+    serial = int(sum(-(-int(a * (a + 1) // 2 + a) // nthread) for a in n))
+    plan = level_schedule(rownnz, rowadr, colind)
+    nlevel, ntgt = int(plan[0]), int(plan[1])
+    lvl = plan[3:4 + nlevel]
+    adr = plan[4 + nlevel + ntgt:5 + nlevel + 2 * ntgt].astype(np.int64)
+    terms = np.diff(adr)
+    levels = 0
+    for lv in range(nlevel):
+        t = terms[lvl[lv]:lvl[lv + 1]]
+        levels += int(np.bincount(np.arange(len(t)) % nthread, weights=t, minlength=1).max()) if len(t) else 0
+    return dict(serial=serial, levels=levels, steps=nv, heights=nlevel)
 
 
 @wp.func
