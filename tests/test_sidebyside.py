@@ -376,3 +376,25 @@ def test_a_body_with_one_learner_says_which_is_missing():
                      "(bash bench/side_by_side.sh study muscular-fast rsl_rl)"]
     assert sbs.missing_lines(sbs.side_by_side_table(frame(*[row(seed=s) for s in (1, 2)],
                                                           row(learner="rsl_rl")))) == []
+
+
+def test_rsl_rl_short_of_three_runs_at_its_sweep_s_best_world_count_is_named():
+    """With the sweep's rows: a body whose rsl_rl runs lack 3 at its best world count gets a line
+    (how many so far, the command); 3 there, or no sweep row for the card: no line."""
+    from fightlab.measure.sidebyside import SWEEP_STUDY
+
+    def sweep(n, s_it, gpu="NVIDIA H100 80GB HBM3"):
+        return dict(body="simple", gpu=gpu, nworld=n, s_per_iter=s_it, time="2026-12-06T00:00:00",
+                    params=json.dumps({"study": SWEEP_STUDY}))
+
+    speed = pd.DataFrame([sweep(1024, 0.3), sweep(4096, 0.4)])  # 4096: the most samples per second
+    base = [row(seed=s) for s in (1, 2, 3)] + [row(learner="rsl_rl", seed=s, tts=200.0) for s in (1, 2, 3)]
+    card = "NVIDIA H100 80GB HBM3"
+    one = sbs.side_by_side_table(frame(*base, row(learner="rsl_rl", seed=1, tts=150.0, nworld=4096)))
+    assert sbs.missing_lines(one, speed, card) == [
+        "simple: rsl_rl has 1 of 3 runs at its best world count (4096, from its sweep) so far "
+        "(RSL_NWORLD=best bash bench/side_by_side.sh study simple rsl_rl)"]
+    assert sbs.missing_lines(one) == [] and sbs.missing_lines(one, speed, "another card") == []
+    three = sbs.side_by_side_table(frame(*base, *[row(learner="rsl_rl", seed=s, tts=150.0, nworld=4096)
+                                                  for s in (1, 2, 3)]))
+    assert sbs.missing_lines(three, speed, card) == []

@@ -69,7 +69,7 @@ def check_parameters(bodies: Any, nworlds: Any, stage_nworlds: Any, variants: An
             variant_fixes(v)
         except (ValueError, AttributeError):
             raise ConfigError(f"variants: {v!r} is not 'all', 'default', 'none' or a comma list of fixes; choices: "
-                              f"{', '.join(VARIANTS)}") from None
+                              f"{', '.join((*VARIANTS, 'default'))}") from None
     if isinstance(check_nworld, bool) or not isinstance(check_nworld, int) or not 1 <= check_nworld <= 64:
         raise ConfigError(f"check_nworld must be an integer in [1, 64], got {check_nworld!r}")
     if isinstance(rollout_steps, bool) or not isinstance(rollout_steps, int) or not 0 <= rollout_steps <= 10_000:
@@ -106,6 +106,11 @@ def _f(x: Any) -> float:
     return float(v)
 
 
+def _said(v) -> str:
+    """A profile row's setting as text; "not recorded" for rows older than the setting's column."""
+    return "not recorded" if v is None else str(v)
+
+
 def hotspot_table(profile_rows: pd.DataFrame) -> pd.DataFrame:
     """Per ``profile`` row (newest per body, nworld, GPU and physics): the physics it ran
     (``iterations`` / ``ls_iterations``, qacc_smooth, eulerdamp, the factor path), ``training``
@@ -132,8 +137,8 @@ def hotspot_table(profile_rows: pd.DataFrame) -> pd.DataFrame:
         kernel = _f(r.kernel_ms_per_step)
         out.append(dict(
             body=r.body, nworld=int(r.nworld), gpu=r.gpu, training=training, time=r.time,
-            physics=(f"Newton {it}/{ls}, qacc_smooth {'?' if qs is None else qs}, eulerdamp "
-                     f"{'?' if ed is None else ed}, factor {p.get('factor_path', '?')}"),
+            physics=(f"Newton {it}/{ls}, qacc_smooth {_said(qs)}, eulerdamp {_said(ed)}, "
+                     f"factor {_said(p.get('factor_path'))}"),
             kernel_ms_per_step=kernel, graph_ms_per_step=_f(r.graph_ms_per_step),
             factor_ms_per_step=_f(r.mass_matrix_factor_ms_per_step),
             factor_share=_f(r.mass_matrix_factor_ms_per_step) / kernel,

@@ -145,14 +145,22 @@ def differences(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-def missing_lines(table: pd.DataFrame) -> list[str]:
-    """A line per body of a :func:`side_by_side_table` that has one learner's trainings only:
-    which learner has none yet, and the command that makes them."""
+def missing_lines(table: pd.DataFrame, speed: pd.DataFrame | None = None, gpu: str | None = None) -> list[str]:
+    """A line per body of a :func:`side_by_side_table` that has one learner's trainings only
+    (which learner has none yet, and the command that makes them), and, with ``speed`` (the
+    learner_speed rows) and ``gpu`` (the table's card), per body whose rsl_rl runs lack the best
+    world count of its sweep (:func:`best_nworld`) or have fewer than :data:`MIN_SEEDS` runs there."""
     out = []
     for body, g in table.groupby("body", sort=True):
         for who in sorted({"fightlab", "rsl_rl"} - set(g["learner"])):
             out.append(f"{body}: no {who} side-by-side training on this card yet, so no ratio "
                        f"(bash bench/side_by_side.sh study {body} {who})")
+        best = best_nworld(speed, body, gpu) if speed is not None and gpu else None
+        r = g[(g["learner"] == "rsl_rl") & (g["nworld"] == best)]
+        if best is not None and "rsl_rl" in set(g["learner"]) and int(r["runs"].sum()) < MIN_SEEDS:
+            out.append(f"{body}: rsl_rl has {int(r['runs'].sum())} of {MIN_SEEDS} runs at its best world count "
+                       f"({best}, from its sweep) so far (RSL_NWORLD=best bash bench/side_by_side.sh study "
+                       f"{body} rsl_rl)")
     return out
 
 
