@@ -184,7 +184,7 @@ def report_figures(verdicts: dict[Path, tuple[str, str]], size: str, compare_dir
             print(f"[reproduce] {line}", flush=True)
     count = {k: sum(v == k for v, _ in verdicts.values()) for k in VERDICTS}
     where = f"; side by side in {compare_dir}" if count["differs"] else ""
-    more = ("; one line per figure: .venv/bin/python -m fightlab reproduce --log-output" if smoke and not verbose else "")
+    more = ("; one line per figure: rerun with --log-output (runs the notebooks again)" if smoke and not verbose else "")
     lone = [p.name for p, (v, _) in verdicts.items() if v == "none"]
     twin = (f"; no committed twin: drawn by this run, but figures/ holds no figure of that name to compare "
             f"with (e.g. {lone[0]}), nothing wrong" if lone else "")

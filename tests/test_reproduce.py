@@ -57,7 +57,7 @@ def test_reproduce_writes_a_row_per_notebook_and_compares_its_figures(tmp_path, 
     assert printed.index("at smoke size the measured figures differ") < printed.index("figure files (PNG and SVG)")
     assert printed.count("at smoke size") == 1
     side = out / "compare" / "train_curves.png"
-    assert side.is_file() and f"side by side in {out / 'compare'}; one line per figure: .venv/bin/python -m fightlab reproduce --log-output" in printed
+    assert side.is_file() and f"side by side in {out / 'compare'}; one line per figure: rerun with --log-output (runs the notebooks again)" in printed
     from PIL import Image
 
     committed = Image.open(rep.REPO_ROOT / "figures" / "train_curves.png")
