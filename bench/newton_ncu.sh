@@ -8,8 +8,9 @@
 # <body>.ncu-rep (ncu's report), <body>-details.txt (the sections as text), <body>-source.csv (the
 # SASS with its stall samples, where this ncu prints a source page), <body>-sections.csv (a second
 # pass: the four sections of bench/gpu_batch.sh's factor profile as `ncu --csv`, the form
-# fightlab.measure.ncu reads) and <body>.log. With OUT set (the GPU machine's return folder, which
-# brings back at most 8 files), the folder is packed into $OUT/ncu.tgz instead.
+# fightlab.measure.ncu reads) and <body>.log; the sections' row (`python -m fightlab.measure.ncu
+# --probe newton`) goes to the same root's data/results/ncu.csv. With OUT set (the GPU machine's
+# return folder, which brings back at most 8 files), the ncu/ folder is packed into $OUT/ncu.tgz.
 #
 #   bash bench/newton_ncu.sh [BODIES] [NWORLD]       # default "muscular-fast simple" 1024
 #
@@ -29,7 +30,7 @@ ncu_bin=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/nu
 [ -n "$ncu_bin" ] && [ -x "$ncu_bin" ] || die "no ncu (Nsight Compute) on this machine; set NCU=/path/to/ncu"
 # with OUT the folder is packed and removed at the end: it must be this run's own
 [ -z "${OUT:-}" ] || [ ! -e "$OUT/ncu" ] || die "$OUT/ncu exists already: move it away (it is not overwritten)"
-dest=${OUT:-${FIGHTLAB_RUNS:-runs}}/ncu; mkdir -p "$dest" || die "cannot make $dest"
+root=${OUT:-${FIGHTLAB_RUNS:-runs}}; dest=$root/ncu; mkdir -p "$dest" || die "cannot make $dest"
 failed=0
 for body in $BODIES; do
   rep="$dest/$body"
@@ -56,6 +57,12 @@ for body in $BODIES; do
     echo "$body: the sections pass failed:"; tail -5 "$rep.log"; failed=1
   fi
   [ -f "$rep-sections.tmp" ] && mv -f "$rep-sections.tmp" "$rep-sections.csv"
+  if [ -f "$rep-sections.csv" ]; then  # its ncu row into <root>/data/results/ncu.csv (the card named by nvidia-smi)
+    card=(); command -v nvidia-smi >/dev/null && card=(--gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+      --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)")
+    python3 -m fightlab.measure.ncu "$rep-sections.csv" "$NWORLD" --probe newton --body "$body" \
+      --factorizations "$LAUNCHES" --root "$root" "${card[@]}" || failed=1
+  fi
   echo "$body: $(grep -E 'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
     "$rep-details.txt" | tr -s ' ' | head -8 | tr '\n' ';')"
 done

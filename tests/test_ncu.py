@@ -222,3 +222,30 @@ def test_publish_duplicates_and_gpu_names(tmp_path):
     for gpu in ("unknown", "", "cpu"):
         with pytest.raises(ValueError, match="no GPU name for the profile"):
             ncu.publish(log, 1024, tmp_path, gpu=gpu, commit="new0000")
+
+
+def test_the_newton_probe_reads_its_one_path_from_a_real_log(tmp_path):
+    """bench/newton_ncu.sh's sections log has the factor probe's form: the H200's real 1024-world
+    log with the shared factor kernel renamed to the Newton kernel gives one "newton" row whose
+    metrics are the shared path's; the factor paths are not the newton probe's, an unknown probe
+    is refused, and rows record bench/newton_ncu.sh."""
+    text = lzma.decompress((REPO / "tests/data/ncu_1024.csv.xz").read_bytes()).decode()
+    newton = "_kernel__locals___newton_dc837693_cuda_kernel_forward"
+    log = tmp_path / "muscular-fast-sections.csv"
+    log.write_text("\n".join(ln.replace(ln.split('","')[4], newton) if "factor_tree_shared" in ln else ln
+                             for ln in text.splitlines()))
+    want = ncu.summarise(REPO / "tests/data/ncu_1024.csv.xz", nworld=1024).set_index("path").loc["shared"]
+    got = ncu.summarise(log, nworld=1024, probe="newton")
+    assert list(got["path"]) == ["newton"] and got.loc[0, "kernels"] == "_kernel__locals___newton"
+    for col in results.EXPERIMENTS["ncu"]:
+        assert got.loc[0, col] == pytest.approx(want[col], nan_ok=True), col
+    with pytest.raises(ValueError, match="probe must be one of factor, newton, got 'tensor'"):
+        ncu.summarise(log, probe="tensor")
+    with pytest.raises(ValueError, match=r"no launch of \['_kernel__locals___newton'\]"):
+        ncu.read_csv(REPO / "tests/data/ncu_1024.csv.xz", probe="newton")
+    assert ncu.main([str(log), "1024", "--root", str(tmp_path), "--probe", "newton", "--body", "simple",
+                     "--gpu", "NVIDIA H100 80GB HBM3", "--commit", "abc1234"]) == 0
+    df = results.read_rows("ncu", tmp_path)
+    p = json.loads(df.loc[0, "params"])
+    assert len(df) == 1 and df.loc[0, "body"] == "simple" and p["path"] == "newton"
+    assert p["probe"] == "bench/newton_ncu.sh" and p["source"] == "muscular-fast-sections.csv"

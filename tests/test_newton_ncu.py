@@ -3,25 +3,44 @@ report, details and source page are written under OUT/ncu (a stand-in ncu: the C
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import json
+
 import pytest
+
+from fightlab import results
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "newton_ncu.sh"
 
 FAKE_NCU = """#!/usr/bin/env bash
-# records its arguments; "-o X" makes X.ncu-rep; "--import" prints a page; FAIL_BODY fails that body
+# records its arguments; "-o X" makes X.ncu-rep; "--log-file X" an ncu --csv log of the Newton kernel
+# (--launch-count launches on --nworld blocks); "--import" prints a page; FAIL_BODY fails that body
 echo "$@" >> "$LOG"
 case " $* " in *" --body $FAIL_BODY "*) exit 3 ;; esac
+n=1; w=1; log=
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in --launch-count) j=$((i + 1)); n=${!j} ;; --nworld) j=$((i + 1)); w=${!j} ;; esac
+done
 while [ $# -gt 0 ]; do
   case "$1" in
     -o) touch "$2.ncu-rep"; shift ;;
-    --log-file) echo '"ID","Kernel Name"' > "$2"; shift ;;
+    --log-file) log=$2; shift ;;
     --import) echo "Warp Cycles Per Issued Instruction 41.2"; exit 0 ;;
   esac
   shift
 done
+if [ -n "$log" ]; then
+  echo '"ID","Process ID","Kernel Name","Block Size","Grid Size","Section Name","Metric Name","Metric Unit","Metric Value"' > "$log"
+  for ((k = 0; k < n; k++)); do
+    printf '"%s","1","_kernel__locals___newton_dc837693_cuda_kernel_forward","(64, 1, 1)","(%s, 1, 1)","GPU Speed Of Light Throughput","Duration","usecond","%s"\\n' "$k" "$w" "$((500 + k))" >> "$log"
+  done
+fi
+"""
+FAKE_SMI = """#!/usr/bin/env bash
+case "$*" in *driver_version*) echo 580.159.04 ;; *) echo "NVIDIA H100 80GB HBM3" ;; esac
 """
 
 
@@ -29,7 +48,11 @@ def _run(tmp_path, *args, **env):
     fake = tmp_path / "ncu"
     fake.write_text(FAKE_NCU)
     fake.chmod(0o755)
-    e = dict(os.environ, NCU=str(fake), OUT=str(tmp_path / "out"), LOG=str(tmp_path / "ncu.args"), FAIL_BODY="none")
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "nvidia-smi").write_text(FAKE_SMI)
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    e = dict(os.environ, NCU=str(fake), OUT=str(tmp_path / "out"), LOG=str(tmp_path / "ncu.args"), FAIL_BODY="none",
+             PATH=f"{tmp_path / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     e.update(env)
     e = {k: v for k, v in e.items() if v is not None}  # None: unset
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, cwd=tmp_path)
@@ -57,6 +80,11 @@ def test_each_body_gets_its_report_details_and_source_page(tmp_path):
         assert (out / f"{body}.ncu-rep").is_file()
         assert "Warp Cycles" in (out / f"{body}-details.txt").read_text()
         assert (out / f"{body}-source.csv").is_file() and (out / f"{body}-sections.csv").is_file()
+    rows = results.read_rows("ncu", tmp_path / "runs")
+    assert list(rows["body"]) == ["muscular-fast", "simple"] and set(rows["nworld"]) == {64}
+    assert set(rows["gpu"]) == {"NVIDIA H100 80GB HBM3"} and set(rows["driver"].astype(str)) == {"580.159.04"}
+    assert list(rows["duration_us_per_factorization"]) == [500.5, 500.5]  # (500 + 501) µs over 2 launches
+    assert {json.loads(p)["path"] for p in rows["params"]} == {"newton"}
     calls = (tmp_path / "ncu.args").read_text().splitlines()
     profiled = [c for c in calls if " -o " in f" {c} " or "--log-file" in c]
     assert len(profiled) == 4 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
@@ -68,7 +96,8 @@ def test_with_out_the_folder_comes_back_as_one_tarball(tmp_path):
 
     r = _run(tmp_path, "muscular-fast simple", "64")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["ncu.tgz"]  # the return folder's 8-file limit
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["data", "ncu.tgz"]  # 8 files come back
+    assert len(results.read_rows("ncu", tmp_path / "out")) == 2  # data/results/ncu.csv: 2 folders down
     with tarfile.open(tmp_path / "out" / "ncu.tgz") as t:
         names = set(t.getnames())
     assert {f"ncu/{b}{s}" for b in ("simple", "muscular-fast")

@@ -1,4 +1,5 @@
-"""Nsight Compute profiles of the mass-matrix factor kernels as result rows: where the time goes.
+"""Nsight Compute profiles of the mass-matrix factor kernels (and of the single-launch Newton
+solve: ``--probe newton``, bench/newton_ncu.sh's sections log) as result rows: where the time goes.
 
 ``bench/gpu_batch.sh`` with ``NCU=NWORLD`` runs ``bench/factor_probe.py`` under ``ncu --csv``
 (sections SpeedOfLight, Occupancy, WarpStateStats, MemoryWorkloadAnalysis) and then publishes it:
@@ -36,7 +37,21 @@ KERNELS = {"_qLD_acc__locals__kernel": "stock", "_qLDiag_div": "stock",
            "_factor_tree": "global", "_shared_kernel__locals___factor_tree_shared": "shared"}
 #: the factor paths, in table order (the probe runs all three)
 PATHS = tuple(dict.fromkeys(KERNELS.values()))
-_KERNEL_RE = re.compile("^(" + "|".join(map(re.escape, KERNELS)) + ")_[0-9a-f]{8}_cuda_kernel")
+#: what each probe profiles: its kernel prefixes -> paths, the paths a complete log holds, the
+#: script that runs it. "newton": bench/newton_ncu.sh's sections pass over the single-launch
+#: Newton solve (one launch per solve of all worlds: its "factorizations" are solves)
+PROBES = {"factor": (KERNELS, PATHS, "bench/factor_probe.py"),
+          "newton": ({"_kernel__locals___newton": "newton"}, ("newton",), "bench/newton_ncu.sh")}
+
+
+def _kernel_re(kernels: dict[str, str]) -> re.Pattern:
+    return re.compile("^(" + "|".join(map(re.escape, kernels)) + ")_[0-9a-f]{8}_cuda_kernel")
+
+
+def _probe(probe: str) -> tuple[dict[str, str], tuple[str, ...], str]:
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {', '.join(PROBES)}, got {probe!r}")
+    return PROBES[probe]
 
 #: Nsight Compute's time units -> ns (ncu picks the unit per value unless told otherwise)
 TIME_UNITS_NS = {"ns": 1.0, "nsecond": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
@@ -82,20 +97,21 @@ def _read_text(path: Path | str) -> str:
     return path.read_text()
 
 
-def read_csv(path: Path | str) -> pd.DataFrame:
+def read_csv(path: Path | str, probe: str = "factor") -> pd.DataFrame:
     """Nsight Compute's ``--csv`` log (plain or ``.xz``; the lines before the header are ncu's own
     messages) as a long table: one row per (launch ``ID``, metric), with ``path``
-    (:data:`KERNELS`; launches of other kernels dropped), ``kernel`` (the matched prefix) and
+    (``probe``'s kernels, :data:`PROBES`; launches of other kernels dropped), ``kernel`` (the matched prefix) and
     ``value`` (float; thousands separators removed; ``Duration`` converted to ns whatever unit
     ncu printed). "Memory Throughput" is kept only from the Speed Of Light section (a %; the
     Memory Workload section reports the same name in byte/s).
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: not readable as .xz, no ncu header line, missing columns, no launch of a
-            factor kernel (names the kernels seen), a Duration unit not in
+        ValueError: an unknown ``probe``, not readable as .xz, no ncu header line, missing
+            columns, no launch of the probe's kernels (names the kernels seen), a Duration unit not in
             :data:`TIME_UNITS_NS`, or a launch (process, ID) reporting a metric twice.
     """
+    kernels = _probe(probe)[0]
     lines = _read_text(path).splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
@@ -108,11 +124,11 @@ def read_csv(path: Path | str) -> pd.DataFrame:
         raise ValueError(f"{path}: not an ncu --csv log of the expected form: missing column(s) "
                          f"{missing}; expected {list(REQUIRED)}")
     names = df["Kernel Name"].astype(str)
-    prefix = names.str.extract(_KERNEL_RE)[0]
+    prefix = names.str.extract(_kernel_re(kernels))[0]
     if prefix.isna().all():
         seen = sorted({n[:48] for n in names.dropna()})
-        raise ValueError(f"{path}: no launch of {sorted(KERNELS)}; kernels seen: {seen}")
-    df = df.assign(kernel=prefix, path=prefix.map(KERNELS)).dropna(subset=["path", "Metric Name"])
+        raise ValueError(f"{path}: no launch of {sorted(kernels)}; kernels seen: {seen}")
+    df = df.assign(kernel=prefix, path=prefix.map(kernels)).dropna(subset=["path", "Metric Name"])
     df = df[~((df["Metric Name"] == "Memory Throughput")
               & (df["Section Name"] != "GPU Speed Of Light Throughput"))]
     df["value"] = pd.to_numeric(df["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
@@ -137,8 +153,9 @@ def _dims(g: pd.DataFrame, col: str) -> pd.Series:
     return g.drop_duplicates("launch")[col].map(lambda v: int(str(v).strip("()").split(",")[0]))
 
 
-def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None) -> pd.DataFrame:
-    """One row per factor path: launches, the largest block size (threads) and the largest grid
+def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = None,
+              probe: str = "factor") -> pd.DataFrame:
+    """One row per path of ``probe`` (:data:`PROBES`; the factor paths by default): launches, the largest block size (threads) and the largest grid
     size (blocks) among its launches (the stock path's grid changes with the tree level),
     ``kernels`` (the kernel prefixes seen, space separated), the medians of :data:`METRICS` over
     the path's launches (``duration_us`` in µs) and ``duration_us_per_factorization`` (sum of
@@ -149,6 +166,7 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
         factorizations: factorizations per path in the log (int >= 1).
         nworld: when given, the single-launch paths must have run on ``nworld`` blocks (one per
             world): a log of another world count is refused.
+        probe: "factor" (bench/factor_probe.py's log) or "newton" (bench/newton_ncu.sh's).
 
     Raises:
         OSError / ValueError: as :func:`read_csv`; ValueError also when ``factorizations`` < 1,
@@ -158,7 +176,8 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
     """
     if not isinstance(factorizations, int) or isinstance(factorizations, bool) or factorizations < 1:
         raise ValueError(f"factorizations must be an int >= 1, got {factorizations!r}")
-    df = read_csv(path)
+    paths = _probe(probe)[1]
+    df = read_csv(path, probe)
     out = []
     for p, g in df.groupby("path", sort=False):
         wide = g.pivot_table(index="launch", columns="Metric Name", values="value",
@@ -186,22 +205,23 @@ def summarise(path: Path | str, factorizations: int = 4, nworld: int | None = No
             v = float(wide[name].median()) if name in wide else float("nan")
             row[col] = v * 1e-3 if col == "duration_us" else v
         out.append(row)
-    order = {p: i for i, p in enumerate(PATHS)}
+    order = {p: i for i, p in enumerate(paths)}
     return pd.DataFrame(out).sort_values("path", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
 def publish(path: Path | str, nworld: int, root: Path | str = ".", factorizations: int = 4,
-            body: str = "muscular-fast", **meta: str) -> list[dict]:
+            body: str = "muscular-fast", probe: str = "factor", **meta: str) -> list[dict]:
     """Append one ``ncu`` row per factor path of ``path`` to ``root/data/results/ncu.csv``.
 
     ``meta`` overrides metadata columns (``gpu``, ``driver``, ``commit``, ``time``, ``torch``, …)
     for a profile published away from the machine that ran it; by default they describe this
     machine (:func:`fightlab.results.run_metadata`). ``params`` records the path, the kernels
-    seen, the factorizations, the log's file name (``source``) and the probe. Returns the rows.
+    seen, the factorizations, the log's file name (``source``) and the probe's script (``probe``:
+    :data:`PROBES`). Returns the rows.
 
     Raises:
         OSError / ValueError: as :func:`summarise` (with ``nworld`` checked against the log);
-            ValueError also for a log without all three paths, an unknown metadata column in
+            ValueError also for a log without all the probe's paths, an unknown metadata column in
             ``meta``, ``root`` not an existing folder; no GPU name (this machine has no CUDA
             device and ``gpu`` was not given); rows of the same log, world count and commit
             already published (nothing is appended twice).
@@ -211,17 +231,18 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
         raise ValueError(f"unknown metadata column(s) {bad}; columns are {list(results.META_COLUMNS)}")
     if not Path(root).is_dir():
         raise ValueError(f"root {str(root)!r} is not a folder (it should hold data/results/)")
-    summary = summarise(path, factorizations, nworld=nworld)
-    absent = [p for p in PATHS if p not in set(summary["path"])]
+    _, paths, script = _probe(probe)
+    summary = summarise(path, factorizations, nworld=nworld, probe=probe)
+    absent = [p for p in paths if p not in set(summary["path"])]
     if absent:
         raise ValueError(f"{path}: no launch of the {', '.join(absent)} path(s); the probe runs all "
-                         f"of {list(PATHS)}: an incomplete profile is not published")
+                         f"of {list(paths)}: an incomplete profile is not published")
     source = Path(path).name.removesuffix(".xz")  # a log and its .xz are the same source
     rows = []
     for r in summary.to_dict("records"):
         p, kernels = r.pop("path"), r.pop("kernels")
         params = dict(path=p, kernels=kernels, factorizations=factorizations, source=source,
-                      probe="bench/factor_probe.py", clock_control="none")
+                      probe=script, clock_control="none")
         row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device="cuda:0")
         row.update(meta, **r)
         if row["gpu"] in ("", "cpu", "unknown"):
@@ -241,18 +262,21 @@ def publish(path: Path | str, nworld: int, root: Path | str = ".", factorization
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fightlab.measure.ncu", description=__doc__.split("\n\n")[0])
-    ap.add_argument("csv", help="ncu --csv log of bench/factor_probe.py")
+    ap.add_argument("csv", help="ncu --csv log of bench/factor_probe.py (or of bench/newton_ncu.sh: --probe newton)")
     ap.add_argument("nworld", type=int, help="the probe's world count")
     ap.add_argument("--root", default=".", help="folder holding data/ (default: .)")
     ap.add_argument("--factorizations", type=int, default=4,
                     help="factorizations per path in the log (probe: 1 warm-up + 3 = 4)")
+    ap.add_argument("--probe", choices=list(PROBES), default="factor", help="which probe's log (default: factor)")
+    ap.add_argument("--body", choices=("muscular-fast", "simple"), default="muscular-fast",
+                    help="the body profiled (default: muscular-fast)")
     cols = ("gpu", "driver", "commit", "time", "torch")
     for col in cols:
         ap.add_argument(f"--{col}", help=f"metadata '{col}' of the machine that ran the profile")
     a = ap.parse_args(argv)
     meta = {c: getattr(a, c) for c in cols if getattr(a, c)}
     try:
-        rows = publish(a.csv, a.nworld, a.root, a.factorizations, **meta)
+        rows = publish(a.csv, a.nworld, a.root, a.factorizations, body=a.body, probe=a.probe, **meta)
     except (OSError, ValueError) as e:  # read_csv turns .xz decoding errors into ValueError
         print(f"fightlab.measure.ncu: error: {e}", file=sys.stderr)
         return 2

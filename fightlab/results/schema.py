@@ -154,7 +154,8 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "rsl_rl", "iterations", "s_per_iter", "rollout_s_per_iter", "update_s_per_iter",
         "host_reads_per_iter", "stage_reached", "overflow_count", "nan_resets",
     ),
-    # Nsight Compute profile of one factor path (fightlab.measure.ncu; params.path): medians over
+    # Nsight Compute profile of one factor path, or of the single-launch Newton solve (path "newton",
+    # whose factorizations are solves) (fightlab.measure.ncu; params.path, params.probe): medians over
     # its launches; *_pct in %, duration in µs (ncu replay, clocks unlocked), cycles in SM cycles
     "ncu": (
         "launches", "block_size", "grid_size", "duration_us_per_factorization", "duration_us",
