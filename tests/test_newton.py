@@ -263,17 +263,16 @@ def test_the_level_table_covers_every_update_once_by_height():
     row of the pivot, the pivot) final: a target of earlier levels only."""
     import numpy as np
 
-    from fightlab.kernels.newton_tree import level_schedule
+    from fightlab.kernels.newton_tree import level_parts, level_schedule
 
     for name, nlevel in (("simple", 19), ("muscular-fast", 25)):
         m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
         rownnz, rowadr, colind = m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()
         t = level_schedule(rownnz, rowadr, colind)
         L, T, C = (int(x) for x in t[:3])
-        lvl = t[3:3 + L + 1]
-        tgt_e = t[4 + L:4 + L + T]
-        tgt_adr = t[4 + L + T:5 + L + 2 * T]
-        ab, kk = t[5 + L + 2 * T:5 + L + 2 * T + C], t[5 + L + 2 * T + C:]
+        parts = level_parts(t)
+        lvl, tgt_e, tgt_adr, ab, kk = (parts[k] for k in ("lvl", "tgt_e", "tgt_adr", "ab", "kk"))
+        assert sum(len(v) for v in parts.values()) == len(t) - 3  # the table is these arrays, nothing else
         assert L == nlevel and len(kk) == C and lvl[0] == 0 and lvl[-1] == T and tgt_adr[-1] == C
         n = rownnz - 1
         assert C == int(np.sum(n * (n + 1) // 2 + n))  # the serial factor's updates, each once

@@ -28,7 +28,7 @@ import warp as wp
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
 
-__all__ = ["factor_critical_path", "level_schedule", "rows_are_chains", "tree_solve_func"]
+__all__ = ["factor_critical_path", "level_parts", "level_schedule", "rows_are_chains", "tree_solve_func"]
 
 _sync_threads = R.sync_threads
 
@@ -102,6 +102,19 @@ def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -
     return np.asarray(head + lvl + tgt_e + tgt_adr + ab + kk, dtype=np.int32)
 
 
+def level_parts(table: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`level_schedule`'s table cut into its arrays (views): ``lvl`` (L+1), ``tgt_e`` (T),
+    ``tgt_adr`` (T+1), ``ab`` (C), ``kk`` (C), as the kernel's ``factor_levels`` reads them."""
+    nlevel, ntgt, ncon = (int(x) for x in table[:3])
+    o_lv = 3
+    o_te = o_lv + nlevel + 1
+    o_ta = o_te + ntgt
+    o_ab = o_ta + ntgt + 1
+    o_kk = o_ab + ncon
+    return dict(lvl=table[o_lv:o_te], tgt_e=table[o_te:o_ta], tgt_adr=table[o_ta:o_ab], ab=table[o_ab:o_kk],
+                kk=table[o_kk:o_kk + ncon])
+
+
 def factor_critical_path(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray,
                          nthread: int = 64) -> dict[str, int]:
     """The tree factor's work on its busiest thread, as the two kernels deal it to ``nthread``
@@ -115,11 +128,9 @@ def factor_critical_path(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndar
     nv = len(rownnz)
     n = np.asarray(rownnz, dtype=np.int64) - 1  # ancestors per DOF
     serial = int(sum(-(-int(a * (a + 1) // 2 + a) // nthread) for a in n))
-    plan = level_schedule(rownnz, rowadr, colind)
-    nlevel, ntgt = int(plan[0]), int(plan[1])
-    lvl = plan[3:4 + nlevel]
-    adr = plan[4 + nlevel + ntgt:5 + nlevel + 2 * ntgt].astype(np.int64)
-    terms = np.diff(adr)
+    parts = level_parts(level_schedule(rownnz, rowadr, colind))
+    lvl, terms = parts["lvl"], np.diff(parts["tgt_adr"].astype(np.int64))
+    nlevel = len(lvl) - 1
     levels = 0
     for lv in range(nlevel):
         t = terms[lvl[lv]:lvl[lv + 1]]
