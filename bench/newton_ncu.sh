@@ -6,9 +6,9 @@
 # instructions stall and why (stall reason per SASS instruction). Writes under OUT/ncu/ (else
 # ${FIGHTLAB_RUNS:-runs}/ncu/):
 # <body>.ncu-rep (ncu's report), <body>-details.txt (the sections as text), <body>-source.csv (the
-# SASS with its stall samples, where this ncu prints a source page), <body>-sections.csv (a second
-# pass: the four sections of bench/gpu_batch.sh's factor profile as `ncu --csv`, the form
-# fightlab.measure.ncu reads) and <body>.log; the sections' row (`python -m fightlab.measure.ncu
+# SASS with its stall samples, where this ncu prints a source page), <body>-sections.csv (the same
+# report's details page as `ncu --csv`: the form fightlab.measure.ncu reads, with the four sections
+# of bench/gpu_batch.sh's factor profile among them) and <body>.log; the sections' row (`python -m fightlab.measure.ncu
 # --probe newton`) goes to the same root's data/results/ncu.csv. With OUT set (the GPU machine's
 # return folder, which brings back at most 8 files), the ncu/ folder is packed into $OUT/ncu.tgz.
 #
@@ -44,26 +44,26 @@ for body in $BODIES; do
     echo "$body: ncu failed:"; tail -5 "$rep.log"; failed=1; continue
   fi
   mv -f "$rep.tmp.ncu-rep" "$rep.ncu-rep"
-  "$ncu_bin" --import "$rep.ncu-rep" --page details > "$rep-details.tmp" 2>&1 && mv -f "$rep-details.tmp" "$rep-details.txt"
-  if "$ncu_bin" --import "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-source.tmp" 2>&1; then
-    mv -f "$rep-source.tmp" "$rep-source.csv"
-  else
-    echo "$body: this ncu printed no source page ($(head -c 200 "$rep-source.tmp"))"; rm -f "$rep-source.tmp"
-  fi
-  if ! "$ncu_bin" --clock-control none -k regex:'locals___newton' --launch-skip "$SKIP" --launch-count "$LAUNCHES" \
-       --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-       --csv --log-file "$rep-sections.tmp" python3 -m fightlab profile --body "$body" --nworld "$NWORLD" \
-       --nstep 10 --solver-loop single_launch --no-progress >> "$rep.log" 2>&1; then
-    echo "$body: the sections pass failed:"; tail -5 "$rep.log"; failed=1
-  fi
-  [ -f "$rep-sections.tmp" ] && mv -f "$rep-sections.tmp" "$rep-sections.csv"
+  # the report's pages, written to a temporary name each and renamed: (page, extra flags, file)
+  for page in "details||-details.txt" "details|--csv|-sections.csv" "source|--csv --print-source sass|-source.csv"; do
+    IFS='|' read -r name flags file <<< "$page"
+    # shellcheck disable=SC2086
+    if "$ncu_bin" --import "$rep.ncu-rep" --page "$name" $flags > "$rep$file.tmp" 2>&1; then
+      mv -f "$rep$file.tmp" "$rep$file"
+    else
+      echo "$body: this ncu printed no $name page${flags:+ ($flags)}: $(head -c 200 "$rep$file.tmp")"
+      rm -f "$rep$file.tmp"
+    fi
+  done
+  [ -f "$rep-sections.csv" ] || failed=1  # no sections, no row
   if [ -f "$rep-sections.csv" ]; then  # its ncu row into <root>/data/results/ncu.csv (the card named by nvidia-smi)
     card=(); command -v nvidia-smi >/dev/null && card=(--gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
       --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)")
     python3 -m fightlab.measure.ncu "$rep-sections.csv" "$NWORLD" --probe newton --body "$body" \
       --factorizations "$LAUNCHES" --root "$root" "${card[@]}" || failed=1
   fi
-  echo "$body: $(grep -E 'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
+  [ ! -f "$rep-details.txt" ] || echo "$body: $(grep -E \
+    'Warp Cycles Per Issued Instruction|Registers Per Thread|Achieved Occupancy|Duration' \
     "$rep-details.txt" | tr -s ' ' | head -8 | tr '\n' ';')"
 done
 if [ -n "${OUT:-}" ]; then

@@ -16,27 +16,30 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "newton_ncu.sh"
 
 FAKE_NCU = """#!/usr/bin/env bash
-# records its arguments; "-o X" makes X.ncu-rep; "--log-file X" an ncu --csv log of the Newton kernel
-# (--launch-count launches on --nworld blocks); "--import" prints a page; FAIL_BODY fails that body
+# records its arguments; "-o X" makes X.ncu-rep holding the profile's --launch-count and --nworld;
+# "--import X --page details --csv" prints an ncu --csv log of the Newton kernel from them (that
+# many launches on that many blocks), any other "--import" a text page; FAIL_BODY fails that body
 echo "$@" >> "$LOG"
 case " $* " in *" --body $FAIL_BODY "*) exit 3 ;; esac
-n=1; w=1; log=
+n=1; w=1; imp=; csv=0; rep=
 for ((i = 1; i <= $#; i++)); do
-  case "${!i}" in --launch-count) j=$((i + 1)); n=${!j} ;; --nworld) j=$((i + 1)); w=${!j} ;; esac
-done
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -o) touch "$2.ncu-rep"; shift ;;
-    --log-file) log=$2; shift ;;
-    --import) echo "Warp Cycles Per Issued Instruction 41.2"; exit 0 ;;
+  j=$((i + 1))
+  case "${!i}" in
+    --launch-count) n=${!j} ;; --nworld) w=${!j} ;; --import) imp=${!j} ;; --csv) csv=1 ;;
+    -o) rep=${!j}.ncu-rep ;;
   esac
-  shift
 done
-if [ -n "$log" ]; then
-  echo '"ID","Process ID","Kernel Name","Block Size","Grid Size","Section Name","Metric Name","Metric Unit","Metric Value"' > "$log"
-  for ((k = 0; k < n; k++)); do
-    printf '"%s","1","_kernel__locals___newton_dc837693_cuda_kernel_forward","(64, 1, 1)","(%s, 1, 1)","GPU Speed Of Light Throughput","Duration","usecond","%s"\\n' "$k" "$w" "$((500 + k))" >> "$log"
-  done
+[ -z "$rep" ] || echo "$n $w" > "$rep"
+if [ -n "$imp" ]; then
+  if [ "$csv" = 1 ] && [[ " $* " == *" --page details "* ]]; then
+    read -r n w < "$imp"
+    echo '"ID","Process ID","Kernel Name","Block Size","Grid Size","Section Name","Metric Name","Metric Unit","Metric Value"'
+    for ((k = 0; k < n; k++)); do
+      printf '"%s","1","_kernel__locals___newton_dc837693_cuda_kernel_forward","(64, 1, 1)","(%s, 1, 1)","GPU Speed Of Light Throughput","Duration","usecond","%s"\\n' "$k" "$w" "$((500 + k))"
+    done
+  else
+    echo "Warp Cycles Per Issued Instruction 41.2"
+  fi
 fi
 """
 FAKE_SMI = """#!/usr/bin/env bash
@@ -86,8 +89,9 @@ def test_each_body_gets_its_report_details_and_source_page(tmp_path):
     assert list(rows["duration_us_per_factorization"]) == [500.5, 500.5]  # (500 + 501) µs over 2 launches
     assert {json.loads(p)["path"] for p in rows["params"]} == {"newton"}
     calls = (tmp_path / "ncu.args").read_text().splitlines()
-    profiled = [c for c in calls if " -o " in f" {c} " or "--log-file" in c]
-    assert len(profiled) == 4 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
+    profiled = [c for c in calls if " -o " in f" {c} "]  # one profile per body; the pages come from its report
+    assert len(profiled) == 2 and all("--solver-loop single_launch" in c and "--nworld 64" in c for c in profiled)
+    assert sum("--import" in c for c in calls) == 6
     assert not list(out.glob("*.tmp*"))
 
 
