@@ -40,8 +40,9 @@ def _times(ax, runs: pd.DataFrame, table: pd.DataFrame) -> None:
             ax.hlines(r.time_to_solve_s, x - 0.3, x + 0.3, color=c, lw=1.2)
     ax.set_xticks(range(len(table)), [f"{_group_label(r)}\n{r.solved}/{r.runs} solved" for r in table.itertuples()])
     ax.set_xlim(-0.6, len(table) - 0.4)
+    ax.set_ylim(bottom=0)  # from zero: the ratio between groups is what the panel shows
     plots.label(ax, y="time to solve [s]")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")  # the fastest group sits first, low: room above it
 
 
 def _speeds(ax, table: pd.DataFrame) -> None:
