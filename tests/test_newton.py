@@ -289,15 +289,38 @@ def test_the_level_table_covers_every_update_once_by_height():
                         assert last.get(e, -1) < lv, (name, lv, e)
 
 
-@pytest.mark.parametrize("fix", ["levels", "matvec"])
+@pytest.mark.parametrize("fix", ["levels", "matvec", "depth"])
 @pytest.mark.parametrize("name", ["simple", "tree"])
 def test_each_late_fix_leaves_the_solve_as_it_was(name, fix, cpu_blocks):
     """The level-scheduled factor against the serial tree factor, M·x in chunks (and the trace
-    gathered in parallel) against a row per thread: the same row states and iteration counts,
-    qacc within float32 rounding."""
+    gathered in parallel) against a row per thread, the back substitution by the host's depth
+    table against the in-kernel search: the same row states and iteration counts, qacc within
+    float32 rounding."""
     from fightlab.kernels.newton_hessian import FIXES
 
     _builds_agree(name, tuple(f for f in FIXES if f != fix), FIXES)
+
+
+def test_the_depth_table_lists_every_dof_once_by_depth():
+    """:func:`newton_tree.depth_schedule`: each DOF once, in its depth's slice (its row count),
+    depths root first; both bodies' tables as their M; bad row counts refused."""
+    import numpy as np
+
+    from fightlab.kernels.newton_tree import depth_schedule
+
+    t = depth_schedule(np.array([1, 2, 3, 2, 1, 3]))
+    assert list(t) == [3, 0, 2, 4, 6, 0, 4, 1, 3, 2, 5]
+    for name in ("simple", "muscular-fast"):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        n = m.M_rownnz.numpy()
+        t = depth_schedule(n)
+        depth, start, dofs = int(t[0]), t[1:int(t[0]) + 2], t[int(t[0]) + 2:]
+        assert depth == n.max() and sorted(dofs) == list(range(m.nv)) and start[-1] == m.nv
+        for lv in range(depth):
+            assert all(n[k] == lv + 1 for k in dofs[start[lv]:start[lv + 1]])
+    assert list(depth_schedule(np.array([], dtype=int))) == [0, 0]
+    with pytest.raises(ValueError, match="M_rownnz must be >= 1 .* got 0"):
+        depth_schedule(np.array([1, 0]))
 
 
 def test_the_chunk_table_covers_each_row_of_m_in_order():

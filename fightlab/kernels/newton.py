@@ -93,9 +93,9 @@ from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
 from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
 from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, rebuild_func
-from fightlab.kernels.newton_tree import level_schedule, rows_are_chains
+from fightlab.kernels.newton_tree import depth_schedule, level_schedule, rows_are_chains
 
-__all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "stock_solve",
+__all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "solve_kernel", "stock_solve",
            "use_newton", "disable_newton", "is_newton_enabled"]
 
 #: threads per world (one block per world)
@@ -311,9 +311,9 @@ _PLAN: dict[int, tuple[Any, bool, bool, Any]] = {}  # id(m) -> (weakref to m, ch
 
 def _plan(m: Any) -> tuple[bool, bool, Any]:
     """(:func:`newton_tree.rows_are_chains` of ``m``, whether M's chunks fit the shared tile,
-    the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks]`` then
-    :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not chains) and
-    :func:`newton_matvec.mulm_chunks`'), computed once (host reads: at setup, by
+    the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks, o_depth]`` then
+    :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not chains),
+    :func:`newton_matvec.mulm_chunks`' and :func:`newton_tree.depth_schedule`'s, computed once (host reads: at setup, by
     :func:`use_newton`, or at the first :func:`newton_solve`)."""
     entry = _PLAN.get(id(m))
     if entry is None or entry[0]() is not m:
@@ -321,7 +321,9 @@ def _plan(m: Any) -> tuple[bool, bool, Any]:
         levels = (level_schedule(m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()) if ok
                   else np.zeros(3, dtype=np.int32))
         chunks = mulm_chunks(m.M_mulm_rowadr.numpy())
-        table = np.concatenate([np.asarray([2, 2 + len(levels)], dtype=np.int32), levels, chunks])
+        depths = depth_schedule(m.M_rownnz.numpy())
+        head = np.asarray([3, 3 + len(levels), 3 + len(levels) + len(chunks)], dtype=np.int32)
+        table = np.concatenate([head, levels, chunks, depths])
         fit = int(chunks[0]) <= shared_floats(m.nv)
         entry = _PLAN[id(m)] = (weakref.ref(m), ok, fit, wp.array(table, dtype=int, device=m.M_rownnz.device))
     return entry[1], entry[2], entry[3]
@@ -338,6 +340,18 @@ def _qacc_mode(m: Any, d: Any) -> int:
     if smooth.skip_qacc_smooth(m, d):
         return 0
     return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
+
+
+def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
+                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> Any:
+    """The warp kernel :func:`newton_solve` launches for the model ``m``: ``fixes`` less those m
+    cannot take (the tree's where its rows are not chains, ``matvec`` where M's chunks do not
+    fit the tile), in :data:`newton_hessian.FIXES` order. Raises ValueError for unknown fixes."""
+    if not set(fixes) <= set(FIXES):
+        raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
+    chains, fit, _ = _plan(m)
+    taken = {"tree": chains, "levels": chains, "depth": chains, "matvec": fit}
+    return _kernel(shared_floats(m.nv), block_dim, profile, tuple(f for f in FIXES if f in fixes and taken.get(f, True)))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
@@ -361,15 +375,13 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
     no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
     profile = stage_clock is not None
-    if not set(fixes) <= set(FIXES):
-        raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
+    kernel = solve_kernel(m, block_dim, profile, fixes)  # raises for unknown fixes
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)
-    chains, fit, table = _plan(m)
-    taken = {"tree": chains, "levels": chains, "matvec": fit}
+    table = _plan(m)[2]
     wp.launch_tiled(
-        _kernel(shared_floats(nv), block_dim, profile, tuple(f for f in FIXES if f in fixes and taken.get(f, True))),
+        kernel,
         dim=(nworld,),
         inputs=[nv, m.M_rownnz, m.M_rowadr, m.M_hinit_i, m.M_colind, table, m.M_elemid, m.M_mulm_rowadr, m.M_mulm_col, m.M_mulm_madr,
                 m.opt.tolerance, m.opt.ls_tolerance, int(m.opt.iterations), int(m.opt.ls_iterations),

@@ -31,8 +31,10 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 #: only where :func:`newton_tree.rows_are_chains`, else the dense one), "levels" its factor one
 #: height per barrier from a host-built table (with "tree" only), "matvec" M·x in chunks of M's rows
 #: dealt to the threads and the trace's diagonal gathered in parallel
-#: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread)
-FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec")
+#: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread), "depth"
+#: the tree's back substitution by a host-built table of the DOFs per depth (with "tree" only;
+#: else the deepest row found by a block reduction and every DOF scanned per depth)
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
 #: solve without "levels" and "matvec", 994 k with them)
@@ -255,10 +257,11 @@ def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
-def _tree_solve_func(capacity: int, profile: bool, levels: bool):
+def _tree_solve_func(capacity: int, profile: bool, levels: bool, host_depth: bool):
     """``solve``: the tree-sparse LDLᵀ (``levels``: one height per barrier) and its back
-    substitution (:mod:`fightlab.kernels.newton_tree`); the stage clock puts both under "LDLt"."""
-    tree_solve = tree_solve_func(capacity, levels)
+    substitution (``host_depth``: by the host's depth table; :mod:`fightlab.kernels.newton_tree`);
+    the stage clock puts both under "LDLt"."""
+    tree_solve = tree_solve_func(capacity, levels, host_depth)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -275,7 +278,8 @@ def _tree_solve_func(capacity: int, profile: bool, levels: bool):
 def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``factor_solve`` for a shared tile of ``capacity`` floats."""
     _ld, _st = shared_accessors(capacity)
-    solve = _tree_solve_func(capacity, profile, "levels" in fixes) if "tree" in fixes else _dense_solve_func(capacity, profile, fixes)
+    solve = (_tree_solve_func(capacity, profile, "levels" in fixes, "depth" in fixes) if "tree" in fixes
+             else _dense_solve_func(capacity, profile, fixes))
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 

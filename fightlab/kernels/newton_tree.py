@@ -28,7 +28,8 @@ import warp as wp
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
 
-__all__ = ["factor_critical_path", "level_parts", "level_schedule", "rows_are_chains", "tree_solve_func"]
+__all__ = ["depth_schedule", "factor_critical_path", "level_parts", "level_schedule", "rows_are_chains",
+           "tree_solve_func"]
 
 _sync_threads = R.sync_threads
 
@@ -100,6 +101,20 @@ def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -
         lvl.append(len(tgt_e))
     head = [nlevel, len(tgt_e), len(ab)]
     return np.asarray(head + lvl + tgt_e + tgt_adr + ab + kk, dtype=np.int32)
+
+
+def depth_schedule(rownnz: np.ndarray) -> np.ndarray:
+    """The back substitution's table for M's CSR row counts (host ``M_rownnz`` of a single-tree
+    model; a DOF's depth is its row count, itself and its ancestors): one int32 array ``[D]``,
+    ``start`` (D+1: each depth's first entry) and ``dofs`` (nv: the DOFs by depth, root first,
+    ascending within a depth). Raises ValueError for a row count < 1."""
+    n = np.asarray(rownnz, dtype=np.int64)
+    if n.size and int(n.min()) < 1:
+        raise ValueError(f"M_rownnz must be >= 1 (a DOF's row holds itself), got {int(n.min())}")
+    depth = int(n.max()) if n.size else 0
+    start = np.searchsorted(np.sort(n), np.arange(1, depth + 2))
+    dofs = np.argsort(n, kind="stable")
+    return np.concatenate([[depth], start, dofs]).astype(np.int32)
 
 
 def level_parts(table: np.ndarray) -> dict[str, np.ndarray]:
@@ -217,14 +232,27 @@ def _levels_factor_func(capacity: int):
 
 
 @functools.cache
-def _back_func(capacity: int):
-    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)``: the back substitution."""
+def _back_func(capacity: int, host_depth: bool = False):
+    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution;
+    ``host_depth``: the depths and their DOFs from :func:`depth_schedule`'s table at
+    ``plan[plan[2]]``, else found in the kernel (a block reduction for the deepest row, then a scan
+    of every DOF per depth)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
+    def row(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
+        """x_k = (g'_k - Σ_a H[k, a]·x_a) / H[k, k] over k's n - 1 ancestors, in CSR order."""
+        rowk = (k * (k + 1)) >> 1
+        acc = _ld(sh, rhs + k)
+        for a in range(n - 1):
+            ca = M_colind[adr + a]
+            acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
+        _st(sh, rhs + k, acc / _ld(sh, rowk + k))
+
+    @wp.func
     def back(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
-             M_colind: wp.array[int]):
+             M_colind: wp.array[int], plan: wp.array[int]):
         """x = (LDᵀ)⁻¹·g' by depth: all DOFs of a depth at once, one barrier per depth."""
         rhs = (nv * (nv + 1)) >> 1
         depth = float(0.0)
@@ -233,39 +261,48 @@ def _back_func(capacity: int):
         levels = int(_block_max(depth))
         for level in range(1, levels + 1):
             for k in range(tid, nv, nthread):
-                n = M_rownnz[k]
-                if n == level:
-                    rowk = (k * (k + 1)) >> 1
-                    adr = M_rowadr[k]
-                    acc = _ld(sh, rhs + k)
-                    for a in range(n - 1):
-                        ca = M_colind[adr + a]
-                        acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
-                    _st(sh, rhs + k, acc / _ld(sh, rowk + k))
+                if M_rownnz[k] == level:
+                    row(sh, rhs, k, level, M_rowadr[k], M_colind)
             _sync_threads()
 
-    return back
+    @wp.func
+    def back_depth(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+                   M_colind: wp.array[int], plan: wp.array[int]):
+        """The same by the host's table: each depth's DOFs dealt to the threads, no search."""
+        rhs = (nv * (nv + 1)) >> 1
+        b = plan[2]
+        levels = plan[b]
+        o_dof = b + levels + 2
+        for level in range(levels):
+            for i in range(plan[b + 1 + level] + tid, plan[b + 2 + level], nthread):
+                k = plan[o_dof + i]
+                row(sh, rhs, k, level + 1, M_rowadr[k], M_colind)
+            _sync_threads()
+
+    return back_depth if host_depth else back
 
 
 @functools.cache
-def tree_solve_func(capacity: int, levels: bool = False):
+def tree_solve_func(capacity: int, levels: bool = False, host_depth: bool = False):
     """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the factor
     (leaf first, one DOF per barrier; ``levels``: one height per barrier from
     :func:`level_schedule`'s table, which starts at ``plan[plan[0]]``), then x = H⁻¹·g left in
-    the gradient row (row nv) of the shared triangle."""
-    factor, factor_levels, back = _serial_factor_func(capacity), _levels_factor_func(capacity), _back_func(capacity)
+    the gradient row (row nv) of the shared triangle (``host_depth``: the back substitution by
+    :func:`depth_schedule`'s table at ``plan[plan[2]]``)."""
+    factor, factor_levels = _serial_factor_func(capacity), _levels_factor_func(capacity)
+    back = _back_func(capacity, host_depth)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def tree_solve_serial(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
                           M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int]):
         factor(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
-        back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
+        back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)
 
     @wp.func
     def tree_solve_levels(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int],
                           M_rowadr: wp.array[int], M_colind: wp.array[int], plan: wp.array[int]):
         factor_levels(sh, tid, nthread, plan)
-        back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)
+        back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)
 
     return tree_solve_levels if levels else tree_solve_serial
