@@ -11,6 +11,10 @@
 # of bench/gpu_batch.sh's factor profile among them) and <body>.log; the sections' row (`python -m fightlab.measure.ncu
 # --probe newton`) goes to the same root's data/results/ncu.csv. With OUT set (the GPU machine's
 # return folder, which brings back at most 8 files), the ncu/ folder is packed into $OUT/ncu.tgz.
+# The source page has no source lines; on any machine with CUDA's nvdisasm, at the profiled commit:
+#   python -m fightlab.measure.ncu_source --disassemble BODY BODY-nvdisasm.txt
+#   python -m fightlab.measure.ncu_source BODY-source.csv BODY-nvdisasm.txt [--publish NCU_RUN_ID]
+# places every sample on its Python line and function (the SASS is checked to be the same).
 #
 #   bash bench/newton_ncu.sh [BODIES] [NWORLD]       # default "muscular-fast simple" 1024
 #

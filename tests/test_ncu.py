@@ -148,6 +148,7 @@ def test_committed_rows_match_the_committed_h200_logs():
     # data/results/ncu.csv was published from the H200's Nsight Compute logs, kept as
     # tests/data/ncu_*.csv.xz: every metric column must be what summarise gives for them
     committed = results.read_rows("ncu", REPO)
+    committed = committed[[json.loads(p)["path"] in ncu.PATHS for p in committed["params"]]]
     assert sorted(committed["nworld"].unique()) == [1024, 8192]
     for nworld in (1024, 8192):
         s = ncu.summarise(REPO / f"tests/data/ncu_{nworld}.csv.xz", nworld=nworld)
@@ -159,6 +160,21 @@ def test_committed_rows_match_the_committed_h200_logs():
             assert p["kernels"] == s.loc[p["path"], "kernels"]
             for col in results.EXPERIMENTS["ncu"]:
                 assert r[col] == pytest.approx(s.loc[p["path"], col], nan_ok=True), (nworld, p, col)
+
+
+def test_committed_newton_rows_match_the_committed_h100_logs():
+    """The single launch's ncu rows (bench/newton_ncu.sh on an H100, one per body) are what
+    summarise gives for their sections logs, kept as tests/data/ncu_newton_<body>.csv.xz."""
+    committed = results.read_rows("ncu", REPO)
+    rows = committed[[json.loads(p)["path"] == "newton" for p in committed["params"]]]
+    assert sorted(rows["body"]) == ["muscular-fast", "simple"] and set(rows["nworld"]) == {1024}
+    for _, r in rows.iterrows():
+        p = json.loads(r["params"])
+        assert p["source"] == f"{r['body']}-sections.csv" and p["probe"] == "bench/newton_ncu.sh"
+        s = ncu.summarise(REPO / f"tests/data/ncu_newton_{r['body']}.csv.xz", p["factorizations"],
+                          nworld=1024, probe="newton").iloc[0]
+        for col in results.EXPERIMENTS["ncu"]:
+            assert r[col] == pytest.approx(s[col], nan_ok=True), (r["body"], col)
 
 
 def _three_paths(nworld: int = 1024) -> str:

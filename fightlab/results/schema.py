@@ -164,6 +164,16 @@ EXPERIMENTS: dict[str, tuple[str, ...]] = {
         "achieved_warps_per_sm", "compute_throughput_pct", "memory_throughput_pct",
         "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",
     ),
+    # one source place of an ncu profile's stall samples (fightlab.measure.ncu_source;
+    # params.ncu_run_id: the ncu row of that profile, params.key / params.place: what is grouped):
+    # samples (count), share of the launch's samples, executed warp instructions, then each stall
+    # reason's share of the place's samples (unitless; NVIDIA's reason names)
+    "ncu_source": (
+        "samples", "share", "executed", "barrier_share", "wait_share", "selected_share",
+        "not_selected_share", "long_sb_share", "short_sb_share", "branch_resolving_share",
+        "math_share", "mio_share", "no_inst_share", "dispatch_share", "imc_share", "lg_share",
+        "other_share",
+    ),
     # the Newton solve, MuJoCo Warp's or fightlab's single launch (fightlab.measure.newton_study,
     # notebook 09; params.solver_loop, params.variant: "mujoco_warp" or the kernel's fixes, "all"
     # the default build; params.stage_cycles: median cycles per stage per world's solve): single_launch 1/0;
