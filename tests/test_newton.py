@@ -289,16 +289,46 @@ def test_the_level_table_covers_every_update_once_by_height():
                         assert last.get(e, -1) < lv, (name, lv, e)
 
 
-@pytest.mark.parametrize("fix", ["levels", "matvec", "depth"])
+@pytest.mark.parametrize("fix", ["levels", "matvec", "depth", "lean"])
 @pytest.mark.parametrize("name", ["simple", "tree"])
 def test_each_late_fix_leaves_the_solve_as_it_was(name, fix, cpu_blocks):
     """The level-scheduled factor against the serial tree factor, M·x in chunks (and the trace
-    gathered in parallel) against a row per thread, the back substitution by the host's depth
-    table against the in-kernel search: the same row states and iteration counts, qacc within
-    float32 rounding."""
-    from fightlab.kernels.newton_hessian import FIXES
+    gathered in parallel) against a row per thread (both: every fix with and without it); the
+    back substitution by the host's depth table against the in-kernel search, the lean factor
+    (two items at a time) against the serial one (both: the default build with and without it,
+    since "levels" replaces the serial factor): the same row states and iteration counts, qacc
+    within float32 rounding."""
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
-    _builds_agree(name, tuple(f for f in FIXES if f != fix), FIXES)
+    if fix in ("depth", "lean"):
+        assert fix not in DEFAULT_FIXES and "levels" not in DEFAULT_FIXES
+        _builds_agree(name, DEFAULT_FIXES, DEFAULT_FIXES + (fix,))
+    else:
+        _builds_agree(name, tuple(f for f in FIXES if f != fix), FIXES)
+
+
+def test_depth_and_lean_leave_muscular_fasts_solve_as_it_was(cpu_blocks):
+    """The deepest body (25 levels, up to 324 items a step): the default build with and without
+    both, the same row states and iteration counts, qacc within float32 rounding."""
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES
+
+    _builds_agree("muscular-fast", DEFAULT_FIXES, DEFAULT_FIXES + ("depth", "lean"))
+
+
+def test_the_lean_factor_is_taken_only_where_its_reads_are_safe():
+    """``solve_kernel`` builds "lean" for a single-tree body whose M_colind is contiguous (its raw
+    reads assume it) and leaves it out, the serial factor then, for a strided M_colind."""
+    import numpy as np
+
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES
+
+    m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
+    assert m.M_colind.is_contiguous
+    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean",)) is not N.solve_kernel(m, fixes=DEFAULT_FIXES)
+    twice = np.repeat(m.M_colind.numpy(), 2)
+    m.M_colind = wp.array(twice, dtype=int, device="cpu")[::2]
+    assert not m.M_colind.is_contiguous
+    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean",)) is N.solve_kernel(m, fixes=DEFAULT_FIXES)
 
 
 def test_the_depth_table_lists_every_dof_once_by_depth():

@@ -33,8 +33,10 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 #: dealt to the threads and the trace's diagonal gathered in parallel
 #: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread), "depth"
 #: the tree's back substitution by a host-built table of the DOFs per depth (with "tree" only;
-#: else the deepest row found by a block reduction and every DOF scanned per depth)
-FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth")
+#: else the deepest row found by a block reduction and every DOF scanned per depth), "lean" the
+#: serial tree factor's items two at a time in one straight block, decoded with an approximate
+#: root and M's column indices read raw (with "tree" only, not with "levels"; M_colind contiguous)
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
 #: solve without "levels" and "matvec", 994 k with them)
@@ -257,11 +259,11 @@ def _dense_solve_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
-def _tree_solve_func(capacity: int, profile: bool, levels: bool, host_depth: bool):
-    """``solve``: the tree-sparse LDLᵀ (``levels``: one height per barrier) and its back
-    substitution (``host_depth``: by the host's depth table; :mod:`fightlab.kernels.newton_tree`);
-    the stage clock puts both under "LDLt"."""
-    tree_solve = tree_solve_func(capacity, levels, host_depth)
+def _tree_solve_func(capacity: int, profile: bool, levels: bool, host_depth: bool, lean: bool):
+    """``solve``: the tree-sparse LDLᵀ (``levels``: one height per barrier; ``lean``: two items at
+    a time) and its back substitution (``host_depth``: by the host's depth table;
+    :mod:`fightlab.kernels.newton_tree`); the stage clock puts both under "LDLt"."""
+    tree_solve = tree_solve_func(capacity, levels, host_depth, lean)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -278,7 +280,7 @@ def _tree_solve_func(capacity: int, profile: bool, levels: bool, host_depth: boo
 def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     """``factor_solve`` for a shared tile of ``capacity`` floats."""
     _ld, _st = shared_accessors(capacity)
-    solve = (_tree_solve_func(capacity, profile, "levels" in fixes, "depth" in fixes) if "tree" in fixes
+    solve = (_tree_solve_func(capacity, profile, "levels" in fixes, "depth" in fixes, "lean" in fixes) if "tree" in fixes
              else _dense_solve_func(capacity, profile, fixes))
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]

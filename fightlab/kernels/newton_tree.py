@@ -197,6 +197,84 @@ def _serial_factor_func(capacity: int):
     return factor
 
 
+@wp.func_native(snippet="return arr.data[i];")
+def _load_int(arr: wp.array[int], i: int) -> int:
+    """``arr[i]`` of a contiguous 1-D int array, without Warp's negative-index wrap and stride
+    multiply (the host checks contiguity: ``solve_kernel`` takes "lean" only then)."""
+    ...
+
+
+_ROOT = """
+#if defined(__CUDA_ARCH__)
+    return x * rsqrtf(x);
+#else
+    return sqrtf(x);
+#endif
+"""
+
+
+@wp.func_native(snippet=_ROOT)
+def _root(x: float) -> float:
+    """√x for x >= 1 to a few ulp (one MUFU.RSQ on CUDA): the pair decode corrects ±1 after it."""
+    ...
+
+
+@functools.cache
+def _lean_factor_func(capacity: int):
+    """``factor(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind)``: the serial factor's steps
+    and sums, each thread's items two at a time in one straight block (the two dependency chains
+    overlap), decoded with an approximate root and read with :func:`_load_int`."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def item(sh: Tile, p: int, npair: int, adr: int, rowk: int, rhs: int, inv: float, gk: float,
+             M_colind: wp.array[int]):
+        """Item p of a step: (the entry it updates, its new value); pairs (a, b) then gradient
+        entries, as the serial factor's, without a branch between the two kinds."""
+        pair = p < npair
+        q = wp.where(pair, p, 0)
+        a = int((_root(8.0 * float(q) + 1.0) - 1.0) * 0.5)
+        a = wp.where(((a * (a + 1)) >> 1) > q, a - 1, a)
+        a = wp.where((((a + 1) * (a + 2)) >> 1) <= q, a + 1, a)
+        ia = wp.where(pair, adr + a, adr + p - npair)
+        ca = _load_int(M_colind, ia)
+        cb = _load_int(M_colind, wp.where(pair, adr + q - ((a * (a + 1)) >> 1), ia))
+        hi, lo = wp.max(ca, cb), wp.min(ca, cb)
+        e = wp.where(pair, ((hi * (hi + 1)) >> 1) + lo, rhs + ca)
+        x, la, lb = _ld(sh, e), _ld(sh, rowk + ca), _ld(sh, rowk + cb)
+        return e, wp.where(pair, x - la * inv * lb, x - la * gk)
+
+    @wp.func
+    def factor(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
+               M_colind: wp.array[int]):
+        """Leaf first, one barrier per DOF; a step's items are distinct entries of rows above k,
+        so a thread's two are read before either is written."""
+        rhs = (nv * (nv + 1)) >> 1
+        for kk in range(nv):
+            k = nv - 1 - kk
+            _sync_threads()
+            rowk = (k * (k + 1)) >> 1
+            inv = 1.0 / _ld(sh, rowk + k)
+            n = M_rownnz[k] - 1
+            adr = M_rowadr[k]
+            npair = (n * (n + 1)) >> 1
+            total = npair + n
+            gk = _ld(sh, rhs + k) * inv
+            p = tid
+            while p < total:
+                q = p + nthread
+                e1, v1 = item(sh, p, npair, adr, rowk, rhs, inv, gk, M_colind)
+                e2, v2 = item(sh, wp.min(q, total - 1), npair, adr, rowk, rhs, inv, gk, M_colind)
+                _st(sh, e1, v1)
+                if q < total:
+                    _st(sh, e2, v2)
+                p = q + nthread
+        _sync_threads()
+
+    return factor
+
+
 @functools.cache
 def _levels_factor_func(capacity: int):
     """``factor_levels(sh, tid, nthread, plan)``: one height per barrier (:func:`level_schedule`)."""
@@ -283,13 +361,14 @@ def _back_func(capacity: int, host_depth: bool = False):
 
 
 @functools.cache
-def tree_solve_func(capacity: int, levels: bool = False, host_depth: bool = False):
+def tree_solve_func(capacity: int, levels: bool = False, host_depth: bool = False, lean: bool = False):
     """``tree_solve(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the factor
-    (leaf first, one DOF per barrier; ``levels``: one height per barrier from
-    :func:`level_schedule`'s table, which starts at ``plan[plan[0]]``), then x = H⁻¹·g left in
-    the gradient row (row nv) of the shared triangle (``host_depth``: the back substitution by
-    :func:`depth_schedule`'s table at ``plan[plan[2]]``)."""
-    factor, factor_levels = _serial_factor_func(capacity), _levels_factor_func(capacity)
+    (leaf first, one DOF per barrier; ``lean``: two items at a time, :func:`_lean_factor_func`;
+    ``levels``: one height per barrier from :func:`level_schedule`'s table, which starts at
+    ``plan[plan[0]]``), then x = H⁻¹·g left in the gradient row (row nv) of the shared triangle
+    (``host_depth``: the back substitution by :func:`depth_schedule`'s table at ``plan[plan[2]]``)."""
+    factor = (_lean_factor_func if lean else _serial_factor_func)(capacity)
+    factor_levels = _levels_factor_func(capacity)
     back = _back_func(capacity, host_depth)
     Tile = wp.tile[float, capacity]
 
