@@ -3,12 +3,13 @@
 ``bench/newton_ncu.sh`` writes ncu's source page (``--page source --csv --print-source sass``):
 one row per SASS instruction of the profiled kernel, each with its warp-stall samples by reason
 and its executed count, but no source lines (Warp builds without line info unless told). The
-same kernel compiled on any machine with ``wp.config.lineinfo = True`` (line info does not
-change the SASS; :func:`check_same_code` proves it per instruction) and disassembled with
-``nvdisasm -gi -c`` (CUDA's disassembler: ``-g`` line info, ``-i`` the inlining chain) gives each
-instruction's chain of Python lines, innermost first, the kernel's own line last. Joined on the
-instruction's byte offset:
+same kernel compiled on any machine with Warp's line info (it does not change the SASS;
+:func:`check_same_code` proves it per instruction) and disassembled with ``nvdisasm -gi -c``
+(CUDA's disassembler: ``-g`` line info, ``-i`` the inlining chain) gives each instruction's chain
+of Python lines, innermost first, the kernel's own line last (:func:`disassemble` makes it, no GPU
+needed). Joined on the instruction's byte offset:
 
+    python -m fightlab.measure.ncu_source --disassemble BODY NVDISASM.txt [--nvdisasm PATH]
     python -m fightlab.measure.ncu_source SOURCE.csv NVDISASM.txt [--top 25] [--launch 0]
         [--publish NCU_RUN_ID [--root .]]
 
