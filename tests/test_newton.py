@@ -316,19 +316,21 @@ def test_depth_and_lean_leave_muscular_fasts_solve_as_it_was(cpu_blocks):
 
 
 def test_the_lean_factor_is_taken_only_where_its_reads_are_safe():
-    """``solve_kernel`` builds "lean" for a single-tree body whose M_colind is contiguous (its raw
-    reads assume it) and leaves it out, the serial factor then, for a strided M_colind."""
+    """``solve_kernel`` builds "lean" and "depth" for a single-tree body whose M CSR arrays are
+    contiguous (their raw reads assume it) and leaves them out (the serial factor, the search by
+    depth) for a strided M_colind."""
     import numpy as np
 
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
     m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
     assert m.M_colind.is_contiguous
-    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean",)) is not N.solve_kernel(m, fixes=DEFAULT_FIXES)
+    for fix in ("lean", "depth"):
+        assert N.solve_kernel(m, fixes=DEFAULT_FIXES + (fix,)) is not N.solve_kernel(m, fixes=DEFAULT_FIXES)
     twice = np.repeat(m.M_colind.numpy(), 2)
     m.M_colind = wp.array(twice, dtype=int, device="cpu")[::2]
     assert not m.M_colind.is_contiguous
-    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean",)) is N.solve_kernel(m, fixes=DEFAULT_FIXES)
+    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean", "depth")) is N.solve_kernel(m, fixes=DEFAULT_FIXES)
 
 
 def test_the_depth_table_lists_every_dof_once_by_depth():

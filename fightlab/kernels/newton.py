@@ -345,14 +345,14 @@ def _qacc_mode(m: Any, d: Any) -> int:
 def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
                  fixes: tuple[str, ...] = DEFAULT_FIXES) -> Any:
     """The warp kernel :func:`newton_solve` launches for the model ``m``: ``fixes`` less those m
-    cannot take (the tree's where its rows are not chains, ``lean`` also where ``M_colind`` is
-    not contiguous, ``matvec`` where M's chunks do not fit the tile), in
+    cannot take (the tree's where its rows are not chains, ``depth`` and ``lean`` also where M's
+    CSR arrays are not contiguous, ``matvec`` where M's chunks do not fit the tile), in
     :data:`newton_hessian.FIXES` order. Raises ValueError for unknown fixes."""
     if not set(fixes) <= set(FIXES):
         raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
     chains, fit, _ = _plan(m)
-    lean = chains and bool(m.M_colind.is_contiguous)
-    taken = {"tree": chains, "levels": chains, "depth": chains, "lean": lean, "matvec": fit}
+    raw = chains and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))  # read raw
+    taken = {"tree": chains, "levels": chains, "depth": raw, "lean": raw, "matvec": fit}
     return _kernel(shared_floats(m.nv), block_dim, profile, tuple(f for f in FIXES if f in fixes and taken.get(f, True)))
 
 

@@ -200,7 +200,7 @@ def _serial_factor_func(capacity: int):
 @wp.func_native(snippet="return arr.data[i];")
 def _load_int(arr: wp.array[int], i: int) -> int:
     """``arr[i]`` of a contiguous 1-D int array, without Warp's negative-index wrap and stride
-    multiply (the host checks contiguity: ``solve_kernel`` takes "lean" only then)."""
+    multiply (the host checks contiguity: ``solve_kernel`` takes "lean" and "depth" only then)."""
     ...
 
 
@@ -256,8 +256,8 @@ def _lean_factor_func(capacity: int):
             _sync_threads()
             rowk = (k * (k + 1)) >> 1
             inv = 1.0 / _ld(sh, rowk + k)
-            n = M_rownnz[k] - 1
-            adr = M_rowadr[k]
+            n = _load_int(M_rownnz, k) - 1
+            adr = _load_int(M_rowadr, k)
             npair = (n * (n + 1)) >> 1
             total = npair + n
             gk = _ld(sh, rhs + k) * inv
@@ -344,17 +344,31 @@ def _back_func(capacity: int, host_depth: bool = False):
             _sync_threads()
 
     @wp.func
+    def row_raw(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
+        """:func:`row`'s sum with M's column indices read raw (:func:`_load_int`)."""
+        rowk = (k * (k + 1)) >> 1
+        acc = _ld(sh, rhs + k)
+        for a in range(n - 1):
+            ca = _load_int(M_colind, adr + a)
+            acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
+        _st(sh, rhs + k, acc / _ld(sh, rowk + k))
+
+    @wp.func
     def back_depth(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
                    M_colind: wp.array[int], plan: wp.array[int]):
-        """The same by the host's table: each depth's DOFs dealt to the threads, no search."""
+        """The same by the host's table: each depth's DOFs dealt to the threads, no search; the
+        table and M's indices read raw (contiguous: the host checks)."""
         rhs = (nv * (nv + 1)) >> 1
-        b = plan[2]
-        levels = plan[b]
+        b = _load_int(plan, 2)
+        levels = _load_int(plan, b)
         o_dof = b + levels + 2
         for level in range(levels):
-            for i in range(plan[b + 1 + level] + tid, plan[b + 2 + level], nthread):
-                k = plan[o_dof + i]
-                row(sh, rhs, k, level + 1, M_rowadr[k], M_colind)
+            i = _load_int(plan, b + 1 + level) + tid
+            end = _load_int(plan, b + 2 + level)
+            while i < end:
+                k = _load_int(plan, o_dof + i)
+                row_raw(sh, rhs, k, level + 1, _load_int(M_rowadr, k), M_colind)
+                i += nthread
             _sync_threads()
 
     return back_depth if host_depth else back
