@@ -8,13 +8,16 @@
 #
 # BEFORE_DIR holds the other version's `fightlab/` package (e.g. `git archive <commit> fightlab |
 # tar x -C .gpu-before`; BEFORE_COMMIT=<commit> names it in the rows); "after" is this checkout. Prints one line per run and a table last;
-# DEVICE, NWORLD, WARM and PY (the interpreter) may be set for a smoke run on the CPU;
+# DEVICE, NWORLD, WARM and PY (the interpreter) may be set for a smoke run on the CPU; SETS
+# (space-separated KEY=VALUE) are passed to both versions' `train` as `--set` (e.g.
+# SETS=solver_loop=single_launch) and recorded in the rows' params;
 # the per-run CSV goes to ${OUT:-runs}/seconds_per_iteration_ab.csv.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BEFORE=${1:?usage: bash bench/seconds_per_iteration_ab.sh BEFORE_DIR [ITERS] [REPS]}
 ITERS=${2:-40}; REPS=${3:-2}; WARM=${WARM:-5}; DEVICE=${DEVICE:-cuda:0}; NWORLD=${NWORLD:-1024}
 BEFORE=$(cd "$BEFORE" && pwd); PY=${PY:-python3}; here=$PWD
+sets=(); for kv in ${SETS:-}; do sets+=(--set "$kv"); done
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 csv="$dest/seconds_per_iteration_ab.csv"
 echo "version,body,rep,nworld,iterations,s_per_iter,rollout_s,update_s,host_reads,commit" > "$csv"
@@ -28,7 +31,7 @@ for body in simple muscular-fast; do
       path=$PWD; [ "$version" = before ] && path=$BEFORE
       run="$work/$version-$body-$r"
       (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -m fightlab train --body "$body" --nworld "$NWORLD" --device "$DEVICE" \
-         --max-iterations "$ITERS" --no-progress --run-dir "$run" > "$run.log" 2>&1) \
+         --max-iterations "$ITERS" --no-progress --run-dir "$run" ${sets[@]+"${sets[@]}"} > "$run.log" 2>&1) \
         || { echo "$version $body failed:"; tail -5 "$run.log"; continue; }
       $PY - "$run/rows.csv" "$version" "$body" "$r" "$WARM" "$(git rev-parse --short HEAD)" "$NWORLD" >> "$csv" <<'PY'
 import csv, statistics, sys
@@ -43,15 +46,16 @@ PY
   done
 done
 # one `versions` row per run (GPU, driver, versions from this machine) under $dest/data/results
-(cd "$work" && PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" $PY - "$csv" "$DEVICE" "${BEFORE_COMMIT:-unknown}" "$ITERS" "$WARM" "$dest") <<'PY'
+(cd "$work" && PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" $PY - "$csv" "$DEVICE" "${BEFORE_COMMIT:-unknown}" "$ITERS" "$WARM" "$dest" "${SETS:-}") <<'PY'
 import csv, sys
 from fightlab import results
-path, device, before, iters, warm, dest = sys.argv[1:]
+path, device, before, iters, warm, dest, sets = sys.argv[1:]
 for r in csv.DictReader(open(path)):
     after = r["version"] == "after"
     row = results.run_metadata(body=r["body"], nworld=int(r["nworld"]), seed=0, device=device, params={
         "study": "seconds_per_iteration_ab", "version": r["version"], "rep": int(r["rep"]),
-        "code_commit": r["commit"] if after else before, "max_iterations": int(iters), "skip": int(warm)})
+        "code_commit": r["commit"] if after else before, "max_iterations": int(iters), "skip": int(warm),
+        **({"sets": sets.split()} if sets else {})})
     row.update(after=after, iterations=int(r["iterations"]), s_per_iter=float(r["s_per_iter"]),
                rollout_s_per_iter=float(r["rollout_s"]), update_s_per_iter=float(r["update_s"]),
                host_reads_per_iter=float(r["host_reads"]))
