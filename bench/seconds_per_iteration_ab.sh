@@ -22,6 +22,8 @@ dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 csv="$dest/seconds_per_iteration_ab.csv"
 echo "version,body,rep,nworld,iterations,s_per_iter,rollout_s,update_s,host_reads,commit" > "$csv"
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
 for path in "$BEFORE" "$PWD"; do  # which package each version imports
   (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -c 'import fightlab; print("package:", fightlab.__file__)')
 done
@@ -32,7 +34,7 @@ for body in simple muscular-fast; do
       run="$work/$version-$body-$r"
       (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -m fightlab train --body "$body" --nworld "$NWORLD" --device "$DEVICE" \
          --max-iterations "$ITERS" --no-progress --run-dir "$run" ${sets[@]+"${sets[@]}"} > "$run.log" 2>&1) \
-        || { echo "$version $body failed:"; tail -5 "$run.log"; continue; }
+        || { echo "$version $body failed:"; tail -5 "$run.log"; failed=$((failed + 1)); continue; }
       $PY - "$run/rows.csv" "$version" "$body" "$r" "$WARM" "$(git rev-parse --short HEAD)" "$NWORLD" >> "$csv" <<'PY'
 import csv, statistics, sys
 path, version, body, rep, warm, commit, _ = sys.argv[1:]
@@ -60,7 +62,8 @@ for r in csv.DictReader(open(path)):
                rollout_s_per_iter=float(r["rollout_s"]), update_s_per_iter=float(r["update_s"]),
                host_reads_per_iter=float(r["host_reads"]))
     results.append_row("versions", row, dest)
-print("rows:", results.results_path("versions", dest))
+    n = locals().get("n", 0) + 1
+print(f"rows: {n} in {results.results_path('versions', dest)}" if "n" in locals() else "rows: none (no training finished)")
 PY
 $PY - "$csv" <<'PY'
 import csv, statistics, sys
@@ -75,3 +78,7 @@ for body in ("simple", "muscular-fast"):
               f"({statistics.median(float(r['rollout_s']) for r in ra):.4f} / "
               f"{statistics.median(float(r['update_s']) for r in ra):.4f})")
 PY
+if [ "$failed" -gt 0 ]; then
+  echo "seconds_per_iteration_ab: $failed training(s) failed (above); the table holds the others" >&2
+  exit 1
+fi

@@ -2,6 +2,7 @@
 
 import json
 import lzma
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -63,11 +64,14 @@ def test_samples_are_placed_on_kernel_lines_functions_and_lines(tmp_path):
 def test_mismatched_builds_and_bad_input_are_refused(tmp_path, capsys):
     lines = S.read_line_map(_disassembly(tmp_path))
     other = S.read_source_page(_page([("LDS R2, [R3]", 1, 1, 0, 0), ("FADD R2, R2, R3", 1, 1, 0, 0)] + ROWS[2:]))
-    with pytest.raises(ValueError, match="differ: 0 offsets missing, 1 instructions unlike"):
+    with pytest.raises(ValueError, match="4 instructions against 4, 0 offsets missing, 1 instructions unlike"):
         S.attribute(other, lines)
     longer = S.read_source_page(_page(ROWS + [("EXIT", 0, 1, 0, 0)]))
-    with pytest.raises(ValueError, match="1 offsets missing"):
+    with pytest.raises(ValueError, match="5 instructions against 4, 1 offsets missing"):
         S.attribute(longer, lines)
+    cut = S.read_source_page(_page(ROWS[:3]))  # a page cut off: fewer instructions than the build
+    with pytest.raises(ValueError, match="3 instructions against 4, 0 offsets missing, 0 instructions unlike"):
+        S.attribute(cut, lines)
     page = S.read_source_page(_page(ROWS))
     with pytest.raises(ValueError, match="key must be one of kernel, function, fightlab, got 'file'"):
         S.attribute(page, lines, key="file")
@@ -82,6 +86,16 @@ def test_mismatched_builds_and_bad_input_are_refused(tmp_path, capsys):
     assert S.main([str(tmp_path / "absent.csv"), str(tmp_path / "absent.txt")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ncu_source: ") and "absent.csv" in err and len(err.splitlines()) == 1
+    (tmp_path / "page.csv").write_text(_page(ROWS))
+    (tmp_path / "dis.txt").write_text(_disassembly(tmp_path / "src"))
+    page, dis = str(tmp_path / "page.csv"), str(tmp_path / "dis.txt")
+    for args, msg in (([dis, page], f"{dis}: not ncu's source page"), ([page, page], f"{page}: no line locations"),
+                      ([page, dis, "--top", "0"], "--top must be >= 1, got 0"),
+                      ([page, dis, "--source-root", str(tmp_path / "none")], "holds no fightlab/ folder")):
+        assert S.main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ncu_source: ") and msg in err and len(err.splitlines()) == 1, err
+    assert S.main([page, dis, "--top", "2"]) == 0 and "k.py:helper" in capsys.readouterr().out
 
 
 def _real() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -123,17 +137,33 @@ def test_publish_copies_the_profile_metadata_once(tmp_path):
     ncu = results.read_rows("ncu", REPO)
     src = ncu[ncu["run_id"] == "4d3d9e51b896"]
     src.to_csv(results.results_path("ncu", tmp_path), index=False)
-    for name in ("ncu_source_muscular-fast.csv.xz", "nvdisasm_muscular-fast.txt.xz"):
-        (tmp_path / name.removesuffix(".xz")).write_bytes(lzma.decompress((REPO / "tests/data" / name).read_bytes()))
-    page, dis = tmp_path / "ncu_source_muscular-fast.csv", tmp_path / "nvdisasm_muscular-fast.txt"
+    page, dis = tmp_path / "muscular-fast-source.csv", tmp_path / "muscular-fast-nvdisasm.txt"
+    for name, dest in (("ncu_source_muscular-fast.csv.xz", page), ("nvdisasm_muscular-fast.txt.xz", dis)):
+        dest.write_bytes(lzma.decompress((REPO / "tests/data" / name).read_bytes()))
+    tree = tmp_path / "src"  # an exported tree (no git): taken as the profiled commit's files
+    shutil.copytree(REPO / "fightlab", tree / "fightlab", ignore=shutil.ignore_patterns("__pycache__"))
     with pytest.raises(ValueError, match="no ncu row 'feedbeef0000'"):
-        S.publish(page, dis, "feedbeef0000", tmp_path)
-    rows = S.publish(page, dis, "4d3d9e51b896", tmp_path)
+        S.publish(page, dis, "feedbeef0000", tmp_path, source_root=tree)
+    with pytest.raises(ValueError, match="are commit .*, the profile is commit 31e2e7c: pass --source-root"):
+        S.publish(page, dis, "4d3d9e51b896", tmp_path)  # the disassembly's paths are not this profile's tree
+    with pytest.raises(ValueError, match="holds no fightlab/ folder"):
+        S.publish(page, dis, "4d3d9e51b896", tmp_path, source_root=tmp_path)
+    other = tmp_path / "simple-source.csv"
+    shutil.copy(page, other)
+    with pytest.raises(ValueError, match="names body simple, the ncu row's body is 'muscular-fast'"):
+        S.publish(other, dis, "4d3d9e51b896", tmp_path, source_root=tree)
+    renamed = tmp_path / "muscular-fast-renamed.csv"
+    renamed.write_text(page.read_text().replace("_kernel__locals___newton_dc837693", "_factor_tree_dc837693"))
+    with pytest.raises(ValueError, match="the page profiles _factor_tree_dc837693.*not the same profile"):
+        S.publish(renamed, dis, "4d3d9e51b896", tmp_path, source_root=tree)
+    assert not results.results_path("ncu_source", tmp_path).exists()
+    rows = S.publish(page, dis, "4d3d9e51b896", tmp_path, source_root=tree)
     back = results.read_rows("ncu_source", tmp_path)
     assert len(back) == len(rows) > 10
     for col in ("gpu", "driver", "commit", "body", "nworld"):
         assert set(back[col]) == set(src[col]), col
-    assert S.main([str(page), str(dis), "--publish", "4d3d9e51b896", "--root", str(tmp_path), "--top", "1"]) == 2
+    assert S.main([str(page), str(dis), "--publish", "4d3d9e51b896", "--root", str(tmp_path), "--top", "1",
+                   "--source-root", str(tree)]) == 2
     assert len(results.read_rows("ncu_source", tmp_path)) == len(rows)
 
 
@@ -143,7 +173,8 @@ def test_disassemble_builds_the_training_kernel_for_a_gpu_without_one(tmp_path, 
     a bad body, a missing or failing nvdisasm: one line each, nothing written."""
     fake = tmp_path / "nvdisasm"
     fake.write_text('#!/bin/bash\n[ "$1" = -gi ] && [ "$2" = -c ] && [ -s "$3" ] || { echo "bad $*" >&2; exit 3; }\n'
-                    'case "$3" in *.sm90.cubin) echo "// $(basename "$3")";; *) echo "not sm90" >&2; exit 4;; esac\n')
+                    'case "$3" in *.sm90.cubin) echo "// $(basename "$3")";; *) echo "not sm90" >&2; exit 4;; esac\n'
+                    'printf \'\\t//## File "/x/fightlab/kernels/newton.py", line 1\\n        /*0000*/   EXIT ;\\n\'\n')
     fake.chmod(0o755)
     out = tmp_path / "simple-nvdisasm.txt"
     assert S.main(["--disassemble", "simple", str(out), "--nvdisasm", str(fake)]) == 0
@@ -152,13 +183,20 @@ def test_disassemble_builds_the_training_kernel_for_a_gpu_without_one(tmp_path, 
     failing.write_text("#!/bin/bash\necho 'nvdisasm fatal : bad cubin' >&2\nexit 1\n")
     failing.chmod(0o755)
     capsys.readouterr()
+    echo = tmp_path / "echo"
+    echo.write_text("#!/bin/bash\necho \"$@\"\n")
+    echo.chmod(0o755)
     for args, msg in ((["--disassemble", "nobody"], "body must be one of muscular-fast, simple, got 'nobody'"),
                       (["--disassemble", "simple", "--nvdisasm", str(tmp_path / "none")], "nvdisasm not found"),
-                      (["--disassemble", "simple", "--nvdisasm", str(failing)], "failed (1): nvdisasm fatal")):
+                      (["--disassemble", "simple", "--nvdisasm", str(failing)], "failed (1): nvdisasm fatal"),
+                      (["--disassemble", "simple", "--nvdisasm", str(echo)], "output is no line-info disassembly"),
+                      (["--disassemble", "simple", "--launch", "1"], "takes one path")):
         assert S.main([*args[:2], str(tmp_path / "x.txt"), *args[2:]]) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith("ncu_source: ") and msg in err, err
-    assert not (tmp_path / "x.txt").exists()
+    assert S.main(["--disassemble", "simple", str(tmp_path), "--nvdisasm", str(fake)]) == 2
+    assert "a folder, or its folder does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "x.txt").exists() and not list(tmp_path.glob("*.tmp"))
 
 
 def test_the_function_table_reads_the_committed_rows():

@@ -398,6 +398,27 @@ def test_the_default_build_is_named_recorded_and_used_unless_told():
     assert json.loads(row["params"])["fixes"] == list(DEFAULT_FIXES)
 
 
+def test_rows_record_the_fixes_the_kernel_was_built_with():
+    """``built_fixes``: the tree's switches need "tree" (and "lean" gives way to "levels"), so a
+    variant asking for more records what the kernel had; the stage clock's rows say both."""
+    import json
+
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
+    from fightlab.measure.newton_stages import stage_cycles, stage_row
+
+    m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
+    assert N.built_fixes(m, DEFAULT_FIXES) == DEFAULT_FIXES
+    assert N.built_fixes(m, ("bounds", "lean", "depth", "levels")) == ("bounds",)
+    assert N.built_fixes(m, FIXES) == tuple(f for f in FIXES if f != "lean")
+    assert N.built_fixes(m, ("tree", "lean")) == ("tree", "lean")
+    with pytest.raises(ValueError, match="fixes must be a subset of"):
+        N.built_fixes(m, ("tree", "fast"))
+    r = stage_cycles("simple", 1, 1, "cpu", nwarm=2, fixes=("bounds", "lean"))
+    assert r["built"] == ["bounds"]
+    params = json.loads(stage_row("simple", 1, 1, "cpu", r, ("bounds", "lean"))["params"])
+    assert params["fixes"] == ["bounds", "lean"] and params["built"] == ["bounds"]
+
+
 def test_the_factor_critical_path_counts_the_busiest_threads_work():
     """A root with two leaf children (rows [0], [0, 1], [0, 2]): 4 items in 2 steps serially,
     2 targets of 2 terms at one height; with 2 threads 2 and 2. The bodies: about as many terms

@@ -95,8 +95,8 @@ from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
 from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, rebuild_func
 from fightlab.kernels.newton_tree import depth_schedule, level_schedule, rows_are_chains
 
-__all__ = ["BLOCK_DIM", "SHARED_MAX", "newton_support", "newton_solve", "shared_floats", "solve_kernel", "stock_solve",
-           "use_newton", "disable_newton", "is_newton_enabled"]
+__all__ = ["BLOCK_DIM", "SHARED_MAX", "built_fixes", "newton_support", "newton_solve", "shared_floats", "solve_kernel",
+           "stock_solve", "use_newton", "disable_newton", "is_newton_enabled"]
 
 #: threads per world (one block per world)
 BLOCK_DIM = 64
@@ -342,18 +342,26 @@ def _qacc_mode(m: Any, d: Any) -> int:
     return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
 
 
-def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
-                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> Any:
-    """The warp kernel :func:`newton_solve` launches for the model ``m``: ``fixes`` less those m
-    cannot take (the tree's where its rows are not chains, ``depth`` and ``lean`` also where M's
-    CSR arrays are not contiguous, ``matvec`` where M's chunks do not fit the tile), in
-    :data:`newton_hessian.FIXES` order. Raises ValueError for unknown fixes."""
+def built_fixes(m: Any, fixes: tuple[str, ...] = DEFAULT_FIXES) -> tuple[str, ...]:
+    """The subset of ``fixes`` the kernel for the model ``m`` builds in, in
+    :data:`newton_hessian.FIXES` order: the tree's ("tree", then "levels", "depth", "lean", which
+    need it) only where m's rows are chains, "depth" and "lean" only where M's CSR arrays are
+    contiguous (they read them raw) and "lean" not with "levels" (which replaces its factor),
+    "matvec" only where M's chunks fit the tile. Raises ValueError for unknown fixes."""
     if not set(fixes) <= set(FIXES):
         raise ValueError(f"fixes must be a subset of {FIXES}, got {tuple(fixes)}")
     chains, fit, _ = _plan(m)
-    raw = chains and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))  # read raw
-    taken = {"tree": chains, "levels": chains, "depth": raw, "lean": raw, "matvec": fit}
-    return _kernel(shared_floats(m.nv), block_dim, profile, tuple(f for f in FIXES if f in fixes and taken.get(f, True)))
+    tree = chains and "tree" in fixes
+    raw = tree and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))
+    taken = {"tree": tree, "levels": tree, "depth": raw, "lean": raw and "levels" not in fixes, "matvec": fit}
+    return tuple(f for f in FIXES if f in fixes and taken.get(f, True))
+
+
+def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
+                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> Any:
+    """The warp kernel :func:`newton_solve` launches for the model ``m``: the one of
+    :func:`built_fixes`. Raises ValueError for unknown fixes."""
+    return _kernel(shared_floats(m.nv), block_dim, profile, built_fixes(m, fixes))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,

@@ -310,11 +310,10 @@ def _levels_factor_func(capacity: int):
 
 
 @functools.cache
-def _back_func(capacity: int, host_depth: bool = False):
-    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution;
-    ``host_depth``: the depths and their DOFs from :func:`depth_schedule`'s table at
-    ``plan[plan[2]]``, else found in the kernel (a block reduction for the deepest row, then a scan
-    of every DOF per depth)."""
+def _back_scan_func(capacity: int):
+    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution,
+    its depths found in the kernel (a block reduction for the deepest row, then a scan of every DOF
+    per depth)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -342,6 +341,15 @@ def _back_func(capacity: int, host_depth: bool = False):
                 if M_rownnz[k] == level:
                     row(sh, rhs, k, level, M_rowadr[k], M_colind)
             _sync_threads()
+
+    return back
+
+
+@functools.cache
+def _back_depth_func(capacity: int):
+    """The same by :func:`depth_schedule`'s table at ``plan[plan[2]]`` (``back_depth``)."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
 
     @wp.func
     def row_raw(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
@@ -371,7 +379,13 @@ def _back_func(capacity: int, host_depth: bool = False):
                 i += nthread
             _sync_threads()
 
-    return back_depth if host_depth else back
+    return back_depth
+
+
+def _back_func(capacity: int, host_depth: bool = False):
+    """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution;
+    ``host_depth``: by the host's table (:func:`_back_depth_func`), else :func:`_back_scan_func`."""
+    return _back_depth_func(capacity) if host_depth else _back_scan_func(capacity)
 
 
 @functools.cache

@@ -51,18 +51,21 @@ def _number(col: pd.Series) -> pd.Series:
 
 def read_source_page(text: str) -> pd.DataFrame:
     """ncu's ``--page source --csv --print-source sass`` output → one row per instruction and
-    launch: ``launch`` (0, 1, … in the page's order), ``offset`` (int, bytes from the kernel's
-    first instruction), ``sass`` (str), ``samples`` and ``executed`` (float, counts) and one
-    ``stall_<reason>`` column per reason (samples). Raises ValueError when the page has no
-    instruction table."""
-    blocks = re.split(r'^"Kernel Name",.*$\n', text, flags=re.M)
+    launch: ``launch`` (0, 1, … in the page's order), ``kernel`` (the profiled kernel's name),
+    ``offset`` (int, bytes from the kernel's first instruction), ``sass`` (str), ``samples`` and
+    ``executed`` (float, counts) and one ``stall_<reason>`` column per reason (samples). Raises
+    ValueError when the text is not that page (no kernel block, other columns, unreadable rows)."""
+    parts = re.split(r'^"Kernel Name","([^"]*)",.*$\n', text, flags=re.M)
     frames = []
-    for block in (b for b in blocks if b.strip()):
-        df = pd.read_csv(io.StringIO(block), low_memory=False)
-        if not {"Address", "Source", SAMPLES, EXECUTED} <= set(df.columns):
-            raise ValueError(f"not ncu's source page: columns {list(df.columns)[:6]}")
-        addr = df["Address"].map(lambda a: int(str(a), 16))
-        out = pd.DataFrame({"launch": len(frames), "offset": addr - addr.min(),
+    for kernel, block in zip(parts[1::2], parts[2::2]):
+        try:
+            df = pd.read_csv(io.StringIO(block), low_memory=False)
+            if not {"Address", "Source", SAMPLES, EXECUTED} <= set(df.columns):
+                raise ValueError(f"columns {list(df.columns)[:6]}")
+            addr = df["Address"].map(lambda a: int(str(a), 16))
+        except (ValueError, pd.errors.ParserError) as e:
+            raise ValueError(f"not ncu's source page: {str(e).splitlines()[0][:160]}") from None
+        out = pd.DataFrame({"launch": len(frames), "kernel": kernel, "offset": addr - addr.min(),
                             "sass": df["Source"].astype(str).str.strip().str.rstrip(";").str.strip(),
                             "samples": _number(df[SAMPLES]), "executed": _number(df[EXECUTED])})
         for c in (c for c in df.columns if c.startswith("stall_") and "Not Issued" not in c):
@@ -100,8 +103,8 @@ def read_line_map(text: str) -> pd.DataFrame:
 
 
 def check_same_code(page: pd.DataFrame, lines: pd.DataFrame) -> None:
-    """Raise ValueError unless every instruction of ``page`` (one launch) has the same opcode and
-    operands at the same offset in ``lines``: the profiled and the disassembled builds are one."""
+    """Raise ValueError unless ``page`` (one launch) and ``lines`` hold the same instructions: as
+    many, each with the same opcode and operands at the same offset (one build, a whole page)."""
     # ncu prints branch targets as addresses, nvdisasm as labels; nvdisasm adds register-reuse
     # flags and (*"..."*) notes: compared without them and without commas
     norm = lambda s: s.map(lambda t: " ".join(re.sub(r"0x[0-9a-f]+|`\([^)]*\)", "#",
@@ -109,9 +112,10 @@ def check_same_code(page: pd.DataFrame, lines: pd.DataFrame) -> None:
     joined = page.merge(lines, on="offset", how="left", suffixes=("", "_dis"))
     missing = int(joined["sass_dis"].isna().sum())
     differ = int((norm(joined["sass"]) != norm(joined["sass_dis"].fillna(""))).sum()) - missing
-    if missing or differ:
-        raise ValueError(f"the profiled kernel and the disassembly differ: {missing} offsets missing, "
-                         f"{differ} instructions unlike (not the same build?)")
+    if missing or differ or len(page) != len(lines):
+        raise ValueError(f"the profiled kernel and the disassembly differ: {len(page)} instructions against "
+                         f"{len(lines)}, {missing} offsets missing, {differ} instructions unlike "
+                         "(a cut-off page, or not the same build?)")
 
 
 def _short(frame: tuple[str, int] | None) -> str:
@@ -178,13 +182,56 @@ _NAMED = ("barrier", "wait", "selected", "not_selected", "long_sb", "short_sb", 
           "mio", "no_inst", "dispatch", "imc", "lg")
 
 
+def _check_profile(page: pd.DataFrame, name: str, row: dict) -> None:
+    """The page is the ncu row's profile: its kernel one the row lists (``params.kernels``), and
+    its file named for the row's body as bench/newton_ncu.sh names it (``<body>-source.csv``)."""
+    from fightlab.bodies import BODIES
+
+    kernels = str(json.loads(row["params"]).get("kernels", "")).split(",")
+    kernel = str(page["kernel"].iloc[0])
+    if not any(k and kernel.startswith(k) for k in kernels):
+        raise ValueError(f"the page profiles {kernel}, the ncu row's kernels are {kernels}: not the same profile")
+    named = [b for b in BODIES if name.startswith(f"{b}-")]
+    if named != [row["body"]]:
+        raise ValueError(f"the page's file {name!r} names body {named[0] if named else 'none'}, the ncu row's "
+                         f"body is {row['body']!r} (pages are <body>-source.csv)")
+
+
+def _check_sources(lines: pd.DataFrame, commit: str, source_root: Path | str | None) -> None:
+    """Function names come from the profiled commit's files: ``source_root`` (a folder holding
+    fightlab/; its commit checked where it is a git checkout), else the tree the disassembly's
+    paths name, which must be a clean checkout of ``commit``."""
+    from fightlab import meta
+
+    if source_root is not None:
+        root = Path(source_root)
+        if not (root / "fightlab").is_dir():
+            raise ValueError(f"--source-root {str(source_root)!r} holds no fightlab/ folder")
+        where = "--source-root"
+    else:
+        path = next((Path(f[0]) for ch in lines["chain"] for f in ch if "fightlab" in Path(f[0]).parts), None)
+        if path is None:
+            raise ValueError("the disassembly names no fightlab file")
+        parts = path.parts
+        root = Path(*parts[:len(parts) - 1 - parts[::-1].index("fightlab")])
+        where = "the disassembly's sources"
+    found = meta.git_commit(root) if root.is_dir() else "unknown"
+    if found == "unknown" and source_root is not None:
+        return  # an exported tree (git archive): taken as the profiled commit
+    if found != commit:
+        raise ValueError(f"{where} at {root} are commit {found}, the profile is commit {commit}: pass "
+                         f"--source-root, a checkout of {commit}")
+
+
 def publish(source_csv: Path | str, disassembly: Path | str, ncu_run_id: str, root: Path | str = ".",
             launch: int = 0, source_root: Path | str | None = None) -> list[dict]:
     """Append one ``ncu_source`` row per fightlab function (:func:`attribute`, key "function") that
-    ran or was sampled in one launch (stall shares 0 where it has no samples) to ``root/data/results/ncu_source.csv``, with the metadata of the ``ncu`` row
-    ``ncu_run_id`` (the same profile's sections). Returns the rows. Raises ValueError: no such
-    ncu row, rows of that profile already published, or as :func:`attribute`; OSError: a file
-    cannot be read."""
+    ran or was sampled in one launch (stall shares 0 where it has no samples) to
+    ``root/data/results/ncu_source.csv``, with the metadata of the ``ncu`` row ``ncu_run_id`` (the
+    same profile's sections). Returns the rows. Raises ValueError: no such ncu row, rows of that
+    profile already published, a page of another kernel or body than the row's
+    (:func:`_check_profile`), function names that would not be the profiled commit's
+    (:func:`_check_sources`), or as :func:`attribute`; OSError: a file cannot be read."""
     ncu_rows = results.read_rows("ncu", root)
     hit = ncu_rows[ncu_rows["run_id"] == ncu_run_id]
     if hit.empty:
@@ -192,9 +239,12 @@ def publish(source_csv: Path | str, disassembly: Path | str, ncu_run_id: str, ro
     old = results.read_rows("ncu_source", root)
     if any(json.loads(p).get("ncu_run_id") == ncu_run_id for p in old.get("params", [])):
         raise ValueError(f"ncu_source rows of profile {ncu_run_id} are already published: not appended again")
-    page = read_source_page(Path(source_csv).read_text())
-    table = attribute(page, read_line_map(Path(disassembly).read_text()), launch, "function", source_root)
     base = hit.iloc[0].to_dict()
+    page = read_source_page(Path(source_csv).read_text())
+    lines = read_line_map(Path(disassembly).read_text())
+    _check_profile(page, Path(source_csv).name, base)
+    _check_sources(lines, base["commit"], source_root)
+    table = attribute(page, lines, launch, "function", source_root)
     rows = []
     for r in table[(table["samples"] > 0) | (table["executed"] > 0)].to_dict("records"):
         params = dict(ncu_run_id=ncu_run_id, key="function", place=r["place"], launch=launch,
@@ -246,6 +296,9 @@ def disassemble(body: str, out: Path | str, nvdisasm: str = "nvdisasm", arch: in
 
     if body not in BODIES:
         raise ValueError(f"body must be one of {', '.join(BODIES)}, got {body!r}")
+    out = Path(out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise ValueError(f"cannot write the disassembly to {str(out)!r}: a folder, or its folder does not exist")
     tool = shutil.which(nvdisasm)
     if tool is None:
         raise ValueError(f"nvdisasm not found ({nvdisasm!r}): CUDA's disassembler, e.g. pip install "
@@ -272,11 +325,25 @@ def disassemble(body: str, out: Path | str, nvdisasm: str = "nvdisasm", arch: in
         module.options.update(saved)
     if run.returncode != 0:
         raise ValueError(f"{nvdisasm} failed ({run.returncode}): {run.stderr.strip()[:200]}")
-    out = Path(out)
+    try:
+        read_line_map(run.stdout)
+    except ValueError as e:
+        raise ValueError(f"{nvdisasm}'s output is no line-info disassembly ({e})") from None
     tmp_out = out.with_name(out.name + ".tmp")
-    tmp_out.write_text(run.stdout)
-    tmp_out.replace(out)
+    try:
+        tmp_out.write_text(run.stdout)
+        tmp_out.replace(out)
+    finally:
+        tmp_out.unlink(missing_ok=True)
     return out
+
+
+def _read(path: str, parse):
+    """``parse`` of the file's text; its errors name the file."""
+    try:
+        return parse(Path(path).read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,12 +364,19 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.disassemble:
+            if a.source_csv is not None or a.publish or a.launch or a.source_root:
+                raise ValueError("--disassemble BODY takes one path, the disassembly to write, and no "
+                                 "SOURCE_CSV, --publish, --launch or --source-root")
             print(f"ncu_source: wrote {disassemble(a.disassemble, a.disassembly, a.nvdisasm)}")
             return 0
         if a.source_csv is None:
             raise ValueError("give SOURCE_CSV and DISASSEMBLY (or --disassemble BODY DISASSEMBLY)")
-        page = read_source_page(Path(a.source_csv).read_text())
-        lines = read_line_map(Path(a.disassembly).read_text())
+        if a.top < 1:
+            raise ValueError(f"--top must be >= 1, got {a.top}")
+        if a.source_root is not None and not (Path(a.source_root) / "fightlab").is_dir():
+            raise ValueError(f"--source-root {a.source_root!r} holds no fightlab/ folder")
+        page = _read(a.source_csv, read_source_page)
+        lines = _read(a.disassembly, read_line_map)
         tables = [attribute(page, lines, a.launch, key, a.source_root) for key in KEYS]
         if a.publish:
             n = len(publish(a.source_csv, a.disassembly, a.publish, a.root, a.launch, a.source_root))

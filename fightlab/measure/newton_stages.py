@@ -32,8 +32,9 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
                  fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
     steps, ``total`` (the median of the per-solve sums), the mean counts per solve, the median
-    and largest nefc; ``block_dim``: threads per world (None: the kernel's default); ``fixes``:
-    those of :data:`newton_hessian.FIXES` built in (None: ``DEFAULT_FIXES``, the solve's default)."""
+    and largest nefc, ``built`` (the fixes the kernel had: :func:`newton.built_fixes`); ``block_dim``:
+    threads per world (None: the kernel's default); ``fixes``: those of
+    :data:`newton_hessian.FIXES` asked for (None: ``DEFAULT_FIXES``, the solve's default)."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -55,6 +56,7 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     for _ in range(nwarm):
         mjw.step(m, d)
     clock = wp.zeros((nworld, C.NCOLS), dtype=wp.int64, device=d.qacc.device)
+    built = N.built_fixes(m, N.DEFAULT_FIXES if fixes is None else fixes)
     reason = N.use_newton(m, block_dim=block_dim or N.BLOCK_DIM, stage_clock=clock, fixes=fixes)
     if reason is not None:
         raise ValueError(f"the single-launch solve does not take {body}: {reason}")
@@ -73,7 +75,7 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     out["total"] = float(np.median(a[:, :ns].sum(axis=1)))
     out.update({c: float(a[:, ns + i].mean()) for i, c in enumerate(C.COUNTS)})
     nefc = np.concatenate(nefc)
-    out.update(nefc_median=float(np.median(nefc)), nefc_max=int(nefc.max()), nv=int(m.nv))
+    out.update(nefc_median=float(np.median(nefc)), nefc_max=int(nefc.max()), nv=int(m.nv), built=list(built))
     return out
 
 
@@ -99,7 +101,8 @@ def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str
     from fightlab.kernels import stage_clock as C
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
-    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(DEFAULT_FIXES if fixes is None else fixes))
+    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(DEFAULT_FIXES if fixes is None else fixes),
+                  built=cycles.get("built"))
     row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device=device)
     slug = lambda s: s.replace(" ", "_").replace("+", "and").replace(".", "")  # noqa: E731
     row.update({f"{slug(s)}_cycles": cycles[s] for s in (*C.STAGES, "total")})
@@ -138,7 +141,7 @@ def variant_row(body: str, nworld: int, device: str, variant: str, cycles: dict,
     m = dict(single_launch=True, solve_cycles_median=cycles["total"], rebuilds_per_solve=cycles["rebuilds"],
              brackets_per_solve=cycles["brackets"], nefc_median=cycles["nefc_median"], **(extra or {}))
     params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(variant_fixes(variant)),
-                  stage_cycles={s: cycles[s] for s in STAGES},
+                  built=cycles.get("built"), stage_cycles={s: cycles[s] for s in STAGES},
                   cycles="SM cycles" if str(device).startswith("cuda") else "CPU cycle counter (smoke)")
     return newton_row(body, nworld, device, params, m)
 
@@ -175,15 +178,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="also write each as a `newton` row (the committed table's schema, params size "
                         "'stages') to RESULTS_ROOT/data/results/newton.csv")
     a = p.parse_args(argv)
+    try:  # every variant checked before anything runs or is written
+        variants = {v: variant_fixes(v) for v in a.fixes}
+    except ValueError as e:
+        raise SystemExit(f"--fixes: {e}") from None
     res, rows = [], []
     for body in a.body:
         for n in a.nworld:
-            for variant in a.fixes:
-                try:
-                    fixes = variant_fixes(variant)
-                except ValueError as e:
-                    raise SystemExit(f"--fixes: {e}") from None
+            for variant, fixes in variants.items():
                 r = stage_cycles(body, n, a.nsteps, a.device, nwarm=a.nwarm, fixes=fixes)
+                if set(r["built"]) != set(fixes):
+                    print(f"{body} [{variant}]: built with {','.join(r['built']) or 'no fix'} "
+                          f"(not {','.join(sorted(set(fixes) - set(r['built'])))}: newton.built_fixes)", flush=True)
                 res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
                 rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))
                 if a.results_root:
@@ -192,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                     base = dict(size="stages", nsteps=a.nsteps, nwarm=a.nwarm, source="bench/newton_stages.sh")
                     results.append_row("newton", variant_row(body, n, a.device, variant, r, base),
                                        a.results_root)
-                print(f"{res[-1][0]} x{n}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
+                print(f"{res[-1][0]} x{n}: {json.dumps({k: round(v, 1) for k, v in r.items() if k != 'built'})}",
+                      flush=True)
     print(format_table(res))
     if a.csv:
         path = Path(a.csv)
