@@ -197,24 +197,25 @@ def _check_profile(page: pd.DataFrame, name: str, row: dict) -> None:
                          f"body is {row['body']!r} (pages are <body>-source.csv)")
 
 
+def _source_tree(lines: pd.DataFrame, source_root: Path | str | None) -> tuple[Path, str]:
+    """(the folder whose fightlab/ names the functions, how it was chosen): ``source_root``, else
+    the tree the disassembly's paths name. Raises ValueError: no fightlab/ there, or none named."""
+    if source_root is not None:
+        if not (Path(source_root) / "fightlab").is_dir():
+            raise ValueError(f"--source-root {str(source_root)!r} holds no fightlab/ folder")
+        return Path(source_root), "--source-root"
+    path = next((Path(f[0]) for ch in lines["chain"] for f in ch if "fightlab" in Path(f[0]).parts), None)
+    if path is None:
+        raise ValueError("the disassembly names no fightlab file")
+    parts = path.parts
+    return Path(*parts[:len(parts) - 1 - parts[::-1].index("fightlab")]), "the disassembly's sources"
+
+
 def _check_sources(lines: pd.DataFrame, commit: str, source_root: Path | str | None) -> None:
     """Function names come from the profiled commit's files: ``source_root`` (a folder holding
     fightlab/; its commit checked where it is a git checkout), else the tree the disassembly's
     paths name, which must be a clean checkout of ``commit``."""
-    from fightlab import meta
-
-    if source_root is not None:
-        root = Path(source_root)
-        if not (root / "fightlab").is_dir():
-            raise ValueError(f"--source-root {str(source_root)!r} holds no fightlab/ folder")
-        where = "--source-root"
-    else:
-        path = next((Path(f[0]) for ch in lines["chain"] for f in ch if "fightlab" in Path(f[0]).parts), None)
-        if path is None:
-            raise ValueError("the disassembly names no fightlab file")
-        parts = path.parts
-        root = Path(*parts[:len(parts) - 1 - parts[::-1].index("fightlab")])
-        where = "the disassembly's sources"
+    root, where = _source_tree(lines, source_root)
     found = meta.git_commit(root) if root.is_dir() else "unknown"
     if found == "unknown" and source_root is not None:
         return  # an exported tree (git archive): taken as the profiled commit
@@ -350,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: the three tables (kernel lines, fightlab functions, fightlab lines), the top rows
     each; or, with ``--disassemble BODY``, the line-info disassembly written to the second path."""
     ap = argparse.ArgumentParser(prog="python -m fightlab.measure.ncu_source",
-                                 description="ncu stall samples per Python source line")
+                                 description="ncu stall samples per Python source line",
+                                 usage="%(prog)s SOURCE_CSV DISASSEMBLY [options] | --disassemble BODY DISASSEMBLY")
     ap.add_argument("source_csv", nargs="?", help="ncu --page source --csv --print-source sass output")
     ap.add_argument("disassembly", help="nvdisasm -gi -c output of the same kernel built with line info "
                                         "(written by --disassemble)")
@@ -373,10 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("give SOURCE_CSV and DISASSEMBLY (or --disassemble BODY DISASSEMBLY)")
         if a.top < 1:
             raise ValueError(f"--top must be >= 1, got {a.top}")
-        if a.source_root is not None and not (Path(a.source_root) / "fightlab").is_dir():
-            raise ValueError(f"--source-root {a.source_root!r} holds no fightlab/ folder")
         page = _read(a.source_csv, read_source_page)
         lines = _read(a.disassembly, read_line_map)
+        root, where = _source_tree(lines, a.source_root)
+        found = meta.git_commit(root) if root.is_dir() else "not here"
         tables = [attribute(page, lines, a.launch, key, a.source_root) for key in KEYS]
         if a.publish:
             n = len(publish(a.source_csv, a.disassembly, a.publish, a.root, a.launch, a.source_root))
@@ -384,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"ncu_source: {e}", file=sys.stderr)
         return 2
+    print(f"function names from {where} at {root} (commit {found}): they are the profile's only at its "
+          "commit (else --source-root, a checkout of it)")
     with pd.option_context("display.width", 200, "display.max_columns", 12, "display.precision", 3):
         for key, t in zip(("kernel line (stage)", "fightlab function", "innermost fightlab line"), tables):
             lead = [c for c in t.columns[4:] if t[c].fillna(0).max() > 0.05]
