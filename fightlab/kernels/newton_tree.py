@@ -309,23 +309,39 @@ def _levels_factor_func(capacity: int):
     return factor_levels
 
 
+@wp.func
+def _load_indexed(arr: wp.array[int], i: int) -> int:
+    """``arr[i]`` through Warp's own indexing (any strides)."""
+    return arr[i]
+
+
+@functools.cache
+def _row_func(capacity: int, raw: bool):
+    """``row(sh, rhs, k, n, adr, M_colind)``: x_k = (g'_k - Σ_a H[k, a]·x_a) / H[k, k] over k's
+    n - 1 ancestors, in CSR order; ``raw``: M's column indices read with :func:`_load_int`."""
+    _ld, _st = shared_accessors(capacity)
+    load = _load_int if raw else _load_indexed
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def row(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
+        rowk = (k * (k + 1)) >> 1
+        acc = _ld(sh, rhs + k)
+        for a in range(n - 1):
+            ca = load(M_colind, adr + a)
+            acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
+        _st(sh, rhs + k, acc / _ld(sh, rowk + k))
+
+    return row
+
+
 @functools.cache
 def _back_scan_func(capacity: int):
     """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution,
     its depths found in the kernel (a block reduction for the deepest row, then a scan of every DOF
     per depth)."""
-    _ld, _st = shared_accessors(capacity)
+    row = _row_func(capacity, raw=False)
     Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def row(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
-        """x_k = (g'_k - Σ_a H[k, a]·x_a) / H[k, k] over k's n - 1 ancestors, in CSR order."""
-        rowk = (k * (k + 1)) >> 1
-        acc = _ld(sh, rhs + k)
-        for a in range(n - 1):
-            ca = M_colind[adr + a]
-            acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
-        _st(sh, rhs + k, acc / _ld(sh, rowk + k))
 
     @wp.func
     def back(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
@@ -348,18 +364,8 @@ def _back_scan_func(capacity: int):
 @functools.cache
 def _back_depth_func(capacity: int):
     """The same by :func:`depth_schedule`'s table at ``plan[plan[2]]`` (``back_depth``)."""
-    _ld, _st = shared_accessors(capacity)
+    row = _row_func(capacity, raw=True)
     Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def row_raw(sh: Tile, rhs: int, k: int, n: int, adr: int, M_colind: wp.array[int]):
-        """:func:`row`'s sum with M's column indices read raw (:func:`_load_int`)."""
-        rowk = (k * (k + 1)) >> 1
-        acc = _ld(sh, rhs + k)
-        for a in range(n - 1):
-            ca = _load_int(M_colind, adr + a)
-            acc -= _ld(sh, rowk + ca) * _ld(sh, rhs + ca)
-        _st(sh, rhs + k, acc / _ld(sh, rowk + k))
 
     @wp.func
     def back_depth(sh: Tile, tid: int, nthread: int, nv: int, M_rownnz: wp.array[int], M_rowadr: wp.array[int],
@@ -375,7 +381,7 @@ def _back_depth_func(capacity: int):
             end = _load_int(plan, b + 2 + level)
             while i < end:
                 k = _load_int(plan, o_dof + i)
-                row_raw(sh, rhs, k, level + 1, _load_int(M_rowadr, k), M_colind)
+                row(sh, rhs, k, level + 1, _load_int(M_rowadr, k), M_colind)
                 i += nthread
             _sync_threads()
 
