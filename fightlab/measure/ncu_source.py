@@ -134,15 +134,28 @@ def _functions(path: str) -> tuple[tuple[int, int, str], ...]:
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
+def _in_package(path: str) -> tuple[Path, tuple[str, ...]] | None:
+    """(the folder holding fightlab/, the path's parts from fightlab/ on) of a source path; None
+    outside fightlab."""
+    parts = Path(path).parts
+    if "fightlab" not in parts:
+        return None
+    i = len(parts) - 1 - parts[::-1].index("fightlab")
+    return Path(*parts[:i]), parts[i:]
+
+
+def _ours(chain: tuple) -> tuple[str, int] | None:
+    """The innermost frame of an instruction's chain in a fightlab file, else None."""
+    return next((f for f in chain if _in_package(f[0])), None)
+
+
 def _function(frame: tuple[str, int] | None, source_root: Path | None = None) -> str:
     """``file:function`` of the innermost function holding the frame's line, else ``file:line``;
     ``source_root``: a checkout whose ``fightlab/`` replaces the path's (the profiled commit's)."""
     if frame is None:
         return "?"
-    path = frame[0]
-    if source_root is not None and "fightlab" in Path(path).parts:
-        parts = Path(path).parts
-        path = str(Path(source_root, *parts[len(parts) - 1 - parts[::-1].index("fightlab"):]))
+    split = _in_package(frame[0])
+    path = str(Path(source_root, *split[1])) if source_root is not None and split else frame[0]
     spans = [f for f in _functions(path) if f[0] <= frame[1] <= f[1]]
     return f"{Path(frame[0]).name}:{max(spans)[2]}" if spans else _short(frame)
 
@@ -163,9 +176,8 @@ def attribute(page: pd.DataFrame, lines: pd.DataFrame, launch: int = 0, key: str
     if one.empty:
         raise ValueError(f"launch {launch} not in the page (launches 0..{page['launch'].max()})")
     check_same_code(one, lines)
-    ours = lambda ch: next((f for f in ch if "fightlab" in Path(f[0]).parts), None)
-    place = {"kernel": lambda ch: _short(ch[-1] if ch else None), "fightlab": lambda ch: _short(ours(ch)),
-             "function": lambda ch: _function(ours(ch), None if source_root is None else Path(source_root))}[key]
+    place = {"kernel": lambda ch: _short(ch[-1] if ch else None), "fightlab": lambda ch: _short(_ours(ch)),
+             "function": lambda ch: _function(_ours(ch), None if source_root is None else Path(source_root))}[key]
     joined = one.merge(lines[["offset", "chain"]], on="offset")
     joined["place"] = joined["chain"].map(place)
     stalls = [c for c in joined.columns if c.startswith("stall_")]
@@ -204,11 +216,10 @@ def _source_tree(lines: pd.DataFrame, source_root: Path | str | None) -> tuple[P
         if not (Path(source_root) / "fightlab").is_dir():
             raise ValueError(f"--source-root {str(source_root)!r} holds no fightlab/ folder")
         return Path(source_root), "--source-root"
-    path = next((Path(f[0]) for ch in lines["chain"] for f in ch if "fightlab" in Path(f[0]).parts), None)
-    if path is None:
+    frame = next((f for f in map(_ours, lines["chain"]) if f), None)
+    if frame is None:
         raise ValueError("the disassembly names no fightlab file")
-    parts = path.parts
-    return Path(*parts[:len(parts) - 1 - parts[::-1].index("fightlab")]), "the disassembly's sources"
+    return _in_package(frame[0])[0], "the disassembly's sources"
 
 
 def _check_sources(lines: pd.DataFrame, commit: str, source_root: Path | str | None) -> None:
