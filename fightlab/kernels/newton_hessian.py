@@ -34,9 +34,9 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 #: (:mod:`fightlab.kernels.newton_matvec`; else a row, and the whole trace, per thread), "depth"
 #: the tree's back substitution by a host-built table of the DOFs per depth, M's indices read raw
 #: (with "tree" only, M's CSR arrays contiguous; else the deepest row found by a block reduction
-#: and every DOF scanned per depth), "lean" the
-#: serial tree factor's items two at a time in one straight block, decoded with an approximate
-#: root and M's indices read raw (with "tree" only, not with "levels"; M's CSR arrays contiguous)
+#: and every DOF scanned per depth), "lean" the serial tree factor's items two at a time in one
+#: straight block, decoded with an approximate root and M's indices read raw (with "tree" only,
+#: not with "levels"; M's CSR arrays contiguous); which a model's kernel has: newton.built_fixes
 FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
