@@ -52,6 +52,7 @@ done
 import csv, sys
 from fightlab import results
 path, device, before, iters, warm, dest, sets = sys.argv[1:]
+n = 0
 for r in csv.DictReader(open(path)):
     after = r["version"] == "after"
     row = results.run_metadata(body=r["body"], nworld=int(r["nworld"]), seed=0, device=device, params={
@@ -62,8 +63,8 @@ for r in csv.DictReader(open(path)):
                rollout_s_per_iter=float(r["rollout_s"]), update_s_per_iter=float(r["update_s"]),
                host_reads_per_iter=float(r["host_reads"]))
     results.append_row("versions", row, dest)
-    n = locals().get("n", 0) + 1
-print(f"rows: {n} in {results.results_path('versions', dest)}" if "n" in locals() else "rows: none (no training finished)")
+    n += 1
+print(f"rows: {n} in {results.results_path('versions', dest)}" if n else "rows: none (no training finished)")
 PY
 $PY - "$csv" <<'PY'
 import csv, statistics, sys
