@@ -10,14 +10,16 @@
 # tar x -C .gpu-before`; BEFORE_COMMIT=<commit> names it in the rows); "after" is this checkout. Prints one line per run and a table last;
 # DEVICE, NWORLD, WARM and PY (the interpreter) may be set for a smoke run on the CPU; SETS
 # (space-separated KEY=VALUE) are passed to both versions' `train` as `--set` (e.g.
-# SETS=solver_loop=single_launch) and recorded in the rows' params;
+# SETS=solver_loop=single_launch) and recorded in the rows' params; BEFORE_SETS / AFTER_SETS
+# replace SETS for one version (e.g. BEFORE_DIR . with AFTER_SETS=solver_loop=single_launch: the
+# same code, MuJoCo Warp's solve against the single launch);
 # the per-run CSV goes to ${OUT:-runs}/seconds_per_iteration_ab.csv.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BEFORE=${1:?usage: bash bench/seconds_per_iteration_ab.sh BEFORE_DIR [ITERS] [REPS]}
 ITERS=${2:-40}; REPS=${3:-2}; WARM=${WARM:-5}; DEVICE=${DEVICE:-cuda:0}; NWORLD=${NWORLD:-1024}
 BEFORE=$(cd "$BEFORE" && pwd); PY=${PY:-python3}; here=$PWD
-sets=(); for kv in ${SETS:-}; do sets+=(--set "$kv"); done
+BEFORE_SETS=${BEFORE_SETS-${SETS:-}}; AFTER_SETS=${AFTER_SETS-${SETS:-}}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 csv="$dest/seconds_per_iteration_ab.csv"
 echo "version,body,rep,nworld,iterations,s_per_iter,rollout_s,update_s,host_reads,commit" > "$csv"
@@ -30,7 +32,8 @@ done
 for body in simple muscular-fast; do
   for ((r = 0; r < REPS; r++)); do
     for version in before after; do
-      path=$PWD; [ "$version" = before ] && path=$BEFORE
+      path=$PWD; vsets=$AFTER_SETS; [ "$version" = before ] && path=$BEFORE && vsets=$BEFORE_SETS
+      sets=(); for kv in $vsets; do sets+=(--set "$kv"); done
       run="$work/$version-$body-$r"
       (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -m fightlab train --body "$body" --nworld "$NWORLD" --device "$DEVICE" \
          --max-iterations "$ITERS" --no-progress --run-dir "$run" ${sets[@]+"${sets[@]}"} > "$run.log" 2>&1) \
@@ -48,13 +51,14 @@ PY
   done
 done
 # one `versions` row per run (GPU, driver, versions from this machine) under $dest/data/results
-(cd "$work" && PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" $PY - "$csv" "$DEVICE" "${BEFORE_COMMIT:-unknown}" "$ITERS" "$WARM" "$dest" "${SETS:-}") <<'PY'
+(cd "$work" && PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" $PY - "$csv" "$DEVICE" "${BEFORE_COMMIT:-unknown}" "$ITERS" "$WARM" "$dest" "$BEFORE_SETS" "$AFTER_SETS") <<'PY'
 import csv, sys
 from fightlab import results
-path, device, before, iters, warm, dest, sets = sys.argv[1:]
+path, device, before, iters, warm, dest, before_sets, after_sets = sys.argv[1:]
 n = 0
 for r in csv.DictReader(open(path)):
     after = r["version"] == "after"
+    sets = after_sets if after else before_sets
     row = results.run_metadata(body=r["body"], nworld=int(r["nworld"]), seed=0, device=device, params={
         "study": "seconds_per_iteration_ab", "version": r["version"], "rep": int(r["rep"]),
         "code_commit": r["commit"] if after else before, "max_iterations": int(iters), "skip": int(warm),
