@@ -41,7 +41,7 @@ FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "dept
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
 #: solve without "levels" and "matvec", 994 k with them)
-DEFAULT_FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree")
+DEFAULT_FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "depth", "lean")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
 _S_GRAD, _S_M, _S_JTDJ, _S_LDLT, _S_BACK = (C.STAGES.index(s) for s in (
