@@ -39,8 +39,9 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 #: not with "levels"; M's CSR arrays contiguous); which a model's kernel has: newton.built_fixes
 FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
-#: (data/results/newton.csv, an H100's stage clock at 1,024 worlds: muscular-fast 788 k cycles per
-#: solve without "levels" and "matvec", 994 k with them)
+#: (data/results/newton.csv, an H100's stage clock at 1,024 worlds, k cycles per solve,
+#: muscular-fast / simple: "tree" 784 / 228, + "depth" and "lean" 612 / 194; "levels" and
+#: "matvec" made it slower, 994 with them)
 DEFAULT_FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "depth", "lean")
 
 _QUADRATIC = int(mjw_types.ConstraintState.QUADRATIC.value)
