@@ -295,14 +295,15 @@ def test_each_late_fix_leaves_the_solve_as_it_was(name, fix, cpu_blocks):
     """The level-scheduled factor against the serial tree factor, M·x in chunks (and the trace
     gathered in parallel) against a row per thread (both: every fix with and without it); the
     back substitution by the host's depth table against the in-kernel search, the lean factor
-    (two items at a time) against the serial one (both: the default build with and without it,
-    since "levels" replaces the serial factor): the same row states and iteration counts, qacc
-    within float32 rounding."""
+    (two items at a time) against the serial one (both: the default build without either, with
+    it alone, since "levels" replaces the serial factor): the same row states and iteration
+    counts, qacc within float32 rounding."""
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
     if fix in ("depth", "lean"):
-        assert fix not in DEFAULT_FIXES and "levels" not in DEFAULT_FIXES
-        _builds_agree(name, DEFAULT_FIXES, DEFAULT_FIXES + (fix,))
+        assert fix in DEFAULT_FIXES and "levels" not in DEFAULT_FIXES
+        base = tuple(f for f in DEFAULT_FIXES if f not in ("depth", "lean"))
+        _builds_agree(name, base, base + (fix,))
     else:
         _builds_agree(name, tuple(f for f in FIXES if f != fix), FIXES)
 
@@ -312,7 +313,7 @@ def test_depth_and_lean_leave_muscular_fasts_solve_as_it_was(cpu_blocks):
     both, the same row states and iteration counts, qacc within float32 rounding."""
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
-    _builds_agree("muscular-fast", DEFAULT_FIXES, DEFAULT_FIXES + ("depth", "lean"))
+    _builds_agree("muscular-fast", tuple(f for f in DEFAULT_FIXES if f not in ("depth", "lean")), DEFAULT_FIXES)
 
 
 def test_the_lean_factor_is_taken_only_where_its_reads_are_safe():
@@ -323,14 +324,17 @@ def test_the_lean_factor_is_taken_only_where_its_reads_are_safe():
 
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
+    base = tuple(f for f in DEFAULT_FIXES if f not in ("depth", "lean"))
     m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
     assert m.M_colind.is_contiguous
     for fix in ("lean", "depth"):
-        assert N.solve_kernel(m, fixes=DEFAULT_FIXES + (fix,)) is not N.solve_kernel(m, fixes=DEFAULT_FIXES)
+        assert N.solve_kernel(m, fixes=base + (fix,)) is not N.solve_kernel(m, fixes=base)
+    assert set(N.built_fixes(m)) == set(DEFAULT_FIXES)
     twice = np.repeat(m.M_colind.numpy(), 2)
     m.M_colind = wp.array(twice, dtype=int, device="cpu")[::2]
     assert not m.M_colind.is_contiguous
-    assert N.solve_kernel(m, fixes=DEFAULT_FIXES + ("lean", "depth")) is N.solve_kernel(m, fixes=DEFAULT_FIXES)
+    assert N.solve_kernel(m, fixes=DEFAULT_FIXES) is N.solve_kernel(m, fixes=base)
+    assert set(N.built_fixes(m)) == set(base)
 
 
 def test_the_depth_table_lists_every_dof_once_by_depth():
