@@ -516,6 +516,21 @@ def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
         report.with_stage0(pd.DataFrame())
 
 
+def test_a_single_launch_solve_is_a_group_of_its_own_never_the_headline(tmp_path):
+    """Runs with the single-launch Newton solve (newer, as many seeds) are not pooled with MuJoCo
+    Warp's solve nor become the headline while it is not the default; MuJoCo Warp's loops pool."""
+    rows = [train_row("simple", seed=s, tts=50.0 + s) for s in (0, 1)]
+    rows += [train_row("simple", seed=s, tts=40.0, params=dict(solver_loop="single_launch"),
+                       time="2026-12-01T06:00:00+00:00") for s in (0, 1)]
+    rows += [train_row("simple", seed=2, tts=52.0, params=dict(solver_loop="conditional"))]
+    s = report.solve_summary(_write(tmp_path, rows))
+    assert sorted(zip(s["learner_changes"], s["n_solo"])) == [("defaults", 3), ("single-launch solve", 2)]
+    h = report.headline(s)
+    assert h["n_solo"].tolist() == [3] and h["time_to_solve_median_s"].tolist() == [51.0]
+    assert report.config_id({"solver_loop": "unrolled"}) == report.config_id({})
+    assert report.config_id({"solver_loop": "single_launch"}) != report.config_id({})
+
+
 def test_pick_variant_judges_each_learner_against_its_own_defaults(tmp_path):
     """A study with rsl_rl's runs: they are picked among themselves against rsl_rl's defaults
     (`config.body_ppo(body, "rsl_rl")`), never pooled with fightlab's learner's "defaults"."""

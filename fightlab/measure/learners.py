@@ -85,8 +85,19 @@ def learner_changes(params: dict, body: str | None = None) -> str:
     out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
     if len(out) < len(diff):
         out.append(physics_label(params))
+    if solve_of(params) != solve_of({}):
+        out.append(f"{solve_of(params)} solve")
     text, learner = ", ".join(out) or "defaults", params.get("learner")
     return f"{learner}: {text}" if isinstance(learner, str) and learner != TrainConfig.learner else text
+
+
+def solve_of(params: dict) -> str:
+    """Which code runs a row's training Newton solve: ``"single-launch"`` (params ``solver_loop``
+    "single_launch", `fightlab.kernels.newton`) or ``"MuJoCo Warp"`` (its loop "auto",
+    "conditional" or "unrolled": the same launches, one after another or in a graph conditional;
+    a row without the key: today's default, ``TrainConfig.solver_loop``)."""
+    loop = params.get("solver_loop", TrainConfig.solver_loop)
+    return "single-launch" if loop == "single_launch" else "MuJoCo Warp"
 
 
 def physics_label(params: dict) -> str:
