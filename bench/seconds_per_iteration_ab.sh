@@ -13,7 +13,8 @@
 # SETS=solver_loop=single_launch) and recorded in the rows' params; BEFORE_SETS / AFTER_SETS
 # replace SETS for one version (e.g. BEFORE_DIR . with AFTER_SETS=solver_loop=single_launch: the
 # same code, MuJoCo Warp's solve against the single launch);
-# the per-run CSV goes to ${OUT:-runs}/seconds_per_iteration_ab.csv.
+# the per-run CSV goes to ${OUT:-runs}/seconds_per_iteration_ab.csv (written under a temporary name,
+# renamed at the end: an earlier one stays until then).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BEFORE=${1:?usage: bash bench/seconds_per_iteration_ab.sh BEFORE_DIR [ITERS] [REPS]}
@@ -21,10 +22,11 @@ ITERS=${2:-40}; REPS=${3:-2}; WARM=${WARM:-5}; DEVICE=${DEVICE:-cuda:0}; NWORLD=
 BEFORE=$(cd "$BEFORE" && pwd); PY=${PY:-python3}; here=$PWD
 BEFORE_SETS=${BEFORE_SETS-${SETS:-}}; AFTER_SETS=${AFTER_SETS-${SETS:-}}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
-csv="$dest/seconds_per_iteration_ab.csv"
+final="$dest/seconds_per_iteration_ab.csv"; csv="$final.tmp.$$"  # renamed onto $final at the end
 echo "version,body,rep,nworld,iterations,s_per_iter,rollout_s,update_s,host_reads,commit" > "$csv"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$csv"' EXIT
+set -f  # SETS are KEY=VALUE words, never file patterns
 failed=0
 for path in "$BEFORE" "$PWD"; do  # which package each version imports
   (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -c 'import fightlab; print("package:", fightlab.__file__)')
@@ -83,6 +85,7 @@ for body in ("simple", "muscular-fast"):
               f"({statistics.median(float(r['rollout_s']) for r in ra):.4f} / "
               f"{statistics.median(float(r['update_s']) for r in ra):.4f})")
 PY
+mv "$csv" "$final"
 if [ "$failed" -gt 0 ]; then
   echo "seconds_per_iteration_ab: $failed training(s) failed (above); the table holds the others" >&2
   exit 1

@@ -235,7 +235,7 @@ def test_the_first_build_and_the_fixed_one_agree(name, cpu_blocks):
     from fightlab.kernels.newton_hessian import FIXES
 
     m, d = _builds_agree(name, (), FIXES)
-    with pytest.raises(ValueError, match="fixes must be a subset"):
+    with pytest.raises(ValueError, match="fixes must be a tuple, a subset"):
         N.newton_solve(m, d, fixes=("faster",))
 
 
@@ -381,7 +381,7 @@ def test_the_chunk_table_covers_each_row_of_m_in_order():
             assert int(np.max(np.diff(rc))) == -(-nv // CHUNK)
 
 
-def test_the_default_build_is_named_recorded_and_used_unless_told():
+def test_the_default_build_is_named_recorded_and_used_unless_told(capsys):
     """``newton_solve`` builds ``DEFAULT_FIXES`` unless told (the fastest measured: no "levels");
     the variant "default" names it, a stage row with no fixes records it, a bad name is refused."""
     import inspect
@@ -397,6 +397,11 @@ def test_the_default_build_is_named_recorded_and_used_unless_told():
     assert variant_fixes("none") == () and variant_fixes("tree,levels") == ("tree", "levels")
     with pytest.raises(ValueError, match="'all', 'default', 'none'.*got 'fastest'"):
         variant_fixes("fastest")
+    from fightlab.measure.newton_stages import main
+
+    assert main(["--device", "cpu", "--fixes", "default", "fastest"]) == 2  # refused before any work
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fightlab: error: --fixes:") and "'fastest'" in err[0], err
     row = stage_row("simple", 2, 2, "cpu", dict.fromkeys((*C.STAGES, "total", *C.COUNTS, "nefc_median", "nefc_max",
                                                           "nv"), 1.0))
     assert json.loads(row["params"])["fixes"] == list(DEFAULT_FIXES)
@@ -415,8 +420,12 @@ def test_rows_record_the_fixes_the_kernel_was_built_with():
     assert N.built_fixes(m, ("bounds", "lean", "depth", "levels")) == ("bounds",)
     assert N.built_fixes(m, FIXES) == tuple(f for f in FIXES if f != "lean")
     assert N.built_fixes(m, ("tree", "lean")) == ("tree", "lean")
-    with pytest.raises(ValueError, match="fixes must be a subset of"):
+    with pytest.raises(ValueError, match="fixes must be a tuple, a subset of"):
         N.built_fixes(m, ("tree", "fast"))
+    with pytest.raises(ValueError, match="got 'tree'"):
+        N.built_fixes(m, "tree")
+    with pytest.raises(ValueError, match="got .'fast',."):  # refused at the switch, not at the first step
+        N.use_newton(m, fixes=("fast",))
     r = stage_cycles("simple", 1, 1, "cpu", nwarm=2, fixes=("bounds", "lean"))
     assert r["built"] == ["bounds"]
     params = json.loads(stage_row("simple", 1, 1, "cpu", r, ("bounds", "lean"))["params"])

@@ -9,9 +9,9 @@ from fightlab.bodies import build
 from fightlab.measure import newton_update as U
 
 
-@pytest.fixture(scope="module")
-def simple_M():
-    mjm = build("simple")
+@pytest.fixture(scope="module", params=["simple", "muscular-fast"])
+def simple_M(request):
+    mjm = build(request.param)
     d = mujoco.MjData(mjm)
     d.qpos[:] = mjm.key_qpos[0] if mjm.nkey else mjm.qpos0
     mujoco.mj_forward(mjm, d)
@@ -37,6 +37,10 @@ def test_the_factor_rebuilds_H_and_keeps_the_trees_sparsity(simple_M):
     assert off and all(R[k, a] == M[k, a] for k, a in off)  # never written: no fill
     with pytest.raises(ValueError, match="pivot .* is not positive definite"):
         U.tree_ldl(-M, par)
+    Z = M.copy()
+    Z[-1, :] = Z[:, -1] = 0.0
+    with pytest.raises(ValueError, match=f"pivot {len(M) - 1} is 0.0"):
+        U.tree_ldl(Z, par)
 
 
 @pytest.mark.parametrize("sigma", [1.0, -1.0])
@@ -67,3 +71,40 @@ def test_float32_updates_stay_within_rounding_and_an_indefinite_downdate_is_refu
     assert np.abs(U.ldl_matrix(R2, par) - M).max() <= 1e-5 * np.abs(H).max()
     _, ok, _ = U.rank1_update(U.tree_ldl(M, par), 10.0 * w, -1.0, par)  # M - 100 w·wᵀ: not definite
     assert not ok
+
+
+def test_a_leaf_only_row_fills_its_whole_chain_and_a_falling_pivot_is_refused(simple_M):
+    """A row nonzero at one leaf DOF only: its update runs through every ancestor (fill along the
+    chain), as `chain_steps` says; a downdate that keeps H definite but drops a pivot below
+    ``rtol`` of its old value is refused, accepted with rtol 0."""
+    M, par = simple_M
+    k = len(M) - 1
+    w = np.zeros(len(M))
+    w[k] = 3.0 * np.sqrt(M[k, k])
+    R = U.tree_ldl(M + np.outer(w, w), par)
+    R2, ok, steps = U.rank1_update(R, w, -1.0, par, rtol=0.0)
+    assert ok and steps == U.chain_steps(w, par) == 1 + len(U.ancestors(par)[k])
+    assert np.abs(R2 - U.tree_ldl(M, par)).max() <= 1e-10 * np.abs(M).max()
+    _, ok, steps = U.rank1_update(R, w, -1.0, par, rtol=0.5)  # the leaf's pivot falls 10×
+    assert not ok and steps == 1
+
+
+def test_malformed_inputs_are_refused(simple_M):
+    M, par = simple_M
+    R = U.tree_ldl(M, par)
+    anc = U.ancestors(par)
+    b = len(M) - 1
+    a = max(k for k in range(b) if k not in anc[b])  # on another branch than the last DOF
+    two = np.zeros(len(M))
+    two[[a, b]] = 1.0  # two DOFs on different branches
+    cases = [(lambda: U.rank1_update(R, two, 1.0, par), "not on one root-to-DOF chain"),
+             (lambda: U.rank1_update(R, np.ones(len(M) + 1), 1.0, par), "w must have shape"),
+             (lambda: U.rank1_update(R[:, :-1], two, 1.0, par), "R must be float32 or float64"),
+             (lambda: U.rank1_update(R.astype(int), two, 1.0, par), "R must be float32 or float64"),
+             (lambda: U.rank1_update(R, two, 1.0, par, rtol=-1.0), "rtol must be in"),
+             (lambda: U.ancestors(np.array([-1, 2, 1])), r"dof_parent\[1\] = 2"),
+             (lambda: U.ancestors(np.array([-1, 1])), r"dof_parent\[1\] = 1"),
+             (lambda: U.tree_ldl(M, par[:-1]), "H must be")]
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()

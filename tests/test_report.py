@@ -508,7 +508,7 @@ def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
     runs = report.published_runs(tmp_path)
     assert report.no_headline_note("muscular-fast", runs) == (
         "no committed solo solved run of muscular-fast's default learner in data/results/train.csv "
-        "(2 solo solves of other learners: the defaults changed after them)")
+        "(2 solo solves of other learners or Newton solves than today's defaults)")
     assert report.no_headline_note("simple", runs.iloc[:0]) == "no committed solo solved run of simple in data/results/train.csv"
     from fightlab.measure import bench
     assert bench.estimate("muscular-fast", 0.2, runs) == (None, None, {"note": report.no_headline_note("muscular-fast", runs)})
@@ -529,6 +529,15 @@ def test_a_single_launch_solve_is_a_group_of_its_own_never_the_headline(tmp_path
     assert h["n_solo"].tolist() == [3] and h["time_to_solve_median_s"].tolist() == [51.0]
     assert report.config_id({"solver_loop": "unrolled"}) == report.config_id({})
     assert report.config_id({"solver_loop": "single_launch"}) != report.config_id({})
+    # what ran decides: a single launch that fell back ran MuJoCo Warp's loop; a hand-made spelling pools with neither
+    fell_back = {"solver_loop": "single_launch", "physics_engine": {"solver_loop": "unrolled"}}
+    assert report.config_id(fell_back) == report.config_id({})
+    assert report.config_id({"solver_loop": "SINGLE_LAUNCH"}) not in (report.config_id({}),
+                                                                     report.config_id({"solver_loop": "single_launch"}))
+    # Figure 2's iterations (solvetime.iterations_to_solve) count today's solve only
+    from fightlab.measure import solvetime
+    its = solvetime.iterations_to_solve(report.published_runs(tmp_path))
+    assert its["n_runs"].tolist() == [3]
 
 
 def test_pick_variant_judges_each_learner_against_its_own_defaults(tmp_path):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from fightlab.figures import style as plots
 
-__all__ = ["timed_rows", "stage_rows", "plot_newton_time", "draw_newton_time"]
+__all__ = ["timed_rows", "stage_rows", "variant_label", "plot_newton_time", "draw_newton_time"]
 
 
 def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -37,12 +37,13 @@ def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The GPU stage-clock rows (params ``stage_cycles`` in SM cycles; a CPU smoke's cycle counter
     is no measurement), the newest per (body, nworld, variant, GPU),
     at each body's largest world count, with ``variant``, ``nfix`` (fixes built in) and one
-    column per stage group (cycles per world's solve)."""
+    column per stage group (cycles per world's solve). A variant is named by its fixes where a
+    row says "default" (the default build changes over time: :func:`variant_label`)."""
     params = [json.loads(p) for p in df["params"]]
     keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles") for p in params]
     if not any(keep):
         return pd.DataFrame()
-    df = df[keep].assign(variant=[p["variant"] for p, k in zip(params, keep) if k],
+    df = df[keep].assign(variant=[variant_label(p) for p, k in zip(params, keep) if k],
                          nfix=[len(p.get("fixes", [])) for p, k in zip(params, keep) if k],
                          cycles=[p["stage_cycles"] for p, k in zip(params, keep) if k])
     df = df.sort_values("time", kind="stable").drop_duplicates(["body", "nworld", "variant", "gpu"], keep="last")
@@ -51,6 +52,17 @@ def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
     sums = [{g: sum(v for s, v in c.items() if _STAGE_GROUPS.get(s, "other") == g) for g in groups}
             for c in df["cycles"]]
     return pd.concat([df.reset_index(drop=True), pd.DataFrame(sums)], axis=1).sort_values(["body", "nfix"])
+
+
+def variant_label(params: dict) -> str:
+    """A stage row's kernel variant as drawn: its fixes as a comma list where the row says
+    "default" (the build of its day), and " (default)" after the variant whose fixes are today's
+    ``newton_hessian.DEFAULT_FIXES``."""
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES
+
+    fixes = tuple(params.get("fixes") or ())
+    name = ",".join(fixes) if params.get("variant") == "default" else str(params.get("variant"))
+    return f"{name} (default)" if fixes == DEFAULT_FIXES else name
 
 
 def plot_newton_time(df: pd.DataFrame, title: str = ""):

@@ -92,12 +92,19 @@ def learner_changes(params: dict, body: str | None = None) -> str:
 
 
 def solve_of(params: dict) -> str:
-    """Which code runs a row's training Newton solve: ``"single-launch"`` (params ``solver_loop``
-    "single_launch", `fightlab.kernels.newton`) or ``"MuJoCo Warp"`` (its loop "auto",
-    "conditional" or "unrolled": the same launches, one after another or in a graph conditional;
-    a row without the key: today's default, ``TrainConfig.solver_loop``)."""
-    loop = params.get("solver_loop", TrainConfig.solver_loop)
-    return "single-launch" if loop == "single_launch" else "MuJoCo Warp"
+    """Which code ran a row's training Newton solve: ``"single-launch"`` (`fightlab.kernels.newton`)
+    or ``"MuJoCo Warp"`` (its loops "auto", "conditional", "unrolled": the same launches, one
+    after another or in a graph conditional). Read from what the engine ran (params
+    ``physics_engine.solver_loop``: a single launch that fell back records MuJoCo Warp's loop),
+    else what was asked (``solver_loop``), else today's default (``TrainConfig.solver_loop``,
+    "auto": MuJoCo Warp's solve, which this function assumes). Another value (a hand-made row)
+    is named as it is, ``"solver_loop 'X'"``: never pooled with either."""
+    engine = params.get("physics_engine")
+    loop = engine.get("solver_loop") if isinstance(engine, dict) and "solver_loop" in engine else \
+        params.get("solver_loop", TrainConfig.solver_loop)
+    if loop == "single_launch":
+        return "single-launch"
+    return "MuJoCo Warp" if loop in ("auto", "conditional", "unrolled") else f"solver_loop {loop!r}"
 
 
 def physics_label(params: dict) -> str:

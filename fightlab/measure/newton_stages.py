@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # every variant checked before anything runs or is written
         variants = {v: variant_fixes(v) for v in a.fixes}
     except ValueError as e:
-        raise SystemExit(f"--fixes: {e}") from None
+        print(f"fightlab: error: --fixes: {e}", file=sys.stderr)
+        return 2
     res, rows = [], []
     for body in a.body:
         for n in a.nworld:

@@ -28,8 +28,27 @@ import numpy as np
 __all__ = ["ancestors", "tree_ldl", "ldl_matrix", "rank1_update", "chain_steps"]
 
 
+def _check_parent(dof_parent: np.ndarray) -> np.ndarray:
+    """``dof_parent`` as int, checked: one dimension, each parent -1 or a lower DOF (MuJoCo's
+    order: a parent precedes its children), else ValueError."""
+    par = np.asarray(dof_parent)
+    if par.ndim != 1 or not np.issubdtype(par.dtype, np.integer):
+        raise ValueError(f"dof_parent must be a 1-d int array, got shape {par.shape} dtype {par.dtype}")
+    bad = [k for k, p in enumerate(par) if not -1 <= int(p) < k]
+    if bad:
+        raise ValueError(f"dof_parent[{bad[0]}] = {int(par[bad[0]])}: a parent must be -1 or a lower DOF")
+    return par
+
+
+def _check_matrix(A: np.ndarray, nv: int, name: str) -> None:
+    if A.shape != (nv, nv) or A.dtype not in (np.float32, np.float64):
+        raise ValueError(f"{name} must be float32 or float64 of shape ({nv}, {nv}), got {A.dtype} {A.shape}")
+
+
 def ancestors(dof_parent: np.ndarray) -> list[list[int]]:
-    """Per DOF, its ancestor DOFs nearest first (``dof_parent`` ``(nv,)`` int, -1 at a root)."""
+    """Per DOF, its ancestor DOFs nearest first (``dof_parent`` ``(nv,)`` int, -1 at a root;
+    ValueError unless each parent is -1 or a lower DOF)."""
+    dof_parent = _check_parent(dof_parent)
     out = []
     for k in range(len(dof_parent)):
         a, chain = int(dof_parent[k]), []
@@ -42,9 +61,11 @@ def ancestors(dof_parent: np.ndarray) -> list[list[int]]:
 
 def tree_ldl(H: np.ndarray, dof_parent: np.ndarray) -> np.ndarray:
     """The kernel's leaf-first factor of symmetric ``H`` ``(nv, nv)`` with M's ancestor sparsity
-    (no fill): ``R`` ``(nv, nv)`` lower, in ``H``'s dtype; ValueError when a pivot is not > 0."""
-    R = np.tril(np.array(H, copy=True))
+    (no fill): ``R`` ``(nv, nv)`` lower, in ``H``'s dtype (float32 or float64); ValueError when a
+    pivot is not > 0 or an input is malformed."""
     anc = ancestors(dof_parent)
+    R = np.tril(np.array(H, copy=True))
+    _check_matrix(R, len(anc), "H")
     for k in range(len(R) - 1, -1, -1):
         d = R[k, k]
         if not d > 0:
@@ -72,9 +93,21 @@ def rank1_update(R: np.ndarray, w: np.ndarray, sigma: float, dof_parent: np.ndar
     (its DOFs and their ancestors; ``sigma`` > 0 an update, < 0 a downdate), in ``R``'s dtype.
     Returns (R', ok, steps): ok False when a new pivot is ≤ ``rtol`` × its old one (the caller
     refactors; R' is then incomplete); steps: the serial steps taken, one per DOF where w was
-    nonzero on arrival (leaf to root: in the kernel one barrier each, the ancestors in parallel)."""
-    R, w = np.array(R, copy=True), np.array(w, dtype=R.dtype, copy=True)
+    nonzero on arrival (leaf to root: in the kernel one barrier each, the ancestors in parallel).
+    ValueError for malformed inputs, ``rtol`` outside [0, 1), or a ``w`` off one chain (its
+    nonzero DOFs not all on the deepest one's path to the root: the update would need fill)."""
     anc = ancestors(dof_parent)
+    R = np.array(R, copy=True)
+    _check_matrix(R, len(anc), "R")
+    w = np.asarray(w)
+    if w.shape != (len(anc),):
+        raise ValueError(f"w must have shape ({len(anc)},), got {w.shape}")
+    if not 0.0 <= rtol < 1.0:
+        raise ValueError(f"rtol must be in [0, 1), got {rtol}")
+    nz = np.flatnonzero(w)
+    if len(nz) and not set(nz.tolist()) <= {int(nz[-1]), *anc[int(nz[-1])]}:
+        raise ValueError(f"w is not on one root-to-DOF chain (nonzero at DOFs {nz.tolist()})")
+    w = np.array(w, dtype=R.dtype, copy=True)
     s, steps = R.dtype.type(sigma), 0
     for k in range(len(R) - 1, -1, -1):
         p = w[k]

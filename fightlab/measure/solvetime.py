@@ -37,13 +37,16 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def warp_runs(runs: pd.DataFrame, learner: bool = False) -> pd.DataFrame:
-    """The train rows of MuJoCo Warp trainings (CPU-backend rows left out:
-    `report.physics_backend`); with ``learner``, a ``learner`` column (`report.learner_id`)."""
+    """The train rows of MuJoCo Warp trainings with today's default Newton solve (CPU-backend
+    rows left out: `report.physics_backend`; trainings with another solve, e.g. the single
+    launch while it is opt-in: `learners.solve_of`); with ``learner``, a ``learner`` column
+    (`report.learner_id`)."""
+    from fightlab.measure.learners import solve_of
     from fightlab.measure.report import learner_id, physics_backend
 
     if runs.empty:
         return runs
-    runs = runs[[physics_backend(p) == "gpu" for p in _params(runs)]]
+    runs = runs[[physics_backend(p) == "gpu" and solve_of(p) == solve_of({}) for p in _params(runs)]]
     return runs.assign(learner=[learner_id(p) for p in _params(runs)]) if learner else runs
 
 

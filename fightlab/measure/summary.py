@@ -289,7 +289,7 @@ def no_headline_note(body: str, train_rows: pd.DataFrame) -> str:
         return f"no committed solo solved run of {body} in data/results/train.csv"
     other = sum(learner_changes(json.loads(p or "{}"), body) != "defaults" for p in r["params"])
     return (f"no committed solo solved run of {body}'s default learner in data/results/train.csv "
-            f"({other} solo solves of other learners: the defaults changed after them)")
+            f"({other} solo solves of other learners or Newton solves than today's defaults)")
 
 
 def original_comparison(summary: pd.DataFrame) -> pd.DataFrame:
