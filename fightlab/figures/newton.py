@@ -111,7 +111,7 @@ def _plot_stages(axes, bodies: list, stages: pd.DataFrame) -> None:
             left = left + g[grp]
         plots.label(ax, x="stage clock per world's solve [k cycles]", y="kernel variant [-]",
                     title=f"{body}, {int(g['nworld'].iloc[0])} worlds")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(groups), frameon=False)
 
 
 def draw_newton_time(root: Path, log: Callable[[str], None], rows: Callable, save_per_gpu: Callable) -> list[Path]:
