@@ -342,14 +342,19 @@ def _qacc_mode(m: Any, d: Any) -> int:
     return 2 if int(m.opt.disableflags) & int(mjw_types.DisableBit.WARMSTART) else 1
 
 
+def _check_fixes(fixes: Any) -> None:
+    """ValueError unless ``fixes`` is a tuple (or list) of names in :data:`newton_hessian.FIXES`."""
+    if isinstance(fixes, str) or not set(fixes) <= set(FIXES):
+        raise ValueError(f"fixes must be a tuple, a subset of {FIXES}, got {fixes!r}")
+
+
 def built_fixes(m: Any, fixes: tuple[str, ...] = DEFAULT_FIXES) -> tuple[str, ...]:
     """The subset of ``fixes`` the kernel for the model ``m`` builds in, in
     :data:`newton_hessian.FIXES` order: the tree's ("tree", then "levels", "depth", "lean", which
     need it) only where m's rows are chains, "depth" and "lean" only where M's CSR arrays are
     contiguous (they read them raw) and "lean" not with "levels" (which replaces its factor),
     "matvec" only where M's chunks fit the tile. Raises ValueError for unknown fixes."""
-    if isinstance(fixes, str) or not set(fixes) <= set(FIXES):
-        raise ValueError(f"fixes must be a tuple, a subset of {FIXES}, got {fixes!r}")
+    _check_fixes(fixes)
     chains, fit, _ = _plan(m)
     tree = chains and "tree" in fixes
     raw = tree and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))
@@ -445,8 +450,8 @@ def use_newton(m: Any, *, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
     ``stage_clock``, ``fixes``: the instrumented build, fewer fixes (:func:`newton_solve`)."""
     if not isinstance(block_dim, int) or block_dim < 1:
         raise ValueError(f"block_dim must be an int >= 1, got {block_dim!r}")
-    if fixes is not None and (isinstance(fixes, str) or not set(fixes) <= set(FIXES)):
-        raise ValueError(f"fixes must be a tuple, a subset of {FIXES}, got {fixes!r}")  # now, not at the first step
+    if fixes is not None:
+        _check_fixes(fixes)  # now, not at the first step
     reason = newton_support(m)
     if reason is not None:
         print(f"fightlab: MuJoCo Warp's solver runs, not the single-launch Newton solve: {reason}",
