@@ -106,6 +106,22 @@ PYEOF
 torch_cpu_build() {  # the installed torch is a CPU-only build (+cpu)
   "$PY" -c 'import sys, importlib.metadata as m; sys.exit(0 if m.version("torch").endswith("+cpu") else 1)' 2>/dev/null
 }
+# room for pip: .venv is about 2.3 GB and pip unpacks each wheel beside it; a disk that fills
+# mid-install leaves a half-made .venv behind pip's OSError. Checked only when pip will run
+# (SETUP_MIN_FREE_GB, default 4, sets the bar; 0 turns the check off).
+MIN_FREE_GB="${SETUP_MIN_FREE_GB:-4}"
+if ! [[ "$MIN_FREE_GB" =~ ^[0-9]+$ ]]; then
+  echo "[setup] error: SETUP_MIN_FREE_GB must be a whole number of GiB, got '$MIN_FREE_GB'" >&2
+  exit 2
+fi
+if [ "${FORCE:-0}" = "1" ] || [ "$want" != "$have" ] || ! installed_here || { [ -n "$TORCH_PIN" ] && ! torch_pinned; }; then
+  free_kib="$(df -Pk "$VENV" 2>/dev/null | awk 'NR == 2 {print $4}')"
+  if [[ "$free_kib" =~ ^[0-9]+$ ]] && [ "$free_kib" -lt $((MIN_FREE_GB * 1024 * 1024)) ]; then
+    echo "[setup] error: $((free_kib / 1024)) MiB free on the disk of $VENV; installing needs about ${MIN_FREE_GB} GiB (free some space, or set SETUP_MIN_FREE_GB)" >&2
+    exit 1
+  fi
+fi
+
 if [ -n "$TORCH_PIN" ] && nvidia-smi -L >/dev/null 2>&1 && torch_cpu_build; then
   # a .venv made on a CPU machine, now on a GPU one: PyPI's CUDA build of the same pin
   say "an NVIDIA GPU here but torch is a CPU build: reinstalling $TORCH_PIN from PyPI (the CUDA build)"

@@ -202,3 +202,35 @@ def test_setup_waits_for_apts_lock_and_retries_update(tmp_path):
     assert [c.split()[-1] for c in calls] == ["update", "update", "update", "libosmesa6"]
     assert all("-o DPkg::Lock::Timeout=120" in c for c in calls)
     assert r.stdout.count("apt-get update failed") == 2
+
+
+def _setup_copy(tmp_path, free_kib: int) -> tuple[str, dict]:
+    """A copy of setup.sh and pyproject.toml in ``tmp_path/repo``, and an environment whose PATH
+    puts first a `df` that reports ``free_kib`` KiB free and an `apt-get` that does nothing."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "scripts/setup.sh").write_text((ROOT / "scripts/setup.sh").read_text())
+    (repo / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "df").write_text("#!/bin/bash\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                             f"echo '/dev/x 999999999 1 {free_kib} 1% /'\n")
+    (bin_ / "apt-get").write_text("#!/bin/bash\nexit 0\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "TORCH_CPU": "0"}
+    return str(repo), env
+
+
+def test_setup_refuses_to_install_on_a_full_disk(tmp_path):
+    """Too little room for the .venv: one line naming the free space and the bar, exit 1, before
+    pip runs (a disk that fills mid-install leaves a half-made .venv)."""
+    repo, env = _setup_copy(tmp_path, free_kib=300 * 1024)
+    r = subprocess.run(["bash", f"{repo}/scripts/setup.sh"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if "[setup] error" in ln]
+    assert len(err) == 1 and "300 MiB free" in err[0] and "4 GiB" in err[0], r.stderr
+    assert "pip install -e" not in r.stdout and "Traceback" not in r.stderr
+    r = subprocess.run(["bash", f"{repo}/scripts/setup.sh"], capture_output=True, text=True, timeout=300,
+                       env={**env, "SETUP_MIN_FREE_GB": "lots"})
+    assert r.returncode == 2 and "SETUP_MIN_FREE_GB must be a whole number of GiB, got 'lots'" in r.stderr
