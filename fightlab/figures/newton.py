@@ -29,8 +29,8 @@ def timed_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 #: stages of the stage clock drawn apart (the rest summed as "other")
-_STAGE_GROUPS = {"LDLt": "LDLᵀ", "back solve": "LDLᵀ", "M.s J.s": "M·s, J·s", "init": "init",
-                 "assemble M": "assemble H", "assemble JtDJ": "assemble H"}
+_STAGE_GROUPS = {"LDLt": "LDLᵀ", "back solve": "LDLᵀ", "rank-1 update": "rank-1 update", "M.s J.s": "M·s, J·s",
+                 "init": "init", "assemble M": "assemble H", "assemble JtDJ": "assemble H"}
 
 
 def stage_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -64,7 +64,8 @@ rows dealt to the threads (:mod:`fightlab.kernels.newton_matvec`). The per-world
 ``_linesearch_iterative_kernel`` as functions of the block (:mod:`fightlab.kernels.linesearch`,
 its row evaluations imported). After a step, H is rebuilt and refactored whenever a row changed
 state (or the step was below the line search's noise floor), in place of MuJoCo Warp's ±D·JᵀJ
-update; otherwise the stable fast path as MuJoCo Warp's: search kept, grad scaled by σ - α, no
+update (with the switch "update", after a real step with a few flipped rows, the factor is
+changed by one rank-1 update per row instead: :mod:`fightlab.kernels.newton_rank1`); otherwise the stable fast path as MuJoCo Warp's: search kept, grad scaled by σ - α, no
 factorization, qfrc_constraint recovered as Ma - qfrc_smooth - σ·grad at the end. Equal to
 MuJoCo Warp's up to float32 rounding (``tests/test_newton.py`` says how close). An instrumented
 build (``stage_clock``, :mod:`fightlab.kernels.stage_clock`) records the cycles of each stage.
@@ -91,8 +92,10 @@ from mujoco_warp._src import types as mjw_types
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
+from fightlab.kernels._smem import shared_accessors
 from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
-from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, rebuild_func
+from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, prepare_func, rebuild_func, refactor_func
+from fightlab.kernels.newton_rank1 import FORWARD_SLOT, MAX_FLIPS, RTOL, extra_floats, list_update_func, path_func
 from fightlab.kernels.newton_tree import depth_schedule, level_schedule, rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "built_fixes", "newton_support", "newton_solve", "shared_floats", "solve_kernel",
@@ -120,20 +123,26 @@ _sync_threads = R.sync_threads
 # tri(i, j) = i(i+1)/2 + j, rows 0..nv-1 the matrix, row nv the right-hand side (the gradient)
 
 
-def shared_floats(nv: int) -> int:
-    """Shared floats the kernel needs for ``nv`` DOF: the packed triangle with its extra row,
+def shared_floats(nv: int, update: bool = False) -> int:
+    """Shared floats the kernel needs for ``nv`` DOF: the packed triangle with its extra row (and
+    with ``update`` the rank-1 path's vector and flip list, :mod:`fightlab.kernels.newton_rank1`),
     rounded up to :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
-    need = (nv + 1) * (nv + 2) // 2
+    need = (nv + 1) * (nv + 2) // 2 + (extra_floats(nv) if update else 0)
     return -(-need // SHARED_ROUND) * SHARED_ROUND
 
 
 @functools.cache
-def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
+def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: float = RTOL):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
-    after a step α with noise floor ``floor``, then a rebuild (:func:`newton_hessian.rebuild_func`)
-    when a row changed state or the step was noise (``fresh`` 1), else the fast path
+    after a step α with noise floor ``floor``, then, when a row changed state or the step was
+    noise (``fresh`` 1): with "update" in ``fixes`` and ≤ MAX_FLIPS flipped rows after a real
+    step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, a refactorization if it refuses),
+    else a rebuild (:func:`newton_hessian.rebuild_func`); otherwise the fast path
     (:func:`newton_rows.stale`)."""
-    rebuild = rebuild_func(capacity, profile, fixes)
+    rebuild, upd = rebuild_func(capacity, profile, fixes), "update" in fixes
+    prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
+    list_update, path = list_update_func(capacity), path_func(capacity, profile, "depth" in fixes, rtol)
+    _ld, _st = shared_accessors(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -147,17 +156,36 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
                efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float], grad: wp.array2d[float],
                search: wp.array2d[float], efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
                qfrc_constraint_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> vec5:
-        local = R.update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
-                                    Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
+        if wp.static(upd):
+            local = list_update(sh, worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
+                                Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
+        else:
+            local = R.update_constraint(worldid, tid, nthread, nv, ne, nf, nefc, efc_D_in, efc_frictionloss_in,
+                                        Jaref_in, efc_force_out, efc_state_out, qfrc_constraint_out)
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan, M_elemid,
-                        M_in,
-                        qfrc_smooth_in, efc_Ma_in,
-                        J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_force_out, efc_state_out, grad,
-                        search, qfrc_constraint_out, prof)
-            return vec5(r[0], r[1], r[2], 1.0, 1.0)
+            if wp.static(not upd):
+                r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
+                            M_elemid, M_in, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
+                            efc_force_out, efc_state_out, grad, search, qfrc_constraint_out, prof)
+                return vec5(r[0], r[1], r[2], 1.0, 1.0)
+            o_cnt = (((nv + 1) * (nv + 2)) >> 1) + nv
+            nflip = int(_ld(sh, o_cnt))  # every thread reads it before prepare's barriers
+            grad_dot = prepare(worldid, tid, nthread, nv, nefc, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr,
+                               J_colind, J, efc_force_out, grad, qfrc_constraint_out, prof)
+            if tid == 0:
+                _st(sh, o_cnt, 0.0)  # for the next update's list
+            p = wp.vec3(0.0)
+            if nflip <= MAX_FLIPS and wp.abs(alpha) >= floor:
+                p = path(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, plan, J_rownnz,
+                         J_rowadr, J_colind, J, efc_D_in, grad, search, prof)
+            if p[0] == 0.0:
+                q = refactor(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
+                             M_elemid, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_state_out, grad, search,
+                             prof)
+                p = wp.vec3(1.0, q[0], q[1])
+            return vec5(grad_dot, p[1], p[2], 1.0, 1.0)
         f = R.stale(sums, sigma, alpha)
         return vec5(f[0], f[1], f[2], f[3], 0.0)
 
@@ -165,10 +193,10 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
-def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
+def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: float = RTOL):
     """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
     J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
-    update, linesearch = _update_func(capacity, profile, fixes), linesearch_func(profile)
+    update, linesearch = _update_func(capacity, profile, fixes, rtol), linesearch_func(profile)
     _scale, _start_solve, mv_jv = matvec_funcs(capacity, "matvec" in fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
@@ -211,12 +239,15 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
-def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES):
-    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock
-    and ``fixes`` (one kernel each). ``launch_bounds``: 8 blocks of 64 per SM, one wave of 1024 worlds
-    on 132 SMs (uncapped: 168 registers, 5 blocks, two waves); without "bounds", the first build's 5."""
-    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes),
-                                                _iteration_func(capacity, profile, fixes), C.marker(profile))
+def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES,
+            rtol: float = RTOL):
+    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock,
+    ``fixes`` and the rank-1 path's refusal bound ``rtol`` (one kernel each). ``launch_bounds``: 8
+    blocks of 64 per SM, one wave of 1024 worlds on 132 SMs (uncapped: 168 registers, 5 blocks,
+    two waves); without "bounds", the first build's 5."""
+    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes, rtol),
+                                                _iteration_func(capacity, profile, fixes, rtol), C.marker(profile))
+    upd, (_ld, _st) = "update" in fixes, shared_accessors(capacity)
     (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes), (
         block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
 
@@ -245,6 +276,9 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
         nthread = wp.block_dim()
         start(prof, worldid, tid)
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
+        if wp.static(upd):
+            if tid == 0:  # the flip count, before the first update's list (barriers come first)
+                _st(sh, (((nv + 1) * (nv + 2)) >> 1) + nv, 0.0)
         nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
         tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
         scale = inertia_scale(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_in)
@@ -311,19 +345,24 @@ _PLAN: dict[int, tuple[Any, bool, bool, Any]] = {}  # id(m) -> (weakref to m, ch
 
 def _plan(m: Any) -> tuple[bool, bool, Any]:
     """(:func:`newton_tree.rows_are_chains` of ``m``, whether M's chunks fit the shared tile,
-    the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks, o_depth]`` then
-    :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not chains),
-    :func:`newton_matvec.mulm_chunks`' and :func:`newton_tree.depth_schedule`'s, computed once (host reads: at setup, by
-    :func:`use_newton`, or at the first :func:`newton_solve`)."""
+    the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks, o_depth,
+    o_forward]`` then :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not
+    chains), :func:`newton_matvec.mulm_chunks`', :func:`newton_tree.depth_schedule`'s and the
+    forward solve's (``level_schedule(..., rhs_only=True)``, 3 zeros where the rows are not
+    chains), computed once (host reads: at setup, by :func:`use_newton`, or at the first
+    :func:`newton_solve`)."""
     entry = _PLAN.get(id(m))
     if entry is None or entry[0]() is not m:
         ok = rows_are_chains(m)
-        levels = (level_schedule(m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()) if ok
-                  else np.zeros(3, dtype=np.int32))
+        csr = (m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy())
+        levels = level_schedule(*csr) if ok else np.zeros(3, dtype=np.int32)
+        forward = level_schedule(*csr, rhs_only=True) if ok else np.zeros(3, dtype=np.int32)
         chunks = mulm_chunks(m.M_mulm_rowadr.numpy())
         depths = depth_schedule(m.M_rownnz.numpy())
-        head = np.asarray([3, 3 + len(levels), 3 + len(levels) + len(chunks)], dtype=np.int32)
-        table = np.concatenate([head, levels, chunks, depths])
+        parts = [levels, chunks, depths, forward]
+        head = np.cumsum([len(parts)] + [len(t) for t in parts[:-1]]).astype(np.int32)
+        assert len(head) == FORWARD_SLOT + 1
+        table = np.concatenate([head, *parts])
         fit = int(chunks[0]) <= shared_floats(m.nv)
         entry = _PLAN[id(m)] = (weakref.ref(m), ok, fit, wp.array(table, dtype=int, device=m.M_rownnz.device))
     return entry[1], entry[2], entry[3]
@@ -353,24 +392,32 @@ def built_fixes(m: Any, fixes: tuple[str, ...] = DEFAULT_FIXES) -> tuple[str, ..
     :data:`newton_hessian.FIXES` order: the tree's ("tree", then "levels", "depth", "lean", which
     need it) only where m's rows are chains, "depth" and "lean" only where M's CSR arrays are
     contiguous (they read them raw) and "lean" not with "levels" (which replaces its factor),
-    "matvec" only where M's chunks fit the tile. Raises ValueError for unknown fixes."""
+    "matvec" only where M's chunks fit the tile, "update" with the tree only, not with "matvec"
+    (whose scratch overwrites the factor the update keeps) and only where its extra shared floats
+    fit :data:`SHARED_MAX`. Raises ValueError for unknown fixes."""
     _check_fixes(fixes)
     chains, fit, _ = _plan(m)
     tree = chains and "tree" in fixes
     raw = tree and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))
-    taken = {"tree": tree, "levels": tree, "depth": raw, "lean": raw and "levels" not in fixes, "matvec": fit}
+    matvec = fit and "matvec" in fixes
+    taken = {"tree": tree, "levels": tree, "depth": raw, "lean": raw and "levels" not in fixes, "matvec": fit,
+             "update": tree and not matvec and shared_floats(m.nv, True) <= SHARED_MAX}
     return tuple(f for f in FIXES if f in fixes and taken.get(f, True))
 
 
 def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
-                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> Any:
+                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL) -> Any:
     """The warp kernel :func:`newton_solve` launches for the model ``m``: the one of
-    :func:`built_fixes`. Raises ValueError for unknown fixes."""
-    return _kernel(shared_floats(m.nv), block_dim, profile, built_fixes(m, fixes))
+    :func:`built_fixes` (``rtol``: the rank-1 path's refusal bound, :data:`newton_rank1.RTOL`).
+    Raises ValueError for unknown fixes or an ``rtol`` outside [0, 1)."""
+    if not 0.0 <= rtol < 1.0:
+        raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    built = built_fixes(m, fixes)
+    return _kernel(shared_floats(m.nv, "update" in built), block_dim, profile, built, float(rtol))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
-                 fixes: tuple[str, ...] = DEFAULT_FIXES) -> None:
+                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL) -> None:
     """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
     (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
     efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
@@ -378,7 +425,8 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     array ``(nworld, stage_clock.NCOLS)`` that the instrumented build adds each stage's cycles
     and the counts to (:mod:`fightlab.kernels.stage_clock`). ``fixes``: the subset of
     :data:`newton_hessian.FIXES` built in (:data:`newton_hessian.DEFAULT_FIXES` by default, the
-    fastest measured; others to measure what each saves). Host values only: graph-capturable.
+    fastest measured; others to measure what each saves); ``rtol``: the rank-1 path's refusal
+    bound (with "update"). Host values only: graph-capturable.
     """
     if d.njmax == 0 or m.nv == 0:
         wp.copy(d.qacc, d.qacc_smooth)
@@ -390,7 +438,7 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
     no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
     profile = stage_clock is not None
-    kernel = solve_kernel(m, block_dim, profile, fixes)  # raises for unknown fixes
+    kernel = solve_kernel(m, block_dim, profile, fixes, rtol)  # raises for unknown fixes
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)

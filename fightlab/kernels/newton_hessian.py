@@ -21,7 +21,7 @@ from fightlab.kernels._smem import shared_accessors, shared_atomic_add
 from fightlab.kernels.linesearch import block_sum2
 from fightlab.kernels.newton_tree import tree_solve_func
 
-__all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
+__all__ = ["DEFAULT_FIXES", "FIXES", "prepare_func", "rebuild_func", "refactor_func", "search_sums_func"]
 
 #: the kernel's fixes of its first CUDA build, each switchable for an A/B in one call: "bounds"
 #: registers capped for 8 blocks of 64 per SM (:mod:`fightlab.kernels.newton`), "scatter" M
@@ -36,8 +36,11 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "rebuild_func"]
 #: (with "tree" only, M's CSR arrays contiguous; else the deepest row found by a block reduction
 #: and every DOF scanned per depth), "lean" the serial tree factor's items two at a time in one
 #: straight block, decoded with an approximate root and M's indices read raw (with "tree" only,
-#: not with "levels"; M's CSR arrays contiguous); which a model's kernel has: newton.built_fixes
-FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean")
+#: not with "levels"; M's CSR arrays contiguous), "update" after a step that flipped at most
+#: newton_rank1.MAX_FLIPS rows, the tree factor updated by one rank-1 change per flipped row instead of
+#: a rebuild (:mod:`fightlab.kernels.newton_rank1`; with "tree" only, not with "matvec", whose
+#: scratch overwrites the factor); which a model's kernel has: newton.built_fixes
+FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean", "update")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds, k cycles per solve,
 #: muscular-fast / simple: "tree" 784 / 228, + "depth" and "lean" 612 / 194; "levels" and
@@ -284,6 +287,7 @@ def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
     _ld, _st = shared_accessors(capacity)
     solve = (_tree_solve_func(capacity, profile, "levels" in fixes, "depth" in fixes, "lean" in fixes) if "tree" in fixes
              else _dense_solve_func(capacity, profile, fixes))
+    search_sums = search_sums_func(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -294,14 +298,8 @@ def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
                      prof: wp.array2d[wp.int64]) -> wp.vec2:
         """search = -H⁻¹·grad (the gradient row solved in place), returns (|search|²,
         gradᵀH⁻¹grad) over the block."""
-        rhs = nv * (nv + 1) // 2
         solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, prof)
-        local = wp.vec2(0.0)
-        for i in range(tid, nv, nthread):
-            x = _ld(sh, rhs + i)
-            search_out[worldid, i] = -x
-            local += wp.vec2(x * x, grad_in[worldid, i] * x)
-        s = block_sum2(local)
+        s = search_sums(sh, worldid, tid, nthread, nv, grad_in, search_out)
         mark(prof, worldid, tid, _S_BACK)
         return s
 
@@ -309,13 +307,79 @@ def _factor_func(capacity: int, profile: bool, fixes: tuple[str, ...]):
 
 
 @functools.cache
+def search_sums_func(capacity: int):
+    """``search_sums(sh, worldid, tid, nthread, nv, grad_in, search_out) -> (|search|²,
+    gradᵀH⁻¹grad)``: search = -x from the solved gradient row, the sums over the block."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def search_sums(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, grad_in: wp.array2d[float],
+                    search_out: wp.array2d[float]) -> wp.vec2:
+        rhs = nv * (nv + 1) // 2
+        local = wp.vec2(0.0)
+        for i in range(tid, nv, nthread):
+            x = _ld(sh, rhs + i)
+            search_out[worldid, i] = -x
+            local += wp.vec2(x * x, grad_in[worldid, i] * x)
+        return block_sum2(local)
+
+    return search_sums
+
+
+@functools.cache
+def prepare_func(profile: bool = False):
+    """``prepare(...) -> |grad|²``: after the constraint update and a barrier, qfrc_constraint =
+    Jᵀ·force and the gradient (``_update_constraint``'s last stage, ``_update_gradient``'s first)."""
+    _start, mark, _count = C.marker(profile)
+
+    @wp.func
+    def prepare(worldid: int, tid: int, nthread: int, nv: int, nefc: int, qfrc_smooth_in: wp.array2d[float],
+                efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
+                J_colind: wp.array3d[int], J: wp.array3d[float], efc_force_in: wp.array2d[float],
+                grad: wp.array2d[float], qfrc_constraint_out: wp.array2d[float], prof: wp.array2d[wp.int64]) -> float:
+        R.qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_in,
+                          qfrc_constraint_out)
+        _sync_threads()
+        grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
+                                             qfrc_constraint_out, grad), 0.0))[0]
+        mark(prof, worldid, tid, _S_GRAD)
+        return grad_dot
+
+    return prepare
+
+
+@functools.cache
+def refactor_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = FIXES):
+    """``refactor(...) -> (|search|², newton_decrement)``: after :func:`prepare_func`, the
+    Hessian assembled from scratch, factored, and the search direction (``_update_gradient``'s
+    rest) for a shared tile of ``capacity`` floats; counted as a rebuild by the stage clock."""
+    assemble, factor_solve = _assemble_func(capacity, profile, fixes), _factor_func(capacity, profile, fixes)
+    _start, mark, count = C.marker(profile)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def refactor(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_rownnz: wp.array[int],
+                 M_rowadr: wp.array[int], M_hinit_i: wp.array[int], M_colind: wp.array[int], plan: wp.array[int],
+                 M_elemid: wp.array2d[int], M_in: wp.array2d[float], J_rownnz: wp.array2d[int],
+                 J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
+                 efc_D_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
+                 search: wp.array2d[float], prof: wp.array2d[wp.int64]) -> wp.vec2:
+        count(prof, worldid, tid, _N_REBUILD)
+        assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
+                 J_rownnz, J_rowadr, J_colind, J, prof)
+        return factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, grad, search, prof)
+
+    return refactor
+
+
+@functools.cache
 def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = FIXES):
     """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after the constraint update
     and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
-    stages of ``_update_constraint`` and ``_update_gradient``), for a shared tile of
-    ``capacity`` floats."""
-    assemble, factor_solve = _assemble_func(capacity, profile, fixes), _factor_func(capacity, profile, fixes)
-    _start, mark, count = C.marker(profile)
+    stages of ``_update_constraint`` and ``_update_gradient``: :func:`prepare_func`, then
+    :func:`refactor_func`), for a shared tile of ``capacity`` floats."""
+    prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
     Tile = wp.tile[float, capacity]
 
     @wp.func
@@ -327,17 +391,10 @@ def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = 
                 efc_force_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
                 search: wp.array2d[float], qfrc_constraint_out: wp.array2d[float],
                 prof: wp.array2d[wp.int64]) -> wp.vec3:
-        count(prof, worldid, tid, _N_REBUILD)
-        R.qfrc_constraint(worldid, tid, nthread, nefc, J_rownnz, J_rowadr, J_colind, J, efc_force_in,
-                          qfrc_constraint_out)
-        _sync_threads()
-        grad_dot = block_sum2(wp.vec2(R.grad(worldid, tid, nthread, nv, efc_Ma_in, qfrc_smooth_in,
-                                             qfrc_constraint_out, grad), 0.0))[0]
-        mark(prof, worldid, tid, _S_GRAD)
-        assemble(sh, worldid, tid, nthread, nv, nefc, M_hinit_i, M_colind, M_elemid, M_in, grad, efc_D_in, efc_state_in,
-                 J_rownnz, J_rowadr, J_colind, J, prof)
-        sums = factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, grad, search,
-                            prof)
+        grad_dot = prepare(worldid, tid, nthread, nv, nefc, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr, J_colind,
+                           J, efc_force_in, grad, qfrc_constraint_out, prof)
+        sums = refactor(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
+                        M_elemid, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_state_in, grad, search, prof)
         return wp.vec3(grad_dot, sums[0], sums[1])
 
     return rebuild

@@ -13,7 +13,7 @@ import warp as wp
 from mujoco_warp._src import types as mjw_types
 from mujoco_warp._src.solver import _eval_constraint
 
-__all__ = ["sync_threads", "row_dot", "mul_m", "init_qacc", "update_constraint", "qfrc_constraint", "grad", "mv_jv", "jx", "step",
+__all__ = ["sync_threads", "row_dot", "mul_m", "init_qacc", "update_constraint", "update_row", "qfrc_constraint", "grad", "mv_jv", "jx", "step",
            "done", "stale", "qfrc_from_grad", "per_world", "inertia_scale"]
 
 _LS_BIT = int(mjw_types.OverflowType.LS_ITERATIONS)
@@ -64,6 +64,24 @@ def init_qacc(worldid: int, tid: int, nthread: int, nv: int, qacc_mode: int, nef
 
 
 @wp.func
+def update_row(worldid: int, efcid: int, ne: int, nf: int, efc_D_in: wp.array2d[float],
+               efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float],
+               efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int]) -> wp.vec2i:
+    """Row ``efcid`` of ``_update_constraint_efc`` (pyramidal): its force and state from Jaref.
+    Returns (old state, new state)."""
+    is_friction = efcid >= ne and efcid < ne + nf
+    fl = float(0.0)
+    if is_friction:
+        fl = efc_frictionloss_in[worldid, efcid]
+    res = _eval_constraint(efcid < ne, is_friction, False, Jaref_in[worldid, efcid],
+                           efc_D_in[worldid, efcid], fl, efcid, -1, 0.0, 0.0, 0.0, 0.0, 0.0)
+    old = efc_state_out[worldid, efcid]
+    efc_force_out[worldid, efcid] = res[0]
+    efc_state_out[worldid, efcid] = int(res[1])
+    return wp.vec2i(old, int(res[1]))
+
+
+@wp.func
 def update_constraint(worldid: int, tid: int, nthread: int, nv: int, ne: int, nf: int, nefc: int,
                       efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float],
                       Jaref_in: wp.array2d[float], efc_force_out: wp.array2d[float],
@@ -75,15 +93,8 @@ def update_constraint(worldid: int, tid: int, nthread: int, nv: int, ne: int, nf
         qfrc_constraint_out[worldid, dofid] = 0.0
     changed = float(0.0)
     for efcid in range(tid, nefc, nthread):
-        is_friction = efcid >= ne and efcid < ne + nf
-        fl = float(0.0)
-        if is_friction:
-            fl = efc_frictionloss_in[worldid, efcid]
-        res = _eval_constraint(efcid < ne, is_friction, False, Jaref_in[worldid, efcid],
-                               efc_D_in[worldid, efcid], fl, efcid, -1, 0.0, 0.0, 0.0, 0.0, 0.0)
-        efc_force_out[worldid, efcid] = res[0]
-        changed += wp.where(efc_state_out[worldid, efcid] != int(res[1]), 1.0, 0.0)
-        efc_state_out[worldid, efcid] = int(res[1])
+        s = update_row(worldid, efcid, ne, nf, efc_D_in, efc_frictionloss_in, Jaref_in, efc_force_out, efc_state_out)
+        changed += wp.where(s[0] != s[1], 1.0, 0.0)
     return changed
 
 

@@ -28,8 +28,8 @@ import warp as wp
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
 
-__all__ = ["depth_schedule", "factor_critical_path", "level_parts", "level_schedule", "rows_are_chains",
-           "tree_solve_func"]
+__all__ = ["depth_schedule", "factor_critical_path", "forward_func", "level_parts", "level_schedule",
+           "rows_are_chains", "tree_solve_func", "back_func"]
 
 _sync_threads = R.sync_threads
 
@@ -62,7 +62,7 @@ def rows_are_chains(m: Any) -> bool:
     return True
 
 
-def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -> np.ndarray:
+def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray, rhs_only: bool = False) -> np.ndarray:
     """The level-scheduled factor's table for M's CSR pattern (host arrays of a single-tree model,
     ``M_rownnz`` / ``M_rowadr`` / ``M_colind``, row k = k's ancestors ascending, then k), one int32
     array: ``[L, T, C]``, then ``lvl`` (L+1: each height's first target), ``tgt_e`` (T: the packed
@@ -71,7 +71,9 @@ def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -
     index; ``-(kk + 1)`` for a gradient term, which scales the gradient entry first, as
     :func:`tree_solve_func`'s serial factor does). Targets of a height are sorted by term count
     (most first: a warp's lanes get similar work), a target's terms by pivot, highest DOF first.
-    Raises ValueError when an index does not fit 16 bits."""
+    ``rhs_only``: the gradient's terms only, a forward solve y = L⁻¹·g on a factor already made
+    (the rank-1 update's, :mod:`fightlab.kernels.newton_rank1`). Raises ValueError when an index
+    does not fit 16 bits."""
     nv = len(rownnz)
     rhs = nv * (nv + 1) // 2
     if rhs + nv >= 1 << 16:
@@ -87,7 +89,7 @@ def level_schedule(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray) -
     for k in range(nv - 1, -1, -1):  # pivot order within a target: highest DOF first
         rowk, t = (k * (k + 1)) >> 1, terms[height[k]]
         for i, ca in enumerate(anc[k]):
-            for cb in anc[k][:i + 1]:
+            for cb in ([] if rhs_only else anc[k][:i + 1]):
                 t.setdefault(((ca * (ca + 1)) >> 1) + cb, []).append((rowk + ca, rowk + cb, rowk + k))
             t.setdefault(rhs + ca, []).append((rowk + ca, rhs + k, -(rowk + k + 1)))
     lvl, tgt_e, tgt_adr, ab, kk = [0], [], [0], [], []
@@ -276,15 +278,16 @@ def _lean_factor_func(capacity: int):
 
 
 @functools.cache
-def _levels_factor_func(capacity: int):
-    """``factor_levels(sh, tid, nthread, plan)``: one height per barrier (:func:`level_schedule`)."""
+def _levels_factor_func(capacity: int, slot: int = 0):
+    """``factor_levels(sh, tid, nthread, plan)``: one height per barrier (:func:`level_schedule`'s
+    table at ``plan[plan[slot]]``)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
     def factor_levels(sh: Tile, tid: int, nthread: int, plan: wp.array[int]):
         """One height per barrier: each target entry to one thread, its terms in table order."""
-        b = plan[0]
+        b = plan[slot]
         nlevel, ntgt, ncon = plan[b], plan[b + 1], plan[b + 2]
         o_lv = b + 3
         o_te = o_lv + nlevel + 1
@@ -388,7 +391,7 @@ def _back_depth_func(capacity: int):
     return back_depth
 
 
-def _back_func(capacity: int, host_depth: bool = False):
+def back_func(capacity: int, host_depth: bool = False):
     """``back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)``: the back substitution;
     ``host_depth``: by the host's table (:func:`_back_depth_func`), else :func:`_back_scan_func`."""
     return _back_depth_func(capacity) if host_depth else _back_scan_func(capacity)
@@ -403,7 +406,7 @@ def tree_solve_func(capacity: int, levels: bool = False, host_depth: bool = Fals
     (``host_depth``: the back substitution by :func:`depth_schedule`'s table at ``plan[plan[2]]``)."""
     factor = (_lean_factor_func if lean else _serial_factor_func)(capacity)
     factor_levels = _levels_factor_func(capacity)
-    back = _back_func(capacity, host_depth)
+    back = back_func(capacity, host_depth)
     Tile = wp.tile[float, capacity]
 
     @wp.func
@@ -419,3 +422,10 @@ def tree_solve_func(capacity: int, levels: bool = False, host_depth: bool = Fals
         back(sh, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan)
 
     return tree_solve_levels if levels else tree_solve_serial
+
+
+def forward_func(capacity: int, slot: int):
+    """``forward(sh, tid, nthread, plan)``: y = L⁻¹·g in the gradient row of a factor already in
+    the tile, one height per barrier, from :func:`level_schedule`'s ``rhs_only`` table at
+    ``plan[plan[slot]]`` (the terms and their arithmetic of the factor's riding gradient row)."""
+    return _levels_factor_func(capacity, slot)

@@ -19,9 +19,11 @@ __all__ = ["STAGES", "COUNTS", "NCOLS", "clock64", "marker"]
 
 #: the Newton solve's stages, in kernel order (columns 0 … len - 1 of the stage clock)
 STAGES = ("init", "constraint update", "qfrc + grad", "assemble M", "assemble JtDJ", "LDLt",
-          "back solve", "M.s J.s", "ls p0", "ls newton point", "ls bracket", "step", "end")
-#: events counted per world (the columns after STAGES): factorizations of H, line-search brackets
-COUNTS = ("rebuilds", "brackets")
+          "rank-1 update", "back solve", "M.s J.s", "ls p0", "ls newton point", "ls bracket", "step", "end")
+#: events counted per world (the columns after STAGES): factorizations of H, line-search brackets,
+#: rank-1 updates of the factor in place of one (:mod:`fightlab.kernels.newton_rank1`) and those
+#: refused midway (a downdated pivot fell: a factorization follows)
+COUNTS = ("rebuilds", "brackets", "updates", "refusals")
 #: columns of a stage-clock array: stages, counts, the last reading
 NCOLS = len(STAGES) + len(COUNTS) + 1
 _LAST = NCOLS - 1

@@ -14,6 +14,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+import warp as wp
 
 import mujoco_warp as mjw
 from mujoco_warp._src import solver as mjw_solver
@@ -242,14 +243,19 @@ def _prepared(mjm: mujoco.MjModel, nworld: int, device: str, env: Any = None, sl
 
 
 def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: str = "cpu", nsteps: int = 3,
-                 slots: Any = None, block_dim: int = 64, noise: float = 0.05) -> dict:
+                 slots: Any = None, block_dim: int = 64, noise: float = 0.05, fixes: tuple | None = None,
+                 stage_clock: bool = False, rtol: float | None = None) -> dict:
     """One solve from the same state by stock MuJoCo Warp, by :func:`newton_solve` and by the
     float64 :func:`reference_solve`, with fightlab's training solver options
     (``prepare_mjmodel(EnvConfig())``, no qacc_smooth). The state: the keyframe (or qpos0) with
     joint noise, ``nsteps`` stock steps (contacts, a warm start), then the forward pass. Returns
     normwise relative errors ``{out}_{a}_{b}`` for a, b in (new, stock, f64), the number of rows
     whose state differs (``state_diff_new_stock``), ``niter`` / ``overflow`` equality and
-    ``nefc``."""
+    ``nefc``; ``fixes``: the kernel's build (None: its default); ``stage_clock``: the instrumented
+    build, its counts per world in ``counts`` (:data:`fightlab.kernels.stage_clock.COUNTS`);
+    ``rtol``: the rank-1 path's refusal bound (None: :data:`fightlab.kernels.newton_rank1.RTOL`)."""
+    from fightlab.kernels import stage_clock as C
+
     m, d = _prepared(mjm, nworld, device, slots=slots)
     qpos, qvel = random_state(mjm, nworld, np.random.default_rng(seed))
     base = mjm.key_qpos[0] if mjm.nkey else mjm.qpos0
@@ -260,7 +266,10 @@ def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: st
     mjw.forward(m, d)
     ref = [reference_solve(x) for x in solve_inputs(m, d)]
     stock = _run(mjw_solver.solve, m, d)
-    new = _run(lambda m, d: newton_solve(m, d, block_dim=block_dim), m, d)
+    clk = wp.zeros((nworld, C.NCOLS), dtype=wp.int64, device=device) if stage_clock else None
+    opts = (({} if fixes is None else {"fixes": tuple(fixes)}) | ({} if clk is None else {"stage_clock": clk})
+            | ({} if rtol is None else {"rtol": rtol}))
+    new = _run(lambda m, d: newton_solve(m, d, block_dim=block_dim, **opts), m, d)
     f64 = {k: [r[k] for r in ref] for k in OUTPUTS}
     out = {"nefc": d.nefc.numpy().tolist()}
     for k in ("qacc", "efc_force", "qfrc_constraint"):
@@ -274,16 +283,20 @@ def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: st
     out["overflow_equal"] = bool(np.array_equal(new["overflow"], stock["overflow"]))
     out["niter"] = new["solver_niter"].tolist()
     out["niter_f64"] = [r["solver_niter"] for r in ref]
+    if clk is not None:
+        counts = clk.numpy()[:, len(C.STAGES):len(C.STAGES) + len(C.COUNTS)]
+        out["counts"] = {c: counts[:, i].tolist() for i, c in enumerate(C.COUNTS)}
     return out
 
 
 def rollout_errors(mjm: mujoco.MjModel, nworld: int = 2, nsteps: int = 100, seed: int = 0, device: str = "cpu",
-                   slots: Any = None, noise: float = 0.05) -> dict:
+                   slots: Any = None, noise: float = 0.05, fixes: tuple | None = None) -> dict:
     """``nsteps`` physics steps from the same state (the keyframe with joint noise, random constant
     controls) with stock MuJoCo Warp, with the single-launch solve (:func:`use_newton`), and with
     stock from qvel perturbed by one float32 ulp (the rollout's own sensitivity to rounding).
     Returns ``qpos_new_stock`` and ``qpos_ulp_stock``: max |Δqpos| over worlds and coordinates at
-    each step's end, its largest value over the rollout (m or rad), and ``nefc_max``."""
+    each step's end, its largest value over the rollout (m or rad), and ``nefc_max``; ``fixes``:
+    the kernel's build (None: its default)."""
     runs = [_prepared(mjm, nworld, device, slots=slots) for _ in range(3)]
     rng = np.random.default_rng(seed)
     qpos, qvel = random_state(mjm, nworld, rng)
@@ -294,7 +307,7 @@ def rollout_errors(mjm: mujoco.MjModel, nworld: int = 2, nsteps: int = 100, seed
     ulp = np.nextafter(qvel, np.float32(np.inf)).astype(np.float32)
     for (m, d), v in zip(runs, (qvel, qvel, ulp)):
         set_state(d, qpos, v, ctrl)
-    if use_newton(runs[1][0]) is not None:
+    if use_newton(runs[1][0], fixes=None if fixes is None else tuple(fixes)) is not None:
         raise ValueError("the single-launch solve does not take this model")
     new_stock, ulp_stock, nefc_max = [], [], 0
     try:

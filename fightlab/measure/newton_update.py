@@ -1,5 +1,5 @@
 """A rank-1 up/downdate of the Newton Hessian's tree-sparse LDLᵀ, as a float64/float32 numpy
-reference for a kernel stage not yet built.
+reference of the kernel's (:mod:`fightlab.kernels.newton_rank1`, the switch "update").
 
 MuJoCo Warp's Newton solve (and fightlab's single launch, :mod:`fightlab.kernels.newton`)
 refactors H = M + Σ D·JᵀJ after a step whenever a constraint row changed state: the factor is

@@ -1,0 +1,132 @@
+"""The single-launch Newton solve's rank-1 path (fightlab.kernels.newton_rank1, the switch
+"update"): after a step that flipped a few rows, the tree factor is updated in place of a
+rebuild. Against MuJoCo Warp's solver on warp's CPU device with real block barriers, with the
+tolerances of tests/test_newton.py; the stage clock's counts say the path (and its refusal) ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+
+from fightlab.bodies import build
+from fightlab.kernels import newton as N
+from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
+from fightlab.kernels.newton_rank1 import MAX_FLIPS, extra_floats
+from fightlab.measure import newton as NM
+from fightlab.sim import physics
+
+TOL = 1e-4
+UPDATE = DEFAULT_FIXES + ("update",)
+
+
+@pytest.fixture
+def cpu_blocks(monkeypatch):
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+
+
+def _model(name: str):
+    if name == "tree":
+        return NM.contact_tree_model(16, seed=0), None
+    return build(name), physics.slots_for(name)
+
+
+def _assert_equal_to_stock(e: dict) -> None:
+    for k in ("qacc", "efc_force", "qfrc_constraint"):
+        assert e[f"{k}_new_f64"] <= max(3.0 * e[f"{k}_stock_f64"], TOL), (k, e)
+        assert e[f"{k}_new_stock"] <= 2 * TOL, (k, e)
+    assert e["state_diff_new_stock"] == 0 and e["niter_equal"] and e["overflow_equal"], e
+
+
+@pytest.mark.parametrize("name,seed,noise", [("simple", 1, 0.2), ("muscular-fast", 1, 0.2), ("tree", 1, 0.2),
+                                              ("tree", 0, 0.05)])
+def test_the_rank1_path_equals_mujoco_warp_and_replaces_rebuilds(name, seed, noise, cpu_blocks):
+    """Each body, a state whose steps flip rows (rows entering the quadratic state, and in the
+    tree's seed 0 rows leaving it: downdates): the update path runs (counted) in place of some
+    rebuilds, nothing refused, and the solve equals MuJoCo Warp's within float32 rounding."""
+    mjm, slots = _model(name)
+    e = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5, fixes=UPDATE, stage_clock=True)
+    print(name, e["counts"])
+    _assert_equal_to_stock(e)
+    c = e["counts"]
+    assert sum(c["updates"]) > 0 and sum(c["refusals"]) == 0, c
+    assert all(r >= 1 for r in c["rebuilds"]), c  # the solve's first factorization is always a rebuild
+    base = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5, stage_clock=True)
+    assert sum(base["counts"]["updates"]) == 0  # the default build has no rank-1 path
+    assert [a + b for a, b in zip(c["rebuilds"], c["updates"])] == base["counts"]["rebuilds"]
+
+
+def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
+    """``rtol`` near 1 refuses downdates midway: the half-changed factor is rebuilt, and the solve
+    still equals MuJoCo Warp's."""
+    mjm, slots = _model("tree")
+    e = NM.solve_errors(mjm, nworld=3, seed=0, slots=slots, noise=0.05, nsteps=5, fixes=UPDATE, stage_clock=True,
+                        rtol=0.99999)
+    print(e["counts"])
+    assert sum(e["counts"]["refusals"]) > 0, e["counts"]
+    _assert_equal_to_stock(e)
+    m, d = NM._prepared(mjm, 1, "cpu")
+    for bad in (1.0, -0.1):
+        with pytest.raises(ValueError, match="rtol must be in"):
+            N.newton_solve(m, d, fixes=UPDATE, rtol=bad)
+
+
+def test_a_rollout_with_the_rank1_path_stays_with_mujoco_warp(cpu_blocks):
+    """100 steps of the held-out tree with the switch on: within 10x a one-ulp nudge's drift."""
+    mjm, slots = _model("tree")
+    e = NM.rollout_errors(mjm, nworld=2, nsteps=100, seed=1, slots=slots, fixes=UPDATE)
+    assert e["nefc_max"] > 0
+    assert e["qpos_new_stock"] <= max(10.0 * e["qpos_ulp_stock"], 5e-5), e
+
+
+def test_the_rank1_path_is_built_only_where_it_can_keep_the_factor():
+    """"update" needs the tree factor (rows on chains) and no "matvec" (its scratch overwrites the
+    factor); its kernel has more shared floats (the vector w, the count, the list)."""
+    import mujoco
+
+    m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
+    assert N.built_fixes(m, UPDATE) == UPDATE
+    assert "update" not in N.built_fixes(m, ("bounds", "update"))  # no tree
+    assert "update" not in N.built_fixes(m, ("tree", "matvec", "update"))
+    assert "update" not in N.built_fixes(m, FIXES)
+    assert N.shared_floats(m.nv, True) >= (m.nv + 1) * (m.nv + 2) // 2 + extra_floats(m.nv) > N.shared_floats(m.nv) - 256
+    assert extra_floats(m.nv) == m.nv + 1 + MAX_FLIPS
+    xml = """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
+      <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 .1 0 0"/></body>
+      <body pos="0 0 -.1"><joint type="hinge"/><geom type="capsule" size=".02" fromto="0 0 0 0 .1 0"/></body>
+      </body></worldbody></mujoco>"""
+    m2, _ = physics.put(mujoco.MjModel.from_xml_string(xml), 1, physics.Slots(None, None, "given"), "cpu")
+    assert "update" not in N.built_fixes(m2, UPDATE)  # rows off one chain: the dense factor, no update
+
+
+def test_the_forward_table_holds_each_gradient_term_once_by_height():
+    """``level_schedule(..., rhs_only=True)``: only the gradient row's targets, every (pivot,
+    ancestor) term of the serial factor's riding row once, at the pivot's height, reading only
+    entries final before it (a target of earlier heights, or a factor entry)."""
+    from fightlab.kernels.newton_tree import level_parts, level_schedule
+
+    for name in ("simple", "muscular-fast"):
+        m, _ = physics.put(build(name), 1, physics.slots_for(name), "cpu")
+        rownnz, rowadr, colind = m.M_rownnz.numpy(), m.M_rowadr.numpy(), m.M_colind.numpy()
+        nv, rhs = m.nv, m.nv * (m.nv + 1) // 2
+        full, t = level_schedule(rownnz, rowadr, colind), level_schedule(rownnz, rowadr, colind, rhs_only=True)
+        assert t[0] == full[0] and len(t) < len(full)  # the same heights, fewer terms
+        parts = level_parts(t)
+        lvl, tgt_e, tgt_adr, ab, kk = (parts[k] for k in ("lvl", "tgt_e", "tgt_adr", "ab", "kk"))
+        assert (tgt_e >= rhs).all() and (kk < 0).all()
+        assert len(kk) == int(np.sum(rownnz - 1))  # one term per (DOF, ancestor)
+        terms = set()
+        written = {}
+        for lv in range(int(t[0])):
+            for ti in range(lvl[lv], lvl[lv + 1]):
+                a = int(tgt_e[ti]) - rhs
+                written[int(tgt_e[ti])] = lv
+                for c in range(tgt_adr[ti], tgt_adr[ti + 1]):
+                    ia, ib, pk = int(ab[c]) & 0xFFFF, int(ab[c]) >> 16, -int(kk[c]) - 1
+                    k = ib - rhs
+                    assert pk == k * (k + 1) // 2 + k and ia == k * (k + 1) // 2 + a and a < k < nv
+                    assert written.get(ib, -1) < lv  # y_k final before it is used
+                    terms.add((k, a))
+        assert len(terms) == len(kk)
