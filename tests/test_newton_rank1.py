@@ -57,6 +57,17 @@ def test_the_rank1_path_equals_mujoco_warp_and_replaces_rebuilds(name, seed, noi
     assert [a + b for a, b in zip(c["rebuilds"], c["updates"])] == base["counts"]["rebuilds"]
 
 
+@pytest.mark.parametrize("name", ["simple", "tree"])
+def test_the_rank1_path_with_matvec_keeps_the_factor(name, cpu_blocks):
+    """"matvec"'s chunk sums go past the rank-1 region: with both, the updates still run and the
+    solve equals MuJoCo Warp's (sums written over the factor would break it)."""
+    mjm, slots = _model(name)
+    e = NM.solve_errors(mjm, nworld=3, seed=1, slots=slots, noise=0.2, nsteps=5, fixes=UPDATE + ("matvec",),
+                        stage_clock=True)
+    _assert_equal_to_stock(e)
+    assert sum(e["counts"]["updates"]) > 0, e["counts"]
+
+
 def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
     """``rtol`` near 1 refuses downdates midway: the half-changed factor is rebuilt, and the solve
     still equals MuJoCo Warp's."""
@@ -81,16 +92,20 @@ def test_a_rollout_with_the_rank1_path_stays_with_mujoco_warp(cpu_blocks):
 
 
 def test_the_rank1_path_is_built_only_where_it_can_keep_the_factor():
-    """"update" needs the tree factor (rows on chains) and no "matvec" (its scratch overwrites the
-    factor); its kernel has more shared floats (the vector w, the count, the list)."""
+    """"update" needs the tree factor (rows on chains); its kernel has more shared floats (the
+    vector w, the count, the list, and with "matvec" the chunk sums past them)."""
     import mujoco
+
+    from fightlab.kernels.newton_matvec import mulm_chunks
 
     m, _ = physics.put(build("simple"), 1, physics.slots_for("simple"), "cpu")
     assert N.built_fixes(m, UPDATE) == UPDATE
     assert "update" not in N.built_fixes(m, ("bounds", "update"))  # no tree
-    assert "update" not in N.built_fixes(m, ("tree", "matvec", "update"))
-    assert "update" not in N.built_fixes(m, FIXES)
-    assert N.shared_floats(m.nv, True) >= (m.nv + 1) * (m.nv + 2) // 2 + extra_floats(m.nv) > N.shared_floats(m.nv) - 256
+    assert N.built_fixes(m, ("tree", "matvec", "update")) == ("tree", "matvec", "update")
+    assert "update" in N.built_fixes(m, FIXES)
+    tri, nchunk = (m.nv + 1) * (m.nv + 2) // 2, int(mulm_chunks(m.M_mulm_rowadr.numpy())[0])
+    assert N.shared_floats(m.nv, True) >= tri + extra_floats(m.nv) > N.shared_floats(m.nv) - 256
+    assert N.shared_floats(m.nv, True, nchunk) >= tri + extra_floats(m.nv) + nchunk
     assert extra_floats(m.nv) == m.nv + 1 + MAX_FLIPS
     xml = """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
       <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>

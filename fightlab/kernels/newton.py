@@ -123,11 +123,12 @@ _sync_threads = R.sync_threads
 # tri(i, j) = i(i+1)/2 + j, rows 0..nv-1 the matrix, row nv the right-hand side (the gradient)
 
 
-def shared_floats(nv: int, update: bool = False) -> int:
+def shared_floats(nv: int, update: bool = False, scratch: int = 0) -> int:
     """Shared floats the kernel needs for ``nv`` DOF: the packed triangle with its extra row (and
-    with ``update`` the rank-1 path's vector and flip list, :mod:`fightlab.kernels.newton_rank1`),
-    rounded up to :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
-    need = (nv + 1) * (nv + 2) // 2 + (extra_floats(nv) if update else 0)
+    with ``update`` the rank-1 path's vector and flip list, :mod:`fightlab.kernels.newton_rank1`,
+    then ``scratch`` floats past them: M·x's chunk sums when the factor must be kept), rounded up to
+    :data:`SHARED_ROUND`; compare with :data:`SHARED_MAX`."""
+    need = (nv + 1) * (nv + 2) // 2 + ((extra_floats(nv) + scratch) if update else 0)
     return -(-need // SHARED_ROUND) * SHARED_ROUND
 
 
@@ -197,7 +198,7 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: 
     """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
     J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
     update, linesearch = _update_func(capacity, profile, fixes, rtol), linesearch_func(profile)
-    _scale, _start_solve, mv_jv = matvec_funcs(capacity, "matvec" in fixes)
+    _scale, _start_solve, mv_jv = matvec_funcs(capacity, "matvec" in fixes, "update" in fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -248,7 +249,7 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
     update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes, rtol),
                                                 _iteration_func(capacity, profile, fixes, rtol), C.marker(profile))
     upd, (_ld, _st) = "update" in fixes, shared_accessors(capacity)
-    (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes), (
+    (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes, "update" in fixes), (
         block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
 
     @wp.kernel(module="unique", enable_backward=False, launch_bounds=bounds)
@@ -340,11 +341,11 @@ def newton_support(m: Any, opt: Any = None) -> str | None:
     return None
 
 
-_PLAN: dict[int, tuple[Any, bool, bool, Any]] = {}  # id(m) -> (weakref to m, chains, chunks fit, plan)
+_PLAN: dict[int, tuple[Any, bool, int, Any]] = {}  # id(m) -> (weakref to m, chains, M's chunks, plan)
 
 
-def _plan(m: Any) -> tuple[bool, bool, Any]:
-    """(:func:`newton_tree.rows_are_chains` of ``m``, whether M's chunks fit the shared tile,
+def _plan(m: Any) -> tuple[bool, int, Any]:
+    """(:func:`newton_tree.rows_are_chains` of ``m``, the number of M·x's chunks,
     the kernel's ``plan``: one int32 array on m's device, ``[o_levels, o_chunks, o_depth,
     o_forward]`` then :func:`newton_tree.level_schedule`'s table (3 zeros where the rows are not
     chains), :func:`newton_matvec.mulm_chunks`', :func:`newton_tree.depth_schedule`'s and the
@@ -363,8 +364,7 @@ def _plan(m: Any) -> tuple[bool, bool, Any]:
         head = np.cumsum([len(parts)] + [len(t) for t in parts[:-1]]).astype(np.int32)
         assert len(head) == FORWARD_SLOT + 1
         table = np.concatenate([head, *parts])
-        fit = int(chunks[0]) <= shared_floats(m.nv)
-        entry = _PLAN[id(m)] = (weakref.ref(m), ok, fit, wp.array(table, dtype=int, device=m.M_rownnz.device))
+        entry = _PLAN[id(m)] = (weakref.ref(m), ok, int(chunks[0]), wp.array(table, dtype=int, device=m.M_rownnz.device))
     return entry[1], entry[2], entry[3]
 
 
@@ -392,16 +392,17 @@ def built_fixes(m: Any, fixes: tuple[str, ...] = DEFAULT_FIXES) -> tuple[str, ..
     :data:`newton_hessian.FIXES` order: the tree's ("tree", then "levels", "depth", "lean", which
     need it) only where m's rows are chains, "depth" and "lean" only where M's CSR arrays are
     contiguous (they read them raw) and "lean" not with "levels" (which replaces its factor),
-    "matvec" only where M's chunks fit the tile, "update" with the tree only, not with "matvec"
-    (whose scratch overwrites the factor the update keeps) and only where its extra shared floats
-    fit :data:`SHARED_MAX`. Raises ValueError for unknown fixes."""
+    "matvec" only where M's chunks fit the tile, "update" with the tree only and only where its
+    extra shared floats (with "matvec" also the chunks' sums, kept off the factor) fit
+    :data:`SHARED_MAX`. Raises ValueError for unknown fixes."""
     _check_fixes(fixes)
-    chains, fit, _ = _plan(m)
+    chains, nchunk, _ = _plan(m)
     tree = chains and "tree" in fixes
     raw = tree and all(a.is_contiguous for a in (m.M_colind, m.M_rowadr, m.M_rownnz))
+    fit = nchunk <= shared_floats(m.nv)
     matvec = fit and "matvec" in fixes
     taken = {"tree": tree, "levels": tree, "depth": raw, "lean": raw and "levels" not in fixes, "matvec": fit,
-             "update": tree and not matvec and shared_floats(m.nv, True) <= SHARED_MAX}
+             "update": tree and shared_floats(m.nv, True, nchunk if matvec else 0) <= SHARED_MAX}
     return tuple(f for f in FIXES if f in fixes and taken.get(f, True))
 
 
@@ -413,7 +414,8 @@ def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
     if not 0.0 <= rtol < 1.0:
         raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
     built = built_fixes(m, fixes)
-    return _kernel(shared_floats(m.nv, "update" in built), block_dim, profile, built, float(rtol))
+    scratch = _plan(m)[1] if "matvec" in built else 0
+    return _kernel(shared_floats(m.nv, "update" in built, scratch), block_dim, profile, built, float(rtol))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,

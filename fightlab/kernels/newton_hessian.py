@@ -38,8 +38,8 @@ __all__ = ["DEFAULT_FIXES", "FIXES", "prepare_func", "rebuild_func", "refactor_f
 #: straight block, decoded with an approximate root and M's indices read raw (with "tree" only,
 #: not with "levels"; M's CSR arrays contiguous), "update" after a step that flipped at most
 #: newton_rank1.MAX_FLIPS rows, the tree factor updated by one rank-1 change per flipped row instead of
-#: a rebuild (:mod:`fightlab.kernels.newton_rank1`; with "tree" only, not with "matvec", whose
-#: scratch overwrites the factor); which a model's kernel has: newton.built_fixes
+#: a rebuild (:mod:`fightlab.kernels.newton_rank1`; with "tree" only; with "matvec" its chunk sums
+#: move past the factor); which a model's kernel has: newton.built_fixes
 FIXES = ("bounds", "scatter", "pairs", "ldlt", "tree", "levels", "matvec", "depth", "lean", "update")
 #: the build :func:`fightlab.kernels.newton.newton_solve` uses unless told: the fastest measured
 #: (data/results/newton.csv, an H100's stage clock at 1,024 worlds, k cycles per solve,

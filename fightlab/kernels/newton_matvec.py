@@ -9,7 +9,8 @@ MuJoCo Warp's ``support.mul_m`` gather) into chunks of at most :data:`CHUNK` ent
 threads, each chunk's loads independent (unrolled), partial sums in the shared tile, then a
 row's chunks summed in order; the diagonal is gathered in parallel into the shared tile and
 summed there in DOF order (the same sum, bit for bit). The shared tile is free at these points:
-H is rebuilt from scratch after them. Sums of M·x come in another order than MuJoCo Warp's
+H is rebuilt from scratch after them (with the rank-1 path, which keeps the factor, the partial
+sums go past its region: :func:`scratch_offset`). Sums of M·x come in another order than MuJoCo Warp's
 (within float32 rounding, tests/test_newton.py).
 """
 
@@ -22,14 +23,22 @@ from mujoco_warp._src import types as mjw_types
 
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
+from fightlab.kernels.newton_rank1 import MAX_FLIPS
 
-__all__ = ["CHUNK", "mulm_chunks", "matvec_funcs"]
+__all__ = ["CHUNK", "mulm_chunks", "matvec_funcs", "scratch_offset"]
 
 #: entries of M's CSR a chunk holds at most (its loads unrolled, independent)
 CHUNK = 8
 
 _MINVAL = float(mjw_types.MJ_MINVAL)
 _sync_threads = R.sync_threads
+
+
+@wp.func
+def scratch_offset(nv: int) -> int:
+    """First tile float past the triangle, its gradient row and the rank-1 path's region
+    (``w``, the flip count and list: :func:`fightlab.kernels.newton_rank1.extra_floats`)."""
+    return (((nv + 1) * (nv + 2)) >> 1) + nv + 1 + MAX_FLIPS
 
 
 def mulm_chunks(mulm_rowadr: np.ndarray) -> np.ndarray:
@@ -48,9 +57,11 @@ def mulm_chunks(mulm_rowadr: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _mv_jv_func(capacity: int, chunks: bool):
+def _mv_jv_func(capacity: int, chunks: bool, after_update: bool = False):
     """``mv_jv(sh, worldid, tid, nthread, nv, nefc, plan, M_mulm_*, M_in, J_*, x_in, mx_out, jx_out,
-    jx_minus)``: M·x in chunks (``chunks``) or a row per thread, then J·x - jx_minus."""
+    jx_minus)``: M·x in chunks (``chunks``) or a row per thread, then J·x - jx_minus;
+    ``after_update``: the chunks' partial sums past the rank-1 path's region
+    (:func:`scratch_offset`), where they leave the factor it keeps."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -64,6 +75,9 @@ def _mv_jv_func(capacity: int, chunks: bool):
         o_rc = b + 2
         o_k0 = o_rc + nv + 1
         o_k1 = o_k0 + nchunk
+        o = int(0)
+        if wp.static(after_update):
+            o = scratch_offset(nv)
         for c in range(tid, nchunk, nthread):
             k0, k1 = plan[o_k0 + c], plan[o_k1 + c]
             acc = float(0.0)
@@ -71,12 +85,12 @@ def _mv_jv_func(capacity: int, chunks: bool):
                 k = k0 + j
                 if k < k1:
                     acc += M_in[worldid, M_mulm_madr[k]] * x_in[worldid, M_mulm_col[k]]
-            _st(sh, c, acc)
+            _st(sh, o + c, acc)
         _sync_threads()
         for r in range(tid, nv, nthread):
             acc = float(0.0)
             for c in range(plan[o_rc + r], plan[o_rc + r + 1]):
-                acc += _ld(sh, c)
+                acc += _ld(sh, o + c)
             mx_out[worldid, r] = acc
 
     @wp.func
@@ -128,13 +142,13 @@ def _scale_func(capacity: int, shared: bool):
 
 
 @functools.cache
-def matvec_funcs(capacity: int, chunks: bool):
+def matvec_funcs(capacity: int, chunks: bool, after_update: bool = False):
     """``(scale, start, mv_jv)`` for a shared tile of ``capacity`` floats: 1 / trace M, the
     solve's start (qacc, efc.Ma = M·qacc, Jaref = J·qacc - aref) and mx = M·x, jx = J·x - jx_minus
     (``newton_rows.mv_jv``), each taking the tile and the kernel's ``plan`` (the chunk table at
     ``plan[plan[1]]``); ``chunks`` False: ``newton_rows``' row-per-thread forms (the tile and
-    the plan unused)."""
-    mv_jv = _mv_jv_func(capacity, chunks)
+    the plan unused); ``after_update``: the chunks' scratch past the rank-1 path's region."""
+    mv_jv = _mv_jv_func(capacity, chunks, after_update)
     Tile = wp.tile[float, capacity]
 
     @wp.func
