@@ -83,6 +83,27 @@ def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
             N.newton_solve(m, d, fixes=UPDATE, rtol=bad)
 
 
+def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
+    """``max_flips`` 0: every step that flipped a row rebuilds (the default build's rebuild counts,
+    no update); 2: only steps with ≤ 2 flips are updated (in this state fewer than with the
+    default 8: most steps flip 2–4 rows); the solve equals MuJoCo Warp's either way. Out-of-range
+    values are refused."""
+    mjm, slots = _model("tree")
+    kw = dict(nworld=3, seed=1, slots=slots, noise=0.2, nsteps=5, fixes=UPDATE, stage_clock=True)
+    base = NM.solve_errors(mjm, **(kw | {"fixes": DEFAULT_FIXES}))["counts"]
+    runs = {k: NM.solve_errors(mjm, **kw, max_flips=k) for k in (0, 2, MAX_FLIPS)}
+    for e in runs.values():
+        _assert_equal_to_stock(e)
+    c = {k: e["counts"] for k, e in runs.items()}
+    print({k: (sum(v["updates"]), sum(v["rebuilds"])) for k, v in c.items()})
+    assert sum(c[0]["updates"]) == 0 and c[0]["rebuilds"] == base["rebuilds"]
+    assert 0 < sum(c[2]["updates"]) < sum(c[MAX_FLIPS]["updates"])
+    m, d = NM._prepared(mjm, 1, "cpu")
+    for bad in (-1, MAX_FLIPS + 1, 2.0, True):
+        with pytest.raises(ValueError, match="max_flips must be an int in"):
+            N.newton_solve(m, d, fixes=UPDATE, max_flips=bad)
+
+
 def test_a_rollout_with_the_rank1_path_stays_with_mujoco_warp(cpu_blocks):
     """100 steps of the held-out tree with the switch on: within 10x a one-ulp nudge's drift."""
     mjm, slots = _model("tree")

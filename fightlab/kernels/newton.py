@@ -133,16 +133,18 @@ def shared_floats(nv: int, update: bool = False, scratch: int = 0) -> int:
 
 
 @functools.cache
-def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: float = RTOL):
+def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tuple = (RTOL, MAX_FLIPS)):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
     after a step α with noise floor ``floor``, then, when a row changed state or the step was
-    noise (``fresh`` 1): with "update" in ``fixes`` and ≤ MAX_FLIPS flipped rows after a real
-    step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, a refactorization if it refuses),
+    noise (``fresh`` 1): with "update" in ``fixes`` and ≤ ``rank1[1]`` flipped rows after a real
+    step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, refusal bound ``rank1[0]``; a
+    refactorization if it refuses),
     else a rebuild (:func:`newton_hessian.rebuild_func`); otherwise the fast path
     (:func:`newton_rows.stale`)."""
     rebuild, upd = rebuild_func(capacity, profile, fixes), "update" in fixes
     prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
-    list_update, path = list_update_func(capacity), path_func(capacity, profile, "depth" in fixes, rtol)
+    list_update, path = list_update_func(capacity), path_func(capacity, profile, "depth" in fixes, rank1[0])
+    max_flips = int(rank1[1])
     _ld, _st = shared_accessors(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
@@ -178,7 +180,7 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: flo
             if tid == 0:
                 _st(sh, o_cnt, 0.0)  # for the next update's list
             p = wp.vec3(0.0)
-            if nflip <= MAX_FLIPS and wp.abs(alpha) >= floor:
+            if nflip <= max_flips and wp.abs(alpha) >= floor:
                 p = path(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, plan, J_rownnz,
                          J_rowadr, J_colind, J, efc_D_in, grad, search, prof)
             if p[0] == 0.0:
@@ -194,10 +196,10 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: flo
 
 
 @functools.cache
-def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: float = RTOL):
+def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tuple = (RTOL, MAX_FLIPS)):
     """``iteration(...) -> (ls, u)``: one Newton iteration (``_solver_iteration``): M·search and
     J·search for a new direction, the line search, the step, the update (:func:`_update_func`)."""
-    update, linesearch = _update_func(capacity, profile, fixes, rtol), linesearch_func(profile)
+    update, linesearch = _update_func(capacity, profile, fixes, rank1), linesearch_func(profile)
     _scale, _start_solve, mv_jv = matvec_funcs(capacity, "matvec" in fixes, "update" in fixes)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
@@ -241,13 +243,13 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rtol: 
 
 @functools.cache
 def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES,
-            rtol: float = RTOL):
+            rank1: tuple = (RTOL, MAX_FLIPS)):
     """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock,
-    ``fixes`` and the rank-1 path's refusal bound ``rtol`` (one kernel each). ``launch_bounds``: 8
+    ``fixes`` and the rank-1 path's (refusal bound, most flips) ``rank1`` (one kernel each). ``launch_bounds``: 8
     blocks of 64 per SM, one wave of 1024 worlds on 132 SMs (uncapped: 168 registers, 5 blocks,
     two waves); without "bounds", the first build's 5."""
-    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes, rtol),
-                                                _iteration_func(capacity, profile, fixes, rtol), C.marker(profile))
+    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes, rank1),
+                                                _iteration_func(capacity, profile, fixes, rank1), C.marker(profile))
     upd, (_ld, _st) = "update" in fixes, shared_accessors(capacity)
     (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes, "update" in fixes), (
         block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
@@ -407,19 +409,23 @@ def built_fixes(m: Any, fixes: tuple[str, ...] = DEFAULT_FIXES) -> tuple[str, ..
 
 
 def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
-                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL) -> Any:
+                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL, max_flips: int = MAX_FLIPS) -> Any:
     """The warp kernel :func:`newton_solve` launches for the model ``m``: the one of
-    :func:`built_fixes` (``rtol``: the rank-1 path's refusal bound, :data:`newton_rank1.RTOL`).
-    Raises ValueError for unknown fixes or an ``rtol`` outside [0, 1)."""
+    :func:`built_fixes` (``rtol``: the rank-1 path's refusal bound, :data:`newton_rank1.RTOL`;
+    ``max_flips``: the most flipped rows it takes, 0 … :data:`newton_rank1.MAX_FLIPS`). Raises
+    ValueError for unknown fixes, an ``rtol`` outside [0, 1) or a ``max_flips`` out of range."""
     if not 0.0 <= rtol < 1.0:
         raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
+    if isinstance(max_flips, bool) or not isinstance(max_flips, int) or not 0 <= max_flips <= MAX_FLIPS:
+        raise ValueError(f"max_flips must be an int in [0, {MAX_FLIPS}], got {max_flips!r}")
     built = built_fixes(m, fixes)
     scratch = _plan(m)[1] if "matvec" in built else 0
-    return _kernel(shared_floats(m.nv, "update" in built, scratch), block_dim, profile, built, float(rtol))
+    return _kernel(shared_floats(m.nv, "update" in built, scratch), block_dim, profile, built,
+                   (float(rtol), max_flips))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,
-                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL) -> None:
+                 fixes: tuple[str, ...] = DEFAULT_FIXES, rtol: float = RTOL, max_flips: int = MAX_FLIPS) -> None:
     """MuJoCo Warp's ``solver.solve`` for a model :func:`newton_support` takes, in one launch
     (none, a copy, without constraint slots). Writes qacc, qfrc_constraint, efc.force, efc.state,
     efc.Ma, solver_niter and the overflow bits, as ``solve`` does. ``block_dim``: threads per
@@ -427,8 +433,8 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     array ``(nworld, stage_clock.NCOLS)`` that the instrumented build adds each stage's cycles
     and the counts to (:mod:`fightlab.kernels.stage_clock`). ``fixes``: the subset of
     :data:`newton_hessian.FIXES` built in (:data:`newton_hessian.DEFAULT_FIXES` by default, the
-    fastest measured; others to measure what each saves); ``rtol``: the rank-1 path's refusal
-    bound (with "update"). Host values only: graph-capturable.
+    fastest measured; others to measure what each saves); ``rtol``, ``max_flips``: the rank-1
+    path's refusal bound and most flipped rows (with "update"). Host values only: graph-capturable.
     """
     if d.njmax == 0 or m.nv == 0:
         wp.copy(d.qacc, d.qacc_smooth)
@@ -440,7 +446,7 @@ def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = 
     Jaref, jv = (wp.empty((nworld, njmax), dtype=float, device=dev) for _ in range(2))
     no_rows = wp.empty((nworld, 0), dtype=float, device=dev)
     profile = stage_clock is not None
-    kernel = solve_kernel(m, block_dim, profile, fixes, rtol)  # raises for unknown fixes
+    kernel = solve_kernel(m, block_dim, profile, fixes, rtol, max_flips)  # raises for unknown fixes
     if profile and tuple(stage_clock.shape) != (nworld, C.NCOLS):
         raise ValueError(f"stage_clock must have shape ({nworld}, {C.NCOLS}), got {tuple(stage_clock.shape)}")
     prof = stage_clock if profile else wp.empty((nworld, 0), dtype=wp.int64, device=dev)

@@ -244,7 +244,7 @@ def _prepared(mjm: mujoco.MjModel, nworld: int, device: str, env: Any = None, sl
 
 def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: str = "cpu", nsteps: int = 3,
                  slots: Any = None, block_dim: int = 64, noise: float = 0.05, fixes: tuple | None = None,
-                 stage_clock: bool = False, rtol: float | None = None) -> dict:
+                 stage_clock: bool = False, rtol: float | None = None, max_flips: int | None = None) -> dict:
     """One solve from the same state by stock MuJoCo Warp, by :func:`newton_solve` and by the
     float64 :func:`reference_solve`, with fightlab's training solver options
     (``prepare_mjmodel(EnvConfig())``, no qacc_smooth). The state: the keyframe (or qpos0) with
@@ -253,7 +253,8 @@ def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: st
     whose state differs (``state_diff_new_stock``), ``niter`` / ``overflow`` equality and
     ``nefc``; ``fixes``: the kernel's build (None: its default); ``stage_clock``: the instrumented
     build, its counts per world in ``counts`` (:data:`fightlab.kernels.stage_clock.COUNTS`);
-    ``rtol``: the rank-1 path's refusal bound (None: :data:`fightlab.kernels.newton_rank1.RTOL`)."""
+    ``rtol``, ``max_flips``: the rank-1 path's refusal bound and most flipped rows (None: the
+    kernel's defaults, :mod:`fightlab.kernels.newton_rank1`)."""
     from fightlab.kernels import stage_clock as C
 
     m, d = _prepared(mjm, nworld, device, slots=slots)
@@ -268,7 +269,7 @@ def solve_errors(mjm: mujoco.MjModel, nworld: int = 2, seed: int = 0, device: st
     stock = _run(mjw_solver.solve, m, d)
     clk = wp.zeros((nworld, C.NCOLS), dtype=wp.int64, device=device) if stage_clock else None
     opts = (({} if fixes is None else {"fixes": tuple(fixes)}) | ({} if clk is None else {"stage_clock": clk})
-            | ({} if rtol is None else {"rtol": rtol}))
+            | ({} if rtol is None else {"rtol": rtol}) | ({} if max_flips is None else {"max_flips": max_flips}))
     new = _run(lambda m, d: newton_solve(m, d, block_dim=block_dim, **opts), m, d)
     f64 = {k: [r[k] for r in ref] for k in OUTPUTS}
     out = {"nefc": d.nefc.numpy().tolist()}
