@@ -124,7 +124,7 @@ def test_the_switch_dispatches_per_model_and_restores_stock(cpu_blocks, monkeypa
 @pytest.mark.parametrize("graph", [False, True])
 def test_the_env_opt_in_runs_the_same_physics(graph, cpu_blocks):
     """`TrainConfig.solver_loop = "single_launch"`: the env switches the solve on for its model
-    (engine_solver records it) and steps the physics of "unrolled" to float32 rounding."""
+    (engine_solver records it, and the kernel's build) and steps the physics of "unrolled" to float32 rounding."""
     import numpy as np
     import torch
 
@@ -142,6 +142,7 @@ def test_the_env_opt_in_runs_the_same_physics(graph, cpu_blocks):
     try:
         assert not a.newton_kernel and b.newton_kernel and N.is_newton_enabled(b.m)
         assert b.engine_solver["solver_loop"] == "single_launch" and a.engine_solver["solver_loop"] == "unrolled"
+        assert b.engine_solver["newton_build"] == list(N.built_fixes(b.m)) and "newton_build" not in a.engine_solver
         np.testing.assert_allclose(b.d.qpos.numpy(), a.d.qpos.numpy(), atol=1e-4)
         np.testing.assert_array_equal(b.d.solver_niter.numpy(), a.d.solver_niter.numpy())
     finally:

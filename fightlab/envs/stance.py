@@ -77,7 +77,8 @@ class StanceEnv:
         critic's input; module docstring).
       solver_loop: how MuJoCo Warp runs the Newton loop, one of `sim.physics.SOLVER_LOOPS`
         ("auto": unrolled for a short loop; the same physics either way); "single_launch":
-        `fightlab.kernels.newton` solves (`self.newton_kernel`; engine_solver says so).
+        `fightlab.kernels.newton` solves (`self.newton_kernel`; engine_solver says so, and
+        its "newton_build" names the kernel's fixes, `kernels.newton.built_fixes`).
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -114,13 +115,14 @@ class StanceEnv:
         # the solver as the engine runs it (MuJoCo Warp raises a tolerance below 1e-6)
         self.engine_solver = physics.engine_solver(self.mjm, None if self.backend == "cpu" else self.m)
         from fightlab.kernels.factor import active_variant, use_tree_factor
-        from fightlab.kernels.newton import use_newton
+        from fightlab.kernels.newton import built_fixes, use_newton
 
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
-        if self.newton_kernel:
+        if self.newton_kernel:  # what ran, and which build of the kernel (its fixes change over time)
             self.engine_solver["solver_loop"] = "single_launch"
+            self.engine_solver["newton_build"] = list(built_fixes(self.m))
         self.nu = self.mjm.nu
         self.obs_dim = OBS_FIXED + OBS_NBLOCK * self.nu
         # floor on the observation normaliser's std: 0.01 everywhere, 0.2 for the amplitude
