@@ -77,7 +77,7 @@ def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
     print(e["counts"])
     assert sum(e["counts"]["refusals"]) > 0, e["counts"]
     _assert_equal_to_stock(e)
-    m, d = NM._prepared(mjm, 1, "cpu")
+    m, d = physics.put(mjm, 1, physics.Slots(None, None, "given"), "cpu")
     for bad in (1.0, -0.1):
         with pytest.raises(ValueError, match="rtol must be in"):
             N.newton_solve(m, d, fixes=UPDATE, rtol=bad)
@@ -98,7 +98,7 @@ def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
     print({k: (sum(v["updates"]), sum(v["rebuilds"])) for k, v in c.items()})
     assert sum(c[0]["updates"]) == 0 and c[0]["rebuilds"] == base["rebuilds"]
     assert 0 < sum(c[2]["updates"]) < sum(c[MAX_FLIPS]["updates"])
-    m, d = NM._prepared(mjm, 1, "cpu")
+    m, d = physics.put(mjm, 1, physics.Slots(None, None, "given"), "cpu")
     for bad in (-1, MAX_FLIPS + 1, 2.0, True):
         with pytest.raises(ValueError, match="max_flips must be an int in"):
             N.newton_solve(m, d, fixes=UPDATE, max_flips=bad)

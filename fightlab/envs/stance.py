@@ -42,6 +42,7 @@ from fightlab.config import EnvConfig, validate_backend, validate_body, validate
 from fightlab.devices import validate_device
 from fightlab.envs import stance_kernels as K
 from fightlab.envs.reference import build_table
+from fightlab.envs.reset import fused_reset_support, reset_data_and_task
 from fightlab.envs.rewards import REWARD_KEYS, REWARD_TERMS, code_weights  # noqa: F401 (this module's names too)
 from fightlab.envs.stance_kernels import (  # noqa: F401 (the layout's names, as the docstring lists them)
     ACC_COUNT, ACC_DZ, ACC_DZ_R, ACC_N, ACC_R, ACC_RETURN, ACC_R_R, ACC_STEPS, OBS_AMP, OBS_ANGVEL,
@@ -79,6 +80,9 @@ class StanceEnv:
         ("auto": unrolled for a short loop; the same physics either way); "single_launch":
         `fightlab.kernels.newton` solves (`self.newton_kernel`; engine_solver says so, and
         its "newton_build" names the kernel's fixes, `kernels.newton.built_fixes`).
+      fused_reset: the masked reset in one launch (`fightlab.envs.reset`; `self.fused_reset`
+        says whether it is in use: where it writes every field MuJoCo Warp's reset_data does,
+        on MuJoCo Warp), else reset_data's six launches and the task's own.
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -96,7 +100,7 @@ class StanceEnv:
                  njmax: int | None = None, graph: bool = True,
                  mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True,
                  backend: str = "gpu", threads: int | None = None, privileged: bool = False,
-                 solver_loop: str = "auto"):
+                 solver_loop: str = "auto", fused_reset: bool = True):
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
@@ -120,6 +124,8 @@ class StanceEnv:
         self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
+        # the masked reset in one launch (`envs.reset`) where it writes every field reset_data does
+        self.fused_reset = bool(fused_reset) and self.backend == "gpu" and fused_reset_support(self.m) is None
         if self.newton_kernel:  # what ran, and which build of the kernel (its fixes change over time)
             self.engine_solver["solver_loop"] = "single_launch"
             self.engine_solver["newton_build"] = list(built_fixes(self.m))
@@ -280,6 +286,19 @@ class StanceEnv:
 
     def _launch_reset(self, stagger: bool):
         d = self.d
+        if self.fused_reset:
+            m = self.m
+            wp.launch(reset_data_and_task, dim=self.nworld,
+                      inputs=[m.nq, m.nv, m.nu, m.na, m.nbody, m.ntree, m.qpos0, m.body_mocapid, m.body_treeid,
+                              self._w_key_qpos, self._w_ctrl_stance, self._w_act_qadr,
+                              self._task, self.seed, int(stagger), self._reset],
+                      outputs=[d.xfrc_applied, d.M, d.tree_asleep, d.tree_awake, d.body_awake, d.body_awake_ind,
+                               d.dof_awake_ind, d.solver_niter, d.ne, d.nf, d.nl, d.nefc, d.ntree_awake,
+                               d.nbody_awake, d.nv_awake, d.time, d.energy, d.qpos, d.qvel, d.act,
+                               d.qacc_warmstart, d.ctrl, d.qfrc_applied, d.qacc, d.act_dot, d.nacon, d.overflow,
+                               self._step_count, self._push_next, self._push_left, self._prev_action,
+                               self._ep_acc, self._rng])
+            return
         if self._cpu is None:
             mjw.reset_data(self.m, d, self._reset)
         else:  # the same state, only the fields the C engine's backend uses, none when no world is done

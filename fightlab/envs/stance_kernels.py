@@ -1,6 +1,6 @@
 """The stance task's warp kernels, launched by `StanceEnv` (mujoco_warp's argument groups):
 `pre_step`, `contact_check`, `post_step` (checks, reward, accumulators and counters, each in its
-own `wp.func`), `reset_worlds`, `observe`, `observe_privileged`; `TaskParams`, and the index
+own `wp.func`), `reset_worlds` (its `reset_task`), `observe`, `observe_privileged`; `TaskParams`, and the index
 constants of the layouts that `fightlab.envs.stance`'s docstring lists.
 """
 
@@ -367,6 +367,52 @@ def post_step(
                 reset_out)
 
 
+@wp.func
+def reset_task(
+    worldid: int,
+    # Model:
+    key_qpos: wp.array[float],
+    ctrl_stance: wp.array[float],
+    act_qadr: wp.array[int],
+    # In:
+    task: TaskParams,
+    seed: int,
+    stagger: int,
+    # Data out:
+    qpos_out: wp.array2d[float],
+    qvel_out: wp.array2d[float],
+    ctrl_out: wp.array2d[float],
+    # Out:
+    step_count_out: wp.array[int],
+    push_next_out: wp.array[float],
+    push_left_out: wp.array[int],
+    prev_action_out: wp.array2d[float],
+    ep_acc_out: wp.array2d[float],
+    rng_out: wp.array[int],
+):
+    """World ``worldid``'s new episode: the keyframe with noise on the actuated joints, the stance
+    controls, a staggered or zero step count, the next push time, the accumulators cleared."""
+    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
+    rng_out[worldid] = rng_out[worldid] + 1
+    noise = task.init_noise
+    for i in range(qpos_out.shape[1]):
+        qpos_out[worldid, i] = key_qpos[i]
+    for i in range(act_qadr.shape[0]):
+        qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
+        ctrl_out[worldid, i] = ctrl_stance[i]
+        prev_action_out[worldid, i] = 0.0
+    for i in range(qvel_out.shape[1]):
+        qvel_out[worldid, i] = 0.0
+    if stagger:
+        step_count_out[worldid] = int(wp.randf(state, 0.0, float(task.episode_steps)))
+    else:
+        step_count_out[worldid] = 0
+    push_next_out[worldid] = wp.randf(state, task.push_interval_lo, task.push_interval_hi)
+    push_left_out[worldid] = 0
+    for k in range(ep_acc_out.shape[1]):
+        ep_acc_out[worldid, k] = 0.0
+
+
 @wp.kernel
 def reset_worlds(
     # Model:
@@ -393,25 +439,8 @@ def reset_worlds(
     worldid = wp.tid()
     if not reset_in[worldid]:
         return
-    state = wp.rand_init(seed, worldid * 7919 + rng_out[worldid] * 104729 + 1)
-    rng_out[worldid] = rng_out[worldid] + 1
-    noise = task.init_noise
-    for i in range(qpos_out.shape[1]):
-        qpos_out[worldid, i] = key_qpos[i]
-    for i in range(act_qadr.shape[0]):
-        qpos_out[worldid, act_qadr[i]] = key_qpos[act_qadr[i]] + wp.randf(state, -noise, noise)
-        ctrl_out[worldid, i] = ctrl_stance[i]
-        prev_action_out[worldid, i] = 0.0
-    for i in range(qvel_out.shape[1]):
-        qvel_out[worldid, i] = 0.0
-    if stagger:
-        step_count_out[worldid] = int(wp.randf(state, 0.0, float(task.episode_steps)))
-    else:
-        step_count_out[worldid] = 0
-    push_next_out[worldid] = wp.randf(state, task.push_interval_lo, task.push_interval_hi)
-    push_left_out[worldid] = 0
-    for k in range(ep_acc_out.shape[1]):
-        ep_acc_out[worldid, k] = 0.0
+    reset_task(worldid, key_qpos, ctrl_stance, act_qadr, task, seed, stagger, qpos_out, qvel_out, ctrl_out,
+               step_count_out, push_next_out, push_left_out, prev_action_out, ep_acc_out, rng_out)
 
 
 @wp.kernel

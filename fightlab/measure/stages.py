@@ -112,8 +112,9 @@ _TABLE: dict[str, tuple[str, ...]] = {
         "_next_position", "_next_time_builder__locals___next_time",
     ),
     "env": (
-        # fightlab.envs.stance_kernels
+        # fightlab.envs.stance_kernels, fightlab.envs.reset (the masked reset in one launch)
         "pre_step", "contact_check", "post_step", "reset_worlds", "observe", "observe_privileged",
+        "reset_data_and_task",
         "reset_data__locals__reset_xfrc_applied", "reset_data__locals__reset_M",
         "reset_data__locals__reset_mocap", "reset_data__locals__reset_contact",
         "reset_data__locals__reset_sleep", "reset_data__locals__reset_nworld",
