@@ -21,11 +21,33 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   exit 1
 fi
 
+# room to install: .venv is about 2.3 GB and pip unpacks each wheel beside it; a disk that fills
+# mid-install leaves a half-made .venv behind pip's OSError. `need_disk` runs before each step that
+# writes there (the venv, a torch install, pip) and refuses in one line below SETUP_MIN_FREE_GB GiB
+# free (default 4; 0 turns the check off). A `df` that fails or prints no number skips the check.
+MIN_FREE_GB="${SETUP_MIN_FREE_GB:-4}"
+if ! [[ "$MIN_FREE_GB" =~ ^[0-9]{1,7}$ ]]; then
+  echo "[setup] error: SETUP_MIN_FREE_GB must be a whole number of GiB from 0 to 9999999, got '$MIN_FREE_GB'" >&2
+  exit 2
+fi
+MIN_FREE_GB=$((10#$MIN_FREE_GB))  # decimal, leading zeros and all
+need_disk() {  # need_disk WHAT: exit 1 when the disk of the repository has too little room for WHAT
+  local free_kib
+  [ "$MIN_FREE_GB" -gt 0 ] || return 0
+  free_kib="$(df -Pk "$ROOT" 2>/dev/null | awk 'NR == 2 {print $4}' || true)"
+  [[ "$free_kib" =~ ^[0-9]{1,15}$ ]] || return 0
+  if [ "$free_kib" -lt $((MIN_FREE_GB * 1024 * 1024)) ]; then
+    echo "[setup] error: $((free_kib / 1024)) MiB free on the disk of $ROOT; $1 needs about ${MIN_FREE_GB} GiB (free some space, or set SETUP_MIN_FREE_GB)" >&2
+    exit 1
+  fi
+}
+
 if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
     echo "[setup] error: $("$PYTHON" --version 2>&1) is too old; fightlab needs Python >= 3.11" >&2
     exit 1
   fi
+  need_disk "creating $VENV"
   say "creating $VENV with $("$PYTHON" --version 2>&1)"
   "$PYTHON" -m venv "$VENV"
 else
@@ -75,6 +97,7 @@ fi
 
 # Editable installs from pyproject.toml need pip >= 21.3; upgrade pip only if it is older.
 if ! "$PY" -c 'import sys, pip; v = tuple(int(x) for x in pip.__version__.split(".")[:2]); sys.exit(0 if v >= (21, 3) else 1)' 2>/dev/null; then
+  need_disk "upgrading pip"
   say "pip in $VENV is older than 21.3: upgrading pip"
   "$PY" -m pip install --upgrade pip
 fi
@@ -106,28 +129,14 @@ PYEOF
 torch_cpu_build() {  # the installed torch is a CPU-only build (+cpu)
   "$PY" -c 'import sys, importlib.metadata as m; sys.exit(0 if m.version("torch").endswith("+cpu") else 1)' 2>/dev/null
 }
-# room for pip: .venv is about 2.3 GB and pip unpacks each wheel beside it; a disk that fills
-# mid-install leaves a half-made .venv behind pip's OSError. Checked only when pip will run
-# (SETUP_MIN_FREE_GB, default 4, sets the bar; 0 turns the check off).
-MIN_FREE_GB="${SETUP_MIN_FREE_GB:-4}"
-if ! [[ "$MIN_FREE_GB" =~ ^[0-9]+$ ]]; then
-  echo "[setup] error: SETUP_MIN_FREE_GB must be a whole number of GiB, got '$MIN_FREE_GB'" >&2
-  exit 2
-fi
-if [ "${FORCE:-0}" = "1" ] || [ "$want" != "$have" ] || ! installed_here || { [ -n "$TORCH_PIN" ] && ! torch_pinned; }; then
-  free_kib="$(df -Pk "$VENV" 2>/dev/null | awk 'NR == 2 {print $4}')"
-  if [[ "$free_kib" =~ ^[0-9]+$ ]] && [ "$free_kib" -lt $((MIN_FREE_GB * 1024 * 1024)) ]; then
-    echo "[setup] error: $((free_kib / 1024)) MiB free on the disk of $VENV; installing needs about ${MIN_FREE_GB} GiB (free some space, or set SETUP_MIN_FREE_GB)" >&2
-    exit 1
-  fi
-fi
-
 if [ -n "$TORCH_PIN" ] && nvidia-smi -L >/dev/null 2>&1 && torch_cpu_build; then
   # a .venv made on a CPU machine, now on a GPU one: PyPI's CUDA build of the same pin
+  need_disk "torch's CUDA build"
   say "an NVIDIA GPU here but torch is a CPU build: reinstalling $TORCH_PIN from PyPI (the CUDA build)"
   "$PY" -m pip install --force-reinstall --no-deps "$TORCH_PIN"
 fi
 if [ -n "$TORCH_PIN" ] && [ "${TORCH_CPU:-auto}" != "0" ] && ! nvidia-smi -L >/dev/null 2>&1 && ! torch_pinned; then
+  need_disk "installing torch"
   if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' "$CPU_INDEX" 2>/dev/null; then
     say "no NVIDIA GPU here: $TORCH_PIN, CPU build, from $CPU_INDEX (TORCH_CPU=0: PyPI's CUDA build)"
     "$PY" -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX" \
@@ -140,6 +149,7 @@ fi
 if [ "${FORCE:-0}" != "1" ] && [ "$want" = "$have" ] && installed_here; then
   say "fightlab already installed and pyproject.toml and extras [$EXTRAS] unchanged: skipping pip install (FORCE=1 to redo)"
 else
+  need_disk "installing fightlab and its dependencies"
   say "pip install -e '.[$EXTRAS]' (pinned versions from pyproject.toml)"
   "$PY" -m pip install -e ".[$EXTRAS]"
   echo "$want" > "$STAMP"

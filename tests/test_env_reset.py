@@ -77,6 +77,11 @@ def test_a_rollout_with_resets_is_the_same_bit_for_bit():
     assert all(np.array_equal(sa[k], sb[k]) for k in sa)
 
 
+def test_fused_reset_takes_a_bool_only():
+    with pytest.raises(ValueError, match="fused_reset must be True or False, got 'no'"):
+        StanceEnv("simple", 2, "cpu", fused_reset="no")
+
+
 def test_models_with_fields_it_does_not_write_keep_reset_data():
     """A mocap body, an equality constraint, a sensor: named (the env would keep MuJoCo Warp's
     reset_data); both bodies take the fused reset."""

@@ -13,7 +13,7 @@ import warp as wp
 from fightlab.bodies import build
 from fightlab.kernels import newton as N
 from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
-from fightlab.kernels.newton_rank1 import MAX_FLIPS, extra_floats
+from fightlab.kernels.newton_rank1 import MAX_FLIPS, extra_floats, sort_func
 from fightlab.measure import newton as NM
 from fightlab.sim import physics
 
@@ -78,9 +78,12 @@ def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
     assert sum(e["counts"]["refusals"]) > 0, e["counts"]
     _assert_equal_to_stock(e)
     m, d = physics.put(mjm, 1, physics.Slots(None, None, "given"), "cpu")
-    for bad in (1.0, -0.1):
-        with pytest.raises(ValueError, match="rtol must be in"):
+    for bad in (1.0, -0.1, float("nan"), True, "0.5", None, [0.5]):
+        with pytest.raises(ValueError, match="rtol must be a number in"):
             N.newton_solve(m, d, fixes=UPDATE, rtol=bad)
+    for bad in (iter(UPDATE), set(UPDATE), "tree"):  # an iterator would be used up by the check
+        with pytest.raises(ValueError, match="fixes must be a tuple"):
+            N.newton_solve(m, d, fixes=bad)
 
 
 def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
@@ -102,6 +105,7 @@ def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
     for bad in (-1, MAX_FLIPS + 1, 2.0, True):
         with pytest.raises(ValueError, match="max_flips must be an int in"):
             N.newton_solve(m, d, fixes=UPDATE, max_flips=bad)
+    N.solve_kernel(m, fixes=UPDATE, rtol=np.float32(0.5), max_flips=np.int64(2))  # numpy scalars are numbers
 
 
 def test_a_rollout_with_the_rank1_path_stays_with_mujoco_warp(cpu_blocks):
@@ -166,3 +170,48 @@ def test_the_forward_table_holds_each_gradient_term_once_by_height():
                     assert written.get(ib, -1) < lv  # y_k final before it is used
                     terms.add((k, a))
         assert len(terms) == len(kk)
+
+
+def test_the_flip_list_is_sorted_updates_first_then_by_row():
+    """The order the rank-1 changes are applied in does not depend on the order the atomics
+    listed them: updates (+) before downdates (-), each by row, exactly (row indices near 1e8
+    would tie in float32 arithmetic; the comparison does none)."""
+    cap = 64
+    sort = sort_func(cap)
+
+    @wp.kernel
+    def run(vals: wp.array[float], n: int, out: wp.array[float]):
+        sh = wp.tile_empty(shape=cap, dtype=float, storage="shared")
+        for i in range(n):
+            sh[3 + i] = vals[i]
+        sort(sh, 3, n)
+        for i in range(n):
+            out[i] = sh[3 + i]
+
+    rng = np.random.default_rng(0)
+    cases = [np.array([-3, -1, -2, 5, 4], np.float32)]  # neighbouring downdates: float keys would tie
+    for n in (0, 1, 2, 8):
+        rows = rng.choice(np.arange(1, 5000), n, replace=False)
+        cases.append((rows * rng.choice([-1, 1], n)).astype(np.float32))
+    for vals in cases:
+        n = len(vals)
+        out = wp.zeros(max(n, 1), dtype=float, device="cpu")
+        wp.launch_tiled(run, dim=(1,), inputs=[wp.array(np.r_[vals, [0.0]], dtype=float, device="cpu"), n],
+                        outputs=[out], block_dim=1, device="cpu")
+        want = sorted(vals.tolist(), key=lambda v: (v < 0, abs(v)))
+        assert out.numpy()[:n].tolist() == want, (vals, out.numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not wp.is_cuda_available(), reason="needs a CUDA GPU (runs in the recorded GPU check)")
+@pytest.mark.parametrize("name", ["simple", "muscular-fast", "tree"])
+def test_cuda_rank1_path_equals_mujoco_warp(name):
+    """On CUDA, where a block's 64 threads really run at once (the CPU's fibers switch only at
+    barriers, so a missing barrier cannot show there): every seed's solve with the switch within
+    the bounds, updates taken, over 64 worlds."""
+    mjm, slots = _model(name)
+    for seed in range(3):
+        e = NM.solve_errors(mjm, nworld=64, seed=seed, device="cuda:0", slots=slots, noise=0.2, nsteps=5,
+                            fixes=UPDATE + ("matvec",), stage_clock=True)
+        _assert_equal_to_stock(e)
+        assert sum(e["counts"]["updates"]) > 0, e["counts"]

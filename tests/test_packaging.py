@@ -231,6 +231,42 @@ def test_setup_refuses_to_install_on_a_full_disk(tmp_path):
     err = [ln for ln in r.stderr.splitlines() if "[setup] error" in ln]
     assert len(err) == 1 and "300 MiB free" in err[0] and "4 GiB" in err[0], r.stderr
     assert "pip install -e" not in r.stdout and "Traceback" not in r.stderr
+    assert not (tmp_path / "repo/.venv").exists()  # refused before the venv was made
     r = subprocess.run(["bash", f"{repo}/scripts/setup.sh"], capture_output=True, text=True, timeout=300,
                        env={**env, "SETUP_MIN_FREE_GB": "lots"})
-    assert r.returncode == 2 and "SETUP_MIN_FREE_GB must be a whole number of GiB, got 'lots'" in r.stderr
+    assert r.returncode == 2 and "SETUP_MIN_FREE_GB must be a whole number of GiB from 0 to 9999999, got 'lots'" in r.stderr
+
+
+@pytest.mark.parametrize("value,free_mib,code,words", [
+    (None, 300, 1, "300 MiB free on the disk of /tmp; x needs about 4 GiB"),
+    ("08", 300, 1, "x needs about 8 GiB"),              # decimal, not octal
+    ("010", 9 * 1024, 1, "x needs about 10 GiB"),
+    ("0", 300, 0, None),                                 # the check off
+    ("4", 5 * 1024, 0, None),
+    ("99999999999999999999", 300, 2, "from 0 to 9999999, got '99999999999999999999'"),
+    ("-1", 300, 2, "got '-1'"),
+    ("4", "fail", 0, None),                              # a df that fails skips the check, not the setup
+])
+def test_the_disk_check_reads_its_bar_in_decimal_and_survives_a_failing_df(tmp_path, value, free_mib, code, words):
+    """setup.sh's ``need_disk`` on its own (the block cut from the script), with a fake ``df``."""
+    text = (ROOT / "scripts/setup.sh").read_text()
+    block = re.search(r'^MIN_FREE_GB=.*?^need_disk\(\).*?^}$', text, re.S | re.M)
+    assert block, "setup.sh's disk check (MIN_FREE_GB=..., need_disk) not found"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    body = "exit 1" if free_mib == "fail" else (f"echo 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                                                f"echo '/dev/x 999999999 1 {free_mib * 1024} 1% /'")
+    (bin_ / "df").write_text(f"#!/bin/bash\n{body}\n")
+    (bin_ / "df").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "SETUP_MIN_FREE_GB"}
+    if value is not None:
+        env["SETUP_MIN_FREE_GB"] = value
+    script = "set -euo pipefail\nROOT=/tmp\n" + block.group(0) + '\nneed_disk "x"\necho PASSED\n'
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                       env={**env, "PATH": f"{bin_}:{os.environ['PATH']}"})
+    assert r.returncode == code, r.stdout + r.stderr
+    if code == 0:
+        assert "PASSED" in r.stdout and not r.stderr
+    else:
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("[setup] error: ") and words in lines[0], lines

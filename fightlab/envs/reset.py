@@ -45,70 +45,18 @@ def fused_reset_support(m: Any) -> str | None:
     return None
 
 
-@wp.kernel
-def reset_data_and_task(
-    # Model:
-    nq: int,
-    nv: int,
-    nu: int,
-    na: int,
-    nbody: int,
-    ntree: int,
-    qpos0: wp.array2d[float],
-    body_mocapid: wp.array[int],
-    body_treeid: wp.array[int],
-    key_qpos: wp.array[float],
-    ctrl_stance: wp.array[float],
-    act_qadr: wp.array[int],
-    # In:
-    task: TaskParams,
-    seed: int,
-    stagger: int,
-    reset_in: wp.array[bool],
-    # Data out:
-    xfrc_applied_out: wp.array2d[wp.spatial_vector],
-    M_out: wp.array2d[float],
-    tree_asleep_out: wp.array2d[int],
-    tree_awake_out: wp.array2d[int],
-    body_awake_out: wp.array2d[int],
-    body_awake_ind_out: wp.array2d[int],
-    dof_awake_ind_out: wp.array2d[int],
-    solver_niter_out: wp.array[int],
-    ne_out: wp.array[int],
-    nf_out: wp.array[int],
-    nl_out: wp.array[int],
-    nefc_out: wp.array[int],
-    ntree_awake_out: wp.array[int],
-    nbody_awake_out: wp.array[int],
-    nv_awake_out: wp.array[int],
-    time_out: wp.array[float],
-    energy_out: wp.array[wp.vec2],
-    qpos_out: wp.array2d[float],
-    qvel_out: wp.array2d[float],
-    act_out: wp.array2d[float],
-    qacc_warmstart_out: wp.array2d[float],
-    ctrl_out: wp.array2d[float],
-    qfrc_applied_out: wp.array2d[float],
-    qacc_out: wp.array2d[float],
-    act_dot_out: wp.array2d[float],
-    nacon_out: wp.array[int],
-    overflow_out: wp.array[int],
-    # Out (the task's):
-    step_count_out: wp.array[int],
-    push_next_out: wp.array[float],
-    push_left_out: wp.array[int],
-    prev_action_out: wp.array2d[float],
-    ep_acc_out: wp.array2d[float],
-    rng_out: wp.array[int],
-):
-    worldid = wp.tid()
-    if not reset_in[worldid]:
-        return
-    for b in range(nbody):  # reset_xfrc_applied
+@wp.func
+def _reset_arrays(worldid: int, nv: int, nbody: int, ntree: int, body_mocapid: wp.array[int],
+                  body_treeid: wp.array[int], xfrc_applied_out: wp.array2d[wp.spatial_vector],
+                  M_out: wp.array2d[float], tree_asleep_out: wp.array2d[int], tree_awake_out: wp.array2d[int],
+                  body_awake_out: wp.array2d[int], body_awake_ind_out: wp.array2d[int],
+                  dof_awake_ind_out: wp.array2d[int]):
+    """``reset_data``'s reset_xfrc_applied, reset_M and reset_sleep for world ``worldid``."""
+    for b in range(nbody):
         xfrc_applied_out[worldid, b] = wp.spatial_vector(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    for e in range(M_out.shape[1]):  # reset_M
+    for e in range(M_out.shape[1]):
         M_out[worldid, e] = 0.0
-    for e in range(wp.max(ntree, wp.max(nbody, nv))):  # reset_sleep
+    for e in range(wp.max(ntree, wp.max(nbody, nv))):
         if e < ntree:
             tree_asleep_out[worldid, e] = -(1 + _MINAWAKE)
             tree_awake_out[worldid, e] = 1
@@ -120,7 +68,20 @@ def reset_data_and_task(
             body_awake_ind_out[worldid, e] = e
         if e < nv:
             dof_awake_ind_out[worldid, e] = e
-    solver_niter_out[worldid] = 0  # reset_nworld
+
+
+@wp.func
+def _reset_world(worldid: int, nq: int, nv: int, nu: int, na: int, nbody: int, ntree: int, qpos0: wp.array2d[float],
+                 solver_niter_out: wp.array[int], ne_out: wp.array[int], nf_out: wp.array[int], nl_out: wp.array[int],
+                 nefc_out: wp.array[int], ntree_awake_out: wp.array[int], nbody_awake_out: wp.array[int],
+                 nv_awake_out: wp.array[int], time_out: wp.array[float], energy_out: wp.array[wp.vec2],
+                 qpos_out: wp.array2d[float], qvel_out: wp.array2d[float], act_out: wp.array2d[float],
+                 qacc_warmstart_out: wp.array2d[float], ctrl_out: wp.array2d[float],
+                 qfrc_applied_out: wp.array2d[float], qacc_out: wp.array2d[float], act_dot_out: wp.array2d[float],
+                 nacon_out: wp.array[int], overflow_out: wp.array[int]):
+    """``reset_data``'s reset_nworld for world ``worldid`` (the fields of models that
+    :func:`fused_reset_support` takes)."""
+    solver_niter_out[worldid] = 0
     if worldid == 0:
         nacon_out[0] = 0
     ne_out[worldid] = 0
@@ -146,5 +107,35 @@ def reset_data_and_task(
         act_out[worldid, i] = 0.0
         act_dot_out[worldid, i] = 0.0
     overflow_out[worldid] = 0
+
+
+@wp.kernel
+def reset_data_and_task(
+    # Model:
+    nq: int, nv: int, nu: int, na: int, nbody: int, ntree: int, qpos0: wp.array2d[float], body_mocapid: wp.array[int],
+    body_treeid: wp.array[int], key_qpos: wp.array[float], ctrl_stance: wp.array[float], act_qadr: wp.array[int],
+    # In:
+    task: TaskParams, seed: int, stagger: int, reset_in: wp.array[bool],
+    # Data out:
+    xfrc_applied_out: wp.array2d[wp.spatial_vector], M_out: wp.array2d[float], tree_asleep_out: wp.array2d[int],
+    tree_awake_out: wp.array2d[int], body_awake_out: wp.array2d[int], body_awake_ind_out: wp.array2d[int],
+    dof_awake_ind_out: wp.array2d[int], solver_niter_out: wp.array[int], ne_out: wp.array[int], nf_out: wp.array[int],
+    nl_out: wp.array[int], nefc_out: wp.array[int], ntree_awake_out: wp.array[int], nbody_awake_out: wp.array[int],
+    nv_awake_out: wp.array[int], time_out: wp.array[float], energy_out: wp.array[wp.vec2], qpos_out: wp.array2d[float],
+    qvel_out: wp.array2d[float], act_out: wp.array2d[float], qacc_warmstart_out: wp.array2d[float],
+    ctrl_out: wp.array2d[float], qfrc_applied_out: wp.array2d[float], qacc_out: wp.array2d[float],
+    act_dot_out: wp.array2d[float], nacon_out: wp.array[int], overflow_out: wp.array[int],
+    # Out (the task's):
+    step_count_out: wp.array[int], push_next_out: wp.array[float], push_left_out: wp.array[int],
+    prev_action_out: wp.array2d[float], ep_acc_out: wp.array2d[float], rng_out: wp.array[int],
+):
+    worldid = wp.tid()
+    if not reset_in[worldid]:
+        return
+    _reset_arrays(worldid, nv, nbody, ntree, body_mocapid, body_treeid, xfrc_applied_out, M_out, tree_asleep_out,
+                  tree_awake_out, body_awake_out, body_awake_ind_out, dof_awake_ind_out)
+    _reset_world(worldid, nq, nv, nu, na, nbody, ntree, qpos0, solver_niter_out, ne_out, nf_out, nl_out, nefc_out,
+                 ntree_awake_out, nbody_awake_out, nv_awake_out, time_out, energy_out, qpos_out, qvel_out, act_out,
+                 qacc_warmstart_out, ctrl_out, qfrc_applied_out, qacc_out, act_dot_out, nacon_out, overflow_out)
     reset_task(worldid, key_qpos, ctrl_stance, act_qadr, task, seed, stagger, qpos_out, qvel_out, ctrl_out,
                step_count_out, push_next_out, push_left_out, prev_action_out, ep_acc_out, rng_out)

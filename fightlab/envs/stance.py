@@ -125,7 +125,9 @@ class StanceEnv:
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
         # the masked reset in one launch (`envs.reset`) where it writes every field reset_data does
-        self.fused_reset = bool(fused_reset) and self.backend == "gpu" and fused_reset_support(self.m) is None
+        if not isinstance(fused_reset, bool):
+            raise ValueError(f"fused_reset must be True or False, got {fused_reset!r}")
+        self.fused_reset = fused_reset and self.backend == "gpu" and fused_reset_support(self.m) is None
         if self.newton_kernel:  # what ran, and which build of the kernel (its fixes change over time)
             self.engine_solver["solver_loop"] = "single_launch"
             self.engine_solver["newton_build"] = list(built_fixes(self.m))

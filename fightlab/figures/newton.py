@@ -56,12 +56,14 @@ def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def variant_label(params: dict) -> str:
     """A stage row's kernel variant as drawn: its fixes as a comma list where the row says
-    "default" (the build of its day), and " (default)" after the variant whose fixes are today's
+    "default" (the build of its day), or "all" of a day whose fixes were not today's
+    ``newton_hessian.FIXES``; " (default)" after the variant whose fixes are today's
     ``newton_hessian.DEFAULT_FIXES``."""
-    from fightlab.kernels.newton_hessian import DEFAULT_FIXES
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
-    fixes = tuple(params.get("fixes") or ())
-    name = ",".join(fixes) if params.get("variant") == "default" else str(params.get("variant"))
+    fixes, variant = tuple(params.get("fixes") or ()), params.get("variant")
+    dated = variant == "default" or (variant == "all" and fixes != FIXES)
+    name = ",".join(fixes) if dated else str(variant)
     return f"{name} (default)" if fixes == DEFAULT_FIXES else name
 
 

@@ -92,10 +92,10 @@ from mujoco_warp._src import types as mjw_types
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
-from fightlab.kernels._smem import shared_accessors
 from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
 from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, prepare_func, rebuild_func, refactor_func
-from fightlab.kernels.newton_rank1 import FORWARD_SLOT, MAX_FLIPS, RTOL, extra_floats, list_update_func, path_func
+from fightlab.kernels.newton_rank1 import (FORWARD_SLOT, MAX_FLIPS, RTOL, count_funcs, extra_floats, list_update_func,
+                                           path_func)
 from fightlab.kernels.newton_tree import depth_schedule, level_schedule, rows_are_chains
 
 __all__ = ["BLOCK_DIM", "SHARED_MAX", "built_fixes", "newton_support", "newton_solve", "shared_floats", "solve_kernel",
@@ -135,17 +135,14 @@ def shared_floats(nv: int, update: bool = False, scratch: int = 0) -> int:
 @functools.cache
 def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tuple = (RTOL, MAX_FLIPS)):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
-    after a step α with noise floor ``floor``, then, when a row changed state or the step was
-    noise (``fresh`` 1): with "update" in ``fixes`` and ≤ ``rank1[1]`` flipped rows after a real
-    step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, refusal bound ``rank1[0]``; a
-    refactorization if it refuses),
-    else a rebuild (:func:`newton_hessian.rebuild_func`); otherwise the fast path
-    (:func:`newton_rows.stale`)."""
+    after a step α with noise floor ``floor``; when a row changed state or the step was noise
+    (``fresh`` 1) a rebuild (:func:`newton_hessian.rebuild_func`), or with "update" and ≤ ``rank1[1]``
+    flipped rows after a real step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, refusal
+    bound ``rank1[0]``; a refactorization if it refuses); else the fast path (``newton_rows.stale``)."""
     rebuild, upd = rebuild_func(capacity, profile, fixes), "update" in fixes
     prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
     list_update, path = list_update_func(capacity), path_func(capacity, profile, "depth" in fixes, rank1[0])
-    max_flips = int(rank1[1])
-    _ld, _st = shared_accessors(capacity)
+    max_flips, (read_count, clear_count) = int(rank1[1]), count_funcs(capacity)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -173,12 +170,10 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tu
                             M_elemid, M_in, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
                             efc_force_out, efc_state_out, grad, search, qfrc_constraint_out, prof)
                 return vec5(r[0], r[1], r[2], 1.0, 1.0)
-            o_cnt = (((nv + 1) * (nv + 2)) >> 1) + nv
-            nflip = int(_ld(sh, o_cnt))  # every thread reads it before prepare's barriers
+            nflip = read_count(sh, nv)  # every thread reads it before prepare's barriers
             grad_dot = prepare(worldid, tid, nthread, nv, nefc, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr,
                                J_colind, J, efc_force_out, grad, qfrc_constraint_out, prof)
-            if tid == 0:
-                _st(sh, o_cnt, 0.0)  # for the next update's list
+            clear_count(sh, tid, nv)  # for the next update's list
             p = wp.vec3(0.0)
             if nflip <= max_flips and wp.abs(alpha) >= floor:
                 p = path(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, plan, J_rownnz,
@@ -244,13 +239,10 @@ def _iteration_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1:
 @functools.cache
 def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fixes: tuple[str, ...] = FIXES,
             rank1: tuple = (RTOL, MAX_FLIPS)):
-    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock,
-    ``fixes`` and the rank-1 path's (refusal bound, most flips) ``rank1`` (one kernel each). ``launch_bounds``: 8
-    blocks of 64 per SM, one wave of 1024 worlds on 132 SMs (uncapped: 168 registers, 5 blocks,
-    two waves); without "bounds", the first build's 5."""
-    update, iteration, (start, mark, _count) = (_update_func(capacity, profile, fixes, rank1),
-                                                _iteration_func(capacity, profile, fixes, rank1), C.marker(profile))
-    upd, (_ld, _st) = "update" in fixes, shared_accessors(capacity)
+    """The solve for ``capacity`` shared floats, ``block_dim`` threads per world, the stage clock, ``fixes``
+    and the rank-1 path's (rtol, max_flips) ``rank1``, one kernel each; registers capped for 8 blocks of 64 per SM."""
+    update, iteration = _update_func(capacity, profile, fixes, rank1), _iteration_func(capacity, profile, fixes, rank1)
+    (start, mark, _count), clear_count = C.marker(profile), count_funcs(capacity, "update" in fixes)[1]
     (inertia_scale, start_solve, _mv_jv), bounds = matvec_funcs(capacity, "matvec" in fixes, "update" in fixes), (
         block_dim, max(1, (_MIN_THREADS if "bounds" in fixes else _FIRST_THREADS) // block_dim))
 
@@ -271,17 +263,14 @@ def _kernel(capacity: int, block_dim: int = BLOCK_DIM, profile: bool = False, fi
         grad: wp.array2d[float], search: wp.array2d[float], mv: wp.array2d[float],
         Jaref: wp.array2d[float], jv: wp.array2d[float], no_rows: wp.array2d[float],
         # Data out:
-        qacc_out: wp.array2d[float], qfrc_constraint_out: wp.array2d[float], efc_force_out: wp.array2d[float],
-        efc_state_out: wp.array2d[int], efc_Ma_out: wp.array2d[float], solver_niter_out: wp.array[int],
-        overflow_out: wp.array[int], prof: wp.array2d[wp.int64],
+        qacc_out: wp.array2d[float], qfrc_constraint_out: wp.array2d[float], efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
+        efc_Ma_out: wp.array2d[float], solver_niter_out: wp.array[int], overflow_out: wp.array[int], prof: wp.array2d[wp.int64],
     ):
         worldid, tid = wp.tid()
         nthread = wp.block_dim()
         start(prof, worldid, tid)
         sh = wp.tile_empty(shape=capacity, dtype=float, storage="shared")
-        if wp.static(upd):
-            if tid == 0:  # the flip count, before the first update's list (barriers come first)
-                _st(sh, (((nv + 1) * (nv + 2)) >> 1) + nv, 0.0)
+        clear_count(sh, tid, nv)  # the flip count, before the first update's list (barriers come first)
         nefc, ne, nf = wp.min(njmax, nefc_in[worldid]), ne_in[worldid], nf_in[worldid]
         tolerance, ls_tolerance = R.per_world(opt_tolerance, worldid), R.per_world(opt_ls_tolerance, worldid)
         scale = inertia_scale(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_in)
@@ -385,7 +374,7 @@ def _qacc_mode(m: Any, d: Any) -> int:
 
 def _check_fixes(fixes: Any) -> None:
     """ValueError unless ``fixes`` is a tuple (or list) of names in :data:`newton_hessian.FIXES`."""
-    if isinstance(fixes, str) or not set(fixes) <= set(FIXES):
+    if not isinstance(fixes, (tuple, list)) or not set(fixes) <= set(FIXES):
         raise ValueError(f"fixes must be a tuple, a subset of {FIXES}, got {fixes!r}")
 
 
@@ -414,14 +403,14 @@ def solve_kernel(m: Any, block_dim: int = BLOCK_DIM, profile: bool = False,
     :func:`built_fixes` (``rtol``: the rank-1 path's refusal bound, :data:`newton_rank1.RTOL`;
     ``max_flips``: the most flipped rows it takes, 0 … :data:`newton_rank1.MAX_FLIPS`). Raises
     ValueError for unknown fixes, an ``rtol`` outside [0, 1) or a ``max_flips`` out of range."""
-    if not 0.0 <= rtol < 1.0:
-        raise ValueError(f"rtol must be in [0, 1), got {rtol!r}")
-    if isinstance(max_flips, bool) or not isinstance(max_flips, int) or not 0 <= max_flips <= MAX_FLIPS:
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating)) or not 0.0 <= rtol < 1.0:
+        raise ValueError(f"rtol must be a number in [0, 1), got {rtol!r}")
+    if isinstance(max_flips, bool) or not isinstance(max_flips, (int, np.integer)) or not 0 <= max_flips <= MAX_FLIPS:
         raise ValueError(f"max_flips must be an int in [0, {MAX_FLIPS}], got {max_flips!r}")
     built = built_fixes(m, fixes)
     scratch = _plan(m)[1] if "matvec" in built else 0
     return _kernel(shared_floats(m.nv, "update" in built, scratch), block_dim, profile, built,
-                   (float(rtol), max_flips))
+                   (float(rtol), int(max_flips)))
 
 
 def newton_solve(m: Any, d: Any, block_dim: int = BLOCK_DIM, stage_clock: Any = None,

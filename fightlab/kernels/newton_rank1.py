@@ -34,7 +34,8 @@ from fightlab.kernels._smem import shared_accessors
 from fightlab.kernels.newton_hessian import search_sums_func
 from fightlab.kernels.newton_tree import back_func, forward_func
 
-__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "extra_floats", "list_update_func", "path_func"]
+__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "count_funcs", "extra_floats", "list_update_func", "path_func",
+           "sort_func"]
 
 #: flipped rows the path takes at most (more: a rebuild). A row's update is one barrier per DOF
 #: of its chain (≤ 25 on muscular-fast); a refactorization 89 barriers with up to 324 items each
@@ -81,6 +82,28 @@ def _increment_func(capacity: int):
 
 
 @functools.cache
+def count_funcs(capacity: int, on: bool = True):
+    """``(read, clear)``: ``read(sh, nv) -> int`` the flip count, ``clear(sh, tid, nv)`` thread 0
+    zeroes it (the caller places the barriers); with ``on`` False, 0 and nothing (no rank-1 path)."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def read(sh: Tile, nv: int) -> int:
+        if wp.static(on):
+            return int(_ld(sh, (((nv + 1) * (nv + 2)) >> 1) + nv))
+        return 0
+
+    @wp.func
+    def clear(sh: Tile, tid: int, nv: int):
+        if wp.static(on):
+            if tid == 0:
+                _st(sh, (((nv + 1) * (nv + 2)) >> 1) + nv, 0.0)
+
+    return read, clear
+
+
+@functools.cache
 def list_update_func(capacity: int):
     """``update(sh, worldid, tid, nthread, nv, ne, nf, nefc, ...) -> changed``: the constraint
     update of ``newton_rows.update_constraint`` that also lists the rows whose quadratic state
@@ -114,15 +137,20 @@ def list_update_func(capacity: int):
 
 
 @functools.cache
-def _sort_func(capacity: int):
-    """``sort(sh, o_list, n)``: the list in its fixed order (updates, then downdates, each by row);
-    one thread."""
+def sort_func(capacity: int):
+    """``sort(sh, o_list, n)``: the n entries from ``o_list`` on in their fixed order (updates, then
+    downdates, each by row: the same rank-1 changes in the same order whatever order the atomics
+    listed them in); one thread."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def key(v: float) -> float:
-        return wp.where(v > 0.0, v, 1.0e8 - v)
+    def after(u: float, v: float) -> bool:
+        """Entry u goes after v: a downdate after an update, else the higher row (exact: no
+        arithmetic on the entries, which are ±(row + 1))."""
+        if (u > 0.0) != (v > 0.0):
+            return u < 0.0
+        return wp.abs(u) > wp.abs(v)
 
     @wp.func
     def sort(sh: Tile, o_list: int, n: int):
@@ -131,7 +159,7 @@ def _sort_func(capacity: int):
             j = i - 1
             while j >= 0:
                 u = _ld(sh, o_list + j)
-                if key(u) <= key(v):
+                if not after(u, v):
                     break
                 _st(sh, o_list + j + 1, u)
                 j -= 1
@@ -141,12 +169,9 @@ def _sort_func(capacity: int):
 
 
 @functools.cache
-def _flips_func(capacity: int, rtol: float):
-    """``flips(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> ok``: the listed rows'
-    rank-1 changes applied to the factor in the tile; False when a downdate was refused (the
-    factor is then half-changed: the caller refactors)."""
+def _load_w_func(capacity: int):
+    """``load_w(sh, worldid, tid, nthread, o_w, r, kd, M_*, J_*, efc_D_in)``."""
     _ld, _st = shared_accessors(capacity)
-    sort = _sort_func(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
@@ -165,6 +190,59 @@ def _flips_func(capacity: int, rtol: float):
         for i in range(tid, J_rownnz[worldid, r], nthread):
             _st(sh, o_w + J_colind[worldid, 0, adr + i], sd * J[worldid, 0, adr + i])
         _sync_threads()
+
+    return load_w
+
+
+@functools.cache
+def _chain_func(capacity: int, rtol: float):
+    """``chain(sh, tid, nthread, o_w, kd, sigma, M_*) -> ok``."""
+    _ld, _st = shared_accessors(capacity)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def chain(sh: Tile, tid: int, nthread: int, o_w: int, kd: int, sigma: float, M_rownnz: wp.array[int],
+              M_rowadr: wp.array[int], M_colind: wp.array[int]) -> bool:
+        """One row's update, DOF kd to the root (GGMS C1; one barrier per step with p ≠ 0);
+        False, after a barrier, when a downdated pivot falls to rtol of its old value or below."""
+        s = sigma
+        k = kd
+        while k >= 0:
+            rowk = (k * (k + 1)) >> 1
+            na = M_rownnz[k] - 1
+            aadr = M_rowadr[k]
+            p = _ld(sh, o_w + k)
+            if p != 0.0:
+                d = _ld(sh, rowk + k)
+                d_new = d + s * p * p
+                if not (d_new > rtol * d):
+                    _sync_threads()  # every thread has read d and p before the caller overwrites the tile
+                    return False
+                beta = s * p / d_new
+                s = s * d / d_new
+                for i in range(tid, na, nthread):  # k's ancestors: distinct entries, one thread each
+                    a = M_colind[aadr + i]
+                    l_ka = _ld(sh, rowk + a) / d
+                    wa = _ld(sh, o_w + a) - p * l_ka
+                    _st(sh, o_w + a, wa)
+                    _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
+                _sync_threads()
+                if tid == 0:  # after the barrier: every thread has read d
+                    _st(sh, rowk + k, d_new)
+            k = wp.where(na > 0, M_colind[aadr + wp.max(na - 1, 0)], -1)
+        return True
+
+    return chain
+
+
+@functools.cache
+def _flips_func(capacity: int, rtol: float):
+    """``flips(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> ok``: the listed rows'
+    rank-1 changes applied to the factor in the tile; False when a downdate was refused (the
+    factor is then half-changed: the caller refactors)."""
+    _ld, _st = shared_accessors(capacity)
+    sort, load_w, chain = sort_func(capacity), _load_w_func(capacity), _chain_func(capacity, rtol)
+    Tile = wp.tile[float, capacity]
 
     @wp.func
     def flips(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nflip: int, M_rownnz: wp.array[int],
@@ -186,31 +264,8 @@ def _flips_func(capacity: int, rtol: float):
             if kd >= 0:
                 load_w(sh, worldid, tid, nthread, o_w, r, kd, M_rownnz, M_rowadr, M_colind, J_rownnz, J_rowadr,
                        J_colind, J, efc_D_in)
-            s = wp.where(v > 0.0, 1.0, -1.0)
-            k = kd
-            while k >= 0:
-                rowk = (k * (k + 1)) >> 1
-                na = M_rownnz[k] - 1
-                aadr = M_rowadr[k]
-                p = _ld(sh, o_w + k)
-                if p != 0.0:
-                    d = _ld(sh, rowk + k)
-                    d_new = d + s * p * p
-                    if not (d_new > rtol * d):
-                        _sync_threads()  # every thread has read d and p before the caller overwrites the tile
-                        return False
-                    beta = s * p / d_new
-                    s = s * d / d_new
-                    for i in range(tid, na, nthread):  # k's ancestors: distinct entries, one thread each
-                        a = M_colind[aadr + i]
-                        l_ka = _ld(sh, rowk + a) / d
-                        wa = _ld(sh, o_w + a) - p * l_ka
-                        _st(sh, o_w + a, wa)
-                        _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
-                    _sync_threads()
-                    if tid == 0:  # after the barrier: every thread has read d
-                        _st(sh, rowk + k, d_new)
-                k = wp.where(na > 0, M_colind[aadr + wp.max(na - 1, 0)], -1)
+            if not chain(sh, tid, nthread, o_w, kd, wp.where(v > 0.0, 1.0, -1.0), M_rownnz, M_rowadr, M_colind):
+                return False
         _sync_threads()
         return True
 
