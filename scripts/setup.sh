@@ -37,7 +37,7 @@ need_disk() {  # need_disk WHAT: exit 1 when the disk of the repository has too 
   free_kib="$(df -Pk "$ROOT" 2>/dev/null | awk 'NR == 2 {print $4}' || true)"
   [[ "$free_kib" =~ ^[0-9]{1,15}$ ]] || return 0
   if [ "$free_kib" -lt $((MIN_FREE_GB * 1024 * 1024)) ]; then
-    echo "[setup] error: $((free_kib / 1024)) MiB free on the disk of $ROOT; $1 needs about ${MIN_FREE_GB} GiB (free some space, or set SETUP_MIN_FREE_GB)" >&2
+    echo "[setup] error: $((free_kib / 1024)) MiB free on the disk of $ROOT; $1 needs about ${MIN_FREE_GB} GiB (free some space, or set SETUP_MIN_FREE_GB: a lower bar in GiB, 0 for none)" >&2
     exit 1
   fi
 }

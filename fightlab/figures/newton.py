@@ -12,6 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from fightlab.figures import style as plots
+from fightlab.measure.newton_stages import variant_label
 
 __all__ = ["timed_rows", "stage_rows", "variant_label", "plot_newton_time", "draw_newton_time"]
 
@@ -52,19 +53,6 @@ def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
     sums = [{g: sum(v for s, v in c.items() if _STAGE_GROUPS.get(s, "other") == g) for g in groups}
             for c in df["cycles"]]
     return pd.concat([df.reset_index(drop=True), pd.DataFrame(sums)], axis=1).sort_values(["body", "nfix"])
-
-
-def variant_label(params: dict) -> str:
-    """A stage row's kernel variant as drawn: its fixes as a comma list where the row says
-    "default" (the build of its day), or "all" of a day whose fixes were not today's
-    ``newton_hessian.FIXES``; " (default)" after the variant whose fixes are today's
-    ``newton_hessian.DEFAULT_FIXES``."""
-    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
-
-    fixes, variant = tuple(params.get("fixes") or ()), params.get("variant")
-    dated = variant == "default" or (variant == "all" and fixes != FIXES)
-    name = ",".join(fixes) if dated else str(variant)
-    return f"{name} (default)" if fixes == DEFAULT_FIXES else name
 
 
 def plot_newton_time(df: pd.DataFrame, title: str = ""):

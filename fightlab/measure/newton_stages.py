@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stage_cycles", "stage_row", "newton_row", "variant_row", "format_table", "main"]
+__all__ = ["stage_cycles", "stage_row", "newton_row", "variant_row", "variant_label", "format_table", "main"]
 
 
 def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu", seed: int = 0,
@@ -77,6 +77,19 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     nefc = np.concatenate(nefc)
     out.update(nefc_median=float(np.median(nefc)), nefc_max=int(nefc.max()), nv=int(m.nv), built=list(built))
     return out
+
+
+def variant_label(params: dict) -> str:
+    """A stage row's kernel variant as drawn: its fixes as a comma list where the row says
+    "default" (the build of its day), or "all" of a day whose fixes were not today's
+    ``newton_hessian.FIXES``; " (default)" after the variant whose fixes are today's
+    ``newton_hessian.DEFAULT_FIXES``."""
+    from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
+
+    fixes, variant = tuple(params.get("fixes") or ()), params.get("variant")
+    dated = variant == "default" or (variant == "all" and fixes != FIXES)
+    name = ",".join(fixes) if dated else str(variant)
+    return f"{name} (default)" if fixes == DEFAULT_FIXES else name
 
 
 def variant_fixes(variant: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from fightlab.measure.newton_stages import _num, newton_row, variant_fixes, variant_row
+from fightlab.measure.newton_stages import _num, newton_row, variant_fixes, variant_label, variant_row
 
 __all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
            "own_profile", "kernel_facts", "correctness", "error_failures",
@@ -331,15 +331,16 @@ def speed_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Stages as rows, one column per single-launch row's (body, nworld, variant): median cycles
-    per world's solve, in thousands, from ``params.stage_cycles``; then the total."""
+    """Stages as rows, one column per single-launch row's (body, nworld, variant; a variant named
+    as :func:`newton_stages.variant_label` names it, by the fixes it had on its day): median
+    cycles per world's solve, in thousands, from ``params.stage_cycles``; then the total."""
     from fightlab.kernels.stage_clock import STAGES
 
     cols = {}
     for r in rows.itertuples():
         p = json.loads(r.params)
         if "stage_cycles" in p:
-            cols[f"{r.body} ×{r.nworld} [{p['variant']}]"] = {**p["stage_cycles"], "total": r.solve_cycles_median}
+            cols[f"{r.body} ×{r.nworld} [{variant_label(p)}]"] = {**p["stage_cycles"], "total": r.solve_cycles_median}
     return (pd.DataFrame(cols).reindex([*STAGES, "total"]) / 1e3).round(1) if cols else pd.DataFrame()
 
 
