@@ -99,5 +99,21 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture
+def cpu_blocks(monkeypatch):
+    """Run warp's CPU blocks as cooperative fibers (real barriers), restored afterwards."""
+    import warp as wp
+
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+
+
+def newton_model(name: str):
+    """(MuJoCo model, slots) of a fightlab body, or of "tree": the held-out contact tree
+    (`fightlab.measure.newton_study.model_of`)."""
+    from fightlab.measure.newton_study import MODELS, model_of
+
+    return model_of(MODELS[0] if name == "tree" else name)
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_TMP, ignore_errors=True)  # the suite's own temporary folder, made above

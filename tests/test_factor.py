@@ -27,12 +27,6 @@ from fightlab.sim import physics
 SLOTS = physics.slots_for("muscular-fast")
 
 
-@pytest.fixture
-def cpu_blocks(monkeypatch):
-    """Run CPU blocks with 64 cooperative fibers (real barriers), restored afterwards."""
-    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-
-
 @pytest.fixture(scope="module")
 def humanoid():
     return bodies.build("muscular-fast")

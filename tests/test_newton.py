@@ -23,6 +23,7 @@ import warp as wp
 import mujoco_warp as mjw
 from mujoco_warp._src import solver as mjw_solver
 
+from conftest import newton_model
 from fightlab.bodies import build
 from fightlab.kernels import newton as N
 from fightlab.measure import newton as NM
@@ -31,22 +32,11 @@ from fightlab.sim import physics
 TOL = 1e-4
 
 
-@pytest.fixture
-def cpu_blocks(monkeypatch):
-    """Run CPU blocks with cooperative fibers (real barriers), restored afterwards."""
-    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-
-
-def _model(name: str):
-    if name == "tree":
-        return NM.contact_tree_model(16, seed=0), None
-    return build(name), physics.slots_for(name)
-
 
 @pytest.mark.parametrize("name", ["simple", "muscular-fast", "tree"])
 @pytest.mark.parametrize("seed,noise", [(0, 0.05), (1, 0.2)])
 def test_one_solve_equals_mujoco_warp(name, seed, noise, cpu_blocks):
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     e = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5)
     print(name, {k: v for k, v in e.items()})
     assert sum(e["nefc"]) > 0, e
@@ -65,7 +55,7 @@ def test_the_held_out_tree_is_single_tree_with_contacts_and_limits():
 
 @pytest.mark.parametrize("name", ["simple", "tree"])
 def test_rollout_100_steps(name, cpu_blocks):
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     e = NM.rollout_errors(mjm, nworld=2, nsteps=100, seed=1, slots=slots)
     print(name, e["qpos_new_stock"], e["qpos_ulp_stock"], e["nefc_max"])
     assert e["nefc_max"] > 0
@@ -210,7 +200,7 @@ def _builds_agree(name: str, fixes_a: tuple, fixes_b: tuple):
     build: the same row states and iteration counts, qacc within float32 rounding. Returns (m, d)."""
     import numpy as np
 
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     m, d = physics.put(mjm, 2, slots or physics.Slots(None, None, "given"), "cpu")
     for _ in range(40):
         mjw.step(m, d)

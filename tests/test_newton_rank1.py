@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import warp as wp
 
+from conftest import newton_model
 from fightlab.bodies import build
 from fightlab.kernels import newton as N
 from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
@@ -19,17 +20,6 @@ from fightlab.sim import physics
 
 TOL = 1e-4
 UPDATE = DEFAULT_FIXES + ("update",)
-
-
-@pytest.fixture
-def cpu_blocks(monkeypatch):
-    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-
-
-def _model(name: str):
-    if name == "tree":
-        return NM.contact_tree_model(16, seed=0), None
-    return build(name), physics.slots_for(name)
 
 
 def _assert_equal_to_stock(e: dict) -> None:
@@ -45,7 +35,7 @@ def test_the_rank1_path_equals_mujoco_warp_and_replaces_rebuilds(name, seed, noi
     """Each body, a state whose steps flip rows (rows entering the quadratic state, and in the
     tree's seed 0 rows leaving it: downdates): the update path runs (counted) in place of some
     rebuilds, nothing refused, and the solve equals MuJoCo Warp's within float32 rounding."""
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     e = NM.solve_errors(mjm, nworld=3, seed=seed, slots=slots, noise=noise, nsteps=5, fixes=UPDATE, stage_clock=True)
     print(name, e["counts"])
     _assert_equal_to_stock(e)
@@ -61,7 +51,7 @@ def test_the_rank1_path_equals_mujoco_warp_and_replaces_rebuilds(name, seed, noi
 def test_the_rank1_path_with_matvec_keeps_the_factor(name, cpu_blocks):
     """"matvec"'s chunk sums go past the rank-1 region: with both, the updates still run and the
     solve equals MuJoCo Warp's (sums written over the factor would break it)."""
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     e = NM.solve_errors(mjm, nworld=3, seed=1, slots=slots, noise=0.2, nsteps=5, fixes=UPDATE + ("matvec",),
                         stage_clock=True)
     _assert_equal_to_stock(e)
@@ -71,7 +61,7 @@ def test_the_rank1_path_with_matvec_keeps_the_factor(name, cpu_blocks):
 def test_a_refused_downdate_falls_back_to_a_refactorization(cpu_blocks):
     """``rtol`` near 1 refuses downdates midway: the half-changed factor is rebuilt, and the solve
     still equals MuJoCo Warp's."""
-    mjm, slots = _model("tree")
+    mjm, slots = newton_model("tree")
     e = NM.solve_errors(mjm, nworld=3, seed=0, slots=slots, noise=0.05, nsteps=5, fixes=UPDATE, stage_clock=True,
                         rtol=0.99999)
     print(e["counts"])
@@ -91,7 +81,7 @@ def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
     no update); 2: only steps with ≤ 2 flips are updated (in this state fewer than with the
     default 8: most steps flip 2–4 rows); the solve equals MuJoCo Warp's either way. Out-of-range
     values are refused."""
-    mjm, slots = _model("tree")
+    mjm, slots = newton_model("tree")
     kw = dict(nworld=3, seed=1, slots=slots, noise=0.2, nsteps=5, fixes=UPDATE, stage_clock=True)
     base = NM.solve_errors(mjm, **(kw | {"fixes": DEFAULT_FIXES}))["counts"]
     runs = {k: NM.solve_errors(mjm, **kw, max_flips=k) for k in (0, 2, MAX_FLIPS)}
@@ -110,7 +100,7 @@ def test_more_flips_than_the_path_takes_rebuild(cpu_blocks):
 
 def test_a_rollout_with_the_rank1_path_stays_with_mujoco_warp(cpu_blocks):
     """100 steps of the held-out tree with the switch on: within 10x a one-ulp nudge's drift."""
-    mjm, slots = _model("tree")
+    mjm, slots = newton_model("tree")
     e = NM.rollout_errors(mjm, nworld=2, nsteps=100, seed=1, slots=slots, fixes=UPDATE)
     assert e["nefc_max"] > 0
     assert e["qpos_new_stock"] <= max(10.0 * e["qpos_ulp_stock"], 5e-5), e
@@ -209,7 +199,7 @@ def test_cuda_rank1_path_equals_mujoco_warp(name):
     """On CUDA, where a block's 64 threads really run at once (the CPU's fibers switch only at
     barriers, so a missing barrier cannot show there): every seed's solve with the switch within
     the bounds, updates taken, over 64 worlds."""
-    mjm, slots = _model(name)
+    mjm, slots = newton_model(name)
     for seed in range(3):
         e = NM.solve_errors(mjm, nworld=64, seed=seed, device="cuda:0", slots=slots, noise=0.2, nsteps=5,
                             fixes=UPDATE + ("matvec",), stage_clock=True)

@@ -93,7 +93,7 @@ from fightlab.kernels import newton_rows as R
 from fightlab.kernels import stage_clock as C
 from fightlab.kernels.linesearch import block_sum2, linesearch_func
 from fightlab.kernels.newton_matvec import matvec_funcs, mulm_chunks
-from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, prepare_func, rebuild_func, refactor_func
+from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES, prepare_func, refactor_func
 from fightlab.kernels.newton_rank1 import (FORWARD_SLOT, MAX_FLIPS, RTOL, count_funcs, extra_floats, list_update_func,
                                            path_func)
 from fightlab.kernels.newton_tree import depth_schedule, level_schedule, rows_are_chains
@@ -136,13 +136,14 @@ def shared_floats(nv: int, update: bool = False, scratch: int = 0) -> int:
 def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tuple = (RTOL, MAX_FLIPS)):
     """``update(...) -> (|grad|², |search|², newton_decrement, σ, fresh)``: the constraint update
     after a step α with noise floor ``floor``; when a row changed state or the step was noise
-    (``fresh`` 1) a rebuild (:func:`newton_hessian.rebuild_func`), or with "update" and ≤ ``rank1[1]``
-    flipped rows after a real step the rank-1 path (:mod:`fightlab.kernels.newton_rank1`, refusal
-    bound ``rank1[0]``; a refactorization if it refuses); else the fast path (``newton_rows.stale``)."""
-    rebuild, upd = rebuild_func(capacity, profile, fixes), "update" in fixes
+    (``fresh`` 1) qfrc_constraint and the gradient (:func:`newton_hessian.prepare_func`), then with
+    "update" and ≤ ``rank1[1]`` flipped rows after a real step the rank-1 path
+    (:mod:`fightlab.kernels.newton_rank1`, refusal bound ``rank1[0]``), else (or when it refuses) H
+    rebuilt and refactored (:func:`newton_hessian.refactor_func`); else the fast path (``newton_rows.stale``)."""
+    upd = "update" in fixes
     prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
     list_update, path = list_update_func(capacity), path_func(capacity, profile, "depth" in fixes, rank1[0])
-    max_flips, (read_count, clear_count) = int(rank1[1]), count_funcs(capacity)
+    max_flips, (read_count, clear_count) = int(rank1[1]), count_funcs(capacity, upd)
     _start, mark, _count = C.marker(profile)
     Tile = wp.tile[float, capacity]
 
@@ -165,19 +166,15 @@ def _update_func(capacity: int, profile: bool, fixes: tuple[str, ...], rank1: tu
         changed = block_sum2(wp.vec2(local, 0.0))[0]  # a reduction: also the barrier
         mark(prof, worldid, tid, _S_UPDATE)
         if changed > 0.0 or wp.abs(alpha) < floor:
-            if wp.static(not upd):
-                r = rebuild(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
-                            M_elemid, M_in, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in,
-                            efc_force_out, efc_state_out, grad, search, qfrc_constraint_out, prof)
-                return vec5(r[0], r[1], r[2], 1.0, 1.0)
             nflip = read_count(sh, nv)  # every thread reads it before prepare's barriers
             grad_dot = prepare(worldid, tid, nthread, nv, nefc, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr,
                                J_colind, J, efc_force_out, grad, qfrc_constraint_out, prof)
             clear_count(sh, tid, nv)  # for the next update's list
             p = wp.vec3(0.0)
-            if nflip <= max_flips and wp.abs(alpha) >= floor:
-                p = path(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, plan, J_rownnz,
-                         J_rowadr, J_colind, J, efc_D_in, grad, search, prof)
+            if wp.static(upd):
+                if nflip <= max_flips and wp.abs(alpha) >= floor:
+                    p = path(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, plan, J_rownnz,
+                             J_rowadr, J_colind, J, efc_D_in, grad, search, prof)
             if p[0] == 0.0:
                 q = refactor(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
                              M_elemid, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_state_out, grad, search,

@@ -21,7 +21,7 @@ from fightlab.kernels._smem import shared_accessors, shared_atomic_add
 from fightlab.kernels.linesearch import block_sum2
 from fightlab.kernels.newton_tree import tree_solve_func
 
-__all__ = ["DEFAULT_FIXES", "FIXES", "prepare_func", "rebuild_func", "refactor_func", "search_sums_func"]
+__all__ = ["DEFAULT_FIXES", "FIXES", "prepare_func", "refactor_func", "search_sums_func"]
 
 #: the kernel's fixes of its first CUDA build, each switchable for an A/B in one call: "bounds"
 #: registers capped for 8 blocks of 64 per SM (:mod:`fightlab.kernels.newton`), "scatter" M
@@ -371,30 +371,3 @@ def refactor_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] =
         return factor_solve(sh, worldid, tid, nthread, nv, M_rownnz, M_rowadr, M_colind, plan, grad, search, prof)
 
     return refactor
-
-
-@functools.cache
-def rebuild_func(capacity: int, profile: bool = False, fixes: tuple[str, ...] = FIXES):
-    """``rebuild(...) -> (|grad|², |search|², newton_decrement)``: after the constraint update
-    and a barrier, qfrc_constraint, the gradient, the Hessian and the search direction (the
-    stages of ``_update_constraint`` and ``_update_gradient``: :func:`prepare_func`, then
-    :func:`refactor_func`), for a shared tile of ``capacity`` floats."""
-    prepare, refactor = prepare_func(profile), refactor_func(capacity, profile, fixes)
-    Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def rebuild(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nefc: int, M_rownnz: wp.array[int],
-                M_rowadr: wp.array[int], M_hinit_i: wp.array[int],
-                M_colind: wp.array[int], plan: wp.array[int], M_elemid: wp.array2d[int], M_in: wp.array2d[float],
-                qfrc_smooth_in: wp.array2d[float], efc_Ma_in: wp.array2d[float], J_rownnz: wp.array2d[int], J_rowadr: wp.array2d[int],
-                J_colind: wp.array3d[int], J: wp.array3d[float], efc_D_in: wp.array2d[float],
-                efc_force_in: wp.array2d[float], efc_state_in: wp.array2d[int], grad: wp.array2d[float],
-                search: wp.array2d[float], qfrc_constraint_out: wp.array2d[float],
-                prof: wp.array2d[wp.int64]) -> wp.vec3:
-        grad_dot = prepare(worldid, tid, nthread, nv, nefc, qfrc_smooth_in, efc_Ma_in, J_rownnz, J_rowadr, J_colind,
-                           J, efc_force_in, grad, qfrc_constraint_out, prof)
-        sums = refactor(sh, worldid, tid, nthread, nv, nefc, M_rownnz, M_rowadr, M_hinit_i, M_colind, plan,
-                        M_elemid, M_in, J_rownnz, J_rowadr, J_colind, J, efc_D_in, efc_state_in, grad, search, prof)
-        return wp.vec3(grad_dot, sums[0], sums[1])
-
-    return rebuild

@@ -10,7 +10,7 @@ threads, each chunk's loads independent (unrolled), partial sums in the shared t
 row's chunks summed in order; the diagonal is gathered in parallel into the shared tile and
 summed there in DOF order (the same sum, bit for bit). The shared tile is free at these points:
 H is rebuilt from scratch after them (with the rank-1 path, which keeps the factor, the partial
-sums go past its region: :func:`scratch_offset`). Sums of M·x come in another order than MuJoCo Warp's
+sums go past its region: ``newton_rank1.scratch_offset``). Sums of M·x come in another order than MuJoCo Warp's
 (within float32 rounding, tests/test_newton.py).
 """
 
@@ -23,22 +23,15 @@ from mujoco_warp._src import types as mjw_types
 
 from fightlab.kernels import newton_rows as R
 from fightlab.kernels._smem import shared_accessors
-from fightlab.kernels.newton_rank1 import MAX_FLIPS
+from fightlab.kernels.newton_rank1 import scratch_offset
 
-__all__ = ["CHUNK", "mulm_chunks", "matvec_funcs", "scratch_offset"]
+__all__ = ["CHUNK", "mulm_chunks", "matvec_funcs"]
 
 #: entries of M's CSR a chunk holds at most (its loads unrolled, independent)
 CHUNK = 8
 
 _MINVAL = float(mjw_types.MJ_MINVAL)
 _sync_threads = R.sync_threads
-
-
-@wp.func
-def scratch_offset(nv: int) -> int:
-    """First tile float past the triangle, its gradient row and the rank-1 path's region
-    (``w``, the flip count and list: :func:`fightlab.kernels.newton_rank1.extra_floats`)."""
-    return (((nv + 1) * (nv + 2)) >> 1) + nv + 1 + MAX_FLIPS
 
 
 def mulm_chunks(mulm_rowadr: np.ndarray) -> np.ndarray:
@@ -61,7 +54,7 @@ def _mv_jv_func(capacity: int, chunks: bool, after_update: bool = False):
     """``mv_jv(sh, worldid, tid, nthread, nv, nefc, plan, M_mulm_*, M_in, J_*, x_in, mx_out, jx_out,
     jx_minus)``: M·x in chunks (``chunks``) or a row per thread, then J·x - jx_minus;
     ``after_update``: the chunks' partial sums past the rank-1 path's region
-    (:func:`scratch_offset`), where they leave the factor it keeps."""
+    (``newton_rank1.scratch_offset``), where they leave the factor it keeps."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 

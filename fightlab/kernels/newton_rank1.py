@@ -34,8 +34,8 @@ from fightlab.kernels._smem import shared_accessors
 from fightlab.kernels.newton_hessian import search_sums_func
 from fightlab.kernels.newton_tree import back_func, forward_func
 
-__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "count_funcs", "extra_floats", "list_update_func", "path_func",
-           "sort_func"]
+__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "count_funcs", "count_offset", "extra_floats", "list_update_func",
+           "path_func", "scratch_offset", "sort_func", "w_offset"]
 
 #: flipped rows the path takes at most (more: a rebuild). A row's update is one barrier per DOF
 #: of its chain (≤ 25 on muscular-fast); a refactorization 89 barriers with up to 324 items each
@@ -57,6 +57,25 @@ _sync_threads = R.sync_threads
 def extra_floats(nv: int) -> int:
     """Shared floats the path needs past the triangle: ``w``, the count and the list."""
     return nv + 1 + MAX_FLIPS
+
+
+@wp.func
+def w_offset(nv: int) -> int:
+    """First tile float of ``w``: past the packed triangle and its gradient row."""
+    return ((nv + 1) * (nv + 2)) >> 1
+
+
+@wp.func
+def count_offset(nv: int) -> int:
+    """The flip count's tile float (the list follows it)."""
+    return w_offset(nv) + nv
+
+
+@wp.func
+def scratch_offset(nv: int) -> int:
+    """First tile float past the rank-1 region (:func:`extra_floats` of them), where other stages'
+    scratch leaves the factor and the list alone."""
+    return count_offset(nv) + 1 + MAX_FLIPS
 
 
 _INC = """
@@ -91,14 +110,14 @@ def count_funcs(capacity: int, on: bool = True):
     @wp.func
     def read(sh: Tile, nv: int) -> int:
         if wp.static(on):
-            return int(_ld(sh, (((nv + 1) * (nv + 2)) >> 1) + nv))
+            return int(_ld(sh, count_offset(nv)))
         return 0
 
     @wp.func
     def clear(sh: Tile, tid: int, nv: int):
         if wp.static(on):
             if tid == 0:
-                _st(sh, (((nv + 1) * (nv + 2)) >> 1) + nv, 0.0)
+                _st(sh, count_offset(nv), 0.0)
 
     return read, clear
 
@@ -118,7 +137,7 @@ def list_update_func(capacity: int):
                efc_D_in: wp.array2d[float], efc_frictionloss_in: wp.array2d[float], Jaref_in: wp.array2d[float],
                efc_force_out: wp.array2d[float], efc_state_out: wp.array2d[int],
                qfrc_constraint_out: wp.array2d[float]) -> float:
-        o_cnt = (((nv + 1) * (nv + 2)) >> 1) + nv
+        o_cnt = count_offset(nv)
         for dofid in range(tid, nv, nthread):
             qfrc_constraint_out[worldid, dofid] = 0.0
         changed = float(0.0)
@@ -249,8 +268,7 @@ def _flips_func(capacity: int, rtol: float):
               M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
               J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
               efc_D_in: wp.array2d[float]) -> bool:
-        o_w = ((nv + 1) * (nv + 2)) >> 1
-        o_list = o_w + nv + 1
+        o_w, o_list = w_offset(nv), count_offset(nv) + 1
         if tid == 0:
             sort(sh, o_list, nflip)
         for f in range(nflip):

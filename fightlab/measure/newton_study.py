@@ -28,7 +28,7 @@ import pandas as pd
 
 from fightlab.measure.newton_stages import _num, newton_row, variant_fixes, variant_label, variant_row
 
-__all__ = ["MODELS", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
+__all__ = ["MODELS", "model_of", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
            "own_profile", "kernel_facts", "correctness", "error_failures",
            "step_time", "stage_profile", "run_body", "error_row", "newton_row", "stage_table", "error_table",
            "speed_table"]
@@ -187,7 +187,7 @@ def kernel_facts(body: str) -> dict:
     from fightlab.kernels.stage_clock import STAGES
     from fightlab.sim import physics
 
-    mjm, slots = _model(body)
+    mjm, slots = model_of(body)
     m, _ = physics.put(mjm, 1, slots or physics.Slots(None, None, "given"), "cpu", qacc_smooth=False,
                        solver_loop="unrolled")
     return dict(body=body, nv=int(m.nv), threads_per_world=N.BLOCK_DIM, shared_floats=N.shared_floats(m.nv),
@@ -197,8 +197,8 @@ def kernel_facts(body: str) -> dict:
 
 # --- correctness ----------------------------------------------------------------------------------
 
-def _model(body: str):
-    """(MuJoCo model, slots): a fightlab body, or a name of :data:`MODELS`."""
+def model_of(body: str):
+    """(MuJoCo model, slots): a fightlab body, or a name of :data:`MODELS` (slots None: the model's own)."""
     from fightlab.bodies import build
     from fightlab.measure import newton as NM
     from fightlab.sim import physics
@@ -217,7 +217,7 @@ def correctness(body: str, device: str = "cpu", nworld: int = 3, seed: int = 0, 
     errors; rollout drift in m or rad) and ``niter`` / ``nefc`` lists."""
     from fightlab.measure import newton as NM
 
-    mjm, slots = _model(body)
+    mjm, slots = model_of(body)
     with cpu_blocks(device):
         e = NM.solve_errors(mjm, nworld=nworld, seed=seed, device=device, nsteps=5, slots=slots, noise=noise)
         r = (NM.rollout_errors(mjm, nworld=2, nsteps=rollout_steps, seed=seed + 1, device=device, slots=slots,
