@@ -65,9 +65,9 @@ rows dealt to the threads (:mod:`fightlab.kernels.newton_matvec`). The per-world
 its row evaluations imported). After a step, H is rebuilt and refactored whenever a row changed
 state (or the step was below the line search's noise floor), in place of MuJoCo Warp's ±D·JᵀJ
 update (with the switch "update", after a real step with a few flipped rows, the factor is
-changed by one rank-1 update per row instead: :mod:`fightlab.kernels.newton_rank1`); otherwise the stable fast path as MuJoCo Warp's: search kept, grad scaled by σ - α, no
-factorization, qfrc_constraint recovered as Ma - qfrc_smooth - σ·grad at the end. Equal to
-MuJoCo Warp's up to float32 rounding (``tests/test_newton.py`` says how close). An instrumented
+changed by one rank-1 update per row instead: :mod:`fightlab.kernels.newton_rank1`); otherwise
+the stable fast path as MuJoCo Warp's: search kept, grad scaled by σ - α, no factorization,
+qfrc_constraint recovered as Ma - qfrc_smooth - σ·grad at the end. Equal to MuJoCo Warp's up to float32 rounding (``tests/test_newton.py`` says how close). An instrumented
 build (``stage_clock``, :mod:`fightlab.kernels.stage_clock`) records the cycles of each stage.
 
 Not taken (:func:`newton_support` names the first reason; the caller falls back to MuJoCo
