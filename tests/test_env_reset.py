@@ -77,9 +77,11 @@ def test_a_rollout_with_resets_is_the_same_bit_for_bit():
     assert all(np.array_equal(sa[k], sb[k]) for k in sa)
 
 
-def test_fused_reset_takes_a_bool_only():
-    with pytest.raises(ValueError, match="fused_reset must be True or False, got 'no'"):
-        StanceEnv("simple", 2, "cpu", fused_reset="no")
+@pytest.mark.parametrize("flag", ["fused_reset", "tree_factor"])
+def test_env_switches_take_a_bool_only(flag):
+    """A string such as "no" is truthy: refused, before the model is built."""
+    with pytest.raises(ValueError, match=f"{flag} must be True or False, got 'no'"):
+        StanceEnv("simple", 2, "cpu", **{flag: "no"})
 
 
 def test_models_with_fields_it_does_not_write_keep_reset_data():

@@ -53,6 +53,12 @@ def test_the_held_out_tree_is_single_tree_with_contacts_and_limits():
     assert m.is_sparse and N.newton_support(m) is None
 
 
+def test_a_state_over_its_constraint_slots_is_named_not_indexed():
+    """40 hinges on the floor give more rows than the default njmax: one line naming both."""
+    with pytest.raises(ValueError, match=r"world \d+ has nefc \d+ over njmax 64"):
+        NM.solve_errors(NM.contact_tree_model(40), nworld=2, device="cpu")
+
+
 @pytest.mark.parametrize("name", ["simple", "tree"])
 def test_rollout_100_steps(name, cpu_blocks):
     mjm, slots = newton_model(name)

@@ -101,6 +101,9 @@ class StanceEnv:
                  mjmodel: mujoco.MjModel | None = None, tree_factor: bool = True,
                  backend: str = "gpu", threads: int | None = None, privileged: bool = False,
                  solver_loop: str = "auto", fused_reset: bool = True):
+        for flag, value in (("tree_factor", tree_factor), ("fused_reset", fused_reset)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be True or False, got {value!r}")
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)
@@ -121,12 +124,10 @@ class StanceEnv:
         from fightlab.kernels.factor import active_variant, use_tree_factor
         from fightlab.kernels.newton import built_fixes, use_newton
 
-        self.tree_factor = bool(tree_factor) and use_tree_factor(self.m)
+        self.tree_factor = tree_factor and use_tree_factor(self.m)
         self.tree_factor_variant = active_variant(self.m)  # "shared" / "global" / None
         self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
         # the masked reset in one launch (`envs.reset`) where it writes every field reset_data does
-        if not isinstance(fused_reset, bool):
-            raise ValueError(f"fused_reset must be True or False, got {fused_reset!r}")
         self.fused_reset = fused_reset and self.backend == "gpu" and fused_reset_support(self.m) is None
         if self.newton_kernel:  # what ran, and which build of the kernel (its fixes change over time)
             self.engine_solver["solver_loop"] = "single_launch"

@@ -78,9 +78,15 @@ def two_tree_model() -> mujoco.MjModel:
 def solve_inputs(m: Any, d: Any) -> list[dict]:
     """What a solve reads, per world, as float64 numpy: M (dense, nv×nv), J (dense, nefc×nv), D,
     aref, qfrc_smooth, the start qacc (qacc_warmstart: run_qacc_smooth off), ne, nf, and the
-    options (tolerance, ls_tolerance, iterations, ls_iterations)."""
+    options (tolerance, ls_tolerance, iterations, ls_iterations).
+
+    Raises ValueError when a world's nefc is over the Data's njmax (its rows were not written)."""
     elemid = m.M_elemid.numpy()
     Mflat, nefc = d.M.numpy(), d.nefc.numpy()
+    if int(nefc.max(initial=0)) > d.njmax:
+        w = int(nefc.argmax())
+        raise ValueError(f"world {w} has nefc {int(nefc[w])} over njmax {d.njmax}: give the model more "
+                         "constraint slots (njmax)")
     rownnz, rowadr = d.efc.J_rownnz.numpy(), d.efc.J_rowadr.numpy()
     colind, Jv = d.efc.J_colind.numpy()[:, 0], d.efc.J.numpy()[:, 0]
     lower = np.maximum.outer(np.arange(m.nv), np.arange(m.nv)), np.minimum.outer(np.arange(m.nv), np.arange(m.nv))
