@@ -41,6 +41,11 @@ need_disk() {  # need_disk WHAT: exit 1 when the disk of the repository has too 
     exit 1
   fi
 }
+# `setup.sh --check-disk WHAT`: only the check (scripts/test.sh, before its .venv-survey)
+if [ "${1:-}" = "--check-disk" ]; then
+  need_disk "${2:-the install}"
+  exit 0
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then

@@ -237,6 +237,21 @@ def test_setup_refuses_to_install_on_a_full_disk(tmp_path):
     assert r.returncode == 2 and "SETUP_MIN_FREE_GB must be a whole number of GiB from 0 to 9999999, got 'lots'" in r.stderr
 
 
+def test_the_disk_check_alone_guards_the_survey_environment(tmp_path):
+    """`setup.sh --check-disk WHAT` runs only the check (no venv, no pip); test.sh runs it before it
+    makes or fills .venv-survey."""
+    repo, env = _setup_copy(tmp_path, free_kib=300 * 1024)
+    r = subprocess.run(["bash", f"{repo}/scripts/setup.sh", "--check-disk", "the survey env"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1 and "300 MiB free" in r.stderr and "the survey env needs about 4 GiB" in r.stderr
+    repo, env = _setup_copy(tmp_path / "roomy", free_kib=50 * 1024 * 1024)
+    r = subprocess.run(["bash", f"{repo}/scripts/setup.sh", "--check-disk", "x"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and r.stderr == "" and not (tmp_path / "roomy/repo/.venv").exists()
+    text = (ROOT / "scripts/test.sh").read_text()
+    assert 0 < text.index("setup.sh --check-disk") < text.index('-m venv "$SURVEY_VENV"')
+
+
 @pytest.mark.parametrize("value,free_mib,code,words", [
     (None, 300, 1, "300 MiB free on the disk of /tmp; x needs about 4 GiB"),
     ("08", 300, 1, "x needs about 8 GiB"),              # decimal, not octal
