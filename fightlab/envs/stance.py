@@ -82,7 +82,8 @@ class StanceEnv:
         its "newton_build" names the kernel's fixes, `kernels.newton.built_fixes`).
       fused_reset: the masked reset in one launch (`fightlab.envs.reset`; `self.fused_reset`
         says whether it is in use: where it writes every field MuJoCo Warp's reset_data does,
-        on MuJoCo Warp), else reset_data's six launches and the task's own.
+        on MuJoCo Warp; engine_solver["reset"] is then "fused"), else reset_data's six launches
+        and the task's own.
 
     Attributes (torch views, zero-copy on the env's device):
       obs [nworld, obs_dim] float32, reward [nworld], done [nworld], fall [nworld],
@@ -129,6 +130,8 @@ class StanceEnv:
         self.newton_kernel = solver_loop == "single_launch" and self.backend == "gpu" and use_newton(self.m) is None
         # the masked reset in one launch (`envs.reset`) where it writes every field reset_data does
         self.fused_reset = fused_reset and self.backend == "gpu" and fused_reset_support(self.m) is None
+        if self.fused_reset:  # recorded with the physics (rows' physics_engine), not a physics change
+            self.engine_solver["reset"] = "fused"
         if self.newton_kernel:  # what ran, and which build of the kernel (its fixes change over time)
             self.engine_solver["solver_loop"] = "single_launch"
             self.engine_solver["newton_build"] = list(built_fixes(self.m))
