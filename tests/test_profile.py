@@ -269,6 +269,9 @@ def test_profile_solver_loop_single_launch_on_cpu(fake_nvtx):
     assert auto.params["solver_loop"] == "unrolled" and "solver loop: unrolled" in auto.summary()
     assert one.params["solver_loop"] == "single_launch" and "solver loop: single_launch" in one.summary()
     assert one.launches_per_step <= auto.launches_per_step - 30   # 38 solve launches -> 1
+    # the rows say which build and which reset ran
+    assert one.params["newton_build"] and "newton_build" not in auto.params
+    assert one.params["reset"] == auto.params["reset"] == "fused"
     assert any(NEWTON_KERNEL in k for k in one.by_kernel["kernel"]), one.by_kernel["kernel"].tolist()
     with pytest.raises(ConfigError, match="--solver-loop must be one of"):
         P.profile("simple", solver_loop="fast", **kw)

@@ -38,8 +38,9 @@ import warp as wp
 
 import mujoco_warp as mjw
 from fightlab import bodies
-from fightlab.config import EnvConfig, validate_backend, validate_body, validate_env, validate_nworld
+from fightlab.config import EnvConfig, short_repr, validate_backend, validate_body, validate_env, validate_nworld
 from fightlab.devices import validate_device
+from fightlab.errors import ConfigError
 from fightlab.envs import stance_kernels as K
 from fightlab.envs.reference import build_table
 from fightlab.envs.reset import fused_reset_support, reset_data_and_task
@@ -90,10 +91,12 @@ class StanceEnv:
       timeout [nworld] float32 (0/1); action [nworld, nu] float32 (written by `step`);
       priv_obs [nworld, priv_dim] float32 (priv_dim = PRIV_FIXED + nv with `privileged`, else 0);
       privileged_dim: PRIV_FIXED + nv, the width `privileged` gives.
-      engine_solver: the Newton solver as the engine runs it (`sim.physics.engine_solver`).
+      engine_solver: the Newton solver as the engine runs it (`sim.physics.engine_solver`), with
+        "solver_loop" / "newton_build" for the single launch and "reset": "fused" for the fused reset.
 
     Raises:
-      ValueError: unknown body, bad nworld or device, bad config (names the value and choices).
+      ValueError (`fightlab.errors.ConfigError`): unknown body, bad nworld or device, bad config,
+        a tree_factor or fused_reset that is not True / False (names the value and choices).
     """
 
     def __init__(self, body: str = "simple", nworld: int = 1024, device: str = "cpu",
@@ -104,7 +107,7 @@ class StanceEnv:
                  solver_loop: str = "auto", fused_reset: bool = True):
         for flag, value in (("tree_factor", tree_factor), ("fused_reset", fused_reset)):
             if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be True or False, got {value!r}")
+                raise ConfigError(f"{flag} must be True or False, got {short_repr(value)}")
         self.body = validate_body(body)
         self.nworld = validate_nworld(nworld)
         self.device = validate_device(device)

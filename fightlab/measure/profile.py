@@ -287,7 +287,9 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
                   nconmax=env.slots.nconmax, njmax=env.slots.njmax,
                   factor_path=factor_kind(rec.launches), tree_factor=bool(tree_factor),
                   tree_factor_variant=env.tree_factor_variant,
-                  settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin")
+                  settle_steps=settle_steps, cuda_filter=cuda_filter if cuda_filter is not None else "kernel+builtin",
+                  # the single launch's build and the fused reset, where they ran (`StanceEnv.engine_solver`)
+                  **{k: env.engine_solver[k] for k in ("newton_build", "reset") if k in env.engine_solver})
     return ProfileResult(
         body=body, nworld=nworld, nstep=nstep, device=device, what=what, timed=timed,
         message=_message(len(records), nstep, device), by_kernel=by_kernel, by_stage=by_stage,
