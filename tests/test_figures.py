@@ -658,14 +658,16 @@ def test_packing_throughput_plots_gpu_count_only_with_rows_of_several_gpus():
 
 def test_a_stage_variant_is_named_by_what_it_had_on_its_day():
     """``variant_label``: a "default" row by its fixes (the default changes over time), an "all"
-    row of a day with fewer switches by its fixes, today's "all" as "all", and " (default)" only
-    after today's default build."""
+    row of a day with fewer switches by its fixes, today's default with switches added as
+    "default + …", and " (default)" only after today's default build."""
     from fightlab.figures.newton import variant_label
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
     old = ["bounds", "scatter", "pairs", "ldlt", "tree"]
     assert variant_label({"variant": "default", "fixes": old}) == ",".join(old)
     assert variant_label({"variant": "default", "fixes": list(DEFAULT_FIXES)}) == ",".join(DEFAULT_FIXES) + " (default)"
-    assert variant_label({"variant": "all", "fixes": list(FIXES)}) == "all"
-    assert variant_label({"variant": "all", "fixes": list(FIXES[:-1])}) == ",".join(FIXES[:-1])
+    extra = [f for f in FIXES if f not in DEFAULT_FIXES]
+    assert variant_label({"variant": "all", "fixes": list(FIXES)}) == "default + " + ",".join(extra)
+    assert variant_label({"variant": "x", "fixes": [*DEFAULT_FIXES, "update"]}) == "default + update"
+    assert variant_label({"variant": "all", "fixes": list(FIXES[:3])}) == ",".join(FIXES[:3])
     assert variant_label({"variant": "bounds,tree", "fixes": ["bounds", "tree"]}) == "bounds,tree"

@@ -83,13 +83,16 @@ def variant_label(params: dict) -> str:
     """A stage row's kernel variant as drawn: its fixes as a comma list where the row says
     "default" (the build of its day), or "all" of a day whose fixes were not today's
     ``newton_hessian.FIXES``; " (default)" after the variant whose fixes are today's
-    ``newton_hessian.DEFAULT_FIXES``."""
+    ``newton_hessian.DEFAULT_FIXES``, "default + a,b" for today's default with switches added."""
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES, FIXES
 
     fixes, variant = tuple(params.get("fixes") or ()), params.get("variant")
+    if fixes == DEFAULT_FIXES:
+        return f"{','.join(fixes)} (default)"
+    if set(fixes) > set(DEFAULT_FIXES):
+        return "default + " + ",".join(f for f in fixes if f not in DEFAULT_FIXES)
     dated = variant == "default" or (variant == "all" and fixes != FIXES)
-    name = ",".join(fixes) if dated else str(variant)
-    return f"{name} (default)" if fixes == DEFAULT_FIXES else name
+    return ",".join(fixes) if dated else str(variant)
 
 
 def variant_fixes(variant: str) -> tuple[str, ...]:
