@@ -14,6 +14,12 @@ tests/data/golden_build.txt: MKL's vector math (torch.exp, log, sqrt) and sgemm 
 on another code branch (MKL_CBWR=AVX2 or AVX512 change them), and the fixtures of 2026-12-02
 (torch from PyPI then, before setup.sh took the +cpu build) part from a 2.13.0+cpu run in the
 first PPO update's approx_kl. A mismatch's message names both stacks.
+
+The CPU's vendor matters too: on an AMD EPYC host the same stack and settings part from the
+Intel recording in the first update's statistics (MKL takes other code paths there). So the
+fixtures are per vendor: golden_{name}.csv and golden_build.txt for GenuineIntel (the first
+recording), golden_{name}.{vendor}.csv and golden_build.{vendor}.txt for another; a vendor with
+none skips, naming how to record them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
+#: the vendor of the first recording, whose fixtures carry no vendor in their names
+FIRST_VENDOR = "GenuineIntel"
 
 #: rows.csv columns that the wall clock sets (left out of the fixtures)
 TIMING = ("wall_s", "elapsed_s", "env_steps_per_s", "physics_steps_per_s", "rollout_s", "update_s")
@@ -94,6 +102,22 @@ def _build() -> str:
     return f"torch {torch.__version__}; {mkl}; {'-'.join(platform.libc_ver())}"
 
 
+def _vendor() -> str:
+    """The CPU's vendor_id from /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"), else "unknown"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _fixture(stem: str, suffix: str, vendor: str) -> Path:
+    """This vendor's fixture file: ``{stem}{suffix}`` for FIRST_VENDOR, else ``{stem}.{vendor}{suffix}``."""
+    return DATA / (f"{stem}{suffix}" if vendor == FIRST_VENDOR else f"{stem}.{vendor}{suffix}")
+
+
 def _columns(path: Path, columns: list[str] | None = None) -> str:
     """The CSV text of rows.csv's `columns` (default: all but TIMING), in that order."""
     with open(path, newline="") as f:
@@ -112,11 +136,15 @@ def _columns(path: Path, columns: list[str] | None = None) -> str:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_training_rows_are_bitwise_unchanged(name, tmp_path):
-    fixture = DATA / f"golden_{name}.csv"
+    vendor = _vendor()
+    fixture = _fixture(f"golden_{name}", ".csv", vendor)
+    if not fixture.exists():
+        pytest.skip(f"no golden rows for {vendor} CPUs (recorded for {FIRST_VENDOR} and the "
+                    f"*.<vendor>.csv in tests/data); `python tests/test_golden.py` records them on this CPU")
     want = fixture.read_text()
     columns = want.splitlines()[0].split(",")
     got = _columns(_train(name, tmp_path / "run"), columns)
-    recorded = (DATA / "golden_build.txt").read_text().strip()
+    recorded = _fixture("golden_build", ".txt", vendor).read_text().strip()
     assert got == want, (f"rows.csv differs from {fixture.name} (recorded with {recorded}; "
                          f"this is {_build()}):\n{got}")
 
@@ -126,12 +154,13 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--train"]:  # the child of _tra
     # child's sys.path starts with tests/, so `import fightlab` would find the install's copy)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     _train_here(sys.argv[2], Path(sys.argv[3]))
-elif __name__ == "__main__":  # rewrite the fixtures from this code
+elif __name__ == "__main__":  # rewrite this CPU vendor's fixtures from this code
     import tempfile
 
+    vendor = _vendor()
     for name in CASES:
         with tempfile.TemporaryDirectory() as d:
             text = _columns(_train(name, Path(d) / "run"))
-        (DATA / f"golden_{name}.csv").write_text(text)
-        print(f"wrote {DATA / f'golden_{name}.csv'}", file=sys.stderr)
-    (DATA / "golden_build.txt").write_text(_build() + "\n")
+        _fixture(f"golden_{name}", ".csv", vendor).write_text(text)
+        print(f"wrote {_fixture(f'golden_{name}', '.csv', vendor)}", file=sys.stderr)
+    _fixture("golden_build", ".txt", vendor).write_text(_build() + "\n")

@@ -432,7 +432,10 @@ def test_sigterm_or_ctrl_c_saves_the_last_iteration_then_resume_continues(tmp_pa
     d = tmp_path / "run"
     cmd = [sys.executable, "-m", "fightlab", "train", "--run-dir", str(d), "--max-iterations", "500",
            "--checkpoint-every", "100", *TINY]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # a suite started in the background (`cmd &`) ignores SIGINT, and a child inherits that (the
+    # training then rightly keeps it ignored): the child starts with the default disposition
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 240
         while time.time() < deadline and not ((d / "rows.csv").exists() and

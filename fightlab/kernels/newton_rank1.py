@@ -9,16 +9,21 @@ factor still in the shared tile is changed by one rank-1 up/downdate per row ins
 Golub, Murray and Saunders 1974, "Methods for modifying matrix factorizations", Math. Comp. 28,
 method C1, on the leaf-first storage of :mod:`fightlab.kernels.newton_tree`; the float64 numpy
 reference is :func:`fightlab.measure.newton_update.rank1_update`): a row's vector √D_r·J_r lies
-on one root-to-body chain, so its update visits that chain's DOFs, leaf to root, one barrier per
-DOF, the step DOF's ancestors dealt to the threads. Rows are applied in a fixed order (updates,
-then downdates, each by row index). A downdated pivot that falls to :data:`RTOL` of its old
-value or below refuses the path midway: H is then rebuilt and refactored as without the switch.
+on one root-to-body chain, so its update visits that chain's DOFs, leaf to root. Rows are applied
+in a fixed order (updates, then downdates, each by row index), all at once as a wavefront: at
+step t, row f is at depth dmax - (t - f) of its chain, one DOF behind row f - 1 wherever their
+chains share DOFs (a DOF's row of L and its pivot change only when it is a step DOF), so every
+DOF sees the rows in the listed order, the same arithmetic as one row after another, in dmax +
+nflip steps of two barriers instead of one barrier per DOF of every row's chain; a step's (row,
+ancestor) items are dealt to the threads. A downdated pivot that falls to :data:`RTOL` of its
+old value or below refuses the path: H is then rebuilt and refactored as without the switch.
 Then the new gradient is solved: forward by heights (:func:`newton_tree.forward_func`, the
 table at ``plan[plan[FORWARD_SLOT]]``), back by depths, as the refactor's solve does.
 
-Shared tile past the packed triangle and its gradient row ((nv + 1)(nv + 2) / 2 floats):
-``w`` (nv floats, the update's vector), the flip count (1), the flip list (:data:`MAX_FLIPS`,
-each ±(row + 1), the sign σ). No ``from __future__ import annotations``: tiles are sized by
+Shared tile past the packed triangle and its gradient row ((nv + 1)(nv + 2) / 2 floats), per
+listed row (:data:`MAX_FLIPS` slots each): ``w`` (nv floats, its vector), its chain by depth (nv),
+its running sign and leaf depth; then the refusal flag, the flip count and the flip list (each
+±(row + 1), the sign σ). No ``from __future__ import annotations``: tiles are sized by
 closure values (see :mod:`fightlab.kernels._smem`).
 """
 
@@ -34,11 +39,11 @@ from fightlab.kernels._smem import shared_accessors
 from fightlab.kernels.newton_hessian import search_sums_func
 from fightlab.kernels.newton_tree import back_func, forward_func
 
-__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "count_funcs", "count_offset", "extra_floats", "list_update_func",
-           "path_func", "scratch_offset", "sort_func", "w_offset"]
+__all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "chain_offset", "count_funcs", "count_offset", "extra_floats",
+           "list_update_func", "path_func", "scratch_offset", "sign_offset", "sort_func", "w_offset"]
 
-#: flipped rows the path takes at most (more: a rebuild). A row's update is one barrier per DOF
-#: of its chain (≤ 25 on muscular-fast); a refactorization 89 barriers with up to 324 items each
+#: flipped rows the path takes at most (more: a rebuild). The rows' updates take depth + rows
+#: steps (≤ 33 on muscular-fast); a refactorization 89 barriers with up to 324 items each
 MAX_FLIPS = 8
 #: a downdated pivot at or below RTOL × its old value refuses the path (the factor would lose
 #: the digits the downdate cancels; GGMS's method C1 is stable for updates, not for downdates)
@@ -55,20 +60,35 @@ _sync_threads = R.sync_threads
 
 
 def extra_floats(nv: int) -> int:
-    """Shared floats the path needs past the triangle: ``w``, the count and the list."""
-    return nv + 1 + MAX_FLIPS
+    """Shared floats the path needs past the triangle: each listed row's ``w`` and chain (by
+    depth), its running sign and leaf depth, the refusal flag, the count and the list."""
+    return 2 * MAX_FLIPS * nv + 2 * MAX_FLIPS + 1 + 1 + MAX_FLIPS
 
 
 @wp.func
 def w_offset(nv: int) -> int:
-    """First tile float of ``w``: past the packed triangle and its gradient row."""
+    """First tile float of the rows' ``w`` (row f's at + f·nv): past the packed triangle and its
+    gradient row."""
     return ((nv + 1) * (nv + 2)) >> 1
+
+
+@wp.func
+def chain_offset(nv: int) -> int:
+    """Row f's chain at + f·nv: the DOF of its chain at each depth (-1 past its leaf)."""
+    return w_offset(nv) + MAX_FLIPS * nv
+
+
+@wp.func
+def sign_offset(nv: int) -> int:
+    """Row f's running sign (GGMS's σ, scaled as it goes) at + f, its leaf's depth at + MAX_FLIPS + f,
+    then the refusal flag."""
+    return chain_offset(nv) + MAX_FLIPS * nv
 
 
 @wp.func
 def count_offset(nv: int) -> int:
     """The flip count's tile float (the list follows it)."""
-    return w_offset(nv) + nv
+    return sign_offset(nv) + 2 * MAX_FLIPS + 1
 
 
 @wp.func
@@ -188,70 +208,137 @@ def sort_func(capacity: int):
 
 
 @functools.cache
-def _load_w_func(capacity: int):
-    """``load_w(sh, worldid, tid, nthread, o_w, r, kd, M_*, J_*, efc_D_in)``."""
+def _rows_func(capacity: int):
+    """``rows(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> dmax``: each listed row's
+    w = √D_r·J_r, chain by depth, sign and leaf depth written (three barriers); returns the
+    deepest leaf's depth (-1: no row has a DOF)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def load_w(sh: Tile, worldid: int, tid: int, nthread: int, o_w: int, r: int, kd: int, M_rownnz: wp.array[int],
-               M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
-               J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
-               efc_D_in: wp.array2d[float]):
-        """w = √D_r·J_r on the chain of DOF kd (zero elsewhere on it), two barriers."""
-        n = M_rownnz[kd] - 1
-        madr = M_rowadr[kd]
-        for i in range(tid, n + 1, nthread):
-            _st(sh, o_w + wp.where(i < n, M_colind[madr + wp.min(i, n - 1)], kd), 0.0)
+    def rows(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nflip: int, M_rownnz: wp.array[int],
+             M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
+             J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
+             efc_D_in: wp.array2d[float]) -> int:
+        o_w, o_ch, o_s, o_list = w_offset(nv), chain_offset(nv), sign_offset(nv), count_offset(nv) + 1
+        for i in range(tid, nflip * nv, nthread):
+            _st(sh, o_w + i, 0.0)
+            _st(sh, o_ch + i, -1.0)
         _sync_threads()
-        sd = wp.sqrt(efc_D_in[worldid, r])
-        adr = J_rowadr[worldid, r]
-        for i in range(tid, J_rownnz[worldid, r], nthread):
-            _st(sh, o_w + J_colind[worldid, 0, adr + i], sd * J[worldid, 0, adr + i])
+        for f in range(tid, nflip, nthread):  # one thread a row: its chain, leaf to root
+            v = _ld(sh, o_list + f)
+            r = int(wp.abs(v)) - 1
+            adr = J_rowadr[worldid, r]
+            kd = int(-1)  # the row's deepest DOF: its chain is kd's path to the root
+            for i in range(J_rownnz[worldid, r]):
+                kd = wp.max(kd, J_colind[worldid, 0, adr + i])
+            _st(sh, o_s + f, wp.where(v > 0.0, 1.0, -1.0))
+            _st(sh, o_s + MAX_FLIPS + f, float(wp.where(kd >= 0, M_rownnz[wp.max(kd, 0)] - 1, -1)))
+            k = kd
+            while k >= 0:
+                na = M_rownnz[k] - 1  # k's ancestors: its depth
+                _st(sh, o_ch + f * nv + na, float(k))
+                k = wp.where(na > 0, M_colind[M_rowadr[k] + wp.max(na - 1, 0)], -1)
+        for f in range(nflip):
+            r = int(wp.abs(_ld(sh, o_list + f))) - 1
+            sd = wp.sqrt(efc_D_in[worldid, r])
+            adr = J_rowadr[worldid, r]
+            for i in range(tid, J_rownnz[worldid, r], nthread):
+                _st(sh, o_w + f * nv + J_colind[worldid, 0, adr + i], sd * J[worldid, 0, adr + i])
         _sync_threads()
+        dmax = int(-1)
+        for f in range(nflip):
+            dmax = wp.max(dmax, int(_ld(sh, o_s + MAX_FLIPS + f)))
+        return dmax
 
-    return load_w
+    return rows
 
 
 @functools.cache
-def _chain_func(capacity: int, rtol: float):
-    """``chain(sh, tid, nthread, o_w, kd, sigma, M_*) -> ok``."""
+def _step_funcs(capacity: int, rtol: float):
+    """``(at, pivots)``: ``at(sh, nv, f, t, dmax) -> (k, depth)``, row f's DOF at step t (k -1
+    when the row is idle, before or past its chain); ``pivots(sh, tid, nthread, nv, nflip, t,
+    dmax)``: each active row's new pivot and sign (one thread a row) or the refusal flag."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
     @wp.func
-    def chain(sh: Tile, tid: int, nthread: int, o_w: int, kd: int, sigma: float, M_rownnz: wp.array[int],
-              M_rowadr: wp.array[int], M_colind: wp.array[int]) -> bool:
-        """One row's update, DOF kd to the root (GGMS C1; one barrier per step with p ≠ 0);
-        False, after a barrier, when a downdated pivot falls to rtol of its old value or below."""
-        s = sigma
-        k = kd
-        while k >= 0:
-            rowk = (k * (k + 1)) >> 1
-            na = M_rownnz[k] - 1
-            aadr = M_rowadr[k]
-            p = _ld(sh, o_w + k)
-            if p != 0.0:
-                d = _ld(sh, rowk + k)
-                d_new = d + s * p * p
-                if not (d_new > rtol * d):
-                    _sync_threads()  # every thread has read d and p before the caller overwrites the tile
-                    return False
-                beta = s * p / d_new
-                s = s * d / d_new
-                for i in range(tid, na, nthread):  # k's ancestors: distinct entries, one thread each
-                    a = M_colind[aadr + i]
-                    l_ka = _ld(sh, rowk + a) / d
-                    wa = _ld(sh, o_w + a) - p * l_ka
-                    _st(sh, o_w + a, wa)
-                    _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
-                _sync_threads()
-                if tid == 0:  # after the barrier: every thread has read d
-                    _st(sh, rowk + k, d_new)
-            k = wp.where(na > 0, M_colind[aadr + wp.max(na - 1, 0)], -1)
+    def at(sh: Tile, nv: int, f: int, t: int, dmax: int) -> wp.vec2i:
+        dd = dmax - (t - f)
+        k = int(-1)
+        if dd >= 0 and dd <= dmax:
+            k = int(_ld(sh, chain_offset(nv) + f * nv + dd))
+        return wp.vec2i(k, dd)
+
+    @wp.func
+    def pivots(sh: Tile, tid: int, nthread: int, nv: int, nflip: int, t: int, dmax: int):
+        o_w, o_s = w_offset(nv), sign_offset(nv)
+        for f in range(tid, nflip, nthread):
+            k = at(sh, nv, f, t, dmax)[0]
+            if k >= 0:
+                p = _ld(sh, o_w + f * nv + k)
+                if p != 0.0:
+                    rowk = (k * (k + 1)) >> 1
+                    d = _ld(sh, rowk + k)
+                    s = _ld(sh, o_s + f)
+                    d_new = d + s * p * p
+                    if d_new > rtol * d:
+                        _st(sh, rowk + k, d_new)
+                        _st(sh, o_s + f, s * d / d_new)
+                    else:
+                        _st(sh, o_s + 2 * MAX_FLIPS, 1.0)
+
+    return at, pivots
+
+
+@functools.cache
+def _wave_func(capacity: int, rtol: float):
+    """``wave(sh, tid, nthread, nv, nflip, dmax, M_*) -> ok``: every listed row's update at once, as
+    a wavefront (step t: row f at depth dmax - (t - f)), two barriers a step."""
+    _ld, _st = shared_accessors(capacity)
+    at, pivots = _step_funcs(capacity, rtol)
+    Tile = wp.tile[float, capacity]
+
+    @wp.func
+    def wave(sh: Tile, tid: int, nthread: int, nv: int, nflip: int, dmax: int, M_rowadr: wp.array[int],
+             M_colind: wp.array[int]) -> bool:
+        """GGMS C1 per row, leaf to root along its chain. A DOF's row of L and its pivot change only
+        when the DOF is the step DOF, and row f reaches a DOF one step after row f - 1: each DOF
+        sees the rows in the listed order, the same arithmetic as one row after another. False,
+        after a barrier, when a downdated pivot falls to rtol of its old value or below."""
+        o_w, o_s = w_offset(nv), sign_offset(nv)
+        o_flag = o_s + 2 * MAX_FLIPS
+        if tid == 0:
+            _st(sh, o_flag, 0.0)
+        span = wp.max(dmax, 1)
+        for t in range(dmax + nflip):
+            # the step DOF's ancestors of every active row, one (row, ancestor) item a thread
+            for j in range(tid, nflip * span, nthread):
+                f = j // span
+                i = j - f * span
+                kd = at(sh, nv, f, t, dmax)
+                k = kd[0]
+                if k >= 0 and i < kd[1]:
+                    p = _ld(sh, o_w + f * nv + k)
+                    rowk = (k * (k + 1)) >> 1
+                    d = _ld(sh, rowk + k)
+                    s = _ld(sh, o_s + f)
+                    d_new = d + s * p * p
+                    if p != 0.0 and d_new > rtol * d:
+                        beta = s * p / d_new
+                        a = M_colind[M_rowadr[k] + i]
+                        l_ka = _ld(sh, rowk + a) / d
+                        wa = _ld(sh, o_w + f * nv + a) - p * l_ka
+                        _st(sh, o_w + f * nv + a, wa)
+                        _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
+            _sync_threads()
+            pivots(sh, tid, nthread, nv, nflip, t, dmax)  # read above, written now
+            _sync_threads()
+            if _ld(sh, o_flag) != 0.0:
+                return False
         return True
 
-    return chain
+    return wave
 
 
 @functools.cache
@@ -260,7 +347,7 @@ def _flips_func(capacity: int, rtol: float):
     rank-1 changes applied to the factor in the tile; False when a downdate was refused (the
     factor is then half-changed: the caller refactors)."""
     _ld, _st = shared_accessors(capacity)
-    sort, load_w, chain = sort_func(capacity), _load_w_func(capacity), _chain_func(capacity, rtol)
+    sort, rows, wave = sort_func(capacity), _rows_func(capacity), _wave_func(capacity, rtol)
     Tile = wp.tile[float, capacity]
 
     @wp.func
@@ -268,24 +355,12 @@ def _flips_func(capacity: int, rtol: float):
               M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
               J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
               efc_D_in: wp.array2d[float]) -> bool:
-        o_w, o_list = w_offset(nv), count_offset(nv) + 1
         if tid == 0:
-            sort(sh, o_list, nflip)
-        for f in range(nflip):
-            _sync_threads()  # the sort, or the last flip's reads of w, done
-            v = _ld(sh, o_list + f)
-            r = int(wp.abs(v)) - 1
-            adr = J_rowadr[worldid, r]
-            kd = int(-1)  # the row's deepest DOF: its chain is kd's path to the root
-            for i in range(J_rownnz[worldid, r]):
-                kd = wp.max(kd, J_colind[worldid, 0, adr + i])
-            if kd >= 0:
-                load_w(sh, worldid, tid, nthread, o_w, r, kd, M_rownnz, M_rowadr, M_colind, J_rownnz, J_rowadr,
-                       J_colind, J, efc_D_in)
-            if not chain(sh, tid, nthread, o_w, kd, wp.where(v > 0.0, 1.0, -1.0), M_rownnz, M_rowadr, M_colind):
-                return False
-        _sync_threads()
-        return True
+            sort(sh, count_offset(nv) + 1, nflip)
+        _sync_threads()  # the sort done
+        dmax = rows(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, J_rownnz, J_rowadr,
+                    J_colind, J, efc_D_in)
+        return wave(sh, tid, nthread, nv, nflip, dmax, M_rowadr, M_colind)
 
     return flips
 
