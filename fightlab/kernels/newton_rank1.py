@@ -210,7 +210,7 @@ def sort_func(capacity: int):
 @functools.cache
 def _rows_func(capacity: int):
     """``rows(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> dmax``: each listed row's
-    w = √D_r·J_r, chain by depth, sign and leaf depth written (three barriers); returns the
+    w = √D_r·J_r, chain by depth, sign and leaf depth written (two barriers); returns the
     deepest leaf's depth (-1: no row has a DOF)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
@@ -331,6 +331,8 @@ def _wave_func(capacity: int, rtol: float):
                         wa = _ld(sh, o_w + f * nv + a) - p * l_ka
                         _st(sh, o_w + f * nv + a, wa)
                         _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
+                    elif p != 0.0:  # refused here: so the path is, whatever pivots' own d_new says
+                        _st(sh, o_flag, 1.0)  # (one FMA more or less on CUDA can round it apart)
             _sync_threads()
             pivots(sh, tid, nthread, nv, nflip, t, dmax)  # read above, written now
             _sync_threads()
