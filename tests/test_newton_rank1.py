@@ -121,8 +121,8 @@ def test_the_rank1_path_is_built_only_where_it_can_keep_the_factor():
     tri, nchunk = (m.nv + 1) * (m.nv + 2) // 2, int(mulm_chunks(m.M_mulm_rowadr.numpy())[0])
     assert N.shared_floats(m.nv, True) >= tri + extra_floats(m.nv) > N.shared_floats(m.nv) - 256
     assert N.shared_floats(m.nv, True, nchunk) >= tri + extra_floats(m.nv) + nchunk
-    # per listed row its w and its chain (nv each), its sign and leaf depth; the flag, count, list
-    assert extra_floats(m.nv) == 2 * MAX_FLIPS * m.nv + 2 * MAX_FLIPS + 1 + 1 + MAX_FLIPS
+    # per listed row its w and its chain (nv each), its sign and leaf depth; two flags, count, list
+    assert extra_floats(m.nv) == 2 * MAX_FLIPS * m.nv + 2 * MAX_FLIPS + 2 + 1 + MAX_FLIPS
     assert N.shared_floats(89, True, 512) <= N.SHARED_MAX  # muscular-fast's nv with matvec's sums
     xml = """<mujoco><option jacobian="sparse"/><worldbody><geom type="plane" size="1 1 .1"/>
       <body pos="0 0 .2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>

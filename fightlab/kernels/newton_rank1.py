@@ -62,7 +62,7 @@ _sync_threads = R.sync_threads
 def extra_floats(nv: int) -> int:
     """Shared floats the path needs past the triangle: each listed row's ``w`` and chain (by
     depth), its running sign and leaf depth, the refusal flag, the count and the list."""
-    return 2 * MAX_FLIPS * nv + 2 * MAX_FLIPS + 1 + 1 + MAX_FLIPS
+    return 2 * MAX_FLIPS * nv + 2 * MAX_FLIPS + 2 + 1 + MAX_FLIPS
 
 
 @wp.func
@@ -81,14 +81,14 @@ def chain_offset(nv: int) -> int:
 @wp.func
 def sign_offset(nv: int) -> int:
     """Row f's running sign (GGMS's σ, scaled as it goes) at + f, its leaf's depth at + MAX_FLIPS + f,
-    then the refusal flag."""
+    then the refusal flags of even and odd steps."""
     return chain_offset(nv) + MAX_FLIPS * nv
 
 
 @wp.func
 def count_offset(nv: int) -> int:
     """The flip count's tile float (the list follows it)."""
-    return sign_offset(nv) + 2 * MAX_FLIPS + 1
+    return sign_offset(nv) + 2 * MAX_FLIPS + 2
 
 
 @wp.func
@@ -210,8 +210,8 @@ def sort_func(capacity: int):
 @functools.cache
 def _rows_func(capacity: int):
     """``rows(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> dmax``: each listed row's
-    w = √D_r·J_r, chain by depth, sign and leaf depth written (two barriers); returns the
-    deepest leaf's depth (-1: no row has a DOF)."""
+    w = √D_r·J_r, chain by depth, sign and leaf depth written, the refusal flag cleared (two
+    barriers); returns the deepest leaf's depth (-1: no row has a DOF)."""
     _ld, _st = shared_accessors(capacity)
     Tile = wp.tile[float, capacity]
 
@@ -224,6 +224,9 @@ def _rows_func(capacity: int):
         for i in range(tid, nflip * nv, nthread):
             _st(sh, o_w + i, 0.0)
             _st(sh, o_ch + i, -1.0)
+        if tid == 0:  # the refusal flags, clear before any step's items may set them (a barrier between)
+            _st(sh, o_s + 2 * MAX_FLIPS, 0.0)
+            _st(sh, o_s + 2 * MAX_FLIPS + 1, 0.0)
         _sync_threads()
         for f in range(tid, nflip, nthread):  # one thread a row: its chain, leaf to root
             v = _ld(sh, o_list + f)
@@ -286,7 +289,9 @@ def _step_funcs(capacity: int, rtol: float):
                         _st(sh, rowk + k, d_new)
                         _st(sh, o_s + f, s * d / d_new)
                     else:
-                        _st(sh, o_s + 2 * MAX_FLIPS, 1.0)
+                        _st(sh, o_s + 2 * MAX_FLIPS + t % 2, 1.0)
+        if tid == 0:  # the next step's flag: every thread read it (step t - 1's) before barrier 1
+            _st(sh, o_s + 2 * MAX_FLIPS + (t + 1) % 2, 0.0)
 
     return at, pivots
 
@@ -307,9 +312,9 @@ def _wave_func(capacity: int, rtol: float):
         sees the rows in the listed order, the same arithmetic as one row after another. False,
         after a barrier, when a downdated pivot falls to rtol of its old value or below."""
         o_w, o_s = w_offset(nv), sign_offset(nv)
+        # a flag per step parity: step t's items may set theirs while a slower thread still reads
+        # step t - 1's (cleared by rows(), then each by the step before its own)
         o_flag = o_s + 2 * MAX_FLIPS
-        if tid == 0:
-            _st(sh, o_flag, 0.0)
         span = wp.max(dmax, 1)
         for t in range(dmax + nflip):
             # the step DOF's ancestors of every active row, one (row, ancestor) item a thread
@@ -331,12 +336,12 @@ def _wave_func(capacity: int, rtol: float):
                         wa = _ld(sh, o_w + f * nv + a) - p * l_ka
                         _st(sh, o_w + f * nv + a, wa)
                         _st(sh, rowk + a, (l_ka + beta * wa) * d_new)
-                    elif p != 0.0:  # refused here: so the path is, whatever pivots' own d_new says
-                        _st(sh, o_flag, 1.0)  # (one FMA more or less on CUDA can round it apart)
+                    if p != 0.0 and not (d_new > rtol * d):  # refused here: so the path is, whatever
+                        _st(sh, o_flag + t % 2, 1.0)  # pivots' own d_new (CUDA's FMA may round it apart)
             _sync_threads()
             pivots(sh, tid, nthread, nv, nflip, t, dmax)  # read above, written now
             _sync_threads()
-            if _ld(sh, o_flag) != 0.0:
+            if _ld(sh, o_flag + t % 2) != 0.0:
                 return False
         return True
 
