@@ -40,7 +40,7 @@ from fightlab.kernels.newton_hessian import search_sums_func
 from fightlab.kernels.newton_tree import back_func, forward_func
 
 __all__ = ["FORWARD_SLOT", "MAX_FLIPS", "RTOL", "chain_offset", "count_funcs", "count_offset", "extra_floats",
-           "list_update_func", "path_func", "scratch_offset", "sign_offset", "sort_func", "w_offset"]
+           "flag_offset", "list_update_func", "path_func", "scratch_offset", "sign_offset", "sort_func", "w_offset"]
 
 #: flipped rows the path takes at most (more: a rebuild). The rows' updates take depth + rows
 #: steps (≤ 33 on muscular-fast); a refactorization 89 barriers with up to 324 items each
@@ -80,15 +80,20 @@ def chain_offset(nv: int) -> int:
 
 @wp.func
 def sign_offset(nv: int) -> int:
-    """Row f's running sign (GGMS's σ, scaled as it goes) at + f, its leaf's depth at + MAX_FLIPS + f,
-    then the refusal flags of even and odd steps."""
+    """Row f's running sign (GGMS's σ, scaled as it goes) at + f, its leaf's depth at + MAX_FLIPS + f."""
     return chain_offset(nv) + MAX_FLIPS * nv
+
+
+@wp.func
+def flag_offset(nv: int) -> int:
+    """The refusal flags of even and odd steps (two floats)."""
+    return sign_offset(nv) + 2 * MAX_FLIPS
 
 
 @wp.func
 def count_offset(nv: int) -> int:
     """The flip count's tile float (the list follows it)."""
-    return sign_offset(nv) + 2 * MAX_FLIPS + 2
+    return flag_offset(nv) + 2
 
 
 @wp.func
@@ -208,56 +213,6 @@ def sort_func(capacity: int):
 
 
 @functools.cache
-def _rows_func(capacity: int):
-    """``rows(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> dmax``: each listed row's
-    w = √D_r·J_r, chain by depth, sign and leaf depth written, the refusal flag cleared (two
-    barriers); returns the deepest leaf's depth (-1: no row has a DOF)."""
-    _ld, _st = shared_accessors(capacity)
-    Tile = wp.tile[float, capacity]
-
-    @wp.func
-    def rows(sh: Tile, worldid: int, tid: int, nthread: int, nv: int, nflip: int, M_rownnz: wp.array[int],
-             M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
-             J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
-             efc_D_in: wp.array2d[float]) -> int:
-        o_w, o_ch, o_s, o_list = w_offset(nv), chain_offset(nv), sign_offset(nv), count_offset(nv) + 1
-        for i in range(tid, nflip * nv, nthread):
-            _st(sh, o_w + i, 0.0)
-            _st(sh, o_ch + i, -1.0)
-        if tid == 0:  # the refusal flags, clear before any step's items may set them (a barrier between)
-            _st(sh, o_s + 2 * MAX_FLIPS, 0.0)
-            _st(sh, o_s + 2 * MAX_FLIPS + 1, 0.0)
-        _sync_threads()
-        for f in range(tid, nflip, nthread):  # one thread a row: its chain, leaf to root
-            v = _ld(sh, o_list + f)
-            r = int(wp.abs(v)) - 1
-            adr = J_rowadr[worldid, r]
-            kd = int(-1)  # the row's deepest DOF: its chain is kd's path to the root
-            for i in range(J_rownnz[worldid, r]):
-                kd = wp.max(kd, J_colind[worldid, 0, adr + i])
-            _st(sh, o_s + f, wp.where(v > 0.0, 1.0, -1.0))
-            _st(sh, o_s + MAX_FLIPS + f, float(wp.where(kd >= 0, M_rownnz[wp.max(kd, 0)] - 1, -1)))
-            k = kd
-            while k >= 0:
-                na = M_rownnz[k] - 1  # k's ancestors: its depth
-                _st(sh, o_ch + f * nv + na, float(k))
-                k = wp.where(na > 0, M_colind[M_rowadr[k] + wp.max(na - 1, 0)], -1)
-        for f in range(nflip):
-            r = int(wp.abs(_ld(sh, o_list + f))) - 1
-            sd = wp.sqrt(efc_D_in[worldid, r])
-            adr = J_rowadr[worldid, r]
-            for i in range(tid, J_rownnz[worldid, r], nthread):
-                _st(sh, o_w + f * nv + J_colind[worldid, 0, adr + i], sd * J[worldid, 0, adr + i])
-        _sync_threads()
-        dmax = int(-1)
-        for f in range(nflip):
-            dmax = wp.max(dmax, int(_ld(sh, o_s + MAX_FLIPS + f)))
-        return dmax
-
-    return rows
-
-
-@functools.cache
 def _step_funcs(capacity: int, rtol: float):
     """``(at, pivots)``: ``at(sh, nv, f, t, dmax) -> (k, depth)``, row f's DOF at step t (k -1
     when the row is idle, before or past its chain); ``pivots(sh, tid, nthread, nv, nflip, t,
@@ -289,9 +244,9 @@ def _step_funcs(capacity: int, rtol: float):
                         _st(sh, rowk + k, d_new)
                         _st(sh, o_s + f, s * d / d_new)
                     else:
-                        _st(sh, o_s + 2 * MAX_FLIPS + t % 2, 1.0)
+                        _st(sh, flag_offset(nv) + t % 2, 1.0)
         if tid == 0:  # the next step's flag: every thread read it (step t - 1's) before barrier 1
-            _st(sh, o_s + 2 * MAX_FLIPS + (t + 1) % 2, 0.0)
+            _st(sh, flag_offset(nv) + (t + 1) % 2, 0.0)
 
     return at, pivots
 
@@ -313,8 +268,8 @@ def _wave_func(capacity: int, rtol: float):
         after a barrier, when a downdated pivot falls to rtol of its old value or below."""
         o_w, o_s = w_offset(nv), sign_offset(nv)
         # a flag per step parity: step t's items may set theirs while a slower thread still reads
-        # step t - 1's (cleared by rows(), then each by the step before its own)
-        o_flag = o_s + 2 * MAX_FLIPS
+        # step t - 1's (cleared by flips(), then each by the step before its own)
+        o_flag = flag_offset(nv)
         span = wp.max(dmax, 1)
         for t in range(dmax + nflip):
             # the step DOF's ancestors of every active row, one (row, ancestor) item a thread
@@ -352,9 +307,11 @@ def _wave_func(capacity: int, rtol: float):
 def _flips_func(capacity: int, rtol: float):
     """``flips(sh, worldid, tid, nthread, nv, nflip, M_*, J_*, efc_D_in) -> ok``: the listed rows'
     rank-1 changes applied to the factor in the tile; False when a downdate was refused (the
-    factor is then half-changed: the caller refactors)."""
+    factor is then half-changed: the caller refactors). First the list sorted, each listed row's
+    w = √D_r·J_r, chain by depth, sign and leaf depth written and the refusal flags cleared (two
+    barriers), then the wavefront (:func:`_wave_func`) up to the deepest leaf's depth."""
     _ld, _st = shared_accessors(capacity)
-    sort, rows, wave = sort_func(capacity), _rows_func(capacity), _wave_func(capacity, rtol)
+    sort, wave = sort_func(capacity), _wave_func(capacity, rtol)
     Tile = wp.tile[float, capacity]
 
     @wp.func
@@ -362,11 +319,39 @@ def _flips_func(capacity: int, rtol: float):
               M_rowadr: wp.array[int], M_colind: wp.array[int], J_rownnz: wp.array2d[int],
               J_rowadr: wp.array2d[int], J_colind: wp.array3d[int], J: wp.array3d[float],
               efc_D_in: wp.array2d[float]) -> bool:
-        if tid == 0:
-            sort(sh, count_offset(nv) + 1, nflip)
-        _sync_threads()  # the sort done
-        dmax = rows(sh, worldid, tid, nthread, nv, nflip, M_rownnz, M_rowadr, M_colind, J_rownnz, J_rowadr,
-                    J_colind, J, efc_D_in)
+        o_w, o_ch, o_s, o_list = w_offset(nv), chain_offset(nv), sign_offset(nv), count_offset(nv) + 1
+        if tid == 0:  # the list in its order; the refusal flags clear before any step may set them
+            sort(sh, o_list, nflip)
+            _st(sh, flag_offset(nv), 0.0)
+            _st(sh, flag_offset(nv) + 1, 0.0)
+        for i in range(tid, nflip * nv, nthread):
+            _st(sh, o_w + i, 0.0)
+            _st(sh, o_ch + i, -1.0)
+        _sync_threads()
+        for f in range(tid, nflip, nthread):  # one thread a row: its chain, leaf to root
+            v = _ld(sh, o_list + f)
+            r = int(wp.abs(v)) - 1
+            adr = J_rowadr[worldid, r]
+            kd = int(-1)  # the row's deepest DOF: its chain is kd's path to the root
+            for i in range(J_rownnz[worldid, r]):
+                kd = wp.max(kd, J_colind[worldid, 0, adr + i])
+            _st(sh, o_s + f, wp.where(v > 0.0, 1.0, -1.0))
+            _st(sh, o_s + MAX_FLIPS + f, float(wp.where(kd >= 0, M_rownnz[wp.max(kd, 0)] - 1, -1)))
+            k = kd
+            while k >= 0:
+                na = M_rownnz[k] - 1  # k's ancestors: its depth
+                _st(sh, o_ch + f * nv + na, float(k))
+                k = wp.where(na > 0, M_colind[M_rowadr[k] + wp.max(na - 1, 0)], -1)
+        for f in range(nflip):
+            r = int(wp.abs(_ld(sh, o_list + f))) - 1
+            sd = wp.sqrt(efc_D_in[worldid, r])
+            adr = J_rowadr[worldid, r]
+            for i in range(tid, J_rownnz[worldid, r], nthread):
+                _st(sh, o_w + f * nv + J_colind[worldid, 0, adr + i], sd * J[worldid, 0, adr + i])
+        _sync_threads()
+        dmax = int(-1)  # the deepest leaf (-1: no row has a DOF)
+        for f in range(nflip):
+            dmax = wp.max(dmax, int(_ld(sh, o_s + MAX_FLIPS + f)))
         return wave(sh, tid, nthread, nv, nflip, dmax, M_rowadr, M_colind)
 
     return flips
