@@ -23,15 +23,17 @@ if [ -z "$survey_reqs" ]; then
   echo "[test] error: pyproject.toml has no survey extra (the SkyPilot pin the launcher's tests use)" >&2
   exit 1
 fi
-survey_ok() { [ "${FORCE:-0}" != "1" ] && [ "$survey_reqs" = "$(cat "$SURVEY_STAMP" 2>/dev/null || true)" ] \
-    && "$SURVEY_VENV/bin/python" -c 'import importlib.metadata as m; m.distribution("skypilot")' 2>/dev/null; }
+survey_ok=0  # 1: the pin installed already (nothing to write)
+[ "${FORCE:-0}" != "1" ] && [ "$survey_reqs" = "$(cat "$SURVEY_STAMP" 2>/dev/null || true)" ] \
+  && "$SURVEY_VENV/bin/python" -c 'import importlib.metadata as m; m.distribution("skypilot")' 2>/dev/null \
+  && survey_ok=1
 # setup.sh's check with a bar for this ≈ 0.5 GB environment (1 GiB unless SETUP_MIN_FREE_GB says)
-survey_ok || SETUP_MIN_FREE_GB="${SETUP_MIN_FREE_GB:-1}" bash scripts/setup.sh --check-disk "$SURVEY_VENV"
+[ "$survey_ok" = 1 ] || SETUP_MIN_FREE_GB="${SETUP_MIN_FREE_GB:-1}" bash scripts/setup.sh --check-disk "$SURVEY_VENV"
 if [ ! -x "$SURVEY_VENV/bin/python" ]; then
   say "creating $SURVEY_VENV (SkyPilot for the launcher's tests, apart from .venv)"
   .venv/bin/python -m venv "$SURVEY_VENV"
 fi
-if survey_ok; then
+if [ "$survey_ok" = 1 ]; then
   say "$SURVEY_VENV has $(echo "$survey_reqs" | tr '\n' ' ')(unchanged): skipping pip install (FORCE=1 to redo)"
 else
   say "pip install into $SURVEY_VENV: $(echo "$survey_reqs" | tr '\n' ' ')"
