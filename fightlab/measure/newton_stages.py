@@ -31,7 +31,8 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
                  nwarm: int = 10, noise: float = 0.05, block_dim: int | None = None,
                  fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
-    steps, ``total`` (the median of the per-solve sums), the mean counts per solve, the median
+    steps, ``total`` (the median of the per-solve sums; ``total_p90``, ``total_max``: their 90th
+    percentile and largest, the slowest world setting a launch's time), the mean counts per solve, the median
     and largest nefc, ``built`` (the fixes the kernel had: :func:`newton.built_fixes`); ``block_dim``:
     threads per world (None: the kernel's default); ``fixes``: those of
     :data:`newton_hessian.FIXES` asked for (None: ``DEFAULT_FIXES``, the solve's default)."""
@@ -72,7 +73,9 @@ def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu
     a = np.concatenate(per_step)  # (nsteps * nworld, NCOLS)
     ns = len(C.STAGES)
     out = {s: float(np.median(a[:, i])) for i, s in enumerate(C.STAGES)}
-    out["total"] = float(np.median(a[:, :ns].sum(axis=1)))
+    totals = a[:, :ns].sum(axis=1)
+    out["total"] = float(np.median(totals))
+    out["total_p90"], out["total_max"] = float(np.percentile(totals, 90)), float(totals.max())
     out.update({c: float(a[:, ns + i].mean()) for i, c in enumerate(C.COUNTS)})
     nefc = np.concatenate(nefc)
     out.update(nefc_median=float(np.median(nefc)), nefc_max=int(nefc.max()), nv=int(m.nv), built=list(built))
@@ -158,6 +161,7 @@ def variant_row(body: str, nworld: int, device: str, variant: str, cycles: dict,
              brackets_per_solve=cycles["brackets"], nefc_median=cycles["nefc_median"], **(extra or {}))
     params = dict(base, solver_loop="single_launch", variant=variant, fixes=list(variant_fixes(variant)),
                   built=cycles.get("built"), stage_cycles={s: cycles[s] for s in STAGES},
+                  solve_cycles_p90=cycles.get("total_p90"), solve_cycles_max=cycles.get("total_max"),
                   cycles="SM cycles" if str(device).startswith("cuda") else "CPU cycle counter (smoke)")
     return newton_row(body, nworld, device, params, m)
 
