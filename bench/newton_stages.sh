@@ -11,17 +11,18 @@
 #
 #   bash bench/newton_stages.sh [BODIES] [NWORLDS]     # default "simple muscular-fast" "1024 32"
 #
-# NSTEPS (20), DEVICE (cuda:0), FIXES and PY (the interpreter) may be set: a CPU smoke is
+# NSTEPS (20), NWARM (10; 300 gives fallen worlds, most lying in contact: a late-episode state),
+# DEVICE (cuda:0), FIXES and PY (the interpreter) may be set: a CPU smoke is
 # DEVICE=cpu NSTEPS=2 FIXES="none all" bash bench/newton_stages.sh simple 2
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BODIES=${1:-"simple muscular-fast"}; NWORLDS=${2:-"1024 32"}
-NSTEPS=${NSTEPS:-20}; DEVICE=${DEVICE:-cuda:0}; PY=${PY:-python3}
+NSTEPS=${NSTEPS:-20}; NWARM=${NWARM:-10}; DEVICE=${DEVICE:-cuda:0}; PY=${PY:-python3}
 FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt bounds,scatter,pairs,ldlt,tree bounds,scatter,pairs,ldlt,tree,levels all"}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 if [ "$DEVICE" != cpu ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 fi
 # shellcheck disable=SC2086
-$PY -m fightlab.measure.newton_stages --body $BODIES --nworld $NWORLDS --nsteps "$NSTEPS" \
+$PY -m fightlab.measure.newton_stages --body $BODIES --nworld $NWORLDS --nsteps "$NSTEPS" --nwarm "$NWARM" \
   --device "$DEVICE" --fixes $FIXES --csv "$dest/newton_stages.csv" --results-root "$dest"

@@ -401,6 +401,10 @@ def test_the_default_build_is_named_recorded_and_used_unless_told(capsys):
     assert main(["--device", "cpu", "--fixes", "default", "fastest"]) == 2  # refused before any work
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fightlab: error: --fixes:") and "'fastest'" in err[0], err
+    for bad in (["--nwarm", "-1"], ["--nsteps", "0"]):
+        assert main(["--device", "cpu", *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and bad[1] in err[0] and "--nwarm >= 0" in err[0], err
     row = stage_row("simple", 2, 2, "cpu", dict.fromkeys((*C.STAGES, "total", *C.COUNTS, "nefc_median", "nefc_max",
                                                           "nv"), 1.0))
     assert json.loads(row["params"])["fixes"] == list(DEFAULT_FIXES)

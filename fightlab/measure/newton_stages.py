@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--body", nargs="+", default=["simple", "muscular-fast"])
     p.add_argument("--nworld", nargs="+", type=int, default=[1024, 32])
     p.add_argument("--nsteps", type=int, default=20, help="instrumented physics steps")
-    p.add_argument("--nwarm", type=int, default=10, help="steps with MuJoCo Warp's solve first")
+    p.add_argument("--nwarm", type=int, default=10,
+                   help="steps with MuJoCo Warp's solve first (10: standing, few contacts; 300: most worlds fallen)")
     p.add_argument("--device", default="cuda:0")
     from fightlab.kernels.newton_hessian import FIXES
 
@@ -198,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also write each as a `newton` row (the committed table's schema, params size "
                         "'stages') to RESULTS_ROOT/data/results/newton.csv")
     a = p.parse_args(argv)
+    if a.nsteps < 1 or a.nwarm < 0:
+        print(f"fightlab: error: --nsteps must be >= 1 and --nwarm >= 0, got {a.nsteps} and {a.nwarm}", file=sys.stderr)
+        return 2
     try:  # every variant checked before anything runs or is written
         variants = {v: variant_fixes(v) for v in a.fixes}
     except ValueError as e:
