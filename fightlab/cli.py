@@ -182,11 +182,17 @@ def cmd_slots(a) -> int:
 
 
 def cmd_profile(a) -> int:
+    """The profile's tables, then its row: under runs/profile (appended), with --publish under
+    data/ (physics only; the device and size checked by main's gate, `publish_plans`)."""
     import pandas as pd
 
-    from fightlab.config import EnvConfig, reference_env
-    from fightlab.measure.profile import profile
+    from fightlab import results
+    from fightlab.config import ConfigError, EnvConfig, reference_env
+    from fightlab.measure.profile import profile, result_row
+    from fightlab.paths import REPO_ROOT, RUNS
 
+    if a.publish and a.what != "physics":
+        raise ConfigError(f"--publish takes --what physics only (profile.csv's rows), got {a.what!r}")
     env = reference_env(EnvConfig()) if a.physics == "reference" else None
     res = profile(a.body, nworld=a.nworld, nstep=a.nstep, device=a.device, what=a.what, tree_factor=a.tree_factor,
                   top=a.top, progress=not a.no_progress, env=env, solver_loop=a.solver_loop)
@@ -194,6 +200,10 @@ def cmd_profile(a) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(res.stage_table())
         print(res.by_kernel.head(a.top))
+    if res.failures:
+        raise ConfigError(f"no row written: {'; '.join(res.failures)}")
+    path = results.append_row("profile", result_row(res), REPO_ROOT if a.publish else RUNS / "profile")
+    print(f"profile: 1 row -> {path}")
     return 0
 
 
@@ -269,6 +279,7 @@ def publish_plans(a) -> list[dict]:
     one = {"evaluate": dict(what="the evaluation row", gpu_advice="an evaluation publishes from a CUDA "
                             "device: --device cuda:N, with --policy also --backend gpu"),
            "slots": dict(what="slot rows"), "sweep": dict(what="sweep rows", size=None),
+           "profile": dict(what="the profile row", size=None),
            "bench": dict(what="bench rows", size=validate_size(resolve_size(
                "auto" if a.size is None else a.size, device)) if a.cmd == "bench" else None)}[a.cmd]
     return [dict(publish=True, device=device, **one)]

@@ -207,6 +207,9 @@ def _measure_parsers(sub, fmt) -> None:
                          "fightlab's one-launch solve (where the body is taken; else MuJoCo Warp's, "
                          "with a line saying why). The summary names the loop measured")
     pr.add_argument("--no-progress", action="store_true", help="no tqdm bar over the profile's phases")
+    pr.add_argument("--publish", action="store_true",
+                    help="GPU, --what physics only: append the row to data/results/profile.csv "
+                         "(notebook 02's figure: MuJoCo Warp's solve; notebook 09: each solve)")
 
     sl = sub.add_parser("slots", help="measure contacts / constraint rows of bodies pushed over",
                         formatter_class=fmt)

@@ -199,6 +199,32 @@ def test_profile_measures_the_training_factor_path_by_default(capsys):
     assert "profile muscular-fast" not in o.err
 
 
+def test_profile_writes_its_row_under_runs_and_publishes_physics_from_a_gpu_only(capsys, monkeypatch):
+    """The row goes under runs/profile (appended, a second run adds one); --publish from a CPU
+    device or of --what env is refused in one line before any work, data/ untouched."""
+    from fightlab import results
+    from fightlab.paths import REPO_ROOT, RUNS
+
+    committed = (REPO_ROOT / "data" / "results" / "profile.csv").read_bytes()
+    base = ["profile", "--body", "simple", "--nworld", "2", "--nstep", "1", "--device", "cpu", "--no-progress"]
+    for n in (1, 2):
+        assert main(base) == 0
+        assert f"profile: 1 row -> {RUNS / 'profile'}" in capsys.readouterr().out
+        assert len(results.read_rows("profile", RUNS / "profile")) == n
+    for extra, want in ((["--publish"], "device 'cpu' is not a GPU"),
+                        (["--publish", "--what", "env"], "device 'cpu' is not a GPU")):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and want in err[0], err
+    import fightlab.cli as cli
+
+    monkeypatch.setattr(cli, "publish_plans", lambda a: [])  # as on a GPU: the device passes the gate
+    assert main(base + ["--publish", "--what", "env"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--publish takes --what physics only" in err[0] and "'env'" in err[0], err
+    assert (REPO_ROOT / "data" / "results" / "profile.csv").read_bytes() == committed
+
+
 def test_slots_is_quiet_and_shows_progress():
     """No warp banner or per-module load lines (a fresh process: warp initialises once)."""
     r = subprocess.run([sys.executable, "-m", "fightlab", "slots", "--body", "simple", "--nworld", "2",

@@ -4,6 +4,7 @@ synthetic timing records, the "other" check, CPU behaviour, result rows, NVTX ra
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from fightlab import results
@@ -275,3 +276,27 @@ def test_profile_solver_loop_single_launch_on_cpu(fake_nvtx):
     assert any(NEWTON_KERNEL in k for k in one.by_kernel["kernel"]), one.by_kernel["kernel"].tolist()
     with pytest.raises(ConfigError, match="--solver-loop must be one of"):
         P.profile("simple", solver_loop="fast", **kw)
+
+
+def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by_side():
+    """A newer single-launch row neither replaces MuJoCo Warp's in the stage figure's rows nor is
+    lost: ``solve=None`` keeps the newest of each, and the solve table puts them side by side."""
+    from fightlab.paths import REPO_ROOT
+
+    rows = results.read_rows("profile", REPO_ROOT)
+    base = P.latest_rows(rows)
+    assert set(base["solve"]) == {"MuJoCo Warp"} and not base.duplicated(["body", "nworld", "gpu"]).any()
+    one = base[(base["body"] == "simple") & (base["nworld"] == 1024)].iloc[[0]]
+    single = one.assign(time="2099-01-01T00:00:00+00:00", launches_per_step=43.0, constraint_solve_ms_per_step=0.1,
+                        params=[json.dumps(dict(json.loads(one["params"].iloc[0]), solver_loop="single_launch"))])
+    both = pd.concat([rows, single], ignore_index=True)
+    assert P.latest_rows(both).equals(base)  # the figure's rows: MuJoCo Warp's solve only
+    every = P.latest_rows(both, solve=None)
+    assert len(every) == len(base) + 1 and (every["solve"] == "single-launch").sum() == 1
+    table = P.solve_table(both[both["gpu"] == one["gpu"].iloc[0]])
+    pair = table[table["body"] == "simple"].set_index("solve")
+    assert pair.loc["single-launch", "launches_per_step"] == 43.0
+    assert pair.loc["MuJoCo Warp", "launches_per_step"] == one["launches_per_step"].iloc[0]
+    want = 0.1 / one["kernel_ms_per_step"].iloc[0]
+    assert pair.loc["single-launch", "constraint_solve_share"] == pytest.approx(want)
+    assert P.solve_table(both, nworld=3).empty

@@ -21,6 +21,7 @@ a GPU run more than ``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -401,12 +402,38 @@ def result_row(res: ProfileResult) -> dict:
     return row
 
 
-def latest_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest row per (body, nworld, gpu) of a profile table, sorted by body and nworld."""
+def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp") -> pd.DataFrame:
+    """The newest row per (body, nworld, gpu) of a profile table, sorted by body and nworld, among
+    the rows whose training Newton solve is ``solve`` (`measure.learners.solve_of`: "MuJoCo Warp",
+    the default's, or "single-launch"); None: every solve, the newest per (body, nworld, gpu,
+    solve), with a ``solve`` column."""
+    from fightlab.measure.learners import solve_of
+
     if df.empty:
         return df
-    df = df.sort_values("time").groupby(["body", "nworld", "gpu"], as_index=False).tail(1)
-    return df.sort_values(["body", "nworld"]).reset_index(drop=True)
+    df = df.assign(solve=[solve_of(json.loads(p)) for p in df["params"]])
+    keys = ["body", "nworld", "gpu"] + ([] if solve is not None else ["solve"])
+    if solve is not None:
+        df = df[df["solve"] == solve]
+    df = df.sort_values("time").groupby(keys, as_index=False).tail(1)
+    return df.sort_values(keys).reset_index(drop=True)
+
+
+def solve_table(df: pd.DataFrame, nworld: int = 1024) -> pd.DataFrame:
+    """Each solve's newest profile row at ``nworld`` worlds per (gpu, body), side by side:
+    launches, kernel and graph time per physics step [ms] and the constraint solve's share of
+    the kernel time: the hotspot before and after the single launch. Empty when none."""
+    rows = latest_rows(df[df["nworld"] == nworld], solve=None) if not df.empty else df
+    if rows.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "gpu": rows["gpu"], "body": rows["body"], "solve": rows["solve"],
+        "launches_per_step": rows["launches_per_step"],
+        "constraint_solve_launches": rows["constraint_solve_launches_per_step"],
+        "kernel_ms_per_step": rows["kernel_ms_per_step"], "graph_ms_per_step": rows["graph_ms_per_step"],
+        "constraint_solve_ms": rows["constraint_solve_ms_per_step"],
+        "constraint_solve_share": rows["constraint_solve_ms_per_step"] / rows["kernel_ms_per_step"],
+    }).reset_index(drop=True)
 
 
 def factor_table(df: pd.DataFrame) -> pd.DataFrame:
