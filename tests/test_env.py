@@ -189,6 +189,30 @@ def test_tree_factor_is_the_default_for_the_89_dof_tree_and_keeps_the_physics():
     assert not StanceEnv("simple", nworld=1, device="cpu", cfg=NO_PUSH).tree_factor
 
 
+def test_the_warp_model_leaves_the_lights_out_and_keeps_the_physics():
+    """The body's lamp (rendering only) is not in MuJoCo Warp's model: one kernel a physics step
+    fewer, and 20 steps with random controls equal, to the bit, those of the model with it."""
+    import mujoco_warp as mjw
+
+    from fightlab.bodies import build
+    from fightlab.sim import physics
+
+    mjm = physics.prepare_mjmodel(build("simple"), EnvConfig())
+    assert mjm.nlight >= 1
+    (m, d), (lit, d_lit) = (physics.put(mjm, 3, physics.slots_for("simple"), "cpu") for _ in range(2))
+    assert m.nlight == 0
+    lit.nlight = mjm.nlight  # MuJoCo Warp's model as put_model makes it
+    ctrl = np.random.default_rng(0).uniform(-1, 1, (3, mjm.nu)).astype(np.float32)
+    for data in (d, d_lit):
+        data.ctrl.assign(ctrl)
+    for _ in range(20):
+        mjw.step(m, d)
+        mjw.step(lit, d_lit)
+    assert np.abs(d_lit.light_xpos.numpy()).max() > 0 and not d.light_xpos.numpy().any()  # the kernel ran in one only
+    for a, b in ((d.qpos, d_lit.qpos), (d.qvel, d_lit.qvel), (d.qacc, d_lit.qacc), (d.efc.force, d_lit.efc.force)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_state_dict_round_trip_gives_the_same_next_step():
     """The env's state door: a second env loaded with the first one's state_dict steps to the
     same observation, reward and done; a state of another nworld is refused by name."""

@@ -131,13 +131,15 @@ def resolve_solver_loop(loop: str, iterations: int) -> str:
 def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True,
         solver_loop: str = "auto"):
     """(m, d): `mjm` put on `device` as a mujoco_warp Model, and Data of `nworld` worlds. The
-    kernels' own overflow prints are off (fightlab counts the bits itself); `qacc_smooth` is
+    kernels' own overflow prints are off (fightlab counts the bits itself); the model's lights
+    are left out of m (no physics reads them; MuJoCo's renderer uses `mjm`'s); `qacc_smooth` is
     `opt.run_qacc_smooth`; `solver_loop` sets `opt.graph_conditional` (`resolve_solver_loop`,
     whose ConfigError it raises).
     """
     loop = resolve_solver_loop(solver_loop, mjm.opt.iterations)
     with wp.ScopedDevice(device):
         m = mjw.put_model(mjm)
+        m.nlight = 0  # lights only place a rendering's lamps: MuJoCo Warp's camlight would launch a kernel a step
         m.opt.warn_overflow = 0
         m.opt.run_qacc_smooth = bool(qacc_smooth)
         m.opt.graph_conditional = loop == "conditional"
