@@ -40,7 +40,7 @@ for body in simple muscular-fast; do
       (cd "$work" && PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" $PY -m fightlab train --body "$body" --nworld "$NWORLD" --device "$DEVICE" \
          --max-iterations "$ITERS" --no-progress --run-dir "$run" ${sets[@]+"${sets[@]}"} > "$run.log" 2>&1) \
         || { echo "$version $body failed:"; tail -5 "$run.log"; failed=$((failed + 1)); continue; }
-      $PY - "$run/rows.csv" "$version" "$body" "$r" "$WARM" "$(git rev-parse --short HEAD)" "$NWORLD" >> "$csv" <<'PY'
+      $PY - "$run/rows.csv" "$version" "$body" "$r" "$WARM" "${FIGHTLAB_COMMIT:-$(git rev-parse --short HEAD)}" "$NWORLD" >> "$csv" <<'PY'
 import csv, statistics, sys
 path, version, body, rep, warm, commit, _ = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))[int(warm):]
