@@ -378,7 +378,7 @@ def cmd_survey(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from fightlab.config import ConfigError
-    from fightlab.errors import Terminated
+    from fightlab.errors import Diverged, Terminated
     from fightlab.paths import RUNS_ENV, runs_problem
     from fightlab.results import MalformedRowError
     from fightlab.run.checkpoint import CheckpointError
@@ -401,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CheckpointError, MalformedRowError) as e:
         print(f"fightlab: error: {_cut(str(e))}", file=sys.stderr)
         return 2
+    except Diverged as e:  # a training's learner produced non-finite numbers: no checkpoint of them
+        print(f"fightlab: error: {_cut(str(e))}", file=sys.stderr)
+        return 1
     except OSError as e:  # a path the filesystem refuses (too long, read-only, full disk, …)
         print(f"fightlab: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
               file=sys.stderr)

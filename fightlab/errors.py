@@ -1,4 +1,5 @@
-"""The one error type for a bad user-facing value: one line, naming the value and the choices."""
+"""The errors a user sees as one line: a bad value (naming it and the choices), a diverged
+training, a termination."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ class ConfigError(ValueError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"ConfigError: {self}"]
+
+
+class Diverged(ArithmeticError):
+    """A training whose learner produced non-finite numbers (the update's losses, its rate, or
+    the weights a checkpoint would hold): the run stops there and writes no checkpoint of them,
+    so its last checkpoint is its last finite state. The CLI prints it as one line, exit code 1."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Diverged: {self}"]
 
 
 class Terminated(KeyboardInterrupt):

@@ -978,3 +978,69 @@ def test_a_time_limit_ends_the_run_unsolved(tmp_path):
             from fightlab.config import validate_train
 
             validate_train(apply_overrides(_tiny_cfg(tmp_path), [f"time_limit_s={bad}"]))
+
+
+def test_a_diverged_update_stops_the_run_and_writes_no_checkpoint_of_it(tmp_path, monkeypatch, capsys):
+    """Non-finite update values (read in the iteration's one host read) stop the run with one
+    line; a checkpoint of non-finite weights is refused, the last finite checkpoint kept."""
+    from fightlab.cli import main
+    from fightlab.errors import Diverged
+    from fightlab.rl import ppo as P
+
+    t = Trainer(_tiny_cfg(tmp_path / "a"), progress=False)
+    t.train()  # 2 finite iterations, a checkpoint each
+    kept = sorted(p.name for p in (tmp_path / "a").glob("ckpt_*.pt"))
+    with torch.no_grad():
+        t.agent.actor_logstd.fill_(float("nan"))
+    with pytest.raises(Diverged, match="iteration 2: the agent's actor_logstd are not all finite"):
+        t.save()
+    t.close()
+    assert sorted(p.name for p in (tmp_path / "a").glob("ckpt_*.pt")) == kept and not list((tmp_path / "a").glob("*.tmp"))
+
+    real = P.PPOUpdate.run
+
+    def nan_after_first(self):  # the second update's losses come out non-finite
+        real(self)
+        if getattr(self, "_ran", False):
+            self.stats[0] = float("nan")
+        self._ran = True
+
+    monkeypatch.setattr(P.PPOUpdate, "run", nan_after_first)
+    run = tmp_path / "b"
+    argv = ["train", "--body", "simple", "--nworld", "4", "--device", "cpu", "--max-iterations", "3",
+            "--run-dir", str(run), "--checkpoint-every", "1", "--no-graph", "--no-progress",
+            "--set", "ppo.num_steps=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.update_epochs=1"]
+    assert main(argv) == 1
+    err = [e for e in capsys.readouterr().err.strip().splitlines() if e.startswith("fightlab: error")]
+    assert len(err) == 1 and err[0].startswith("fightlab: error: iteration 2: the PPO update's policy_loss nan"), err
+    assert sorted(p.name for p in run.glob("ckpt_*.pt")) == ["ckpt_000001.pt"]
+
+
+def test_mirrored_samples_keep_their_originals_log_probability():
+    """"augment" with a strongly asymmetric policy (mirrored actions far in its tails): the
+    mirrored samples' ratio is taken against the original's log-probability, so 12 Adam steps
+    leave every weight finite (recomputed under the old policy, those log-probabilities were so
+    low that the ratio overflowed float32)."""
+    from fightlab.rl.ppo import make_optimizer
+
+    torch.manual_seed(0)
+    n_obs, n_act = 4, 4
+    agent = ActorCritic(n_obs, n_act, hidden=(8, 8), init_std=0.05)
+    with torch.no_grad():
+        agent.actor[-1].bias.copy_(torch.tensor([2.0, -2.0, 1.5, -1.5]))  # far from its mirror
+    swap = (torch.tensor([1, 0, 3, 2]), torch.ones(4))
+    buf = RolloutStorage(8, 16, n_obs, n_act, "cpu")
+    buf.obs.normal_()
+    with torch.no_grad():
+        mean = agent.act_mean(buf.obs.reshape(-1, n_obs))
+        act = mean + 0.05 * torch.randn_like(mean)
+        buf.actions.copy_(act.reshape(buf.actions.shape))
+        buf.logprobs.copy_(agent.get_action_and_value(buf.obs.reshape(-1, n_obs), act)[1].reshape(buf.logprobs.shape))
+    buf.advantages.normal_()
+    buf.returns.normal_()
+    cfg = PPOConfig(num_steps=8, num_minibatches=4, update_epochs=3, symmetry="augment", learning_rate=1e-2)
+    opt, lr = make_optimizer(agent, cfg.learning_rate, "cpu")
+    stats = ppo_update(agent, opt, buf, cfg, lr=lr, mirror=dict(policy=swap, critic=(torch.zeros(0, dtype=torch.long),
+                                                                                     torch.zeros(0)), actions=swap))
+    assert all(math.isfinite(v) for v in stats.values()), stats
+    assert all(bool(torch.isfinite(p).all()) for p in agent.parameters())

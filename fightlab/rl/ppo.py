@@ -184,15 +184,16 @@ class PPOUpdate:
         self.stats[5].copy_(self.lr)
 
     def _mirror_batch(self, b: dict) -> None:
-        """Add the mirrored samples to the flat batch ``b`` ("augment"): m_obs, m_priv, m_act,
-        and m_logp [B], the log-probability of the mirrored action at the mirrored observation
-        under the policy before this update (which sampled the rollout)."""
+        """Add the mirrored samples to the flat batch ``b`` ("augment"): m_obs, m_priv, m_act.
+        A mirrored sample's old log-probability is its original's (rsl_rl's `PPO.update` with
+        symmetry data augmentation): exact for a symmetric policy, and its ratio then stays below
+        the Gaussian's peak over the original's density. Recomputed under an asymmetric policy,
+        a mirrored action far out in its tails had a log-probability so low that one Adam step
+        made the ratio overflow float32 (non-finite weights on the GPU)."""
         mir = self.mirror
         b["m_obs"] = mirror(b["obs"], mir["policy"])
         b["m_priv"] = None if b["priv"] is None else mirror(b["priv"], mir["critic"])
         b["m_act"] = mirror(b["act"], mir["actions"])
-        with torch.no_grad():
-            b["m_logp"] = self.agent.get_action_and_value(b["m_obs"], b["m_act"], priv=b["m_priv"])[1]
 
     def _minibatch(self, b: dict, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One PPO step on the samples ``idx`` of the flat batch ``b`` (with their mirrors under
@@ -207,7 +208,7 @@ class PPOUpdate:
         if cfg.symmetry == "augment":
             obs, act = torch.cat([obs, b["m_obs"][idx]]), torch.cat([act, b["m_act"][idx]])
             priv = None if priv is None else torch.cat([priv, b["m_priv"][idx]])
-            logp, adv, ret = torch.cat([logp, b["m_logp"][idx]]), torch.cat([adv, adv]), torch.cat([ret, ret])
+            logp, adv, ret = torch.cat([logp, logp]), torch.cat([adv, adv]), torch.cat([ret, ret])
         _, newlogp, entropy, newvalue, newmean, newstd = agent.get_action_and_value(obs, act, priv=priv)
         logratio = newlogp - logp
         ratio = logratio.exp()
@@ -238,16 +239,17 @@ class PPOUpdate:
 
 def ppo_update(agent: ActorCritic, optimizer: torch.optim.Optimizer, buf: RolloutStorage,
                cfg: PPOConfig, generator: torch.Generator | None = None,
-               lr: torch.Tensor | None = None) -> dict:
+               lr: torch.Tensor | None = None, mirror: dict | None = None) -> dict:
     """One eager PPO update (`PPOUpdate.draw` + `run`), for scripts and tests; returns
     `stats_dict()`. ``lr``: the rate tensor of `make_optimizer`; None takes the first group's (a
-    float one becomes a tensor the group then holds, so the KL rule moves the rate Adam uses)."""
+    float one becomes a tensor the group then holds, so the KL rule moves the rate Adam uses);
+    ``mirror``: the task's mirror maps, for `PPOConfig.symmetry` (`VecEnv.mirror_maps`)."""
     if lr is None:
         lr = optimizer.param_groups[0]["lr"]
         if not isinstance(lr, torch.Tensor):
             lr = torch.tensor(float(lr), dtype=torch.float32, device=buf.obs.device)
             optimizer.param_groups[0]["lr"] = lr
-    upd = PPOUpdate(agent, optimizer, lr, buf, cfg, generator)
+    upd = PPOUpdate(agent, optimizer, lr, buf, cfg, generator, mirror)
     upd.draw()
     upd.run()
     return upd.stats_dict()

@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from fightlab.config import ConfigError, TrainConfig, stage_done, task_warning
 from fightlab.devices import announce_compile
-from fightlab.errors import Terminated
+from fightlab.errors import Diverged, Terminated
 from fightlab.run.checkpoint import restore_checkpoint, save_checkpoint
 from fightlab.run.launch import TrainPlan, plan_run
 from fightlab.rl.loop import TrainLoop
@@ -29,6 +30,20 @@ from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
 
 __all__ = ["Trainer", "TrainingStopped", "PolicyIO", "announce_compile", "train"]
+
+
+def check_update_finite(row: dict) -> None:
+    """Raise :class:`fightlab.errors.Diverged` when the row's update values (`rl.ppo.STATS`: the
+    losses, KL, clip fraction, rate; read in the iteration's one host read) are not all finite:
+    the weights that update wrote are then not usable either, and the run stops before its next
+    checkpoint."""
+    from fightlab.rl.ppo import STATS
+
+    bad = {k: row[k] for k in STATS if k in row and not math.isfinite(row[k])}
+    if bad:
+        raise Diverged(f"iteration {row['iteration']}: the PPO update's {', '.join(f'{k} {v}' for k, v in bad.items())} "
+                       "are not finite: the learner diverged; the run stops, its last checkpoint is its last "
+                       "finite state (change the learner's settings, or resume from it)")
 
 
 class TrainingStopped(KeyboardInterrupt):
@@ -187,6 +202,7 @@ class Trainer(TrainLoop):
         if summary["nan_resets"]:
             print(f"NAN iteration {self.iteration}: {summary['nan_resets']} worlds had non-finite "
                   "qpos/qvel; reset and counted as falls", flush=True)
+        check_update_finite(row)
         self.history.append(row)
         return row
 
@@ -201,7 +217,14 @@ class Trainer(TrainLoop):
             self.obs_hist.load_state_dict(ck["obs_history"])
 
     def save(self, path=None) -> Path:
-        """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`)."""
+        """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`). Raises
+        `fightlab.errors.Diverged`, writing nothing, when the agent's weights are not all finite
+        (such a checkpoint could not be resumed; the last one stays the run's last finite state)."""
+        bad = [k for k, v in self.agent.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+        if bad:
+            raise Diverged(f"iteration {self.iteration}: the agent's {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} "
+                           "are not all finite: the learner diverged; no checkpoint written (the last one is the "
+                           "run's last finite state)")
         return save_checkpoint(self, path)
 
     # ------------------------------------------------------------------------------------------
