@@ -18,6 +18,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BODIES=${1:-"simple muscular-fast"}; NWORLDS=${2:-"1024 32"}
 NSTEPS=${NSTEPS:-20}; NWARM=${NWARM:-10}; DEVICE=${DEVICE:-cuda:0}; PY=${PY:-python3}
+for v in NSTEPS NWARM; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "newton_stages: $v must be a whole number, got '${!v}'" >&2; exit 2; }
+done
 FIXES=${FIXES:-"none bounds bounds,scatter bounds,scatter,pairs bounds,scatter,pairs,ldlt bounds,scatter,pairs,ldlt,tree bounds,scatter,pairs,ldlt,tree,levels all"}
 dest=${OUT:-runs}; mkdir -p "$dest"; dest=$(cd "$dest" && pwd)
 if [ "$DEVICE" != cpu ]; then

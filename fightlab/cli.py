@@ -181,6 +181,10 @@ def cmd_slots(a) -> int:
     return 0
 
 
+#: the fewest profiled steps a published profile row may have (notebook 02's full size, 20)
+PUBLISH_MIN_NSTEP = 20
+
+
 def cmd_profile(a) -> int:
     """The profile's tables, then its row: under runs/profile (appended), with --publish under
     data/ (physics only; the device and size checked by main's gate, `publish_plans`)."""
@@ -193,6 +197,8 @@ def cmd_profile(a) -> int:
 
     if a.publish and a.what != "physics":
         raise ConfigError(f"--publish takes --what physics only (profile.csv's rows), got {a.what!r}")
+    if a.publish and a.nstep < PUBLISH_MIN_NSTEP:
+        raise ConfigError(f"--publish takes --nstep >= {PUBLISH_MIN_NSTEP} (notebook 02's full size), got {a.nstep}")
     env = reference_env(EnvConfig()) if a.physics == "reference" else None
     res = profile(a.body, nworld=a.nworld, nstep=a.nstep, device=a.device, what=a.what, tree_factor=a.tree_factor,
                   top=a.top, progress=not a.no_progress, env=env, solver_loop=a.solver_loop)
@@ -279,7 +285,7 @@ def publish_plans(a) -> list[dict]:
     one = {"evaluate": dict(what="the evaluation row", gpu_advice="an evaluation publishes from a CUDA "
                             "device: --device cuda:N, with --policy also --backend gpu"),
            "slots": dict(what="slot rows"), "sweep": dict(what="sweep rows", size=None),
-           "profile": dict(what="the profile row", size=None),
+           "profile": dict(what="the profile row", size=None, gpu_advice="a profile publishes from a CUDA device"),
            "bench": dict(what="bench rows", size=validate_size(resolve_size(
                "auto" if a.size is None else a.size, device)) if a.cmd == "bench" else None)}[a.cmd]
     return [dict(publish=True, device=device, **one)]

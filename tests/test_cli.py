@@ -212,7 +212,7 @@ def test_profile_writes_its_row_under_runs_and_publishes_physics_from_a_gpu_only
         assert main(base) == 0
         assert f"profile: 1 row -> {RUNS / 'profile'}" in capsys.readouterr().out
         assert len(results.read_rows("profile", RUNS / "profile")) == before + n
-    for extra, want in ((["--publish"], "device 'cpu' is not a GPU"),
+    for extra, want in ((["--publish"], "a profile publishes from a CUDA device"),
                         (["--publish", "--what", "env"], "device 'cpu' is not a GPU")):
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -223,6 +223,9 @@ def test_profile_writes_its_row_under_runs_and_publishes_physics_from_a_gpu_only
     assert main(base + ["--publish", "--what", "env"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--publish takes --what physics only" in err[0] and "'env'" in err[0], err
+    assert main(base + ["--publish"]) == 2  # 1 step: not notebook 02's full size
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--publish takes --nstep >= 20" in err[0] and "got 1" in err[0], err
     assert (REPO_ROOT / "data" / "results" / "profile.csv").read_bytes() == committed
 
 

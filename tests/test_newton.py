@@ -203,6 +203,20 @@ def test_the_stage_bench_runs_on_the_cpu(tmp_path):
         assert float(r["total_cycles"]) <= p["solve_cycles_p90"] <= p["solve_cycles_max"]
 
 
+@pytest.mark.parametrize("var,value", [("NWARM", "abc"), ("NWARM", "1.5"), ("NSTEPS", "-3")])
+def test_the_stage_bench_refuses_a_step_count_that_is_no_whole_number(tmp_path, var, value):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, DEVICE="cpu", OUT=str(tmp_path), **{var: value})
+    r = subprocess.run(["bash", str(root / "bench" / "newton_stages.sh"), "simple", "2"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == f"newton_stages: {var} must be a whole number, got '{value}'"
+    assert not any(tmp_path.iterdir())
+
+
 def _builds_agree(name: str, fixes_a: tuple, fixes_b: tuple):
     """One solve from the same contact state (40 MuJoCo Warp steps, 2 worlds) with each kernel
     build: the same row states and iteration counts, qacc within float32 rounding. Returns (m, d)."""

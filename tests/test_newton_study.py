@@ -64,7 +64,7 @@ def test_error_failures_is_the_tests_rule():
 
 def test_notebook_runs_at_smoke_size(tmp_path):
     """notebooks/09 at smoke size on the CPU: the committed profile's story, the three models equal
-    to MuJoCo Warp's solve, rows under runs/ with 80 → 43 launches and no time, no figure."""
+    to MuJoCo Warp's solve, rows under runs/ with 79 → 42 launches and no time, no figure."""
     from fightlab.paths import RUNS
     from fightlab.reproduce import reproduce
 
@@ -84,3 +84,22 @@ def test_notebook_runs_at_smoke_size(tmp_path):
     assert (df["solve_cycles_median"].notna() == [v != "mujoco_warp" and b != "contact-tree-16"
                                                  for v, b in zip(variant, df["body"])]).all()
     assert not (results.results_path("newton", RUNS / "newton" / "nb09-smoke-cpu").parent / "figures").exists()
+
+
+def test_the_fallen_state_rows_stay_out_of_the_stage_figure_and_are_named_in_the_table():
+    """Stage rows of the fallen state (300 warm steps) are not the standing state's: the figure
+    (the standing state) leaves them out, the notebook's table names their warm steps."""
+    import json
+
+    from fightlab import results
+    from fightlab.figures.newton import stage_rows
+    from fightlab.measure.newton_study import stage_table
+    from fightlab.paths import REPO_ROOT
+
+    rows = results.read_rows("newton", REPO_ROOT)
+    fallen = [json.loads(p).get("nwarm") == 300 for p in rows["params"]]
+    assert any(fallen)
+    drawn = stage_rows(rows)
+    assert len(drawn) and all(json.loads(p).get("nwarm", 10) == 10 for p in drawn["params"])
+    heads = list(stage_table(rows[fallen]).columns)
+    assert heads and all(h.endswith(", 300 warm steps]") for h in heads), heads

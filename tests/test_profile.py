@@ -278,7 +278,7 @@ def test_profile_solver_loop_single_launch_on_cpu(fake_nvtx):
         P.profile("simple", solver_loop="fast", **kw)
 
 
-def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by_side():
+def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by_side(tmp_path):
     """A newer single-launch row neither replaces MuJoCo Warp's in the stage figure's rows nor is
     lost: ``solve=None`` keeps the newest of each, and the solve table puts them side by side."""
     from fightlab.paths import REPO_ROOT
@@ -286,17 +286,30 @@ def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by
     rows = results.read_rows("profile", REPO_ROOT)
     base = P.latest_rows(rows)
     assert set(base["solve"]) == {"MuJoCo Warp"} and not base.duplicated(["body", "nworld", "gpu"]).any()
-    one = base[(base["body"] == "simple") & (base["nworld"] == 1024)].iloc[[0]]
+    card = "NVIDIA test card"  # rows of a card of its own: the committed ones stay as they are
+    one = base[(base["body"] == "simple") & (base["nworld"] == 1024)].iloc[[0]].assign(gpu=card)
     single = one.assign(time="2099-01-01T00:00:00+00:00", launches_per_step=43.0, constraint_solve_ms_per_step=0.1,
                         params=[json.dumps(dict(json.loads(one["params"].iloc[0]), solver_loop="single_launch"))])
-    both = pd.concat([rows, single], ignore_index=True)
-    assert P.latest_rows(both).equals(base)  # the figure's rows: MuJoCo Warp's solve only
+    both = pd.concat([rows, one.drop(columns="solve"), single.drop(columns="solve")], ignore_index=True)
+    mine = P.latest_rows(both)
+    assert mine[mine["gpu"] == card]["launches_per_step"].tolist() == one["launches_per_step"].tolist()
     every = P.latest_rows(both, solve=None)
-    assert len(every) == len(base) + 1 and (every["solve"] == "single-launch").sum() == 1
-    table = P.solve_table(both[both["gpu"] == one["gpu"].iloc[0]])
+    assert sorted(every[every["gpu"] == card]["solve"]) == ["MuJoCo Warp", "single-launch"]
+    table = P.solve_table(both[both["gpu"] == card])
     pair = table[table["body"] == "simple"].set_index("solve")
     assert pair.loc["single-launch", "launches_per_step"] == 43.0
     assert pair.loc["MuJoCo Warp", "launches_per_step"] == one["launches_per_step"].iloc[0]
     want = 0.1 / one["kernel_ms_per_step"].iloc[0]
     assert pair.loc["single-launch", "constraint_solve_share"] == pytest.approx(want)
     assert P.solve_table(both, nworld=3).empty
+    with pytest.raises(ValueError, match="solve must be None, 'MuJoCo Warp' or 'single-launch', got 'mujoco warp'"):
+        P.latest_rows(both, solve="mujoco warp")
+    # a card with single-launch rows only: its stage figure is skipped, with a line
+    from fightlab.figures import draw
+
+    only = single.assign(gpu="NVIDIA H100 test card")  # a card with no MuJoCo Warp row
+    results.append_row("profile", {k: (None if isinstance(v, float) and v != v else v)
+                                   for k, v in only.iloc[0].to_dict().items() if k != "solve"}, tmp_path)
+    said = []
+    assert draw(only=["profile_stages"], root=tmp_path, log=said.append) == {"profile_stages": []}
+    assert any("single-launch solve only" in s for s in said), said

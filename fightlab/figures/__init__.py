@@ -240,8 +240,14 @@ def _profile_stages(root: Path, log: Callable[[str], None]) -> list[Path]:
     from fightlab.figures import profile as stage_figures
     from fightlab.measure import profile
 
-    return _save_per_gpu(_rows("profile", root, "profile_stages", log), "profile_stages", lambda gpu, rows, _: stage_figures.plot_stages(
-        profile.latest_rows(rows), title=f"one physics step, {gpu}"), root, log)
+    def plot(gpu, rows, name):
+        rows = profile.latest_rows(rows)  # MuJoCo Warp's solve, as notebook 02 draws it
+        if rows.empty:
+            log(f"{name}: skipped: {gpu} has profile rows of the single-launch solve only (notebook 09 shows them)")
+            return None
+        return stage_figures.plot_stages(rows, title=f"one physics step, {gpu}")
+
+    return _save_per_gpu(_rows("profile", root, "profile_stages", log), "profile_stages", plot, root, log)
 
 
 # --- factor kernel (notebook 03) --------------------------------------------------------------

@@ -36,12 +36,13 @@ _STAGE_GROUPS = {"LDLt": "LDLᵀ", "back solve": "LDLᵀ", "rank-1 update": "ran
 
 def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The GPU stage-clock rows (params ``stage_cycles`` in SM cycles; a CPU smoke's cycle counter
-    is no measurement), the newest per (body, nworld, variant, GPU),
+    is no measurement) of the standing state (``nwarm`` 10; the fallen state's rows, ``NWARM=300``,
+    are notebook 09's table only), the newest per (body, nworld, variant, GPU),
     at each body's largest world count, with ``variant``, ``nfix`` (fixes built in) and one
     column per stage group (cycles per world's solve). A variant is named by its fixes where a
     row says "default" (the default build changes over time: :func:`variant_label`)."""
     params = [json.loads(p) for p in df["params"]]
-    keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles") for p in params]
+    keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles" and p.get("nwarm", 10) == 10) for p in params]
     if not any(keep):
         return pd.DataFrame()
     df = df[keep].assign(variant=[variant_label(p) for p, k in zip(params, keep) if k],

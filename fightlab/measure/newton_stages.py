@@ -113,14 +113,14 @@ def variant_fixes(variant: str) -> tuple[str, ...]:
 
 
 def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str, Any],
-              fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """A CSV row: ``results.run_metadata``'s columns (params: nsteps, the fixes built in), then
-    ``<stage>_cycles`` and the counts."""
+              fixes: tuple[str, ...] | None = None, nwarm: int = 10) -> dict[str, Any]:
+    """A CSV row: ``results.run_metadata``'s columns (params: nsteps, nwarm, the fixes built in),
+    then ``<stage>_cycles`` and the counts."""
     from fightlab import results
     from fightlab.kernels import stage_clock as C
     from fightlab.kernels.newton_hessian import DEFAULT_FIXES
 
-    params = dict(nsteps=nsteps, solver_loop="single_launch", fixes=list(DEFAULT_FIXES if fixes is None else fixes),
+    params = dict(nsteps=nsteps, nwarm=nwarm, solver_loop="single_launch", fixes=list(DEFAULT_FIXES if fixes is None else fixes),
                   built=cycles.get("built"))
     row = results.run_metadata(body=body, nworld=nworld, seed=0, params=params, device=device)
     slug = lambda s: s.replace(" ", "_").replace("+", "and").replace(".", "")  # noqa: E731
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{body} [{variant}]: built with {','.join(r['built']) or 'no fix'} "
                           f"(not {','.join(sorted(set(fixes) - set(r['built'])))}: newton.built_fixes)", flush=True)
                 res.append((f"{body}{'' if variant == 'all' else ' [' + variant + ']'}", n, r))
-                rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes))
+                rows.append(stage_row(body, n, a.nsteps, a.device, r, fixes, a.nwarm))
                 if a.results_root:
                     from fightlab import results
 

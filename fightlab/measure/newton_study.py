@@ -332,7 +332,8 @@ def speed_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def stage_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Stages as rows, one column per single-launch row's (body, nworld, variant; a variant named
-    as :func:`newton_stages.variant_label` names it, by the fixes it had on its day): median
+    as :func:`newton_stages.variant_label` names it, by the fixes it had on its day; the warm
+    steps where not the standing state's 10): median
     cycles per world's solve, in thousands, from ``params.stage_cycles``; then the total."""
     from fightlab.kernels.stage_clock import STAGES
 
@@ -340,7 +341,8 @@ def stage_table(rows: pd.DataFrame) -> pd.DataFrame:
     for r in rows.itertuples():
         p = json.loads(r.params)
         if "stage_cycles" in p:
-            cols[f"{r.body} ×{r.nworld} [{variant_label(p)}]"] = {**p["stage_cycles"], "total": r.solve_cycles_median}
+            state = "" if p.get("nwarm", 10) == 10 else f", {p['nwarm']} warm steps"
+            cols[f"{r.body} ×{r.nworld} [{variant_label(p)}{state}]"] = {**p["stage_cycles"], "total": r.solve_cycles_median}
     return (pd.DataFrame(cols).reindex([*STAGES, "total"]) / 1e3).round(1) if cols else pd.DataFrame()
 
 

@@ -409,6 +409,8 @@ def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp") -> pd.DataF
     solve), with a ``solve`` column."""
     from fightlab.measure.learners import solve_of
 
+    if solve not in (None, "MuJoCo Warp", "single-launch"):
+        raise ValueError(f"solve must be None, 'MuJoCo Warp' or 'single-launch', got {solve!r}")
     if df.empty:
         return df
     df = df.assign(solve=[solve_of(json.loads(p)) for p in df["params"]])
@@ -432,7 +434,8 @@ def solve_table(df: pd.DataFrame, nworld: int = 1024) -> pd.DataFrame:
         "constraint_solve_launches": rows["constraint_solve_launches_per_step"],
         "kernel_ms_per_step": rows["kernel_ms_per_step"], "graph_ms_per_step": rows["graph_ms_per_step"],
         "constraint_solve_ms": rows["constraint_solve_ms_per_step"],
-        "constraint_solve_share": rows["constraint_solve_ms_per_step"] / rows["kernel_ms_per_step"],
+        "constraint_solve_share": rows["constraint_solve_ms_per_step"] / rows["kernel_ms_per_step"].where(
+            rows["kernel_ms_per_step"] > 0),
     }).reset_index(drop=True)
 
 
