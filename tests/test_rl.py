@@ -992,7 +992,7 @@ def test_a_diverged_update_stops_the_run_and_writes_no_checkpoint_of_it(tmp_path
     kept = sorted(p.name for p in (tmp_path / "a").glob("ckpt_*.pt"))
     with torch.no_grad():
         t.agent.actor_logstd.fill_(float("nan"))
-    with pytest.raises(Diverged, match="iteration 2: the agent's actor_logstd are not all finite"):
+    with pytest.raises(Diverged, match="iteration 2: the agent's actor_logstd are not all finite.*start a new run"):
         t.save()
     t.close()
     assert sorted(p.name for p in (tmp_path / "a").glob("ckpt_*.pt")) == kept and not list((tmp_path / "a").glob("*.tmp"))
@@ -1012,7 +1012,12 @@ def test_a_diverged_update_stops_the_run_and_writes_no_checkpoint_of_it(tmp_path
             "--set", "ppo.num_steps=4", "--set", "ppo.num_minibatches=2", "--set", "ppo.update_epochs=1"]
     assert main(argv) == 1
     err = [e for e in capsys.readouterr().err.strip().splitlines() if e.startswith("fightlab: error")]
-    assert len(err) == 1 and err[0].startswith("fightlab: error: iteration 2: the PPO update's policy_loss nan"), err
+    assert len(err) == 1 and err[0].startswith("fightlab: error: iteration 2: the update's policy_loss nan"), err
+    from fightlab.run.runner import check_update_finite
+
+    with pytest.raises(Diverged, match="the update's rsl_value inf"):  # rsl_rl's losses too
+        check_update_finite(dict(iteration=3, rsl_value=float("inf"), rsl_surrogate=0.1, learning_rate=1e-3))
+    check_update_finite(dict(iteration=3, rsl_value=0.2, reward=float("nan")))  # not an update value
     assert sorted(p.name for p in run.glob("ckpt_*.pt")) == ["ckpt_000001.pt"]
 
 

@@ -178,8 +178,8 @@ class PPOConfig:
         `SYMMETRIES`, after rsl_rl's `extensions/symmetry.py` (Mittal et al. 2024, "Symmetry
         considerations for learning task symmetric robot policies"): "none"; "augment" (each
         minibatch doubled with its mirrored samples: observations, actions, the same advantages
-        and returns, and the old policy's log-probability of the mirrored action at the mirrored
-        observation, computed once before the update); "loss" (adds `symmetry_coef` × the mean
+        and returns, and the original sample's old log-probability, as rsl_rl's: recomputed for
+        the mirrored action under an asymmetric policy it overflowed the ratio); "loss" (adds `symmetry_coef` × the mean
         squared difference of π(mirror(o)) and mirror(π(o)), the action means, the second held
         fixed).
       symmetry_coef: the mirror loss's weight (≥ 0; read by "loss" only).

@@ -32,18 +32,25 @@ from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
 __all__ = ["Trainer", "TrainingStopped", "PolicyIO", "announce_compile", "train"]
 
 
+#: what a diverged run's message advises: a resume replays the same iterations (the run is
+#: deterministic), and a resumed run keeps its config
+DIVERGED_ADVICE = ("a checkpoint it saved, if any, holds its last finite state; resuming replays the same "
+                   "iterations: start a new run with other learner settings")
+
+
 def check_update_finite(row: dict) -> None:
     """Raise :class:`fightlab.errors.Diverged` when the row's update values (`rl.ppo.STATS`: the
-    losses, KL, clip fraction, rate; read in the iteration's one host read) are not all finite:
+    losses, KL, clip fraction, rate; rsl_rl's ``rsl_*`` losses; read in the iteration's one host
+    read) are not all finite:
     the weights that update wrote are then not usable either, and the run stops before its next
     checkpoint."""
     from fightlab.rl.ppo import STATS
 
-    bad = {k: row[k] for k in STATS if k in row and not math.isfinite(row[k])}
+    keys = [k for k in row if k in STATS or k.startswith("rsl_")]  # rsl_rl's losses: rsl_<name>
+    bad = {k: row[k] for k in keys if isinstance(row[k], (int, float)) and not math.isfinite(row[k])}
     if bad:
-        raise Diverged(f"iteration {row['iteration']}: the PPO update's {', '.join(f'{k} {v}' for k, v in bad.items())} "
-                       "are not finite: the learner diverged; the run stops, its last checkpoint is its last "
-                       "finite state (change the learner's settings, or resume from it)")
+        raise Diverged(f"iteration {row['iteration']}: the update's {', '.join(f'{k} {v}' for k, v in bad.items())} "
+                       f"are not finite: the learner diverged and the run stops ({DIVERGED_ADVICE})")
 
 
 class TrainingStopped(KeyboardInterrupt):
@@ -223,8 +230,7 @@ class Trainer(TrainLoop):
         bad = [k for k, v in self.agent.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
         if bad:
             raise Diverged(f"iteration {self.iteration}: the agent's {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} "
-                           "are not all finite: the learner diverged; no checkpoint written (the last one is the "
-                           "run's last finite state)")
+                           f"are not all finite: the learner diverged, no checkpoint written ({DIVERGED_ADVICE})")
         return save_checkpoint(self, path)
 
     # ------------------------------------------------------------------------------------------
@@ -261,9 +267,11 @@ class Trainer(TrainLoop):
             seg_t0 = time.perf_counter()
             bar = tqdm(total=cfg.max_iterations, initial=self.iteration, disable=not self.progress,
                        desc=f"{cfg.body} ×{cfg.nworld}", unit="it")
-            with _signals_stop_after_the_iteration() as stop:
-                self._loop(cfg, bar, rows_path, seg_t0, stop)
-            bar.close()
+            try:
+                with _signals_stop_after_the_iteration() as stop:
+                    self._loop(cfg, bar, rows_path, seg_t0, stop)
+            finally:  # an error's line must not land on the bar's
+                bar.close()
             path = self.save()
             res = self.result()
             if self.curriculum.solved:
