@@ -184,7 +184,7 @@ class ProfileResult:
         return f"{text}, {variant} variant" if path == "tree" and variant else text
 
     def summary(self) -> str:
-        head = (f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} steps, "
+        head = (f"{self.body} x{self.nworld} on {self.device}, {self.nstep} {self.what} step{'s' * (self.nstep != 1)}, "
                 f"mass-matrix factor: {self.factor_path}, solver loop: {self.params.get('solver_loop', 'auto')}")
         if not self.timed:
             return f"{head}: {self.message}"
