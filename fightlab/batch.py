@@ -329,9 +329,11 @@ def _load(jobs: list[Job] | None, folder: Path, lanes: list[Lane], resume: bool,
 
 
 def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, job_timeout_s: float | None,
-           min_left_s: float) -> tuple[subprocess.Popen, float, str]:
+           min_left_s: float, save: Callable[[], None]) -> tuple[subprocess.Popen, float, str]:
     """Start ``job``'s next attempt on ``lane`` (own process group, log.txt appended): the process,
-    its limit in s (inf: none) and its status past it (timeout, or budget: min-left/4 before)."""
+    its limit in s (inf: none) and its status past it (timeout, or budget: min-left/4 before).
+    The state says "running" (``save``) before the process starts: a batch killed at once keeps
+    the attempt on record."""
     seg_left = left  # a training's segment ends (with a checkpoint) before its time limit too
     if job_timeout_s is not None:
         own = job_timeout_s - min(min_left_s, job_timeout_s / 4) + min_left_s
@@ -349,10 +351,12 @@ def _start(job: Job, lane: Lane, folder: Path, env: dict, left: float | None, jo
     with open(jdir / "log.txt", "a") as fh:
         fh.write(f"=== batch {folder.name} attempt {job.attempts + 1} lane {lane.name}: {shlex.join(cmd)}\n")
         fh.flush()
+        job.status, job.lane, job.attempts, job.rc = "running", lane.name, job.attempts + 1, None
+        job.started, job.ended, job.pid = time.time(), None, None
+        save()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, stdin=subprocess.DEVNULL)
-    job.status, job.lane, job.attempts, job.rc = "running", lane.name, job.attempts + 1, None
-    job.started, job.ended, job.pid = time.time(), None, proc.pid
+    job.pid = proc.pid
     return proc, limit, why
 
 
@@ -483,7 +487,7 @@ def run_batch(jobs: list[Job] | None, folder: Path, *, concurrent: int = 1, gpus
                         pending = []
                         break
                     job = pending.pop(0)
-                    proc, limit, why = _start(job, lane, folder, env, left, job_timeout_s, min_left_s)
+                    proc, limit, why = _start(job, lane, folder, env, left, job_timeout_s, min_left_s, save)
                     running[pools[lane.name].submit(_wait, proc, limit, KILL_GRACE_S)] = (
                         job, lane, proc, time.monotonic(), why)
                     lane.running += 1
