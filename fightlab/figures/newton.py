@@ -12,7 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from fightlab.figures import style as plots
-from fightlab.measure.newton_stages import variant_label
+from fightlab.measure.newton_stages import NWARM_STANDING, variant_label
 
 __all__ = ["timed_rows", "stage_rows", "variant_label", "plot_newton_time", "draw_newton_time"]
 
@@ -42,7 +42,7 @@ def stage_rows(df: pd.DataFrame) -> pd.DataFrame:
     column per stage group (cycles per world's solve). A variant is named by its fixes where a
     row says "default" (the default build changes over time: :func:`variant_label`)."""
     params = [json.loads(p) for p in df["params"]]
-    keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles" and p.get("nwarm", 10) == 10) for p in params]
+    keep = [("stage_cycles" in p and p.get("cycles") == "SM cycles" and p.get("nwarm", NWARM_STANDING) == NWARM_STANDING) for p in params]
     if not any(keep):
         return pd.DataFrame()
     df = df[keep].assign(variant=[variant_label(p) for p, k in zip(params, keep) if k],

@@ -24,11 +24,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stage_cycles", "stage_row", "newton_row", "variant_row", "variant_label", "format_table", "main"]
+#: warm steps of the standing state (the keyframe with noise, few contacts): the stage rows a
+#: figure compares; a row without ``nwarm`` had it
+NWARM_STANDING = 10
+
+__all__ = ["NWARM_STANDING", "stage_cycles", "stage_row", "newton_row", "variant_row", "variant_label", "format_table", "main"]
 
 
 def stage_cycles(body: str, nworld: int = 2, nsteps: int = 2, device: str = "cpu", seed: int = 0,
-                 nwarm: int = 10, noise: float = 0.05, block_dim: int | None = None,
+                 nwarm: int = NWARM_STANDING, noise: float = 0.05, block_dim: int | None = None,
                  fixes: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Median cycles per stage (:data:`stage_clock.STAGES`) over ``nworld`` worlds × ``nsteps``
     steps, ``total`` (the median of the per-solve sums; ``total_p90``, ``total_max``: their 90th
@@ -113,7 +117,7 @@ def variant_fixes(variant: str) -> tuple[str, ...]:
 
 
 def stage_row(body: str, nworld: int, nsteps: int, device: str, cycles: dict[str, Any],
-              fixes: tuple[str, ...] | None = None, nwarm: int = 10) -> dict[str, Any]:
+              fixes: tuple[str, ...] | None = None, nwarm: int = NWARM_STANDING) -> dict[str, Any]:
     """A CSV row: ``results.run_metadata``'s columns (params: nsteps, nwarm, the fixes built in),
     then ``<stage>_cycles`` and the counts."""
     from fightlab import results
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--body", nargs="+", default=["simple", "muscular-fast"])
     p.add_argument("--nworld", nargs="+", type=int, default=[1024, 32])
     p.add_argument("--nsteps", type=int, default=20, help="instrumented physics steps")
-    p.add_argument("--nwarm", type=int, default=10,
+    p.add_argument("--nwarm", type=int, default=NWARM_STANDING,
                    help="steps with MuJoCo Warp's solve first (10: standing, few contacts; 300: most worlds fallen)")
     p.add_argument("--device", default="cuda:0")
     from fightlab.kernels.newton_hessian import FIXES

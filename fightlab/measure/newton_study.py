@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from fightlab.measure.newton_stages import _num, newton_row, variant_fixes, variant_label, variant_row
+from fightlab.measure.newton_stages import NWARM_STANDING, _num, newton_row, variant_fixes, variant_label, variant_row
 
 __all__ = ["MODELS", "model_of", "VARIANTS", "TOL", "check_parameters", "cpu_blocks", "hotspot_table", "hotspot_lines",
            "own_profile", "kernel_facts", "correctness", "error_failures",
@@ -341,7 +341,7 @@ def stage_table(rows: pd.DataFrame) -> pd.DataFrame:
     for r in rows.itertuples():
         p = json.loads(r.params)
         if "stage_cycles" in p:
-            state = "" if p.get("nwarm", 10) == 10 else f", {p['nwarm']} warm steps"
+            state = "" if p.get("nwarm", NWARM_STANDING) == NWARM_STANDING else f", {p['nwarm']} warm steps"
             cols[f"{r.body} ×{r.nworld} [{variant_label(p)}{state}]"] = {**p["stage_cycles"], "total": r.solve_cycles_median}
     return (pd.DataFrame(cols).reindex([*STAGES, "total"]) / 1e3).round(1) if cols else pd.DataFrame()
 
