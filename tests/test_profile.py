@@ -302,7 +302,7 @@ def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by
     want = 0.1 / one["kernel_ms_per_step"].iloc[0]
     assert pair.loc["single-launch", "constraint_solve_share"] == pytest.approx(want)
     assert P.solve_table(both, nworld=3).empty
-    with pytest.raises(ValueError, match="solve must be None, 'MuJoCo Warp' or 'single-launch', got 'mujoco warp'"):
+    with pytest.raises(ValueError, match="solve must be None or one of 'MuJoCo Warp', 'single-launch', got 'mujoco warp'"):
         P.latest_rows(both, solve="mujoco warp")
     # a card with single-launch rows only: its stage figure is skipped, with a line
     from fightlab.figures import draw

@@ -516,17 +516,28 @@ def test_the_headline_is_todays_learner_not_the_group_with_most_seeds(tmp_path):
         report.with_stage0(pd.DataFrame())
 
 
-def test_a_single_launch_solve_is_a_group_of_its_own_never_the_headline(tmp_path):
-    """Runs with the single-launch Newton solve (newer, as many seeds) are not pooled with MuJoCo
-    Warp's solve nor become the headline while it is not the default; MuJoCo Warp's loops pool."""
-    rows = [train_row("simple", seed=s, tts=50.0 + s) for s in (0, 1)]
-    rows += [train_row("simple", seed=s, tts=40.0, params=dict(solver_loop="single_launch"),
-                       time="2026-12-01T06:00:00+00:00") for s in (0, 1)]
-    rows += [train_row("simple", seed=2, tts=52.0, params=dict(solver_loop="conditional"))]
+def test_the_single_launch_is_the_gpu_default_and_a_group_of_its_own(tmp_path):
+    """On a GPU the defaults' Newton solve is the single launch: its runs are the headline and
+    MuJoCo Warp's solve is named as a change (its loops pool); on warp's CPU device MuJoCo Warp's
+    is the default. Config ids keep their values from before the single launch; Figure 2's
+    iterations pool both solves (the same physics to float32 rounding)."""
+    gpu = dict(device="cuda:0", backend="gpu")
+    single = dict(gpu, physics_engine={"solver_loop": "single_launch"})
+    rows = [train_row("simple", seed=s, tts=50.0 + s, params=dict(gpu, physics_engine={"solver_loop": "unrolled"}))
+            for s in (0, 1, 2)]
+    rows += [train_row("simple", seed=s, tts=40.0 + s, params=single, time="2026-12-01T06:00:00+00:00")
+             for s in (0, 1)]
+    rows += [train_row("simple", seed=3, tts=53.0, params=dict(gpu, solver_loop="conditional"))]
     s = report.solve_summary(_write(tmp_path, rows))
-    assert sorted(zip(s["learner_changes"], s["n_solo"])) == [("defaults", 3), ("single-launch solve", 2)]
+    assert sorted(zip(s["learner_changes"], s["n_solo"])) == [("MuJoCo Warp solve", 4), ("defaults", 2)]
     h = report.headline(s)
-    assert h["n_solo"].tolist() == [3] and h["time_to_solve_median_s"].tolist() == [51.0]
+    assert h["n_solo"].tolist() == [2] and h["time_to_solve_median_s"].tolist() == [40.5]
+    # warp's CPU device and MuJoCo's C engine: MuJoCo Warp's solve is the default there
+    now = dict(env=NOW_PHYSICS)
+    assert report.learner_changes(dict(now, device="cpu", physics_engine={"solver_loop": "unrolled"}), "simple") == "defaults"
+    assert report.learner_changes(dict(now, device="cpu", backend="cpu"), "simple") == "defaults"
+    assert report.learner_changes(dict(now, device="cpu", solver_loop="single_launch"), "simple") == "single-launch solve"
+    assert report.learner_changes(dict(now, **single), "simple") == "defaults"
     assert report.config_id({"solver_loop": "unrolled"}) == report.config_id({})
     assert report.config_id({"solver_loop": "single_launch"}) != report.config_id({})
     # what ran decides: a single launch that fell back ran MuJoCo Warp's loop; a hand-made spelling pools with neither
@@ -534,10 +545,9 @@ def test_a_single_launch_solve_is_a_group_of_its_own_never_the_headline(tmp_path
     assert report.config_id(fell_back) == report.config_id({})
     assert report.config_id({"solver_loop": "SINGLE_LAUNCH"}) not in (report.config_id({}),
                                                                      report.config_id({"solver_loop": "single_launch"}))
-    # Figure 2's iterations (solvetime.iterations_to_solve) count today's solve only
     from fightlab.measure import solvetime
     its = solvetime.iterations_to_solve(report.published_runs(tmp_path))
-    assert its["n_runs"].tolist() == [3]
+    assert its["n_runs"].tolist() == [6]
 
 
 def test_pick_variant_judges_each_learner_against_its_own_defaults(tmp_path):

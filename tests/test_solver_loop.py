@@ -56,6 +56,40 @@ def test_auto_unrolls_a_short_loop_only():
         physics.resolve_solver_loop("fast", 2)
 
 
+def test_a_training_takes_the_single_launch_on_cuda_only():
+    """A training's "auto" is the single launch on a CUDA device of the MuJoCo Warp backend;
+    warp's CPU device and the C engine keep MuJoCo Warp's loop; an explicit choice stays."""
+    assert physics.training_solver_loop("auto", "cuda:0") == "single_launch"
+    assert physics.training_solver_loop("auto", "cuda:1", "gpu") == "single_launch"
+    assert physics.training_solver_loop("auto", "cpu") == "auto"
+    assert physics.training_solver_loop("auto", "cpu", "cpu") == "auto"
+    assert physics.training_solver_loop("auto", "cuda:0", "cpu") == "auto"
+    for loop in ("conditional", "unrolled", "single_launch"):
+        assert physics.training_solver_loop(loop, "cuda:0") == loop
+        assert physics.training_solver_loop(loop, "cpu") == loop
+
+
+def test_the_task_resolves_its_loop_before_the_env_is_built(monkeypatch):
+    """StanceTask asks `training_solver_loop` with its device and backend and builds the env with
+    the answer (what a CUDA training gets: checked here by the answer the env records)."""
+    from fightlab.config import TrainConfig
+    from fightlab.envs import task as T
+
+    asked = []
+
+    def resolve(loop, device, backend="gpu"):
+        asked.append((loop, device, backend))
+        return "conditional"
+
+    monkeypatch.setattr(T, "training_solver_loop", resolve)
+    env = T.StanceTask(TrainConfig(body="simple", nworld=2, device="cpu"))
+    try:
+        assert asked == [("auto", "cpu", "gpu")]
+        assert env.unwrapped.engine_solver["solver_loop"] == "conditional"
+    finally:
+        env.close()
+
+
 def test_a_training_records_its_loop_and_keeps_its_config_id(tmp_path, capsys):
     """The row records the loop the engine ran (params.physics_engine.solver_loop) and the one
     asked (params.solver_loop); the loop is how a run is launched: the config id ignores it."""

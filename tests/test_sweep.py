@@ -240,6 +240,7 @@ def test_sweep_driver_writes_one_row_per_point_and_resumes(tmp_path):
     assert r["iterations"] == 2 and r["s_per_iter"] > 0 and r["graph_fallbacks"] == 0
     assert r["env_steps_per_s"] == pytest.approx(8 * 4 / r["s_per_iter"])
     assert json.loads(r["params"])["learner"] == learner_id(to_dict(TrainConfig(**TINY)))
+    assert json.loads(r["params"])["physics_engine"]["solver_loop"] == "unrolled"  # the CPU's solve
     # the same command again does nothing; other options in the same folder are refused
     calls.clear()
     assert len(sweep.run_sweep(["simple"], [4, 8], point=counted, **kw)) == 2 and calls == []
@@ -309,6 +310,16 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert set(mixed[mixed["body"] == "simple"]["learner"]) == {"0ther000"}
     assert mixed[mixed["body"] == "simple"]["time_to_solve_s"].isna().all()  # no train row of that learner
     assert len(sweep.time_to_solve_table(pd.concat([sw, newer]), runs, learner=None)) == 12
+    # the same learner's newer sweep with the single-launch solve: its points alone (iterations,
+    # the learner's, pool both solves); the older rows recorded no solve: MuJoCo Warp's
+    one_launch = sw[sw["body"] == "simple"].assign(
+        params=[json.dumps({**json.loads(x), "physics_engine": {"solver_loop": "single_launch"}})
+                for x in sw[sw["body"] == "simple"]["params"]], time="2099-01-01T00:00:00+00:00", s_per_iter=0.05)
+    sl = sweep.time_to_solve_table(pd.concat([sw, one_launch]), runs)
+    assert len(sl) == 8 and set(sl[sl["body"] == "simple"]["solve"]) == {"single-launch"}
+    assert set(sl[sl["body"] != "simple"]["solve"]) == {"MuJoCo Warp"}
+    assert sl.set_index(["body", "nworld"]).loc[("simple", 1024), "time_to_solve_s"] == pytest.approx(510 * 0.05)
+    assert len(sweep.time_to_solve_table(pd.concat([sw, one_launch]), runs, learner=None)) == 12
     # a point measured again replaces the older measurement
     again = results.read_rows("sweep", root).iloc[[0]].assign(s_per_iter=9.0, time="2099-01-01T00:00:00+00:00",
                                                             commit="fff0000")

@@ -15,9 +15,10 @@ from fightlab.bodies import BODY_NAMES, max_nu
 from fightlab.devices import validate_device
 from fightlab.errors import ConfigError
 
-#: how MuJoCo Warp runs the Newton loop (`TrainConfig.solver_loop`; `fightlab.sim.physics`
-#: resolves "auto" and sets the model's `opt.graph_conditional`); "single_launch": fightlab's
-#: one-launch solve (`fightlab.kernels.newton`, switched on by the env), "auto" where it is not taken
+#: how the Newton solve runs (`TrainConfig.solver_loop`; `fightlab.sim.physics` resolves "auto",
+#: for a training the single launch on CUDA, and sets the model's `opt.graph_conditional`);
+#: "single_launch": fightlab's one-launch solve (`fightlab.kernels.newton`, switched on by the
+#: env), MuJoCo Warp's loop where it is not taken
 SOLVER_LOOPS = ("auto", "conditional", "unrolled", "single_launch")
 #: the learners `train` runs on the task (`TrainConfig.learner`): fightlab's PPO, rsl_rl's
 #: OnPolicyRunner (`fightlab.run.rsl`)

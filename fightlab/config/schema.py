@@ -273,13 +273,16 @@ class TrainConfig:
         backend (None: on `device`; "cuda:N": a GPU beside the CPU physics, the env's
         observation, reward and done copied to it and the action back at every env step,
         `fightlab.rl.env_io.PolicyIO`, a counted host read). Only with backend "cpu".
-      solver_loop: how MuJoCo Warp runs the training physics' Newton loop, one of
-        `SOLVER_LOOPS`: "conditional" (a conditional graph node that stops when every world has
-        converged), "unrolled" (the capped iterations launched in a row; converged worlds skip
-        them: the same physics), "auto" (unrolled up to 4 iterations; `sim.physics`),
-        "single_launch" (opt-in: fightlab's one-launch Newton solve, `fightlab.kernels.newton`,
-        equal to MuJoCo Warp's to float32 rounding; a body it does not take runs "auto" after one
-        line naming why). Not the learner's: it leaves the config id as it is.
+      solver_loop: how the training physics' Newton solve runs, one of `SOLVER_LOOPS`:
+        "single_launch" (fightlab's one-launch Newton solve, `fightlab.kernels.newton`, equal to
+        MuJoCo Warp's to float32 rounding; a body it does not take runs MuJoCo Warp's after one
+        line naming why), MuJoCo Warp's "conditional" (a conditional graph node that stops when
+        every world has converged) or "unrolled" (the capped iterations launched in a row;
+        converged worlds skip them: the same physics), "auto" (the single launch on a CUDA
+        device of the "gpu" backend, `sim.physics.training_solver_loop`; else MuJoCo Warp's
+        loop, unrolled up to 4 iterations). Evaluation and the reference check keep MuJoCo
+        Warp's solve. Not the learner's: the single launch's rows are a group of their own
+        (`measure.summary.config_id`), the learner id is the same.
       learner: who learns the task, one of `LEARNERS`: "fightlab" (fightlab's PPO, `ppo`) or
         "rsl_rl" (rsl_rl's OnPolicyRunner, `fightlab.run.rsl`; its `ppo` defaults are
         :data:`RSL_RL_PPO`, mapped to rsl_rl's settings; the fields rsl_rl cannot take are refused).

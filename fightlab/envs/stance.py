@@ -78,7 +78,9 @@ class StanceEnv:
       privileged: also write the privileged observation `priv_obs` each step (the asymmetric
         critic's input; module docstring).
       solver_loop: how MuJoCo Warp runs the Newton loop, one of `sim.physics.SOLVER_LOOPS`
-        ("auto": unrolled for a short loop; the same physics either way); "single_launch":
+        ("auto": MuJoCo Warp's, unrolled for a short loop, the same physics either way: the env's
+        default, which evaluation and the reference check run; a training resolves its own
+        "auto" first, `sim.physics.training_solver_loop`); "single_launch":
         `fightlab.kernels.newton` solves (`self.newton_kernel`; engine_solver says so, and
         its "newton_build" names the kernel's fixes, `kernels.newton.built_fixes`).
       fused_reset: the masked reset in one launch (`fightlab.envs.reset`; `self.fused_reset`

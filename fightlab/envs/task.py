@@ -19,6 +19,7 @@ from fightlab.envs.curriculum import Curriculum, ratio
 from fightlab.envs.mirror import mirror_maps
 from fightlab.envs.stance import StanceEnv
 from fightlab.envs.vecenv import VecEnv
+from fightlab.sim.physics import training_solver_loop
 
 __all__ = ["SUMMARY_INPUTS", "StanceTask", "episode_row", "episode_stats", "evaluate_policy",
            "reference_check"]
@@ -78,7 +79,7 @@ class StanceTask(VecEnv):
         self.unwrapped = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                                    graph=cfg.graph, tree_factor=cfg.tree_factor, backend=cfg.backend,
                                    threads=cfg.workers, privileged=cfg.ppo.critic_obs == "privileged",
-                                   solver_loop=cfg.solver_loop)
+                                   solver_loop=training_solver_loop(cfg.solver_loop, cfg.device, cfg.backend))
         self.curriculum = Curriculum(cfg.curriculum_stages, cfg.curriculum_wait, cfg.max_fall_rate,
                                      cfg.min_tracking, cfg.min_episode_s)
         e = self.unwrapped

@@ -85,26 +85,43 @@ def learner_changes(params: dict, body: str | None = None) -> str:
     out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
     if len(out) < len(diff):
         out.append(physics_label(params))
-    if solve_of(params) != solve_of({}):
+    if solve_of(params) != default_solve(params):
         out.append(f"{solve_of(params)} solve")
     text, learner = ", ".join(out) or "defaults", params.get("learner")
     return f"{learner}: {text}" if isinstance(learner, str) and learner != TrainConfig.learner else text
 
 
+#: the names of a training's Newton solve (:func:`solve_of`): fightlab's one launch
+#: (`fightlab.kernels.newton`) and MuJoCo Warp's loop (its launches one after another or in a graph
+#: conditional; also the name of what MuJoCo's C engine rows ran)
+SINGLE_LAUNCH, MUJOCO_WARP = "single-launch", "MuJoCo Warp"
+SOLVES = (MUJOCO_WARP, SINGLE_LAUNCH)
+
+
 def solve_of(params: dict) -> str:
-    """Which code ran a row's training Newton solve: ``"single-launch"`` (`fightlab.kernels.newton`)
-    or ``"MuJoCo Warp"`` (its loops "auto", "conditional", "unrolled": the same launches, one
-    after another or in a graph conditional). Read from what the engine ran (params
-    ``physics_engine.solver_loop``: a single launch that fell back records MuJoCo Warp's loop),
-    else what was asked (``solver_loop``), else today's default (``TrainConfig.solver_loop``,
-    "auto": MuJoCo Warp's solve, which this function assumes). Another value (a hand-made row)
-    is named as it is, ``"solver_loop 'X'"``: never pooled with either."""
+    """Which code ran a row's training Newton solve, one of :data:`SOLVES`. Read from what the
+    engine ran (params ``physics_engine.solver_loop``: a single launch that fell back records
+    MuJoCo Warp's loop), else what was asked (``solver_loop``: rows from before the engine said
+    so, when "auto" was MuJoCo Warp's loop). Another value (a hand-made row) is named as it is,
+    ``"solver_loop 'X'"``: never pooled with either."""
     engine = params.get("physics_engine")
     loop = engine.get("solver_loop") if isinstance(engine, dict) and "solver_loop" in engine else \
-        params.get("solver_loop", TrainConfig.solver_loop)
+        params.get("solver_loop", "auto")
     if loop == "single_launch":
-        return "single-launch"
-    return "MuJoCo Warp" if loop in ("auto", "conditional", "unrolled") else f"solver_loop {loop!r}"
+        return SINGLE_LAUNCH
+    return MUJOCO_WARP if loop in ("auto", "conditional", "unrolled") else f"solver_loop {loop!r}"
+
+
+def default_solve(params: dict) -> str:
+    """The solve today's defaults take where a row ran (params ``device``, ``backend``;
+    `sim.physics.training_solver_loop`): :data:`SINGLE_LAUNCH` on a CUDA device of the MuJoCo
+    Warp backend, else :data:`MUJOCO_WARP`. A row whose :func:`solve_of` differs is not the
+    defaults' (:func:`learner_changes` names its solve)."""
+    from fightlab.sim.physics import training_solver_loop
+
+    device, backend = params.get("device", "cpu"), params.get("backend", "gpu")
+    loop = training_solver_loop("auto", device if isinstance(device, str) else "cpu", backend)
+    return solve_of({"solver_loop": loop})
 
 
 def physics_label(params: dict) -> str:

@@ -8,7 +8,7 @@ beside MuJoCo Warp's, as ``newton`` result rows.
   float64 replica, and a short rollout against a one-ulp nudge's drift
   (:func:`fightlab.measure.newton.solve_errors`, :func:`~fightlab.measure.newton.rollout_errors`).
 * :func:`step_time`: launches and graph time per physics step (:func:`fightlab.measure.profile.profile`)
-  with ``solver_loop`` "auto" (MuJoCo Warp's solve) or "single_launch".
+  with ``solver_loop`` MuJoCo Warp's ("unrolled" for training's short loop) or "single_launch".
 * :func:`run_body`: a body's rows at one world count: MuJoCo Warp's solve, then the single
   launch with each kernel variant's stage clock (:func:`fightlab.measure.newton_stages.stage_cycles`;
   a variant: the fixes of :data:`fightlab.kernels.newton_hessian.FIXES` built in).
@@ -269,14 +269,18 @@ def stage_profile(body: str, nworld: int, device: str, variant: str = "all", nst
 
 def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[str] = VARIANTS,
              errors: dict | None = None, nsteps: int = 20, repeats: int = 20, nwarm: int = 10) -> list[dict]:
-    """``body``'s ``newton`` rows at ``nworld`` worlds: MuJoCo Warp's solve (``solver_loop``
-    "auto": launches, graph time), then one row per kernel ``variant`` of the single launch
+    """``body``'s ``newton`` rows at ``nworld`` worlds: MuJoCo Warp's solve (its loop for the
+    training physics, `physics.resolve_solver_loop`: launches, graph time), then one row per kernel ``variant`` of the single launch
     (its stage clock), then "default" (added when not listed), the build
     ``solver_loop=single_launch`` runs (``DEFAULT_FIXES``), with launches, graph time and
     ``errors``, a :func:`correctness` result; on a CPU launches only (:func:`step_time`). Rows
     are returned, not written (:func:`fightlab.results.publish_row` writes them)."""
     base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
-    stock = step_time(body, nworld, device, "auto", nsteps, repeats)
+    from fightlab.config import EnvConfig
+    from fightlab.sim.physics import resolve_solver_loop
+
+    stock = step_time(body, nworld, device, resolve_solver_loop("auto", EnvConfig().solver_iterations), nsteps,
+                      repeats)
     rows = [newton_row(body, nworld, device, dict(base, solver_loop=stock["solver_loop"], variant="mujoco_warp"),
                        dict(stock, single_launch=False))]
     for variant in [v for v in variants if v != "default"] + ["default"]:

@@ -231,8 +231,10 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
         progress: a tqdm bar over the phases; top: kernels the caller lists (checked, >= 1).
         env: the `EnvConfig` profiled (None: today's training physics).
         solver_loop: how the Newton solve runs (`TrainConfig.solver_loop`, one of
-            ``physics.SOLVER_LOOPS``; "single_launch": fightlab's one-launch solve where it is
-            taken); ``params["solver_loop"]`` records the loop that ran.
+            ``physics.SOLVER_LOOPS``; "auto" with ``env`` None as training takes it,
+            `physics.training_solver_loop`: fightlab's one-launch solve on CUDA where the body
+            allows it; with an ``env``, e.g. the reference check's, MuJoCo Warp's loop);
+            ``params["solver_loop"]`` records the loop that ran.
 
     Returns ``ProfileResult`` (on the CPU untimed, see the module docstring).
     Raises ConfigError: a bad body, nworld, device, ``nstep``, ``top`` or ``solver_loop`` (one line).
@@ -258,6 +260,8 @@ def profile(body: str, nworld: int = 1024, nstep: int = 20, device: str | None =
     from fightlab.sim import physics
 
     device = resolve_device(device)
+    if env is None:  # today's training physics: "auto" as a training takes it
+        solver_loop = physics.training_solver_loop(solver_loop, device)
     # a bar over the phases: the first (the env's kernels compiling) takes longest on a cold cache
     bar = tqdm(total=5 if graph else 4, desc=f"profile {body} ×{nworld}", unit="phase",
                disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]{postfix}")
@@ -404,13 +408,14 @@ def result_row(res: ProfileResult) -> dict:
 
 def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp") -> pd.DataFrame:
     """The newest row per (body, nworld, gpu) of a profile table, sorted by body and nworld, among
-    the rows whose training Newton solve is ``solve`` (`measure.learners.solve_of`: "MuJoCo Warp",
-    the default's, or "single-launch"); None: every solve, the newest per (body, nworld, gpu,
-    solve), with a ``solve`` column."""
-    from fightlab.measure.learners import solve_of
+    the rows whose training Newton solve is ``solve`` (one of `measure.learners.SOLVES`, as
+    `measure.learners.solve_of` reads a row: "MuJoCo Warp", whose kernels the stage figure
+    breaks down, or "single-launch"); None: every solve, the newest per (body, nworld, gpu,
+    solve), with a ``solve`` column. ValueError for another ``solve``."""
+    from fightlab.measure.learners import SOLVES, solve_of
 
-    if solve not in (None, "MuJoCo Warp", "single-launch"):
-        raise ValueError(f"solve must be None, 'MuJoCo Warp' or 'single-launch', got {solve!r}")
+    if solve is not None and solve not in SOLVES:
+        raise ValueError(f"solve must be None or one of {', '.join(map(repr, SOLVES))}, got {solve!r}")
     if df.empty:
         return df
     df = df.assign(solve=[solve_of(json.loads(p)) for p in df["params"]])

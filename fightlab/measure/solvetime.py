@@ -37,16 +37,16 @@ def _params(df: pd.DataFrame) -> list[dict]:
 
 
 def warp_runs(runs: pd.DataFrame, learner: bool = False) -> pd.DataFrame:
-    """The train rows of MuJoCo Warp trainings with today's default Newton solve (CPU-backend
-    rows left out: `report.physics_backend`; trainings with another solve, e.g. the single
-    launch while it is opt-in: `learners.solve_of`); with ``learner``, a ``learner`` column
-    (`report.learner_id`)."""
-    from fightlab.measure.learners import solve_of
+    """The train rows of MuJoCo Warp trainings (CPU-backend rows left out:
+    `report.physics_backend`), either Newton solve (`learners.solve_of`: the single launch is
+    MuJoCo Warp's solve to float32 rounding, tests/test_newton*.py, so iterations to solve, the
+    learner's and the curriculum's, pool; a solve's speed is its sweep rows'); with ``learner``,
+    a ``learner`` column (`report.learner_id`)."""
     from fightlab.measure.report import learner_id, physics_backend
 
     if runs.empty:
         return runs
-    runs = runs[[physics_backend(p) == "gpu" and solve_of(p) == solve_of({}) for p in _params(runs)]]
+    runs = runs[[physics_backend(p) == "gpu" for p in _params(runs)]]
     return runs.assign(learner=[learner_id(p) for p in _params(runs)]) if learner else runs
 
 
@@ -85,36 +85,42 @@ def known_iterations(runs: pd.DataFrame, body: str, learner: str) -> dict[int, f
 
 
 def latest_sweep_rows(sweep: pd.DataFrame) -> pd.DataFrame:
-    """The newest ``sweep`` row per (gpu, learner, body, nworld), with a ``learner`` column
-    (from params; "" for rows without one)."""
+    """The newest ``sweep`` row per (gpu, learner, solve, body, nworld), with a ``learner`` column
+    (from params; "" for rows without one) and a ``solve`` one (`learners.solve_of`: rows from
+    before sweeps recorded their physics ran MuJoCo Warp's)."""
+    from fightlab.measure.learners import solve_of
+
     if sweep.empty:
-        return sweep.assign(learner=pd.Series(dtype=object))
-    sweep = sweep.assign(learner=[p.get("learner", "") for p in _params(sweep)])
+        return sweep.assign(learner=pd.Series(dtype=object), solve=pd.Series(dtype=object))
+    params = _params(sweep)
+    sweep = sweep.assign(learner=[p.get("learner", "") for p in params], solve=[solve_of(p) for p in params])
     return (sweep.sort_values("time", kind="stable")
-            .drop_duplicates(["gpu", "learner", "body", "nworld"], keep="last")
+            .drop_duplicates(["gpu", "learner", "solve", "body", "nworld"], keep="last")
             .sort_values(["gpu", "body", "nworld"], kind="stable").reset_index(drop=True))
 
 
 def time_to_solve_table(sweep: pd.DataFrame, runs: pd.DataFrame, learner: str | None = "newest") -> pd.DataFrame:
     """Predicted time to solve per sweep point (`latest_sweep_rows` of ``sweep``) from train rows
     ``runs`` (`report.published_runs`; `iterations_to_solve`). ``learner="newest"`` keeps the
-    points of the newest sweep row's learner per (gpu, body), so a curve never mixes learners; a
-    learner id keeps that learner's; None keeps all.
+    points of the newest sweep row's learner and Newton solve per (gpu, body), so a curve never
+    mixes learners or solves; a learner id keeps that learner's (each solve its own points);
+    None keeps all.
 
         time_to_solve_s     = iterations_median × s_per_iter                      [s]
         time_to_solve_min_s = iterations_min × s_per_iter; _max_s likewise         [s]
 
-    Returns one row per point: gpu, commit (the sweep row's), learner, body, nworld, s_per_iter,
-    rollout_s_per_iter, update_s_per_iter, env_steps_per_s, `iterations_to_solve`'s columns and
-    time_to_solve_s / _min_s / _max_s (NaN where nothing solved).
+    Returns one row per point: gpu, commit (the sweep row's), learner, solve, body, nworld,
+    s_per_iter, rollout_s_per_iter, update_s_per_iter, env_steps_per_s, `iterations_to_solve`'s
+    columns and time_to_solve_s / _min_s / _max_s (NaN where nothing solved).
     """
     pts = latest_sweep_rows(sweep)
     if not pts.empty and learner == "newest":
-        newest = pts.sort_values("time", kind="stable").groupby(["gpu", "body"])["learner"].last()
-        pts = pts[[newest[(g, b)] == lrn for g, b, lrn in zip(pts["gpu"], pts["body"], pts["learner"])]]
+        pair = list(zip(pts["learner"], pts["solve"]))
+        newest = pts.assign(pair=pair).sort_values("time", kind="stable").groupby(["gpu", "body"])["pair"].last()
+        pts = pts[[newest[(g, b)] == p for g, b, p in zip(pts["gpu"], pts["body"], pair)]]
     elif not pts.empty and learner is not None:
         pts = pts[pts["learner"] == learner]
-    keep = ["gpu", "commit", "learner", "body", "nworld", "s_per_iter", "rollout_s_per_iter",
+    keep = ["gpu", "commit", "learner", "solve", "body", "nworld", "s_per_iter", "rollout_s_per_iter",
             "update_s_per_iter", "env_steps_per_s"]
     pts = pts[keep].reset_index(drop=True) if not pts.empty else pd.DataFrame(columns=keep)
     its = iterations_to_solve(runs)

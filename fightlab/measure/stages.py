@@ -45,7 +45,7 @@ _K = "__locals__kernel"
 #: inside ``fightlab.kernels.factor._shared_kernel``, hence the closure name)
 TREE_FACTOR_SHARED = "_shared_kernel__locals___factor_tree_shared"
 #: key of fightlab's single-launch Newton solve (``fightlab.kernels.newton``, a kernel per
-#: shared-memory size built inside ``_kernel``; opt-in: ``solver_loop = "single_launch"``)
+#: shared-memory size built inside ``_kernel``; training's default on a GPU)
 NEWTON_KERNEL = "_kernel__locals___newton"
 #: exact kernel key (warp ``Kernel.key``; CUDA timing names add a prefix and a hash) -> stage
 KERNEL_STAGES: dict[str, str] = {}

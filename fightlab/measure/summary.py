@@ -16,7 +16,7 @@ import pandas as pd
 from fightlab import bodies, meta, results
 from fightlab.config import (DEFAULT_TASK, REFERENCE_SOLVER, TASK_FIELDS, ConfigError, EnvConfig, PPOConfig,
                              TrainConfig, canonical_params, task_id)
-from fightlab.measure.learners import digest, learner_changes, learner_id, solve_of
+from fightlab.measure.learners import MUJOCO_WARP, digest, learner_changes, learner_id, solve_of
 from fightlab.paths import REPO_ROOT
 
 
@@ -174,10 +174,10 @@ def config_id(params: dict) -> str:
     """8 hex characters identifying a run's configuration: a hash of its params without
     :data:`VOLATILE_PARAMS` (seeds pool; a changed reward weight, learning rate or nworld does
     not; the factor path and code are :data:`SUMMARY_KEYS` of their own). The Newton solve's
-    code counts where it is not today's default (`learners.solve_of`: MuJoCo Warp's loops pool,
-    the single launch is a group of its own)."""
+    code counts where it is not MuJoCo Warp's (`learners.solve_of`: its loops pool, the single
+    launch is a group of its own; ids from before the single launch keep their values)."""
     kept = {k: v for k, v in canonical_params(params).items() if k not in VOLATILE_PARAMS}
-    if solve_of(params) != solve_of({}):
+    if solve_of(params) != MUJOCO_WARP:
         kept["solve"] = solve_of(params)
     return digest(kept)
 

@@ -150,7 +150,8 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
     Returns a dict: s_per_iter, s_per_iter_min, s_per_iter_max, rollout_s_per_iter,
     update_s_per_iter [s]; env_steps_per_s [1/s]; host_reads_per_iter, graph_fallbacks,
     iterations (timed), num_steps, compile_s, first_iter_s (the untimed first iteration) [s];
-    learner (`report.learner_id`).
+    learner (`report.learner_id`); physics_engine (`StanceEnv.engine_solver`: the Newton solve
+    that ran, `learners.solve_of`).
     """
     from fightlab.measure.report import learner_id
     from fightlab.run.runner import Trainer
@@ -161,7 +162,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
         tr.train()
         rows, compile_s, graph_fallbacks = tr.rows[skip:], tr.compile_s, max(r["graph_fallbacks"] for r in tr.rows)
         first_iter_s = float(tr.rows[0]["wall_s"])
-        cfg = tr.cfg
+        cfg, engine = tr.cfg, dict(tr.env.unwrapped.engine_solver)
     wall = [r["wall_s"] for r in rows]
     s_it = float(np.median(wall))
     med = lambda k: float(np.median([r[k] for r in rows]))  # noqa: E731
@@ -170,7 +171,7 @@ def time_point(body: str, nworld: int, device: str, iterations: int = 12, skip: 
                 env_steps_per_s=cfg.nworld * cfg.ppo.num_steps / s_it,
                 host_reads_per_iter=med("host_reads"), graph_fallbacks=int(graph_fallbacks),
                 iterations=len(rows), num_steps=cfg.ppo.num_steps, compile_s=float(compile_s),
-                first_iter_s=first_iter_s, learner=learner_id(to_dict(cfg)))
+                first_iter_s=first_iter_s, learner=learner_id(to_dict(cfg)), physics_engine=engine)
 
 
 def point_config(body: str, nworld: int, device: str, iterations: int = 12, seed: int = 0,
@@ -336,7 +337,8 @@ def _other_commits(folder: Path, state: dict, done: list[str], commit: str) -> d
 
 def _row(body, nworld, seed, device, options, sid, r: dict, run_id: str) -> dict:
     params = dict(sweep_id=sid, iterations=options["iterations"], skip=options["skip"],
-                  num_steps=r["num_steps"], learner=r["learner"], **options["train_kw"])
+                  num_steps=r["num_steps"], learner=r["learner"], **options["train_kw"],
+                  **({"physics_engine": r["physics_engine"]} if "physics_engine" in r else {}))
     if options.get("size"):
         params["size"] = options["size"]
     row = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)

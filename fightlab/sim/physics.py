@@ -128,6 +128,16 @@ def resolve_solver_loop(loop: str, iterations: int) -> str:
     return loop
 
 
+def training_solver_loop(loop: str, device: str, backend: str = "gpu") -> str:
+    """The loop a training's physics asks for: ``"auto"`` (`TrainConfig.solver_loop`'s default)
+    is ``"single_launch"`` on a CUDA device of the MuJoCo Warp backend (fightlab's one-launch
+    Newton solve, `fightlab.kernels.newton`: faster in training there, bench/NOTES.md); on warp's
+    CPU device and the C engine, and for any other choice, ``loop`` itself. Evaluation and the
+    reference check do not call this: they keep MuJoCo Warp's solve."""
+    cuda = backend == "gpu" and str(device).startswith("cuda")
+    return "single_launch" if loop == "auto" and cuda else loop
+
+
 def put(mjm: mujoco.MjModel, nworld: int, slots: Slots, device: str, qacc_smooth: bool = True,
         solver_loop: str = "auto"):
     """(m, d): `mjm` put on `device` as a mujoco_warp Model, and Data of `nworld` worlds. The
