@@ -12,6 +12,14 @@ from torch import nn
 from torch.distributions import Normal
 
 
+def nonfinite_tensors(state: dict) -> list[str]:
+    """Names of the floating-point tensors of ``state`` (a state dict: name → tensor; other
+    values are skipped) holding a NaN or an infinity, in ``state``'s order: weights no
+    checkpoint may carry (one read per tensor)."""
+    return [k for k, v in state.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+
+
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
     """Orthogonal weight init with gain `std`, constant bias (CleanRL)."""
     nn.init.orthogonal_(layer.weight, std)

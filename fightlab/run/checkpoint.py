@@ -31,7 +31,7 @@ import torch
 from fightlab.config import (MAX_ITERATIONS, ConfigError, TrainConfig, check_fields, from_dict, short_repr,
                              to_dict, validate_env)
 from fightlab.envs.curriculum import WINDOW_KEYS
-from fightlab.rl.models import ActorCritic
+from fightlab.rl.models import ActorCritic, nonfinite_tensors
 from fightlab.rl.ppo import CRITIC_PREFIX, adopt_optimizer_state, optimizer_order
 from fightlab.rundir import CHECKPOINT_NAME, atomic_path, write_error
 
@@ -139,7 +139,7 @@ def _check_tensors(ck: dict, cfg: TrainConfig) -> None:
     agent, opt = ck["agent"], ck["optimizer"]
     if not (isinstance(agent, dict) and all(isinstance(v, torch.Tensor) for v in agent.values())):
         raise _Damaged("agent must map names to tensors")
-    if not all(bool(torch.isfinite(v).all()) for v in agent.values() if v.is_floating_point()):
+    if nonfinite_tensors(agent):
         raise _Damaged("agent weights are not all finite")
     if not (isinstance(opt, dict) and isinstance(opt.get("state"), dict)
             and isinstance(opt.get("param_groups"), list)):

@@ -26,6 +26,7 @@ from fightlab.errors import Diverged, Terminated
 from fightlab.run.checkpoint import restore_checkpoint, save_checkpoint
 from fightlab.run.launch import TrainPlan, plan_run
 from fightlab.rl.loop import TrainLoop
+from fightlab.rl.models import nonfinite_tensors
 from fightlab.rl.env_io import PolicyIO
 from fightlab.rl.rows import append_row, rebuild_note, truncate_rows, write_rows
 
@@ -227,7 +228,7 @@ class Trainer(TrainLoop):
         """Write a checkpoint (`fightlab.run.checkpoint.save_checkpoint`). Raises
         `fightlab.errors.Diverged`, writing nothing, when the agent's weights are not all finite
         (such a checkpoint could not be resumed; the last one stays the run's last finite state)."""
-        bad = [k for k, v in self.agent.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+        bad = nonfinite_tensors(self.agent.state_dict())
         if bad:
             raise Diverged(f"iteration {self.iteration}: the agent's {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} "
                            f"are not all finite: the learner diverged, no checkpoint written ({DIVERGED_ADVICE})")
