@@ -501,6 +501,15 @@ def test_auto_runs_are_judged_against_the_sweep_without_themselves(tmp_path):
         params=[json.dumps({**json.loads(x), "learner": "0ther000"}) for x in sw[sw["body"] == "simple"]["params"]],
         time="2099-01-01T00:00:00+00:00")
     assert sweep.auto_runs(pd.concat([sw, newer]), runs)["ok"].tolist() == [True, True, False, False, False]
+    # an auto run of the single-launch solve is judged against that solve's sweep points only
+    engine = {"physics_engine": {"solver_loop": "single_launch"}}
+    one = runs[runs["run_id"] == a["run_id"].iloc[0]].assign(
+        params=lambda d: [json.dumps({**json.loads(x), **engine}) for x in d["params"]])
+    alone = sweep.auto_runs(sw, pd.concat([runs[~runs["run_id"].isin(a["run_id"])], one]))
+    assert alone["verdict"].tolist() == ["no solved sweep point of this GPU, body, learner and Newton solve"]
+    fast = sw.assign(params=[json.dumps({**json.loads(x), **engine}) for x in sw["params"]], s_per_iter=sw["s_per_iter"] / 2)
+    both = sweep.auto_runs(pd.concat([sw, fast]), pd.concat([runs[~runs["run_id"].isin(a["run_id"])], one]))
+    assert both["best_time_to_solve_s"].tolist() == pytest.approx([51.0]) and not both["ok"].iloc[0]
 
 
 def test_train_nworld_auto_records_the_ramp_in_the_row(tmp_path, monkeypatch):
@@ -530,7 +539,7 @@ def test_notebook_04_at_smoke_size(tmp_path):
     out = json.dumps([c.get("outputs", []) for c in nb["cells"]])
     assert "s_per_iter" in out and "python -m fightlab batch" in out and "nworld auto" in out
     # the committed auto trainings (H200) are listed; the smoke sweep (warp's CPU) cannot judge them
-    assert "--nworld auto picked" in out and "no solved sweep point of this GPU, body and learner" in out
+    assert "--nworld auto picked" in out and "no solved sweep point of this GPU, body, learner and Newton solve" in out
     # the parameters cell prints the folder the sweep really ran in
     folders = [p for p in sweep.SWEEP_ROOT.iterdir() if p.name.startswith("cpu-")]
     shown = [f for f in folders if f"'sweep_dir': '{f}'" in out]

@@ -275,7 +275,8 @@ def auto_vs_sweep(table: pd.DataFrame, tolerance: float = AUTO_TOLERANCE) -> pd.
 
 def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The acceptance of `--nworld auto`: each `warp_runs` row with params.nworld_auto against
-    the best point of its GPU, body and learner in `time_to_solve_table` of ``sweep_rows`` and
+    the best point of its GPU, body, learner and Newton solve (`learners.solve_of`) in
+    `time_to_solve_table` of ``sweep_rows`` and
     the other train rows (an auto run never judges itself). It passes (``ok``) when it solved the
     default task, solo, in at most the best point's slowest seed's time (min … max of its solved
     seeds' iterations × the sweep's s/iteration).
@@ -284,6 +285,7 @@ def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     iterations, time_to_solve_s, concurrent, best_nworld, best_time_to_solve_s, best_min_s,
     best_max_s [s], verdict (text), ok (bool).
     """
+    from fightlab.measure.learners import solve_of
     from fightlab.measure.report import task_of
 
     cols = ["run_id", "gpu", "body", "commit", "seed", "auto_nworld", "predicted_s", "iterations",
@@ -311,10 +313,10 @@ def auto_runs(sweep_rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                    iterations=r["iterations"], time_to_solve_s=float(t), concurrent=conc,
                    best_nworld=pd.NA, best_time_to_solve_s=math.nan, best_min_s=math.nan,
                    best_max_s=math.nan, verdict="", ok=False)
-        g = table[(table["gpu"] == r["gpu"]) & (table["body"] == r["body"])
-                  & (table["learner"] == r["learner"])].dropna(subset=["time_to_solve_s"])
+        g = table[(table["gpu"] == r["gpu"]) & (table["body"] == r["body"]) & (table["learner"] == r["learner"])
+                  & (table["solve"] == solve_of(p))].dropna(subset=["time_to_solve_s"])
         if g.empty:
-            row["verdict"] = "no solved sweep point of this GPU, body and learner"
+            row["verdict"] = "no solved sweep point of this GPU, body, learner and Newton solve"
             out.append(row)
             continue
         b = g.loc[g["time_to_solve_s"].idxmin()]
