@@ -548,6 +548,12 @@ def test_the_single_launch_is_the_gpu_default_and_a_group_of_its_own(tmp_path):
     from fightlab.measure import solvetime
     its = solvetime.iterations_to_solve(report.published_runs(tmp_path))
     assert its["n_runs"].tolist() == [6]
+    # a learner study pools both solves too: a control of yesterday's solve, an arm of today's
+    study = [train_row("simple", seed=s, params=dict(gpu, physics_engine={"solver_loop": "unrolled"}), iterations=400)
+             for s in (1, 2)]
+    study += [train_row("simple", seed=s, params=dict(single, ppo={"clip_coef": 0.9}), iterations=300) for s in (1, 2)]
+    pick = report.pick_variant(_write(tmp_path / "study", study)).iloc[0]
+    assert pick["defaults_mean"] == 400 and pick["best"] == "ppo.clip_coef=0.9" and pick["adopt"]
 
 
 def test_pick_variant_judges_each_learner_against_its_own_defaults(tmp_path):

@@ -76,16 +76,19 @@ def learner_diff(params: dict, body: str | None = None) -> list[tuple[str, objec
     return out
 
 
-def learner_changes(params: dict, body: str | None = None) -> str:
+def learner_changes(params: dict, body: str | None = None, solve: bool = True) -> str:
     """:func:`learner_diff` as text, ``"ppo.init_std=0.2, env.w_pose=2"``; the training physics,
-    when any of its solver fields differs, as one :func:`physics_label` at the end; ``"defaults"``
-    when no learner field differs from today's defaults; another learner than fightlab's is named
-    first, ``"rsl_rl: defaults"`` (its defaults are its own, `config.body_ppo`)."""
+    when any of its solver fields differs, as one :func:`physics_label` at the end, then, with
+    ``solve``, the Newton solve where it is not the defaults' (:func:`default_solve`,
+    ``"MuJoCo Warp solve"``); ``"defaults"`` when nothing differs from today's defaults; another
+    learner than fightlab's is named first, ``"rsl_rl: defaults"`` (its defaults are its own,
+    `config.body_ppo`). Learner studies pass ``solve=False``: iterations pool both solves (the
+    same physics to float32 rounding), as the learner id does."""
     diff = learner_diff(params, body)
     out = [f"{k}={v}" for k, v in diff if not k.startswith("env.solver_")]
     if len(out) < len(diff):
         out.append(physics_label(params))
-    if solve_of(params) != default_solve(params):
+    if solve and solve_of(params) != default_solve(params):
         out.append(f"{solve_of(params)} solve")
     text, learner = ", ".join(out) or "defaults", params.get("learner")
     return f"{learner}: {text}" if isinstance(learner, str) and learner != TrainConfig.learner else text
@@ -145,7 +148,7 @@ def physics_label(params: dict) -> str:
 
 def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterations") -> pd.DataFrame:
     """A learner study's decision rule (bench/NOTES.md), per body of ``runs`` (MuJoCo Warp rows
-    of the task from :func:`published_runs`, packed or not): among the learners whose every run
+    of the task from :func:`published_runs`, packed or not, either Newton solve): among the learners whose every run
     solved with a known iteration count over ≥ 2 distinct seeds, the lowest mean iterations wins
     (a tie keeps the defaults) and is adopted only if it beats the defaults' mean by more than
     ``margin`` (5 %: about the seed spread of the committed solves). ``metric="stage0"``: the
@@ -175,8 +178,8 @@ def pick_variant(runs: pd.DataFrame, margin: float = 0.05, metric: str = "iterat
     runs = runs.assign(_learner=[json.loads(p or "{}").get("learner") or TrainConfig.learner for p in runs["params"]])
     for (body, who), g in runs.groupby(["body", "_learner"], sort=True):
         params = {r.run_id: json.loads(r.params or "{}") for r in g.itertuples()}
-        g = g.assign(changes=[learner_changes(params[i], body) for i in g["run_id"]])
-        dflt = learner_changes(to_dict(TrainConfig(body=body, learner=who)), body)  # or "rsl_rl: defaults"
+        g = g.assign(changes=[learner_changes(params[i], body, solve=False) for i in g["run_id"]])
+        dflt = learner_changes(to_dict(TrainConfig(body=body, learner=who)), body, solve=False)  # or "rsl_rl: defaults"
         means, sets = {}, {}
         for changes, v in g.groupby("changes", sort=False):
             # eligible: every run solved (or ended stage 0) with a known count, over >= 2 distinct seeds
@@ -208,10 +211,11 @@ def with_stage0(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
 
 
 def learner_labels(runs: pd.DataFrame) -> dict:
-    """(body, learner id) → :func:`learner_changes` of its first row in ``runs``: a legend (one
-    learner reads differently on bodies whose defaults differ, `config.BODY_PPO`)."""
+    """(body, learner id) → :func:`learner_changes` of its first row in ``runs`` (without the
+    solve: a learner id pools both): a legend (one learner reads differently on bodies whose
+    defaults differ, `config.BODY_PPO`)."""
     first = runs.drop_duplicates(["body", "learner"]).itertuples()
-    return {(r.body, r.learner): learner_changes(json.loads(r.params or "{}"), r.body) for r in first}
+    return {(r.body, r.learner): learner_changes(json.loads(r.params or "{}"), r.body, solve=False) for r in first}
 
 
 def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
@@ -225,7 +229,7 @@ def variant_table(runs: pd.DataFrame, root: Path | None = None) -> pd.DataFrame:
     per_run = per_run[per_run["stage0"] > 0] if not per_run.empty else per_run
     if per_run.empty:
         return pd.DataFrame(columns=cols)
-    changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body) for r in runs.itertuples()}
+    changes = {r.run_id: learner_changes(json.loads(r.params or "{}"), r.body, solve=False) for r in runs.itertuples()}
     per_run = per_run.assign(changes=[changes.get(i, "") for i in per_run.index])
     out = per_run.groupby(["body", "learner"], sort=False).agg(
         changes=("changes", "first"), n=("seed", "size"), n_solved=("iterations", "count"),
