@@ -568,6 +568,13 @@ def test_the_budget_splits_the_physics_only_by_a_profile_of_the_same_physics():
     assert p is None and "the physics is one line" in note
     old = {**g, "params": json.dumps(dict(setting="all", num_steps=32))}  # before params.physics: the reference
     assert budget_rows(pd.DataFrame([old]), pdf, "simple", 1024)[1]["run_id"] == "p2"
+    # a graphs row of the single-launch solve takes that solve's profile row, never MuJoCo Warp's
+    single = {**g, "params": json.dumps({**json.loads(g["params"]), "physics_engine": {"solver_loop": "single_launch"}})}
+    row, p, note = budget_rows(pd.DataFrame([single]), pdf, "simple", 1024)
+    assert p is None and "single-launch solve" in note
+    sl = {**prof, "run_id": "p3", "params": json.dumps({**json.loads(prof["params"]), "solver_loop": "single_launch"})}
+    assert budget_rows(pd.DataFrame([single]), pd.DataFrame([prof, other, sl]), "simple", 1024)[1]["run_id"] == "p3"
+    assert budget_rows(gdf, pd.DataFrame([prof, sl]), "simple", 1024)[1]["run_id"] == "p1"
     table, notes = budget_tables(gdf, pdf, ["simple"], 1024)
     assert table["ms_per_iter"].sum() == pytest.approx(140.0) and notes[0].startswith("simple ×1024")
     with pytest.raises(ConfigError, match="no graphs row of muscular-fast"):

@@ -118,7 +118,8 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
     ``run_root``: parent of the run folder (default runs/graphs); ``train_kw``: TrainConfig fields.
 
     Returns s_per_iter, rollout_s_per_iter, update_s_per_iter, host_reads_per_iter (medians),
-    graph_fallbacks, iterations, num_steps and `step_split`'s entries.
+    graph_fallbacks, iterations, num_steps, physics_engine (`StanceEnv.engine_solver`: the
+    Newton solve that ran) and `step_split`'s entries.
     Raises ConfigError: unknown setting, iterations <= skip.
     """
     from fightlab.run.runner import Trainer
@@ -134,11 +135,12 @@ def run_setting(body: str, nworld: int, device: str, setting: str, iterations: i
         tr.train()
         rows = tr.rows[skip:]
         split = step_split(tr, nstep=nstep, repeats=repeats)
+        engine = dict(tr.env.unwrapped.engine_solver)
     med = lambda k: float(np.median([r[k] for r in rows]))  # noqa: E731
     return dict(s_per_iter=med("wall_s"), rollout_s_per_iter=med("rollout_s"),
                 update_s_per_iter=med("update_s"), host_reads_per_iter=med("host_reads"),
                 graph_fallbacks=int(max(r["graph_fallbacks"] for r in tr.rows)),
-                iterations=len(rows), num_steps=cfg.ppo.num_steps, **split)
+                iterations=len(rows), num_steps=cfg.ppo.num_steps, physics_engine=engine, **split)
 
 
 def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu",
@@ -160,7 +162,7 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
         extra = r["policy_ms_per_step"] + r["env_extra_ms_per_step"]
         params = dict(setting=name, iterations=iterations, skip=skip, nstep=nstep, repeats=repeats,
                       num_steps=r["num_steps"], split_env_graph=r["env_graph"], split_state="training",
-                      physics=physics,
+                      physics=physics, physics_engine=r["physics_engine"],
                       **{k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
                          for k, v in train_kw.items()})
         meta = results.run_metadata(body=body, nworld=nworld, seed=seed, params=params, device=device)
@@ -253,13 +255,16 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
                 solver_loop: str = "auto"):
     """(graph_row, profile_row or None, note) for `time_budget`: the newest ``graphs`` row of
     (body, nworld, setting, `solver_loop`: "auto" for rows that do not say) and the newest timed
-    ``profile`` row of the same body, nworld, GPU and physics (`graphs_physics` =
-    `profile_physics`), of training's factor path (params ``tree_factor``) when there is one;
+    ``profile`` row of the same body, nworld, GPU, physics (`graphs_physics` =
+    `profile_physics`) and Newton solve (`learners.solve_of`: rows that do not record it ran
+    MuJoCo Warp's), of training's factor path (params ``tree_factor``) when there is one;
     the note says which profile row splits the physics, or why none does.
     Raises ConfigError: no graphs row of that body, world count and setting."""
     import json
 
     import pandas as pd
+
+    from fightlab.measure.learners import solve_of
 
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
     asked = [json.loads(p) for p in g["params"]]
@@ -270,12 +275,13 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
                           f"and solver_loop {solver_loop!r}")
     row = g.sort_values("time").iloc[-1]
     row_params = json.loads(row["params"])
-    key = graphs_physics(row_params)
+    key, solve = graphs_physics(row_params), solve_of(row_params)
     prof, other_path = None, False
     if profile_df is not None and not profile_df.empty:
         p = profile_df[(profile_df["body"] == body) & (profile_df["nworld"] == nworld)
                        & (profile_df["gpu"] == row["gpu"])]
-        p = p[np.array([profile_physics(json.loads(x)) == key for x in p["params"]], dtype=bool)]
+        p = p[np.array([profile_physics(q := json.loads(x)) == key and solve_of(q) == solve for x in p["params"]],
+                       dtype=bool)]
         p = p[np.isfinite(pd.to_numeric(p["kernel_ms_per_step"], errors="coerce"))]
         # training's mass-matrix factor path (the graphs row's tree_factor, TrainConfig's default
         # when unrecorded) first: notebook 02 profiles the stock path, training runs the tree kernel
@@ -292,7 +298,7 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     note = (f"physics split by stage in the proportions of profile row {prof['run_id']} ({prof['commit']})"
             + (" (its mass-matrix factor path is not training's)" if other_path else "")
             if prof is not None else
-            f"no profile row of {body} at {nworld} worlds on {row['gpu']} in {words} with kernel times: "
+            f"no profile row of {body} at {nworld} worlds on {row['gpu']} in {words}, {solve} solve, with kernel times: "
             "the physics is one line")
     return row, prof, note
 
