@@ -206,7 +206,7 @@ def _measure_parsers(sub, fmt) -> None:
                     help="how the Newton solve runs (train's --set solver_loop=...): single_launch is "
                          "fightlab's one-launch solve (where the body is taken; else MuJoCo Warp's, "
                          "with a line saying why); auto takes it as training does (on a GPU, the "
-                         "training physics); --physics reference keeps MuJoCo Warp's. The summary "
+                         "training physics), and with --physics reference MuJoCo Warp's. The summary "
                          "names the loop measured")
     pr.add_argument("--no-progress", action="store_true", help="no tqdm bar over the profile's phases")
     pr.add_argument("--publish", action="store_true",

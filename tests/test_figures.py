@@ -60,7 +60,11 @@ def train_curve(n: int = 20) -> pd.DataFrame:
 
 
 def profile_row(body="simple", nworld=1024, gpu="NVIDIA H200", time="2026-11-30T06:00:00+00:00") -> dict:
-    row = _meta(body, nworld=nworld, gpu=gpu, time=time, factor_path="dense")
+    """A profile row of today's training physics (its solver fields as `profile.result_row` stores them)."""
+    env = EnvConfig()
+    row = _meta(body, nworld=nworld, gpu=gpu, time=time, factor_path="dense", iterations=env.solver_iterations,
+                ls_iterations=env.solver_ls_iterations, qacc_smooth=env.solver_qacc_smooth,
+                eulerdamp=env.solver_eulerdamp)
     row.update({c: 1.0 for c in prof.row_metrics()})
     row.update(nstep=20, kernel_ms_per_step=len(prof.STAGES), mass_matrix_factor_share=0.1, other_share=0.0)
     return row

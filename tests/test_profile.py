@@ -304,12 +304,24 @@ def test_latest_rows_keep_each_solve_apart_and_the_solve_table_sets_them_side_by
     assert P.solve_table(both, nworld=3).empty
     with pytest.raises(ValueError, match="solve must be None or one of 'MuJoCo Warp', 'single-launch', got 'mujoco warp'"):
         P.latest_rows(both, solve="mujoco warp")
+    # a newer row of the reference physics never stands for the training physics' row
+    ref = one.assign(time="2099-01-02T00:00:00+00:00", launches_per_step=99.0, params=[json.dumps(dict(
+        json.loads(one["params"].iloc[0]), iterations=10, ls_iterations=20, qacc_smooth=True, eulerdamp=True))])
+    with_ref = pd.concat([both, ref.drop(columns="solve")], ignore_index=True)
+    assert P.latest_rows(with_ref)[lambda d: d["gpu"] == card]["launches_per_step"].tolist() == [one["launches_per_step"].iloc[0]]
+    assert P.latest_rows(with_ref, physics="reference")[lambda d: d["gpu"] == card]["launches_per_step"].tolist() == [99.0]
+    assert sorted(P.latest_rows(with_ref, physics=None)[lambda d: d["gpu"] == card]["physics"]) == ["reference", "training"]
+    assert P.solve_table(with_ref[with_ref["gpu"] == card]).set_index("solve").loc["MuJoCo Warp", "launches_per_step"] == \
+        one["launches_per_step"].iloc[0]
+    assert P.physics_of({}) == "other" and P.physics_of(dict(iterations=3, ls_iterations=4)) == "other"
+    with pytest.raises(ValueError, match="physics must be None or one of 'training', 'reference', 'other', got 'train'"):
+        P.latest_rows(both, physics="train")
     # a card with single-launch rows only: its stage figure is skipped, with a line
     from fightlab.figures import draw
 
     only = single.assign(gpu="NVIDIA H100 test card")  # a card with no MuJoCo Warp row
     results.append_row("profile", {k: (None if isinstance(v, float) and v != v else v)
-                                   for k, v in only.iloc[0].to_dict().items() if k != "solve"}, tmp_path)
+                                   for k, v in only.iloc[0].to_dict().items() if k not in ("solve", "physics")}, tmp_path)
     said = []
     assert draw(only=["profile_stages"], root=tmp_path, log=said.append) == {"profile_stages": []}
     assert any("single-launch solve only" in s for s in said), said

@@ -320,6 +320,9 @@ def test_time_to_solve_table_on_synthetic_rows(tmp_path):
     assert set(sl[sl["body"] != "simple"]["solve"]) == {"MuJoCo Warp"}
     assert sl.set_index(["body", "nworld"]).loc[("simple", 1024), "time_to_solve_s"] == pytest.approx(510 * 0.05)
     assert len(sweep.time_to_solve_table(pd.concat([sw, one_launch]), runs, learner=None)) == 12
+    heads = [line for line in sweep.summary_lines(sl) if " on NVIDIA H200 (" in line]
+    assert any(h.startswith("simple") and "single-launch solve" in h for h in heads), heads
+    assert any(h.startswith("muscular-fast") and "MuJoCo Warp solve" in h for h in heads), heads
     # a point measured again replaces the older measurement
     again = results.read_rows("sweep", root).iloc[[0]].assign(s_per_iter=9.0, time="2099-01-01T00:00:00+00:00",
                                                             commit="fff0000")

@@ -475,8 +475,13 @@ def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
 
     df = _rows("sweep", root, "figure2_world_sweep", log)
     runs = published_runs(root) if df is not None else None  # no train rows: an empty table
-    return _save_per_gpu(df, "figure2_world_sweep", lambda gpu, rows, _: sweep_figures.plot_world_sweep(
-        sweep.time_to_solve_table(rows, runs), title=f"Figure 2: the world-count sweep, {gpu}"), root, log)
+    def draw(gpu, rows, _):
+        table = sweep.time_to_solve_table(rows, runs)
+        solves = " / ".join(dict.fromkeys(table["solve"])) if "solve" in table else ""
+        return sweep_figures.plot_world_sweep(
+            table, title=f"Figure 2: the world-count sweep, {gpu}" + (f", {solves} solve" if solves else ""))
+
+    return _save_per_gpu(df, "figure2_world_sweep", draw, root, log)
 
 
 def _figure3_survey(root: Path, log: Callable[[str], None]) -> list[Path]:

@@ -406,22 +406,50 @@ def result_row(res: ProfileResult) -> dict:
     return row
 
 
-def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp") -> pd.DataFrame:
+#: the physics a profile row may have run (`physics_of`): today's training physics, the
+#: reference check's, or any other solver setting
+PHYSICS = ("training", "reference", "other")
+
+
+def physics_of(params: dict) -> str:
+    """One of :data:`PHYSICS` for a profile row's params (its solver iterations, line-search
+    iterations, qacc_smooth and eulerdamp against `EnvConfig`'s and `config.REFERENCE_SOLVER`'s)."""
+    from fightlab.config import EnvConfig, reference_env, training_physics
+    from fightlab.measure.graphs import graphs_physics, profile_physics
+
+    try:
+        key = profile_physics(params)
+    except (KeyError, TypeError, ValueError):  # a row without its solver fields
+        return "other"
+    for name, env in (("training", EnvConfig()), ("reference", reference_env(EnvConfig()))):
+        if key == graphs_physics({"physics": training_physics(env)}):
+            return name
+    return "other"
+
+
+def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp", physics: str | None = "training") -> pd.DataFrame:
     """The newest row per (body, nworld, gpu) of a profile table, sorted by body and nworld, among
     the rows whose training Newton solve is ``solve`` (one of `measure.learners.SOLVES`, as
     `measure.learners.solve_of` reads a row: "MuJoCo Warp", whose kernels the stage figure
-    breaks down, or "single-launch"); None: every solve, the newest per (body, nworld, gpu,
-    solve), with a ``solve`` column. ValueError for another ``solve``."""
+    breaks down, or "single-launch") and whose physics is ``physics`` (one of :data:`PHYSICS`,
+    :func:`physics_of`: a reference-physics row never stands for the training physics). None:
+    every solve (or physics), the newest per key with a ``solve`` (``physics``) column.
+    ValueError for another ``solve`` or ``physics``."""
     from fightlab.measure.learners import SOLVES, solve_of
 
     if solve is not None and solve not in SOLVES:
         raise ValueError(f"solve must be None or one of {', '.join(map(repr, SOLVES))}, got {solve!r}")
+    if physics is not None and physics not in PHYSICS:
+        raise ValueError(f"physics must be None or one of {', '.join(map(repr, PHYSICS))}, got {physics!r}")
     if df.empty:
         return df
-    df = df.assign(solve=[solve_of(json.loads(p)) for p in df["params"]])
-    keys = ["body", "nworld", "gpu"] + ([] if solve is not None else ["solve"])
+    params = [json.loads(p) for p in df["params"]]
+    df = df.assign(solve=[solve_of(p) for p in params], physics=[physics_of(p) for p in params])
+    keys = ["body", "nworld", "gpu"] + (["solve"] if solve is None else []) + (["physics"] if physics is None else [])
     if solve is not None:
         df = df[df["solve"] == solve]
+    if physics is not None:
+        df = df[df["physics"] == physics]
     df = df.sort_values("time").groupby(keys, as_index=False).tail(1)
     return df.sort_values(keys).reset_index(drop=True)
 

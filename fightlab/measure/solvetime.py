@@ -143,8 +143,9 @@ def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
 
     lines = []
     for (gpu, body), rows in table.groupby(["gpu", "body"], sort=False):
-        heads = ", ".join(dict.fromkeys(f"sweep commit {c}, learner {lrn}"
-                                        for c, lrn in zip(rows["commit"], rows["learner"])))
+        solves = rows["solve"] if "solve" in rows else [""] * len(rows)
+        heads = ", ".join(dict.fromkeys(f"sweep commit {c}, learner {lrn}" + (f", {sv} solve" if sv else "")
+                                        for c, lrn, sv in zip(rows["commit"], rows["learner"], solves)))
         lines += textwrap.wrap(f"{body} on {gpu} ({heads})", width)
         lines.append(f"{'nworld':>7} {'s/iter':>7} {'env steps/s':>11} {'solved':>7}  "
                      f"{'iterations (min–max)':<22} {'est. solve s (min–max)':<26} packed")
