@@ -183,24 +183,15 @@ def run_experiment(body: str, nworld: int, root: Path | str, device: str = "cpu"
     return out
 
 
-def _physics_key(iterations, ls_iterations, qacc_smooth, eulerdamp=True) -> tuple:
-    return int(iterations), int(ls_iterations), bool(qacc_smooth), bool(eulerdamp)
-
-
 def graphs_physics(params: dict) -> tuple:
     """(solver iterations, line-search iterations, qacc_smooth, eulerdamp) of a ``graphs`` row
-    (params.physics; a row without it ran `config.REFERENCE_SOLVER`)."""
+    (params.physics; a row without it ran `config.REFERENCE_SOLVER`): `profile.physics_key`."""
     from fightlab.config import REFERENCE_SOLVER
+    from fightlab.measure.profile import physics_key
 
     p = {**REFERENCE_SOLVER, **(params.get("physics") or {})}
-    return _physics_key(p["solver_iterations"], p["solver_ls_iterations"], p["solver_qacc_smooth"],
-                        p["solver_eulerdamp"])
-
-
-def profile_physics(params: dict) -> tuple:
-    """The same key of a ``profile`` row (qacc_smooth, eulerdamp default to True)."""
-    return _physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True),
-                        params.get("eulerdamp", True))
+    return physics_key(p["solver_iterations"], p["solver_ls_iterations"], p["solver_qacc_smooth"],
+                       p["solver_eulerdamp"])
 
 
 def time_budget(graph_row, profile_row=None) -> "pd.DataFrame":
@@ -265,6 +256,7 @@ def budget_rows(graphs_df, profile_df, body: str, nworld: int, setting: str = "a
     import pandas as pd
 
     from fightlab.measure.learners import solve_of
+    from fightlab.measure.profile import profile_physics
 
     g = graphs_df[(graphs_df["body"] == body) & (graphs_df["nworld"] == nworld)]
     asked = [json.loads(p) for p in g["params"]]

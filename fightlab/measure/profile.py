@@ -411,18 +411,30 @@ def result_row(res: ProfileResult) -> dict:
 PHYSICS = ("training", "reference", "other")
 
 
+def physics_key(iterations, ls_iterations, qacc_smooth, eulerdamp=True) -> tuple:
+    """(solver iterations, line-search iterations, qacc_smooth, eulerdamp): what a row's physics
+    is compared by (here and `measure.graphs.graphs_physics`)."""
+    return int(iterations), int(ls_iterations), bool(qacc_smooth), bool(eulerdamp)
+
+
+def profile_physics(params: dict) -> tuple:
+    """:func:`physics_key` of a ``profile`` row's params (qacc_smooth, eulerdamp default to True)."""
+    return physics_key(params["iterations"], params["ls_iterations"], params.get("qacc_smooth", True),
+                       params.get("eulerdamp", True))
+
+
 def physics_of(params: dict) -> str:
     """One of :data:`PHYSICS` for a profile row's params (its solver iterations, line-search
     iterations, qacc_smooth and eulerdamp against `EnvConfig`'s and `config.REFERENCE_SOLVER`'s)."""
-    from fightlab.config import EnvConfig, reference_env, training_physics
-    from fightlab.measure.graphs import graphs_physics, profile_physics
+    from fightlab.config import EnvConfig, reference_env
 
     try:
         key = profile_physics(params)
     except (KeyError, TypeError, ValueError):  # a row without its solver fields
         return "other"
     for name, env in (("training", EnvConfig()), ("reference", reference_env(EnvConfig()))):
-        if key == graphs_physics({"physics": training_physics(env)}):
+        if key == physics_key(env.solver_iterations, env.solver_ls_iterations, env.solver_qacc_smooth,
+                              env.solver_eulerdamp):
             return name
     return "other"
 
