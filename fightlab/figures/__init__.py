@@ -477,9 +477,7 @@ def _figure2_world_sweep(root: Path, log: Callable[[str], None]) -> list[Path]:
     runs = published_runs(root) if df is not None else None  # no train rows: an empty table
     def draw(gpu, rows, _):
         table = sweep.time_to_solve_table(rows, runs)
-        solves = " / ".join(dict.fromkeys(table["solve"])) if "solve" in table else ""
-        return sweep_figures.plot_world_sweep(
-            table, title=f"Figure 2: the world-count sweep, {gpu}" + (f", {solves} solve" if solves else ""))
+        return sweep_figures.plot_world_sweep(table, title=sweep_figures.figure2_title(table, gpu))
 
     return _save_per_gpu(df, "figure2_world_sweep", draw, root, log)
 

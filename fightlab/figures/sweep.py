@@ -8,11 +8,18 @@ import pandas as pd
 
 from fightlab.figures import style as plots
 
-__all__ = ["NOTE", "plot_world_sweep"]
+__all__ = ["NOTE", "figure2_title", "plot_world_sweep"]
 
 #: what the left panel's times are, written on the figure
 NOTE = ("time to solve = median iterations to solve (trainings to the solve criterion, any packing) "
         "× solo seconds per iteration (short solo runs); bars: min–max iterations")
+
+
+def figure2_title(table: pd.DataFrame, gpu: str) -> str:
+    """Figure 2's title for ``table`` (`measure.sweep.time_to_solve_table` of one GPU): the card
+    and the Newton solve(s) its points ran (``solve`` column)."""
+    solves = " / ".join(dict.fromkeys(table["solve"]))
+    return f"Figure 2: the world-count sweep, {gpu}" + (f", {solves} solve" if solves else "")
 
 
 def plot_world_sweep(table: pd.DataFrame, title: str = ""):

@@ -275,10 +275,10 @@ def run_body(body: str, nworld: int, device: str, size: str, variants: Iterable[
     ``solver_loop=single_launch`` runs (``DEFAULT_FIXES``), with launches, graph time and
     ``errors``, a :func:`correctness` result; on a CPU launches only (:func:`step_time`). Rows
     are returned, not written (:func:`fightlab.results.publish_row` writes them)."""
-    base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
     from fightlab.config import EnvConfig
     from fightlab.sim.physics import resolve_solver_loop
 
+    base = dict(size=size, nsteps=nsteps, nwarm=nwarm, repeats=repeats)
     stock = step_time(body, nworld, device, resolve_solver_loop("auto", EnvConfig().solver_iterations), nsteps,
                       repeats)
     rows = [newton_row(body, nworld, device, dict(base, solver_loop=stock["solver_loop"], variant="mujoco_warp"),

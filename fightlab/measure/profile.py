@@ -21,6 +21,7 @@ a GPU run more than ``OTHER_LIMIT`` (2 %) of kernel time in "other" is a failure
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -426,17 +427,22 @@ def profile_physics(params: dict) -> tuple:
 def physics_of(params: dict) -> str:
     """One of :data:`PHYSICS` for a profile row's params (its solver iterations, line-search
     iterations, qacc_smooth and eulerdamp against `EnvConfig`'s and `config.REFERENCE_SOLVER`'s)."""
-    from fightlab.config import EnvConfig, reference_env
-
     try:
         key = profile_physics(params)
     except (KeyError, TypeError, ValueError):  # a row without its solver fields
         return "other"
-    for name, env in (("training", EnvConfig()), ("reference", reference_env(EnvConfig()))):
-        if key == physics_key(env.solver_iterations, env.solver_ls_iterations, env.solver_qacc_smooth,
-                              env.solver_eulerdamp):
-            return name
-    return "other"
+    return _known_physics().get(key, "other")
+
+
+@functools.lru_cache(maxsize=1)
+def _known_physics() -> dict:
+    """{:func:`physics_key`: "training" or "reference"} of today's `EnvConfig` and its reference
+    physics, built once (read-only)."""
+    from fightlab.config import EnvConfig, reference_env
+
+    return {physics_key(env.solver_iterations, env.solver_ls_iterations, env.solver_qacc_smooth,
+                        env.solver_eulerdamp): name
+            for name, env in (("reference", reference_env(EnvConfig())), ("training", EnvConfig()))}
 
 
 def latest_rows(df: pd.DataFrame, solve: str | None = "MuJoCo Warp", physics: str | None = "training") -> pd.DataFrame:

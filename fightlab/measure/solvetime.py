@@ -143,9 +143,8 @@ def summary_lines(table: pd.DataFrame, width: int = SUMMARY_WIDTH) -> list[str]:
 
     lines = []
     for (gpu, body), rows in table.groupby(["gpu", "body"], sort=False):
-        solves = rows["solve"] if "solve" in rows else [""] * len(rows)
-        heads = ", ".join(dict.fromkeys(f"sweep commit {c}, learner {lrn}" + (f", {sv} solve" if sv else "")
-                                        for c, lrn, sv in zip(rows["commit"], rows["learner"], solves)))
+        heads = ", ".join(dict.fromkeys(f"sweep commit {c}, learner {lrn}, {sv} solve"
+                                        for c, lrn, sv in zip(rows["commit"], rows["learner"], rows["solve"])))
         lines += textwrap.wrap(f"{body} on {gpu} ({heads})", width)
         lines.append(f"{'nworld':>7} {'s/iter':>7} {'env steps/s':>11} {'solved':>7}  "
                      f"{'iterations (min–max)':<22} {'est. solve s (min–max)':<26} packed")
