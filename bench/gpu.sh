@@ -75,6 +75,7 @@ declare -A STUDY=(
   [stage0M]="6|@bench/studies/stage0M.jobs|--grid seed=1,2"  # planned: control, Newton 1 / 4 and a larger step, muscular-fast
   [stage0S2]="16|@bench/studies/stage0S2.jobs|--grid seed=1,2"  # planned: left–right symmetry (augment, loss, augment with the asymmetric critic), both bodies
   [stage0H]="12|@bench/studies/stage0H.jobs|--grid seed=1,2"  # planned: a short observation history (H = 2, 4), both bodies; every job at once, as stage0S2
+  [stage0R]="20|@bench/studies/stage0R.jobs|--grid seed=1,2"  # the augment arms after the fix and the observation history (H = 2, 4) with their controls, both bodies; every job at once
   [stage0X]="16|@bench/studies/stage0X.jobs|--grid seed=1,2"  # session 18: stage 0 only (stop_after_stage=0), both bodies, 12 arms
   [stage0Y]="12|@bench/studies/stage0Y.jobs|--grid seed=1,2"  # session 18, round 2: the union of the two winners, one step further
   [stage0Z]="16|@bench/studies/stage0Z.jobs|--grid seed=1,2"  # session 19, round 3: one step further on each body's step size, simple's KL alone, a wider muscular-fast, the critic's own rate
