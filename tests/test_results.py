@@ -463,3 +463,18 @@ def test_read_text_is_the_one_utf8_read_of_a_data_file(tmp_path):
         results.read_text(p)
     with pytest.raises(results.MalformedRowError, match=rf"{p}:3: byte 0xe9"):
         cost.read_reference(p)
+
+
+@pytest.mark.parametrize("key,value,kind", [("env", 3, "object"), ("ppo", "x", "object"),
+                                            ("physics_engine", [1], "object"), ("segments", {"a": 1}, "array")])
+def test_a_params_section_of_another_type_is_refused_with_its_line(tmp_path, key, value, kind):
+    """A row whose params hold a section (env, ppo, …) as another JSON type is refused on reading,
+    with file, line and key named, so no reader indexes into a text or a number."""
+    results.append_row("train", _row(), tmp_path)
+    results.append_row("train", _row(params=json.dumps({key: value, "lr": 3e-4})), tmp_path)
+    path = results.results_path("train", tmp_path)
+    with pytest.raises(results.MalformedRowError, match=rf"{path}:3: params\['{key}'\] is .* not a JSON {kind}"):
+        results.read_rows("train", tmp_path)
+    good = {"env": {}, "ppo": {}, "physics_engine": {}, "segments": []}[key]
+    results.append_row("train", _row(params=json.dumps({key: good})), tmp_path / "ok")
+    assert len(results.read_rows("train", tmp_path / "ok")) == 1

@@ -41,7 +41,7 @@ from fightlab.results.schema import (_META_INT, _META_STR, _SAFE_ID, EXPERIMENTS
 from fightlab.rundir import atomic_write
 
 __all__ = ["META_COLUMNS", "EXPERIMENTS", "REFERENCE_COLUMNS", "columns", "register_experiment", "run_metadata",
-           "params_json", "validate_row", "append_row", "publish_row", "publish_lock", "MalformedRowError",
+           "params_json", "PARAMS_SECTIONS", "validate_row", "append_row", "publish_row", "publish_lock", "MalformedRowError",
            "read_rows", "read_text", "read_file", "results_path", "write_curve", "read_curve", "curve_path",
            "CURVE_SUFFIX", "CURVE_LEGACY_SUFFIX", "TRAIN_CURVE_COLUMNS", "packing_of", "scratch_root"]
 
@@ -320,6 +320,13 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
+PARAMS_SECTIONS = {"env": dict, "ppo": dict, "physics_engine": dict, "physics": dict, "reference_eval": dict,
+                   "nworld_auto": dict, "stage_cycles": dict, "curriculum_stages": list, "segments": list,
+                   "sets": list, "fixes": list}
+"""The params keys that hold a section (a JSON object) or a list wherever a row has them: a row
+read with another type there is refused by :func:`read_file`, so readers may index them."""
+
+
 def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
     """All rows of ``root/data/results/<experiment>.csv`` as a DataFrame, schema column order:
     text metadata as ``str`` (``""`` stays ``""``; a commit of digits stays text), ``nworld`` /
@@ -361,12 +368,16 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
         df[c] = np.nan
     for i, v in enumerate(df["params"]):  # params is a JSON object, as append_row wrote it
         try:
-            ok = isinstance(json.loads(v), dict)
+            params = json.loads(v)
         except (TypeError, ValueError):
-            ok = False
-        if not ok:
+            params = None
+        if not isinstance(params, dict):
             raise MalformedRowError(f"{path}:{i + 2}: column 'params' is not a JSON object "
                                     f"({str(v)[:40]!r}); fix or remove that line by hand")
+        for key, kind in PARAMS_SECTIONS.items():
+            if key in params and not isinstance(params[key], kind):
+                raise MalformedRowError(f"{path}:{i + 2}: params[{key!r}] is {str(params[key])[:40]!r}, not a "
+                                        f"JSON {'object' if kind is dict else 'array'}; fix or remove that line by hand")
     for col in EXPERIMENTS[experiment]:  # metrics are finite numbers (or empty): never text
         if pd.api.types.is_float_dtype(df[col]):
             bad = np.flatnonzero(np.isinf(df[col].to_numpy()))
