@@ -72,11 +72,18 @@ def gpu_slug(gpu: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-") or "unknown-gpu"
 
 
+def per_gpu_name(name: str, gpu: str, gpus) -> str:
+    """The file name (no suffix) of figure ``name`` drawn for ``gpu`` among the cards ``gpus`` of
+    its table: ``name`` alone when there is one card, else ``name_<gpu_slug(gpu)>`` (e.g.
+    ``figure2_world_sweep_nvidia-h200``), as `fightlab figures` and the notebooks save them."""
+    return name if len(set(gpus)) == 1 else f"{name}_{gpu_slug(gpu)}"
+
+
 def _per_gpu(df: pd.DataFrame, name: str) -> Iterator[tuple[str, pd.DataFrame, str]]:
-    """(gpu, its rows, figure name) per GPU in ``df``: ``name`` alone when there is one GPU."""
+    """(gpu, its rows, figure name) per GPU in ``df`` (:func:`per_gpu_name`)."""
     gpus = list(dict.fromkeys(df["gpu"]))
     for gpu in gpus:
-        yield gpu, df[df["gpu"] == gpu], name if len(gpus) == 1 else f"{name}_{gpu_slug(gpu)}"
+        yield gpu, df[df["gpu"] == gpu], per_gpu_name(name, gpu, gpus)
 
 
 class DataFileError(ValueError):
@@ -570,6 +577,6 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
     return drawn
 
 
-__all__ = ["DEV_FLOOR_RAD", "DataFileError", "factor_param", "FIGURES", "TRAJECTORY_LINES", "check_names", "draw",
+__all__ = ["DEV_FLOOR_RAD", "DataFileError", "factor_param", "FIGURES", "TRAJECTORY_LINES", "check_names", "draw", "per_gpu_name",
            "factor_curves", "gpu_slug", "plot_factor_time", "plot_factor_trajectory",
            "plot_train_curves", "train_curve_labels"]
