@@ -1049,3 +1049,34 @@ def test_mirrored_samples_keep_their_originals_log_probability():
                                                                                      torch.zeros(0)), actions=swap))
     assert all(math.isfinite(v) for v in stats.values()), stats
     assert all(bool(torch.isfinite(p).all()) for p in agent.parameters())
+
+
+def test_a_resumed_run_whose_segments_ran_another_newton_solve_is_mixed(tmp_path, monkeypatch):
+    """Each segment records the Newton solve its engine ran; a run resumed where another solve
+    ran (a GPU's single launch, then warp's CPU device) is marked mixed, not one setup's."""
+    import json
+
+    from fightlab.measure.report import train_row
+
+    monkeypatch.setenv("FIGHTLAB_COMMIT", "aaa1111")
+    Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=1), progress=False).train()
+    b = Trainer(dataclasses.replace(_tiny_cfg(tmp_path), max_iterations=2,
+                                    resume=str(tmp_path / "latest.pt")), progress=False)
+    res = b.train()
+    p = json.loads(train_row(b, res)["params"])
+    loops = [s["solver_loop"] for s in p["segments"]]
+    assert loops[0] == loops[1] == p["physics_engine"]["solver_loop"] and "mixed_segments" not in p
+    b.segments[0]["solver_loop"] = "single_launch"
+    assert json.loads(train_row(b, res)["params"])["mixed_segments"] is True
+
+
+def test_the_library_task_refuses_a_cross_field_mistake_in_one_line():
+    """StanceTask built from a library call (not through the run's gate) applies the rules across
+    fields too: MuJoCo Warp's solver loop with the CPU backend's C engine is refused, one line."""
+    from fightlab.config import ConfigError
+    from fightlab.envs.task import StanceTask
+
+    cfg = TrainConfig(body="simple", nworld=2, device="cpu", backend="cpu", solver_loop="single_launch")
+    with pytest.raises(ConfigError, match="solver_loop 'single_launch' is MuJoCo Warp's") as e:
+        StanceTask(cfg)
+    assert "\n" not in str(e.value)

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig, check_fields
+from fightlab.config import REFERENCE_CHECKS, REFERENCE_SOLVER, TrainConfig, check_cross, check_fields
 from fightlab.envs.curriculum import Curriculum, ratio
 from fightlab.envs.mirror import mirror_maps
 from fightlab.envs.stance import StanceEnv
@@ -68,13 +68,15 @@ class StanceTask(VecEnv):
     num_actions), privileged_dim (the privileged observation's width when built with it).
 
     ``checked``: the config already passed the run's gate (`fightlab.run.launch.plan_run`);
-    otherwise each field's rule is checked here (`config.check_fields`), so a library user gets
+    otherwise each field's rule and the rules across fields are checked here
+    (`config.check_fields`, `config.check_cross`), so a library user gets
     the command line's one-line refusals (ConfigError, a ValueError).
     """
 
     def __init__(self, cfg: TrainConfig, checked: bool = False):
         if not checked:
             cfg = dataclasses.replace(cfg, **check_fields(cfg))
+            check_cross(cfg)
         self.cfg = cfg
         self.unwrapped = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                                    graph=cfg.graph, tree_factor=cfg.tree_factor, backend=cfg.backend,

@@ -38,8 +38,8 @@ def train_row(trainer, res: dict) -> dict:
     else:
         params["policy_gpu"] = trainer.segments[-1].get("policy_gpu")
     # Trainer.segments: what every segment ran with (packing: results.packing_of). The most
-    # packed segment is the run's (mps: any packed segment's); segments of different code or
-    # kernels mark the row as mixed (its time to solve is not one setup's)
+    # packed segment is the run's (mps: any packed segment's); segments of different code,
+    # kernels or Newton solve mark the row as mixed (its time to solve is not one setup's)
     segs = list(trainer.segments)
     params["segments"] = segs
     packs = [results.packing_of(x) for x in segs]
@@ -60,7 +60,7 @@ def train_row(trainer, res: dict) -> dict:
     # `--nworld auto` (measure.sweep.auto_nworld): its ramp and rule, kept with the first segment
     if (auto := next((x["nworld_auto"] for x in segs if x.get("nworld_auto")), None)) is not None:
         params["nworld_auto"] = auto
-    if len({(x.get("commit"), x.get("tree_factor_variant")) for x in segs}) > 1:
+    if len({(x.get("commit"), x.get("tree_factor_variant"), x.get("solver_loop")) for x in segs}) > 1:
         params["mixed_segments"] = True
     if getattr(trainer, "forked_from", None):  # a continuation of another run's row (fork_if_diverged)
         params["forked_from"] = trainer.forked_from

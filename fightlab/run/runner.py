@@ -149,7 +149,9 @@ class Trainer(TrainLoop):
         self.run_id = new_run_id()
         # what this segment ran with; resumed runs carry the earlier segments' entries too, so a
         # row whose segments ran different code, kernels or devices says so (report.train_row)
+        engine = getattr(env.unwrapped, "engine_solver", None) or {}
         self.segments = [dict(commit=git_commit(), tree_factor_variant=env.unwrapped.tree_factor_variant,
+                              solver_loop=engine.get("solver_loop"),
                               **(packing_from_env() or dict(concurrent=1, mps=False, gpu_jobs=1)),
                               device=cfg.device, gpu=gpu_name(cfg.device),
                               **backend_record(env.unwrapped),
