@@ -4,6 +4,7 @@ data written with fightlab.results (CPU, no measurement)."""
 from __future__ import annotations
 
 import gzip
+import json
 
 import numpy as np
 import pandas as pd
@@ -676,3 +677,32 @@ def test_a_stage_variant_is_named_by_what_it_had_on_its_day():
     assert variant_label({"variant": "x", "fixes": [*DEFAULT_FIXES, "update"]}) == "default + update"
     assert variant_label({"variant": "all", "fixes": list(FIXES[:3])}) == ",".join(FIXES[:3])
     assert variant_label({"variant": "bounds,tree", "fixes": ["bounds", "tree"]}) == "bounds,tree"
+
+
+def test_a_value_a_figure_cannot_read_fails_that_figure_in_one_line(tmp_path):
+    """A hand-made row whose params hold a value of a type the figure's reader does not expect
+    (inside a section the row check lets through) ends that figure with one line naming it and the
+    error, not a traceback; the command still fails after drawing the others."""
+    for n, single in ((1024, False), (1024, True)):
+        row = newton_row("muscular-fast", n, single, graph_ms=0.5)
+        row["params"] = json.dumps({**json.loads(row["params"]), "stage_cycles": {"LDLt": "x"}, "cycles": "SM cycles"})
+        results.append_row("newton", row, tmp_path)
+    results.append_row("profile", profile_row(), tmp_path)
+    lines = []
+    with pytest.raises(figures.DataFileError, match=r"^not drawn: newton_time: TypeError"):
+        figures.draw(["newton_time", "profile_stages"], tmp_path, log=lines.append)
+    bad = [s for s in lines if s.startswith("figures: cannot draw newton_time:")]
+    assert len(bad) == 1 and "holds a value it cannot read" in bad[0] and "\n" not in bad[0]
+    assert (tmp_path / "figures" / "profile_stages.png").is_file()
+
+
+def test_cards_whose_names_give_one_slug_get_a_figure_each(tmp_path):
+    """Two GPU names that give one slug each keep a figure (sha1 of the name after the slug); a very
+    long name gives a slug of at most 60 characters."""
+    for gpu in ("NVIDIA H200", "nvidia h200"):
+        results.append_row("profile", profile_row(gpu=gpu), tmp_path)
+    names = sorted(p.name for p in figures.draw(["profile_stages"], tmp_path, log=lambda s: None)["profile_stages"])
+    assert len(names) == 4 and len(set(names)) == 4 and all(n.startswith("profile_stages_nvidia-h200-") for n in names)
+    assert figures.per_gpu_name("x", "NVIDIA H200", ["NVIDIA H200", "NVIDIA H100"]) == "x_nvidia-h200"
+    long = figures.gpu_slug("A" * 300)
+    assert len(long) <= 60 and long != figures.gpu_slug("A" * 299)

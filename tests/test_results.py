@@ -466,7 +466,9 @@ def test_read_text_is_the_one_utf8_read_of_a_data_file(tmp_path):
 
 
 @pytest.mark.parametrize("key,value,kind", [("env", 3, "object"), ("ppo", "x", "object"),
-                                            ("physics_engine", [1], "object"), ("segments", {"a": 1}, "array")])
+                                            ("physics_engine", [1], "object"), ("segments", {"a": 1}, "array"),
+                                            ("segments", [{}, "x"], "array of objects"),
+                                            ("learner", [1], "string or null")])
 def test_a_params_section_of_another_type_is_refused_with_its_line(tmp_path, key, value, kind):
     """A row whose params hold a section (env, ppo, …) as another JSON type is refused on reading,
     with file, line and key named, so no reader indexes into a text or a number."""
@@ -475,6 +477,6 @@ def test_a_params_section_of_another_type_is_refused_with_its_line(tmp_path, key
     path = results.results_path("train", tmp_path)
     with pytest.raises(results.MalformedRowError, match=rf"{path}:3: params\['{key}'\] is .* not a JSON {kind}"):
         results.read_rows("train", tmp_path)
-    good = {"env": {}, "ppo": {}, "physics_engine": {}, "segments": []}[key]
+    good = {"env": {}, "ppo": {}, "physics_engine": {}, "segments": [{}], "learner": None}[key]
     results.append_row("train", _row(params=json.dumps({key: good})), tmp_path / "ok")
     assert len(results.read_rows("train", tmp_path / "ok")) == 1

@@ -1080,3 +1080,19 @@ def test_the_library_task_refuses_a_cross_field_mistake_in_one_line():
     with pytest.raises(ConfigError, match="solver_loop 'single_launch' is MuJoCo Warp's") as e:
         StanceTask(cfg)
     assert "\n" not in str(e.value)
+
+
+def test_a_library_config_of_the_wrong_type_is_refused_in_one_line():
+    """A TrainConfig whose env or ppo is not its config class (None, a dict), or a task built from
+    a dict, is refused with one ConfigError line naming the field, not a TypeError."""
+    from fightlab.config import ConfigError
+    from fightlab.envs.task import StanceTask
+
+    for kw, msg in ((dict(env=None), "env must be of type EnvConfig, got None"),
+                    (dict(env={"timestep": 0.004}), "env must be of type EnvConfig"),
+                    (dict(ppo={"num_steps": 32}), "ppo must be of type PPOConfig")):
+        with pytest.raises(ConfigError, match=msg) as e:
+            StanceTask(TrainConfig(body="simple", nworld=2, device="cpu", **kw))
+        assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="a config must be a TrainConfig"):
+        StanceTask({"body": "simple"})

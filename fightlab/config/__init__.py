@@ -37,11 +37,16 @@ def check_fields(cfg) -> dict:
     each field's :class:`Rule`; returns ``{name: canonical value}`` of the fields whose rule
     changes it (nworld "8" → 8, device "cuda" → "cuda:0"). Raises ConfigError: the first field
     refused, one line naming it, the value and what it must be."""
+    if not isinstance(cfg, (TrainConfig, EnvConfig, PPOConfig)):
+        raise ConfigError(f"a config must be a TrainConfig, EnvConfig or PPOConfig, got {short_repr(cfg)}")
     prefix = "" if isinstance(cfg, TrainConfig) else f"{type(cfg).__name__}."
     out = {}
     for f in dataclasses.fields(cfg):
         r, v = f.metadata["rule"], getattr(cfg, f.name)
         if r.kind == "config":
+            want = next(c for c in (EnvConfig, PPOConfig) if f.type in (c, c.__name__))  # its annotation
+            if not isinstance(v, want):
+                raise ConfigError(f"{prefix}{f.name} must be of type {want.__name__}, got {short_repr(v)}")
             check_fields(v)
         elif r.check is not None and (v2 := r.check(prefix + f.name, v)) is not v:
             out[f.name] = v2

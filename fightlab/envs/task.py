@@ -76,7 +76,7 @@ class StanceTask(VecEnv):
     def __init__(self, cfg: TrainConfig, checked: bool = False):
         if not checked:
             cfg = dataclasses.replace(cfg, **check_fields(cfg))
-            check_cross(cfg)
+            cfg = dataclasses.replace(cfg, **check_cross(cfg))  # the canonical policy device
         self.cfg = cfg
         self.unwrapped = StanceEnv(cfg.body, cfg.nworld, cfg.device, seed=cfg.seed, cfg=cfg.env,
                                    graph=cfg.graph, tree_factor=cfg.tree_factor, backend=cfg.backend,

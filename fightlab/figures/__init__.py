@@ -68,15 +68,33 @@ FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "fa
 
 
 def gpu_slug(gpu: str) -> str:
-    """A file-name-safe slug of a GPU name: "NVIDIA H200" -> "nvidia-h200"."""
-    return re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-") or "unknown-gpu"
+    """A file-name-safe slug of a GPU name: "NVIDIA H200" -> "nvidia-h200"; at most 60 characters
+    (a longer one is cut and ends in 8 hex characters of the name's sha1)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-") or "unknown-gpu"
+    if len(slug) > 60:  # a file name stays well inside the filesystem's 255 bytes
+        slug = f"{slug[:50].rstrip('-')}-{_name_hash(gpu)}"
+    return slug
+
+
+def _name_hash(gpu: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(str(gpu).encode()).hexdigest()[:8]
 
 
 def per_gpu_name(name: str, gpu: str, gpus) -> str:
     """The file name (no suffix) of figure ``name`` drawn for ``gpu`` among the cards ``gpus`` of
     its table: ``name`` alone when there is one card, else ``name_<gpu_slug(gpu)>`` (e.g.
-    ``figure2_world_sweep_nvidia-h200``), as `fightlab figures` and the notebooks save them."""
-    return name if len(set(gpus)) == 1 else f"{name}_{gpu_slug(gpu)}"
+    ``figure2_world_sweep_nvidia-h200``), as `fightlab figures` and the notebooks save them. Two
+    cards whose names give one slug (``"NVIDIA H200"``, ``"nvidia h200"``) each get 8 hex
+    characters of their name's sha1 after it, so neither figure overwrites the other."""
+    cards = set(map(str, gpus))
+    if len(cards) == 1:
+        return name
+    slug = gpu_slug(gpu)
+    if sum(gpu_slug(g) == slug for g in cards) > 1:
+        slug = f"{slug}-{_name_hash(gpu)}"
+    return f"{name}_{slug}"
 
 
 def _per_gpu(df: pd.DataFrame, name: str) -> Iterator[tuple[str, pd.DataFrame, str]]:
@@ -548,9 +566,9 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
       {name: written paths}; an empty list for a skipped figure (absent or empty data).
     Raises:
       ConfigError: an unknown figure name, or ``root`` is not a folder (before drawing anything).
-      DataFileError: after drawing the others, when a data file could not be read or a listed
-        curve file is missing (names the figures, and the file when it is one reason; every
-        reason went to ``log``).
+      DataFileError: after drawing the others, when a data file could not be read, a listed
+        curve file is missing, or a row holds a value of a type its figure cannot read (names the
+        figures, and the file when it is one reason; every reason went to ``log``).
     """
     from fightlab.config import ConfigError
 
@@ -570,6 +588,13 @@ def draw(only: Iterable[str] | None = None, root: Path | str | None = None,
             log(f"figures: cannot draw {name}: {e}")
             drawn[name] = []
             failed[name] = str(e)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+            # a hand-made row's value of a type the figure's reader does not expect (inside a
+            # params section): this figure only, in one line (a full disk still stops them all)
+            why = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            log(f"figures: cannot draw {name}: a row under {root / 'data'} holds a value it cannot read ({why})")
+            drawn[name] = []
+            failed[name] = why
     if failed:
         reasons = dict.fromkeys(failed.values())
         raise DataFileError("not drawn: " + "; ".join(

@@ -322,9 +322,11 @@ def _write_locked(experiment: str, row: Mapping[str, Any], path: Path) -> Path:
 
 PARAMS_SECTIONS = {"env": dict, "ppo": dict, "physics_engine": dict, "physics": dict, "reference_eval": dict,
                    "nworld_auto": dict, "stage_cycles": dict, "curriculum_stages": list, "segments": list,
-                   "sets": list, "fixes": list}
-"""The params keys that hold a section (a JSON object) or a list wherever a row has them: a row
-read with another type there is refused by :func:`read_file`, so readers may index them."""
+                   "sets": list, "fixes": list, "learner": (str, type(None)), "study": (str, type(None)),
+                   "setting": (str, type(None))}
+"""The params keys whose JSON type is fixed wherever a row has them (a section: an object; a list;
+a name: a text or null): a row read with another type there is refused by :func:`read_file`, so readers
+may index, hash or compare them. ``segments`` holds objects (one per training segment)."""
 
 
 def read_rows(experiment: str, root: Path | str) -> pd.DataFrame:
@@ -375,9 +377,11 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
             raise MalformedRowError(f"{path}:{i + 2}: column 'params' is not a JSON object "
                                     f"({str(v)[:40]!r}); fix or remove that line by hand")
         for key, kind in PARAMS_SECTIONS.items():
-            if key in params and not isinstance(params[key], kind):
-                raise MalformedRowError(f"{path}:{i + 2}: params[{key!r}] is {str(params[key])[:40]!r}, not a "
-                                        f"JSON {'object' if kind is dict else 'array'}; fix or remove that line by hand")
+            v = params.get(key)
+            if key in params and (not isinstance(v, kind) or key == "segments" and not all(isinstance(x, dict) for x in v)):
+                what = {dict: "object", list: "array"}.get(kind, "string or null") + (" of objects" if key == "segments" else "")
+                raise MalformedRowError(f"{path}:{i + 2}: params[{key!r}] is {str(v)[:40]!r}, not a JSON {what}; "
+                                        "fix or remove that line by hand")
     for col in EXPERIMENTS[experiment]:  # metrics are finite numbers (or empty): never text
         if pd.api.types.is_float_dtype(df[col]):
             bad = np.flatnonzero(np.isinf(df[col].to_numpy()))
