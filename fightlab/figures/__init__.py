@@ -50,13 +50,13 @@ Figures (:data:`FIGURES`):
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:  # pandas and the results module load on first use: the CLI parser imports FIGURES
     import pandas as pd
 
+from fightlab.figures.names import gpu_slug, per_gpu_name
 from fightlab.figures.trajectory import DEV_FLOOR_RAD, TRAJECTORY_LINES, plot_factor_trajectory
 from fightlab.paths import REPO_ROOT
 
@@ -65,36 +65,6 @@ FIGURES: tuple[str, ...] = ("train_curves", "profile_stages", "factor_time", "fa
                              "primer_vector_sweep", "graphs_split", "packing_throughput",
                              "stage_iterations", "learner_study", "figure2_world_sweep", "figure3_survey",
                              "learners_side_by_side", "newton_time")
-
-
-def gpu_slug(gpu: str) -> str:
-    """A file-name-safe slug of a GPU name: "NVIDIA H200" -> "nvidia-h200"; at most 60 characters
-    (a longer one is cut and ends in 8 hex characters of the name's sha1)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-") or "unknown-gpu"
-    if len(slug) > 60:  # a file name stays well inside the filesystem's 255 bytes
-        slug = f"{slug[:50].rstrip('-')}-{_name_hash(gpu)}"
-    return slug
-
-
-def _name_hash(gpu: str) -> str:
-    import hashlib
-
-    return hashlib.sha1(str(gpu).encode()).hexdigest()[:8]
-
-
-def per_gpu_name(name: str, gpu: str, gpus) -> str:
-    """The file name (no suffix) of figure ``name`` drawn for ``gpu`` among the cards ``gpus`` of
-    its table: ``name`` alone when there is one card, else ``name_<gpu_slug(gpu)>`` (e.g.
-    ``figure2_world_sweep_nvidia-h200``), as `fightlab figures` and the notebooks save them. Two
-    cards whose names give one slug (``"NVIDIA H200"``, ``"nvidia h200"``) each get 8 hex
-    characters of their name's sha1 after it, so neither figure overwrites the other."""
-    cards = set(map(str, gpus))
-    if len(cards) == 1:
-        return name
-    slug = gpu_slug(gpu)
-    if sum(gpu_slug(g) == slug for g in cards) > 1:
-        slug = f"{slug}-{_name_hash(gpu)}"
-    return f"{name}_{slug}"
 
 
 def _per_gpu(df: pd.DataFrame, name: str) -> Iterator[tuple[str, pd.DataFrame, str]]:
