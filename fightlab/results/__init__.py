@@ -377,11 +377,14 @@ def read_file(experiment: str, path: Path | str) -> pd.DataFrame:
             raise MalformedRowError(f"{path}:{i + 2}: column 'params' is not a JSON object "
                                     f"({str(v)[:40]!r}); fix or remove that line by hand")
         for key, kind in PARAMS_SECTIONS.items():
-            v = params.get(key)
-            if key in params and (not isinstance(v, kind) or key == "segments" and not all(isinstance(x, dict) for x in v)):
-                what = {dict: "object", list: "array"}.get(kind, "string or null") + (" of objects" if key == "segments" else "")
-                raise MalformedRowError(f"{path}:{i + 2}: params[{key!r}] is {str(v)[:40]!r}, not a JSON {what}; "
-                                        "fix or remove that line by hand")
+            if key not in params:
+                continue
+            value = params[key]
+            objects = key == "segments"  # a list of one object per training segment
+            if not isinstance(value, kind) or objects and not all(isinstance(x, dict) for x in value):
+                what = {dict: "object", list: "array"}.get(kind, "string or null") + (" of objects" if objects else "")
+                raise MalformedRowError(f"{path}:{i + 2}: params[{key!r}] is {str(value)[:40]!r}, not a JSON "
+                                        f"{what}; fix or remove that line by hand")
     for col in EXPERIMENTS[experiment]:  # metrics are finite numbers (or empty): never text
         if pd.api.types.is_float_dtype(df[col]):
             bad = np.flatnonzero(np.isinf(df[col].to_numpy()))
